@@ -1,0 +1,50 @@
+package manifest
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"testing/fstest"
+)
+
+// tenToolBundle is the base bundle with ten tools.
+func tenToolBundle() fstest.MapFS {
+	fsys := fstest.MapFS{}
+	var cmds strings.Builder
+	for i := 0; i < 10; i++ {
+		name := fmt.Sprintf("cmd%d", i)
+		fmt.Fprintf(&cmds, "    %s: ./tools/%s/TOOL.md\n", name, name)
+		tool := strings.Replace(baseTool, "argv: [item, list,", "argv: [item, "+name+",", 1)
+		tool = strings.Replace(tool, "id: demo.item.list", "id: demo.item."+name, 1)
+		// every tool has its own inputs and outputs schema, as in a real bundle
+		tool = strings.Replace(tool, "    query: { type: string }", fmt.Sprintf("    query: { type: string }\n    %s_opt: { type: boolean }", name), 1)
+		tool = strings.Replace(tool, "outputs: { type: array }", fmt.Sprintf("outputs: { type: array, description: %s }", name), 1)
+		fsys["demo/tools/"+name+"/TOOL.md"] = &fstest.MapFile{Data: []byte(tool)}
+	}
+	cli := strings.Replace(baseCLI, "    list: ./tools/item-list/TOOL.md\n", cmds.String(), 1)
+	fsys[cliFile] = &fstest.MapFile{Data: []byte(cli)}
+	return fsys
+}
+
+// BenchmarkLoadBundle10Tools parses, validates and lints one bundle of ten tools, each with its own
+// inputs and outputs schema. "cold" empties the compiled-schema cache before every load (a first
+// start); "warm" keeps it (a reload of unchanged files).
+func BenchmarkLoadBundle10Tools(b *testing.B) {
+	fsys := tenToolBundle()
+	if bd := LoadBundle(fsys, cliFile, LoadOptions{}); len(bd.Findings) != 0 || len(bd.Tools) != 10 {
+		b.Fatalf("fixture: %d tools, findings:\n%s", len(bd.Tools), findingsText(bd.Findings))
+	}
+	b.Run("cold", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			ResetSchemaCache()
+			LoadBundle(fsys, cliFile, LoadOptions{})
+		}
+	})
+	b.Run("warm", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			LoadBundle(fsys, cliFile, LoadOptions{})
+		}
+	})
+}

@@ -1,0 +1,281 @@
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// MaxFileSize bounds a manifest file; larger files are refused before parsing.
+const MaxFileSize = 1 << 20
+
+// maxDepth bounds the nesting of YAML values converted for validation.
+const maxDepth = 64
+
+// Document is a parsed markdown file with YAML frontmatter. It keeps the YAML node tree so every
+// value can be traced back to its line and column through its JSON pointer.
+type Document struct {
+	File   string
+	Root   *yaml.Node     // the frontmatter mapping; nil when the frontmatter did not parse
+	Value  map[string]any // the frontmatter as JSON-compatible values (mapping keys are strings)
+	Body   string         // the markdown after the frontmatter
+	offset int            // lines before the YAML text (the opening --- line)
+	values map[string]*yaml.Node
+	keys   map[string]*yaml.Node
+	dups   Findings
+}
+
+// Pos returns the position of the value at the JSON pointer ptr ("" is the document itself),
+// falling back to the nearest enclosing value that exists.
+func (d *Document) Pos(ptr string) Pos {
+	for {
+		if n, ok := d.values[ptr]; ok {
+			return d.nodePos(n)
+		}
+		if ptr == "" {
+			return Pos{File: d.File, Line: 1, Col: 1}
+		}
+		ptr = parentPointer(ptr)
+	}
+}
+
+// KeyPos returns the position of the mapping key whose value is at ptr, or of the value when ptr
+// has no key (an array element or the root).
+func (d *Document) KeyPos(ptr string) Pos {
+	if n, ok := d.keys[ptr]; ok {
+		return d.nodePos(n)
+	}
+	return d.Pos(ptr)
+}
+
+// Has reports whether a value exists at ptr.
+func (d *Document) Has(ptr string) bool {
+	_, ok := d.values[ptr]
+	return ok
+}
+
+func (d *Document) nodePos(n *yaml.Node) Pos {
+	return Pos{File: d.File, Line: n.Line + d.offset, Col: n.Column}
+}
+
+func parentPointer(ptr string) string {
+	i := strings.LastIndexByte(ptr, '/')
+	if i <= 0 {
+		return ""
+	}
+	return ptr[:i]
+}
+
+// JoinPointer appends reference tokens to a JSON pointer, escaping them as RFC 6901 requires.
+func JoinPointer(ptr string, tokens ...any) string {
+	var b strings.Builder
+	b.WriteString(ptr)
+	for _, t := range tokens {
+		b.WriteByte('/')
+		s := fmt.Sprint(t)
+		s = strings.ReplaceAll(s, "~", "~0")
+		s = strings.ReplaceAll(s, "/", "~1")
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+var (
+	yamlLineRE        = regexp.MustCompile(`line (\d+)`)
+	yamlParserProblem = regexp.MustCompile(`: (did not find expected|found duplicate %|found incompatible YAML document|found undefined tag handle)`)
+)
+
+// ParseDocument splits data into frontmatter and body and parses the frontmatter. It never panics:
+// every problem, including YAML syntax errors, is returned as a finding with its position. When the
+// frontmatter cannot be used at all, doc.Root is nil; otherwise the findings are problems such as
+// duplicate keys (the first occurrence is kept).
+func ParseDocument(file string, data []byte) (doc *Document, findings Findings) {
+	doc = &Document{File: file, values: map[string]*yaml.Node{}, keys: map[string]*yaml.Node{}}
+	fail := func(line int, rule, msg, hint string) (*Document, Findings) {
+		return doc, Findings{{Pos: Pos{File: file, Line: line, Col: 1}, Severity: SeverityError, Rule: rule, Message: msg, Hint: hint}}
+	}
+	if len(data) > MaxFileSize {
+		return fail(1, "file-too-large", fmt.Sprintf("file is %d bytes, more than the %d allowed", len(data), MaxFileSize), "split long prose out of the manifest")
+	}
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	front, body, ok := splitFrontmatter(data)
+	if !ok {
+		if bytes.HasPrefix(data, []byte("---")) {
+			return fail(1, "frontmatter-unterminated", "the frontmatter opened by --- is never closed", "end the YAML frontmatter with a line holding only ---")
+		}
+		return fail(1, "frontmatter-missing", "the file does not start with YAML frontmatter", "start the file with a line holding only ---, the YAML fields, and another ---")
+	}
+	doc.offset = 1
+	doc.Body = string(body)
+
+	var root yaml.Node
+	if err := safeUnmarshal(front, &root); err != nil {
+		line, context := 1, ""
+		if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
+			line, _ = strconv.Atoi(m[1])
+			if yamlParserProblem.MatchString(err.Error()) {
+				// yaml.v3 reports parser (not scanner) errors with a 0-based line, at the start of
+				// the block or flow collection being parsed.
+				line++
+				context = " in the block that starts here"
+			}
+		}
+		msg := strings.TrimPrefix(err.Error(), "yaml: ")
+		msg = yamlLineRE.ReplaceAllString(msg, "")
+		msg = strings.TrimLeft(msg, ": ")
+		return fail(line+doc.offset, "yaml-syntax", "YAML syntax error: "+msg+context, "check indentation and quoting; values holding ': ', '#' or starting with '{', '[', '*', '&', '!', '%', '@' or '`' need quotes")
+	}
+	if len(root.Content) == 0 {
+		return fail(1, "frontmatter-empty", "the frontmatter is empty", "declare the manifest's fields between the --- lines")
+	}
+	top := root.Content[0]
+	if top.Kind != yaml.MappingNode {
+		return fail(top.Line+doc.offset, "frontmatter-not-mapping", "the frontmatter must be a YAML mapping of field names to values", "write one `field: value` per line")
+	}
+	v, err := doc.convert(top, "", 0)
+	if err != nil {
+		return fail(top.Line+doc.offset, "yaml-structure", err.Error(), "simplify the YAML: no deep nesting or alias cycles")
+	}
+	doc.Root = top
+	doc.Value, _ = v.(map[string]any)
+	return doc, doc.dups
+}
+
+// safeUnmarshal guards against panics inside the YAML library on hostile input.
+func safeUnmarshal(data []byte, n *yaml.Node) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("yaml: line 1: unparseable input (%v)", r)
+		}
+	}()
+	return yaml.Unmarshal(data, n)
+}
+
+// splitFrontmatter returns the YAML between an opening "---" line and the next "---" or "..." line.
+func splitFrontmatter(data []byte) (front, body []byte, ok bool) {
+	first, rest, found := bytes.Cut(data, []byte("\n"))
+	if !found || strings.TrimRight(string(first), " \t\r") != "---" {
+		return nil, nil, false
+	}
+	pos := 0
+	for pos <= len(rest) {
+		end := bytes.IndexByte(rest[pos:], '\n')
+		var line []byte
+		next := len(rest) + 1
+		if end < 0 {
+			line = rest[pos:]
+		} else {
+			line = rest[pos : pos+end]
+			next = pos + end + 1
+		}
+		if t := strings.TrimRight(string(line), " \t\r"); t == "---" || t == "..." {
+			if next > len(rest) {
+				return rest[:pos], nil, true
+			}
+			return rest[:pos], rest[next:], true
+		}
+		pos = next
+	}
+	return nil, nil, false
+}
+
+// convert turns a YAML node into JSON-compatible values (map[string]any, []any, string, bool,
+// json.Number, nil), recording each value's node under its JSON pointer. Mapping keys become strings,
+// which normalises YAML integer keys such as output.exit_codes.
+func (d *Document) convert(n *yaml.Node, ptr string, depth int) (any, error) {
+	if depth > maxDepth {
+		return nil, fmt.Errorf("YAML nested deeper than %d levels", maxDepth)
+	}
+	if n.Kind == yaml.AliasNode {
+		if n.Alias == nil {
+			return nil, nil
+		}
+		v, err := d.convert(n.Alias, ptr, depth+1)
+		d.values[ptr] = n
+		return v, err
+	}
+	d.values[ptr] = n
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			return nil, nil
+		}
+		return d.convert(n.Content[0], ptr, depth+1)
+	case yaml.MappingNode:
+		m := make(map[string]any, len(n.Content)/2)
+		kept := n.Content[:0]
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			key := k.Value
+			child := JoinPointer(ptr, key)
+			if first, dup := d.keys[child]; dup {
+				d.dups = append(d.dups, Finding{Pos: d.nodePos(k), Severity: SeverityError, Rule: "yaml-duplicate-key",
+					Message: fmt.Sprintf("key %q is already defined at line %d", key, first.Line+d.offset), Hint: "merge the two entries; only the first is used"})
+				continue
+			}
+			kept = append(kept, k, val)
+			d.keys[child] = k
+			v, err := d.convert(val, child, depth+1)
+			if err != nil {
+				return nil, err
+			}
+			m[key] = v
+		}
+		n.Content = kept
+		return m, nil
+	case yaml.SequenceNode:
+		s := make([]any, 0, len(n.Content))
+		for i, c := range n.Content {
+			v, err := d.convert(c, JoinPointer(ptr, i), depth+1)
+			if err != nil {
+				return nil, err
+			}
+			s = append(s, v)
+		}
+		return s, nil
+	case yaml.ScalarNode:
+		return scalarValue(n), nil
+	}
+	return nil, nil
+}
+
+func scalarValue(n *yaml.Node) any {
+	switch n.ShortTag() {
+	case "!!null":
+		return nil
+	case "!!bool":
+		return strings.EqualFold(n.Value, "true")
+	case "!!int":
+		if i, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+			return json.Number(strconv.FormatInt(i, 10))
+		}
+		var i int64 // 0x1f, 0o17, 1_000 and the other YAML spellings
+		if n.Decode(&i) == nil {
+			return json.Number(strconv.FormatInt(i, 10))
+		}
+	case "!!float":
+		f, err := strconv.ParseFloat(n.Value, 64)
+		if err != nil && n.Decode(&f) != nil {
+			return n.Value
+		}
+		if s := strconv.FormatFloat(f, 'g', -1, 64); !strings.ContainsAny(s, "IN") {
+			return json.Number(s)
+		}
+	}
+	return n.Value
+}
+
+// decode fills out from the frontmatter. The YAML library keeps decoding past a type mismatch, so
+// out is filled as far as possible; mismatches are reported by the schema validation.
+func (d *Document) decode(out any) {
+	if d.Root == nil {
+		return
+	}
+	defer func() { _ = recover() }()
+	_ = d.Root.Decode(out)
+}

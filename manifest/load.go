@@ -1,0 +1,308 @@
+package manifest
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/clihost/clihost/schemas"
+)
+
+// Bundle is a loaded CLI bundle: its CLI.md, the TOOL.md of every command, and what lint found.
+type Bundle struct {
+	Dir      string       `json:"dir"`  // the bundle folder, as displayed
+	File     string       `json:"file"` // CLI.md, as displayed
+	CLI      *CLI         `json:"cli"`
+	Body     string       `json:"-"`
+	Tools    []*ToolEntry `json:"tools"`
+	Findings Findings     `json:"findings,omitempty"`
+	Doc      *Document    `json:"-"`
+
+	fsys   fs.FS
+	fsPath string // CLI.md inside fsys
+}
+
+// ToolEntry is one leaf of the commands tree with its parsed TOOL.md (nil Tool when it failed to load).
+type ToolEntry struct {
+	Path []string  `json:"path"` // command path, e.g. [pr list]
+	Ref  string    `json:"ref"`
+	File string    `json:"file"` // as displayed
+	Tool *Tool     `json:"tool,omitempty"`
+	Doc  *Document `json:"-"`
+
+	inputSchema *jsonschema.Schema
+}
+
+// InputSchema returns the compiled inputs schema, or nil when it did not compile.
+func (t *ToolEntry) InputSchema() *jsonschema.Schema { return t.inputSchema }
+
+// CommandPath returns the command path joined by spaces, e.g. "pr list".
+func (t *ToolEntry) CommandPath() string { return strings.Join(t.Path, " ") }
+
+// ID returns the bundle id, or "" when the manifest did not decode.
+func (b *Bundle) ID() string {
+	if b.CLI == nil {
+		return ""
+	}
+	return b.CLI.ID
+}
+
+// Major returns the major number of the manifest version (0 when it does not parse).
+func (b *Bundle) Major() uint64 {
+	if b.CLI == nil {
+		return 0
+	}
+	if v, err := NormalizeVersion(b.CLI.Version); err == nil {
+		return v.Major()
+	}
+	return 0
+}
+
+// Key returns the bundle's stable identity, id@major.
+func (b *Bundle) Key() string { return fmt.Sprintf("%s@%d", b.ID(), b.Major()) }
+
+// FS returns the filesystem the bundle was loaded from and the CLI.md path inside it.
+func (b *Bundle) FS() (fs.FS, string) { return b.fsys, b.fsPath }
+
+// Tool finds a tool by TOOL.md id, by command path ("pr list") or by dotted path ("pr.list").
+func (b *Bundle) Tool(name string) *ToolEntry {
+	for _, t := range b.Tools {
+		if t.Tool != nil && t.Tool.ID == name {
+			return t
+		}
+	}
+	for _, t := range b.Tools {
+		if p := strings.Join(t.Path, " "); p == name || strings.Join(t.Path, ".") == name {
+			return t
+		}
+	}
+	return nil
+}
+
+// LoadOptions adjusts how a bundle is loaded.
+type LoadOptions struct {
+	// Display maps a path inside the filesystem to the path shown in findings. Default: unchanged.
+	Display func(string) string
+}
+
+func (o LoadOptions) display(p string) string {
+	if o.Display == nil {
+		return p
+	}
+	return o.Display(p)
+}
+
+// LoadBundle reads, validates and lints the bundle whose CLI.md is at cliPath inside fsys. It
+// never panics and always returns a Bundle; problems are in Bundle.Findings.
+func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
+	b := &Bundle{fsys: fsys, fsPath: cliPath, Dir: opts.display(path.Dir(cliPath)), File: opts.display(cliPath)}
+	data, err := fs.ReadFile(fsys, cliPath)
+	if err != nil {
+		b.Findings = Findings{{Pos: Pos{File: b.File}, Severity: SeverityError, Rule: "file-unreadable", Message: err.Error(), Hint: "check the path and its permissions"}}
+		return b
+	}
+	doc, problems := ParseDocument(b.File, data)
+	b.Doc, b.Body = doc, doc.Body
+	if doc.Root == nil {
+		b.Findings = problems
+		return b
+	}
+	c := newCollector(doc)
+	c.semantic = problems
+	schema, err := schemas.CLI()
+	if err != nil {
+		panic(err) // the embedded schema is part of the binary; tests guarantee it compiles
+	}
+	c.schema(schema)
+	cli := &CLI{}
+	doc.decode(cli)
+	if len(cli.Intents) > 0 && len(cli.Actions) == 0 {
+		cli.Actions = cli.Intents
+	}
+	b.CLI = cli
+	l := &linter{b: b, c: c, opts: opts, cli: cli}
+	l.cliRules()
+	l.loadTools()
+	b.Findings = append(b.Findings, c.findings()...)
+	b.Findings.Sort()
+	return b
+}
+
+// collector gathers findings for one document. Schema findings at a pointer where a semantic rule
+// also reported are dropped, since the semantic finding says more.
+type collector struct {
+	doc      *Document
+	semantic Findings
+	fromRule map[string]bool
+	schemaFs []pointed
+}
+
+type pointed struct {
+	ptr string
+	f   Finding
+}
+
+func newCollector(doc *Document) *collector {
+	return &collector{doc: doc, fromRule: map[string]bool{}}
+}
+
+// at reports a finding at the value under ptr.
+func (c *collector) at(ptr string, sev Severity, rule, msg, hint string) {
+	c.fromRule[ptr] = true
+	c.semantic = append(c.semantic, Finding{Pos: c.doc.Pos(ptr), Severity: sev, Rule: rule, Message: msg, Hint: hint})
+}
+
+// atKey reports a finding at the key of the value under ptr.
+func (c *collector) atKey(ptr string, sev Severity, rule, msg, hint string) {
+	c.fromRule[ptr] = true
+	c.semantic = append(c.semantic, Finding{Pos: c.doc.KeyPos(ptr), Severity: sev, Rule: rule, Message: msg, Hint: hint})
+}
+
+func (c *collector) findings() Findings {
+	out := append(Findings(nil), c.semantic...)
+	for _, s := range c.schemaFs {
+		if !c.fromRule[s.ptr] {
+			out = append(out, s.f)
+		}
+	}
+	return out
+}
+
+var quotedNames = regexp.MustCompile(`'([^']*)'`)
+
+// schema validates the document's values and records each leaf error at its instance location.
+func (c *collector) schema(s *jsonschema.Schema) {
+	if c.doc.Value == nil {
+		return
+	}
+	err := s.Validate(c.doc.Value)
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return
+	}
+	type group struct {
+		keyword string
+		msgs    []string
+	}
+	groups := map[string]*group{}
+	var order []string
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, cause := range e.Causes {
+				walk(cause)
+			}
+			return
+		}
+		kw := e.KeywordLocation[strings.LastIndexByte(e.KeywordLocation, '/')+1:]
+		ptr := e.InstanceLocation
+		if kw == "additionalProperties" {
+			// point at the first unexpected key itself
+			if m := quotedNames.FindStringSubmatch(e.Message); m != nil {
+				ptr = JoinPointer(ptr, m[1])
+			}
+		}
+		g, ok := groups[ptr]
+		if !ok {
+			g = &group{keyword: kw}
+			groups[ptr] = g
+			order = append(order, ptr)
+		}
+		msg := e.Message
+		if kw == "additionalProperties" {
+			msg = unknownFieldsMessage(e.Message)
+		}
+		for _, m := range g.msgs {
+			if m == msg {
+				return
+			}
+		}
+		g.msgs = append(g.msgs, msg)
+	}
+	walk(ve)
+	for _, ptr := range order {
+		g := groups[ptr]
+		where := strings.TrimPrefix(ptr, "/")
+		if where == "" {
+			where = "frontmatter"
+		}
+		msg := where + ": " + strings.Join(g.msgs, "; ")
+		pos := c.doc.Pos(ptr)
+		if g.keyword == "additionalProperties" || g.keyword == "required" {
+			pos = c.doc.KeyPos(ptr)
+		}
+		c.schemaFs = append(c.schemaFs, pointed{ptr: ptr, f: Finding{Pos: pos, Severity: SeverityError,
+			Rule: "schema-" + kebab(g.keyword), Message: msg, Hint: schemaHint(g.keyword)}})
+	}
+}
+
+func schemaHint(keyword string) string {
+	switch keyword {
+	case "required":
+		return "add the missing field; docs/authoring.md lists every field"
+	case "additionalProperties":
+		return "remove the field or fix its spelling; docs/authoring.md lists the allowed fields"
+	case "type":
+		return "change the value to the expected type (quote strings that YAML reads as numbers or booleans)"
+	case "enum", "const":
+		return "use one of the allowed values"
+	case "pattern":
+		return "change the value to match the pattern"
+	case "minItems", "minLength", "minProperties":
+		return "the value must not be empty"
+	case "not":
+		return "declare only one of actions and intents (intents is an alias)"
+	}
+	return "see docs/authoring.md"
+}
+
+func kebab(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if r >= 'A' && r <= 'Z' {
+			if i > 0 {
+				b.WriteByte('-')
+			}
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// unknownFieldsMessage rewrites "additionalProperties 'a', 'b' not allowed" briefly.
+func unknownFieldsMessage(msg string) string {
+	var names []string
+	for _, m := range quotedNames.FindAllStringSubmatch(msg, -1) {
+		names = append(names, "'"+m[1]+"'")
+	}
+	if len(names) == 0 {
+		return msg
+	}
+	more := ""
+	if len(names) > 3 {
+		more = fmt.Sprintf(" and %d more", len(names)-3)
+		names = names[:3]
+	}
+	word := "field"
+	if len(names) > 1 || more != "" {
+		word = "fields"
+	}
+	return fmt.Sprintf("unknown %s %s%s", word, strings.Join(names, ", "), more)
+}

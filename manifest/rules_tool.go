@@ -1,0 +1,489 @@
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"regexp"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/clihost/clihost/schemas"
+)
+
+// MaxMCPNameLength is the longest tool name MCP clients accept.
+const MaxMCPNameLength = 64
+
+var (
+	mcpNamePattern = regexp.MustCompile(`^[A-Za-z0-9_\-]+$`)
+	optionToken    = regexp.MustCompile(`^--?[A-Za-z0-9][A-Za-z0-9\-]*$`)
+)
+
+// MCPName is the MCP tool name of a command path: its words joined with _.
+func MCPName(path []string) string { return strings.Join(path, "_") }
+
+// loadTools loads the TOOL.md of every leaf of the commands tree and lints each. The files are
+// independent, so they are parsed concurrently (up to GOMAXPROCS at a time); results are combined
+// in manifest order, so output does not depend on scheduling.
+func (l *linter) loadTools() {
+	bundleDir := path.Dir(l.b.fsPath)
+	var jobs []*toolLinter
+	first := map[string]*ToolEntry{} // TOOL.md path → the entry that loads it
+	var shared []struct{ entry, from *ToolEntry }
+	for _, leaf := range l.cli.Commands.Leaves() {
+		entry := &ToolEntry{Path: leaf.Path, Ref: leaf.Ref}
+		full := path.Join(bundleDir, leaf.Ref)
+		if path.IsAbs(leaf.Ref) || !within(bundleDir, full) {
+			l.c.at(leaf.Pointer, SeverityError, "commands-ref-escapes", fmt.Sprintf("command %q refers to %q, outside the bundle folder", strings.Join(leaf.Path, " "), leaf.Ref), "TOOL.md files live inside the bundle, e.g. ./tools/pr-list/TOOL.md")
+			continue
+		}
+		entry.File = l.opts.display(full)
+		if prev, ok := first[full]; ok {
+			shared = append(shared, struct{ entry, from *ToolEntry }{entry, prev})
+			l.b.Tools = append(l.b.Tools, entry)
+			continue
+		}
+		first[full] = entry
+		jobs = append(jobs, &toolLinter{linter: l, entry: entry, fsPath: full, leaf: leaf})
+	}
+
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for _, j := range jobs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			data, err := fs.ReadFile(l.b.fsys, j.fsPath)
+			if err != nil {
+				j.readErr = err
+				return
+			}
+			j.load(data)
+		}()
+	}
+	wg.Wait()
+
+	commandPathRule(jobs)
+	ids := map[string]string{}
+	for _, j := range jobs {
+		if j.readErr != nil {
+			l.c.at(j.leaf.Pointer, SeverityError, "commands-ref-missing", fmt.Sprintf("command %q refers to %q, which cannot be read: %v", strings.Join(j.leaf.Path, " "), j.leaf.Ref, unwrapPathError(j.readErr)), "create the TOOL.md or fix the path (relative to the bundle folder)")
+			continue
+		}
+		l.b.Tools = append(l.b.Tools, j.entry)
+		if t := j.entry.Tool; t != nil && t.ID != "" {
+			if other, dup := ids[t.ID]; dup {
+				j.c.at("/id", SeverityError, "tool-id-duplicate", fmt.Sprintf("tool id %q is also used by %s", t.ID, other), "give every tool of a bundle its own id, e.g. <bundle>.<command path>")
+			} else {
+				ids[t.ID] = j.entry.File
+			}
+		}
+		l.b.Findings = append(l.b.Findings, j.c.findings()...)
+	}
+	for _, s := range shared {
+		s.entry.Tool, s.entry.Doc, s.entry.inputSchema = s.from.Tool, s.from.Doc, s.from.inputSchema
+	}
+	sortTools(l.b.Tools, l.cli.Commands.Leaves())
+}
+
+// sortTools puts the tool entries back in the commands tree's order.
+func sortTools(tools []*ToolEntry, leaves []Leaf) {
+	order := map[string]int{}
+	for i, lf := range leaves {
+		order[strings.Join(lf.Path, "\x00")] = i
+	}
+	sort.SliceStable(tools, func(i, j int) bool {
+		return order[strings.Join(tools[i].Path, "\x00")] < order[strings.Join(tools[j].Path, "\x00")]
+	})
+}
+
+func unwrapPathError(err error) error {
+	if pe, ok := err.(*fs.PathError); ok {
+		return pe.Err
+	}
+	return err
+}
+
+type toolLinter struct {
+	*linter
+	entry   *ToolEntry
+	fsPath  string
+	leaf    Leaf
+	c       *collector
+	readErr error
+	// set by runnerRules for commandPathRule
+	argvParsed, startsWithPath bool
+}
+
+func (t *toolLinter) load(data []byte) {
+	doc, problems := ParseDocument(t.entry.File, data)
+	t.entry.Doc = doc
+	t.c = newCollector(doc)
+	t.c.semantic = problems
+	if doc.Root == nil {
+		return
+	}
+	schema, err := schemas.Tool()
+	if err != nil {
+		panic(err)
+	}
+	t.c.schema(schema)
+	tool := &Tool{}
+	doc.decode(tool)
+	tool.Inputs, _ = doc.Value["inputs"].(map[string]any)
+	tool.Outputs, _ = doc.Value["outputs"].(map[string]any)
+	if ex, ok := doc.Value["examples"].([]any); ok {
+		for i := range tool.Examples {
+			if i < len(ex) {
+				if m, ok := ex[i].(map[string]any); ok {
+					tool.Examples[i].Input, tool.Examples[i].Output = m["input"], m["output"]
+				}
+			}
+		}
+	}
+	t.entry.Tool = tool
+	t.rules(tool)
+}
+
+func (t *toolLinter) rules(tool *Tool) {
+	c, doc := t.c, t.c.doc
+	if doc.Has("/inputs") {
+		t.entry.inputSchema = t.compileSchema("/inputs", tool.Inputs, "tool-inputs-schema", true)
+	}
+	if doc.Has("/outputs") {
+		t.compileSchema("/outputs", tool.Outputs, "tool-outputs-schema", false)
+	}
+	if len(tool.Mutates) > 0 && (tool.Approval == "" || tool.Approval == "auto") {
+		c.atKey("/mutates", SeverityError, "tool-mutates-approval", "the tool mutates state but its approval is auto (the default)", "set approval: on-mutate (or always); AIP-14 allows auto only with mutates: []")
+	}
+	if name := MCPName(t.entry.Path); len(name) > MaxMCPNameLength || !mcpNamePattern.MatchString(name) {
+		c.atKey("/id", SeverityWarning, "tool-mcp-name", fmt.Sprintf("the MCP tool name %q is longer than %d characters or has characters other than letters, digits, _ and -", name, MaxMCPNameLength), "shorten the command names in the commands tree")
+	}
+	if s := t.entry.inputSchema; s != nil {
+		for i, ex := range tool.Examples {
+			if err := s.Validate(ex.Input); err != nil {
+				c.at(JoinPointer("/examples", i, "input"), SeverityError, "tool-example-invalid", fmt.Sprintf("example %q does not satisfy inputs: %s", ex.Name, schemaErrorText(err)), "fix the example or the inputs schema")
+			}
+		}
+	}
+	t.runnerRules(tool)
+	if tool.Sandbox != nil {
+		t.sandboxRules(c, "/sandbox", tool.Sandbox)
+		t.narrowingRules(tool.Sandbox)
+	}
+}
+
+// compileSchema compiles a JSON Schema held in the manifest; remote references are refused.
+func (t *toolLinter) compileSchema(ptr string, v map[string]any, rule string, mustBeObject bool) *jsonschema.Schema {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.c.at(ptr, SeverityError, rule, "the schema cannot be encoded as JSON: "+err.Error(), "")
+		return nil
+	}
+	s, err := compileEmbeddedSchema(raw)
+	if err != nil {
+		t.c.at(ptr, SeverityError, rule, "the schema is not valid JSON Schema 2020-12: "+schemaErrorText(err), "fix it against https://json-schema.org/draft/2020-12")
+		return nil
+	}
+	if mustBeObject && v["type"] != "object" {
+		t.c.atKey(ptr, SeverityError, rule, "inputs must be an object schema (type: object)", "tool inputs are named arguments: type: object with properties")
+		return nil
+	}
+	return s
+}
+
+// schemaCache holds compiled manifest schemas by their JSON text. A compiled schema is immutable,
+// so bundles that share a schema (many tools output {type: string}) and reloads of unchanged
+// files compile it once. The cache is dropped whole when it reaches schemaCacheSize.
+var schemaCache struct {
+	sync.Mutex
+	m map[string]*jsonschema.Schema
+}
+
+const schemaCacheSize = 4096
+
+// ResetSchemaCache empties the compiled-schema cache (for cold-start benchmarks).
+func ResetSchemaCache() {
+	schemaCache.Lock()
+	schemaCache.m = nil
+	schemaCache.Unlock()
+}
+
+func compileEmbeddedSchema(raw []byte) (*jsonschema.Schema, error) {
+	key := string(raw)
+	schemaCache.Lock()
+	s, ok := schemaCache.m[key]
+	schemaCache.Unlock()
+	if ok {
+		return s, nil
+	}
+	comp := jsonschema.NewCompiler()
+	comp.Draft = jsonschema.Draft2020
+	comp.LoadURL = func(u string) (io.ReadCloser, error) {
+		return nil, fmt.Errorf("external $ref %q is not allowed; keep the schema self-contained ($defs)", u)
+	}
+	const url = "clihost:///schema.json"
+	if err := comp.AddResource(url, bytes.NewReader(raw)); err != nil {
+		return nil, err
+	}
+	s, err := comp.Compile(url)
+	if err != nil {
+		return nil, err
+	}
+	schemaCache.Lock()
+	if schemaCache.m == nil || len(schemaCache.m) >= schemaCacheSize {
+		schemaCache.m = map[string]*jsonschema.Schema{}
+	}
+	schemaCache.m[key] = s
+	schemaCache.Unlock()
+	return s, nil
+}
+
+// schemaErrorText flattens a jsonschema error to its innermost messages.
+func schemaErrorText(err error) string {
+	ve, ok := err.(*jsonschema.ValidationError)
+	if !ok {
+		if se, ok := err.(*jsonschema.SchemaError); ok && se.Err != nil {
+			return schemaErrorText(se.Err)
+		}
+		return err.Error()
+	}
+	var msgs []string
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			loc := e.InstanceLocation
+			if loc == "" {
+				loc = "/"
+			}
+			msgs = append(msgs, loc+": "+e.Message)
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	return strings.Join(msgs, "; ")
+}
+
+func (t *toolLinter) runnerRules(tool *Tool) {
+	c, doc := t.c, t.c.doc
+	r := tool.Runner
+	if r == nil {
+		if doc.Value != nil {
+			c.at("", SeverityError, "tool-runner-missing", "the tool has no runner block binding it to its CLI", "add runner: {cli: ../../CLI.md, argv: [...]}")
+		}
+		return
+	}
+	if doc.Has("/runner/cli") {
+		if got := path.Join(path.Dir(t.fsPath), r.CLI); got != t.b.fsPath {
+			c.at("/runner/cli", SeverityError, "tool-runner-cli", fmt.Sprintf("runner.cli %q resolves to %s, not to the bundle's CLI.md", r.CLI, t.opts.display(got)), "point it back at the bundle, e.g. ../../CLI.md")
+		}
+	}
+	if r.Output != nil {
+		t.exitCodeRules(c, "/runner/output/exit_codes", r.Output.ExitCodes)
+	}
+	tokens, bad, err := ParseArgv(r.Argv)
+	if err != nil {
+		te, _ := err.(*TemplateError)
+		ptr := "/runner/argv"
+		if bad >= 0 && bad < len(r.Argv) {
+			ptr = JoinPointer(ptr, bad)
+		}
+		rule, hint := "argv-syntax", ""
+		if te != nil {
+			hint = te.Hint
+			if strings.HasPrefix(te.Msg, "unknown filter") {
+				rule = "argv-unknown-filter"
+			}
+		}
+		c.at(ptr, SeverityError, rule, fmt.Sprintf("argv entry %q: %v", entryText(r.Argv, bad), err), hint)
+		return
+	}
+	r.Parsed = tokens
+	props, _ := tool.Inputs["properties"].(map[string]any)
+	required := map[string]bool{}
+	if req, ok := tool.Inputs["required"].([]any); ok {
+		for _, v := range req {
+			if s, ok := v.(string); ok {
+				required[s] = true
+			}
+		}
+	}
+	for i, tok := range tokens {
+		ptr := JoinPointer("/runner/argv", i)
+		for _, e := range tok.Exprs() {
+			if e.Source != "input" || t.entry.inputSchema == nil {
+				continue
+			}
+			if !declared(props, e.Path) {
+				c.at(ptr, SeverityError, "argv-undeclared-input", fmt.Sprintf("${input.%s} is not declared in inputs.properties", e.Name()), "declare it under inputs.properties or fix the name")
+			}
+		}
+		if i == 0 {
+			continue
+		}
+		prev, isLit := tokens[i-1].Literal()
+		e := tok.Whole()
+		if isLit && optionToken.MatchString(prev) && e != nil && e.Source == "input" && e.Filter == "" && !required[e.Path[0]] {
+			c.at(ptr, SeverityWarning, "argv-bare-optional", fmt.Sprintf("%q is followed by the optional input ${input.%s}: when it is absent the option is left dangling", prev, e.Name()),
+				fmt.Sprintf("replace both entries with \"${input.%s | optional('%s')}\"", e.Name(), prev))
+		}
+	}
+	t.startsWithPath = len(t.entry.Path) > 0 && len(tokens) >= len(t.entry.Path)
+	for i := 0; t.startsWithPath && i < len(t.entry.Path); i++ {
+		lit, ok := tokens[i].Literal()
+		t.startsWithPath = ok && lit == t.entry.Path[i]
+	}
+	t.argvParsed = true
+}
+
+// commandPathRule warns about tools whose argv does not start with their command path, in bundles
+// whose CLI has subcommands: those where at least one tool's argv starts with its path. A CLI
+// without subcommands (jq, rg, curl) names its tools freely and no tool matches.
+func commandPathRule(jobs []*toolLinter) {
+	subcommands := false
+	for _, j := range jobs {
+		subcommands = subcommands || j.startsWithPath
+	}
+	if !subcommands {
+		return
+	}
+	for _, j := range jobs {
+		if j.argvParsed && !j.startsWithPath {
+			j.c.at("/runner/argv", SeverityWarning, "argv-command-path", fmt.Sprintf("argv does not start with the command path %q, as the bundle's other tools do", strings.Join(j.entry.Path, " ")),
+				"argv is the full list after bin_args; start it with the subcommand words, or rename the command in CLI.md's commands tree")
+		}
+	}
+}
+
+func entryText(argv []string, i int) string {
+	if i >= 0 && i < len(argv) {
+		return argv[i]
+	}
+	return ""
+}
+
+// declared reports whether the dotted input path is declared in the properties schema.
+func declared(props map[string]any, p []string) bool {
+	for i, name := range p {
+		s, ok := props[name].(map[string]any)
+		if !ok {
+			return false
+		}
+		if i == len(p)-1 {
+			return true
+		}
+		next, ok := s["properties"].(map[string]any)
+		if !ok {
+			return s["additionalProperties"] != false // an open object: nested names cannot be checked
+		}
+		props = next
+	}
+	return false
+}
+
+// narrowingRules reports every part of a tool's sandbox that grants more than its bundle's.
+func (t *toolLinter) narrowingRules(ts *Sandbox) {
+	bs := &t.cli.Sandbox
+	widen := func(ptr, what, hint string) {
+		t.c.at(ptr, SeverityError, "tool-sandbox-widens", what+" widens the bundle's sandbox; a tool may only narrow it", hint)
+	}
+	if ts.Network != nil {
+		var bEgress, bIngress []string
+		if bs.Network != nil {
+			bEgress, bIngress = bs.Network.Egress, bs.Network.Ingress
+		}
+		for i, h := range ts.Network.Egress {
+			if !anyCovers(bEgress, h, HostCovers) {
+				widen(JoinPointer("/sandbox/network/egress", i), fmt.Sprintf("egress to %q", h), "list only hosts the bundle's network.egress allows")
+			}
+		}
+		for i, u := range ts.Network.Ingress {
+			if !contains(bIngress, u) {
+				widen(JoinPointer("/sandbox/network/ingress", i), fmt.Sprintf("ingress %q", u), "list only the bundle's network.ingress entries")
+			}
+		}
+	}
+	if ts.FS != nil {
+		var bRead, bWrite []string
+		if bs.FS != nil {
+			bRead, bWrite = bs.FS.Read, bs.FS.Write
+		}
+		for i, g := range ts.FS.Read {
+			if !anyCovers(bRead, g, PatternCovers) && !anyCovers(bWrite, g, PatternCovers) {
+				widen(JoinPointer("/sandbox/fs/read", i), fmt.Sprintf("fs.read %q", g), "read only what the bundle's fs.read or fs.write grants")
+			}
+		}
+		for i, g := range ts.FS.Write {
+			if !anyCovers(bWrite, g, PatternCovers) {
+				widen(JoinPointer("/sandbox/fs/write", i), fmt.Sprintf("fs.write %q", g), "write only where the bundle's fs.write grants")
+			}
+		}
+	}
+	if ts.Exec != nil {
+		if ts.Exec.Allowed() && !bs.Exec.Allowed() {
+			widen("/sandbox/exec/allow", "exec.allow: true", "the bundle forbids exec, so its tools cannot allow it")
+		}
+		var bSpawn []string
+		if bs.Exec != nil {
+			bSpawn = bs.Exec.Spawn
+		}
+		for i, s := range ts.Exec.Spawn {
+			if !contains(bSpawn, s) {
+				widen(JoinPointer("/sandbox/exec/spawn", i), fmt.Sprintf("exec.spawn %q", s), "spawn only what the bundle's exec.spawn lists")
+			}
+		}
+	}
+	if ts.Env != nil {
+		var bPass []string
+		var bSet map[string]string
+		if bs.Env != nil {
+			bPass, bSet = bs.Env.Pass, bs.Env.Set
+		}
+		for i, v := range ts.Env.Pass {
+			if !contains(bPass, v) {
+				widen(JoinPointer("/sandbox/env/pass", i), fmt.Sprintf("env.pass %q", v), "pass only variables the bundle's env.pass lists")
+			}
+		}
+		for _, k := range sortedKeys(ts.Env.Set) {
+			if _, ok := bSet[k]; !ok {
+				widen(JoinPointer("/sandbox/env/set", k), fmt.Sprintf("env.set %q", k), "set only variables the bundle's env.set declares")
+			}
+		}
+	}
+}
+
+func anyCovers(list []string, v string, covers func(b, t string) bool) bool {
+	for _, b := range list {
+		if covers(b, v) {
+			return true
+		}
+	}
+	return false
+}
+
+func contains(list []string, v string) bool {
+	for _, s := range list {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// within reports whether the clean slash path p lies inside dir.
+func within(dir, p string) bool {
+	if dir == "." {
+		return p != ".." && !strings.HasPrefix(p, "../")
+	}
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}

@@ -1,0 +1,104 @@
+package manifest
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Tool is the frontmatter of a TOOL.md: the AIP-14 contract plus the AIP-29 binding (Runner and a
+// narrowing Sandbox).
+type Tool struct {
+	Schema                string         `yaml:"schema,omitempty" json:"schema,omitempty"`
+	Name                  string         `yaml:"name" json:"name"`
+	ID                    string         `yaml:"id" json:"id"`
+	Description           string         `yaml:"description" json:"description"`
+	Version               string         `yaml:"version" json:"version"`
+	Inputs                map[string]any `yaml:"-" json:"inputs"`
+	Outputs               map[string]any `yaml:"-" json:"outputs"`
+	Idempotent            bool           `yaml:"idempotent,omitempty" json:"idempotent,omitempty"`
+	Mutates               []string       `yaml:"mutates,omitempty" json:"mutates,omitempty"`
+	Requires              *ToolRequires  `yaml:"requires,omitempty" json:"requires,omitempty"`
+	Approval              string         `yaml:"approval,omitempty" json:"approval,omitempty"`
+	RiskLevel             int            `yaml:"risk_level,omitempty" json:"risk_level"`
+	CostClass             string         `yaml:"cost_class,omitempty" json:"cost_class,omitempty"`
+	TimeoutMS             int            `yaml:"timeout_ms,omitempty" json:"timeout_ms,omitempty"`
+	Retry                 *Retry         `yaml:"retry,omitempty" json:"retry,omitempty"`
+	DefaultImplementation *string        `yaml:"default_implementation,omitempty" json:"default_implementation,omitempty"`
+	DriverConstraints     map[string]any `yaml:"driver_constraints,omitempty" json:"driver_constraints,omitempty"`
+	Implements            string         `yaml:"implements,omitempty" json:"implements,omitempty"`
+	Tags                  []string       `yaml:"tags,omitempty" json:"tags,omitempty"`
+	Examples              []ToolExample  `yaml:"examples,omitempty" json:"examples,omitempty"`
+	Metadata              map[string]any `yaml:"metadata,omitempty" json:"metadata,omitempty"`
+	Runner                *ToolRunner    `yaml:"runner,omitempty" json:"runner,omitempty"`
+	Sandbox               *Sandbox       `yaml:"sandbox,omitempty" json:"sandbox,omitempty"`
+}
+
+// ToolRequires lists a tool's capability requirements (AIP-7).
+type ToolRequires struct {
+	Network []string `yaml:"network,omitempty" json:"network,omitempty"`
+	Secrets []string `yaml:"secrets,omitempty" json:"secrets,omitempty"`
+	Tools   []string `yaml:"tools,omitempty" json:"tools,omitempty"`
+}
+
+// Retry is a tool's baseline retry policy.
+type Retry struct {
+	MaxAttempts int    `yaml:"max_attempts" json:"max_attempts"`
+	Backoff     string `yaml:"backoff" json:"backoff"`
+	InitialMS   int    `yaml:"initial_ms,omitempty" json:"initial_ms,omitempty"`
+}
+
+// ToolExample is a provider-agnostic example call.
+type ToolExample struct {
+	Name   string `yaml:"name" json:"name"`
+	Input  any    `yaml:"-" json:"input"`
+	Output any    `yaml:"-" json:"output,omitempty"`
+	Note   string `yaml:"note,omitempty" json:"note,omitempty"`
+}
+
+// ToolRunner binds a TOOL.md to its bundle: the path back to CLI.md and the argv template.
+type ToolRunner struct {
+	CLI    string          `yaml:"cli" json:"cli"`
+	Argv   []string        `yaml:"argv" json:"argv"`
+	Output *ToolOutput     `yaml:"output,omitempty" json:"output,omitempty"`
+	Parsed []TemplateToken `yaml:"-" json:"-"` // Argv parsed; nil when it did not parse
+}
+
+// ToolOutput overrides the bundle's output convention for one tool.
+type ToolOutput struct {
+	Format       string            `yaml:"format,omitempty" json:"format,omitempty"`
+	JSONFlagArgs []string          `yaml:"json_flag_args,omitempty" json:"json_flag_args,omitempty"`
+	ExitCodes    map[string]string `yaml:"exit_codes,omitempty" json:"exit_codes,omitempty"`
+	Stream       string            `yaml:"stream,omitempty" json:"stream,omitempty"`
+}
+
+// Annotations are the MCP tool annotations derived from the contract (DESIGN.md).
+type Annotations struct {
+	ReadOnly    bool `json:"readOnlyHint"`
+	Destructive bool `json:"destructiveHint"`
+	Idempotent  bool `json:"idempotentHint"`
+	OpenWorld   bool `json:"openWorldHint"`
+}
+
+// Annotations derives the MCP hints: read-only when risk_level is 0 and nothing is mutated;
+// destructive at risk_level 3; idempotent from `idempotent`; open-world when `mutates` names a
+// network: or external: scope.
+func (t *Tool) Annotations() Annotations {
+	a := Annotations{
+		ReadOnly:    t.RiskLevel == 0 && len(t.Mutates) == 0,
+		Destructive: t.RiskLevel == 3,
+		Idempotent:  t.Idempotent,
+	}
+	for _, m := range t.Mutates {
+		if strings.HasPrefix(m, "network:") || strings.HasPrefix(m, "external:") {
+			a.OpenWorld = true
+		}
+	}
+	return a
+}
+
+// MCPDescription is the description an MCP client sees for a tool: the tool's own, followed by its
+// place in the CLI ("gh pr list", part of GitHub CLI).
+func MCPDescription(cli *CLI, t *ToolEntry) string {
+	d := strings.TrimSpace(t.Tool.Description)
+	return fmt.Sprintf("%s\n\nRuns `%s %s` (%s).", d, cli.Bin, t.CommandPath(), cli.Name)
+}

@@ -1,0 +1,68 @@
+// Package schemas embeds clihost's JSON Schemas (draft 2020-12) for CLI.md and TOOL.md frontmatter
+// and compiles each once. They accept what the upstream AIP-29 and AIP-14 schemas accept plus
+// clihost's documented extensions (see docs/authoring.md).
+package schemas
+
+import (
+	"bytes"
+	_ "embed"
+	"fmt"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v5"
+)
+
+// CLISchemaJSON is the text of CLI.schema.json.
+//
+//go:embed CLI.schema.json
+var CLISchemaJSON []byte
+
+// ToolSchemaJSON is the text of TOOL.schema.json.
+//
+//go:embed TOOL.schema.json
+var ToolSchemaJSON []byte
+
+// The URLs under which the schemas are registered with the compiler (their $id).
+const (
+	CLISchemaURL  = "https://clihost.dev/schemas/agentcli-v1/CLI.schema.json"
+	ToolSchemaURL = "https://clihost.dev/schemas/agentcli-v1/TOOL.schema.json"
+)
+
+var (
+	once                  sync.Once
+	cliSchema, toolSchema *jsonschema.Schema
+	compileErr            error
+)
+
+func compileAll() {
+	c := jsonschema.NewCompiler()
+	c.Draft = jsonschema.Draft2020
+	c.AssertFormat = true
+	if err := c.AddResource(CLISchemaURL, bytes.NewReader(CLISchemaJSON)); err != nil {
+		compileErr = fmt.Errorf("load CLI schema: %w", err)
+		return
+	}
+	if err := c.AddResource(ToolSchemaURL, bytes.NewReader(ToolSchemaJSON)); err != nil {
+		compileErr = fmt.Errorf("load TOOL schema: %w", err)
+		return
+	}
+	if cliSchema, compileErr = c.Compile(CLISchemaURL); compileErr != nil {
+		compileErr = fmt.Errorf("compile CLI schema: %w", compileErr)
+		return
+	}
+	if toolSchema, compileErr = c.Compile(ToolSchemaURL); compileErr != nil {
+		compileErr = fmt.Errorf("compile TOOL schema: %w", compileErr)
+	}
+}
+
+// CLI returns the compiled CLI.md frontmatter schema.
+func CLI() (*jsonschema.Schema, error) {
+	once.Do(compileAll)
+	return cliSchema, compileErr
+}
+
+// Tool returns the compiled TOOL.md frontmatter schema.
+func Tool() (*jsonschema.Schema, error) {
+	once.Do(compileAll)
+	return toolSchema, compileErr
+}
