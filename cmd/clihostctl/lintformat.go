@@ -1,0 +1,175 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/clihost/clihost/manifest"
+)
+
+// lintWriters renders a lint report in each --format.
+var lintWriters = map[string]func(io.Writer, lintReport) error{
+	"text":   writeLintText,
+	"json":   writeLintJSON,
+	"sarif":  writeLintSARIF,
+	"github": writeLintGitHub,
+}
+
+func writeLintText(w io.Writer, r lintReport) error {
+	for _, f := range r.Findings {
+		if _, err := fmt.Fprintln(w, f.String()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeLintJSON(w io.Writer, r lintReport) error {
+	if r.Findings == nil {
+		r.Findings = manifest.Findings{}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// writeLintGitHub prints GitHub Actions workflow commands, which the runner turns into annotations.
+func writeLintGitHub(w io.Writer, r lintReport) error {
+	for _, f := range r.Findings {
+		level := "error"
+		if f.Severity == manifest.SeverityWarning {
+			level = "warning"
+		}
+		msg := f.Message
+		if f.Hint != "" {
+			msg += " (" + f.Hint + ")"
+		}
+		line, col := max(f.Pos.Line, 1), max(f.Pos.Col, 1)
+		if _, err := fmt.Fprintf(w, "::%s file=%s,line=%d,col=%d,title=%s::%s\n", level,
+			ghProperty(f.Pos.File), line, col, ghProperty(f.Rule), ghData(msg)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func ghData(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
+}
+
+func ghProperty(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
+}
+
+// SARIF 2.1.0, the subset GitHub code scanning reads.
+type sarifLog struct {
+	Schema  string     `json:"$schema"`
+	Version string     `json:"version"`
+	Runs    []sarifRun `json:"runs"`
+}
+
+type sarifRun struct {
+	Tool    sarifTool     `json:"tool"`
+	Results []sarifResult `json:"results"`
+}
+
+type sarifTool struct {
+	Driver sarifDriver `json:"driver"`
+}
+
+type sarifDriver struct {
+	Name           string      `json:"name"`
+	Version        string      `json:"version"`
+	InformationURI string      `json:"informationUri"`
+	Rules          []sarifRule `json:"rules"`
+}
+
+type sarifRule struct {
+	ID               string       `json:"id"`
+	ShortDescription sarifMessage `json:"shortDescription"`
+	Help             sarifMessage `json:"help"`
+}
+
+type sarifMessage struct {
+	Text string `json:"text"`
+}
+
+type sarifResult struct {
+	RuleID    string          `json:"ruleId"`
+	RuleIndex int             `json:"ruleIndex"`
+	Level     string          `json:"level"`
+	Message   sarifMessage    `json:"message"`
+	Locations []sarifLocation `json:"locations"`
+}
+
+type sarifLocation struct {
+	PhysicalLocation sarifPhysical `json:"physicalLocation"`
+}
+
+type sarifPhysical struct {
+	ArtifactLocation sarifArtifact `json:"artifactLocation"`
+	Region           sarifRegion   `json:"region"`
+}
+
+type sarifArtifact struct {
+	URI string `json:"uri"`
+}
+
+type sarifRegion struct {
+	StartLine   int `json:"startLine"`
+	StartColumn int `json:"startColumn"`
+}
+
+func writeLintSARIF(w io.Writer, r lintReport) error {
+	ruleIndex := map[string]int{}
+	var rules []sarifRule
+	ids := make([]string, 0)
+	hints := map[string]string{}
+	for _, f := range r.Findings {
+		if _, ok := hints[f.Rule]; !ok {
+			ids = append(ids, f.Rule)
+			hints[f.Rule] = f.Hint
+		}
+	}
+	sort.Strings(ids)
+	for i, id := range ids {
+		ruleIndex[id] = i
+		rules = append(rules, sarifRule{ID: id, ShortDescription: sarifMessage{Text: id}, Help: sarifMessage{Text: hints[id]}})
+	}
+	results := []sarifResult{}
+	for _, f := range r.Findings {
+		level := "error"
+		if f.Severity == manifest.SeverityWarning {
+			level = "warning"
+		}
+		text := f.Message
+		if f.Hint != "" {
+			text += " (" + f.Hint + ")"
+		}
+		results = append(results, sarifResult{
+			RuleID: f.Rule, RuleIndex: ruleIndex[f.Rule], Level: level, Message: sarifMessage{Text: text},
+			Locations: []sarifLocation{{PhysicalLocation: sarifPhysical{
+				ArtifactLocation: sarifArtifact{URI: filepath.ToSlash(f.Pos.File)},
+				Region:           sarifRegion{StartLine: max(f.Pos.Line, 1), StartColumn: max(f.Pos.Col, 1)},
+			}}},
+		})
+	}
+	if rules == nil {
+		rules = []sarifRule{}
+	}
+	log := sarifLog{
+		Schema:  "https://json.schemastore.org/sarif-2.1.0.json",
+		Version: "2.1.0",
+		Runs: []sarifRun{{
+			Tool:    sarifTool{Driver: sarifDriver{Name: "clihostctl", Version: version, InformationURI: "https://github.com/clihost/clihost", Rules: rules}},
+			Results: results,
+		}},
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(log)
+}

@@ -1,0 +1,43 @@
+// Command clihostctl is clihost's operator and CI command: it lints bundles, shows what they
+// declare and (in later releases) drives the daemon.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+// exitError carries a process exit code through cobra without printing anything more.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes clihostctl with args and returns the exit code: 0 success, 1 findings or a failed
+// operation, 2 bad usage.
+func run(args []string, stdout, stderr io.Writer) int {
+	cmd := newRootCmd(stdout, stderr)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	var ee exitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(stderr, "clihostctl: %v\nRun 'clihostctl --help' for usage.\n", err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "clihostctl: %v\n", err)
+		return 1
+	}
+}

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/clihost/clihost/registry"
+)
+
+// usageError is a mistake in how the command was called.
+type usageError struct{ error }
+
+// globalOptions are the flags every command shares.
+type globalOptions struct {
+	bundleDirs []string
+	stdout     io.Writer
+	stderr     io.Writer
+}
+
+// registry loads the bundles the flags, the environment or the defaults point at.
+func (g *globalOptions) registry() (*registry.Registry, error) {
+	sources, err := registry.DefaultSources(g.bundleDirs)
+	if err != nil {
+		return nil, err
+	}
+	return registry.Load(sources...)
+}
+
+func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
+	g := &globalOptions{stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "clihostctl",
+		Short: "Lint, inspect and operate clihost CLI bundles",
+		Long: `clihostctl is clihost's operator and CI command.
+
+Bundles come from --bundles DIR (repeatable), else $CLIHOST_BUNDLES (a PATH-style list),
+else ./.cli plus the catalog built into clihost.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentFlags().StringArrayVar(&g.bundleDirs, "bundles", nil, "a bundle directory: a bundle folder, a tree of bundles or a CLI.md (repeatable)")
+	root.AddCommand(newLintCmd(g), newInspectCmd(g), newToolsCmd(g), newVersionCmd(g))
+	return root
+}
+
+// exactArgs is cobra.ExactArgs reporting a usage error.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError{fmt.Errorf("%s takes %d argument(s), got %d", cmd.CommandPath(), n, len(args))}
+		}
+		return nil
+	}
+}

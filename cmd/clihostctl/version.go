@@ -1,0 +1,20 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/spf13/cobra"
+)
+
+func newVersionCmd(g *globalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print clihostctl's version",
+		Args:  exactArgs(0),
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintf(g.stdout, "clihostctl %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return err
+		},
+	}
+}

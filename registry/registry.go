@@ -1,0 +1,223 @@
+// Package registry finds CLI bundles (every CLI.md at any depth, e.g. .cli/**/CLI.md), loads them
+// through the manifest package and indexes them by their stable identity id@major.
+package registry
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/clihost/clihost/manifest"
+)
+
+// ManifestName is the file name of a bundle manifest.
+const ManifestName = "CLI.md"
+
+// skipDirs are never searched for bundles.
+var skipDirs = map[string]bool{".git": true, "node_modules": true}
+
+// Source is a place bundles come from.
+type Source struct {
+	Name     string // shown in listings, e.g. "embedded" or the directory given
+	FS       fs.FS
+	Root     string // where to search inside FS ("." for all)
+	Display  func(string) string
+	Embedded bool // the built-in catalog: a bundle from another source with the same id@major shadows it
+}
+
+// DirSource is a source for a directory on disk. dir may be a bundle folder, a tree holding
+// bundles at any depth, or a CLI.md file.
+func DirSource(dir string) (Source, error) {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return Source{}, fmt.Errorf("bundle source %s: %w", dir, unwrap(err))
+	}
+	root, only := dir, ""
+	if !st.IsDir() {
+		root, only = filepath.Dir(dir), filepath.Base(dir)
+	}
+	src := Source{Name: dir, FS: os.DirFS(root), Root: ".", Display: func(p string) string {
+		if p == "." {
+			return filepath.Clean(root)
+		}
+		return filepath.Join(root, filepath.FromSlash(p))
+	}}
+	if only != "" {
+		src.Root = only
+	}
+	return src, nil
+}
+
+func unwrap(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// Discover lists the bundle manifests in src: Root itself when it is a file, Root/CLI.md when Root
+// is a bundle folder, else every CLI.md beneath Root at any depth (not inside .git or node_modules).
+func Discover(src Source) ([]string, error) {
+	st, err := fs.Stat(src.FS, src.Root)
+	if err != nil {
+		return nil, fmt.Errorf("search %s: %w", src.Name, unwrap(err))
+	}
+	if !st.IsDir() {
+		return []string{src.Root}, nil
+	}
+	if _, err := fs.Stat(src.FS, path.Join(src.Root, ManifestName)); err == nil {
+		return []string{path.Join(src.Root, ManifestName)}, nil
+	}
+	var found []string
+	err = fs.WalkDir(src.FS, src.Root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == src.Root {
+				return err
+			}
+			return nil // unreadable subtrees are skipped
+		}
+		if d.IsDir() && skipDirs[d.Name()] {
+			return fs.SkipDir
+		}
+		if !d.IsDir() && d.Name() == ManifestName {
+			found = append(found, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("search %s: %w", src.Name, err)
+	}
+	sort.Strings(found)
+	return found, nil
+}
+
+// Entry is a loaded bundle and where it came from.
+type Entry struct {
+	Bundle   *manifest.Bundle
+	Source   string
+	Shadowed *Entry // the embedded bundle this one replaces, if any
+	Indexed  bool   // false for a bundle without an id and for the second of a duplicate pair
+}
+
+// Registry holds loaded bundles by id@major.
+type Registry struct {
+	entries []*Entry
+	byKey   map[string]*Entry
+	// Findings are registry-level problems, such as a duplicate id@major.
+	Findings manifest.Findings
+}
+
+// Load discovers and loads the bundles of every source, in order. A second bundle with the same
+// id@major is an error naming both files, except that a bundle from a directory replaces an
+// embedded one (so operators can override the built-in catalog).
+func Load(sources ...Source) (*Registry, error) {
+	r := &Registry{byKey: map[string]*Entry{}}
+	for _, src := range sources {
+		paths, err := Discover(src)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range paths {
+			b := manifest.LoadBundle(src.FS, p, manifest.LoadOptions{Display: src.Display})
+			r.add(&Entry{Bundle: b, Source: src.Name}, src.Embedded)
+		}
+	}
+	return r, nil
+}
+
+func (r *Registry) add(e *Entry, embedded bool) {
+	b := e.Bundle
+	if b.ID() == "" {
+		r.entries = append(r.entries, e) // unusable, but its findings matter to lint
+		return
+	}
+	key := b.Key()
+	prev, dup := r.byKey[key]
+	switch {
+	case !dup:
+	case embedded && !isEmbedded(prev):
+		prev.Shadowed = e // the directory bundle already loaded replaces this embedded one
+		return
+	case !embedded && prev.Bundle != nil && isEmbedded(prev):
+		e.Shadowed = prev
+		r.remove(prev)
+	default:
+		r.Findings = append(r.Findings, manifest.Finding{
+			Pos: b.Doc.Pos("/id"), Severity: manifest.SeverityError, Rule: "registry-duplicate-id",
+			Message: fmt.Sprintf("bundle %s is defined twice: here and in %s", key, prev.Bundle.File),
+			Hint:    "ids are unique per major version; rename one bundle or bump its manifest major version",
+		})
+		r.entries = append(r.entries, e)
+		return
+	}
+	e.Indexed = true
+	r.byKey[key] = e
+	r.entries = append(r.entries, e)
+}
+
+func isEmbedded(e *Entry) bool { return e.Source == "embedded" }
+
+func (r *Registry) remove(e *Entry) {
+	for i, x := range r.entries {
+		if x == e {
+			r.entries = append(r.entries[:i], r.entries[i+1:]...)
+			return
+		}
+	}
+}
+
+// Entries returns every loaded bundle in load order, including ones with errors and duplicates.
+func (r *Registry) Entries() []*Entry { return r.entries }
+
+// Bundles returns the indexed bundles (one per id@major) sorted by key.
+func (r *Registry) Bundles() []*manifest.Bundle {
+	keys := make([]string, 0, len(r.byKey))
+	for k := range r.byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]*manifest.Bundle, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, r.byKey[k].Bundle)
+	}
+	return out
+}
+
+// AllFindings returns all findings: each bundle's and the registry's, sorted.
+func (r *Registry) AllFindings() manifest.Findings {
+	var out manifest.Findings
+	for _, e := range r.entries {
+		out = append(out, e.Bundle.Findings...)
+	}
+	out = append(out, r.Findings...)
+	out.Sort()
+	return out
+}
+
+// Get finds a bundle by id@major, or by id alone (the highest major wins).
+func (r *Registry) Get(name string) (*manifest.Bundle, error) {
+	if e, ok := r.byKey[name]; ok {
+		return e.Bundle, nil
+	}
+	var best *manifest.Bundle
+	for _, e := range r.byKey {
+		if e.Bundle.ID() == name && (best == nil || e.Bundle.Major() > best.Major()) {
+			best = e.Bundle
+		}
+	}
+	if best == nil {
+		var known []string
+		for k := range r.byKey {
+			known = append(known, k)
+		}
+		sort.Strings(known)
+		return nil, fmt.Errorf("no bundle %q; loaded: %s", name, strings.Join(known, ", "))
+	}
+	return best, nil
+}
