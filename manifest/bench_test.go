@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+
+	"gopkg.in/yaml.v3"
 )
 
 // tenToolBundle is the base bundle with ten tools.
@@ -47,4 +49,27 @@ func BenchmarkLoadBundle10Tools(b *testing.B) {
 			LoadBundle(fsys, cliFile, LoadOptions{})
 		}
 	})
+}
+
+// BenchmarkYAMLFloor10Tools is the baseline for BenchmarkLoadBundle10Tools: it only splits the same
+// eleven files and parses their frontmatter into yaml.v3 nodes, with no validation or lint.
+func BenchmarkYAMLFloor10Tools(b *testing.B) {
+	fsys := tenToolBundle()
+	var files [][]byte
+	for _, f := range fsys {
+		files = append(files, f.Data)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, data := range files {
+			front, _, ok := splitFrontmatter(data)
+			if !ok {
+				b.Fatal("no frontmatter")
+			}
+			var n yaml.Node
+			if err := yaml.Unmarshal(front, &n); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
 }

@@ -25,8 +25,6 @@ type Document struct {
 	Value  map[string]any // the frontmatter as JSON-compatible values (mapping keys are strings)
 	Body   string         // the markdown after the frontmatter
 	offset int            // lines before the YAML text (the opening --- line)
-	values map[string]*yaml.Node
-	keys   map[string]*yaml.Node
 	dups   Findings
 }
 
@@ -34,8 +32,8 @@ type Document struct {
 // falling back to the nearest enclosing value that exists.
 func (d *Document) Pos(ptr string) Pos {
 	for {
-		if n, ok := d.values[ptr]; ok {
-			return d.nodePos(n)
+		if _, v := d.lookup(ptr); v != nil {
+			return d.nodePos(v)
 		}
 		if ptr == "" {
 			return Pos{File: d.File, Line: 1, Col: 1}
@@ -47,16 +45,59 @@ func (d *Document) Pos(ptr string) Pos {
 // KeyPos returns the position of the mapping key whose value is at ptr, or of the value when ptr
 // has no key (an array element or the root).
 func (d *Document) KeyPos(ptr string) Pos {
-	if n, ok := d.keys[ptr]; ok {
-		return d.nodePos(n)
+	if k, _ := d.lookup(ptr); k != nil {
+		return d.nodePos(k)
 	}
 	return d.Pos(ptr)
 }
 
 // Has reports whether a value exists at ptr.
 func (d *Document) Has(ptr string) bool {
-	_, ok := d.values[ptr]
-	return ok
+	_, v := d.lookup(ptr)
+	return v != nil
+}
+
+// lookup walks the node tree along a JSON pointer and returns the key node (nil for array elements
+// and the root) and the value node (nil when the pointer leads nowhere). Positions are looked up
+// only for findings, so walking is cheaper than indexing every node up front.
+func (d *Document) lookup(ptr string) (key, val *yaml.Node) {
+	val = d.Root
+	if val == nil {
+		return nil, nil
+	}
+	if ptr == "" {
+		return nil, val
+	}
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		for val.Kind == yaml.AliasNode && val.Alias != nil {
+			val = val.Alias
+		}
+		key = nil
+		switch val.Kind {
+		case yaml.MappingNode:
+			var next *yaml.Node
+			for i := 0; i+1 < len(val.Content); i += 2 {
+				if val.Content[i].Value == tok {
+					key, next = val.Content[i], val.Content[i+1]
+					break
+				}
+			}
+			val = next
+		case yaml.SequenceNode:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(val.Content) {
+				return nil, nil
+			}
+			val = val.Content[i]
+		default:
+			return nil, nil
+		}
+		if val == nil {
+			return nil, nil
+		}
+	}
+	return key, val
 }
 
 func (d *Document) nodePos(n *yaml.Node) Pos {
@@ -95,7 +136,7 @@ var (
 // frontmatter cannot be used at all, doc.Root is nil; otherwise the findings are problems such as
 // duplicate keys (the first occurrence is kept).
 func ParseDocument(file string, data []byte) (doc *Document, findings Findings) {
-	doc = &Document{File: file, values: map[string]*yaml.Node{}, keys: map[string]*yaml.Node{}}
+	doc = &Document{File: file}
 	fail := func(line int, rule, msg, hint string) (*Document, Findings) {
 		return doc, Findings{{Pos: Pos{File: file, Line: line, Col: 1}, Severity: SeverityError, Rule: rule, Message: msg, Hint: hint}}
 	}
@@ -137,7 +178,7 @@ func ParseDocument(file string, data []byte) (doc *Document, findings Findings) 
 	if top.Kind != yaml.MappingNode {
 		return fail(top.Line+doc.offset, "frontmatter-not-mapping", "the frontmatter must be a YAML mapping of field names to values", "write one `field: value` per line")
 	}
-	v, err := doc.convert(top, "", 0)
+	v, err := doc.convert(top, 0)
 	if err != nil {
 		return fail(top.Line+doc.offset, "yaml-structure", err.Error(), "simplify the YAML: no deep nesting or alias cycles")
 	}
@@ -185,53 +226,52 @@ func splitFrontmatter(data []byte) (front, body []byte, ok bool) {
 }
 
 // convert turns a YAML node into JSON-compatible values (map[string]any, []any, string, bool,
-// json.Number, nil), recording each value's node under its JSON pointer. Mapping keys become strings,
-// which normalises YAML integer keys such as output.exit_codes.
-func (d *Document) convert(n *yaml.Node, ptr string, depth int) (any, error) {
+// json.Number, nil). Mapping keys become strings, which normalises YAML integer keys such as
+// output.exit_codes. A duplicate key is reported and dropped from the tree (the first one is kept).
+func (d *Document) convert(n *yaml.Node, depth int) (any, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("YAML nested deeper than %d levels", maxDepth)
 	}
-	if n.Kind == yaml.AliasNode {
+	switch n.Kind {
+	case yaml.AliasNode:
 		if n.Alias == nil {
 			return nil, nil
 		}
-		v, err := d.convert(n.Alias, ptr, depth+1)
-		d.values[ptr] = n
-		return v, err
-	}
-	d.values[ptr] = n
-	switch n.Kind {
+		return d.convert(n.Alias, depth+1)
 	case yaml.DocumentNode:
 		if len(n.Content) == 0 {
 			return nil, nil
 		}
-		return d.convert(n.Content[0], ptr, depth+1)
+		return d.convert(n.Content[0], depth+1)
 	case yaml.MappingNode:
 		m := make(map[string]any, len(n.Content)/2)
 		kept := n.Content[:0]
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, val := n.Content[i], n.Content[i+1]
-			key := k.Value
-			child := JoinPointer(ptr, key)
-			if first, dup := d.keys[child]; dup {
+			if _, dup := m[k.Value]; dup {
+				first := n.Content[0]
+				for j := 0; j < len(kept); j += 2 {
+					if kept[j].Value == k.Value {
+						first = kept[j]
+					}
+				}
 				d.dups = append(d.dups, Finding{Pos: d.nodePos(k), Severity: SeverityError, Rule: "yaml-duplicate-key",
-					Message: fmt.Sprintf("key %q is already defined at line %d", key, first.Line+d.offset), Hint: "merge the two entries; only the first is used"})
+					Message: fmt.Sprintf("key %q is already defined at line %d", k.Value, first.Line+d.offset), Hint: "merge the two entries; only the first is used"})
 				continue
 			}
 			kept = append(kept, k, val)
-			d.keys[child] = k
-			v, err := d.convert(val, child, depth+1)
+			v, err := d.convert(val, depth+1)
 			if err != nil {
 				return nil, err
 			}
-			m[key] = v
+			m[k.Value] = v
 		}
 		n.Content = kept
 		return m, nil
 	case yaml.SequenceNode:
 		s := make([]any, 0, len(n.Content))
-		for i, c := range n.Content {
-			v, err := d.convert(c, JoinPointer(ptr, i), depth+1)
+		for _, c := range n.Content {
+			v, err := d.convert(c, depth+1)
 			if err != nil {
 				return nil, err
 			}

@@ -22,7 +22,7 @@ type Bundle struct {
 	Body     string       `json:"-"`
 	Tools    []*ToolEntry `json:"tools"`
 	Findings Findings     `json:"findings,omitempty"`
-	Doc      *Document    `json:"-"`
+	IDPos    Pos          `json:"-"` // where id is declared, for findings about the bundle as a whole
 
 	fsys   fs.FS
 	fsPath string // CLI.md inside fsys
@@ -30,11 +30,10 @@ type Bundle struct {
 
 // ToolEntry is one leaf of the commands tree with its parsed TOOL.md (nil Tool when it failed to load).
 type ToolEntry struct {
-	Path []string  `json:"path"` // command path, e.g. [pr list]
-	Ref  string    `json:"ref"`
-	File string    `json:"file"` // as displayed
-	Tool *Tool     `json:"tool,omitempty"`
-	Doc  *Document `json:"-"`
+	Path []string `json:"path"` // command path, e.g. [pr list]
+	Ref  string   `json:"ref"`
+	File string   `json:"file"` // as displayed
+	Tool *Tool    `json:"tool,omitempty"`
 
 	inputSchema *jsonschema.Schema
 }
@@ -108,7 +107,7 @@ func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
 		return b
 	}
 	doc, problems := ParseDocument(b.File, data)
-	b.Doc, b.Body = doc, doc.Body
+	b.Body, b.IDPos = doc.Body, doc.Pos("/id")
 	if doc.Root == nil {
 		b.Findings = problems
 		return b
@@ -119,16 +118,23 @@ func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
 	if err != nil {
 		panic(err) // the embedded schema is part of the binary; tests guarantee it compiles
 	}
-	c.schema(schema)
 	cli := &CLI{}
 	doc.decode(cli)
 	if len(cli.Intents) > 0 && len(cli.Actions) == 0 {
 		cli.Actions = cli.Intents
 	}
 	b.CLI = cli
-	l := &linter{b: b, c: c, opts: opts, cli: cli}
-	l.cliRules()
+	l := &linter{b: b, c: c, refs: newCollector(doc), opts: opts, cli: cli}
+	// CLI.md's own checks run while the tools load; neither writes what the other reads.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.schema(schema)
+		l.cliRules()
+	}()
 	l.loadTools()
+	<-done
+	c.merge(l.refs)
 	b.Findings = append(b.Findings, c.findings()...)
 	b.Findings.Sort()
 	return b
@@ -162,6 +168,14 @@ func (c *collector) at(ptr string, sev Severity, rule, msg, hint string) {
 func (c *collector) atKey(ptr string, sev Severity, rule, msg, hint string) {
 	c.fromRule[ptr] = true
 	c.semantic = append(c.semantic, Finding{Pos: c.doc.KeyPos(ptr), Severity: sev, Rule: rule, Message: msg, Hint: hint})
+}
+
+// merge takes over another collector's semantic findings for the same document.
+func (c *collector) merge(o *collector) {
+	for ptr := range o.fromRule {
+		c.fromRule[ptr] = true
+	}
+	c.semantic = append(c.semantic, o.semantic...)
 }
 
 func (c *collector) findings() Findings {

@@ -12,7 +12,8 @@ import (
 // linter applies the semantic rules to one bundle.
 type linter struct {
 	b    *Bundle
-	c    *collector
+	c    *collector // CLI.md findings
+	refs *collector // CLI.md findings about commands refs, made while loading tools (merged into c)
 	opts LoadOptions
 	cli  *CLI
 }

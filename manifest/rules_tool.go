@@ -41,7 +41,7 @@ func (l *linter) loadTools() {
 		entry := &ToolEntry{Path: leaf.Path, Ref: leaf.Ref}
 		full := path.Join(bundleDir, leaf.Ref)
 		if path.IsAbs(leaf.Ref) || !within(bundleDir, full) {
-			l.c.at(leaf.Pointer, SeverityError, "commands-ref-escapes", fmt.Sprintf("command %q refers to %q, outside the bundle folder", strings.Join(leaf.Path, " "), leaf.Ref), "TOOL.md files live inside the bundle, e.g. ./tools/pr-list/TOOL.md")
+			l.refs.at(leaf.Pointer, SeverityError, "commands-ref-escapes", fmt.Sprintf("command %q refers to %q, outside the bundle folder", strings.Join(leaf.Path, " "), leaf.Ref), "TOOL.md files live inside the bundle, e.g. ./tools/pr-list/TOOL.md")
 			continue
 		}
 		entry.File = l.opts.display(full)
@@ -54,28 +54,35 @@ func (l *linter) loadTools() {
 		jobs = append(jobs, &toolLinter{linter: l, entry: entry, fsPath: full, leaf: leaf})
 	}
 
+	// A few long-lived workers rather than a goroutine per file: validation recurses deeply, and
+	// every fresh goroutine would grow its stack again.
+	work := make(chan *toolLinter)
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for _, j := range jobs {
+	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
 		wg.Add(1)
-		sem <- struct{}{}
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			data, err := fs.ReadFile(l.b.fsys, j.fsPath)
-			if err != nil {
-				j.readErr = err
-				return
+			defer wg.Done()
+			for j := range work {
+				data, err := fs.ReadFile(l.b.fsys, j.fsPath)
+				if err != nil {
+					j.readErr = err
+					continue
+				}
+				j.load(data)
 			}
-			j.load(data)
 		}()
 	}
+	for _, j := range jobs {
+		work <- j
+	}
+	close(work)
 	wg.Wait()
 
 	commandPathRule(jobs)
 	ids := map[string]string{}
 	for _, j := range jobs {
 		if j.readErr != nil {
-			l.c.at(j.leaf.Pointer, SeverityError, "commands-ref-missing", fmt.Sprintf("command %q refers to %q, which cannot be read: %v", strings.Join(j.leaf.Path, " "), j.leaf.Ref, unwrapPathError(j.readErr)), "create the TOOL.md or fix the path (relative to the bundle folder)")
+			l.refs.at(j.leaf.Pointer, SeverityError, "commands-ref-missing", fmt.Sprintf("command %q refers to %q, which cannot be read: %v", strings.Join(j.leaf.Path, " "), j.leaf.Ref, unwrapPathError(j.readErr)), "create the TOOL.md or fix the path (relative to the bundle folder)")
 			continue
 		}
 		l.b.Tools = append(l.b.Tools, j.entry)
@@ -89,7 +96,7 @@ func (l *linter) loadTools() {
 		l.b.Findings = append(l.b.Findings, j.c.findings()...)
 	}
 	for _, s := range shared {
-		s.entry.Tool, s.entry.Doc, s.entry.inputSchema = s.from.Tool, s.from.Doc, s.from.inputSchema
+		s.entry.Tool, s.entry.inputSchema = s.from.Tool, s.from.inputSchema
 	}
 	sortTools(l.b.Tools, l.cli.Commands.Leaves())
 }
@@ -125,7 +132,6 @@ type toolLinter struct {
 
 func (t *toolLinter) load(data []byte) {
 	doc, problems := ParseDocument(t.entry.File, data)
-	t.entry.Doc = doc
 	t.c = newCollector(doc)
 	t.c.semantic = problems
 	if doc.Root == nil {

@@ -149,7 +149,7 @@ func (r *Registry) add(e *Entry, embedded bool) {
 		r.remove(prev)
 	default:
 		r.Findings = append(r.Findings, manifest.Finding{
-			Pos: b.Doc.Pos("/id"), Severity: manifest.SeverityError, Rule: "registry-duplicate-id",
+			Pos: b.IDPos, Severity: manifest.SeverityError, Rule: "registry-duplicate-id",
 			Message: fmt.Sprintf("bundle %s is defined twice: here and in %s", key, prev.Bundle.File),
 			Hint:    "ids are unique per major version; rename one bundle or bump its manifest major version",
 		})

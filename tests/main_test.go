@@ -1,0 +1,60 @@
+// Package tests holds clihost's end-to-end tests: the built binaries run as real processes
+// against the shipped catalog, real Debian CLIs and spec-written bundles.
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// bin holds the paths of the binaries built for this test run.
+var bin struct{ ctl, daemon string }
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "clihost-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin.ctl, bin.daemon = filepath.Join(dir, "clihostctl"), filepath.Join(dir, "clihostd")
+	for out, pkg := range map[string]string{bin.ctl: "../cmd/clihostctl", bin.daemon: "../cmd/clihostd"} {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", pkg, err, b)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// result is a finished process.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runBin runs a built binary with args in dir (the package directory when empty) and a clean
+// bundle environment.
+func runBin(t *testing.T, path, dir string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(path, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CLIHOST_BUNDLES=")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run %s: %v", path, err)
+	}
+	return result{code, out.String(), errb.String()}
+}
