@@ -266,3 +266,28 @@ func TestExitCodesNormalised(t *testing.T) {
 		t.Fatalf("exit code 4 = %q", got)
 	}
 }
+
+func TestDocumentLevelRules(t *testing.T) {
+	deep := "---\na: " + strings.Repeat("[", 70) + strings.Repeat("]", 70) + "\n---\n"
+	cases := []struct {
+		rule, text string
+		line       int
+	}{
+		{"frontmatter-empty", "---\n---\nbody\n", 1},
+		{"frontmatter-not-mapping", "---\n\n- a\n- b\n---\n", 3},
+		{"yaml-structure", deep, 2},
+		{"file-too-large", "---\nname: x\n---\n" + strings.Repeat("x", MaxFileSize), 1},
+	}
+	for _, c := range cases {
+		t.Run(c.rule, func(t *testing.T) {
+			b := LoadBundle(fstest.MapFS{cliFile: {Data: []byte(c.text)}}, cliFile, LoadOptions{})
+			if len(b.Findings) != 1 || b.Findings[0].Rule != c.rule || b.Findings[0].Pos.Line != c.line || b.Findings[0].Pos.File != cliFile {
+				t.Fatalf("want %s at %s:%d, got %v", c.rule, cliFile, c.line, b.Findings)
+			}
+		})
+	}
+	b := LoadBundle(fstest.MapFS{}, cliFile, LoadOptions{})
+	if len(b.Findings) != 1 || b.Findings[0].Rule != "file-unreadable" || b.Findings[0].Pos.File != cliFile {
+		t.Fatalf("missing file: %v", b.Findings)
+	}
+}
