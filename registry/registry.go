@@ -9,8 +9,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/clihost/clihost/manifest"
 )
@@ -117,16 +119,42 @@ type Registry struct {
 // id@major is an error naming both files, except that a bundle from a directory replaces an
 // embedded one (so operators can override the built-in catalog).
 func Load(sources ...Source) (*Registry, error) {
-	r := &Registry{byKey: map[string]*Entry{}}
+	type job struct {
+		src    Source
+		path   string
+		bundle *manifest.Bundle
+	}
+	var jobs []*job
 	for _, src := range sources {
 		paths, err := Discover(src)
 		if err != nil {
 			return nil, err
 		}
 		for _, p := range paths {
-			b := manifest.LoadBundle(src.FS, p, manifest.LoadOptions{Display: src.Display})
-			r.add(&Entry{Bundle: b, Source: src.Name}, src.Embedded)
+			jobs = append(jobs, &job{src: src, path: p})
 		}
+	}
+	// Bundles are independent: load them on a few workers, then index them in discovery order so
+	// that which of two duplicates wins does not depend on scheduling.
+	work := make(chan *job)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range work {
+				j.bundle = manifest.LoadBundle(j.src.FS, j.path, manifest.LoadOptions{Display: j.src.Display})
+			}
+		}()
+	}
+	for _, j := range jobs {
+		work <- j
+	}
+	close(work)
+	wg.Wait()
+	r := &Registry{byKey: map[string]*Entry{}}
+	for _, j := range jobs {
+		r.add(&Entry{Bundle: j.bundle, Source: j.src.Name}, j.src.Embedded)
 	}
 	return r, nil
 }
