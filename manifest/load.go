@@ -66,24 +66,6 @@ func (b *Bundle) Major() uint64 {
 // Key returns the bundle's stable identity, id@major.
 func (b *Bundle) Key() string { return fmt.Sprintf("%s@%d", b.ID(), b.Major()) }
 
-// FS returns the filesystem the bundle was loaded from and the CLI.md path inside it.
-func (b *Bundle) FS() (fs.FS, string) { return b.fsys, b.fsPath }
-
-// Tool finds a tool by TOOL.md id, by command path ("pr list") or by dotted path ("pr.list").
-func (b *Bundle) Tool(name string) *ToolEntry {
-	for _, t := range b.Tools {
-		if t.Tool != nil && t.Tool.ID == name {
-			return t
-		}
-	}
-	for _, t := range b.Tools {
-		if p := strings.Join(t.Path, " "); p == name || strings.Join(t.Path, ".") == name {
-			return t
-		}
-	}
-	return nil
-}
-
 // LoadOptions adjusts how a bundle is loaded.
 type LoadOptions struct {
 	// Display maps a path inside the filesystem to the path shown in findings. Default: unchanged.

@@ -107,10 +107,10 @@ func CheckEgressHost(h string) error {
 	}
 	name := strings.TrimPrefix(h, "*.")
 	if net.ParseIP(strings.Trim(name, "[]")) != nil {
-		return fmt.Errorf("%q is an IP address; egress takes hostnames (CIDR is AIP-29 v2)", h)
+		return fmt.Errorf("%q is an IP address; egress takes hostnames, and CIDR ranges are left to AIP-29 v2", h)
 	}
 	if strings.Contains(name, "*") {
-		return fmt.Errorf("%q: a wildcard may only be a leading *.", h)
+		return fmt.Errorf("%q: the only wildcard allowed is a leading *. label", h)
 	}
 	if len(name) > 253 {
 		return fmt.Errorf("%q is longer than 253 characters", h)

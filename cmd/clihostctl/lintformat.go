@@ -40,21 +40,22 @@ func writeLintJSON(w io.Writer, r lintReport) error {
 // writeLintGitHub prints GitHub Actions workflow commands, which the runner turns into annotations.
 func writeLintGitHub(w io.Writer, r lintReport) error {
 	for _, f := range r.Findings {
-		level := "error"
-		if f.Severity == manifest.SeverityWarning {
-			level = "warning"
-		}
-		msg := f.Message
-		if f.Hint != "" {
-			msg += " (" + f.Hint + ")"
-		}
 		line, col := max(f.Pos.Line, 1), max(f.Pos.Col, 1)
-		if _, err := fmt.Fprintf(w, "::%s file=%s,line=%d,col=%d,title=%s::%s\n", level,
-			ghProperty(f.Pos.File), line, col, ghProperty(f.Rule), ghData(msg)); err != nil {
+		if _, err := fmt.Fprintf(w, "::%s file=%s,line=%d,col=%d,title=%s::%s\n", string(f.Severity),
+			ghProperty(f.Pos.File), line, col, ghProperty(f.Rule), ghData(messageWithHint(f))); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// messageWithHint is a finding's message followed by its hint in parentheses. Severities are
+// named as GitHub annotations and SARIF levels name them ("error", "warning").
+func messageWithHint(f manifest.Finding) string {
+	if f.Hint == "" {
+		return f.Message
+	}
+	return f.Message + " (" + f.Hint + ")"
 }
 
 func ghData(s string) string {
@@ -142,16 +143,8 @@ func writeLintSARIF(w io.Writer, r lintReport) error {
 	}
 	results := []sarifResult{}
 	for _, f := range r.Findings {
-		level := "error"
-		if f.Severity == manifest.SeverityWarning {
-			level = "warning"
-		}
-		text := f.Message
-		if f.Hint != "" {
-			text += " (" + f.Hint + ")"
-		}
 		results = append(results, sarifResult{
-			RuleID: f.Rule, RuleIndex: ruleIndex[f.Rule], Level: level, Message: sarifMessage{Text: text},
+			RuleID: f.Rule, RuleIndex: ruleIndex[f.Rule], Level: string(f.Severity), Message: sarifMessage{Text: messageWithHint(f)},
 			Locations: []sarifLocation{{PhysicalLocation: sarifPhysical{
 				ArtifactLocation: sarifArtifact{URI: filepath.ToSlash(f.Pos.File)},
 				Region:           sarifRegion{StartLine: max(f.Pos.Line, 1), StartColumn: max(f.Pos.Col, 1)},
