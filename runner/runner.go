@@ -1,0 +1,416 @@
+// Package runner spawns one third-party CLI process safely: directly (never through a shell), with an
+// environment built from nothing, stdin on /dev/null, in its own process group, under a wall-clock
+// limit, with capped output capture, and without leaving processes, zombies or file descriptors
+// behind. Kernel isolation (namespaces, Landlock, seccomp) is the sandbox package's job, not this one.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	// DefaultTimeout is the wall-clock limit used when Command.Timeout is 0.
+	DefaultTimeout = 30 * time.Second
+	// DefaultGrace is the time between SIGTERM and SIGKILL used when Command.Grace is 0.
+	DefaultGrace = 2 * time.Second
+	// DefaultLimit is the number of bytes captured per stream when a Command's limit is 0.
+	DefaultLimit = 10 << 20
+)
+
+// drainTimeout bounds how long Run keeps reading output after the process group is gone. Only a
+// process that escaped the group (setsid) can still hold the write ends by then; once the bound
+// passes, Run closes its read ends and returns.
+const drainTimeout = time.Second
+
+// ttySize is the window size of the pseudo-terminal given to a TTY command.
+var ttySize = pty.Winsize{Rows: 24, Cols: 80}
+
+// Command is one process to run. Nothing is inherited from the calling process: no env, no stdin, no fds.
+type Command struct {
+	Path        string        // absolute path of the binary (already resolved; never looked up in PATH here)
+	Args        []string      // arguments after argv[0]; argv[0] is Path's base name
+	Dir         string        // working directory (the workspace); must be absolute and exist
+	Env         []string      // the complete environment, KEY=VALUE; nil means an empty environment
+	Timeout     time.Duration // wall-clock limit; 0 means DefaultTimeout
+	Grace       time.Duration // time between SIGTERM and SIGKILL; 0 means DefaultGrace
+	StdoutLimit int64         // capture cap; 0 means DefaultLimit; bytes beyond are read and discarded
+	StderrLimit int64         // capture cap for stderr, as StdoutLimit
+	// TTY runs the command on a new pseudo-terminal (80x24): stdin, stdout and stderr are the pty
+	// slave and its output (with the terminal's "\r\n" line endings) is read from the master into
+	// Stdout; Stderr stays empty. Nothing is ever written to its input.
+	TTY bool
+}
+
+// Result is a finished process.
+type Result struct {
+	ExitCode        int    // the exit status; -1 when the process died of a signal (or its status was lost to another reaper)
+	Signal          string // e.g. "SIGKILL" when it died of a signal, else ""
+	Stdout, Stderr  []byte // the captured output, at most the limit of each stream
+	StdoutTruncated bool   // Stdout had more bytes than its limit; the rest was discarded
+	StderrTruncated bool   // Stderr had more bytes than its limit; the rest was discarded
+	TimedOut        bool   // the timeout fired
+	// Canceled reports that ctx was done (canceled, or its own deadline passed) before the process
+	// finished, and the process was stopped because of it.
+	Canceled bool
+	Duration time.Duration // from start until the process was reaped
+}
+
+// Run starts c and waits for it. The error is non-nil only when the process could not be started
+// (binary missing, not executable, bad Dir, invalid Command, ctx already done): it is wrapped with
+// context. Everything after start is in Result.
+//
+// The child is exec'd directly with argv[0] set to Path's base name. It runs in its own process group
+// (its own session with the pty as controlling terminal when TTY), and receives SIGKILL if the host
+// process dies. On timeout or when ctx is done, the group gets SIGTERM, then SIGKILL after Grace if the
+// main process has not exited. Once the main process has exited, whatever is left of its group is
+// SIGKILLed before the process is reaped, so the group id cannot have been reused by then. Output still
+// held by a process that escaped the group is read for at most one more second. Run is safe for
+// concurrent use.
+//
+// The child gets file descriptors 0, 1 and 2 only: before each start, every other descriptor of the
+// host process is marked close-on-exec (see strayFDsCloseOnExec).
+func Run(ctx context.Context, c Command) (Result, error) {
+	c, err := c.normalize()
+	if err != nil {
+		return Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("runner: %s not started: %w", c.Path, err)
+	}
+	cmd := &exec.Cmd{
+		Path: c.Path,
+		Args: append([]string{filepath.Base(c.Path)}, c.Args...),
+		Dir:  c.Dir,
+		Env:  c.Env,
+	}
+	stdout, stderr, childEnds, err := attach(cmd, c)
+	if err != nil {
+		return Result{}, fmt.Errorf("runner: %s not started: %w", c.Path, err)
+	}
+	begin := time.Now()
+	err = start(cmd)
+	for _, f := range childEnds {
+		f.Close()
+	}
+	if err != nil {
+		stdout.r.Close()
+		if stderr != nil {
+			stderr.r.Close()
+		}
+		return Result{}, fmt.Errorf("runner: cannot start %s in %s: %w", c.Path, c.Dir, err)
+	}
+
+	var readers sync.WaitGroup
+	readers.Go(stdout.read)
+	if stderr != nil {
+		readers.Go(stderr.read)
+	}
+	res := supervise(ctx, cmd, c)
+	res.Duration = time.Since(begin)
+	drain(&readers, stdout, stderr)
+
+	res.Stdout, res.StdoutTruncated = stdout.data, stdout.truncated
+	if stderr != nil {
+		res.Stderr, res.StderrTruncated = stderr.data, stderr.truncated
+	}
+	return res, nil
+}
+
+// normalize checks c and fills in the defaults.
+func (c Command) normalize() (Command, error) {
+	switch {
+	case !filepath.IsAbs(c.Path):
+		return c, fmt.Errorf("runner: Path %q is not absolute (resolve it before calling Run)", c.Path)
+	case !filepath.IsAbs(c.Dir):
+		return c, fmt.Errorf("runner: %s: Dir %q is not absolute (set it to the workspace)", c.Path, c.Dir)
+	case c.Timeout < 0 || c.Grace < 0 || c.StdoutLimit < 0 || c.StderrLimit < 0:
+		return c, fmt.Errorf("runner: %s: negative Timeout, Grace or limit (use 0 for the default)", c.Path)
+	}
+	if c.Env == nil {
+		c.Env = []string{} // a nil Env would make os/exec inherit the host's environment
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Grace == 0 {
+		c.Grace = DefaultGrace
+	}
+	if c.StdoutLimit == 0 {
+		c.StdoutLimit = DefaultLimit
+	}
+	if c.StderrLimit == 0 {
+		c.StderrLimit = DefaultLimit
+	}
+	return c, nil
+}
+
+// attach wires cmd's stdio and process attributes. It returns the captures to read (stderr is nil
+// for a TTY) and the child's ends, which the caller closes once the child has started.
+func attach(cmd *exec.Cmd, c Command) (stdout, stderr *capture, childEnds []*os.File, err error) {
+	if c.TTY {
+		master, slave, err := openPTY()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Setsid:    true,
+			Setctty:   true,
+			Ctty:      0, // the child's fd 0, the slave
+			Pdeathsig: syscall.SIGKILL,
+		}
+		return &capture{r: master, limit: c.StdoutLimit}, nil, []*os.File{slave}, nil
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, nil, nil, fmt.Errorf("stderr pipe: %w", err)
+	}
+	// cmd.Stdin stays nil: os/exec opens /dev/null for it.
+	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return &capture{r: outR, limit: c.StdoutLimit}, &capture{r: errR, limit: c.StderrLimit},
+		[]*os.File{outW, errW}, nil
+}
+
+// openPTY opens a pseudo-terminal sized ttySize. pty.Open leaves the master in blocking mode (its
+// ioctls go through File.Fd), where Close cannot interrupt a pending Read; the master is therefore
+// re-opened as a non-blocking, pollable file so the bounded drain can stop reading it.
+func openPTY() (master, slave *os.File, err error) {
+	m, slave, err := pty.Open()
+	if err != nil {
+		return nil, nil, fmt.Errorf("open pty: %w", err)
+	}
+	defer m.Close()
+	if err := pty.Setsize(slave, &ttySize); err != nil {
+		slave.Close()
+		return nil, nil, fmt.Errorf("size pty: %w", err)
+	}
+	fd, err := unix.FcntlInt(m.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		slave.Close()
+		return nil, nil, fmt.Errorf("dup pty master: %w", err)
+	}
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		slave.Close()
+		return nil, nil, fmt.Errorf("pty master non-blocking: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "/dev/ptmx"), slave, nil
+}
+
+// spawnRequests feeds the spawner goroutine; spawnOnce starts it.
+var (
+	spawnRequests = make(chan spawnRequest)
+	spawnOnce     sync.Once
+)
+
+type spawnRequest struct {
+	cmd  *exec.Cmd
+	done chan<- error
+}
+
+// start starts cmd from the spawner goroutine. The kernel delivers Pdeathsig when the thread that
+// forked the child exits, not the process; Go may end a thread whenever a goroutine that locked it
+// exits. Forking only from one goroutine locked to its thread for the life of the process makes
+// Pdeathsig mean "the host died". Forks are serialized by syscall.ForkLock anyway, so nothing is lost.
+func start(cmd *exec.Cmd) error {
+	spawnOnce.Do(func() {
+		go func() {
+			runtime.LockOSThread() // never unlocked: this thread must outlive every child
+			for r := range spawnRequests {
+				if err := strayFDsCloseOnExec(); err != nil {
+					r.done <- err
+					continue
+				}
+				r.done <- r.cmd.Start()
+			}
+		}()
+	})
+	done := make(chan error, 1)
+	spawnRequests <- spawnRequest{cmd: cmd, done: done}
+	return <-done
+}
+
+// strayFDsCloseOnExec sets close-on-exec on every descriptor of this process above stderr. Go opens
+// everything close-on-exec, but the host may have inherited descriptors from whatever started it, or
+// get some from code that opens without O_CLOEXEC, and a fork would hand those to every child. The
+// child's own stdio is installed by dup2, which clears the flag on the copies, so nothing meant for a
+// child is affected.
+func strayFDsCloseOnExec() error {
+	err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
+		return strayFDsCloseOnExecByProc() // Linux < 5.11
+	}
+	if err != nil {
+		return fmt.Errorf("close_range: %w", err)
+	}
+	return nil
+}
+
+// strayFDsCloseOnExecByProc is strayFDsCloseOnExec for kernels without close_range.
+func strayFDsCloseOnExecByProc() error {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return fmt.Errorf("list open descriptors: %w", err)
+	}
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || fd < 3 {
+			continue
+		}
+		// EBADF: the descriptor has been closed since (ReadDir's own, for one).
+		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && !errors.Is(err, unix.EBADF) {
+			return fmt.Errorf("set close-on-exec on fd %d: %w", fd, err)
+		}
+	}
+	return nil
+}
+
+// supervise waits for cmd's process to exit, stopping its group on timeout or cancellation, kills
+// what is left of the group, reaps the process and reports how it ended.
+func supervise(ctx context.Context, cmd *exec.Cmd, c Command) Result {
+	var res Result
+	pid := cmd.Process.Pid
+	exited := make(chan struct{})
+	go func() {
+		waitExited(pid)
+		close(exited)
+	}()
+
+	timer := time.NewTimer(c.Timeout)
+	defer timer.Stop()
+	var stopped *bool
+	select {
+	case <-exited:
+	case <-timer.C:
+		stopped = &res.TimedOut
+	case <-ctx.Done():
+		stopped = &res.Canceled
+	}
+	if stopped != nil {
+		select {
+		case <-exited: // it finished on its own meanwhile
+		default:
+			*stopped = true
+			signalGroup(pid, syscall.SIGTERM)
+			grace := time.NewTimer(c.Grace)
+			select {
+			case <-exited:
+			case <-grace.C:
+				signalGroup(pid, syscall.SIGKILL)
+				<-exited
+			}
+			grace.Stop()
+		}
+	}
+	// The main process is a zombie until Wait, which keeps its pid, and so the group id, from
+	// being reused: this can only hit what is left of its own group.
+	signalGroup(pid, syscall.SIGKILL)
+
+	_ = cmd.Wait() // the outcome is in ProcessState; the error only restates it
+	res.ExitCode = -1
+	if st := cmd.ProcessState; st != nil {
+		ws := st.Sys().(syscall.WaitStatus)
+		switch {
+		case ws.Exited():
+			res.ExitCode = ws.ExitStatus()
+		case ws.Signaled():
+			res.Signal = signalName(ws.Signal())
+		}
+	}
+	return res
+}
+
+// waitExited blocks until process pid has exited, without reaping it.
+func waitExited(pid int) {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}
+
+// signalGroup sends sig to every process in process group pgid. ESRCH (the group is empty) is the
+// expected outcome once everything has exited, so errors are not reported.
+func signalGroup(pgid int, sig syscall.Signal) {
+	_ = unix.Kill(-pgid, sig)
+}
+
+// signalName names sig the way Result.Signal reports it, e.g. "SIGKILL".
+func signalName(sig syscall.Signal) string {
+	if name := unix.SignalName(sig); name != "" {
+		return name
+	}
+	return fmt.Sprintf("signal %d", int(sig))
+}
+
+// drain waits for the readers to reach end of file, at most drainTimeout; then it closes the read
+// ends, which makes any pending Read return, and waits for the readers to finish.
+func drain(readers *sync.WaitGroup, captures ...*capture) {
+	done := make(chan struct{})
+	go func() {
+		readers.Wait()
+		close(done)
+	}()
+	timer := time.NewTimer(drainTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		for _, c := range captures {
+			if c != nil {
+				c.r.Close()
+			}
+		}
+		<-done
+	}
+}
+
+// capture reads one output stream to its end, keeping the first limit bytes.
+type capture struct {
+	r         *os.File
+	limit     int64
+	data      []byte
+	truncated bool
+}
+
+// read reads c.r until end of file or an error (EIO once a pty's slave side is closed, or the file
+// having been closed by drain), then closes it. Bytes beyond the limit are read and discarded so
+// the writer never blocks on a full pipe.
+func (c *capture) read() {
+	defer c.r.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := c.r.Read(buf)
+		keep := min(int64(n), c.limit-int64(len(c.data)))
+		c.data = append(c.data, buf[:keep]...)
+		if keep < int64(n) {
+			c.truncated = true
+		}
+		if err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,503 @@
+package runner_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/clihost/clihost/runner"
+)
+
+// The tests run real processes. /bin/sh is only a fixture that creates behaviours (background
+// children, ignored signals, …); runner itself never adds a shell. Deadlines are generous and
+// nothing asserts how long anything took.
+
+const (
+	hangLimit = 2 * time.Minute  // a Run that takes longer has hung
+	goneLimit = 30 * time.Second // how long a killed process may take to disappear
+)
+
+// fixtureEnv is the whole environment of the fixture shells.
+var fixtureEnv = []string{"PATH=/usr/bin:/bin"}
+
+func TestMain(m *testing.M) {
+	// Helper mode for TestHostDeathKillsChild: act as a host whose child must die with it.
+	if dir := os.Getenv("RUNNER_TEST_HOST_DIR"); dir != "" {
+		_, err := runner.Run(context.Background(), runner.Command{
+			Path:    "/bin/sh",
+			Args:    []string{"-c", "echo $$ > pid.tmp && mv pid.tmp pid && exec sleep 300"},
+			Dir:     dir,
+			Env:     fixtureEnv,
+			Timeout: 10 * time.Minute,
+		})
+		fmt.Fprintln(os.Stderr, "helper host: Run returned:", err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// sh is a Command running script with the fixture shell in a fresh directory.
+func sh(t *testing.T, script string, args ...string) runner.Command {
+	t.Helper()
+	return runner.Command{
+		Path: "/bin/sh",
+		Args: append([]string{"-c", script, "sh"}, args...),
+		Dir:  t.TempDir(),
+		Env:  fixtureEnv,
+	}
+}
+
+// run calls runner.Run, failing the test if it hangs or fails to start, and checks that no zombie
+// child is left behind afterwards.
+func run(t *testing.T, ctx context.Context, c runner.Command) runner.Result {
+	t.Helper()
+	type outcome struct {
+		res runner.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		res, err := runner.Run(ctx, c)
+		done <- outcome{res, err}
+	}()
+	select {
+	case o := <-done:
+		if o.err != nil {
+			t.Fatalf("Run: %v", o.err)
+		}
+		checkNoZombies(t)
+		return o.res
+	case <-time.After(hangLimit):
+		t.Fatalf("Run(%q) did not return within %v", c.Args, hangLimit)
+		panic("unreachable")
+	}
+}
+
+// procStat returns the state and parent pid of pid from /proc, ok=false when it does not exist.
+func procStat(pid int) (state string, ppid int, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", 0, false
+	}
+	// pid (comm) state ppid …; comm may contain spaces and parentheses.
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	ppid, _ = strconv.Atoi(fields[1])
+	return fields[0], ppid, true
+}
+
+// gone reports whether pid has terminated: it no longer exists, or it is a zombie (a killed
+// grandchild is reparented to an init that may never reap it).
+func gone(pid int) bool {
+	state, _, ok := procStat(pid)
+	return !ok || state == "Z" || state == "X"
+}
+
+// waitGone fails the test unless pid terminates within goneLimit.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(goneLimit); !gone(pid); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d still alive %v later", pid, goneLimit)
+		}
+	}
+}
+
+// checkNoZombies fails the test if any child of the test process is a zombie.
+func checkNoZombies(t *testing.T) {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if state, ppid, ok := procStat(pid); ok && ppid == os.Getpid() && state == "Z" {
+			t.Errorf("zombie child %d left behind", pid)
+		}
+	}
+}
+
+// firstPID parses the first line of out as a pid.
+func firstPID(t *testing.T, out []byte) int {
+	t.Helper()
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || pid <= 0 {
+		t.Fatalf("no pid in output %q", out)
+	}
+	return pid
+}
+
+// cancelWhenExists returns a context canceled once file exists (the fixture says it is ready).
+func cancelWhenExists(t *testing.T, file string) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			if _, err := os.Stat(file); err == nil {
+				cancel()
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	return ctx
+}
+
+func TestExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		script string
+		code   int
+		signal string
+	}{
+		{"exit 0", 0, ""},
+		{"exit 3", 3, ""},
+		{"exit 255", 255, ""},
+		{"kill -TERM $$", -1, "SIGTERM"},
+		{"kill -KILL $$", -1, "SIGKILL"},
+	} {
+		res := run(t, context.Background(), sh(t, tc.script))
+		if res.ExitCode != tc.code || res.Signal != tc.signal {
+			t.Errorf("%q: exit %d signal %q, want %d %q", tc.script, res.ExitCode, res.Signal, tc.code, tc.signal)
+		}
+		if res.TimedOut || res.Canceled {
+			t.Errorf("%q: TimedOut=%v Canceled=%v", tc.script, res.TimedOut, res.Canceled)
+		}
+	}
+}
+
+func TestStdoutStderrSeparate(t *testing.T) {
+	res := run(t, context.Background(), sh(t, "printf out1; printf err1 >&2; printf out2; printf err2 >&2; exit 4"))
+	if string(res.Stdout) != "out1out2" || string(res.Stderr) != "err1err2" || res.ExitCode != 4 {
+		t.Errorf("stdout %q stderr %q exit %d", res.Stdout, res.Stderr, res.ExitCode)
+	}
+	if res.StdoutTruncated || res.StderrTruncated {
+		t.Error("truncated")
+	}
+}
+
+func TestArgvIsPassedVerbatim(t *testing.T) {
+	args := []string{"$HOME", "a b", "; rm -rf /", "*", "", "'\"`"}
+	res := run(t, context.Background(), sh(t, `tr '\0' '\n' < /proc/$$/cmdline`, args...))
+	want := strings.Join(append([]string{"sh", "-c", `tr '\0' '\n' < /proc/$$/cmdline`, "sh"}, args...), "\n") + "\n"
+	if string(res.Stdout) != want {
+		t.Errorf("argv:\n%q\nwant\n%q", res.Stdout, want)
+	}
+}
+
+func TestNothingInherited(t *testing.T) {
+	t.Setenv("RUNNER_TEST_SECRET", "leak")
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{{nil, ""}, {[]string{"A=1", "B=two words"}, "A=1\nB=two words\n"}} {
+		res := run(t, context.Background(), runner.Command{Path: "/usr/bin/env", Dir: dir, Env: tc.env})
+		if string(res.Stdout) != tc.want {
+			t.Errorf("env %q: child environment %q, want %q", tc.env, res.Stdout, tc.want)
+		}
+	}
+
+	// stdin is /dev/null: cat ends at once; the working directory is Dir.
+	c := sh(t, "cat; readlink /proc/self/fd/0; pwd")
+	res := run(t, context.Background(), c)
+	if want := "/dev/null\n" + c.Dir + "\n"; string(res.Stdout) != want {
+		t.Errorf("stdin/cwd %q, want %q", res.Stdout, want)
+	}
+}
+
+func TestOutputCaps(t *testing.T) {
+	t.Run("huge stdout is truncated without deadlock", func(t *testing.T) {
+		c := sh(t, "head -c 50000000 /dev/zero; echo done >&2")
+		c.StdoutLimit = 1000
+		res := run(t, context.Background(), c)
+		if len(res.Stdout) != 1000 || !res.StdoutTruncated || res.ExitCode != 0 || string(res.Stderr) != "done\n" {
+			t.Errorf("stdout %d bytes truncated=%v exit %d stderr %q", len(res.Stdout), res.StdoutTruncated, res.ExitCode, res.Stderr)
+		}
+	})
+	t.Run("default limit", func(t *testing.T) {
+		res := run(t, context.Background(), sh(t, "head -c 50000000 /dev/zero"))
+		if len(res.Stdout) != runner.DefaultLimit || !res.StdoutTruncated {
+			t.Errorf("stdout %d bytes truncated=%v, want %d", len(res.Stdout), res.StdoutTruncated, runner.DefaultLimit)
+		}
+	})
+	t.Run("both streams at once", func(t *testing.T) {
+		c := sh(t, "head -c 5000000 /dev/urandom >&2 & head -c 5000000 /dev/urandom; wait")
+		c.StdoutLimit, c.StderrLimit = 10, 20
+		res := run(t, context.Background(), c)
+		if len(res.Stdout) != 10 || len(res.Stderr) != 20 || !res.StdoutTruncated || !res.StderrTruncated {
+			t.Errorf("stdout %d (%v) stderr %d (%v)", len(res.Stdout), res.StdoutTruncated, len(res.Stderr), res.StderrTruncated)
+		}
+	})
+	t.Run("exactly the limit is not truncated", func(t *testing.T) {
+		c := sh(t, "head -c 1000 /dev/zero; head -c 999 /dev/zero >&2")
+		c.StdoutLimit, c.StderrLimit = 1000, 1000
+		res := run(t, context.Background(), c)
+		if len(res.Stdout) != 1000 || res.StdoutTruncated || len(res.Stderr) != 999 || res.StderrTruncated {
+			t.Errorf("stdout %d (%v) stderr %d (%v)", len(res.Stdout), res.StdoutTruncated, len(res.Stderr), res.StderrTruncated)
+		}
+	})
+}
+
+func TestTimeoutKillsWholeGroup(t *testing.T) {
+	c := sh(t, "sleep 300 & echo $!; wait")
+	c.Timeout = 2 * time.Second
+	res := run(t, context.Background(), c)
+	if !res.TimedOut || res.Canceled || res.ExitCode != -1 || res.Signal != "SIGTERM" {
+		t.Errorf("TimedOut=%v Canceled=%v exit %d signal %q", res.TimedOut, res.Canceled, res.ExitCode, res.Signal)
+	}
+	waitGone(t, firstPID(t, res.Stdout))
+}
+
+func TestIgnoredSIGTERMGetsSIGKILL(t *testing.T) {
+	c := sh(t, "trap '' TERM; sleep 300 & echo $!; touch ready; wait")
+	c.Grace = 500 * time.Millisecond
+	res := run(t, cancelWhenExists(t, filepath.Join(c.Dir, "ready")), c)
+	if !res.Canceled || res.TimedOut || res.ExitCode != -1 || res.Signal != "SIGKILL" {
+		t.Errorf("Canceled=%v TimedOut=%v exit %d signal %q", res.Canceled, res.TimedOut, res.ExitCode, res.Signal)
+	}
+	waitGone(t, firstPID(t, res.Stdout)) // the grandchild ignored SIGTERM too
+}
+
+func TestCancel(t *testing.T) {
+	c := sh(t, "touch ready; sleep 300; echo not reached")
+	res := run(t, cancelWhenExists(t, filepath.Join(c.Dir, "ready")), c)
+	if !res.Canceled || res.TimedOut || res.ExitCode != -1 || res.Signal != "SIGTERM" || len(res.Stdout) != 0 {
+		t.Errorf("Canceled=%v TimedOut=%v exit %d signal %q stdout %q", res.Canceled, res.TimedOut, res.ExitCode, res.Signal, res.Stdout)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := runner.Run(ctx, sh(t, "exit 0")); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run with a canceled ctx: %v, want context.Canceled", err)
+	}
+}
+
+func TestGrandchildHoldingOutputDoesNotHang(t *testing.T) {
+	for _, tty := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tty=%v", tty), func(t *testing.T) {
+			// The shell exits at once; its background child keeps stdout open for 300s.
+			c := sh(t, "sleep 300 & echo $!")
+			c.TTY = tty
+			res := run(t, context.Background(), c)
+			if res.ExitCode != 0 || res.TimedOut {
+				t.Errorf("exit %d TimedOut=%v", res.ExitCode, res.TimedOut)
+			}
+			waitGone(t, firstPID(t, res.Stdout))
+		})
+	}
+}
+
+func TestEscapedGrandchildDoesNotHang(t *testing.T) {
+	for _, tty := range []bool{false, true} {
+		t.Run(fmt.Sprintf("tty=%v", tty), func(t *testing.T) {
+			// The background child leaves the process group (and session) but keeps stdout
+			// open; the shell waits until it has left, prints its pid and exits. Run cannot
+			// kill it, but must stop reading and return.
+			c := sh(t, `setsid sleep 300 & pid=$!
+				until [ "$(cut -d' ' -f6 /proc/$pid/stat)" = "$pid" ]; do :; done
+				echo $pid`)
+			c.TTY = tty
+			res := run(t, context.Background(), c)
+			pid := firstPID(t, res.Stdout)
+			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+			if res.ExitCode != 0 || res.TimedOut {
+				t.Errorf("exit %d TimedOut=%v", res.ExitCode, res.TimedOut)
+			}
+		})
+	}
+}
+
+func TestChildGetsOnlyStdio(t *testing.T) {
+	// A descriptor the host holds without close-on-exec (as if inherited from its own parent)
+	// must not reach the child.
+	stray, err := syscall.Open("/dev/null", syscall.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(stray)
+
+	// Another Run in flight has pipes (or a pty) open in this process: none may leak.
+	busyCtx, stopBusy := context.WithCancel(context.Background())
+	var busy sync.WaitGroup
+	for _, tty := range []bool{false, true} {
+		c := sh(t, "sleep 300")
+		c.TTY = tty
+		busy.Go(func() { runner.Run(busyCtx, c) })
+	}
+	defer func() {
+		stopBusy()
+		busy.Wait()
+		checkNoZombies(t)
+	}()
+
+	for _, tty := range []bool{false, true} {
+		// ls runs as a separate process listing the shell's descriptors, so its own
+		// directory descriptor is not in the list.
+		c := sh(t, "ls -1 /proc/$$/fd")
+		c.TTY = tty
+		res, err := runner.Run(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fds := strings.Fields(string(res.Stdout)); !slices.Equal(fds, []string{"0", "1", "2"}) {
+			t.Errorf("tty=%v: child fds %q, want 0 1 2", tty, fds)
+		}
+	}
+}
+
+func TestTTY(t *testing.T) {
+	c := sh(t, "test -t 0 && test -t 1 && test -t 2 && echo terminal; stty size; echo to-stderr >&2")
+	c.TTY = true
+	res := run(t, context.Background(), c)
+	if want := "terminal\r\n24 80\r\nto-stderr\r\n"; string(res.Stdout) != want || len(res.Stderr) != 0 {
+		t.Errorf("tty: stdout %q stderr %q, want stdout %q", res.Stdout, res.Stderr, want)
+	}
+
+	res = run(t, context.Background(), sh(t, "test -t 1 || echo no terminal"))
+	if string(res.Stdout) != "no terminal\n" {
+		t.Errorf("no tty: stdout %q", res.Stdout)
+	}
+
+	c = sh(t, "head -c 1000000 /dev/zero")
+	c.TTY, c.StdoutLimit = true, 100
+	if res := run(t, context.Background(), c); len(res.Stdout) != 100 || !res.StdoutTruncated {
+		t.Errorf("tty cap: %d bytes truncated=%v", len(res.Stdout), res.StdoutTruncated)
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	dir := t.TempDir()
+	notExec := filepath.Join(dir, "script")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		c    runner.Command
+		is   error
+	}{
+		{"missing binary", runner.Command{Path: "/nonexistent/tool", Dir: dir}, fs.ErrNotExist},
+		{"not executable", runner.Command{Path: notExec, Dir: dir}, fs.ErrPermission},
+		{"missing dir", runner.Command{Path: "/bin/true", Dir: filepath.Join(dir, "nope")}, fs.ErrNotExist},
+		{"missing dir tty", runner.Command{Path: "/bin/true", Dir: filepath.Join(dir, "nope"), TTY: true}, fs.ErrNotExist},
+		{"relative path", runner.Command{Path: "true", Dir: dir}, nil},
+		{"no dir", runner.Command{Path: "/bin/true"}, nil},
+		{"relative dir", runner.Command{Path: "/bin/true", Dir: "."}, nil},
+		{"negative timeout", runner.Command{Path: "/bin/true", Dir: dir, Timeout: -1}, nil},
+	} {
+		_, err := runner.Run(context.Background(), tc.c)
+		if err == nil || (tc.is != nil && !errors.Is(err, tc.is)) {
+			t.Errorf("%s: error %v, want %v", tc.name, err, tc.is)
+		}
+	}
+	checkNoZombies(t)
+}
+
+func TestConcurrentRuns(t *testing.T) {
+	const n = 32
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		c := sh(t, `printf "%s" "$1"; printf "%s" "$1" >&2`, strconv.Itoa(i))
+		c.TTY = i%4 == 0
+		wg.Go(func() {
+			res, err := runner.Run(context.Background(), c)
+			want, wantErr := strconv.Itoa(i), strconv.Itoa(i)
+			if c.TTY {
+				want, wantErr = want+want, ""
+			}
+			if err != nil || string(res.Stdout) != want || string(res.Stderr) != wantErr {
+				errs <- fmt.Errorf("run %d (tty=%v): err %v stdout %q stderr %q", i, c.TTY, err, res.Stdout, res.Stderr)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	checkNoZombies(t)
+}
+
+func TestHostDeathKillsChild(t *testing.T) {
+	dir := t.TempDir()
+	host := exec.Command(os.Args[0], "-test.run=^$")
+	host.Env = append(os.Environ(), "RUNNER_TEST_HOST_DIR="+dir)
+	host.Stderr = os.Stderr
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	for deadline := time.Now().Add(hangLimit); ; time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(filepath.Join(dir, "pid")); err == nil {
+			pid = firstPID(t, b)
+			break
+		}
+		if time.Now().After(deadline) {
+			host.Process.Kill()
+			host.Wait()
+			t.Fatal("helper host never started its child")
+		}
+	}
+	if gone(pid) {
+		t.Fatalf("child %d is not running before the host dies", pid)
+	}
+	host.Process.Kill()
+	host.Wait()
+	waitGone(t, pid)
+}
+
+func TestEnv(t *testing.T) {
+	host := map[string]string{
+		"HOME": "/home/u", "GH_TOKEN": "t", "LD_PRELOAD": "/evil.so", "NOT_PASSED": "x", "TERM": "xterm",
+	}
+	lookup := func(k string) (string, bool) { v, ok := host[k]; return v, ok }
+
+	env, refused := runner.Env(lookup,
+		[]string{"HOME", "GH_TOKEN", "LD_PRELOAD", "UNSET_VAR", "ld_library_path"},
+		map[string]string{
+			"GH_TOKEN": "override", "PAGER": "cat", "NODE_OPTIONS": "--require /evil.js",
+			"GIT_CONFIG_KEY_0": "core.fsmonitor", "BASH_FUNC_git%%": "() { evil; }", "A=B": "c", "NUL": "a\x00b",
+			"NO_COLOR": "0",
+		})
+	wantEnv := []string{"CI=true", "GH_TOKEN=override", "HOME=/home/u", "NO_COLOR=0", "PAGER=cat", "TERM=dumb"}
+	wantRefused := []string{"A=B", "BASH_FUNC_git%%", "GIT_CONFIG_KEY_0", "LD_PRELOAD", "NODE_OPTIONS", "NUL", "ld_library_path"}
+	if !slices.Equal(env, wantEnv) {
+		t.Errorf("env %q, want %q", env, wantEnv)
+	}
+	if !slices.Equal(refused, wantRefused) {
+		t.Errorf("refused %q, want %q", refused, wantRefused)
+	}
+
+	for _, name := range []string{
+		"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES", "GCONV_PATH", "BASH_ENV", "ENV",
+		"PYTHONSTARTUP", "PYTHONPATH", "PERL5OPT", "PERL5LIB", "RUBYOPT", "NODE_OPTIONS",
+		"JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
+	} {
+		env, refused := runner.Env(func(string) (string, bool) { return "x", true }, []string{name}, map[string]string{name: "x"})
+		if !slices.Equal(refused, []string{name}) || slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, name+"=") }) {
+			t.Errorf("%s: env %q refused %q", name, env, refused)
+		}
+	}
+
+	env, refused = runner.Env(nil, []string{"HOME"}, map[string]string{"TERM": "vt100", "CI": "false"})
+	if want := []string{"CI=false", "NO_COLOR=1", "TERM=vt100"}; !slices.Equal(env, want) || refused != nil {
+		t.Errorf("defaults: env %q refused %q, want %q", env, refused, want)
+	}
+}
