@@ -1,0 +1,123 @@
+package argv
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/clihost/clihost/manifest"
+)
+
+func parse(t *testing.T, tmpl ...string) []manifest.TemplateToken {
+	t.Helper()
+	toks, _, err := manifest.ParseArgv(tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return toks
+}
+
+func input(t *testing.T, js string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	d := json.NewDecoder(strings.NewReader(js))
+	d.UseNumber()
+	if err := d.Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestExpand(t *testing.T) {
+	secrets := func(n string) (string, bool) {
+		if n == "TOKEN" {
+			return "s3cr3t", true
+		}
+		return "", false
+	}
+	cases := []struct {
+		name  string
+		tmpl  []string
+		input string
+		want  []string
+	}{
+		{"literal", []string{"pr", "list"}, `{}`, []string{"pr", "list"}},
+		{"whole", []string{"view", "${input.n}"}, `{"n": 42}`, []string{"view", "42"}},
+		{"absent drops", []string{"view", "${input.n}"}, `{}`, []string{"view"}},
+		{"null drops", []string{"view", "${input.n}"}, `{"n": null}`, []string{"view"}},
+		{"array spreads", []string{"add", "--", "${input.files}"}, `{"files": ["a.txt", "-b.txt"]}`, []string{"add", "--", "a.txt", "-b.txt"}},
+		{"default", []string{"${input.base | default('main')}"}, `{}`, []string{"main"}},
+		{"default given", []string{"${input.base | default('main')}"}, `{"base": "dev"}`, []string{"dev"}},
+		{"optional", []string{"${input.title | optional('--title')}"}, `{"title": "hi there"}`, []string{"--title", "hi there"}},
+		{"optional absent", []string{"${input.title | optional('--title')}"}, `{}`, nil},
+		{"optional array repeats", []string{"${input.l | optional('--label')}"}, `{"l": ["a", "b"]}`, []string{"--label", "a", "--label", "b"}},
+		{"optional with =", []string{"${input.d | optional('--dry-run=')}"}, `{"d": "server"}`, []string{"--dry-run=server"}},
+		{"optional value may start with dash", []string{"${input.n | optional('--count')}"}, `{"n": -5}`, []string{"--count", "-5"}},
+		{"flag true", []string{"${input.draft | flag('--draft')}"}, `{"draft": true}`, []string{"--draft"}},
+		{"flag false", []string{"${input.draft | flag('--draft')}"}, `{"draft": false}`, nil},
+		{"flag string true is not true", []string{"${input.draft | flag('--draft')}"}, `{"draft": "true"}`, nil},
+		{"json", []string{"--argjson", "doc", "${input.doc | json()}"}, `{"doc": {"a": [1, "x"]}}`, []string{"--argjson", "doc", `{"a":[1,"x"]}`}},
+		{"join", []string{"--json", "${input.f | join(',')}"}, `{"f": ["number", "title"]}`, []string{"--json", "number,title"}},
+		{"embedded", []string{"--since=${input.d}"}, `{"d": "2026-01-01"}`, []string{"--since=2026-01-01"}},
+		{"embedded absent drops entry", []string{"x", "--since=${input.d}"}, `{}`, []string{"x"}},
+		{"embedded default", []string{"--base=${input.b | default('main')}"}, `{}`, []string{"--base=main"}},
+		{"embedded two", []string{"release-${input.v}-${input.arch | default('x64')}"}, `{"v": "1.2.3"}`, []string{"release-1.2.3-x64"}},
+		{"nested", []string{"${input.o.depth}"}, `{"o": {"depth": 3}}`, []string{"3"}},
+		{"secret", []string{"--token", "${secrets.TOKEN}"}, `{}`, []string{"--token", "s3cr3t"}},
+		{"float", []string{"--x", "${input.f}"}, `{"f": 1.5e3}`, []string{"--x", "1.5e3"}},
+		{"bool", []string{"--x", "${input.b}"}, `{"b": false}`, []string{"--x", "false"}},
+		{"after option", []string{"--title", "${input.t}"}, `{"t": "-dash"}`, []string{"--title", "-dash"}},
+		{"after --", []string{"--", "${input.q}"}, `{"q": "--help"}`, []string{"--", "--help"}},
+		{"metacharacters verbatim", []string{"--", "${input.q}"}, `{"q": "$(touch x); rm -rf / | cat > y && \u0060id\u0060 ${input.q} 'a\"b' \n\t\u202e"}`,
+			[]string{"--", "$(touch x); rm -rf / | cat > y && `id` ${input.q} 'a\"b' \n\t\u202e"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := Expand(parse(t, c.tmpl...), input(t, c.input), secrets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, c.want) && !(len(got) == 0 && len(c.want) == 0) {
+				t.Fatalf("got %q, want %q", got, c.want)
+			}
+		})
+	}
+}
+
+func TestExpandRefuses(t *testing.T) {
+	cases := []struct {
+		name, code, ptr string
+		tmpl            []string
+		input           string
+	}{
+		{"dash positional", "input_invalid", "/q", []string{"search", "${input.q}"}, `{"q": "--exec=rm"}`},
+		{"dash in array", "input_invalid", "/files/1", []string{"add", "${input.files}"}, `{"files": ["a", "-rf"]}`},
+		{"dash at start of mixed entry", "input_invalid", "/n", []string{"get", "${input.n}.txt"}, `{"n": "-x"}`},
+		{"dash via json", "input_invalid", "/n", []string{"${input.n | json()}"}, `{"n": -1}`},
+		{"NUL", "input_invalid", "/t", []string{"--title", "${input.t}"}, `{"t": "a\u0000b"}`},
+		{"too long", "input_invalid", "/t", []string{"--title", "${input.t}"}, `{"t": "` + strings.Repeat("a", MaxArgLength+1) + `"}`},
+		{"secret missing", "secret_missing", "", []string{"${secrets.NOPE}"}, `{}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Expand(parse(t, c.tmpl...), input(t, c.input), nil)
+			var e *Error
+			if !errors.As(err, &e) || e.Code != c.code || e.Pointer != c.ptr || e.Message == "" {
+				t.Fatalf("err = %#v, want code %s at %q", err, c.code, c.ptr)
+			}
+			if c.code == "input_invalid" && e.Hint == "" && c.name != "dash via json" {
+				t.Errorf("no hint: %v", e)
+			}
+		})
+	}
+	var many []string
+	for i := 0; i < 10; i++ {
+		many = append(many, "--x", "${input.v}")
+	}
+	big := `{"v": "` + strings.Repeat("b", MaxArgLength-1) + `"}`
+	if _, err := Expand(parse(t, many...), input(t, big), nil); err == nil || !strings.Contains(err.Error(), "add up to") {
+		t.Fatalf("total length: %v", err)
+	}
+}

@@ -1,0 +1,306 @@
+// Package output applies a bundle's output conventions to a finished process: which stream holds
+// the result, how to parse it (text, JSON, YAML, binary), what its exit code means, and — for a
+// failure — which class of error it is, with retry and fallback guidance (the CLI provider adapter's
+// categories).
+package output
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/clihost/clihost/manifest"
+)
+
+// The output formats.
+const (
+	FormatText   = "text"
+	FormatJSON   = "json"
+	FormatYAML   = "yaml"
+	FormatBinary = "binary"
+)
+
+// MaxStderrInError bounds the stderr excerpt carried in an error.
+const MaxStderrInError = 4 << 10
+
+// Convention is the effective output convention of one tool: the bundle's output block with the
+// tool's runner.output applied.
+type Convention struct {
+	Format       string         // what to parse: text, json, yaml or binary
+	JSONFlag     string         // appended to argv when the tool wants JSON and the CLI's default is not JSON
+	JSONFlagArgs []string       // arguments of the JSON flag
+	ExitCodes    map[int]string // exit code → name; a code named "ok" is success
+	Stream       string         // where the result is: stdout, stderr or mixed
+	ErrorStream  string         // where error messages are
+}
+
+// For merges a bundle's output block with a tool's runner.output.
+func For(cli *manifest.CLI, tool *manifest.Tool) Convention {
+	c := Convention{Format: FormatText, Stream: "stdout", ErrorStream: "stderr", ExitCodes: map[int]string{}}
+	defaultFormat := FormatText
+	if o := cli.Output; o != nil {
+		if o.DefaultFormat != "" {
+			defaultFormat = o.DefaultFormat
+		}
+		c.JSONFlag, c.JSONFlagArgs = o.JSONFlag, o.JSONFlagArgs
+		addCodes(c.ExitCodes, o.ExitCodes)
+		c.Stream = or(o.Stream, c.Stream)
+		c.ErrorStream = or(o.ErrorStream, c.ErrorStream)
+	}
+	c.Format = defaultFormat
+	if tool != nil && tool.Runner != nil && tool.Runner.Output != nil {
+		to := tool.Runner.Output
+		c.Format = or(to.Format, c.Format)
+		if to.JSONFlagArgs != nil {
+			c.JSONFlagArgs = to.JSONFlagArgs
+		}
+		addCodes(c.ExitCodes, to.ExitCodes)
+		c.Stream = or(to.Stream, c.Stream)
+	}
+	if c.Format != FormatJSON || defaultFormat == FormatJSON {
+		c.JSONFlag, c.JSONFlagArgs = "", nil // the CLI already speaks JSON, or the tool does not want it
+	}
+	return c
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func addCodes(dst map[int]string, src map[string]string) {
+	for k, v := range src {
+		if n, err := strconv.Atoi(k); err == nil {
+			dst[n] = v
+		}
+	}
+}
+
+// Args appends the JSON flag and its arguments to argv when the convention asks for it and argv
+// does not already carry the flag. They go before a literal "--", where the CLI still reads options.
+func (c Convention) Args(argv []string) []string {
+	if c.JSONFlag == "" {
+		return argv
+	}
+	for _, a := range argv {
+		if a == c.JSONFlag || strings.HasPrefix(a, c.JSONFlag+"=") {
+			return argv
+		}
+		if a == "--" {
+			break
+		}
+	}
+	extra := append([]string{c.JSONFlag}, c.JSONFlagArgs...)
+	out := make([]string, 0, len(argv)+len(extra))
+	for i, a := range argv {
+		if a == "--" {
+			out = append(out, extra...)
+			return append(out, argv[i:]...)
+		}
+		out = append(out, a)
+	}
+	return append(out, extra...)
+}
+
+// Process is what a finished process produced.
+type Process struct {
+	ExitCode        int
+	Stdout, Stderr  []byte
+	StdoutTruncated bool
+	StderrTruncated bool
+	TimedOut        bool
+}
+
+// Failure is a classified error.
+type Failure struct {
+	Code         string // the exit code's name, or timeout, killed, output_parse_failed, upstream_error
+	Message      string
+	Hint         string
+	Stderr       string // an ANSI-stripped excerpt
+	Category     string // quota, rate_limit, authentication, validation, network, server, timeout, not_found, configuration, unknown
+	Retryable    bool
+	Fallback     bool
+	RetryAfterMS int64
+}
+
+// Outcome is a parsed result: Value on success, Failure otherwise.
+type Outcome struct {
+	OK      bool
+	Value   any
+	Failure *Failure
+}
+
+// Parse interprets a finished process under the convention.
+func Parse(c Convention, p Process) Outcome {
+	name, mapped := c.ExitCodes[p.ExitCode]
+	success := name == "ok" || (p.ExitCode == 0 && !mapped)
+	if p.TimedOut {
+		return Outcome{Failure: classify(c, p, "timeout", "the command did not finish in time")}
+	}
+	if !success {
+		code := name
+		switch {
+		case code != "":
+		case p.ExitCode == 124:
+			code = "timeout"
+		case p.ExitCode == 137 || p.ExitCode < 0:
+			code = "killed"
+		default:
+			code = "upstream_error"
+		}
+		return Outcome{Failure: classify(c, p, code, "")}
+	}
+	data := stream(c.Stream, p)
+	truncated := p.StdoutTruncated && c.Stream != "stderr" || p.StderrTruncated && c.Stream != "stdout"
+	v, err := decode(c.Format, data)
+	if err != nil {
+		f := &Failure{Code: "output_parse_failed", Category: "unknown",
+			Message: fmt.Sprintf("the command succeeded but its %s output does not parse: %v", c.Format, err),
+			Hint:    "the CLI's output is not what the bundle declares; check output.default_format and the tool's runner.output.format"}
+		if truncated {
+			f.Hint = "the output was larger than the capture limit and was cut; narrow the request (filters, limits)"
+		}
+		return Outcome{Failure: f}
+	}
+	return Outcome{OK: true, Value: v}
+}
+
+func stream(which string, p Process) []byte {
+	switch which {
+	case "stderr":
+		return p.Stderr
+	case "mixed":
+		return append(append(bytes.Clone(p.Stdout), '\n'), p.Stderr...)
+	}
+	return p.Stdout
+}
+
+// decode parses data in a format. Several JSON values in a row (JSON Lines) become an array.
+func decode(format string, data []byte) (any, error) {
+	switch format {
+	case FormatJSON:
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		var vals []any
+		for {
+			var v any
+			err := dec.Decode(&v)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			vals = append(vals, v)
+		}
+		switch len(vals) {
+		case 0:
+			return nil, errors.New("no JSON value in the output")
+		case 1:
+			return vals[0], nil
+		}
+		return vals, nil
+	case FormatYAML:
+		var v any
+		if err := yaml.Unmarshal(data, &v); err != nil {
+			return nil, err
+		}
+		return jsonCompatible(v), nil
+	case FormatBinary:
+		return map[string]any{"encoding": "base64", "bytes": len(data), "data": base64.StdEncoding.EncodeToString(data)}, nil
+	}
+	s := StripANSI(string(data))
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	return s, nil
+}
+
+// jsonCompatible turns YAML's map[string]any / map[any]any values into JSON-encodable ones.
+func jsonCompatible(v any) any {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			t[k] = jsonCompatible(x)
+		}
+		return t
+	case map[any]any:
+		m := make(map[string]any, len(t))
+		for k, x := range t {
+			m[fmt.Sprint(k)] = jsonCompatible(x)
+		}
+		return m
+	case []any:
+		for i, x := range t {
+			t[i] = jsonCompatible(x)
+		}
+	}
+	return v
+}
+
+// classify builds the failure for a process: message from the error stream, category and retry
+// guidance from the message's text.
+func classify(c Convention, p Process, code, message string) *Failure {
+	errText := strings.TrimSpace(StripANSI(string(stream(c.ErrorStream, p))))
+	if errText == "" && c.ErrorStream != "stdout" {
+		errText = strings.TrimSpace(StripANSI(string(p.Stdout)))
+	}
+	if message == "" {
+		message = lastLines(errText, 3)
+		if message == "" {
+			message = fmt.Sprintf("the command exited with code %d", p.ExitCode)
+		}
+	}
+	f := &Failure{Code: code, Message: message, Stderr: excerpt(errText)}
+	cl := Classify(code + "\n" + errText)
+	f.Category, f.Retryable, f.Fallback, f.RetryAfterMS = cl.Category, cl.Retryable, cl.Fallback, cl.RetryAfterMS
+	f.Hint = hintFor(code, cl.Category, p.ExitCode)
+	return f
+}
+
+func hintFor(code, category string, exit int) string {
+	switch {
+	case code == "auth_required" || category == "authentication":
+		return "the CLI is not logged in or its credentials expired; log in (clihostctl login) and retry"
+	case code == "timeout":
+		return "narrow the request or raise the tool's timeout_ms"
+	case code == "usage_error" || category == "validation":
+		return "the CLI rejected the arguments; check the tool's inputs against its description"
+	case category == "rate_limit":
+		return "rate limited: wait and retry"
+	case category == "network":
+		return "a network error: check the host is reachable and listed in the bundle's sandbox egress"
+	case category == "not_found":
+		return "the CLI reports that something does not exist; check the names in the input"
+	}
+	return fmt.Sprintf("the CLI failed with exit code %d; its stderr is included", exit)
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.TrimSpace(strings.Join(lines, "\n"))
+}
+
+func excerpt(s string) string {
+	if len(s) <= MaxStderrInError {
+		return s
+	}
+	cut := s[len(s)-MaxStderrInError:]
+	for !utf8.ValidString(cut) && len(cut) > 0 {
+		cut = cut[1:]
+	}
+	return "…" + cut
+}
