@@ -23,6 +23,7 @@ type Bundle struct {
 	Tools    []*ToolEntry `json:"tools"`
 	Findings Findings     `json:"findings,omitempty"`
 	IDPos    Pos          `json:"-"` // where id is declared, for findings about the bundle as a whole
+	OSDir    string       `json:"-"` // the bundle folder on disk; empty for the embedded catalog
 
 	fsys   fs.FS
 	fsPath string // CLI.md inside fsys
@@ -35,11 +36,14 @@ type ToolEntry struct {
 	File string   `json:"file"` // as displayed
 	Tool *Tool    `json:"tool,omitempty"`
 
-	inputSchema *jsonschema.Schema
+	inputSchema, outputSchema *jsonschema.Schema
 }
 
 // InputSchema returns the compiled inputs schema, or nil when it did not compile.
 func (t *ToolEntry) InputSchema() *jsonschema.Schema { return t.inputSchema }
+
+// OutputSchema returns the compiled outputs schema, or nil when it did not compile.
+func (t *ToolEntry) OutputSchema() *jsonschema.Schema { return t.outputSchema }
 
 // CommandPath returns the command path joined by spaces, e.g. "pr list".
 func (t *ToolEntry) CommandPath() string { return strings.Join(t.Path, " ") }
@@ -66,10 +70,28 @@ func (b *Bundle) Major() uint64 {
 // Key returns the bundle's stable identity, id@major.
 func (b *Bundle) Key() string { return fmt.Sprintf("%s@%d", b.ID(), b.Major()) }
 
+// Tool finds a tool by TOOL.md id, by command path ("pr list") or by dotted path ("pr.list").
+func (b *Bundle) Tool(name string) *ToolEntry {
+	for _, t := range b.Tools {
+		if t.Tool != nil && t.Tool.ID == name {
+			return t
+		}
+	}
+	for _, t := range b.Tools {
+		if p := strings.Join(t.Path, " "); p == name || strings.Join(t.Path, ".") == name || MCPName(t.Path) == name {
+			return t
+		}
+	}
+	return nil
+}
+
 // LoadOptions adjusts how a bundle is loaded.
 type LoadOptions struct {
 	// Display maps a path inside the filesystem to the path shown in findings. Default: unchanged.
 	Display func(string) string
+	// OSPath maps a path inside the filesystem to the operating system's path, for bundles on disk
+	// (vendored binaries run from there). Nil for filesystems that are not on disk.
+	OSPath func(string) string
 }
 
 func (o LoadOptions) display(p string) string {
@@ -83,6 +105,9 @@ func (o LoadOptions) display(p string) string {
 // never panics and always returns a Bundle; problems are in Bundle.Findings.
 func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
 	b := &Bundle{fsys: fsys, fsPath: cliPath, Dir: opts.display(path.Dir(cliPath)), File: opts.display(cliPath)}
+	if opts.OSPath != nil {
+		b.OSDir = opts.OSPath(path.Dir(cliPath))
+	}
 	data, err := fs.ReadFile(fsys, cliPath)
 	if err != nil {
 		b.Findings = Findings{{Pos: Pos{File: b.File}, Severity: SeverityError, Rule: "file-unreadable", Message: err.Error(), Hint: "check the path and its permissions"}}

@@ -96,7 +96,7 @@ func (l *linter) loadTools() {
 		l.b.Findings = append(l.b.Findings, j.c.findings()...)
 	}
 	for _, s := range shared {
-		s.entry.Tool, s.entry.inputSchema = s.from.Tool, s.from.inputSchema
+		s.entry.Tool, s.entry.inputSchema, s.entry.outputSchema = s.from.Tool, s.from.inputSchema, s.from.outputSchema
 	}
 	sortTools(l.b.Tools, l.cli.Commands.Leaves())
 }
@@ -165,7 +165,7 @@ func (t *toolLinter) rules(tool *Tool) {
 		t.entry.inputSchema = t.compileSchema("/inputs", tool.Inputs, "tool-inputs-schema", true)
 	}
 	if doc.Has("/outputs") {
-		t.compileSchema("/outputs", tool.Outputs, "tool-outputs-schema", false)
+		t.entry.outputSchema = t.compileSchema("/outputs", tool.Outputs, "tool-outputs-schema", false)
 	}
 	if len(tool.Mutates) > 0 && (tool.Approval == "" || tool.Approval == "auto") {
 		c.atKey("/mutates", SeverityError, "tool-mutates-approval", "the tool mutates state but its approval is auto (the default)", "set approval: on-mutate (or always); AIP-14 allows auto only with mutates: []")

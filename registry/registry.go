@@ -29,7 +29,8 @@ type Source struct {
 	FS       fs.FS
 	Root     string // where to search inside FS ("." for all)
 	Display  func(string) string
-	Embedded bool // the built-in catalog: a bundle from another source with the same id@major shadows it
+	OSPath   func(string) string // the path on disk, for sources that are directories
+	Embedded bool                // the built-in catalog: a bundle from another source with the same id@major shadows it
 }
 
 // DirSource is a source for a directory on disk. dir may be a bundle folder, a tree holding
@@ -43,12 +44,13 @@ func DirSource(dir string) (Source, error) {
 	if !st.IsDir() {
 		root, only = filepath.Dir(dir), filepath.Base(dir)
 	}
-	src := Source{Name: dir, FS: os.DirFS(root), Root: ".", Display: func(p string) string {
+	onDisk := func(p string) string {
 		if p == "." {
 			return filepath.Clean(root)
 		}
 		return filepath.Join(root, filepath.FromSlash(p))
-	}}
+	}
+	src := Source{Name: dir, FS: os.DirFS(root), Root: ".", Display: onDisk, OSPath: onDisk}
 	if only != "" {
 		src.Root = only
 	}
@@ -143,7 +145,7 @@ func Load(sources ...Source) (*Registry, error) {
 		go func() {
 			defer wg.Done()
 			for j := range work {
-				j.bundle = manifest.LoadBundle(j.src.FS, j.path, manifest.LoadOptions{Display: j.src.Display})
+				j.bundle = manifest.LoadBundle(j.src.FS, j.path, manifest.LoadOptions{Display: j.src.Display, OSPath: j.src.OSPath})
 			}
 		}()
 	}

@@ -1,0 +1,72 @@
+package host
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Invoked is the cli.invoked audit entry (AIP-29 ADAPTER): the argv template and the number of
+// arguments, never the arguments, input values or output.
+type Invoked struct {
+	Type          string `json:"type"`
+	CLIID         string `json:"cli_id"`
+	CLIVersion    string `json:"cli_version"`
+	BinaryVersion string `json:"binary_version,omitempty"`
+	Subcommand    string `json:"subcommand"`
+	ToolID        string `json:"tool_id"`
+	UserID        string `json:"user_id,omitempty"`
+	WorkspaceID   string `json:"workspace_id,omitempty"`
+	ArgvTemplate  string `json:"argv_template"`
+	ArgvCount     int    `json:"argv_count"`
+	ExitCode      *int   `json:"exit_code"`
+	DurationMS    int64  `json:"duration_ms"`
+	AuthState     string `json:"auth_state"`
+	OK            bool   `json:"ok"`
+	ErrorCode     string `json:"error_code,omitempty"`
+	TS            string `json:"ts"`
+}
+
+// AuthExpired is the cli.auth_expired audit entry.
+type AuthExpired struct {
+	Type   string `json:"type"`
+	CLIID  string `json:"cli_id"`
+	UserID string `json:"user_id,omitempty"`
+	TS     string `json:"ts"`
+}
+
+// auditLog writes one JSON object a line; a nil writer discards.
+type auditLog struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (a *auditLog) write(v any) {
+	if a == nil || a.w == nil {
+		return
+	}
+	line, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, _ = a.w.Write(append(line, '\n'))
+}
+
+// workspaceID names a workspace in audit lines without writing its path.
+func workspaceID(dir string) string {
+	if dir == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(dir))
+	return "w_" + hex.EncodeToString(sum[:6])
+}
+
+func timestamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func templateText(raw []string) string { return strings.Join(raw, " ") }

@@ -1,0 +1,47 @@
+package host
+
+import "encoding/json"
+
+// Envelope is a call's result in the AIP-29 ADAPTER's shape: {ok:true, value, exit_code, ms} or
+// {ok:false, error:{code, message, hint, exit_code, stderr}, ms}.
+type Envelope struct {
+	OK        bool   `json:"ok"`
+	Value     any    `json:"value"`
+	ExitCode  *int   `json:"exit_code,omitempty"`
+	Truncated bool   `json:"truncated,omitempty"` // the output was larger than the capture limit and was cut
+	Error     *Error `json:"error,omitempty"`
+	MS        int64  `json:"ms"`
+}
+
+// MarshalJSON leaves out value on failures and keeps it (even null) on success.
+func (e Envelope) MarshalJSON() ([]byte, error) {
+	type plain Envelope
+	if e.OK {
+		return json.Marshal(plain(e))
+	}
+	type failure struct {
+		plain
+		Value any `json:"value,omitempty"`
+	}
+	return json.Marshal(failure{plain: plain(e)})
+}
+
+// Error describes a failed call. Code is one of the AIP-14 codes (input_invalid, auth_required,
+// timeout, not_found, …), a CLI code (not_installed, version_mismatch, setup_required,
+// output_parse_failed, …) or the name the bundle gives the exit code.
+type Error struct {
+	Code         string `json:"code"`
+	Message      string `json:"message"`
+	Hint         string `json:"hint,omitempty"`
+	ExitCode     *int   `json:"exit_code,omitempty"`
+	Stderr       string `json:"stderr,omitempty"`
+	Pointer      string `json:"pointer,omitempty"` // JSON pointer of the offending input (input_invalid)
+	Category     string `json:"category,omitempty"`
+	Retryable    bool   `json:"retryable,omitempty"`
+	Fallback     bool   `json:"fallback,omitempty"`
+	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
+}
+
+func fail(code, message, hint string) Envelope {
+	return Envelope{Error: &Error{Code: code, Message: message, Hint: hint}}
+}

@@ -1,0 +1,109 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/versioncheck"
+)
+
+// gate finds the bundle's binary (a vendored path inside the bundle folder, else PATH) and checks its
+// version, remembering a passed check until the file changes.
+func (h *Host) gate(ctx context.Context, b *manifest.Bundle, workspace string, env []string) (binary, *Error) {
+	path, err := h.resolve(b)
+	if err != nil {
+		return binary{}, err
+	}
+	st, serr := os.Stat(path)
+	if serr != nil {
+		return binary{}, &Error{Code: "not_installed", Message: fmt.Sprintf("%s: %v", path, serr), Hint: installHint(b)}
+	}
+	h.mu.Lock()
+	cached, ok := h.verified[b.Key()]
+	h.mu.Unlock()
+	if ok && cached.path == path && cached.modTime.Equal(st.ModTime()) && cached.size == st.Size() {
+		return cached, nil
+	}
+	res, cerr := versioncheck.Check(ctx, b.CLI.VersionCheck, b.CLI.Bin, path, workspace, env)
+	if cerr != nil {
+		return binary{}, &Error{Code: "version_mismatch", Message: fmt.Sprintf("the version check of %s could not run: %v", path, cerr), Hint: "fix the bundle's version_check or the installed binary"}
+	}
+	if !res.OK {
+		return binary{}, &Error{Code: "version_mismatch", Message: fmt.Sprintf("%s: %s", path, res.Reason),
+			Hint: fmt.Sprintf("the bundle needs %s %q; install a matching version (%s)", b.CLI.Bin, res.Range, installHint(b))}
+	}
+	bin := binary{path: path, version: res.Version, modTime: st.ModTime(), size: st.Size()}
+	h.mu.Lock()
+	h.verified[b.Key()] = bin
+	h.mu.Unlock()
+	return bin, nil
+}
+
+// resolve finds the bundle's bin: a vendored install entry inside the bundle folder first, then PATH.
+func (h *Host) resolve(b *manifest.Bundle) (string, *Error) {
+	for _, m := range b.CLI.Install {
+		if m.Method != manifest.MethodVendored || b.OSDir == "" || m.Experimental {
+			continue
+		}
+		p := filepath.Join(b.OSDir, filepath.FromSlash(m.Path))
+		if isExecutable(p) {
+			return p, nil
+		}
+	}
+	bin := b.CLI.Bin
+	if strings.Contains(bin, "/") {
+		if filepath.IsAbs(bin) && isExecutable(bin) {
+			return bin, nil
+		}
+	} else {
+		pathVar, _ := h.opts.LookupEnv("PATH")
+		for _, dir := range filepath.SplitList(pathVar) {
+			if dir == "" || !filepath.IsAbs(dir) {
+				continue // a relative PATH entry would resolve against our cwd, not a fixed place
+			}
+			if p := filepath.Join(dir, bin); isExecutable(p) {
+				return p, nil
+			}
+		}
+	}
+	return "", &Error{Code: "not_installed", Message: fmt.Sprintf("%s is not installed: not found on PATH", bin), Hint: installHint(b)}
+}
+
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
+
+// installHint names the first install commands the bundle declares.
+func installHint(b *manifest.Bundle) string {
+	var ways []string
+	for _, m := range b.CLI.Install {
+		switch m.Method {
+		case manifest.MethodApt:
+			ways = append(ways, "apt-get install "+m.Package)
+		case manifest.MethodBrew:
+			ways = append(ways, "brew install "+m.Package)
+		case manifest.MethodDnf:
+			ways = append(ways, "dnf install "+m.Package)
+		case manifest.MethodNpm:
+			ways = append(ways, "npm install -g "+m.Package)
+		case manifest.MethodPip:
+			ways = append(ways, "pip install "+m.Package)
+		case manifest.MethodGo:
+			ways = append(ways, "go install "+m.Package)
+		case manifest.MethodCargo:
+			ways = append(ways, "cargo install "+m.Package)
+		}
+		if len(ways) == 2 {
+			break
+		}
+	}
+	if len(ways) == 0 {
+		return fmt.Sprintf("install %s so that it is on PATH", b.CLI.Bin)
+	}
+	return "install it, e.g. " + strings.Join(ways, " or ")
+}

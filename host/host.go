@@ -1,0 +1,284 @@
+// Package host orchestrates a tool call end to end: find the tool, gate on the binary and its
+// version, validate the input, expand argv, run the process, parse its output into the ADAPTER's
+// envelope, and write the audit line.
+package host
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/clihost/clihost/argv"
+	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/output"
+	"github.com/clihost/clihost/registry"
+	"github.com/clihost/clihost/runner"
+)
+
+// Options configure a Host.
+type Options struct {
+	// LookupEnv reads the host environment (env.pass, PATH). Default os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// Audit receives one JSON line per call. Nil discards.
+	Audit io.Writer
+	// Secrets resolves ${secrets.NAME} for a bundle (id@major). Nil: no secrets are available.
+	Secrets func(bundle, name string) (string, bool)
+	// ProgressEvery is how often a running call reports progress. Default one second.
+	ProgressEvery time.Duration
+}
+
+// Caller is who calls and where: the workspace is the process's working directory.
+type Caller struct {
+	Workspace string
+	User      string
+}
+
+// Host runs the tools of a registry's bundles.
+type Host struct {
+	reg   *registry.Registry
+	opts  Options
+	audit *auditLog
+
+	mu       sync.Mutex
+	verified map[string]binary // by bundle key
+}
+
+// binary is a resolved, version-checked bin.
+type binary struct {
+	path    string
+	version string
+	modTime time.Time
+	size    int64
+}
+
+// New makes a Host over reg.
+func New(reg *registry.Registry, opts Options) *Host {
+	if opts.LookupEnv == nil {
+		opts.LookupEnv = os.LookupEnv
+	}
+	if opts.ProgressEvery <= 0 {
+		opts.ProgressEvery = time.Second
+	}
+	return &Host{reg: reg, opts: opts, audit: &auditLog{w: opts.Audit}, verified: map[string]binary{}}
+}
+
+// Bundle finds a loaded bundle by id or id@major; bundles with lint errors are refused.
+func (h *Host) Bundle(name string) (*manifest.Bundle, error) {
+	b, err := h.reg.Get(name)
+	if err != nil {
+		return nil, err
+	}
+	if b.Findings.HasErrors() {
+		return nil, fmt.Errorf("bundle %s has lint errors and is not served; run: clihostctl lint %s", b.Key(), b.Dir)
+	}
+	return b, nil
+}
+
+// CallOptions adjust one call.
+type CallOptions struct {
+	// Progress is called periodically while the process runs, with the time elapsed.
+	Progress func(elapsed time.Duration)
+}
+
+// Call runs one tool of b with input (decoded JSON; it is modified: defaults are filled in). tool is
+// the TOOL.md id, the command path ("pr list"), the dotted path or the MCP name. It never returns
+// a Go error: every failure is an envelope with a code and a hint.
+func (h *Host) Call(ctx context.Context, b *manifest.Bundle, tool string, input map[string]any, c Caller, opts CallOptions) Envelope {
+	start := time.Now()
+	entry := b.Tool(tool)
+	rec := Invoked{Type: "cli.invoked", CLIID: b.ID(), AuthState: "unknown", UserID: c.User, WorkspaceID: workspaceID(c.Workspace)}
+	if b.CLI != nil {
+		rec.CLIVersion = b.CLI.Version
+	}
+	var env Envelope
+	if entry == nil || entry.Tool == nil {
+		env = fail("not_found", fmt.Sprintf("bundle %s has no tool %q", b.Key(), tool), "tools: "+strings.Join(toolNames(b), ", "))
+		rec.Subcommand = tool
+	} else {
+		rec.Subcommand, rec.ToolID = strings.Join(entry.Path, "."), entry.Tool.ID
+		if entry.Tool.Runner != nil {
+			rec.ArgvTemplate = templateText(entry.Tool.Runner.Argv)
+		}
+		env = h.call(ctx, b, entry, input, c, opts, &rec)
+	}
+	env.MS = time.Since(start).Milliseconds()
+	rec.DurationMS, rec.OK, rec.TS = env.MS, env.OK, timestamp(time.Now())
+	if env.Error != nil {
+		rec.ErrorCode = env.Error.Code
+	}
+	h.audit.write(rec)
+	return env
+}
+
+func toolNames(b *manifest.Bundle) []string {
+	var out []string
+	for _, t := range b.Tools {
+		out = append(out, t.CommandPath())
+	}
+	return out
+}
+
+func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, input map[string]any, c Caller, opts CallOptions, rec *Invoked) Envelope {
+	if b.Findings.HasErrors() || t.Tool.Runner == nil || t.Tool.Runner.Parsed == nil || t.InputSchema() == nil {
+		return fail("bundle_invalid", fmt.Sprintf("bundle %s has lint errors; its tools are not callable", b.Key()), "run: clihostctl lint "+b.Dir)
+	}
+	if input == nil {
+		input = map[string]any{}
+	}
+	applyDefaults(t.Tool.Inputs, input)
+	if e := validateInput(t.InputSchema(), input); e != nil {
+		return Envelope{Error: e}
+	}
+	workspace, err := filepath.Abs(c.Workspace)
+	if err != nil || !isDir(workspace) {
+		return fail("input_invalid", fmt.Sprintf("workspace %q is not a directory", c.Workspace), "pass an existing directory as the workspace")
+	}
+	sandbox := manifest.EffectiveSandbox(b.CLI.Sandbox, t.Tool.Sandbox)
+	var pass []string
+	var set map[string]string
+	if sandbox.Env != nil {
+		pass, set = sandbox.Env.Pass, sandbox.Env.Set
+	}
+	env, _ := runner.Env(h.opts.LookupEnv, pass, set)
+
+	bin, gateErr := h.gate(ctx, b, workspace, env)
+	if gateErr != nil {
+		return Envelope{Error: gateErr}
+	}
+	rec.BinaryVersion = bin.version
+
+	var usedSecrets []string
+	secrets := func(name string) (string, bool) {
+		if h.opts.Secrets == nil {
+			return "", false
+		}
+		v, ok := h.opts.Secrets(b.Key(), name)
+		if ok {
+			usedSecrets = append(usedSecrets, v)
+		}
+		return v, ok
+	}
+	args, err := argv.Expand(t.Tool.Runner.Parsed, input, secrets)
+	if err != nil {
+		return Envelope{Error: expandError(err)}
+	}
+	conv := output.For(b.CLI, t.Tool)
+	args = append(slices.Clone(b.CLI.BinArgs), conv.Args(args)...)
+	rec.ArgvCount = len(args)
+
+	timeout := runner.DefaultTimeout
+	if t.Tool.TimeoutMS > 0 {
+		timeout = time.Duration(t.Tool.TimeoutMS) * time.Millisecond
+	}
+	stop := h.progress(opts.Progress)
+	res, err := runner.Run(ctx, runner.Command{Path: bin.path, Args: args, Dir: workspace, Env: env, Timeout: timeout,
+		TTY: sandbox.TTY != nil && sandbox.TTY.Required})
+	stop()
+	if err != nil {
+		return fail("not_installed", fmt.Sprintf("%s could not be started: %v", b.CLI.Bin, err), "check the binary is installed and executable")
+	}
+	exit := res.ExitCode
+	rec.ExitCode = &exit
+	if res.Canceled {
+		return Envelope{ExitCode: &exit, Error: &Error{Code: "cancelled", Message: "the call was cancelled; its processes were stopped", ExitCode: &exit}}
+	}
+	out := output.Parse(conv, output.Process{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
+		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, TimedOut: res.TimedOut})
+	r := redactor(secretValues(b, h.opts.LookupEnv, usedSecrets))
+	if out.OK {
+		if s := t.OutputSchema(); s != nil {
+			if err := s.Validate(out.Value); err != nil {
+				return Envelope{ExitCode: &exit, Error: &Error{Code: "output_invalid", ExitCode: &exit,
+					Message: "the command succeeded but its output does not match the tool's outputs schema: " + firstCause(err),
+					Hint:    "the bundle's outputs schema does not describe what this version of the CLI prints; report it to the bundle's author"}}
+			}
+		}
+		return Envelope{OK: true, Value: r.value(out.Value), ExitCode: &exit, Truncated: res.StdoutTruncated}
+	}
+	f := out.Failure
+	e := &Error{Code: f.Code, Message: r.text(f.Message), Hint: f.Hint, ExitCode: &exit, Stderr: r.text(f.Stderr),
+		Category: f.Category, Retryable: f.Retryable, Fallback: f.Fallback, RetryAfterMS: f.RetryAfterMS}
+	if res.TimedOut {
+		e.Message = fmt.Sprintf("the command did not finish within %s and was stopped", timeout)
+	}
+	if expired(b, exit) {
+		e.Code, e.Category = "auth_required", "authentication"
+		e.Hint = "the CLI's login expired"
+		if b.CLI.Auth.Login != nil {
+			e.Hint += fmt.Sprintf("; log in with %q (or clihostctl login %s)", b.CLI.Auth.Login.Cmd, b.ID())
+		}
+		h.audit.write(AuthExpired{Type: "cli.auth_expired", CLIID: b.ID(), UserID: rec.UserID, TS: timestamp(time.Now())})
+	}
+	return Envelope{ExitCode: &exit, Error: e}
+}
+
+// progress calls report every ProgressEvery until the returned stop is called.
+func (h *Host) progress(report func(time.Duration)) (stop func()) {
+	if report == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	start := time.Now()
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(h.opts.ProgressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				report(time.Since(start))
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func expired(b *manifest.Bundle, exit int) bool {
+	a := b.CLI.Auth
+	if a == nil || a.Expiry == nil {
+		return false
+	}
+	return a.Expiry.Detect == fmt.Sprintf("exit_code:%d", exit)
+}
+
+func expandError(err error) *Error {
+	e, ok := err.(*argv.Error)
+	if !ok {
+		return &Error{Code: "internal", Message: err.Error()}
+	}
+	if e.Code == "secret_missing" {
+		return &Error{Code: "setup_required", Message: e.Message, Hint: e.Hint}
+	}
+	return &Error{Code: e.Code, Message: e.Message, Hint: e.Hint, Pointer: e.Pointer}
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+// secretValues lists the values that must not reach a result: the secrets used and the values of
+// the bundle's auth.state.env variables.
+func secretValues(b *manifest.Bundle, lookup func(string) (string, bool), used []string) []string {
+	vals := append([]string(nil), used...)
+	if a := b.CLI.Auth; a != nil && a.State != nil {
+		for _, name := range a.State.Env {
+			if v, ok := lookup(name); ok {
+				vals = append(vals, v)
+			}
+		}
+	}
+	sort.Slice(vals, func(i, j int) bool { return len(vals[i]) > len(vals[j]) })
+	return vals
+}
