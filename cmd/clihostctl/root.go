@@ -44,7 +44,7 @@ else ./.cli plus the catalog built into clihost.`,
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringArrayVar(&g.bundleDirs, "bundles", nil, "a bundle directory: a bundle folder, a tree of bundles or a CLI.md (repeatable)")
-	root.AddCommand(newLintCmd(g), newInspectCmd(g), newToolsCmd(g), newVersionCmd(g))
+	root.AddCommand(newLintCmd(g), newInspectCmd(g), newToolsCmd(g), newCallCmd(g), newMCPCmd(g), newServeMCPCmd(g), newVersionCmd(g))
 	return root
 }
 

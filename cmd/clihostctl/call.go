@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/clihost/clihost/host"
+)
+
+type callOptions struct {
+	*globalOptions
+	hostOptions
+	bundle, tool string
+	input        string
+	inputFile    string
+}
+
+func newCallCmd(g *globalOptions) *cobra.Command {
+	o := &callOptions{globalOptions: g}
+	cmd := &cobra.Command{
+		Use:   "call BUNDLE TOOL",
+		Short: "Call one tool in-process and print the result envelope",
+		Long: `Call validates the input against the tool's schema, builds the argv from its template, runs the
+CLI (never through a shell) in the workspace, and prints the result as JSON:
+{"ok":true,"value":…,"exit_code":0,"ms":12} or {"ok":false,"error":{"code":…,"message":…,"hint":…},"ms":3}.
+TOOL is the TOOL.md id, the command path ("pr list") or its dotted form (pr.list).
+Exit status: 0 when the call succeeded, 1 when it failed, 2 on bad usage.`,
+		Example: `  clihostctl call jq filter --input '{"filter": ".name", "files": ["package.json"]}'
+  clihostctl call gh "pr list" --input '{"state": "open"}' --workspace ~/src/app`,
+		Args: exactArgs(2),
+		RunE: func(_ *cobra.Command, args []string) error {
+			o.bundle, o.tool = args[0], args[1]
+			return runCall(o)
+		},
+	}
+	cmd.Flags().StringVar(&o.input, "input", "", "the tool's input as a JSON object")
+	cmd.Flags().StringVar(&o.inputFile, "input-file", "", "read the input JSON from this file (- for stdin)")
+	o.addFlags(cmd.Flags())
+	return cmd
+}
+
+func runCall(o *callOptions) error {
+	raw := []byte(o.input)
+	switch {
+	case o.input != "" && o.inputFile != "":
+		return usageError{fmt.Errorf("give --input or --input-file, not both")}
+	case o.inputFile == "-":
+		data, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			return err
+		}
+		raw = data
+	case o.inputFile != "":
+		data, err := os.ReadFile(o.inputFile)
+		if err != nil {
+			return err
+		}
+		raw = data
+	}
+	input := map[string]any{}
+	if len(bytes.TrimSpace(raw)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&input); err != nil {
+			return usageError{fmt.Errorf("--input is not a JSON object: %v", err)}
+		}
+	}
+	h, caller, closeFn, err := o.openHost(o.globalOptions)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	b, err := h.Bundle(o.bundle)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(o.stderr, sandboxWarning)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	env := h.Call(ctx, b, o.tool, input, caller, host.CallOptions{})
+	enc := json.NewEncoder(o.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(env); err != nil {
+		return err
+	}
+	if !env.OK {
+		return exitError{1}
+	}
+	return nil
+}

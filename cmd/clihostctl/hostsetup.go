@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"path/filepath"
+
+	"github.com/clihost/clihost/host"
+)
+
+// EnvAudit names the environment variable that sets the audit log path.
+const EnvAudit = "CLIHOST_AUDIT"
+
+// hostOptions are the flags of the commands that run tools.
+type hostOptions struct {
+	workspace string
+	audit     string
+}
+
+func (o *hostOptions) addFlags(fs interface {
+	StringVar(*string, string, string, string)
+}) {
+	fs.StringVar(&o.workspace, "workspace", "", "the directory tools run in (default: the current directory)")
+	fs.StringVar(&o.audit, "audit", "", "append cli.invoked audit lines here; - for stderr (default: $CLIHOST_AUDIT, else ~/.local/state/clihost/audit.jsonl)")
+}
+
+// openHost builds a Host over the configured bundles with the audit log open. close releases it.
+func (o *hostOptions) openHost(g *globalOptions) (h *host.Host, caller host.Caller, closeFn func(), err error) {
+	reg, err := g.registry()
+	if err != nil {
+		return nil, caller, nil, err
+	}
+	ws := o.workspace
+	if ws == "" {
+		if ws, err = os.Getwd(); err != nil {
+			return nil, caller, nil, err
+		}
+	}
+	if ws, err = filepath.Abs(ws); err != nil {
+		return nil, caller, nil, err
+	}
+	if st, err := os.Stat(ws); err != nil || !st.IsDir() {
+		return nil, caller, nil, usageError{fmt.Errorf("workspace %s is not a directory", ws)}
+	}
+	audit, closeAudit, err := openAudit(o.audit, g.stderr)
+	if err != nil {
+		return nil, caller, nil, err
+	}
+	caller = host.Caller{Workspace: ws, User: currentUser()}
+	return host.New(reg, host.Options{Audit: audit}), caller, closeAudit, nil
+}
+
+func openAudit(path string, stderr io.Writer) (io.Writer, func(), error) {
+	if path == "" {
+		path = os.Getenv(EnvAudit)
+	}
+	if path == "" {
+		state := os.Getenv("XDG_STATE_HOME")
+		if state == "" {
+			home, err := os.UserHomeDir()
+			if err != nil {
+				return nil, nil, fmt.Errorf("no audit path: set --audit or %s: %w", EnvAudit, err)
+			}
+			state = filepath.Join(home, ".local", "state")
+		}
+		path = filepath.Join(state, "clihost", "audit.jsonl")
+	}
+	if path == "-" {
+		return stderr, func() {}, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, nil, fmt.Errorf("audit log: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, nil, fmt.Errorf("audit log: %w", err)
+	}
+	return f, func() { f.Close() }, nil
+}
+
+func currentUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return fmt.Sprint(os.Getuid())
+}
+
+// sandboxWarning is printed by the commands that run tools until the kernel sandbox lands.
+const sandboxWarning = "clihostctl: warning: the kernel sandbox is not implemented yet; tools run as this user without the bundle's fs/network limits\n"

@@ -1,0 +1,78 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/clihost/clihost/acli"
+	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/manifest"
+)
+
+// acliHandler serves the single `cli` tool: discovery commands answer from the bundle, other
+// commands are routed to a TOOL.md and run through the host.
+func acliHandler(h *host.Host, b *manifest.Bundle, caller host.Caller) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		start := time.Now()
+		var in struct {
+			Command *string `json:"command"`
+		}
+		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.Command == nil {
+			return acliResult(acli.Failure("", &acli.Error{Code: acli.ParseError, Message: "the cli tool takes {\"command\": \"...\"}", Hint: "run 'help' to list commands"})), nil
+		}
+		cmd := *in.Command
+		r, aerr := acli.Parse(b, cmd, acli.Options{Workspace: caller.Workspace})
+		if aerr != nil {
+			return acliResult(acli.Failure(cmd, aerr)), nil
+		}
+		var data any
+		switch r.Kind {
+		case acli.KindHelp:
+			data, aerr = acli.Help(b, r.Topic)
+		case acli.KindSchema:
+			data, aerr = acli.Schema(b, r.Topic)
+		case acli.KindVersion:
+			data = acli.Version(b)
+		default:
+			env := h.Call(ctx, b, r.Tool.Tool.ID, r.Input, caller, host.CallOptions{Progress: progressFor(ctx, req)})
+			if !env.OK {
+				return acliResult(acli.Failure(cmd, acliError(env.Error))), nil
+			}
+			data = env.Value
+		}
+		if aerr != nil {
+			return acliResult(acli.Failure(cmd, aerr)), nil
+		}
+		return acliResult(acli.Success(cmd, data, "", time.Since(start))), nil
+	}
+}
+
+// acliError maps a host error onto ACLI's codes, keeping the message and hint.
+func acliError(e *host.Error) *acli.Error {
+	code := acli.ExecutionError
+	switch {
+	case e.Code == "input_invalid":
+		code = acli.ValidationError
+	case e.Code == "not_found":
+		code = acli.CommandNotFound
+	case e.Code == "timeout":
+		code = acli.Timeout
+	case e.Category == "rate_limit":
+		code = acli.RateLimited
+	case e.Code == "auth_required" || e.Category == "authentication":
+		code = acli.PermissionDenied
+	}
+	msg := e.Message
+	if code == acli.ExecutionError {
+		msg = e.Code + ": " + msg
+	}
+	return &acli.Error{Code: code, Message: msg, Hint: e.Hint}
+}
+
+func acliResult(r acli.Response) *sdk.CallToolResult {
+	b, _ := json.Marshal(r)
+	return &sdk.CallToolResult{IsError: !r.Success, Content: []sdk.Content{&sdk.TextContent{Text: string(b)}}}
+}

@@ -1,0 +1,138 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/registry"
+)
+
+// bigBundle writes a bundle of n tools (each with its own input schema) running /usr/bin/true.
+func bigBundle(tb testing.TB, n int) *host.Host {
+	tb.Helper()
+	dir := tb.TempDir()
+	var cmds strings.Builder
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("t%03d", i)
+		fmt.Fprintf(&cmds, "  %s: ./tools/%s/TOOL.md\n", name, name)
+		tool := fmt.Sprintf(`---
+name: Tool %d
+id: big.%s
+description: Tool number %d of a large bundle, for benchmarks.
+version: 1.0.0
+inputs: { type: object, additionalProperties: false, properties: { label: { type: string, description: "a label" }, n%d: { type: integer, minimum: 0 } } }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: [%s, "${input.label | optional('--label')}"] }
+---
+`, i, name, i, i, name)
+		writeFile(tb, filepath.Join(dir, "big", "tools", name, "TOOL.md"), tool)
+	}
+	writeFile(tb, filepath.Join(dir, "big", "CLI.md"), `---
+name: Big
+id: big
+description: A bundle with many tools.
+version: 1.0.0
+bin: "true"
+install: [{ method: apt, package: coreutils }]
+version_check: { cmd: "true --version", parse: 'true \(GNU coreutils\) (\d+\.\d+)', range: ">=8" }
+sandbox:
+  network: { egress: [] }
+  fs: { read: [], write: [] }
+  exec: { allow: false }
+  env: { pass: [] }
+commands:
+`+cmds.String()+"---\n")
+	src, err := registry.DirSource(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	reg, err := registry.Load(src)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if f := reg.AllFindings(); len(f) > 0 {
+		tb.Fatal(f)
+	}
+	return host.New(reg, host.Options{})
+}
+
+func writeFile(tb testing.TB, p, s string) {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// BenchmarkToolsList200 lists all tools of a 200-tool bundle (one page at the default page size) with
+// a raw JSON-RPC request to the stateless HTTP endpoint over loopback and reads the whole response:
+// the server's cost, without an SDK client's decoding and validation of what it receives.
+func BenchmarkToolsList200(b *testing.B) {
+	h := bigBundle(b, 200)
+	srv := httptest.NewServer(Handler(h, Options{Caller: host.Caller{Workspace: b.TempDir()}}))
+	defer srv.Close()
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`)
+	for b.Loop() {
+		req, _ := http.NewRequest("POST", srv.URL+"/mcp/big", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			b.Fatalf("%d %v %s", resp.StatusCode, err, out)
+		}
+		if n := bytes.Count(out, []byte(`"name":"t`)); n != 200 || bytes.Contains(out, []byte("nextCursor")) {
+			b.Fatalf("listed %d tools in one page: %.300s", n, out)
+		}
+	}
+}
+
+// BenchmarkHTTPToolsCall calls a trivial tool through the streamable-HTTP endpoint (a new stateless
+// request each time, over loopback); BenchmarkHostCall is the same call made directly.
+func BenchmarkHTTPToolsCall(b *testing.B) {
+	h := bigBundle(b, 1)
+	srv := httptest.NewServer(Handler(h, Options{Caller: host.Caller{Workspace: b.TempDir()}}))
+	defer srv.Close()
+	c, err := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "0"}, nil).Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: srv.URL + "/mcp/big"}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	for b.Loop() {
+		res, err := c.CallTool(context.Background(), &sdk.CallToolParams{Name: "t000", Arguments: map[string]any{}})
+		if err != nil || res.IsError {
+			b.Fatalf("%v %+v", err, res)
+		}
+	}
+}
+
+func BenchmarkHostCall(b *testing.B) {
+	h := bigBundle(b, 1)
+	bd, err := h.Bundle("big")
+	if err != nil {
+		b.Fatal(err)
+	}
+	caller := host.Caller{Workspace: b.TempDir()}
+	for b.Loop() {
+		if env := h.Call(context.Background(), bd, "t000", map[string]any{}, caller, host.CallOptions{}); !env.OK {
+			b.Fatalf("%+v", env.Error)
+		}
+	}
+}

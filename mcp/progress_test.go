@@ -1,0 +1,130 @@
+package mcp
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/registry"
+)
+
+func sleepHost(t *testing.T) *host.Host {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "sleep", "CLI.md"), `---
+name: Sleep
+id: sleep
+description: Sleeps.
+version: 1.0.0
+bin: sleep
+install: [{ method: apt, package: coreutils }]
+version_check: { cmd: "sleep --version", parse: 'sleep \(GNU coreutils\) (\d+\.\d+)', range: ">=8" }
+sandbox:
+  network: { egress: [] }
+  fs: { read: [], write: [] }
+  exec: { allow: false }
+  env: { pass: [] }
+commands:
+  nap: ./tools/nap/TOOL.md
+---
+`)
+	writeFile(t, filepath.Join(dir, "sleep", "tools", "nap", "TOOL.md"), `---
+name: Nap
+id: sleep.nap
+description: Sleep for some seconds.
+version: 1.0.0
+inputs: { type: object, properties: { s: { type: string } }, required: [s] }
+outputs: { type: string }
+timeout_ms: 60000
+runner: { cli: ../../CLI.md, argv: ["${input.s}"] }
+---
+`)
+	src, err := registry.DirSource(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := registry.Load(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return host.New(reg, host.Options{ProgressEvery: 50 * time.Millisecond})
+}
+
+func TestProgressNotifications(t *testing.T) {
+	need(t, "sleep")
+	h := sleepHost(t)
+	b, err := h.Bundle("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got atomic.Int32
+	st, ct := sdk.NewInMemoryTransports()
+	ctx := context.Background()
+	if _, err := NewServer(h, b, Options{Caller: host.Caller{Workspace: t.TempDir()}}).Connect(ctx, st, nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "0"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *sdk.ProgressNotificationClientRequest) { got.Add(1) },
+	}).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	params := &sdk.CallToolParams{Name: "nap", Arguments: map[string]any{"s": "0.6"}}
+	params.SetProgressToken("tok")
+	res, err := c.CallTool(ctx, params)
+	if err != nil || res.IsError {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if got.Load() == 0 {
+		t.Fatal("no progress notification during a 0.6 s call")
+	}
+}
+
+// TestCancellationKillsTheProcess cancels a call from the client and checks the CLI process is gone.
+func TestCancellationKillsTheProcess(t *testing.T) {
+	need(t, "sleep")
+	h := sleepHost(t)
+	c := connect(t, h, "sleep", Options{Caller: host.Caller{Workspace: t.TempDir()}})
+	const marker = "31.4159"
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = c.CallTool(ctx, &sdk.CallToolParams{Name: "nap", Arguments: map[string]any{"s": marker}})
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for !sleeping(marker) {
+		if time.Now().After(deadline) {
+			t.Fatal("the sleep process never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	for sleeping(marker) {
+		if time.Now().After(deadline) {
+			t.Fatal("the process outlived the cancelled call")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// sleeping reports whether a process with marker in its command line exists.
+func sleeping(marker string) bool {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && strings.Contains(string(b), marker) {
+			return true
+		}
+	}
+	return false
+}
