@@ -75,7 +75,11 @@ func validateInput(s *jsonschema.Schema, input map[string]any) *Error {
 			msgs = append(msgs, fmt.Sprintf("and %d more", len(leaves)-3))
 			break
 		}
-		msgs = append(msgs, "input "+strings.TrimPrefix(orRoot(l.InstanceLocation), "/")+": "+l.Message)
+		where := "input"
+		if l.InstanceLocation != "" {
+			where += " " + strings.TrimPrefix(l.InstanceLocation, "/")
+		}
+		msgs = append(msgs, where+": "+l.Message)
 	}
 	where := leaves[0].InstanceLocation
 	return &Error{Code: "input_invalid", Message: strings.Join(msgs, "; "), Pointer: where,

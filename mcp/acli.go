@@ -37,7 +37,9 @@ func acliHandler(h *host.Host, b *manifest.Bundle, caller host.Caller) sdk.ToolH
 		case acli.KindVersion:
 			data = acli.Version(b)
 		default:
-			env := h.Call(ctx, b, r.Tool.Tool.ID, r.Input, caller, host.CallOptions{Progress: progressFor(ctx, req)})
+			callCtx, release := withHTTPRequest(ctx, req)
+			env := h.Call(callCtx, b, r.Tool.Tool.ID, r.Input, caller, host.CallOptions{Progress: progressFor(ctx, req)})
+			release()
 			if !env.OK {
 				return acliResult(acli.Failure(cmd, acliError(env.Error))), nil
 			}

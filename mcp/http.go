@@ -1,9 +1,13 @@
 package mcp
 
 import (
+	"context"
+	"crypto/rand"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
+	"sync/atomic"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -37,7 +41,55 @@ func Handler(h *host.Host, o Options) http.Handler {
 	}
 	opts := &sdk.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp/{bundle}", sdk.NewStreamableHTTPHandler(get(false), opts))
-	mux.Handle("/mcp/{bundle}/acli", sdk.NewStreamableHTTPHandler(get(true), opts))
+	mux.Handle("/mcp/{bundle}", knownBundle(h, tracked(sdk.NewStreamableHTTPHandler(get(false), opts))))
+	mux.Handle("/mcp/{bundle}/acli", knownBundle(h, tracked(sdk.NewStreamableHTTPHandler(get(true), opts))))
 	return mux
+}
+
+// knownBundle answers 404 with the loaded bundles for a path that names no servable bundle.
+func knownBundle(h *host.Host, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := h.Bundle(r.PathValue("bundle")); err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// callHeader carries, from the HTTP layer to a tool handler, the id under which the HTTP request's
+// context is registered. The SDK ties a handler's context to the HTTP request only for 2026-07-28
+// requests; for older ones a client that disconnects (or cancels) would leave the CLI running. The
+// header is always overwritten here, so a client cannot name another request's id.
+const callHeader = "X-Clihost-Call"
+
+var (
+	httpCalls   sync.Map // id → context.Context of the HTTP request
+	httpCallSeq atomic.Uint64
+)
+
+// tracked registers each request's context for withHTTPRequest.
+func tracked(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := strconv.FormatUint(httpCallSeq.Add(1), 36) + "-" + rand.Text()
+		r.Header.Set(callHeader, id)
+		httpCalls.Store(id, r.Context())
+		defer httpCalls.Delete(id)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// withHTTPRequest returns ctx, additionally cancelled when the HTTP request that carried the call
+// ends (the client went away). release must be called when the call is done.
+func withHTTPRequest(ctx context.Context, req *sdk.CallToolRequest) (context.Context, func()) {
+	if req == nil || req.Extra == nil || req.Extra.Header == nil {
+		return ctx, func() {}
+	}
+	v, ok := httpCalls.Load(req.Extra.Header.Get(callHeader))
+	if !ok {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(v.(context.Context), cancel)
+	return ctx, func() { stop(); cancel() }
 }

@@ -40,8 +40,11 @@ func NewServer(h *host.Host, b *manifest.Bundle, o Options) *sdk.Server {
 		name += "-acli"
 	}
 	s := sdk.NewServer(&sdk.Implementation{Name: name, Title: b.CLI.Name, Version: b.CLI.Version},
-		&sdk.ServerOptions{PageSize: o.PageSize, Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}},
-			Instructions: b.CLI.Description})
+		&sdk.ServerOptions{PageSize: o.PageSize, Instructions: b.CLI.Description,
+			// clihost serves tools. The SDK answers prompts/list and resources/list (with empty
+			// lists) whatever is declared, so they are declared too: a server must not answer what
+			// it does not declare (MCP 2026-07-28 server/discover).
+			Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Prompts: &sdk.PromptCapabilities{}, Resources: &sdk.ResourceCapabilities{}}})
 	if o.ACLI {
 		s.AddTool(&sdk.Tool{Name: acli.ToolName, Description: acli.ToolDescription(b), InputSchema: acli.InputSchema()}, acliHandler(h, b, o.Caller))
 		return s
@@ -114,6 +117,8 @@ func toolHandler(h *host.Host, b *manifest.Bundle, t *manifest.ToolEntry, caller
 		if err != nil {
 			return failure(host.Envelope{Error: &host.Error{Code: "input_invalid", Message: err.Error(), Hint: "send the tool's arguments as a JSON object"}}), nil
 		}
+		ctx, release := withHTTPRequest(ctx, req)
+		defer release()
 		env := h.Call(ctx, b, t.Tool.ID, in, caller, host.CallOptions{Progress: progressFor(ctx, req)})
 		if !env.OK {
 			return failure(env), nil
