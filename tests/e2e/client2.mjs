@@ -1,0 +1,47 @@
+#!/usr/bin/env node
+// MCP client on the TypeScript SDK v2 (@modelcontextprotocol/client; protocol 2026-07-28 with
+// versionNegotiation "auto", falling back to 2025-11-25) for the Go end-to-end tests. See lib.mjs
+// for the arguments, the step script and the report.
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
+import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
+import { run } from "./lib.mjs";
+
+await run({
+  name: "sdk-v2",
+  async connect(opts, onclose) {
+    const t = opts.url
+      ? new StreamableHTTPClientTransport(new URL(opts.url))
+      : new StdioClientTransport({
+          command: opts.command,
+          args: opts.args,
+          cwd: opts.cwd,
+          env: { ...process.env },
+          stderr: "inherit",
+        });
+    const c = new Client({ name: "clihost-e2e2", version: "0" }, { versionNegotiation: { mode: "auto" } });
+    c.onclose = onclose;
+    await c.connect(t, { timeout: opts.timeout });
+    return c;
+  },
+  info(c) {
+    return {
+      protocolVersion: c.getNegotiatedProtocolVersion(),
+      serverInfo: c.getServerVersion(),
+      capabilities: c.getServerCapabilities(),
+    };
+  },
+  list(c, cursor, opts) {
+    // Always go to the server (refresh the response cache) so every run sees the live list.
+    return c.listTools(cursor ? { cursor } : undefined, { timeout: opts.timeout, cacheMode: "refresh" });
+  },
+  call(c, step, onprogress, opts, signal) {
+    return c.callTool({ name: step.name, arguments: step.arguments ?? {} }, {
+      timeout: step.timeoutMs ?? opts.timeout,
+      onprogress,
+      signal,
+    });
+  },
+  ping(c) {
+    return c.ping();
+  },
+}, process.argv.slice(2));
