@@ -43,7 +43,8 @@ func (h *Host) gate(ctx context.Context, b *manifest.Bundle, workspace string, e
 	return bin, nil
 }
 
-// resolve finds the bundle's bin: a vendored install entry inside the bundle folder first, then PATH.
+// resolve finds the bundle's bin: a vendored install entry inside the bundle folder first, then the
+// installed copies Options.Locate names, then PATH.
 func (h *Host) resolve(b *manifest.Bundle) (string, *Error) {
 	for _, m := range b.CLI.Install {
 		if m.Method != manifest.MethodVendored || b.OSDir == "" || m.Experimental {
@@ -52,6 +53,13 @@ func (h *Host) resolve(b *manifest.Bundle) (string, *Error) {
 		p := filepath.Join(b.OSDir, filepath.FromSlash(m.Path))
 		if isExecutable(p) {
 			return p, nil
+		}
+	}
+	if h.opts.Locate != nil {
+		for _, p := range h.opts.Locate(b) {
+			if isExecutable(p) {
+				return p, nil
+			}
 		}
 	}
 	bin := b.CLI.Bin

@@ -32,6 +32,11 @@ type Options struct {
 	Secrets func(bundle, name string) (string, bool)
 	// ProgressEvery is how often a running call reports progress. Default one second.
 	ProgressEvery time.Duration
+	// Locate lists candidate paths of a bundle's binary (installed copies), tried after a vendored
+	// binary and before PATH. Nil: none.
+	Locate func(b *manifest.Bundle) []string
+	// OnCall receives each call's audit record after it is written (for metrics). Nil: none.
+	OnCall func(Invoked)
 }
 
 // Caller is who calls and where: the workspace is the process's working directory.
@@ -114,7 +119,31 @@ func (h *Host) Call(ctx context.Context, b *manifest.Bundle, tool string, input 
 		rec.ErrorCode = env.Error.Code
 	}
 	h.audit.write(rec)
+	if h.opts.OnCall != nil {
+		h.opts.OnCall(rec)
+	}
 	return env
+}
+
+// Verify resolves a bundle's binary and checks its version, as a call would. It returns the binary's
+// path and version, or the error a call would get (not_installed, version_mismatch).
+func (h *Host) Verify(ctx context.Context, b *manifest.Bundle, workspace string) (path, version string, err *Error) {
+	var pass []string
+	var set map[string]string
+	if e := b.CLI.Sandbox.Env; e != nil {
+		pass, set = e.Pass, e.Set
+	}
+	env, _ := runner.Env(h.opts.LookupEnv, pass, set)
+	bin, err := h.gate(ctx, b, workspace, env)
+	return bin.path, bin.version, err
+}
+
+// Forget drops what the host remembers about a bundle's binary, so the next call checks it again
+// (after an install).
+func (h *Host) Forget(b *manifest.Bundle) {
+	h.mu.Lock()
+	delete(h.verified, b.Key())
+	h.mu.Unlock()
 }
 
 func toolNames(b *manifest.Bundle) []string {

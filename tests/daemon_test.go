@@ -1,12 +1,26 @@
 package tests
 
 import (
+	"archive/tar"
 	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestDaemonCheck runs `clihostd -check`: the embedded catalog loads; a broken bundle is refused.
@@ -21,56 +35,259 @@ func TestDaemonCheck(t *testing.T) {
 	}
 }
 
-// TestDaemonRunsReloadsAndStops starts clihostd as the README's first command does, reloads it
-// with SIGHUP and stops it with SIGTERM.
-func TestDaemonRunsReloadsAndStops(t *testing.T) {
-	cmd := exec.Command(bin.daemon)
-	cmd.Dir = t.TempDir()
-	cmd.Env = []string{"CLIHOST_BUNDLES="}
-	stderr, err := cmd.StderrPipe()
+// daemonProc is a running clihostd.
+type daemonProc struct {
+	cmd    *exec.Cmd
+	lines  chan string
+	socket string
+	mcp    string // http://127.0.0.1:PORT
+	state  string
+}
+
+// startDaemon starts clihostd on a private state directory, socket and loopback port.
+func startDaemon(t *testing.T, state string, extra ...string) *daemonProc {
+	t.Helper()
+	d := &daemonProc{state: state, socket: filepath.Join(state, "ctl.sock"), lines: make(chan string, 1000)}
+	args := append([]string{"--state", state, "--socket", d.socket, "--http", "127.0.0.1:0", "--workspace", t.TempDir()}, extra...)
+	d.cmd = exec.Command(bin.daemon, args...)
+	d.cmd.Env = []string{"PATH=" + systemPath, "HOME=" + t.TempDir(), "CLIHOST_BUNDLES="}
+	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
-	lines := make(chan string, 100)
+	t.Cleanup(func() { _ = d.cmd.Process.Kill(); _ = d.cmd.Wait() })
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
-			lines <- sc.Text()
+			d.lines <- sc.Text()
 		}
-		close(lines)
+		close(d.lines)
 	}()
-	waitFor := func(what string) {
-		t.Helper()
-		deadline := time.After(30 * time.Second)
-		for {
-			select {
-			case l, ok := <-lines:
-				if !ok {
-					t.Fatalf("clihostd exited before %q", what)
-				}
-				if strings.Contains(l, what) {
-					return
-				}
-			case <-deadline:
-				t.Fatalf("no %q from clihostd", what)
+	line := d.waitFor(t, "clihostd ready")
+	m := regexp.MustCompile(`mcp=(http://\S+)/mcp/`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("no MCP URL in %q", line)
+	}
+	d.mcp = m[1]
+	return d
+}
+
+func (d *daemonProc) waitFor(t *testing.T, what string) string {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case l, ok := <-d.lines:
+			if !ok {
+				t.Fatalf("clihostd exited before %q", what)
 			}
+			if strings.Contains(l, what) {
+				return l
+			}
+		case <-deadline:
+			t.Fatalf("no %q from clihostd", what)
 		}
 	}
-	waitFor("clihostd ready")
-	if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
+}
+
+func (d *daemonProc) ctl(t *testing.T, args ...string) result {
+	t.Helper()
+	return runBin(t, bin.ctl, "", append([]string{"--socket", d.socket}, args...)...)
+}
+
+type bundleStatus struct {
+	Key, Install, Version, Reason string
+	BinPath                       string `json:"bin_path"`
+	Ready                         bool
+}
+
+func (d *daemonProc) status(t *testing.T, bundle string) bundleStatus {
+	t.Helper()
+	r := d.ctl(t, "status", bundle, "--json")
+	var st []bundleStatus
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || len(st) != 1 {
+		t.Fatalf("status %s: exit %d %v\n%s%s", bundle, r.code, err, r.stdout, r.stderr)
+	}
+	return st[0]
+}
+
+// TestDaemonServesStatusMCPAndReloads starts clihostd on the built-in catalog, reads status over
+// the control socket, calls MCP over HTTP with and without the token, reloads and stops it.
+func TestDaemonServesStatusMCPAndReloads(t *testing.T) {
+	d := startDaemon(t, t.TempDir())
+	if _, err := exec.LookPath("jq"); err == nil {
+		if st := d.status(t, "jq"); st.Install != "installed" || !st.Ready || st.Version == "" {
+			t.Fatalf("jq status %+v", st)
+		}
+	}
+	var tok struct{ Token, MCPURL string }
+	if r := d.ctl(t, "token", "--json"); json.Unmarshal([]byte(r.stdout), &tok) != nil || len(tok.Token) < 32 {
+		t.Fatalf("token: %+v %s", r, r.stderr)
+	}
+	resp, err := http.Post(d.mcp+"/mcp/jq", "application/json", strings.NewReader(`{}`))
+	if err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("MCP without a token: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	hc := &http.Client{Transport: bearer{tok.Token}}
+	c, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "0"}, nil).Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: d.mcp + "/mcp/jq", HTTPClient: hc}, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor("reloading bundles")
-	waitFor("bundle=yt-dlp@1")
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if list, err := c.ListTools(context.Background(), nil); err != nil || len(list.Tools) != 3 {
+		t.Fatalf("tools over HTTP: %v %v", list, err)
+	}
+	c.Close()
+	mresp, err := hc.Get(d.mcp + "/metrics")
+	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor("clihostd stopping")
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("clihostd exit: %v", err)
+	body := new(bytes.Buffer)
+	_, _ = body.ReadFrom(mresp.Body)
+	mresp.Body.Close()
+	if !strings.Contains(body.String(), "clihost_bundles 10") {
+		t.Fatalf("metrics: %s", body)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	d.waitFor(t, "reloading bundles")
+	// A second daemon on the same state refuses to start, naming the first.
+	r := runBin(t, bin.daemon, "", "--state", d.state, "--socket", filepath.Join(t.TempDir(), "s"), "--http", "127.0.0.1:0")
+	if r.code != 1 || !strings.Contains(r.stderr, d.state) || !strings.Contains(strings.ToLower(r.stderr), "another") {
+		t.Fatalf("second daemon: exit %d\n%s", r.code, r.stderr)
+	}
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	d.waitFor(t, "clihostd stopping")
+	if err := d.cmd.Wait(); err != nil {
+		t.Fatalf("exit: %v", err)
+	}
+	if _, err := os.Stat(d.socket); err == nil {
+		t.Fatal("the control socket was left behind")
+	}
+}
+
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// helloTarGz is a tar.gz holding bin/hello: a script that prints its version.
+func helloTarGz(t *testing.T) []byte {
+	t.Helper()
+	script := "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'hello 1.2.3'; else echo \"hi $*\"; fi\n"
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	if err := tw.WriteHeader(&tar.Header{Name: "hello-1.2.3/bin/hello", Mode: 0o755, Size: int64(len(script)), Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = tw.Write([]byte(script))
+	tw.Close()
+	gz.Close()
+	return buf.Bytes()
+}
+
+func helloBundle(t *testing.T, url, sum string) string {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "hello", "CLI.md"), `---
+name: Hello
+id: hello
+description: Says hello; installed from a loopback download.
+version: 1.0.0
+bin: hello
+install:
+  - { method: download, url: "`+url+`", extract_bin: "hello-1.2.3/bin/hello", verify_sha256: "`+sum+`" }
+version_check: { cmd: "hello --version", parse: 'hello (\d+\.\d+\.\d+)', range: "^1.2" }
+sandbox:
+  network: { egress: [] }
+  fs: { read: ["./**"], write: [] }
+  exec: { allow: true, spawn: [sh] }
+  env: { pass: [] }
+commands:
+  greet: ./tools/greet/TOOL.md
+---
+`)
+	writeFile(t, filepath.Join(dir, "hello", "tools", "greet", "TOOL.md"), `---
+name: Greet
+id: hello.greet
+description: Greets someone.
+version: 1.0.0
+inputs: { type: object, additionalProperties: false, properties: { who: { type: string } }, required: [who] }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: [greet, "${input.who}"] }
+---
+`)
+	return dir
+}
+
+func writeFile(t *testing.T, p, s string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDaemonInstallSurvivesKill9 installs a CLI from a loopback download server through the daemon,
+// calls it, SIGKILLs the daemon, restarts it on the same state and finds the install intact; a
+// bundle whose checksum is wrong installs nothing.
+func TestDaemonInstallSurvivesKill9(t *testing.T) {
+	archive := helloTarGz(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(archive) }))
+	defer srv.Close()
+	sum := sha256.Sum256(archive)
+	good := helloBundle(t, srv.URL+"/hello.tar.gz", hex.EncodeToString(sum[:]))
+	state := t.TempDir()
+	d := startDaemon(t, state, "--bundles", good)
+	if st := d.status(t, "hello"); st.Install != "missing" || st.Ready {
+		t.Fatalf("before install: %+v", st)
+	}
+	if r := d.ctl(t, "install", "hello"); r.code != 0 || !strings.Contains(r.stdout, "installed hello 1.2.3 with download") {
+		t.Fatalf("install: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	st := d.status(t, "hello")
+	if st.Install != "installed" || st.Version != "1.2.3" || !strings.HasPrefix(st.BinPath, state) {
+		t.Fatalf("after install: %+v", st)
+	}
+	r := d.ctl(t, "call", "hello", "greet", "--input", `{"who": "world"}`)
+	if r.code != 0 || !strings.Contains(r.stdout, `"value": "hi greet world\n"`) {
+		t.Fatalf("call through the daemon: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if err := d.cmd.Process.Kill(); err != nil { // SIGKILL
+		t.Fatal(err)
+	}
+	_ = d.cmd.Wait()
+	d2 := startDaemon(t, state, "--bundles", good)
+	if st2 := d2.status(t, "hello"); st2.Install != "installed" || st2.BinPath != st.BinPath || !st2.Ready {
+		t.Fatalf("after kill -9 and restart: %+v, before: %+v", st2, st)
+	}
+	_ = d2.cmd.Process.Kill()
+	_ = d2.cmd.Wait()
+
+	bad := helloBundle(t, srv.URL+"/hello.tar.gz", strings.Repeat("0", 64))
+	state2 := t.TempDir()
+	d3 := startDaemon(t, state2, "--bundles", bad)
+	r = d3.ctl(t, "install", "hello")
+	if r.code != 1 || !strings.Contains(r.stderr, strings.Repeat("0", 64)) || !strings.Contains(r.stderr, hex.EncodeToString(sum[:])) {
+		t.Fatalf("wrong checksum: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	entries, _ := filepath.Glob(filepath.Join(state2, "bin", "*", "*"))
+	if len(entries) != 0 {
+		t.Fatalf("a wrong checksum left files: %v", entries)
+	}
+	if st := d3.status(t, "hello"); st.Install != "missing" {
+		t.Fatalf("after a refused install: %+v", st)
 	}
 }

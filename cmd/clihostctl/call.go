@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
 )
 
@@ -66,11 +68,31 @@ func runCall(o *callOptions) error {
 		raw = data
 	}
 	input := map[string]any{}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = []byte("{}")
+	}
 	if len(bytes.TrimSpace(raw)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.UseNumber()
 		if err := dec.Decode(&input); err != nil {
 			return usageError{fmt.Errorf("--input is not a JSON object: %v", err)}
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// Through the daemon when one runs (and no bundle directory was named for this call): it keeps
+	// installed binaries, state and the audit log.
+	if len(o.bundleDirs) == 0 && o.audit == "" {
+		ws, err := o.workspaceDir()
+		if err != nil {
+			return err
+		}
+		env, err := o.client().Call(ctx, control.CallRequest{Bundle: o.bundle, Tool: o.tool, Input: json.RawMessage(raw), Workspace: ws})
+		if err == nil {
+			return printEnvelope(o.stdout, env)
+		}
+		if !errors.Is(err, control.ErrNoDaemon) {
+			return err
 		}
 	}
 	h, caller, closeFn, err := o.openHost(o.globalOptions)
@@ -83,10 +105,12 @@ func runCall(o *callOptions) error {
 		return err
 	}
 	fmt.Fprint(o.stderr, sandboxWarning)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	env := h.Call(ctx, b, o.tool, input, caller, host.CallOptions{})
-	enc := json.NewEncoder(o.stdout)
+	return printEnvelope(o.stdout, h.Call(ctx, b, o.tool, input, caller, host.CallOptions{}))
+}
+
+// printEnvelope prints a call's result; a failed call exits 1.
+func printEnvelope(w io.Writer, env host.Envelope) error {
+	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(env); err != nil {
 		return err

@@ -32,17 +32,9 @@ func (o *hostOptions) openHost(g *globalOptions) (h *host.Host, caller host.Call
 	if err != nil {
 		return nil, caller, nil, err
 	}
-	ws := o.workspace
-	if ws == "" {
-		if ws, err = os.Getwd(); err != nil {
-			return nil, caller, nil, err
-		}
-	}
-	if ws, err = filepath.Abs(ws); err != nil {
+	ws, err := o.workspaceDir()
+	if err != nil {
 		return nil, caller, nil, err
-	}
-	if st, err := os.Stat(ws); err != nil || !st.IsDir() {
-		return nil, caller, nil, usageError{fmt.Errorf("workspace %s is not a directory", ws)}
 	}
 	audit, closeAudit, err := openAudit(o.audit, g.stderr)
 	if err != nil {
@@ -50,6 +42,25 @@ func (o *hostOptions) openHost(g *globalOptions) (h *host.Host, caller host.Call
 	}
 	caller = host.Caller{Workspace: ws, User: currentUser()}
 	return host.New(reg, host.Options{Audit: audit}), caller, closeAudit, nil
+}
+
+// workspaceDir is --workspace (default: the current directory), absolute; it must be a directory.
+func (o *hostOptions) workspaceDir() (string, error) {
+	ws := o.workspace
+	if ws == "" {
+		var err error
+		if ws, err = os.Getwd(); err != nil {
+			return "", err
+		}
+	}
+	ws, err := filepath.Abs(ws)
+	if err != nil {
+		return "", err
+	}
+	if st, err := os.Stat(ws); err != nil || !st.IsDir() {
+		return "", usageError{fmt.Errorf("workspace %s is not a directory", ws)}
+	}
+	return ws, nil
 }
 
 func openAudit(path string, stderr io.Writer) (io.Writer, func(), error) {

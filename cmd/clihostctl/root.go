@@ -15,6 +15,7 @@ type usageError struct{ error }
 // globalOptions are the flags every command shares.
 type globalOptions struct {
 	bundleDirs []string
+	socket     string
 	stdout     io.Writer
 	stderr     io.Writer
 }
@@ -44,7 +45,9 @@ else ./.cli plus the catalog built into clihost.`,
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringArrayVar(&g.bundleDirs, "bundles", nil, "a bundle directory: a bundle folder, a tree of bundles or a CLI.md (repeatable)")
-	root.AddCommand(newLintCmd(g), newInspectCmd(g), newToolsCmd(g), newCallCmd(g), newMCPCmd(g), newServeMCPCmd(g), newVersionCmd(g))
+	root.PersistentFlags().StringVar(&g.socket, "socket", "", "clihostd's control socket (default: $CLIHOST_SOCKET, else the daemon's default)")
+	root.AddCommand(newLintCmd(g), newInspectCmd(g), newToolsCmd(g), newCallCmd(g), newMCPCmd(g), newServeMCPCmd(g),
+		newStatusCmd(g), newInstallCmd(g), newTokenCmd(g), newAuditCmd(g), newVersionCmd(g))
 	return root
 }
 

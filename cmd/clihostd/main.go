@@ -1,11 +1,14 @@
-// Command clihostd is the clihost daemon. This release loads and validates the configured bundles
-// (the embedded catalog by default), reports which are usable, reloads them on SIGHUP and runs until
-// SIGINT or SIGTERM. The lifecycle (install, version check, setup, auth), the control socket and the
-// MCP endpoints arrive in later releases (see the issues).
+// Command clihostd is the clihost daemon: it loads CLI bundles, keeps their lifecycle state (what is
+// installed, which version) in bbolt under its state directory, serves every bundle's tools over MCP
+// streamable HTTP behind a bearer token, and answers clihostctl on a unix socket.
+//
+// With no flags it serves ./.cli plus the built-in catalog, keeps state under the user's state
+// directory (or systemd's StateDirectory) and prints where its socket, MCP endpoint and token are.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,6 +29,17 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
+// config is clihostd's command line.
+type config struct {
+	stateDir  string
+	socket    string
+	bundles   stringList
+	workspace string
+	httpAddr  string
+	group     string
+	check     bool
+}
+
 func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
@@ -33,66 +47,64 @@ func main() {
 func run(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("clihostd", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var dirs stringList
-	fs.Var(&dirs, "bundles", "a bundle directory (repeatable); default $CLIHOST_BUNDLES, else ./.cli plus the embedded catalog")
-	once := fs.Bool("check", false, "load and validate the bundles, print the result and exit (1 when any bundle is refused)")
+	var c config
+	fs.StringVar(&c.stateDir, "state", "", "state directory (default: $STATE_DIRECTORY, else $XDG_STATE_HOME/clihost, else ~/.local/state/clihost)")
+	fs.StringVar(&c.socket, "socket", "", "control socket (default: $RUNTIME_DIRECTORY/clihostd.sock, else $XDG_RUNTIME_DIR/clihost/clihostd.sock, else <state>/clihostd.sock)")
+	fs.Var(&c.bundles, "bundles", "a bundle directory (repeatable); default $CLIHOST_BUNDLES, else ./.cli plus the built-in catalog")
+	fs.StringVar(&c.workspace, "workspace", "", "the directory tools run in for MCP clients (default: the current directory)")
+	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:8931", "MCP and metrics listener (loopback unless you mean it; port 0 picks one)")
+	fs.StringVar(&c.group, "group", "", "a group whose members may use the control socket, besides its owner and root")
+	fs.BoolVar(&c.check, "check", false, "load and validate the bundles, print the result and exit (1 when any bundle is refused)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	log.Info("clihostd starting", "version", version)
+	if c.check {
+		return check(log, c)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	d, err := start(ctx, log, c)
+	if err != nil {
+		log.Error("clihostd could not start", "err", err)
+		fmt.Fprintf(stderr, "clihostd: %v\n", err)
+		return 1
+	}
+	if err := d.serve(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("clihostd stopped", "err", err)
+		return 1
+	}
+	return 0
+}
 
-	refused, err := load(log, dirs)
+// check loads the bundles once and reports each as loaded or refused.
+func check(log *slog.Logger, c config) int {
+	sources, err := registry.DefaultSources(c.bundles)
 	if err != nil {
 		log.Error("loading bundles failed", "err", err)
 		return 1
 	}
-	if *once {
-		if refused > 0 {
-			return 1
-		}
-		return 0
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	log.Info("clihostd ready; SIGHUP reloads bundles, SIGTERM stops")
-	for {
-		select {
-		case <-ctx.Done():
-			log.Info("clihostd stopping")
-			return 0
-		case <-hup:
-			log.Info("reloading bundles")
-			if _, err := load(log, dirs); err != nil {
-				log.Error("reload failed; keeping the previous bundles", "err", err)
-			}
-		}
-	}
-}
-
-// load reads every bundle source and logs each bundle as loaded or refused (a bundle with lint
-// errors is refused). It returns the number refused.
-func load(log *slog.Logger, dirs []string) (int, error) {
-	sources, err := registry.DefaultSources(dirs)
-	if err != nil {
-		return 0, err
-	}
 	reg, err := registry.Load(sources...)
 	if err != nil {
-		return 0, err
+		log.Error("loading bundles failed", "err", err)
+		return 1
 	}
+	if logBundles(log, reg) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// logBundles logs each bundle as loaded or refused (a bundle with lint errors is refused) and
+// returns how many were refused.
+func logBundles(log *slog.Logger, reg *registry.Registry) int {
 	refused := 0
 	for _, e := range reg.Entries() {
 		b := e.Bundle
 		errs, warns := b.Findings.Count()
 		if errs > 0 || !e.Indexed {
 			refused++
-			log.Warn("bundle refused", "bundle", b.Key(), "file", b.File, "errors", errs,
-				"hint", fmt.Sprintf("run: clihostctl lint %s", b.Dir))
+			log.Warn("bundle refused", "bundle", b.Key(), "file", b.File, "errors", errs, "hint", "run: clihostctl lint "+b.Dir)
 			continue
 		}
 		log.Info("bundle loaded", "bundle", b.Key(), "source", e.Source, "tools", len(b.Tools), "warnings", warns)
@@ -100,5 +112,5 @@ func load(log *slog.Logger, dirs []string) (int, error) {
 	for _, f := range reg.Findings {
 		log.Warn("registry", "finding", f.String())
 	}
-	return refused, nil
+	return refused
 }

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+)
+
+func newStatusCmd(g *globalOptions) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [BUNDLE]",
+		Short: "Show each bundle's lifecycle state in the running daemon",
+		Long: `Status asks clihostd for every bundle's state — installed binary and version, setup, auth —
+whether it is ready, and what to do when it is not.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := ""
+			if len(args) == 1 {
+				name = args[0]
+			}
+			st, err := g.client().Status(context.Background(), name)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(g.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "BUNDLE\tINSTALL\tVERSION\tSETUP\tAUTH\tREADY")
+			for _, b := range st {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\n", b.Key, b.Install, or(b.Version, "-"), b.Setup, b.Auth, b.Ready)
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, b := range st {
+				if !b.Ready && b.Reason != "" {
+					fmt.Fprintf(g.stdout, "%s: %s\n", b.Key, b.Reason)
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func or(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

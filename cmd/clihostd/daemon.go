@@ -1,0 +1,370 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	sddaemon "github.com/coreos/go-systemd/v22/daemon"
+
+	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/install"
+	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/mcp"
+	"github.com/clihost/clihost/registry"
+	"github.com/clihost/clihost/store"
+)
+
+// installRecord is what the store keeps about a bundle's installed binary.
+type installRecord struct {
+	Method      string    `json:"method"`
+	BinPath     string    `json:"bin_path"`
+	Version     string    `json:"version"`
+	InstalledAt time.Time `json:"installed_at"`
+}
+
+// state is one generation of loaded bundles; a reload builds a new one and swaps it in.
+type state struct {
+	reg  *registry.Registry
+	host *host.Host
+	mcp  http.Handler
+}
+
+type daemon struct {
+	log        *slog.Logger
+	cfg        config
+	stateDir   string
+	socketPath string
+	tokenFile  string
+	token      string
+	auditPath  string
+	audit      *os.File
+	store      *store.Store
+	workspace  string
+	httpURL    string
+	cur        atomic.Pointer[state]
+	metrics    *metrics
+	installMu  sync.Mutex // one install at a time per daemon; install coalesces per bundle too
+}
+
+// start opens the state, loads the bundles and binds the listeners; serve runs them.
+func start(ctx context.Context, log *slog.Logger, c config) (*daemon, error) {
+	d := &daemon{log: log, cfg: c, metrics: newMetrics()}
+	var err error
+	if d.stateDir = c.stateDir; d.stateDir == "" {
+		if d.stateDir, err = control.DefaultStateDir(); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(d.stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	if d.store, err = store.Open(d.stateDir, store.Options{}); err != nil {
+		return nil, err // ErrLocked says another clihostd runs
+	}
+	d.tokenFile = filepath.Join(d.stateDir, "token")
+	if d.token, err = loadToken(d.tokenFile); err != nil {
+		return nil, err
+	}
+	d.auditPath = filepath.Join(d.stateDir, "audit.jsonl")
+	if d.audit, err = os.OpenFile(d.auditPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
+		return nil, fmt.Errorf("audit log: %w", err)
+	}
+	if d.workspace = c.workspace; d.workspace == "" {
+		if d.workspace, err = os.Getwd(); err != nil {
+			return nil, err
+		}
+	}
+	if d.workspace, err = filepath.Abs(d.workspace); err != nil {
+		return nil, err
+	}
+	if d.socketPath = c.socket; d.socketPath == "" {
+		d.socketPath = control.DefaultSocket(d.stateDir)
+	}
+	if err := d.reload(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// reload reads the bundle sources again and swaps the new generation in.
+func (d *daemon) reload() error {
+	sources, err := registry.DefaultSources(d.cfg.bundles)
+	if err != nil {
+		return err
+	}
+	reg, err := registry.Load(sources...)
+	if err != nil {
+		return err
+	}
+	refused := logBundles(d.log, reg)
+	h := host.New(reg, host.Options{Audit: d.audit, Locate: d.locate, OnCall: d.metrics.observe})
+	st := &state{reg: reg, host: h, mcp: mcp.Handler(h, mcp.Options{Caller: host.Caller{Workspace: d.workspace, User: "mcp"}, Version: version})}
+	d.cur.Store(st)
+	d.metrics.setBundles(len(reg.Bundles()), refused)
+	return nil
+}
+
+// locate names the installed copies of a bundle's binary: the one the store recorded, then the
+// daemon's bin directory.
+func (d *daemon) locate(b *manifest.Bundle) []string {
+	var out []string
+	var rec installRecord
+	if _, ok, err := d.store.Get(store.BucketInstall, b.Key(), &rec); err == nil && ok && rec.BinPath != "" {
+		out = append(out, rec.BinPath)
+	}
+	return append(out, filepath.Join(install.BinDir(d.stateDir, b.Key()), filepath.Base(b.CLI.Bin)))
+}
+
+// serve runs the control socket and the MCP listener until ctx ends, then drains in-flight calls.
+func (d *daemon) serve(ctx context.Context) error {
+	defer d.store.Close()
+	defer d.audit.Close()
+	gid := -1
+	if d.cfg.group != "" {
+		g, err := user.LookupGroup(d.cfg.group)
+		if err != nil {
+			return fmt.Errorf("--group %s: %w", d.cfg.group, err)
+		}
+		gid, _ = strconv.Atoi(g.Gid)
+	}
+	ctlLn, err := control.Listen(d.socketPath, gid)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(d.socketPath)
+	httpLn, err := net.Listen("tcp", d.cfg.httpAddr)
+	if err != nil {
+		return fmt.Errorf("--http %s: %w", d.cfg.httpAddr, err)
+	}
+	d.httpURL = "http://" + httpLn.Addr().String()
+
+	ctlSrv := &http.Server{Handler: control.Handler(d, control.Admission{OwnerUID: os.Geteuid(), GroupID: gid}),
+		ConnContext: control.ConnContext, ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: d.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 2)
+	go func() { errc <- ctlSrv.Serve(ctlLn) }()
+	go func() { errc <- httpSrv.Serve(httpLn) }()
+
+	d.log.Info("clihostd ready", "version", version, "state", d.stateDir, "socket", d.socketPath,
+		"mcp", d.httpURL+"/mcp/{bundle}", "token_file", d.tokenFile, "workspace", d.workspace)
+	_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyReady)
+	stopWatchdog := d.watchdog()
+	defer stopWatchdog()
+	go d.warm(ctx)
+	stopWatch := d.watchBundles(ctx)
+	defer stopWatch()
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	var serveErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err := <-errc:
+			if !errors.Is(err, http.ErrServerClosed) {
+				serveErr = err
+			}
+			break loop
+		case <-hup:
+			d.log.Info("reloading bundles (SIGHUP)")
+			if err := d.reload(); err != nil {
+				d.log.Error("reload failed; keeping the previous bundles", "err", err)
+			}
+		}
+	}
+	d.log.Info("clihostd stopping: draining calls")
+	_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
+	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = httpSrv.Shutdown(shutdown)
+	_ = ctlSrv.Shutdown(shutdown)
+	return serveErr
+}
+
+// httpHandler serves MCP at /mcp/… and metrics at /metrics, both behind the bearer token.
+func (d *daemon) httpHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := r.Header.Get("Authorization")
+		if subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+d.token)) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="clihostd"`)
+			http.Error(w, "missing or wrong bearer token; clihostctl token prints it", http.StatusUnauthorized)
+			return
+		}
+		if r.URL.Path == "/metrics" {
+			d.metrics.write(w)
+			return
+		}
+		d.cur.Load().mcp.ServeHTTP(w, r)
+	})
+}
+
+// watchdog pings systemd's watchdog at half its interval, when one is configured.
+func (d *daemon) watchdog() func() {
+	every, err := sddaemon.SdWatchdogEnabled(false)
+	if err != nil || every == 0 {
+		return func() {}
+	}
+	t := time.NewTicker(every / 2)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyWatchdog)
+			}
+		}
+	}()
+	return func() { t.Stop(); close(done) }
+}
+
+// warm checks every bundle's binary in the background after start, so that status is fast and an
+// install interrupted before a restart is found.
+func (d *daemon) warm(ctx context.Context) {
+	if _, err := d.Status(ctx, ""); err != nil {
+		d.log.Warn("checking bundles after start", "err", err)
+	}
+}
+
+// Status implements control.Backend.
+func (d *daemon) Status(ctx context.Context, name string) ([]control.BundleStatus, error) {
+	st := d.cur.Load()
+	var out []control.BundleStatus
+	for _, e := range st.reg.Entries() {
+		b := e.Bundle
+		if name != "" && b.ID() != name && b.Key() != name {
+			continue
+		}
+		out = append(out, d.bundleStatus(ctx, st, e))
+	}
+	if name != "" && len(out) == 0 {
+		_, err := st.reg.Get(name)
+		return nil, err
+	}
+	return out, nil
+}
+
+func (d *daemon) bundleStatus(ctx context.Context, st *state, e *registry.Entry) control.BundleStatus {
+	b := e.Bundle
+	bs := control.BundleStatus{ID: b.ID(), Major: b.Major(), Key: b.Key(), File: b.File, Tools: len(b.Tools), Setup: "none", Auth: "none", Checked: time.Now().UTC()}
+	if b.CLI != nil {
+		bs.Name = b.CLI.Name
+	}
+	if b.Findings.HasErrors() || !e.Indexed {
+		bs.Install, bs.Reason = "invalid", "the bundle has lint errors and is not served; run: clihostctl lint "+b.Dir
+		return bs
+	}
+	path, ver, err := st.host.Verify(ctx, b, d.workspace)
+	switch {
+	case err == nil:
+		bs.Install, bs.BinPath, bs.Version, bs.Ready = "installed", path, ver, true
+	case err.Code == "version_mismatch":
+		bs.Install, bs.Reason = "version_mismatch", err.Message+"; "+err.Hint
+	default:
+		bs.Install, bs.Reason = "missing", fmt.Sprintf("%s; or run: clihostctl install %s", err.Message, b.ID())
+	}
+	if len(b.CLI.Setup) > 0 {
+		bs.Setup = "pending"
+	}
+	if b.CLI.Auth != nil && b.CLI.Auth.Login != nil {
+		bs.Auth = "unknown"
+	}
+	return bs
+}
+
+// Install implements control.Backend: it installs when the binary is missing or fails its version
+// check, checks the version after installing, reinstalls once on a mismatch, and records the result.
+func (d *daemon) Install(ctx context.Context, req control.InstallRequest, progress func(control.InstallEvent)) control.InstallEvent {
+	st := d.cur.Load()
+	b, err := st.host.Bundle(req.Bundle)
+	if err != nil {
+		return control.InstallEvent{Phase: "error", Message: err.Error(), Error: &host.Error{Code: "not_found", Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}}
+	}
+	d.installMu.Lock()
+	defer d.installMu.Unlock()
+	progress(control.InstallEvent{Phase: "checking", Message: "checking " + b.CLI.Bin})
+	if !req.Force {
+		if path, ver, verr := st.host.Verify(ctx, b, d.workspace); verr == nil {
+			return control.InstallEvent{Phase: "done", Message: fmt.Sprintf("%s %s is already installed at %s", b.CLI.Bin, ver, path), BinPath: path, Version: ver}
+		}
+	}
+	var last *host.Error
+	for attempt := 1; attempt <= 2; attempt++ {
+		progress(control.InstallEvent{Phase: "installing", Message: fmt.Sprintf("installing %s (attempt %d)", b.CLI.Bin, attempt)})
+		res, err := install.Install(ctx, b, install.Options{StateDir: d.stateDir, AllowUnverified: req.AllowUnverified,
+			Privileged: os.Geteuid() == 0, Log: d.log,
+			Progress: func(done, total int64) { progress(control.InstallEvent{Phase: "progress", Done: done, Total: total}) }})
+		if err != nil {
+			d.log.Warn("install failed", "bundle", b.Key(), "err", err)
+			return control.InstallEvent{Phase: "error", Message: err.Error(), Error: &host.Error{Code: "install_failed", Message: err.Error(), Hint: installFailedHint(err)}}
+		}
+		if _, err := d.store.Put(store.BucketInstall, b.Key(), installRecord{Method: res.Method, BinPath: res.BinPath, InstalledAt: time.Now().UTC()}); err != nil {
+			return control.InstallEvent{Phase: "error", Message: "recording the install: " + err.Error()}
+		}
+		st.host.Forget(b)
+		path, ver, verr := st.host.Verify(ctx, b, d.workspace)
+		if verr == nil {
+			_, _ = d.store.Put(store.BucketInstall, b.Key(), installRecord{Method: res.Method, BinPath: path, Version: ver, InstalledAt: time.Now().UTC()})
+			d.log.Info("installed", "bundle", b.Key(), "method", res.Method, "bin", path, "version", ver)
+			return control.InstallEvent{Phase: "done", Message: fmt.Sprintf("installed %s %s with %s", b.CLI.Bin, ver, res.Method), Method: res.Method, BinPath: path, Version: ver}
+		}
+		last = verr
+		req.Force = true
+	}
+	return control.InstallEvent{Phase: "error", Message: last.Message, Error: last}
+}
+
+func installFailedHint(err error) string {
+	var ce *install.ChecksumError
+	if errors.As(err, &ce) {
+		return "the download does not match the bundle's verify_sha256; nothing was installed. Report it to the bundle's author"
+	}
+	return "each install entry's reason is listed; install the CLI by hand, or fix the bundle's install entries"
+}
+
+// Call implements control.Backend.
+func (d *daemon) Call(ctx context.Context, req control.CallRequest, caller host.Caller) host.Envelope {
+	st := d.cur.Load()
+	b, err := st.host.Bundle(req.Bundle)
+	if err != nil {
+		return host.Envelope{Error: &host.Error{Code: "not_found", Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}}
+	}
+	input := map[string]any{}
+	if len(req.Input) > 0 {
+		if err := json.Unmarshal(req.Input, &input); err != nil {
+			return host.Envelope{Error: &host.Error{Code: "input_invalid", Message: "input is not a JSON object: " + err.Error()}}
+		}
+	}
+	if caller.Workspace == "" {
+		caller.Workspace = d.workspace
+	}
+	return st.host.Call(ctx, b, req.Tool, input, caller, host.CallOptions{})
+}
+
+// Token implements control.Backend.
+func (d *daemon) Token() control.TokenInfo {
+	return control.TokenInfo{Token: d.token, MCPURL: d.httpURL + "/mcp/{bundle}", TokenFile: d.tokenFile}
+}
+
+// AuditFile implements control.Backend.
+func (d *daemon) AuditFile() string { return d.auditPath }

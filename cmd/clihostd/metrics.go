@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+
+	"github.com/clihost/clihost/host"
+)
+
+// metrics are the daemon's Prometheus metrics, written in the text exposition format.
+type metrics struct {
+	mu       sync.Mutex
+	bundles  int
+	refused  int
+	calls    map[[2]string]int64 // {bundle, ok} → count
+	duration map[string]float64  // bundle → seconds
+}
+
+func newMetrics() *metrics {
+	return &metrics{calls: map[[2]string]int64{}, duration: map[string]float64{}}
+}
+
+func (m *metrics) setBundles(loaded, refused int) {
+	m.mu.Lock()
+	m.bundles, m.refused = loaded, refused
+	m.mu.Unlock()
+}
+
+// observe counts a finished call (host.Options.OnCall).
+func (m *metrics) observe(rec host.Invoked) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ok := "false"
+	if rec.OK {
+		ok = "true"
+	}
+	m.calls[[2]string{rec.CLIID, ok}]++
+	m.duration[rec.CLIID] += float64(rec.DurationMS) / 1000
+}
+
+func (m *metrics) write(w io.Writer) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fmt.Fprintf(w, "# HELP clihost_bundles Bundles loaded and served.\n# TYPE clihost_bundles gauge\nclihost_bundles %d\n", m.bundles)
+	fmt.Fprintf(w, "# HELP clihost_bundles_refused Bundles refused for lint errors or duplicate ids.\n# TYPE clihost_bundles_refused gauge\nclihost_bundles_refused %d\n", m.refused)
+	fmt.Fprintf(w, "# HELP clihost_calls_total Tool calls by bundle and outcome.\n# TYPE clihost_calls_total counter\n")
+	keys := make([][2]string, 0, len(m.calls))
+	for k := range m.calls {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1] < keys[j][0]+keys[j][1] })
+	for _, k := range keys {
+		fmt.Fprintf(w, "clihost_calls_total{bundle=%q,ok=%q} %d\n", k[0], k[1], m.calls[k])
+	}
+	fmt.Fprintf(w, "# HELP clihost_call_seconds_total Time spent in tool calls by bundle.\n# TYPE clihost_call_seconds_total counter\n")
+	names := make([]string, 0, len(m.duration))
+	for k := range m.duration {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "clihost_call_seconds_total{bundle=%q} %g\n", n, m.duration[n])
+	}
+}

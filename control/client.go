@@ -1,0 +1,185 @@
+package control
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/clihost/clihost/host"
+)
+
+// EnvSocket names the environment variable that points clihostctl at the daemon's socket.
+const EnvSocket = "CLIHOST_SOCKET"
+
+// ErrNoDaemon means no daemon answers on the socket.
+var ErrNoDaemon = errors.New("no clihostd is running")
+
+// DefaultStateDir is clihostd's state directory when not told otherwise: $STATE_DIRECTORY (systemd),
+// else $XDG_STATE_HOME/clihost, else ~/.local/state/clihost.
+func DefaultStateDir() (string, error) {
+	if d := os.Getenv("STATE_DIRECTORY"); d != "" {
+		return filepath.SplitList(d)[0], nil
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "clihost"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no state directory: pass --state: %w", err)
+	}
+	return filepath.Join(home, ".local", "state", "clihost"), nil
+}
+
+// DefaultSocket is where clihostd listens when not told otherwise: $RUNTIME_DIRECTORY (systemd),
+// else $XDG_RUNTIME_DIR/clihost, else the state directory.
+func DefaultSocket(stateDir string) string {
+	if d := os.Getenv("RUNTIME_DIRECTORY"); d != "" {
+		return filepath.Join(filepath.SplitList(d)[0], "clihostd.sock")
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "clihost", "clihostd.sock")
+	}
+	return filepath.Join(stateDir, "clihostd.sock")
+}
+
+// Client talks to a daemon over its socket.
+type Client struct {
+	Socket string
+	http   *http.Client
+}
+
+// NewClient makes a client for the socket at path.
+func NewClient(path string) *Client {
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", path)
+	}}
+	return &Client{Socket: path, http: &http.Client{Transport: tr}}
+}
+
+func (c *Client) do(ctx context.Context, method, path string, body any) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://clihostd"+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("%w on %s", ErrNoDaemon, c.Socket)
+		}
+		return nil, fmt.Errorf("control socket %s: %w", c.Socket, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		var e errorBody
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		if e.Hint != "" {
+			return nil, fmt.Errorf("clihostd: %s (%s)", e.Error, e.Hint)
+		}
+		return nil, fmt.Errorf("clihostd: %s (HTTP %d)", e.Error, resp.StatusCode)
+	}
+	return resp, nil
+}
+
+func (c *Client) getJSON(ctx context.Context, path string, v any) error {
+	resp, err := c.do(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+// Status returns every bundle's status, or one's.
+func (c *Client) Status(ctx context.Context, bundle string) ([]BundleStatus, error) {
+	var st []BundleStatus
+	path := PathStatus
+	if bundle != "" {
+		path += "?bundle=" + url.QueryEscape(bundle)
+	}
+	return st, c.getJSON(ctx, path, &st)
+}
+
+// Token returns how to reach the MCP endpoints.
+func (c *Client) Token(ctx context.Context) (TokenInfo, error) {
+	var t TokenInfo
+	return t, c.getJSON(ctx, PathToken, &t)
+}
+
+// Install installs a bundle's CLI, calling progress for each event; it returns the last one.
+func (c *Client) Install(ctx context.Context, req InstallRequest, progress func(InstallEvent)) (InstallEvent, error) {
+	resp, err := c.do(ctx, http.MethodPost, PathInstall, req)
+	if err != nil {
+		return InstallEvent{}, err
+	}
+	defer resp.Body.Close()
+	var last InstallEvent
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var ev InstallEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return last, fmt.Errorf("install stream: %w", err)
+		}
+		last = ev
+		if progress != nil {
+			progress(ev)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return last, fmt.Errorf("install stream: %w", err)
+	}
+	if last.Phase != "done" && last.Phase != "error" {
+		return last, errors.New("install stream ended early: the daemon stopped?")
+	}
+	return last, nil
+}
+
+// Call runs a tool through the daemon.
+func (c *Client) Call(ctx context.Context, req CallRequest) (host.Envelope, error) {
+	var env host.Envelope
+	resp, err := c.do(ctx, http.MethodPost, PathCall, req)
+	if err != nil {
+		return env, err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	dec.UseNumber()
+	return env, dec.Decode(&env)
+}
+
+// Audit copies the audit log (and, with follow, new lines until ctx ends) to w.
+func (c *Client) Audit(ctx context.Context, follow bool, w io.Writer) error {
+	path := PathAudit
+	if follow {
+		path += "?follow=1"
+	}
+	resp, err := c.do(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

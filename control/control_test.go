@@ -1,0 +1,93 @@
+package control
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clihost/clihost/host"
+)
+
+type fakeBackend struct{ audit string }
+
+func (f fakeBackend) Status(context.Context, string) ([]BundleStatus, error) {
+	return []BundleStatus{{ID: "jq", Key: "jq@1", Install: "installed", Ready: true}}, nil
+}
+func (f fakeBackend) Install(_ context.Context, req InstallRequest, progress func(InstallEvent)) InstallEvent {
+	progress(InstallEvent{Phase: "progress", Done: 1, Total: 2})
+	return InstallEvent{Phase: "done", Message: "installed " + req.Bundle}
+}
+// Call echoes who called which tool, so the test sees the peer credentials arrive.
+func (f fakeBackend) Call(_ context.Context, req CallRequest, c host.Caller) host.Envelope {
+	return host.Envelope{OK: true, Value: c.User + ":" + req.Tool}
+}
+func (f fakeBackend) Token() TokenInfo  { return TokenInfo{Token: "t"} }
+func (f fakeBackend) AuditFile() string { return f.audit }
+
+func TestAdmission(t *testing.T) {
+	a := Admission{OwnerUID: 1000, GroupID: -1}
+	for p, want := range map[Peer]bool{{UID: 0}: true, {UID: 1000}: true, {UID: 1001, GID: 1001}: false} {
+		if got := a.admits(p); got != want {
+			t.Errorf("admits(%+v) = %v, want %v", p, got, want)
+		}
+	}
+	if !(Admission{OwnerUID: 1000, GroupID: 4242}).admits(Peer{UID: 1001, GID: 4242}) {
+		t.Error("a member of the configured group was refused")
+	}
+}
+
+// TestSocketRoundTrip serves the API on a real unix socket: the peer's credentials are read (the
+// caller's user name reaches the call), status, install progress, calls and the audit log go through.
+func TestSocketRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "ctl.sock")
+	audit := filepath.Join(dir, "audit.jsonl")
+	if err := os.WriteFile(audit, []byte("{\"type\":\"cli.invoked\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	serve := func(a Admission) func() {
+		ln, err := Listen(sock, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: Handler(fakeBackend{audit: audit}, a), ConnContext: ConnContext}
+		go srv.Serve(ln)
+		return func() { srv.Close() }
+	}
+	stop := serve(Admission{OwnerUID: os.Geteuid(), GroupID: -1})
+	if _, err := Listen(sock, -1); err == nil || !strings.Contains(err.Error(), "another clihostd") {
+		t.Fatalf("a second listener on a live socket: %v", err)
+	}
+	c := NewClient(sock)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := c.Status(ctx, "")
+	if err != nil || len(st) != 1 || st[0].Key != "jq@1" {
+		t.Fatalf("status %+v %v", st, err)
+	}
+	var events int
+	last, err := c.Install(ctx, InstallRequest{Bundle: "jq"}, func(InstallEvent) { events++ })
+	if err != nil || last.Phase != "done" || events != 2 {
+		t.Fatalf("install %+v %v (%d events)", last, err, events)
+	}
+	env, err := c.Call(ctx, CallRequest{Bundle: "jq", Tool: "eval"})
+	if err != nil || !env.OK || !strings.HasSuffix(env.Value.(string), ":eval") {
+		t.Fatalf("call %+v %v", env, err)
+	}
+	var b strings.Builder
+	if err := c.Audit(ctx, false, &b); err != nil || !strings.Contains(b.String(), "cli.invoked") {
+		t.Fatalf("audit %q %v", b.String(), err)
+	}
+	stop()
+}
+
+func TestNoDaemon(t *testing.T) {
+	_, err := NewClient(filepath.Join(t.TempDir(), "none.sock")).Status(context.Background(), "")
+	if err == nil || !strings.Contains(err.Error(), ErrNoDaemon.Error()) {
+		t.Fatalf("err = %v", err)
+	}
+}

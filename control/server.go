@@ -1,0 +1,232 @@
+package control
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/clihost/clihost/host"
+)
+
+// Backend is what the daemon offers through the API.
+type Backend interface {
+	Status(ctx context.Context, bundle string) ([]BundleStatus, error)
+	Install(ctx context.Context, req InstallRequest, progress func(InstallEvent)) InstallEvent
+	Call(ctx context.Context, req CallRequest, caller host.Caller) host.Envelope
+	Token() TokenInfo
+	AuditFile() string
+}
+
+// Peer is the process at the other end of a control connection.
+type Peer struct{ UID, GID, PID int }
+
+type peerKey struct{}
+
+// Admission decides which peers may use the API.
+type Admission struct {
+	OwnerUID int // the daemon's user
+	GroupID  int // a group whose members are admitted; -1 for none
+}
+
+func (a Admission) admits(p Peer) bool {
+	if p.UID == 0 || p.UID == a.OwnerUID {
+		return true
+	}
+	if a.GroupID < 0 {
+		return false
+	}
+	if p.GID == a.GroupID {
+		return true
+	}
+	u, err := user.LookupId(strconv.Itoa(p.UID))
+	if err != nil {
+		return false
+	}
+	gids, err := u.GroupIds()
+	if err != nil {
+		return false
+	}
+	for _, g := range gids {
+		if g == strconv.Itoa(a.GroupID) {
+			return true
+		}
+	}
+	return false
+}
+
+// Listen creates the unix socket at path (mode 0660, group-owned by gid when gid ≥ 0), replacing a
+// stale socket file but refusing to take over one that still answers.
+func Listen(path string, gid int) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("control socket %s is in use: another clihostd is running", path)
+	}
+	_ = os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	if gid >= 0 {
+		if err := os.Chown(path, -1, gid); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("control socket: give it to group %d: %w", gid, err)
+		}
+	}
+	return ln, nil
+}
+
+// ConnContext records the peer's credentials (SO_PEERCRED) on each connection; use it as
+// http.Server.ConnContext.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return ctx
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return ctx
+	}
+	var cred *unix.Ucred
+	_ = raw.Control(func(fd uintptr) {
+		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	})
+	if err != nil || cred == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, peerKey{}, Peer{UID: int(cred.Uid), GID: int(cred.Gid), PID: int(cred.Pid)})
+}
+
+// Handler serves the API for b to the peers a admits.
+func Handler(b Backend, a Admission) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+PathStatus, func(w http.ResponseWriter, r *http.Request) {
+		st, err := b.Status(r.Context(), r.URL.Query().Get("bundle"))
+		if err != nil {
+			writeError(w, http.StatusNotFound, err.Error(), "clihostctl status lists the loaded bundles")
+			return
+		}
+		writeJSON(w, st)
+	})
+	mux.HandleFunc("POST "+PathInstall, func(w http.ResponseWriter, r *http.Request) {
+		var req InstallRequest
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+			writeError(w, http.StatusBadRequest, "bad install request: "+err.Error(), "")
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		var mu sync.Mutex
+		flusher, _ := w.(http.Flusher)
+		emit := func(ev InstallEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			line, _ := json.Marshal(ev)
+			_, _ = w.Write(append(line, '\n'))
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		emit(b.Install(r.Context(), req, emit))
+	})
+	mux.HandleFunc("POST "+PathCall, func(w http.ResponseWriter, r *http.Request) {
+		var req CallRequest
+		if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&req); err != nil {
+			writeError(w, http.StatusBadRequest, "bad call request: "+err.Error(), "")
+			return
+		}
+		p, _ := r.Context().Value(peerKey{}).(Peer)
+		name := strconv.Itoa(p.UID)
+		if u, err := user.LookupId(name); err == nil {
+			name = u.Username
+		}
+		writeJSON(w, b.Call(r.Context(), req, host.Caller{Workspace: req.Workspace, User: name}))
+	})
+	mux.HandleFunc("GET "+PathToken, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.Token()) })
+	mux.HandleFunc("GET "+PathAudit, func(w http.ResponseWriter, r *http.Request) {
+		serveAudit(w, r, b.AuditFile(), r.URL.Query().Get("follow") == "1")
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, ok := r.Context().Value(peerKey{}).(Peer)
+		if !ok || !a.admits(p) {
+			writeError(w, http.StatusForbidden, "this user may not use clihostd's control socket", "run as the daemon's user or root, or join the group clihostd was started with (--group)")
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// serveAudit copies the audit log, then (follow) new lines as they are appended.
+func serveAudit(w http.ResponseWriter, r *http.Request, path string, follow bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) && !follow {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			return
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			writeError(w, http.StatusInternalServerError, "audit log: "+err.Error(), "")
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	flusher, _ := w.(http.Flusher)
+	var rd *bufio.Reader
+	if f != nil {
+		defer f.Close()
+		rd = bufio.NewReader(f)
+	}
+	for {
+		if rd != nil {
+			if _, err := io.Copy(w, rd); err != nil {
+				return
+			}
+		}
+		if !follow {
+			return
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+		if rd == nil {
+			if f, err = os.Open(path); err == nil {
+				defer f.Close()
+				rd = bufio.NewReader(f)
+			}
+		}
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg, hint string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(errorBody{Error: msg, Hint: hint})
+}

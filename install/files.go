@@ -1,0 +1,171 @@
+package install
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// lockPoll is how often lockKey retries a lock another process holds.
+const lockPoll = 100 * time.Millisecond
+
+// lockKey takes the bundle's exclusive lock file in binRoot, waiting while another process holds
+// it (until ctx ends). The returned function releases it.
+func lockKey(ctx context.Context, binRoot, key string) (func(), error) {
+	name := filepath.Join(binRoot, "."+key+".lock")
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		switch {
+		case err == nil:
+			return func() { f.Close() }, nil // closing the file releases the lock
+		case errors.Is(err, unix.EINTR):
+			continue
+		case !errors.Is(err, unix.EWOULDBLOCK):
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("waiting for another process installing %s (lock %s): %w", key, name, ctx.Err())
+		case <-time.After(lockPoll):
+		}
+	}
+}
+
+// tempPrefix starts the names of an install's temporary directories in <StateDir>/bin.
+func tempPrefix(key string) string { return ".tmp-" + key + "-" }
+
+// tempDir makes a new temporary directory for one install attempt, next to BinDir so that renames
+// from it into BinDir stay on one file system.
+func (in *installer) tempDir() (string, error) {
+	dir, err := os.MkdirTemp(filepath.Join(in.o.StateDir, "bin"), tempPrefix(in.key))
+	if err != nil {
+		return "", fmt.Errorf("temporary directory: %w", err)
+	}
+	return dir, nil
+}
+
+// cleanLeftovers removes the temporary directories of this bundle's interrupted installs. The
+// caller holds the bundle's lock, so none of them belongs to a running install.
+func (in *installer) cleanLeftovers(binRoot string) {
+	entries, err := os.ReadDir(binRoot)
+	if err != nil {
+		in.log.Warn("cannot list the state directory for leftovers", "dir", binRoot, "err", err)
+		return
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), tempPrefix(in.key)) {
+			continue
+		}
+		p := filepath.Join(binRoot, e.Name())
+		if err := os.RemoveAll(p); err != nil {
+			in.log.Warn("cannot remove an interrupted install's leftovers", "path", p, "err", err)
+			continue
+		}
+		in.log.Info("removed an interrupted install's leftovers", "bundle", in.key, "path", p)
+	}
+}
+
+// place makes src (a complete file in one of the bundle's temporary directories) executable,
+// flushes it to disk and renames it to BinDir/<bin>, replacing any previous binary in one step.
+func (in *installer) place(src string) (string, error) {
+	if err := os.Chmod(src, 0o755); err != nil {
+		return "", fmt.Errorf("place binary: %w", err)
+	}
+	if err := syncPath(src); err != nil {
+		return "", fmt.Errorf("place binary: %w", err)
+	}
+	dir := BinDir(in.o.StateDir, in.key)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("place binary: %w", err)
+	}
+	dst := filepath.Join(dir, in.binName())
+	if err := os.Rename(src, dst); err != nil {
+		return "", fmt.Errorf("place binary: %w", err)
+	}
+	if err := syncPath(dir); err != nil {
+		return "", fmt.Errorf("place binary: %w", err)
+	}
+	return dst, nil
+}
+
+// syncPath fsyncs a file or directory.
+func syncPath(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("fsync %s: %w", p, err)
+	}
+	return nil
+}
+
+// isExecutable reports whether p is (or links to) a regular file with an execute bit.
+func isExecutable(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
+}
+
+// pathDirs is the host's PATH, absolute entries only: a relative entry would resolve against
+// clihost's working directory, not a fixed place.
+func (in *installer) pathDirs() []string {
+	v, _ := in.o.LookupEnv("PATH")
+	var dirs []string
+	for _, d := range filepath.SplitList(v) {
+		if filepath.IsAbs(d) {
+			dirs = append(dirs, d)
+		}
+	}
+	return dirs
+}
+
+// lookPath finds an executable named one of names on the host's PATH: the first PATH directory
+// holding one wins, names in order within a directory.
+func (in *installer) lookPath(names ...string) (string, error) {
+	for _, d := range in.pathDirs() {
+		for _, name := range names {
+			if p := filepath.Join(d, name); isExecutable(p) {
+				return p, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("skipped: %s not found on PATH", strings.Join(names, " or "))
+}
+
+// findBin looks for the bundle's bin in dirs, then on the host's PATH (an absolute bin is checked
+// where it is).
+func (in *installer) findBin(dirs ...string) (string, error) {
+	bin := in.b.CLI.Bin
+	if filepath.IsAbs(bin) {
+		if isExecutable(bin) {
+			return bin, nil
+		}
+		return "", fmt.Errorf("%s is not an executable file after the install", bin)
+	}
+	for _, d := range append(dirs, in.pathDirs()...) {
+		if p := filepath.Join(d, in.binName()); isExecutable(p) {
+			return p, nil
+		}
+	}
+	where := "on PATH"
+	if len(dirs) > 0 {
+		where = "in " + strings.Join(dirs, ", ") + " or on PATH"
+	}
+	return "", fmt.Errorf("the install finished but %s is not %s", in.binName(), where)
+}

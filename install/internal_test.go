@@ -1,0 +1,126 @@
+package install
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/clihost/clihost/manifest"
+)
+
+// newTestInstaller is an installer for a bundle with one entry, a fresh state directory and a
+// fixed platform.
+func newTestInstaller(t *testing.T, e manifest.InstallMethod) *installer {
+	t.Helper()
+	b := &manifest.Bundle{CLI: &manifest.CLI{ID: "tool", Version: "2.1.0", Bin: "tool", Install: []manifest.InstallMethod{e}}}
+	in, err := newInstaller(b, Options{StateDir: t.TempDir(), OS: "linux", Arch: "x64",
+		LookupEnv: func(string) (string, bool) { return "", false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+func TestToolCommandGo(t *testing.T) {
+	for _, c := range []struct{ pkg, arg string }{
+		{"github.com/cli/cli/v2/cmd/gh", "github.com/cli/cli/v2/cmd/gh@latest"},
+		{"github.com/cli/cli/v2/cmd/gh@v2.40.0", "github.com/cli/cli/v2/cmd/gh@v2.40.0"},
+		{"./cmd/gh", "./cmd/gh"},
+	} {
+		in := newTestInstaller(t, manifest.InstallMethod{Method: "go", Package: c.pkg})
+		cmd := in.toolCommand(in.b.CLI.Install[0])
+		if !slices.Equal(cmd.args, []string{"install", c.arg}) || cmd.tools[0] != "go" || cmd.root {
+			t.Errorf("%s: %+v", c.pkg, cmd)
+		}
+	}
+}
+
+// serveOnce serves body on loopback and returns its URL; chunked hides the size.
+func serveOnce(t *testing.T, body []byte, chunked bool) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if chunked {
+			w.(http.Flusher).Flush()
+		}
+		w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/file"
+}
+
+func TestLimits(t *testing.T) {
+	script := append([]byte("#!/bin/sh\n"), bytes.Repeat([]byte("# padding\n"), 100)...)
+	var tarBuf, gzBuf bytes.Buffer
+	tw := tar.NewWriter(&tarBuf)
+	tw.WriteHeader(&tar.Header{Name: "padding", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 20})
+	tw.Write(make([]byte, 1<<20))
+	tw.WriteHeader(&tar.Header{Name: "tool", Typeflag: tar.TypeReg, Mode: 0o755, Size: int64(len(script))})
+	tw.Write(script)
+	tw.Close()
+	zw := gzip.NewWriter(&gzBuf)
+	zw.Write(tarBuf.Bytes())
+	zw.Close()
+	archive := gzBuf.Bytes()
+
+	for _, c := range []struct {
+		name    string
+		body    []byte
+		chunked bool
+		limits  limits
+		want    string
+	}{
+		{"download announced", script, false, limits{download: 100, binary: 1 << 20, unpacked: 1 << 30}, "1010 bytes announced, more than the 100 allowed"},
+		{"download streamed", script, true, limits{download: 100, binary: 1 << 20, unpacked: 1 << 30}, "more than the 100 bytes allowed"},
+		{"raw binary", script, false, limits{download: 1 << 20, binary: 100, unpacked: 1 << 30}, "more than the 100 allowed"},
+		{"extracted binary", archive, false, limits{download: 1 << 20, binary: 100, unpacked: 1 << 30}, `extract_bin "tool" is 1010 bytes, more than the 100 allowed`},
+		{"unpacked", archive, false, limits{download: 1 << 20, binary: 1 << 20, unpacked: 1 << 19}, "expands beyond the size allowed"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := newTestInstaller(t, manifest.InstallMethod{Method: "download", URL: serveOnce(t, c.body, c.chunked), ExtractBin: "tool"})
+			in.limits = c.limits
+			_, err := in.run(context.Background())
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want %q", err, c.want)
+			}
+			if _, err := os.Stat(BinDir(in.o.StateDir, in.key)); !os.IsNotExist(err) {
+				t.Errorf("BinDir exists: %v", err)
+			}
+		})
+	}
+}
+
+func TestDefaultClientRefusesDowngrade(t *testing.T) {
+	check := defaultClient().CheckRedirect
+	req := func(s string) *http.Request {
+		u, _ := url.Parse(s)
+		return &http.Request{URL: u}
+	}
+	if err := check(req("http://example.com/x"), []*http.Request{req("https://example.com/x")}); err == nil {
+		t.Error("https → http redirect allowed")
+	}
+	if err := check(req("https://cdn.example.com/x"), []*http.Request{req("https://example.com/x")}); err != nil {
+		t.Errorf("https → https redirect refused: %v", err)
+	}
+}
+
+func TestListingTruncates(t *testing.T) {
+	l := listing{want: "bin/tool"}
+	for i := range 20 {
+		l.add(filepath.Join("dir", string(rune('a'+i))))
+	}
+	l.add("other/tool")
+	msg := l.missing().Error()
+	for _, want := range []string{"(21 files)", "files named tool: other/tool", "dir/a", "dir/h", "and 12 more"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("%q lacks %q", msg, want)
+		}
+	}
+}

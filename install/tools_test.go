@@ -1,0 +1,207 @@
+package install_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/clihost/clihost/install"
+	"github.com/clihost/clihost/manifest"
+)
+
+// stub writes a stand-in package manager into dir: it records its arguments and environment in
+// dir/<name>.args and dir/<name>.env, then writes the tool into target (when target is set) and
+// exits with status code.
+func stub(t *testing.T, dir, name, target string, code int) {
+	t.Helper()
+	script := fmt.Sprintf("#!/bin/sh\nprintf '%%s\\n' \"$*\" > %[1]s/%[2]s.args\nenv > %[1]s/%[2]s.env\n", dir, name)
+	if target != "" {
+		script += fmt.Sprintf("mkdir -p %[1]s\nprintf '#!/bin/sh\\necho clihosttesttool 1.0.0\\n' > %[1]s/%[2]s\nchmod 755 %[1]s/%[2]s\n", target, binName)
+	}
+	if code != 0 {
+		script += fmt.Sprintf("echo 'E: Unable to locate package' >&2\nexit %d\n", code)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPackageManagers(t *testing.T) {
+	t.Parallel()
+	yes := true
+	cases := []struct {
+		entry      manifest.InstallMethod
+		tool       string
+		privileged bool
+		args       string                                    // the recorded command line; {prefix} is the bundle's prefix
+		target     func(pathDir, home, prefix string) string // where the stub drops the tool
+		env        string                                    // a variable the command must get
+	}{
+		{manifest.InstallMethod{Method: "apt", Package: "tool-pkg"}, "apt-get", true,
+			"install -y --no-install-recommends tool-pkg", func(p, _, _ string) string { return p }, "DEBIAN_FRONTEND=noninteractive"},
+		{manifest.InstallMethod{Method: "dnf", Package: "tool-pkg"}, "dnf", true,
+			"install -y tool-pkg", func(p, _, _ string) string { return p }, ""},
+		{manifest.InstallMethod{Method: "pacman", Package: "tool-pkg"}, "pacman", true,
+			"-S --noconfirm tool-pkg", func(p, _, _ string) string { return p }, ""},
+		{manifest.InstallMethod{Method: "brew", Package: "owner/tap/tool"}, "brew", false,
+			"install owner/tap/tool", func(p, _, _ string) string { return p }, "NONINTERACTIVE=1"},
+		{manifest.InstallMethod{Method: "choco", Package: "tool"}, "choco", false,
+			"install -y tool", func(p, _, _ string) string { return p }, ""},
+		{manifest.InstallMethod{Method: "scoop", Package: "tool"}, "scoop", false,
+			"install tool", func(p, _, _ string) string { return p }, ""},
+		{manifest.InstallMethod{Method: "pip", Package: "tool-py"}, "pip", false,
+			"install tool-py", func(p, _, _ string) string { return p }, "PIP_NO_INPUT=1"},
+		{manifest.InstallMethod{Method: "pip", Package: "tool-py", User: &yes}, "pip3", false,
+			"install --user tool-py", func(_, h, _ string) string { return h + "/.local/bin" }, ""},
+		{manifest.InstallMethod{Method: "cargo", Package: "tool-rs"}, "cargo", false,
+			"install --root {prefix} tool-rs", func(_, _, pr string) string { return pr + "/bin" }, ""},
+		{manifest.InstallMethod{Method: "npm", Package: "@scope/tool", Global: &yes}, "npm", false,
+			"install --prefix {prefix} @scope/tool", func(_, _, pr string) string { return pr + "/node_modules/.bin" }, "npm_config_fund=false"},
+	}
+	for _, c := range cases {
+		t.Run(c.entry.Method+" "+c.tool, func(t *testing.T) {
+			t.Parallel()
+			pathDir, home := t.TempDir(), t.TempDir()
+			o := options(t)
+			o.Privileged = c.privileged
+			o.LookupEnv = envOf(map[string]string{"PATH": pathDir + ":/usr/bin:/bin", "HOME": home, "SECRET_TOKEN": "x"})
+			prefix := filepath.Join(o.StateDir, "prefix", key)
+			target := c.target(pathDir, home, prefix)
+			stub(t, pathDir, c.tool, target, 0)
+			res, err := install.Install(context.Background(), bundle(c.entry), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := filepath.Join(target, binName); res.BinPath != want {
+				t.Errorf("BinPath %s, want %s", res.BinPath, want)
+			}
+			args, _ := os.ReadFile(filepath.Join(pathDir, c.tool+".args"))
+			if want := strings.ReplaceAll(c.args, "{prefix}", prefix); strings.TrimSpace(string(args)) != want {
+				t.Errorf("command line %q, want %q", strings.TrimSpace(string(args)), want)
+			}
+			env, _ := os.ReadFile(filepath.Join(pathDir, c.tool+".env"))
+			if strings.Contains(string(env), "SECRET_TOKEN") || !strings.Contains(string(env), "HOME="+home) ||
+				(c.env != "" && !strings.Contains(string(env), c.env+"\n")) {
+				t.Errorf("environment lacks %q or passes too much:\n%s", c.env, env)
+			}
+		})
+	}
+}
+
+func TestPackageManagerSkipsAndFailures(t *testing.T) {
+	t.Parallel()
+	pathDir := t.TempDir()
+	stub(t, pathDir, "apt-get", pathDir, 0)
+	stub(t, pathDir, "brew", "", 100) // fails
+	stub(t, pathDir, "cargo", "", 0)  // succeeds but installs nothing
+	o := options(t)
+	o.LookupEnv = envOf(map[string]string{"PATH": pathDir + ":/usr/bin:/bin"})
+	res, err := install.Install(context.Background(), bundle(
+		manifest.InstallMethod{Method: "apt", Package: "tool"},
+		manifest.InstallMethod{Method: "dnf", Package: "tool"},
+		manifest.InstallMethod{Method: "brew", Package: "tool"},
+		manifest.InstallMethod{Method: "cargo", Package: "tool"},
+		manifest.InstallMethod{Method: "scoop", Package: "tool"},
+		manifest.InstallMethod{Method: "pip"},
+	), o)
+	if !errors.Is(err, install.ErrInstallFailed) {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(pathDir, "apt-get.args")); err == nil {
+		t.Error("apt-get ran without Privileged")
+	}
+	for i, want := range []string{
+		"skipped: apt-get needs root and this host is not privileged",
+		"skipped: dnf needs root",
+		"brew install tool: exit status 100: E: Unable to locate package",
+		"the install finished but clihosttesttool is not in " + filepath.Join(o.StateDir, "prefix", key, "bin") + " or on PATH",
+		"skipped: scoop not found on PATH",
+		"the entry has no package",
+	} {
+		if !strings.Contains(res.Skipped[i].Reason, want) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Skipped[%d] = %q, want %q in it and in the error", i, res.Skipped[i].Reason, want)
+		}
+	}
+}
+
+func TestNpmLocalTarball(t *testing.T) {
+	t.Parallel()
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("npm is required under CI:", err)
+		}
+		t.Skip("npm not installed")
+	}
+	work, home := t.TempDir(), t.TempDir()
+	pkg := filepath.Join(work, "pkg")
+	os.MkdirAll(filepath.Join(pkg, "bin"), 0o755)
+	os.WriteFile(filepath.Join(pkg, "package.json"),
+		[]byte(`{"name":"clihosttesttool","version":"1.0.0","bin":{"clihosttesttool":"bin/cli.js"}}`), 0o644)
+	os.WriteFile(filepath.Join(pkg, "bin", "cli.js"), []byte("#!/usr/bin/env node\nconsole.log('clihosttesttool 1.0.0')\n"), 0o755)
+	offline := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "npm_config_registry=http://127.0.0.1:9/", "npm_config_update_notifier=false"}
+	pack := exec.Command(npm, "pack", "--pack-destination", work)
+	pack.Dir, pack.Env = pkg, offline
+	if out, err := pack.CombinedOutput(); err != nil {
+		t.Fatalf("npm pack: %v\n%s", err, out)
+	}
+	tarball := filepath.Join(work, "clihosttesttool-1.0.0.tgz")
+
+	o := options(t)
+	o.LookupEnv = envOf(map[string]string{"PATH": os.Getenv("PATH"), "HOME": home, "npm_config_registry": "http://127.0.0.1:9/"})
+	res, err := install.Install(context.Background(), bundle(manifest.InstallMethod{Method: "npm", Package: tarball}), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(o.StateDir, "prefix", key, "node_modules", ".bin", binName); res.BinPath != want {
+		t.Errorf("BinPath %s, want %s", res.BinPath, want)
+	}
+	if got := runBin(t, res.BinPath); got != "clihosttesttool 1.0.0" {
+		t.Errorf("output %q", got)
+	}
+}
+
+func TestGoInstallFromBundleFolder(t *testing.T) {
+	t.Parallel()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go not on PATH")
+	}
+	if testing.Short() {
+		t.Skip("builds the standard library into a fresh cache")
+	}
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "cmd", binName), 0o755)
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/clihosttesttool\n\ngo 1.26\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "cmd", binName, "main.go"),
+		[]byte("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"clihosttesttool 1.0.0\") }\n"), 0o644)
+	os.MkdirAll(filepath.Join(filepath.Dir(dir), "outside"), 0o755) // inside the test's temporary root
+	b := bundle(
+		manifest.InstallMethod{Method: "go", Package: "./../outside"},
+		manifest.InstallMethod{Method: "go", Package: "./cmd/" + binName},
+	)
+	b.OSDir = dir
+	o := options(t)
+	// Offline: no proxy, and the toolchain on PATH whatever go.mod says.
+	o.LookupEnv = envOf(map[string]string{"PATH": filepath.Dir(goBin) + ":/usr/bin:/bin", "HOME": t.TempDir(),
+		"GOPROXY": "off", "GOTOOLCHAIN": "local"})
+	res, err := install.Install(context.Background(), b, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(install.BinDir(o.StateDir, key), binName); res.BinPath != want {
+		t.Errorf("BinPath %s, want %s", res.BinPath, want)
+	}
+	if len(res.Skipped) != 1 || !strings.Contains(res.Skipped[0].Reason, "outside the bundle folder") {
+		t.Errorf("Skipped = %+v", res.Skipped)
+	}
+	if got := runBin(t, res.BinPath); got != "clihosttesttool 1.0.0" {
+		t.Errorf("output %q", got)
+	}
+	assertNoTemp(t, o.StateDir)
+}
