@@ -16,10 +16,12 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/argv"
+	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/output"
 	"github.com/clihost/clihost/registry"
 	"github.com/clihost/clihost/runner"
+	"github.com/clihost/clihost/setup"
 )
 
 // Options configure a Host.
@@ -37,6 +39,12 @@ type Options struct {
 	Locate func(b *manifest.Bundle) []string
 	// OnCall receives each call's audit record after it is written (for metrics). Nil: none.
 	OnCall func(Invoked)
+	// Setup gates calls on a bundle's setup steps and supplies what they persisted (env, secrets).
+	// Nil: setup is not checked (one-shot in-process calls).
+	Setup *setup.Engine
+	// Auth gates calls on the login state, refreshes when due and detects expiry. Nil: only
+	// expiry.detect is mapped to auth_required.
+	Auth *authstate.Machine
 }
 
 // Caller is who calls and where: the workspace is the process's working directory.
@@ -183,12 +191,19 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	}
 	rec.BinaryVersion = bin.version
 
+	scope := authstate.Scope{Bundle: b.Key(), Workspace: workspace, User: c.User}
 	var usedSecrets []string
+	if e := h.lifecycle(ctx, b, scope, authstate.Env{BinPath: bin.path, Dir: workspace, Env: env}, &env, &usedSecrets); e != nil {
+		return Envelope{Error: e}
+	}
 	secrets := func(name string) (string, bool) {
-		if h.opts.Secrets == nil {
-			return "", false
+		v, ok := "", false
+		switch {
+		case h.opts.Secrets != nil:
+			v, ok = h.opts.Secrets(b.Key(), name)
+		case h.opts.Setup != nil:
+			v, ok, _ = h.opts.Setup.Secret(scope, name)
 		}
-		v, ok := h.opts.Secrets(b.Key(), name)
 		if ok {
 			usedSecrets = append(usedSecrets, v)
 		}
@@ -237,15 +252,85 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	if res.TimedOut {
 		e.Message = fmt.Sprintf("the command did not finish within %s and was stopped", timeout)
 	}
-	if expired(b, exit) {
+	if h.expired(b, scope, exit, rec.UserID) {
 		e.Code, e.Category = "auth_required", "authentication"
-		e.Hint = "the CLI's login expired"
-		if b.CLI.Auth.Login != nil {
-			e.Hint += fmt.Sprintf("; log in with %q (or clihostctl login %s)", b.CLI.Auth.Login.Cmd, b.ID())
-		}
-		h.audit.write(AuthExpired{Type: "cli.auth_expired", CLIID: b.ID(), UserID: rec.UserID, TS: timestamp(time.Now())})
+		e.Hint = "the CLI's login expired; " + loginHint(b)
 	}
 	return Envelope{ExitCode: &exit, Error: e}
+}
+
+// lifecycle checks setup and login before a call (when the host has a setup engine and an auth
+// machine) and adds what setup persisted to the call's environment and the values to redact.
+func (h *Host) lifecycle(ctx context.Context, b *manifest.Bundle, scope authstate.Scope, lenv authstate.Env, env *[]string, sensitive *[]string) *Error {
+	if h.opts.Setup != nil && len(b.CLI.Setup) > 0 {
+		pending, err := h.opts.Setup.Pending(b, scope)
+		if err != nil {
+			return &Error{Code: "internal", Message: "reading the setup ledger: " + err.Error()}
+		}
+		if len(pending) > 0 {
+			var ids []string
+			for _, p := range pending {
+				ids = append(ids, p.ID)
+			}
+			return &Error{Code: "setup_required", Message: fmt.Sprintf("%s's setup is not complete: pending steps %s", b.ID(), strings.Join(ids, ", ")),
+				Hint: fmt.Sprintf("run: clihostctl setup %s --workspace %s", b.ID(), scope.Workspace)}
+		}
+		persisted, err := h.opts.Setup.PersistedEnv(b, scope)
+		if err != nil {
+			return &Error{Code: "internal", Message: "reading the values setup persisted: " + err.Error()}
+		}
+		for k, v := range persisted {
+			*env = setEnv(*env, k, v)
+			*sensitive = append(*sensitive, v)
+		}
+	}
+	if h.opts.Auth != nil && b.CLI.Auth != nil && b.CLI.Auth.Login != nil {
+		st, err := h.opts.Auth.BeforeCall(ctx, b, scope, lenv)
+		if err != nil {
+			return &Error{Code: "auth_required", Message: "the login state could not be checked: " + err.Error(), Hint: loginHint(b)}
+		}
+		if st.Phase != authstate.Authed {
+			msg := fmt.Sprintf("%s is not logged in (%s)", b.ID(), st.Phase)
+			if st.Reason != "" {
+				msg += ": " + st.Reason
+			}
+			return &Error{Code: "auth_required", Message: msg, Hint: loginHint(b), Category: "authentication"}
+		}
+	}
+	return nil
+}
+
+// expired reports whether exit means the login expired, moving the state machine (which writes
+// the cli.auth_expired audit record) or, without one, writing the record here.
+func (h *Host) expired(b *manifest.Bundle, scope authstate.Scope, exit int, user string) bool {
+	if h.opts.Auth != nil {
+		matched, _ := h.opts.Auth.Expired(b, scope, exit)
+		return matched
+	}
+	if !expired(b, exit) {
+		return false
+	}
+	h.audit.write(AuthExpired{Type: "cli.auth_expired", CLIID: b.ID(), UserID: user, TS: timestamp(time.Now())})
+	return true
+}
+
+func loginHint(b *manifest.Bundle) string {
+	if a := b.CLI.Auth; a != nil && a.Login != nil {
+		return fmt.Sprintf("log in: clihostctl login %s (runs %q)", b.ID(), a.Login.Cmd)
+	}
+	return "log the CLI in"
+}
+
+// setEnv sets k=v in env, replacing an existing entry.
+func setEnv(env []string, k, v string) []string {
+	prefix := k + "="
+	for i, e := range env {
+		if strings.HasPrefix(e, prefix) {
+			env[i] = prefix + v
+			return env
+		}
+	}
+	return append(env, prefix+v)
 }
 
 // progress calls report every ProgressEvery until the returned stop is called.
