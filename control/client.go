@@ -183,3 +183,61 @@ func (c *Client) Audit(ctx context.Context, follow bool, w io.Writer) error {
 	}
 	return err
 }
+
+// SetupInfo returns a bundle's setup steps for the caller's scope.
+func (c *Client) SetupInfo(ctx context.Context, req ScopeRequest) (SetupInfo, error) {
+	var info SetupInfo
+	return info, c.getJSON(ctx, PathSetup+"?bundle="+url.QueryEscape(req.Bundle)+"&workspace="+url.QueryEscape(req.Workspace), &info)
+}
+
+// Setup runs setup with the given answers, calling visit for each URL the person must open; it
+// returns the last event ("done" or "error").
+func (c *Client) Setup(ctx context.Context, req SetupRequest, visit func(SetupEvent)) (SetupEvent, error) {
+	resp, err := c.do(ctx, http.MethodPost, PathSetup, req)
+	if err != nil {
+		return SetupEvent{}, err
+	}
+	defer resp.Body.Close()
+	var last SetupEvent
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		var ev SetupEvent
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return last, fmt.Errorf("setup stream: %w", err)
+		}
+		last = ev
+		if ev.Phase == "visit" && visit != nil {
+			visit(ev)
+		}
+	}
+	if last.Phase != "done" && last.Phase != "error" {
+		return last, errors.New("setup stream ended early: the daemon stopped?")
+	}
+	return last, sc.Err()
+}
+
+// LoginInfo returns the login command to run in the person's terminal.
+func (c *Client) LoginInfo(ctx context.Context, bundle string) (LoginInfo, error) {
+	var info LoginInfo
+	return info, c.getJSON(ctx, PathLogin+"?bundle="+url.QueryEscape(bundle), &info)
+}
+
+// Login asks the daemon to confirm a login (it polls completes_when).
+func (c *Client) Login(ctx context.Context, req ScopeRequest) (AuthResult, error) {
+	return c.authCall(ctx, PathLogin, req)
+}
+
+// Logout marks the scope logged out.
+func (c *Client) Logout(ctx context.Context, req ScopeRequest) (AuthResult, error) {
+	return c.authCall(ctx, PathLogout, req)
+}
+
+func (c *Client) authCall(ctx context.Context, path string, req ScopeRequest) (AuthResult, error) {
+	var res AuthResult
+	resp, err := c.do(ctx, http.MethodPost, path, req)
+	if err != nil {
+		return res, err
+	}
+	defer resp.Body.Close()
+	return res, json.NewDecoder(resp.Body).Decode(&res)
+}

@@ -17,7 +17,70 @@ const (
 	PathCall    = "/v1/call"    // POST CallRequest → host.Envelope
 	PathToken   = "/v1/token"   // GET → TokenInfo
 	PathAudit   = "/v1/audit"   // GET [?follow=1] → the audit log, NDJSON
+	PathSetup   = "/v1/setup"   // GET ?bundle=&workspace= → SetupInfo; POST SetupRequest → NDJSON SetupEvent stream
+	PathLogin   = "/v1/login"   // GET ?bundle= → LoginInfo; POST ScopeRequest → AuthResult (polls completes_when)
+	PathLogout  = "/v1/logout"  // POST ScopeRequest → AuthResult
 )
+
+// ScopeRequest names a bundle and the workspace whose setup or login it concerns (the user is the
+// peer's). An empty workspace means the daemon's.
+type ScopeRequest struct {
+	Bundle    string `json:"bundle"`
+	Workspace string `json:"workspace,omitempty"`
+	// WaitSeconds bounds how long login waits for completes_when to pass (0: the daemon's default).
+	WaitSeconds int `json:"wait_seconds,omitempty"`
+}
+
+// SetupStep is a pending setup step as clihostctl needs it to ask the person.
+type SetupStep struct {
+	ID          string   `json:"id"`
+	Kind        string   `json:"kind"`
+	Type        string   `json:"type,omitempty"` // for prompts: text, select, boolean, secret
+	Prompt      string   `json:"prompt,omitempty"`
+	Description string   `json:"description,omitempty"`
+	Default     string   `json:"default,omitempty"`
+	Options     []string `json:"options,omitempty"` // static select options
+	Done        bool     `json:"done"`
+}
+
+// SetupInfo is a bundle's setup as the daemon sees it for one scope.
+type SetupInfo struct {
+	Bundle    string      `json:"bundle"`
+	Workspace string      `json:"workspace"`
+	Steps     []SetupStep `json:"steps"`
+}
+
+// SetupRequest runs setup with the answers gathered by clihostctl.
+type SetupRequest struct {
+	ScopeRequest
+	Values map[string]string `json:"values,omitempty"`
+	Force  bool              `json:"force,omitempty"`
+}
+
+// SetupEvent is one line of a setup run: "visit" asks the person to open URL (the daemon waits on
+// its callback), and the last line is "done" or "error".
+type SetupEvent struct {
+	Phase string      `json:"phase"`
+	Step  string      `json:"step,omitempty"`
+	URL   string      `json:"url,omitempty"`
+	Steps []SetupStep `json:"steps,omitempty"`
+	Error *host.Error `json:"error,omitempty"`
+}
+
+// LoginInfo tells clihostctl what to run in the person's terminal.
+type LoginInfo struct {
+	Bundle      string   `json:"bundle"`
+	Argv        []string `json:"argv"` // login.cmd split, with the resolved binary first
+	Interactive bool     `json:"interactive"`
+	Workspace   string   `json:"workspace"`
+}
+
+// AuthResult is a scope's auth state after login or logout.
+type AuthResult struct {
+	Phase  string      `json:"phase"`
+	Reason string      `json:"reason,omitempty"`
+	Error  *host.Error `json:"error,omitempty"`
+}
 
 // BundleStatus is one bundle as `clihostctl status` shows it.
 type BundleStatus struct {

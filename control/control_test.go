@@ -21,6 +21,7 @@ func (f fakeBackend) Install(_ context.Context, req InstallRequest, progress fun
 	progress(InstallEvent{Phase: "progress", Done: 1, Total: 2})
 	return InstallEvent{Phase: "done", Message: "installed " + req.Bundle}
 }
+
 // Call echoes who called which tool, so the test sees the peer credentials arrive.
 func (f fakeBackend) Call(_ context.Context, req CallRequest, c host.Caller) host.Envelope {
 	return host.Envelope{OK: true, Value: c.User + ":" + req.Tool}
@@ -82,6 +83,14 @@ func TestSocketRoundTrip(t *testing.T) {
 	if err := c.Audit(ctx, false, &b); err != nil || !strings.Contains(b.String(), "cli.invoked") {
 		t.Fatalf("audit %q %v", b.String(), err)
 	}
+	visits := 0
+	ev, err := c.Setup(ctx, SetupRequest{ScopeRequest: ScopeRequest{Bundle: "x"}, Values: map[string]string{"pick": "a"}}, func(SetupEvent) { visits++ })
+	if err != nil || ev.Phase != "done" || visits != 1 || !ev.Steps[0].Done {
+		t.Fatalf("setup %+v %v (%d visits)", ev, err, visits)
+	}
+	if res, err := c.Login(ctx, ScopeRequest{Bundle: "x"}); err != nil || res.Phase != "authed" {
+		t.Fatalf("login %+v %v", res, err)
+	}
 	stop()
 }
 
@@ -90,4 +99,21 @@ func TestNoDaemon(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), ErrNoDaemon.Error()) {
 		t.Fatalf("err = %v", err)
 	}
+}
+
+func (f fakeBackend) SetupInfo(_ context.Context, req ScopeRequest, user string) (SetupInfo, error) {
+	return SetupInfo{Bundle: req.Bundle, Workspace: user}, nil
+}
+func (f fakeBackend) Setup(_ context.Context, req SetupRequest, _ string, emit func(SetupEvent)) SetupEvent {
+	emit(SetupEvent{Phase: "visit", Step: "pick", URL: "http://127.0.0.1:1/cb"})
+	return SetupEvent{Phase: "done", Steps: []SetupStep{{ID: "pick", Done: req.Values["pick"] != ""}}}
+}
+func (f fakeBackend) LoginInfo(_ context.Context, req ScopeRequest) (LoginInfo, error) {
+	return LoginInfo{Bundle: req.Bundle, Argv: []string{"/bin/true"}}, nil
+}
+func (f fakeBackend) Login(context.Context, ScopeRequest, string) AuthResult {
+	return AuthResult{Phase: "authed"}
+}
+func (f fakeBackend) Logout(context.Context, ScopeRequest, string) AuthResult {
+	return AuthResult{Phase: "unauthed"}
 }

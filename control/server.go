@@ -28,6 +28,11 @@ type Backend interface {
 	Call(ctx context.Context, req CallRequest, caller host.Caller) host.Envelope
 	Token() TokenInfo
 	AuditFile() string
+	SetupInfo(ctx context.Context, req ScopeRequest, user string) (SetupInfo, error)
+	Setup(ctx context.Context, req SetupRequest, user string, emit func(SetupEvent)) SetupEvent
+	LoginInfo(ctx context.Context, req ScopeRequest) (LoginInfo, error)
+	Login(ctx context.Context, req ScopeRequest, user string) AuthResult
+	Logout(ctx context.Context, req ScopeRequest, user string) AuthResult
 }
 
 // Peer is the process at the other end of a control connection.
@@ -153,14 +158,56 @@ func Handler(b Backend, a Admission) http.Handler {
 			writeError(w, http.StatusBadRequest, "bad call request: "+err.Error(), "")
 			return
 		}
-		p, _ := r.Context().Value(peerKey{}).(Peer)
-		name := strconv.Itoa(p.UID)
-		if u, err := user.LookupId(name); err == nil {
-			name = u.Username
-		}
-		writeJSON(w, b.Call(r.Context(), req, host.Caller{Workspace: req.Workspace, User: name}))
+		writeJSON(w, b.Call(r.Context(), req, host.Caller{Workspace: req.Workspace, User: peerUser(r)}))
 	})
 	mux.HandleFunc("GET "+PathToken, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.Token()) })
+	mux.HandleFunc("GET "+PathSetup, func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		info, err := b.SetupInfo(r.Context(), ScopeRequest{Bundle: q.Get("bundle"), Workspace: q.Get("workspace")}, peerUser(r))
+		if err != nil {
+			writeError(w, http.StatusNotFound, err.Error(), "")
+			return
+		}
+		writeJSON(w, info)
+	})
+	mux.HandleFunc("POST "+PathSetup, func(w http.ResponseWriter, r *http.Request) {
+		var req SetupRequest
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+			writeError(w, http.StatusBadRequest, "bad setup request: "+err.Error(), "")
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		var mu sync.Mutex
+		flusher, _ := w.(http.Flusher)
+		emit := func(ev SetupEvent) {
+			mu.Lock()
+			defer mu.Unlock()
+			line, _ := json.Marshal(ev)
+			_, _ = w.Write(append(line, '\n'))
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		emit(b.Setup(r.Context(), req, peerUser(r), emit))
+	})
+	mux.HandleFunc("GET "+PathLogin, func(w http.ResponseWriter, r *http.Request) {
+		info, err := b.LoginInfo(r.Context(), ScopeRequest{Bundle: r.URL.Query().Get("bundle")})
+		if err != nil {
+			writeError(w, http.StatusNotFound, err.Error(), "")
+			return
+		}
+		writeJSON(w, info)
+	})
+	for path, fn := range map[string]func(context.Context, ScopeRequest, string) AuthResult{PathLogin: b.Login, PathLogout: b.Logout} {
+		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
+			var req ScopeRequest
+			if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+				writeError(w, http.StatusBadRequest, "bad request: "+err.Error(), "")
+				return
+			}
+			writeJSON(w, fn(r.Context(), req, peerUser(r)))
+		})
+	}
 	mux.HandleFunc("GET "+PathAudit, func(w http.ResponseWriter, r *http.Request) {
 		serveAudit(w, r, b.AuditFile(), r.URL.Query().Get("follow") == "1")
 	})
@@ -172,6 +219,16 @@ func Handler(b Backend, a Admission) http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// peerUser names the connection's user: the user name of its uid, or the uid.
+func peerUser(r *http.Request) string {
+	p, _ := r.Context().Value(peerKey{}).(Peer)
+	name := strconv.Itoa(p.UID)
+	if u, err := user.LookupId(name); err == nil {
+		name = u.Username
+	}
+	return name
 }
 
 // serveAudit copies the audit log, then (follow) new lines as they are appended.

@@ -42,13 +42,14 @@ type daemonProc struct {
 	socket string
 	mcp    string // http://127.0.0.1:PORT
 	state  string
+	ws     string // the daemon's --workspace
 }
 
 // startDaemon starts clihostd on a private state directory, socket and loopback port.
 func startDaemon(t *testing.T, state string, extra ...string) *daemonProc {
 	t.Helper()
-	d := &daemonProc{state: state, socket: filepath.Join(state, "ctl.sock"), lines: make(chan string, 1000)}
-	args := append([]string{"--state", state, "--socket", d.socket, "--http", "127.0.0.1:0", "--workspace", t.TempDir()}, extra...)
+	d := &daemonProc{state: state, socket: filepath.Join(state, "ctl.sock"), lines: make(chan string, 1000), ws: t.TempDir()}
+	args := append([]string{"--state", state, "--socket", d.socket, "--http", "127.0.0.1:0", "--workspace", d.ws}, extra...)
 	d.cmd = exec.Command(bin.daemon, args...)
 	d.cmd.Env = []string{"PATH=" + systemPath, "HOME=" + t.TempDir(), "CLIHOST_BUNDLES="}
 	stderr, err := d.cmd.StderrPipe()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,12 +22,14 @@ import (
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
+	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/install"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/mcp"
 	"github.com/clihost/clihost/registry"
+	"github.com/clihost/clihost/setup"
 	"github.com/clihost/clihost/store"
 )
 
@@ -60,6 +63,30 @@ type daemon struct {
 	cur        atomic.Pointer[state]
 	metrics    *metrics
 	installMu  sync.Mutex // one install at a time per daemon; install coalesces per bundle too
+	setup      *setup.Engine
+	auth       *authstate.Machine
+	user       string // MCP calls run as this user's setup and login scope
+	auditW     *lockedWriter
+}
+
+// lockedWriter makes each Write (one audit line) atomic between the host and the auth machine.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// auditRecord appends one JSON record to the audit log.
+func (d *daemon) auditRecord(v any) {
+	line, err := json.Marshal(v)
+	if err == nil {
+		_, _ = d.auditW.Write(append(line, '\n'))
+	}
 }
 
 // start opens the state, loads the bundles and binds the listeners; serve runs them.
@@ -85,6 +112,14 @@ func start(ctx context.Context, log *slog.Logger, c config) (*daemon, error) {
 	if d.audit, err = os.OpenFile(d.auditPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
+	d.auditW = &lockedWriter{w: d.audit}
+	secrets, err := store.OpenSecrets(d.store, filepath.Join(d.stateDir, "secrets.key"))
+	if err != nil {
+		return nil, err
+	}
+	d.setup = &setup.Engine{Store: d.store, Secrets: secrets}
+	d.auth = &authstate.Machine{Store: d.store, Audit: d.auditRecord}
+	d.user = daemonUser()
 	if d.workspace = c.workspace; d.workspace == "" {
 		if d.workspace, err = os.Getwd(); err != nil {
 			return nil, err
@@ -113,8 +148,8 @@ func (d *daemon) reload() error {
 		return err
 	}
 	refused := logBundles(d.log, reg)
-	h := host.New(reg, host.Options{Audit: d.audit, Locate: d.locate, OnCall: d.metrics.observe})
-	st := &state{reg: reg, host: h, mcp: mcp.Handler(h, mcp.Options{Caller: host.Caller{Workspace: d.workspace, User: "mcp"}, Version: version})}
+	h := host.New(reg, host.Options{Audit: d.auditW, Locate: d.locate, OnCall: d.metrics.observe, Setup: d.setup, Auth: d.auth})
+	st := &state{reg: reg, host: h, mcp: mcp.Handler(h, mcp.Options{Caller: host.Caller{Workspace: d.workspace, User: d.user}, Version: version})}
 	d.cur.Store(st)
 	d.metrics.setBundles(len(reg.Bundles()), refused)
 	return nil
@@ -167,6 +202,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	stopWatchdog := d.watchdog()
 	defer stopWatchdog()
 	go d.warm(ctx)
+	go d.refreshLoop(ctx, time.Minute)
 	stopWatch := d.watchBundles(ctx)
 	defer stopWatch()
 
@@ -283,11 +319,22 @@ func (d *daemon) bundleStatus(ctx context.Context, st *state, e *registry.Entry)
 	default:
 		bs.Install, bs.Reason = "missing", fmt.Sprintf("%s; or run: clihostctl install %s", err.Message, b.ID())
 	}
+	scope := authstate.Scope{Bundle: b.Key(), Workspace: d.workspace, User: d.user}
 	if len(b.CLI.Setup) > 0 {
-		bs.Setup = "pending"
+		bs.Setup = "done"
+		if pending, err := d.setup.Pending(b, scope); err != nil || len(pending) > 0 {
+			bs.Setup = "pending"
+			if bs.Ready {
+				bs.Ready, bs.Reason = false, "setup is not complete; run: clihostctl setup "+b.ID()
+			}
+		}
 	}
 	if b.CLI.Auth != nil && b.CLI.Auth.Login != nil {
-		bs.Auth = "unknown"
+		a, err := d.auth.Get(b, scope)
+		bs.Auth = string(a.Phase)
+		if (err != nil || a.Phase != authstate.Authed) && bs.Ready {
+			bs.Ready, bs.Reason = false, "not logged in; run: clihostctl login "+b.ID()
+		}
 	}
 	return bs
 }

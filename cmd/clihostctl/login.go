@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/clihost/clihost/control"
+)
+
+func newLoginCmd(g *globalOptions) *cobra.Command {
+	var workspace string
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "login BUNDLE",
+		Short: "Log a bundle's CLI in: run its login command here, then let the daemon confirm it",
+		Long: `Login runs the bundle's login.cmd in this terminal (for browser and device flows), then asks
+clihostd to confirm it with completes_when; the bundle is then authed for your user in the workspace.`,
+		Example: "  clihostctl login gh",
+		Args:    exactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			ws, err := (&hostOptions{workspace: workspace}).workspaceDir()
+			if err != nil {
+				return err
+			}
+			c := g.client()
+			info, err := c.LoginInfo(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stderr, "running %v\n", info.Argv)
+			cmd := exec.CommandContext(ctx, info.Argv[0], info.Argv[1:]...)
+			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+			cmd.Dir = ws
+			if err := cmd.Run(); err != nil {
+				fmt.Fprintf(g.stderr, "clihostctl: the login command failed: %v; checking the login state anyway\n", err)
+			}
+			res, err := c.Login(ctx, control.ScopeRequest{Bundle: args[0], Workspace: ws, WaitSeconds: int(wait.Seconds())})
+			if err != nil {
+				return err
+			}
+			return printAuth(g, args[0], res, "authed")
+		},
+	}
+	cmd.Flags().StringVar(&workspace, "workspace", "", "the workspace the login is for (default: the current directory)")
+	cmd.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long the daemon waits for the login to be confirmed")
+	return cmd
+}
+
+func newLogoutCmd(g *globalOptions) *cobra.Command {
+	var workspace string
+	cmd := &cobra.Command{
+		Use:   "logout BUNDLE",
+		Short: "Mark a bundle logged out for your user in the workspace",
+		Args:  exactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			ws, err := (&hostOptions{workspace: workspace}).workspaceDir()
+			if err != nil {
+				return err
+			}
+			res, err := g.client().Logout(context.Background(), control.ScopeRequest{Bundle: args[0], Workspace: ws})
+			if err != nil {
+				return err
+			}
+			return printAuth(g, args[0], res, "unauthed")
+		},
+	}
+	cmd.Flags().StringVar(&workspace, "workspace", "", "the workspace (default: the current directory)")
+	return cmd
+}
+
+// printAuth prints the state after login or logout; anything but want exits 1.
+func printAuth(g *globalOptions, bundle string, res control.AuthResult, want string) error {
+	if res.Error != nil {
+		fmt.Fprintf(g.stderr, "clihostctl: %s: %s\n", res.Error.Code, res.Error.Message)
+		return exitError{1}
+	}
+	fmt.Fprintf(g.stdout, "%s: %s", bundle, res.Phase)
+	if res.Reason != "" {
+		fmt.Fprintf(g.stdout, " (%s)", res.Reason)
+	}
+	fmt.Fprintln(g.stdout)
+	if res.Phase != want {
+		return exitError{1}
+	}
+	return nil
+}

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/clihost/clihost/control"
+)
+
+type setupOptions struct {
+	*globalOptions
+	bundle    string
+	workspace string
+	values    []string
+	force     bool
+	asJSON    bool
+}
+
+func newSetupCmd(g *globalOptions) *cobra.Command {
+	o := &setupOptions{globalOptions: g}
+	cmd := &cobra.Command{
+		Use:   "setup BUNDLE",
+		Short: "Run a bundle's setup steps through the daemon",
+		Long: `Setup runs the bundle's one-time setup steps for you in a workspace (default: the current
+directory; for the daemon's MCP agents, run it in the daemon's --workspace).
+Prompts are asked here at the terminal (secrets without echo) or answered with --value STEP=VALUE;
+steps that need a browser print a URL and the daemon waits for its callback. Completed steps are
+remembered and not asked again unless --force.`,
+		Example: "  clihostctl setup openclaw\n  clihostctl setup openclaw --value gateway-url=wss://gw.example --value gateway-token=@token.txt",
+		Args:    exactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			o.bundle = args[0]
+			return runSetup(o)
+		},
+	}
+	cmd.Flags().StringArrayVar(&o.values, "value", nil, "answer a step non-interactively: STEP=VALUE (VALUE @FILE reads a file)")
+	cmd.Flags().StringVar(&o.workspace, "workspace", "", "the workspace the setup is for (default: the current directory; MCP agents use the daemon's --workspace)")
+	cmd.Flags().BoolVar(&o.force, "force", false, "run completed steps again")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the result as JSON")
+	return cmd
+}
+
+func runSetup(o *setupOptions) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	values := map[string]string{}
+	for _, v := range o.values {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return usageError{fmt.Errorf("--value %q: write STEP=VALUE", v)}
+		}
+		if file, isFile := strings.CutPrefix(val, "@"); isFile {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				return err
+			}
+			val = strings.TrimRight(string(data), "\r\n")
+		}
+		values[k] = val
+	}
+	ws, err := (&hostOptions{workspace: o.workspace}).workspaceDir()
+	if err != nil {
+		return err
+	}
+	c := o.client()
+	scope := control.ScopeRequest{Bundle: o.bundle, Workspace: ws}
+	info, err := c.SetupInfo(ctx, scope)
+	if err != nil {
+		return err
+	}
+	interactive := term.IsTerminal(int(os.Stdin.Fd()))
+	in := bufio.NewReader(os.Stdin)
+	for _, s := range info.Steps {
+		if (s.Done && !o.force) || s.Kind != "prompt" {
+			continue
+		}
+		if _, given := values[s.ID]; given {
+			continue
+		}
+		if !interactive {
+			return fmt.Errorf("step %s asks %q: pass --value %s=VALUE (stdin is not a terminal)", s.ID, s.Prompt, s.ID)
+		}
+		v, err := ask(o, in, s)
+		if err != nil {
+			return err
+		}
+		values[s.ID] = v
+	}
+	last, err := c.Setup(ctx, control.SetupRequest{ScopeRequest: scope, Values: values, Force: o.force}, func(ev control.SetupEvent) {
+		fmt.Fprintf(o.stderr, "step %s: open this URL to continue (waiting for it to call back):\n  %s\n", ev.Step, ev.URL)
+		_ = exec.Command("xdg-open", ev.URL).Start() // best effort: a desktop opens it
+	})
+	if err != nil {
+		return err
+	}
+	if o.asJSON {
+		enc := json.NewEncoder(o.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(last); err != nil {
+			return err
+		}
+	} else {
+		for _, s := range last.Steps {
+			mark := "pending"
+			if s.Done {
+				mark = "done"
+			}
+			fmt.Fprintf(o.stdout, "%-24s %s\n", s.ID, mark)
+		}
+	}
+	if last.Phase != "done" {
+		if !o.asJSON && last.Error != nil {
+			fmt.Fprintf(o.stderr, "clihostctl: %s: %s\n", last.Error.Code, last.Error.Message)
+			if last.Error.Hint != "" {
+				fmt.Fprintf(o.stderr, "hint: %s\n", last.Error.Hint)
+			}
+		}
+		return exitError{1}
+	}
+	return nil
+}
+
+// ask puts one prompt step to the person at the terminal.
+func ask(o *setupOptions, in *bufio.Reader, s control.SetupStep) (string, error) {
+	q := s.Prompt
+	if s.Description != "" {
+		fmt.Fprintln(o.stderr, s.Description)
+	}
+	if len(s.Options) > 0 {
+		for i, opt := range s.Options {
+			fmt.Fprintf(o.stderr, "  %d) %s\n", i+1, opt)
+		}
+	}
+	if s.Type == "boolean" {
+		q += " [y/n]"
+	}
+	if s.Default != "" && s.Type != "secret" {
+		q += fmt.Sprintf(" (default %s)", s.Default)
+	}
+	fmt.Fprintf(o.stderr, "%s: ", q)
+	var v string
+	if s.Type == "secret" {
+		b, err := term.ReadPassword(int(os.Stdin.Fd()))
+		fmt.Fprintln(o.stderr)
+		if err != nil {
+			return "", err
+		}
+		v = string(b)
+	} else {
+		line, err := in.ReadString('\n')
+		if err != nil && line == "" {
+			return "", err
+		}
+		v = strings.TrimSpace(line)
+	}
+	if n := len(s.Options); n > 0 {
+		var i int
+		if _, err := fmt.Sscanf(v, "%d", &i); err == nil && i >= 1 && i <= n {
+			v = s.Options[i-1]
+		}
+	}
+	if s.Type == "boolean" {
+		switch strings.ToLower(v) {
+		case "y", "yes", "true":
+			v = "true"
+		case "n", "no", "false":
+			v = "false"
+		}
+	}
+	return v, nil
+}

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/clihost/clihost/argv"
+	"github.com/clihost/clihost/authstate"
+	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/runner"
+	"github.com/clihost/clihost/setup"
+	"github.com/clihost/clihost/store"
+)
+
+// scopeFor resolves a request's bundle and scope (the daemon's workspace when none is given).
+func (d *daemon) scopeFor(req control.ScopeRequest, user string) (*manifest.Bundle, authstate.Scope, *host.Host, error) {
+	st := d.cur.Load()
+	b, err := st.host.Bundle(req.Bundle)
+	if err != nil {
+		return nil, authstate.Scope{}, nil, err
+	}
+	ws := req.Workspace
+	if ws == "" {
+		ws = d.workspace
+	}
+	if ws, err = filepath.Abs(ws); err != nil {
+		return nil, authstate.Scope{}, nil, err
+	}
+	return b, authstate.Scope{Bundle: b.Key(), Workspace: ws, User: user}, st.host, nil
+}
+
+// lifecycleEnv is how setup and login commands run: the resolved binary in the scope's workspace
+// with the bundle's environment.
+func (d *daemon) lifecycleEnv(ctx context.Context, h *host.Host, b *manifest.Bundle, s authstate.Scope) (authstate.Env, *host.Error) {
+	path, _, verr := h.Verify(ctx, b, s.Workspace)
+	if verr != nil {
+		return authstate.Env{}, verr
+	}
+	var pass []string
+	var set map[string]string
+	if e := b.CLI.Sandbox.Env; e != nil {
+		pass, set = e.Pass, e.Set
+	}
+	env, _ := runner.Env(os.LookupEnv, append(pass, "PATH", "HOME"), set)
+	return authstate.Env{BinPath: path, Dir: s.Workspace, Env: env}, nil
+}
+
+func stepInfo(b *manifest.Bundle, status []setup.StepStatus) []control.SetupStep {
+	done := map[string]bool{}
+	for _, s := range status {
+		done[s.ID] = s.Done
+	}
+	var out []control.SetupStep
+	for _, s := range b.CLI.Setup {
+		cs := control.SetupStep{ID: s.ID, Kind: s.Kind, Type: s.Type, Prompt: s.Prompt, Description: s.Description, Default: s.Default, Done: done[s.ID]}
+		if s.Options != nil {
+			cs.Options = s.Options.Static
+		}
+		out = append(out, cs)
+	}
+	return out
+}
+
+// SetupInfo implements control.Backend.
+func (d *daemon) SetupInfo(_ context.Context, req control.ScopeRequest, user string) (control.SetupInfo, error) {
+	b, s, _, err := d.scopeFor(req, user)
+	if err != nil {
+		return control.SetupInfo{}, err
+	}
+	status, err := d.setup.Status(b, s)
+	if err != nil {
+		return control.SetupInfo{}, err
+	}
+	return control.SetupInfo{Bundle: b.Key(), Workspace: s.Workspace, Steps: stepInfo(b, status)}, nil
+}
+
+// visitor relays external/oauth steps' callback URLs to clihostctl; prompts were answered up front.
+type visitor struct{ emit func(control.SetupEvent) }
+
+func (v visitor) Ask(_ context.Context, step manifest.SetupStep, _ []setup.Choice) (string, error) {
+	return "", fmt.Errorf("step %s needs an answer: pass --value %s=VALUE", step.ID, step.ID)
+}
+
+func (v visitor) Visit(_ context.Context, step manifest.SetupStep, url string) error {
+	v.emit(control.SetupEvent{Phase: "visit", Step: step.ID, URL: url})
+	return nil
+}
+
+// Setup implements control.Backend.
+func (d *daemon) Setup(ctx context.Context, req control.SetupRequest, user string, emit func(control.SetupEvent)) control.SetupEvent {
+	b, s, h, err := d.scopeFor(req.ScopeRequest, user)
+	if err != nil {
+		return control.SetupEvent{Phase: "error", Error: &host.Error{Code: "not_found", Message: err.Error()}}
+	}
+	env, verr := d.lifecycleEnv(ctx, h, b, s)
+	if verr != nil {
+		return control.SetupEvent{Phase: "error", Error: verr}
+	}
+	status, err := d.setup.Run(ctx, b, s, env, visitor{emit}, setup.RunOptions{Values: req.Values, Force: req.Force})
+	if err != nil {
+		e := &host.Error{Code: "setup_failed", Message: err.Error()}
+		var se *setup.StepError
+		if errors.As(err, &se) {
+			e = &host.Error{Code: se.Code, Message: se.Message, Hint: se.Hint}
+		}
+		return control.SetupEvent{Phase: "error", Steps: stepInfo(b, status), Error: e}
+	}
+	d.log.Info("setup complete", "bundle", b.Key(), "user", user, "workspace", s.Workspace)
+	return control.SetupEvent{Phase: "done", Steps: stepInfo(b, status)}
+}
+
+// LoginInfo implements control.Backend.
+func (d *daemon) LoginInfo(ctx context.Context, req control.ScopeRequest) (control.LoginInfo, error) {
+	b, s, h, err := d.scopeFor(req, "")
+	if err != nil {
+		return control.LoginInfo{}, err
+	}
+	if b.CLI.Auth == nil || b.CLI.Auth.Login == nil {
+		return control.LoginInfo{}, fmt.Errorf("bundle %s declares no login", b.Key())
+	}
+	words, err := argv.Split(b.CLI.Auth.Login.Cmd)
+	if err != nil {
+		return control.LoginInfo{}, err
+	}
+	path, _, verr := h.Verify(ctx, b, s.Workspace)
+	if verr != nil {
+		return control.LoginInfo{}, fmt.Errorf("%s: %s", verr.Message, verr.Hint)
+	}
+	if filepath.Base(words[0]) != filepath.Base(b.CLI.Bin) {
+		return control.LoginInfo{}, fmt.Errorf("login.cmd %q does not run the bundle's bin %q", b.CLI.Auth.Login.Cmd, b.CLI.Bin)
+	}
+	words[0] = path
+	return control.LoginInfo{Bundle: b.Key(), Argv: words, Interactive: b.CLI.Auth.Login.Interactive, Workspace: s.Workspace}, nil
+}
+
+// Login implements control.Backend: the person ran login.cmd in their terminal; the daemon now
+// polls completes_when.
+func (d *daemon) Login(ctx context.Context, req control.ScopeRequest, user string) control.AuthResult {
+	b, s, h, err := d.scopeFor(req, user)
+	if err != nil {
+		return control.AuthResult{Error: &host.Error{Code: "not_found", Message: err.Error()}}
+	}
+	env, verr := d.lifecycleEnv(ctx, h, b, s)
+	if verr != nil {
+		return control.AuthResult{Error: verr}
+	}
+	if req.WaitSeconds > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(min(req.WaitSeconds, 600))*time.Second)
+		defer cancel()
+	}
+	st, err := d.auth.Login(ctx, b, s, env, func(context.Context, []string) error { return nil })
+	res := control.AuthResult{Phase: string(st.Phase), Reason: st.Reason}
+	if err != nil {
+		res.Error = &host.Error{Code: "auth_required", Message: err.Error(), Hint: "run clihostctl login again"}
+	}
+	return res
+}
+
+// Logout implements control.Backend.
+func (d *daemon) Logout(_ context.Context, req control.ScopeRequest, user string) control.AuthResult {
+	b, s, _, err := d.scopeFor(req, user)
+	if err != nil {
+		return control.AuthResult{Error: &host.Error{Code: "not_found", Message: err.Error()}}
+	}
+	if err := d.auth.Logout(b, s); err != nil {
+		return control.AuthResult{Error: &host.Error{Code: "internal", Message: err.Error()}}
+	}
+	st, _ := d.auth.Get(b, s)
+	return control.AuthResult{Phase: string(st.Phase), Reason: st.Reason}
+}
+
+// daemonUser is the user MCP calls are made as: the daemon's own, so that setup and login done by
+// its operator with clihostctl apply to them.
+func daemonUser() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(os.Geteuid())
+}
+
+// refreshLoop runs due auth refreshes in the background (AIP-29: refresh runs eagerly while authed),
+// checking every interval until ctx ends. A failed refresh moves the scope to unauthed.
+func (d *daemon) refreshLoop(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			d.refreshDue(ctx)
+		}
+	}
+}
+
+func (d *daemon) refreshDue(ctx context.Context) {
+	st := d.cur.Load()
+	for _, b := range st.reg.Bundles() {
+		if b.CLI == nil || b.CLI.Auth == nil || b.CLI.Auth.Refresh == nil || b.Findings.HasErrors() {
+			continue
+		}
+		_ = d.store.List(store.BucketAuth, store.ScopePrefix(b.Key()), func(key string, _ store.Record) error {
+			bundle, ws, user, ok := store.ParseScopeKey(key)
+			if !ok {
+				return nil
+			}
+			s := authstate.Scope{Bundle: bundle, Workspace: ws, User: user}
+			if wait, due := d.auth.Due(b, s); !due || wait > 0 {
+				return nil
+			}
+			env, verr := d.lifecycleEnv(ctx, st.host, b, s)
+			if verr != nil {
+				return nil
+			}
+			if a, err := d.auth.BeforeCall(ctx, b, s, env); err != nil || a.Phase != authstate.Authed {
+				d.log.Warn("background refresh failed; the scope is logged out", "bundle", b.Key(), "user", user, "reason", a.Reason)
+			} else {
+				d.log.Info("refreshed login", "bundle", b.Key(), "user", user)
+			}
+			return nil
+		})
+	}
+}
