@@ -126,31 +126,42 @@ func (c *Client) Token(ctx context.Context) (TokenInfo, error) {
 
 // Install installs a bundle's CLI, calling progress for each event; it returns the last one.
 func (c *Client) Install(ctx context.Context, req InstallRequest, progress func(InstallEvent)) (InstallEvent, error) {
-	resp, err := c.do(ctx, http.MethodPost, PathInstall, req)
-	if err != nil {
-		return InstallEvent{}, err
-	}
-	defer resp.Body.Close()
 	var last InstallEvent
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
+	err := c.stream(ctx, PathInstall, req, func(line []byte) error {
 		var ev InstallEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return last, fmt.Errorf("install stream: %w", err)
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return err
 		}
 		last = ev
 		if progress != nil {
 			progress(ev)
 		}
+		return nil
+	})
+	if err == nil && last.Phase != "done" && last.Phase != "error" {
+		err = errors.New("install stream ended early: the daemon stopped?")
+	}
+	return last, err
+}
+
+// stream posts body and hands each NDJSON line of the response to fn.
+func (c *Client) stream(ctx context.Context, path string, body any, fn func([]byte) error) error {
+	resp, err := c.do(ctx, http.MethodPost, path, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if err := fn(sc.Bytes()); err != nil {
+			return fmt.Errorf("%s stream: %w", path, err)
+		}
 	}
 	if err := sc.Err(); err != nil {
-		return last, fmt.Errorf("install stream: %w", err)
+		return fmt.Errorf("%s stream: %w", path, err)
 	}
-	if last.Phase != "done" && last.Phase != "error" {
-		return last, errors.New("install stream ended early: the daemon stopped?")
-	}
-	return last, nil
+	return nil
 }
 
 // Call runs a tool through the daemon.
@@ -193,27 +204,22 @@ func (c *Client) SetupInfo(ctx context.Context, req ScopeRequest) (SetupInfo, er
 // Setup runs setup with the given answers, calling visit for each URL the person must open; it
 // returns the last event ("done" or "error").
 func (c *Client) Setup(ctx context.Context, req SetupRequest, visit func(SetupEvent)) (SetupEvent, error) {
-	resp, err := c.do(ctx, http.MethodPost, PathSetup, req)
-	if err != nil {
-		return SetupEvent{}, err
-	}
-	defer resp.Body.Close()
 	var last SetupEvent
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
+	err := c.stream(ctx, PathSetup, req, func(line []byte) error {
 		var ev SetupEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return last, fmt.Errorf("setup stream: %w", err)
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return err
 		}
 		last = ev
 		if ev.Phase == "visit" && visit != nil {
 			visit(ev)
 		}
+		return nil
+	})
+	if err == nil && last.Phase != "done" && last.Phase != "error" {
+		err = errors.New("setup stream ended early: the daemon stopped?")
 	}
-	if last.Phase != "done" && last.Phase != "error" {
-		return last, errors.New("setup stream ended early: the daemon stopped?")
-	}
-	return last, sc.Err()
+	return last, err
 }
 
 // LoginInfo returns the login command to run in the person's terminal.

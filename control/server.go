@@ -138,18 +138,8 @@ func Handler(b Backend, a Admission) http.Handler {
 			writeError(w, http.StatusBadRequest, "bad install request: "+err.Error(), "")
 			return
 		}
-		w.Header().Set("Content-Type", "application/x-ndjson")
-		var mu sync.Mutex
-		flusher, _ := w.(http.Flusher)
-		emit := func(ev InstallEvent) {
-			mu.Lock()
-			defer mu.Unlock()
-			line, _ := json.Marshal(ev)
-			_, _ = w.Write(append(line, '\n'))
-			if flusher != nil {
-				flusher.Flush()
-			}
-		}
+		send := stream(w)
+		emit := func(ev InstallEvent) { send(ev) }
 		emit(b.Install(r.Context(), req, emit))
 	})
 	mux.HandleFunc("POST "+PathCall, func(w http.ResponseWriter, r *http.Request) {
@@ -176,18 +166,8 @@ func Handler(b Backend, a Admission) http.Handler {
 			writeError(w, http.StatusBadRequest, "bad setup request: "+err.Error(), "")
 			return
 		}
-		w.Header().Set("Content-Type", "application/x-ndjson")
-		var mu sync.Mutex
-		flusher, _ := w.(http.Flusher)
-		emit := func(ev SetupEvent) {
-			mu.Lock()
-			defer mu.Unlock()
-			line, _ := json.Marshal(ev)
-			_, _ = w.Write(append(line, '\n'))
-			if flusher != nil {
-				flusher.Flush()
-			}
-		}
+		send := stream(w)
+		emit := func(ev SetupEvent) { send(ev) }
 		emit(b.Setup(r.Context(), req, peerUser(r), emit))
 	})
 	mux.HandleFunc("GET "+PathLogin, func(w http.ResponseWriter, r *http.Request) {
@@ -219,6 +199,23 @@ func Handler(b Backend, a Admission) http.Handler {
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// stream starts an NDJSON response and returns a function that sends one value a line, flushed at
+// once (progress must reach clihostctl as it happens); it is safe for concurrent use.
+func stream(w http.ResponseWriter) func(v any) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	var mu sync.Mutex
+	flusher, _ := w.(http.Flusher)
+	return func(v any) {
+		mu.Lock()
+		defer mu.Unlock()
+		line, _ := json.Marshal(v)
+		_, _ = w.Write(append(line, '\n'))
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
 }
 
 // peerUser names the connection's user: the user name of its uid, or the uid.
