@@ -113,7 +113,15 @@ func (in *installer) packageManager(ctx context.Context, e manifest.InstallMetho
 		return "", err
 	}
 	env, _ := runner.Env(in.o.LookupEnv, slices.Concat(basePass, c.pass), c.set)
-	if err := in.exec(ctx, exe, c.args, c.dir, env, toolTimeout); err != nil {
+	err = in.exec(ctx, exe, c.args, c.dir, env, toolTimeout)
+	if err != nil && e.Method == manifest.MethodApt {
+		// A fresh machine often has no package lists yet ("Unable to locate package"): refresh them
+		// once and try again.
+		if uerr := in.exec(ctx, exe, []string{"update", "-q"}, c.dir, env, toolTimeout); uerr == nil {
+			err = in.exec(ctx, exe, c.args, c.dir, env, toolTimeout)
+		}
+	}
+	if err != nil {
 		return "", err
 	}
 	return in.findBin(c.binDirs...)

@@ -205,3 +205,32 @@ func TestGoInstallFromBundleFolder(t *testing.T) {
 	}
 	assertNoTemp(t, o.StateDir)
 }
+
+// TestAptRefreshesListsOnce: on a fresh machine apt has no package lists, so a failed install runs
+// apt-get update and tries once more.
+func TestAptRefreshesListsOnce(t *testing.T) {
+	pathDir := t.TempDir()
+	script := fmt.Sprintf(`#!/bin/sh
+case "$1" in
+update) touch %[1]s/updated; echo "$*" >> %[1]s/calls ;;
+install)
+  echo "$*" >> %[1]s/calls
+  [ -f %[1]s/updated ] || { echo 'E: Unable to locate package tool-pkg' >&2; exit 100; }
+  printf '#!/bin/sh\necho clihosttesttool 1.0.0\n' > %[1]s/%[2]s; chmod 755 %[1]s/%[2]s ;;
+esac
+`, pathDir, binName)
+	if err := os.WriteFile(filepath.Join(pathDir, "apt-get"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o := options(t)
+	o.Privileged = true
+	o.LookupEnv = envOf(map[string]string{"PATH": pathDir + ":/usr/bin:/bin", "HOME": t.TempDir()})
+	res, err := install.Install(context.Background(), bundle(manifest.InstallMethod{Method: "apt", Package: "tool-pkg"}), o)
+	if err != nil || res.Method != "apt" {
+		t.Fatalf("install: %+v %v", res, err)
+	}
+	calls, _ := os.ReadFile(filepath.Join(pathDir, "calls"))
+	if got := strings.Fields(strings.ReplaceAll(string(calls), "\n", " | ")); strings.Join(got, " ") != "install -y --no-install-recommends tool-pkg | update -q | install -y --no-install-recommends tool-pkg |" {
+		t.Fatalf("apt-get calls: %q", calls)
+	}
+}
