@@ -29,11 +29,13 @@ func newCallCmd(g *globalOptions) *cobra.Command {
 	o := &callOptions{globalOptions: g}
 	cmd := &cobra.Command{
 		Use:   "call BUNDLE TOOL",
-		Short: "Call one tool in-process and print the result envelope",
+		Short: "Call one tool (through the daemon when one runs) and print the result envelope",
 		Long: `Call validates the input against the tool's schema, builds the argv from its template, runs the
 CLI (never through a shell) in the workspace, and prints the result as JSON:
 {"ok":true,"value":…,"exit_code":0,"ms":12} or {"ok":false,"error":{"code":…,"message":…,"hint":…},"ms":3}.
-TOOL is the TOOL.md id, the command path ("pr list") or its dotted form (pr.list).
+TOOL is the TOOL.md id, the command path ("pr list") or its dotted form (pr.list). When clihostd
+runs (see --socket) the call goes through it (its installed binaries, setup, login and audit log);
+otherwise, or with --bundles or --audit, it runs in this process.
 Exit status: 0 when the call succeeded, 1 when it failed, 2 on bad usage.`,
 		Example: `  clihostctl call jq filter --input '{"filter": ".name", "files": ["package.json"]}'
   clihostctl call gh "pr list" --input '{"state": "open"}' --workspace ~/src/app`,
