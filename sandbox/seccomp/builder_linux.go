@@ -1,0 +1,143 @@
+//go:build linux && (amd64 || arm64)
+
+package seccomp
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/net/bpf"
+)
+
+// label names a position in the program being built. The empty label means
+// "the next instruction".
+type label string
+
+// Labels used by Filter (lX32 is in arch_amd64.go).
+const (
+	lAllow           label = "allow"
+	lEPERM           label = "eperm"
+	lENOSYS          label = "enosys"
+	lEAFNOSUPPORT    label = "eafnosupport"
+	lEPROTONOSUPPORT label = "eprotonosupport"
+	lKill            label = "kill"
+	lClone           label = "clone"
+	lPersonality     label = "personality"
+	lIoctl           label = "ioctl"
+	lSocket          label = "socket"
+	lInet            label = "inet"
+	lNetlink         label = "netlink"
+	lSocketpair      label = "socketpair"
+	lMemfd           label = "memfd"
+	lExecveat        label = "execveat"
+)
+
+// maxInstructions is BPF_MAXINSNS, the longest program the kernel loads.
+const maxInstructions = 4096
+
+// errBadJump reports a jump to an undefined, backward or too distant label.
+var errBadJump = errors.New("bad jump")
+
+// builder is a small assembler for classic BPF with forward-only symbolic
+// jumps, resolved to the 8-bit relative offsets of conditional jumps by
+// assemble.
+type builder struct {
+	prog     []bpf.Instruction
+	targets  map[int][2]label // conditional jump index -> {true, false} labels
+	labels   map[label]int
+	deferred []deferredBlock
+}
+
+// deferredBlock is a labelled block emitted after the syscall dispatch.
+type deferredBlock struct {
+	name label
+	emit func()
+}
+
+// newBuilder returns an empty builder.
+func newBuilder() *builder {
+	return &builder{targets: map[int][2]label{}, labels: map[label]int{}}
+}
+
+// ld loads the 32-bit word at off in struct seccomp_data into A.
+func (b *builder) ld(off uint32) {
+	b.prog = append(b.prog, bpf.LoadAbsolute{Off: off, Size: 4})
+}
+
+// and computes A &= k.
+func (b *builder) and(k uint32) {
+	b.prog = append(b.prog, bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: k})
+}
+
+// ret returns the seccomp action v.
+func (b *builder) ret(v uint32) {
+	b.prog = append(b.prog, bpf.RetConstant{Val: v})
+}
+
+// jeq jumps to t if A == k and to f otherwise.
+func (b *builder) jeq(k uint32, t, f label) { b.jump(bpf.JumpEqual, k, t, f) }
+
+// jset jumps to t if A & k != 0 and to f otherwise.
+func (b *builder) jset(k uint32, t, f label) { b.jump(bpf.JumpBitsSet, k, t, f) }
+
+// jump emits a conditional jump whose offsets assemble fills in.
+func (b *builder) jump(cond bpf.JumpTest, k uint32, t, f label) {
+	b.targets[len(b.prog)] = [2]label{t, f}
+	b.prog = append(b.prog, bpf.JumpIf{Cond: cond, Val: k})
+}
+
+// label binds name to the next instruction.
+func (b *builder) label(name label) { b.labels[name] = len(b.prog) }
+
+// deferBlock queues a block to be emitted, under name, by emitDeferred.
+func (b *builder) deferBlock(name label, emit func()) {
+	b.deferred = append(b.deferred, deferredBlock{name, emit})
+}
+
+// emitDeferred emits the queued blocks in the order they were queued.
+func (b *builder) emitDeferred() {
+	for _, d := range b.deferred {
+		b.label(d.name)
+		d.emit()
+	}
+	b.deferred = nil
+}
+
+// assemble resolves the symbolic jumps and encodes the program.
+func (b *builder) assemble() ([]bpf.RawInstruction, error) {
+	if len(b.prog) > maxInstructions {
+		return nil, fmt.Errorf("program has %d instructions, the kernel accepts %d", len(b.prog), maxInstructions)
+	}
+	for at, t := range b.targets {
+		ins := b.prog[at].(bpf.JumpIf)
+		var err error
+		if ins.SkipTrue, err = b.skip(at, t[0]); err != nil {
+			return nil, err
+		}
+		if ins.SkipFalse, err = b.skip(at, t[1]); err != nil {
+			return nil, err
+		}
+		b.prog[at] = ins
+	}
+	raw, err := bpf.Assemble(b.prog)
+	if err != nil {
+		return nil, fmt.Errorf("assemble: %w", err)
+	}
+	return raw, nil
+}
+
+// skip returns the relative offset from the jump at index at to name.
+func (b *builder) skip(at int, name label) (uint8, error) {
+	if name == "" {
+		return 0, nil
+	}
+	to, ok := b.labels[name]
+	if !ok {
+		return 0, fmt.Errorf("%w: label %q is not defined", errBadJump, name)
+	}
+	d := to - at - 1
+	if d < 0 || d > 255 {
+		return 0, fmt.Errorf("%w: label %q is %d instructions from the jump at %d", errBadJump, name, d, at)
+	}
+	return uint8(d), nil
+}
