@@ -1,0 +1,362 @@
+// Package sandbox compiles a bundle's declared sandbox into the concrete, absolute policy of one
+// call (Compile). The policy is data: the re-exec'd init enforces it with mount masks, Landlock
+// and seccomp (research/sandbox.md §5, §6).
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/runner"
+)
+
+// Access is a set of filesystem rights a PathRule grants.
+type Access uint8
+
+// The rights. Write always comes with Read; Exec comes with Read (an interpreter reads the script
+// it runs).
+const (
+	Read Access = 1 << iota
+	Write
+	Exec
+)
+
+// MarshalText names the rights, comma-separated ("read,write"), for `clihostctl inspect`.
+func (a Access) MarshalText() ([]byte, error) {
+	var names []string
+	for _, r := range []struct {
+		bit  Access
+		name string
+	}{{Read, "read"}, {Write, "write"}, {Exec, "exec"}} {
+		if a&r.bit != 0 {
+			names = append(names, r.name)
+		}
+	}
+	return []byte(strings.Join(names, ",")), nil
+}
+
+// PathRule grants Access on one absolute, cleaned path whose symlinks (in the part that exists)
+// are resolved, so that the grant cannot be redirected after compilation. Subtree means the path
+// and everything beneath it (a `dir/**` pattern); without it the rule names the path itself (a
+// literal pattern, or one match of a last-component wildcard); on a directory, Landlock has no
+// right that stops at the directory itself besides READ_DIR, so the enforcing layer grants
+// file rights on a non-Subtree directory only as listing. A rule may name a path that does
+// not exist yet (e.g. ~/.config/gh before the first login); the enforcing layer skips it, since
+// Landlock can only grant existing inodes.
+type PathRule struct {
+	Path    string `json:"path"`
+	Access  Access `json:"access"`
+	Subtree bool   `json:"subtree,omitempty"`
+}
+
+// Policy is the effective, concrete sandbox of one call. Every list is sorted and free of
+// duplicates, so two compilations of the same inputs on the same filesystem are equal.
+type Policy struct {
+	// Rules are the Landlock grants besides Runtime: fs.read (Read) and fs.write (Read|Write),
+	// relative patterns resolved against the workspace and ~ against the calling user's home,
+	// last-component wildcards expanded, plus one Read|Exec rule per Exec entry. Rules that fall
+	// inside a Deny path are dropped (deny wins); a Subtree rule that contains a Deny path is kept,
+	// and the enforcing layer splits it around the denied node (research/sandbox.md §5.3).
+	Rules []PathRule `json:"rules"`
+	// Deny are absolute paths to mask: fs.deny expanded at compile time within the budget, the
+	// mandatory denies (credentials, shell startup files, daemon sockets, the git and editor files
+	// of writable roots) and Input.ExtraDeny. A path is listed with its parent directories
+	// resolved; when it is itself a symlink, its target is listed as well; a path inside another
+	// listed path is left out (masking a directory masks what it holds). Paths that do not exist
+	// are kept: the enforcing layer masks or refuses them (research/sandbox.md §5.5).
+	Deny []string `json:"deny"`
+	// DenyGlobs are absolute deny patterns that could not be fully expanded (over the budget, or
+	// a directory that could not be read). Each denies its matches and everything beneath them,
+	// but only the matches that existed at compile time and fit the budget are in Deny: later or
+	// further matches are covered only by Landlock not granting them.
+	DenyGlobs []string `json:"deny_globs,omitempty"`
+	// Exec are the files that may be executed, symlinks resolved: the binary, its ELF interpreter
+	// (PT_INTERP) or script interpreter (#!), recursively, and, when exec.allow is true, the
+	// exec.spawn binaries found on Input.PATH with their interpreters. A `#!/usr/bin/env prog`
+	// script also gets prog, looked up on Input.PATH.
+	Exec []string `json:"exec"`
+	// Runtime is the read-only baseline every CLI needs to start (see runtimeCandidates).
+	Runtime []PathRule `json:"runtime"`
+	// Writable are the roots the mount layer binds read-write (fs.write's subtree roots and
+	// literal files); everything else is read-only.
+	Writable []string `json:"writable"`
+	// Egress are the allowed outbound hosts, lowercase without a trailing dot; "*.example.com"
+	// globs are kept as such. Empty means no network at all.
+	Egress []string `json:"egress,omitempty"`
+	// Ingress are the inbound URLs the host must expose, as declared.
+	Ingress []string `json:"ingress,omitempty"`
+	// Env is the child's whole environment, KEY=VALUE, built by runner.Env from env.pass (read
+	// through Input.LookupEnv) and env.set, without the variables runner.Env refuses.
+	Env []string `json:"env"`
+	// TTY says whether the call needs a pseudo-terminal.
+	TTY bool `json:"tty"`
+	// Binary is the program to execute: Input.Binary with its symlinks resolved.
+	Binary string `json:"binary"`
+	// Notes explain what was dropped or narrowed and why: refused variables, spawn names not found
+	// on PATH, wildcards that matched nothing, rules inside a denied path.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Input is what Compile needs to know about one call.
+type Input struct {
+	Bundle *manifest.Bundle
+	// Tool is the tool being called, one of Bundle.Tools; nil for calls made on the bundle's own
+	// behalf (version checks, setup and login commands), which use the bundle's sandbox.
+	Tool *manifest.ToolEntry
+	// Binary is the absolute path of the bundle's bin, as found on the host.
+	Binary string
+	// Workspace is the absolute directory relative patterns are resolved against. It may be empty
+	// when no pattern is workspace-relative.
+	Workspace string
+	// Home is the calling user's home directory (never the daemon's), absolute; ~ means it.
+	Home string
+	// PATH is the search path for exec.spawn names and `#!/usr/bin/env` programs. Empty and
+	// relative entries are never searched.
+	PATH string
+	// LookupEnv reads the caller's environment for env.pass, XDG_RUNTIME_DIR and SSH_AUTH_SOCK;
+	// nil reads nothing.
+	LookupEnv func(string) (string, bool)
+	// DenyBudget is the most paths one deny glob may expand to; 0 means DefaultDenyBudget. Every
+	// compile-time walk (deny globs, the search for nested git directories) also stops after
+	// reading ten times as many directory entries.
+	DenyBudget int
+	// ExtraDeny are absolute paths the caller always masks, such as clihostd's own control socket
+	// and state directory.
+	ExtraDeny []string
+}
+
+// DefaultDenyBudget is the deny-glob expansion budget used when Input.DenyBudget is 0.
+const DefaultDenyBudget = 10000
+
+// walkFactor bounds a compile-time walk to walkFactor×budget directory entries, so that a huge
+// tree cannot make compilation slow even when few entries match.
+const walkFactor = 10
+
+// compiler holds the state of one Compile.
+type compiler struct {
+	in     Input
+	budget int
+	ws     string // Workspace, resolved; "" when none was given
+	home   string // Home, resolved
+
+	access   map[PathRule]Access // keyed by Path and Subtree (Access zero): the merged rights
+	writable map[string]bool
+	declared []string // resolved static roots of the allow patterns (see exceptedCredential)
+	exec     map[string]bool
+	denies   map[string]bool
+	globs    map[string]bool
+	notes    map[string]bool
+}
+
+// Compile computes the effective sandbox of a call (the bundle's, narrowed by the tool's) and
+// turns it into a concrete Policy against the current filesystem. It fails closed: a pattern it
+// cannot enforce, a workspace pattern that resolves outside the workspace, a missing binary or
+// interpreter, an absolute exec.spawn path that does not exist, an invalid egress host or a
+// dangling symlink on a path it must pin is an error, never a silently wider policy.
+func Compile(in Input) (*Policy, error) {
+	c, err := newCompiler(in)
+	if err != nil {
+		return nil, fmt.Errorf("compile sandbox: %w", err)
+	}
+	p, err := c.compile()
+	if err != nil {
+		return nil, fmt.Errorf("compile sandbox for %s: %w", c.subject(), err)
+	}
+	return p, nil
+}
+
+func newCompiler(in Input) (*compiler, error) {
+	if in.Bundle == nil || in.Bundle.CLI == nil {
+		return nil, errors.New("no bundle manifest")
+	}
+	if in.Tool != nil && (in.Tool.Tool == nil || !slices.Contains(in.Bundle.Tools, in.Tool)) {
+		return nil, fmt.Errorf("tool %q is not a decoded tool of %s", in.Tool.CommandPath(), in.Bundle.Key())
+	}
+	if in.DenyBudget < 0 {
+		return nil, fmt.Errorf("deny budget %d is negative", in.DenyBudget)
+	}
+	c := &compiler{in: in, budget: in.DenyBudget,
+		access: map[PathRule]Access{}, writable: map[string]bool{}, exec: map[string]bool{},
+		denies: map[string]bool{}, globs: map[string]bool{}, notes: map[string]bool{}}
+	if c.budget == 0 {
+		c.budget = DefaultDenyBudget
+	}
+	if !filepath.IsAbs(in.Home) {
+		return nil, fmt.Errorf("home %q is not an absolute path", in.Home)
+	}
+	var err error
+	if c.home, err = resolve(in.Home); err != nil {
+		return nil, fmt.Errorf("home: %w", err)
+	}
+	if in.Workspace != "" {
+		if !filepath.IsAbs(in.Workspace) {
+			return nil, fmt.Errorf("workspace %q is not an absolute path", in.Workspace)
+		}
+		if c.ws, err = filepath.EvalSymlinks(in.Workspace); err != nil {
+			return nil, fmt.Errorf("workspace: %w", err)
+		}
+		if st, err := os.Stat(c.ws); err != nil || !st.IsDir() {
+			return nil, fmt.Errorf("workspace %s is not a directory", c.ws)
+		}
+	}
+	return c, nil
+}
+
+// subject names the bundle and tool for error messages.
+func (c *compiler) subject() string {
+	if c.in.Tool == nil {
+		return c.in.Bundle.Key()
+	}
+	return c.in.Bundle.Key() + " " + c.in.Tool.CommandPath()
+}
+
+func (c *compiler) note(format string, args ...any) { c.notes[fmt.Sprintf(format, args...)] = true }
+
+func (c *compiler) compile() (*Policy, error) {
+	var toolSandbox *manifest.Sandbox
+	if c.in.Tool != nil {
+		toolSandbox = c.in.Tool.Tool.Sandbox
+	}
+	eff := manifest.EffectiveSandbox(c.in.Bundle.CLI.Sandbox, toolSandbox)
+	fsb := eff.FS
+	if fsb == nil {
+		fsb = &manifest.FS{}
+	}
+	if err := c.allowList(fsb.Read, "read", Read); err != nil {
+		return nil, err
+	}
+	if err := c.allowList(fsb.Write, "write", Read|Write); err != nil {
+		return nil, err
+	}
+	bin, err := c.execs(c.in.Binary, eff.Exec)
+	if err != nil {
+		return nil, err
+	}
+	runtime, err := runtimeSet()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.mandatoryDenies(); err != nil {
+		return nil, err
+	}
+	for i, d := range fsb.Deny {
+		if err := c.denyPattern(d); err != nil {
+			return nil, fmt.Errorf("fs.deny[%d] %q: %w", i, d, err)
+		}
+	}
+	for _, e := range slices.Sorted(maps.Keys(c.exec)) {
+		if d := c.deniedBy(e); d != "" {
+			return nil, fmt.Errorf("executable %s lies inside the denied path %s", e, d)
+		}
+		c.grant(PathRule{Path: e}, Read|Exec)
+	}
+	p := &Policy{Binary: bin, Exec: slices.Sorted(maps.Keys(c.exec)), Rules: c.rules()}
+	p.Runtime = c.keepAllowed(runtime, "runtime")
+	for _, w := range slices.Sorted(maps.Keys(c.writable)) {
+		if d := c.deniedBy(w); d != "" {
+			c.note("fs.write %s lies inside the denied path %s: not writable (deny wins)", w, d)
+			continue
+		}
+		p.Writable = append(p.Writable, w)
+	}
+	p.Deny = outermost(c.denies)
+	p.DenyGlobs = slices.Sorted(maps.Keys(c.globs))
+	if p.Egress, p.Ingress, err = network(eff.Network); err != nil {
+		return nil, err
+	}
+	var pass []string
+	var set map[string]string
+	if eff.Env != nil {
+		pass, set = eff.Env.Pass, eff.Env.Set
+	}
+	env, refused := runner.Env(c.in.LookupEnv, pass, set)
+	p.Env = env
+	for _, name := range refused {
+		c.note("env: %q is refused (it is not a valid name or it makes programs load code; see runner.Env)", name)
+	}
+	p.TTY = eff.TTY != nil && eff.TTY.Required
+	p.Notes = slices.Sorted(maps.Keys(c.notes))
+	return p, nil
+}
+
+// grant records a rule, merging the rights of rules on the same path and kind.
+func (c *compiler) grant(r PathRule, a Access) {
+	r.Access = 0
+	c.access[r] |= a
+}
+
+// rules returns the merged grants, dropping those inside a denied path.
+func (c *compiler) rules() []PathRule {
+	var out []PathRule
+	for r, a := range c.access {
+		r.Access = a
+		out = append(out, r)
+	}
+	slices.SortFunc(out, comparePathRule)
+	return c.keepAllowed(out, "fs")
+}
+
+// keepAllowed drops the rules that lie inside a denied path, noting each.
+func (c *compiler) keepAllowed(rules []PathRule, what string) []PathRule {
+	var out []PathRule
+	for _, r := range rules {
+		if d := c.deniedBy(r.Path); d != "" {
+			c.note("%s rule on %s lies inside the denied path %s: dropped (deny wins)", what, r.Path, d)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// deniedBy returns the denied path p is or lies inside, or "".
+func (c *compiler) deniedBy(p string) string {
+	for d := range c.denies {
+		if within(p, d) {
+			return d
+		}
+	}
+	return ""
+}
+
+func comparePathRule(a, b PathRule) int {
+	if n := strings.Compare(a.Path, b.Path); n != 0 {
+		return n
+	}
+	switch {
+	case a.Subtree == b.Subtree:
+		return int(a.Access) - int(b.Access)
+	case !a.Subtree:
+		return -1
+	}
+	return 1
+}
+
+// network normalises the egress hosts (lowercase, no trailing dot, checked like the manifest
+// linter does) and the ingress URLs. Both are nil when nothing is declared.
+func network(n *manifest.Network) (egress, ingress []string, err error) {
+	if n == nil {
+		return nil, nil, nil
+	}
+	for i, h := range n.Egress {
+		norm := strings.ToLower(strings.TrimSuffix(strings.TrimSpace(h), "."))
+		if err := manifest.CheckEgressHost(norm); err != nil {
+			return nil, nil, fmt.Errorf("network.egress[%d]: %w", i, err)
+		}
+		egress = append(egress, norm)
+	}
+	for _, u := range n.Ingress {
+		if u = strings.TrimSpace(u); u != "" {
+			ingress = append(ingress, u)
+		}
+	}
+	slices.Sort(egress)
+	slices.Sort(ingress)
+	return slices.Compact(egress), slices.Compact(ingress), nil
+}

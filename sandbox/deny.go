@@ -1,0 +1,383 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/bmatcuk/doublestar/v4"
+	"github.com/clihost/clihost/manifest"
+)
+
+// credentialPaths (relative to the calling user's home) hold other programs' credentials. They
+// are always masked, except those the bundle itself declares (see declares): gh declaring
+// ~/.config/gh/** keeps ~/.config/gh. A broader grant (~/**, or a workspace that is the home)
+// never lifts them.
+var credentialPaths = []string{
+	".ssh", ".gnupg", ".aws", ".azure", ".kube", ".config/gcloud", ".docker", ".netrc",
+	".git-credentials", ".config/git/credentials", ".npmrc", ".pypirc",
+	".cargo/credentials", ".cargo/credentials.toml", ".config/gh", ".local/share/keyrings",
+}
+
+// shellStartupFiles (relative to home) run as the user at the next login or shell: a write there
+// outlives the sandbox. They are always masked, declared or not (they also often export tokens).
+var shellStartupFiles = []string{
+	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
+	".zshrc", ".zshenv", ".zprofile", ".zlogin",
+}
+
+// daemonSockets control container runtimes or the system bus: talking to any of them is root or
+// a way out of the sandbox. Always masked.
+var daemonSockets = []string{
+	"/var/run/docker.sock", "/run/docker.sock", "/run/containerd/containerd.sock",
+	"/run/podman/podman.sock", "/run/dbus/system_bus_socket",
+}
+
+// runtimeDirSockets (relative to $XDG_RUNTIME_DIR) are the per-user equivalents: the session bus,
+// rootless docker and podman, and gpg-agent. Always masked; so is $SSH_AUTH_SOCK.
+var runtimeDirSockets = []string{"bus", "docker.sock", "podman/podman.sock", "gnupg"}
+
+// writableRootMasks (relative to each writable directory) are run by the user's own tools later:
+// git hooks, git config (core.fsmonitor, core.hooksPath, credential.helper …) and editor task
+// files. Masked in every writable root, existing or not, plus every nested git directory found.
+var writableRootMasks = []string{".git/hooks", ".git/config", ".vscode", ".idea"}
+
+// globMeta are the characters that make a pattern component a glob (doublestar's, and its escape).
+const globMeta = "*?[{\\"
+
+// errBudget stops a compile-time walk that went over the budget.
+var errBudget = errors.New("over the expansion budget")
+
+// mandatoryDenies adds the denies every call gets (research/sandbox.md §5.4): other programs'
+// credentials under home unless declared, shell startup files, container and bus sockets,
+// Input.ExtraDeny, and the git and editor files of every writable root.
+func (c *compiler) mandatoryDenies() error {
+	for _, rel := range credentialPaths {
+		p := filepath.Join(c.home, rel)
+		if c.declares(p) {
+			c.note("mandatory deny of ~/%s lifted: the manifest declares it", rel)
+			continue
+		}
+		if err := c.addDeny(p); err != nil {
+			return err
+		}
+	}
+	paths := slices.Clone(daemonSockets)
+	for _, rel := range shellStartupFiles {
+		paths = append(paths, filepath.Join(c.home, rel))
+	}
+	if dir := c.lookupAbs("XDG_RUNTIME_DIR"); dir != "" {
+		for _, rel := range runtimeDirSockets {
+			paths = append(paths, filepath.Join(dir, rel))
+		}
+	}
+	if sock := c.lookupAbs("SSH_AUTH_SOCK"); sock != "" {
+		paths = append(paths, sock)
+	}
+	for _, p := range c.in.ExtraDeny {
+		if !filepath.IsAbs(p) {
+			return fmt.Errorf("extra deny %q is not an absolute path", p)
+		}
+		paths = append(paths, p)
+	}
+	for _, p := range paths {
+		if err := c.addDeny(p); err != nil {
+			return err
+		}
+	}
+	for _, w := range slices.Sorted(maps.Keys(c.writable)) {
+		if err := c.writableMasks(w); err != nil {
+			return fmt.Errorf("writable root %s: %w", w, err)
+		}
+	}
+	return nil
+}
+
+// lookupAbs reads an absolute path from the caller's environment; "" when unset or relative.
+func (c *compiler) lookupAbs(name string) string {
+	if c.in.LookupEnv == nil {
+		return ""
+	}
+	if v, ok := c.in.LookupEnv(name); ok && filepath.IsAbs(v) {
+		return filepath.Clean(v)
+	}
+	return ""
+}
+
+// declares reports whether the manifest declares the credential path p, so that its mask is
+// lifted: an allow pattern's static root (a literal or subtree path, a last-component wildcard's
+// directory) is p; or lies inside p while no grant on an ancestor of p would then expose the rest
+// of p (there Landlock grants only the declared part). In the last case the mask stays, and the
+// declared rule inside it is dropped with a note.
+func (c *compiler) declares(p string) bool {
+	r, err := resolve(p)
+	if err != nil {
+		return false
+	}
+	if slices.Contains(c.declared, r) {
+		return true
+	}
+	if !slices.ContainsFunc(c.declared, func(d string) bool { return within(d, r) }) {
+		return false
+	}
+	for g := range c.access {
+		if g.Path != r && within(r, g.Path) {
+			return false
+		}
+	}
+	return true
+}
+
+// outermost returns the denied paths sorted, without those inside another denied path: masking a
+// directory masks everything beneath it.
+func outermost(denies map[string]bool) []string {
+	var out []string
+	for _, p := range slices.Sorted(maps.Keys(denies)) {
+		inside := false
+		for cur, a := p, filepath.Dir(p); !inside && a != cur; cur, a = a, filepath.Dir(a) {
+			inside = denies[a]
+		}
+		if !inside {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// addDeny masks p: its parent directories resolved, and also its target when p is a symlink.
+func (c *compiler) addDeny(p string) error {
+	dir, err := resolve(filepath.Dir(p))
+	if err != nil {
+		return fmt.Errorf("deny %s: %w", p, err)
+	}
+	lexical := filepath.Join(dir, filepath.Base(p))
+	c.denies[lexical] = true
+	if target, err := filepath.EvalSymlinks(lexical); err == nil {
+		c.denies[target] = true
+	}
+	return nil
+}
+
+// denyPattern expands one fs.deny pattern. A trailing /** is dropped (masking a directory masks
+// everything beneath it); a literal is denied as is; a glob is expanded against the filesystem
+// from its static prefix, within the budget, and recorded in DenyGlobs when the expansion is
+// incomplete.
+func (c *compiler) denyPattern(p string) error {
+	if _, err := manifest.ClassifyPattern(p); err != nil {
+		return err
+	}
+	trimmed := strings.TrimSuffix(p, "/")
+	for trimmed == "**" || strings.HasSuffix(trimmed, "/**") {
+		trimmed = strings.TrimSuffix(strings.TrimSuffix(trimmed, "**"), "/")
+	}
+	abs, _, err := c.anchor(trimmed)
+	if err != nil {
+		return err
+	}
+	if !strings.ContainsAny(abs, globMeta) {
+		return c.addDeny(abs)
+	}
+	base, rest := doublestar.SplitPattern(abs)
+	root, err := resolve(base)
+	if err != nil {
+		return err
+	}
+	complete, err := c.expand(root, rest, func(rel string) error {
+		return c.addDeny(filepath.Join(root, rel))
+	})
+	if err != nil {
+		return err
+	}
+	if !complete {
+		glob := filepath.Join(root, rest)
+		c.globs[glob] = true
+		c.note("fs.deny %q: expansion stopped at the budget (%d matches, %d entries visited) or an unreadable directory; %s is left to Landlock", p, c.budget, c.budget*walkFactor, glob)
+	}
+	return nil
+}
+
+// expand calls fn for each match of pattern under root (symlinks are not followed), with rel the
+// match's path relative to root. It stops after c.budget matches or c.budget×walkFactor visited
+// entries; complete is false then, or when a directory could not be read.
+func (c *compiler) expand(root, pattern string, fn func(rel string) error) (complete bool, err error) {
+	bfs := &budgetFS{fsys: os.DirFS(root), left: c.budget * walkFactor}
+	matches := 0
+	err = doublestar.GlobWalk(bfs, pattern, func(rel string, _ fs.DirEntry) error {
+		if matches++; matches > c.budget {
+			bfs.partial = true
+			return errBudget
+		}
+		return fn(rel)
+	}, doublestar.WithNoFollow())
+	if err != nil && !errors.Is(err, errBudget) {
+		return false, fmt.Errorf("expand %s under %s: %w", pattern, root, err)
+	}
+	return !bfs.partial, nil
+}
+
+// budgetFS counts the directory entries a walk reads and refuses to read more than left; partial
+// records that it refused or that a directory could not be read.
+type budgetFS struct {
+	fsys    fs.FS
+	left    int
+	partial bool
+}
+
+// Open opens a file of the underlying filesystem.
+func (b *budgetFS) Open(name string) (fs.File, error) { return b.fsys.Open(name) }
+
+// Stat stats a file of the underlying filesystem.
+func (b *budgetFS) Stat(name string) (fs.FileInfo, error) { return fs.Stat(b.fsys, name) }
+
+// ReadDir reads a directory while the budget lasts.
+func (b *budgetFS) ReadDir(name string) ([]fs.DirEntry, error) {
+	if b.left < 0 {
+		return nil, errBudget
+	}
+	entries, err := fs.ReadDir(b.fsys, name)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+		b.partial = true
+	}
+	if b.left -= len(entries); b.left < 0 {
+		b.partial = true
+		return nil, errBudget
+	}
+	return entries, err
+}
+
+// writableMasks masks the git directory w lies in, if any, and, when w is a directory,
+// writableRootMasks under it and every git directory found beneath it within the budget
+// (falling back to DenyGlobs).
+func (c *compiler) writableMasks(w string) error {
+	if i := strings.LastIndex(w+"/", "/.git/"); i >= 0 {
+		if err := c.gitDirMasks(w[:i+len("/.git")]); err != nil {
+			return err
+		}
+	}
+	if st, err := os.Stat(w); err != nil || !st.IsDir() {
+		return nil
+	}
+	for _, rel := range writableRootMasks {
+		if err := c.addDeny(filepath.Join(w, rel)); err != nil {
+			return err
+		}
+	}
+	complete, err := c.findGitDirs(w)
+	if err != nil {
+		return err
+	}
+	if !complete {
+		for _, name := range []string{"hooks", "config"} {
+			c.globs[filepath.Join(w, "**/.git", name)] = true
+		}
+		c.note("writable root %s: the search for nested git directories stopped at the budget; their hooks and config are left to Landlock", w)
+	}
+	return nil
+}
+
+// findGitDirs walks w (without following symlinks, within c.budget×walkFactor entries) for
+// entries named .git and masks the git directories they are or point to. It does not descend into
+// a git directory: gitDirMasks searches the parts of one that hold other git directories.
+// complete is false when the walk stopped at the budget or a directory could not be read.
+func (c *compiler) findGitDirs(w string) (complete bool, err error) {
+	visits, limit := 0, c.budget*walkFactor
+	var hard error
+	walkErr := filepath.WalkDir(w, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if visits++; visits > limit {
+			return errBudget
+		}
+		if d.Name() != ".git" {
+			return nil
+		}
+		if d.Type().IsRegular() {
+			hard = c.gitfileMasks(p)
+		} else if st, err := os.Stat(p); err == nil && st.IsDir() {
+			hard = c.gitDirMasks(p)
+		}
+		switch {
+		case hard != nil:
+			return fs.SkipAll
+		case d.IsDir():
+			return fs.SkipDir
+		}
+		return nil
+	})
+	if hard != nil {
+		return false, hard
+	}
+	return walkErr == nil, nil
+}
+
+// gitDirMasks masks a git directory's hooks and config, and those of the submodule and worktree
+// git directories inside it (a directory holding HEAD under modules/ or worktrees/).
+func (c *compiler) gitDirMasks(g string) error {
+	for _, name := range []string{"hooks", "config"} {
+		if err := c.addDeny(filepath.Join(g, name)); err != nil {
+			return err
+		}
+	}
+	root, err := resolve(g)
+	if err != nil {
+		return err
+	}
+	complete, err := c.expand(root, "{modules,worktrees}/**/HEAD", func(rel string) error {
+		sub := filepath.Join(root, filepath.Dir(rel))
+		for _, name := range []string{"hooks", "config", "config.worktree"} {
+			if _, err := os.Lstat(filepath.Join(sub, name)); err == nil {
+				if err := c.addDeny(filepath.Join(sub, name)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !complete {
+		for _, name := range []string{"hooks", "config", "config.worktree"} {
+			c.globs[filepath.Join(root, "{modules,worktrees}/**", name)] = true
+		}
+		c.note("git directory %s: the search for submodule and worktree git directories stopped at the budget; their hooks and config are left to Landlock", root)
+	}
+	return nil
+}
+
+// gitfileMasks follows a `.git` file (gitdir: PATH, as submodules and worktrees have) and masks
+// that git directory when it lies in a writable root; outside them it cannot be written.
+func (c *compiler) gitfileMasks(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil // unreadable now means unreadable to the CLI too: nothing to follow
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, 4096))
+	dir, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
+	if !ok {
+		return nil
+	}
+	dir = strings.TrimSpace(dir)
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(filepath.Dir(p), dir)
+	}
+	r, err := resolve(dir)
+	if err != nil {
+		return err
+	}
+	for w := range c.writable {
+		if within(r, w) {
+			return c.gitDirMasks(r)
+		}
+	}
+	return nil
+}
