@@ -3,11 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/sandbox"
 )
 
 type inspectOptions struct {
@@ -22,9 +25,10 @@ func newInspectCmd(g *globalOptions) *cobra.Command {
 		Use:   "inspect BUNDLE",
 		Short: "Show a bundle's resolved model",
 		Long: `Inspect shows what clihost understood of a bundle: identity, install paths, version check,
-auth, output conventions, and every tool with its command path, MCP name, annotations and
-effective sandbox (the bundle's narrowed by the tool's). BUNDLE is an id, id@major, or the path
-of a bundle folder or CLI.md.`,
+auth, output conventions, and every tool with its command path, MCP name, annotations, effective
+sandbox (the bundle's narrowed by the tool's) and, with --json, the concrete policy a call in the
+current directory would get (absolute rules, masks, executables, the baseline runtime set).
+BUNDLE is an id, id@major, or the path of a bundle folder or CLI.md.`,
 		Example: "  clihostctl inspect gh --json\n  clihostctl inspect ./.cli/mytool",
 		Args:    exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
@@ -43,7 +47,11 @@ type inspectedTool struct {
 	File             string               `json:"file"`
 	Annotations      manifest.Annotations `json:"annotations"`
 	EffectiveSandbox manifest.Sandbox     `json:"effective_sandbox"`
-	Tool             *manifest.Tool       `json:"tool"`
+	// Policy is the concrete sandbox a call in this workspace would get (absolute rules, masks,
+	// executables, the baseline runtime set); absent when the binary is not installed here.
+	Policy      *sandbox.Policy `json:"policy,omitempty"`
+	PolicyError string          `json:"policy_error,omitempty"`
+	Tool        *manifest.Tool  `json:"tool"`
 }
 
 type inspected struct {
@@ -69,11 +77,22 @@ func runInspect(o *inspectOptions) error {
 	if out.Findings == nil {
 		out.Findings = manifest.Findings{}
 	}
+	binary, lookErr := exec.LookPath(b.CLI.Bin)
+	ws, _ := os.Getwd()
+	home, _ := os.UserHomeDir()
 	for _, t := range b.Tools {
 		it := inspectedTool{Path: t.Path, MCPName: manifest.MCPName(t.Path), File: t.File, Tool: t.Tool}
 		if t.Tool != nil {
 			it.Annotations = t.Tool.Annotations()
 			it.EffectiveSandbox = manifest.EffectiveSandbox(b.CLI.Sandbox, t.Tool.Sandbox)
+			if lookErr != nil {
+				it.PolicyError = fmt.Sprintf("%s is not installed here: %v", b.CLI.Bin, lookErr)
+			} else if p, err := sandbox.Compile(sandbox.Input{Bundle: b, Tool: t, Binary: binary, Workspace: ws, Home: home,
+				PATH: os.Getenv("PATH"), LookupEnv: os.LookupEnv}); err != nil {
+				it.PolicyError = err.Error()
+			} else {
+				it.Policy = p
+			}
 		}
 		out.Tools = append(out.Tools, it)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -197,6 +198,21 @@ func TestInspectAndTools(t *testing.T) {
 	for _, tl := range in.Tools {
 		if tl.MCPName == "pr_list" && tl.Tool.ID != "" && len(tl.EffectiveSandbox.Network.Egress) > 0 {
 			found = true
+		}
+	}
+	if _, err := exec.LookPath("jq"); err == nil {
+		_, out, _ := runCtl(t, "inspect", "jq", "--json")
+		var jq struct {
+			Tools []struct {
+				Policy *struct {
+					Binary string
+					Deny   []string
+					Exec   []string
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &jq); err != nil || jq.Tools[0].Policy == nil || jq.Tools[0].Policy.Binary == "" || len(jq.Tools[0].Policy.Exec) < 2 || len(jq.Tools[0].Policy.Deny) == 0 {
+			t.Fatalf("inspect jq policy: %v\n%.400s", err, out)
 		}
 	}
 	if !found {
