@@ -1,0 +1,419 @@
+package nsinit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// openTreeCloexec is OPEN_TREE_CLOEXEC (= O_CLOEXEC), which x/sys/unix does not define.
+const openTreeCloexec = unix.O_CLOEXEC
+
+// sandboxHostname is the hostname inside the sandbox's UTS namespace.
+const sandboxHostname = "sandbox"
+
+// devices are the host device nodes bound into the sandbox's /dev.
+var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
+
+// runInit is the init, PID 1 of the sandbox's PID namespace. It returns its exit status.
+func runInit() int {
+	// Before anything else: a PID 1 drops signals it has no handler for, and the Go runtime would
+	// exit on an unhandled SIGTERM. Signals that arrive during setup are forwarded to stage 2.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+
+	e, err := readPlan()
+	if err != nil {
+		return fail(exitFailure, "init: plan", err)
+	}
+	if os.Getpid() != 1 {
+		return fail(exitFailure, "init", errors.New("not PID 1 of a new PID namespace"))
+	}
+	if step, err := buildNamespaces(e.Plan); err != nil {
+		return fail(exitFailure, step, err)
+	}
+	stage2, err := startStage2(e)
+	if err != nil {
+		return fail(exitFailure, "init: start stage 2", err)
+	}
+	if err := restrictInit(); err != nil {
+		_ = syscall.Kill(stage2, syscall.SIGKILL)
+		return fail(exitFailure, "init: restrict self", err)
+	}
+	return supervise(stage2, sigs)
+}
+
+// buildNamespaces sets up the mount, UTS and network namespaces for p. On failure it returns the
+// failed step and its error.
+func buildNamespaces(p Plan) (string, error) {
+	// Nothing mounted or unmounted here may reach the host, and nothing the host mounts later may
+	// appear here (it would be neither read-only nor masked).
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+		return "mount: make / private", err
+	}
+	// Detached copies of what must stay reachable once /dev and /tmp are covered by fresh mounts,
+	// and of the writable roots (taken before / turns read-only, so they keep the host's flags).
+	devs, err := cloneDevices()
+	if err != nil {
+		return "mount: clone devices", err
+	}
+	defer closeAll(devs)
+	trees, err := cloneTrees(p)
+	if err != nil {
+		return "mount: clone trees", err
+	}
+	defer func() {
+		for _, t := range trees {
+			unix.Close(t.fd)
+		}
+	}()
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return "mount: /proc", err
+	}
+	if err := setupDev(devs); err != nil {
+		return "mount: /dev", err
+	}
+	if p.NoExecMemfd {
+		// Per PID namespace and inherited, so it binds the program and everything it starts.
+		if err := os.WriteFile("/proc/sys/vm/memfd_noexec", []byte("2"), 0); err != nil {
+			return "sysctl vm.memfd_noexec", err
+		}
+	}
+	if err := unix.Sethostname([]byte(sandboxHostname)); err != nil {
+		return "sethostname", err
+	}
+	if err := loopbackUp(); err != nil {
+		return "network: lo up", err
+	}
+	ro := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID}
+	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, ro); err != nil {
+		return "mount: make everything read-only", err
+	}
+	for _, dir := range []string{"/tmp", "/dev/shm"} {
+		if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=1777"); err != nil {
+			return "mount: " + dir, err
+		}
+	}
+	for _, t := range trees {
+		if err := attachTree(t); err != nil {
+			return "mount: bind " + t.path, err
+		}
+	}
+	if err := maskDenied(p.Deny); err != nil {
+		return "mount: mask", err
+	}
+	return "", nil
+}
+
+// cloneDevices returns detached bind mounts of the host's device nodes, in the order of devices.
+func cloneDevices() ([]int, error) {
+	var fds []int
+	for _, name := range devices {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, "/dev/"+name, unix.OPEN_TREE_CLONE|openTreeCloexec)
+		if err != nil {
+			closeAll(fds)
+			return nil, fmt.Errorf("/dev/%s: %w", name, err)
+		}
+		fds = append(fds, fd)
+	}
+	return fds, nil
+}
+
+// setupDev covers /dev with a small tmpfs holding the device binds, a new devpts instance with its
+// ptmx, the usual symbolic links and a mountpoint for /dev/shm.
+func setupDev(devs []int) error {
+	if err := unix.Mount("tmpfs", "/dev", "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
+		return err
+	}
+	for i, name := range devices {
+		path := "/dev/" + name
+		if err := os.WriteFile(path, nil, 0o666); err != nil {
+			return err
+		}
+		if err := unix.MoveMount(devs[i], "", unix.AT_FDCWD, path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+			return fmt.Errorf("bind %s: %w", path, err)
+		}
+	}
+	for _, dir := range []string{"/dev/pts", "/dev/shm"} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := unix.Mount("devpts", "/dev/pts", "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620"); err != nil {
+		return fmt.Errorf("devpts: %w", err)
+	}
+	links := [][2]string{
+		{"pts/ptmx", "/dev/ptmx"}, {"/proc/self/fd", "/dev/fd"},
+		{"/proc/self/fd/0", "/dev/stdin"}, {"/proc/self/fd/1", "/dev/stdout"}, {"/proc/self/fd/2", "/dev/stderr"},
+	}
+	for _, l := range links {
+		if err := os.Symlink(l[0], l[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loopbackUp sets IFF_UP on lo, the only interface of the new network namespace.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("get flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("set flags: %w", err)
+	}
+	return nil
+}
+
+// tree is a detached copy of a host tree (a file or a directory with its submounts) to attach at
+// path once the read-only root and the fresh /tmp are in place.
+type tree struct {
+	path string
+	fd   int
+	attr uint64 // MOUNT_ATTR_* flags set on every mount of the tree before it is attached
+}
+
+// cloneTrees copies the trees that must be (re)attached: every ReadWrite root (nosuid, nodev, and
+// noexec unless an Exec file lies inside), and every ReadOnly or Exec path at or under /tmp that no
+// ReadWrite root covers (read-only as well), since the fresh /tmp hides the host's. Missing ReadOnly
+// and Exec paths under /tmp are skipped. The trees come back parents first.
+func cloneTrees(p Plan) ([]tree, error) {
+	type want struct {
+		path     string
+		readOnly bool
+	}
+	var wants []want
+	for _, rw := range p.ReadWrite {
+		wants = append(wants, want{rw, false})
+	}
+	for _, ro := range slices.Concat(p.ReadOnly, p.Exec) {
+		if _, covered := coveringPath(ro, p.ReadWrite); within(ro, "/tmp") && !covered {
+			wants = append(wants, want{ro, true})
+		}
+	}
+	slices.SortStableFunc(wants, func(a, b want) int {
+		return strings.Count(a.path, "/") - strings.Count(b.path, "/")
+	})
+	var trees []tree
+	for _, w := range wants {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, w.path, unix.OPEN_TREE_CLONE|openTreeCloexec|unix.AT_RECURSIVE)
+		if w.readOnly && errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			for _, t := range trees {
+				unix.Close(t.fd)
+			}
+			return nil, fmt.Errorf("%s: %w", w.path, err)
+		}
+		attr := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
+		if w.readOnly {
+			attr |= unix.MOUNT_ATTR_RDONLY
+		}
+		if !anyWithin(p.Exec, w.path) {
+			attr |= unix.MOUNT_ATTR_NOEXEC
+		}
+		trees = append(trees, tree{path: w.path, fd: fd, attr: attr})
+	}
+	return trees, nil
+}
+
+// anyWithin reports whether one of paths lies within dir.
+func anyWithin(paths []string, dir string) bool {
+	return slices.ContainsFunc(paths, func(p string) bool { return within(p, dir) })
+}
+
+// attachTree sets t's mount attributes and mounts it at t.path, creating the mountpoint (and its
+// parents) when it is missing, which happens only in the fresh /tmp.
+func attachTree(t tree) error {
+	attr := &unix.MountAttr{Attr_set: t.attr}
+	if err := unix.MountSetattr(t.fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
+		return fmt.Errorf("set attributes: %w", err)
+	}
+	if _, err := os.Lstat(t.path); errors.Is(err, os.ErrNotExist) {
+		var st unix.Stat_t
+		if err := unix.Fstat(t.fd, &st); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(t.path), 0o755); err != nil {
+			return err
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			err = os.Mkdir(t.path, 0o755)
+		} else {
+			err = os.WriteFile(t.path, nil, 0o644)
+		}
+		if err != nil {
+			return fmt.Errorf("mountpoint: %w", err)
+		}
+	}
+	if err := unix.MoveMount(t.fd, "", unix.AT_FDCWD, t.path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attach: %w", err)
+	}
+	return nil
+}
+
+// maskDenied mounts over every existing deny path an empty, read-only, mode-000 directory or file
+// taken from one private, detached tmpfs, so neither its content nor its listing can be read. Deny
+// paths that do not exist are left alone: no Landlock rule grants them.
+func maskDenied(deny []string) error {
+	if len(deny) == 0 {
+		return nil
+	}
+	fsfd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("fsopen tmpfs: %w", err)
+	}
+	defer unix.Close(fsfd)
+	if err := unix.FsconfigSetString(fsfd, "size", "4k"); err != nil {
+		return fmt.Errorf("fsconfig: %w", err)
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return fmt.Errorf("fsconfig create: %w", err)
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return fmt.Errorf("fsmount: %w", err)
+	}
+	defer unix.Close(mfd)
+	if err := unix.Mkdirat(mfd, "dir", 0); err != nil {
+		return err
+	}
+	f, err := unix.Openat(mfd, "file", unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	unix.Close(f)
+	for _, d := range deny {
+		info, err := os.Lstat(d)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		src := "file"
+		if info.IsDir() {
+			src = "dir"
+		}
+		if err := mountMask(mfd, src, d); err != nil {
+			return fmt.Errorf("%s: %w", d, err)
+		}
+	}
+	return nil
+}
+
+// mountMask attaches a read-only clone of src (in the mask tmpfs at mfd) over target.
+func mountMask(mfd int, src, target string) error {
+	fd, err := unix.OpenTree(mfd, src, unix.OPEN_TREE_CLONE|openTreeCloexec)
+	if err != nil {
+		return fmt.Errorf("clone: %w", err)
+	}
+	defer unix.Close(fd)
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, attr); err != nil {
+		return fmt.Errorf("set attributes: %w", err)
+	}
+	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("attach: %w", err)
+	}
+	return nil
+}
+
+// closeAll closes fds.
+func closeAll(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+// startStage2 re-execs this binary as stage 2 with the same stdio and the plan on a new pipe, and
+// returns its pid. (syscall.ForkExec rather than os.StartProcess, which forks once more to probe
+// pidfd support.)
+func startStage2(e envelope) (int, error) {
+	planR, err := writePlan(e)
+	if err != nil {
+		return 0, err
+	}
+	defer planR.Close()
+	return syscall.ForkExec("/proc/self/exe", []string{procName, stage2Marker}, &syscall.ProcAttr{
+		Dir:   "/",
+		Env:   []string{},
+		Files: []uintptr{0, 1, 2, planR.Fd()},
+		Sys:   &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	})
+}
+
+// restrictInit takes from the init what it no longer needs once stage 2 runs: it becomes
+// non-dumpable (no ptrace, no /proc/1/mem) and loses all filesystem (and TCP) access through
+// Landlock. Landlock's signal scope is left out: the init must still signal stage 2, whose domain
+// is not nested in the init's.
+func restrictInit() error {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("not dumpable: %w", err)
+	}
+	cfg, err := landlockConfig(true)
+	if err != nil {
+		return err
+	}
+	cfg.Scoped = 0
+	return cfg.Restrict()
+}
+
+// waitResult is the outcome of waiting for stage 2.
+type waitResult struct {
+	status syscall.WaitStatus
+	err    error
+}
+
+// supervise reaps every child of the init (orphans of the sandbox are re-parented to it), forwards
+// SIGTERM, SIGINT and SIGHUP to stage 2, and returns stage 2's exit status once it is gone: its exit
+// code, or 128+n when signal n killed it. The init's exit then kills what is left in the namespace.
+func supervise(stage2 int, sigs <-chan os.Signal) int {
+	done := make(chan waitResult, 1)
+	go func() {
+		for {
+			var ws syscall.WaitStatus
+			pid, err := syscall.Wait4(-1, &ws, 0, nil)
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			if err != nil || pid == stage2 {
+				done <- waitResult{ws, err}
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case sig := <-sigs:
+			_ = syscall.Kill(stage2, sig.(syscall.Signal)) // fails only once stage 2 is gone, and then done is ready
+		case r := <-done:
+			switch {
+			case r.err != nil:
+				return fail(exitFailure, "init: wait", r.err)
+			case r.status.Signaled():
+				return 128 + int(r.status.Signal())
+			default:
+				return r.status.ExitStatus()
+			}
+		}
+	}
+}

@@ -1,0 +1,182 @@
+package nsinit
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+)
+
+// landlockPresets are go-landlock's configurations from minLandlockABI up, each handling every
+// access right of its ABI.
+var landlockPresets = []landlock.Config{
+	landlock.V3, landlock.V4, landlock.V5, landlock.V6, landlock.V7, landlock.V8, landlock.V9, landlock.V10, landlock.V11,
+}
+
+// Access rights granted by the sandbox. The sets are intersected with what the configuration
+// handles before use (e.g. IoctlDev exists from ABI v5 on).
+const (
+	// accessFileOnly are the rights that apply to files; a rule on a file may hold no others.
+	accessFileOnly landlock.AccessFSSet = ll.AccessFSExecute | ll.AccessFSWriteFile | ll.AccessFSReadFile |
+		ll.AccessFSTruncate | ll.AccessFSIoctlDev
+	accessRead landlock.AccessFSSet = ll.AccessFSReadFile | ll.AccessFSReadDir
+	// accessReadWrite is reading plus creating, writing, truncating, removing and renaming (REFER:
+	// tools such as git rename files between directories). Not IoctlDev, not ResolveUnix.
+	accessReadWrite landlock.AccessFSSet = accessRead | ll.AccessFSWriteFile | ll.AccessFSTruncate |
+		ll.AccessFSRemoveDir | ll.AccessFSRemoveFile | ll.AccessFSMakeChar | ll.AccessFSMakeDir |
+		ll.AccessFSMakeReg | ll.AccessFSMakeSock | ll.AccessFSMakeFifo | ll.AccessFSMakeBlock |
+		ll.AccessFSMakeSym | ll.AccessFSRefer
+	accessExec     landlock.AccessFSSet = ll.AccessFSReadFile | ll.AccessFSExecute
+	accessDevRW    landlock.AccessFSSet = ll.AccessFSReadFile | ll.AccessFSWriteFile | ll.AccessFSTruncate
+	accessTerminal landlock.AccessFSSet = accessDevRW | ll.AccessFSIoctlDev | ll.AccessFSReadDir
+)
+
+// maxLandlockRules bounds the rules one sandbox may need after splitting allow rules around deny
+// paths; a plan that needs more is refused rather than enforced loosely.
+const maxLandlockRules = 10000
+
+// sandboxGrants are the grants every sandboxed program gets on what the init built for it.
+var sandboxGrants = map[string]landlock.AccessFSSet{
+	"/proc":        accessRead,
+	"/dev":         ll.AccessFSReadDir,
+	"/dev/null":    accessDevRW,
+	"/dev/zero":    accessDevRW,
+	"/dev/full":    accessDevRW,
+	"/dev/random":  ll.AccessFSReadFile,
+	"/dev/urandom": ll.AccessFSReadFile,
+	"/dev/tty":     accessTerminal,
+	"/dev/ptmx":    accessTerminal,
+	"/dev/pts":     accessTerminal,
+	"/dev/shm":     accessReadWrite,
+	"/tmp":         accessReadWrite,
+}
+
+// landlockConfig returns the strictest configuration this kernel supports (at least minLandlockABI).
+// Network rights are handled (so every TCP bind and connect is denied) only when noNetwork is set.
+func landlockConfig(noNetwork bool) (landlock.Config, error) {
+	v, err := landlockABI()
+	if err != nil {
+		return landlock.Config{}, err
+	}
+	cfg := landlockPresets[v-minLandlockABI]
+	if !noNetwork {
+		cfg.HandledAccessNet = 0
+	}
+	return cfg, nil
+}
+
+// grants computes the Landlock rights of p in the sandbox: ReadOnly (read), ReadWrite (read and
+// write) and Exec (read and execute; the only place EXECUTE is granted), plus the sandbox's own paths
+// (sandboxGrants) unless the plan binds a host path over one. Everything is split around the Deny
+// paths, so that no deny path and nothing beneath one gets any right.
+//
+// Host trees the plan binds under the sandbox's /tmp inherit its read-write grant (Landlock cannot
+// exclude a subtree without also taking the rights away from /tmp itself); the read-only ones are
+// kept read-only by their read-only mount.
+func grants(p Plan) (map[string]landlock.AccessFSSet, error) {
+	planPaths := slices.Concat(p.ReadOnly, p.ReadWrite, p.Exec)
+	out := map[string]landlock.AccessFSSet{}
+	for _, path := range slices.Sorted(maps.Keys(sandboxGrants)) {
+		if slices.Contains(planPaths, path) {
+			continue // e.g. the host's /tmp bound over the sandbox's: the plan says what it gets
+		}
+		if err := splitGrant(out, path, sandboxGrants[path], p.Deny); err != nil {
+			return nil, err
+		}
+	}
+	roots := map[string]landlock.AccessFSSet{}
+	for _, path := range p.ReadOnly {
+		roots[path] |= accessRead
+	}
+	for _, path := range p.ReadWrite {
+		roots[path] |= accessReadWrite
+	}
+	for _, path := range p.Exec {
+		roots[path] |= accessExec
+	}
+	for _, root := range slices.Sorted(maps.Keys(roots)) {
+		if err := splitGrant(out, root, roots[root], p.Deny); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// splitGrant adds the grant of access on path to out, unless path lies within an excluded path.
+// When excluded paths lie beneath path, path itself only gets ReadDir (if access has it), and the
+// grant goes instead to each of its entries, recursively, skipping the excluded paths and symbolic
+// links (a rule on a link would land on its target; an unruled link is judged by where it leads).
+// So a split directory cannot get new entries nor lose or rename its entries (which keeps a deny
+// path from being moved away or re-created), and whatever appears in it later has no rights.
+func splitGrant(out map[string]landlock.AccessFSSet, path string, access landlock.AccessFSSet, exclude []string) error {
+	if _, excluded := coveringPath(path, exclude); excluded {
+		return nil
+	}
+	var inner []string
+	for _, d := range exclude {
+		if within(d, path) {
+			inner = append(inner, d)
+		}
+	}
+	if len(inner) == 0 {
+		out[path] |= access
+	} else {
+		entries, err := os.ReadDir(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil
+		case err != nil:
+			return fmt.Errorf("split %s around %v: %w", path, inner, err)
+		}
+		if a := access & ll.AccessFSReadDir; a != 0 {
+			out[path] |= a
+		}
+		for _, e := range entries {
+			if e.Type()&fs.ModeSymlink != 0 {
+				continue
+			}
+			if err := splitGrant(out, filepath.Join(path, e.Name()), access, inner); err != nil {
+				return err
+			}
+		}
+	}
+	if len(out) > maxLandlockRules {
+		return fmt.Errorf("more than %d rules are needed to split the allowed paths around %v", maxLandlockRules, exclude)
+	}
+	return nil
+}
+
+// landlockRules turns grants into go-landlock rules for cfg: rights cfg does not handle are dropped,
+// rules on non-directories keep only file rights, and paths that do not exist are skipped.
+func landlockRules(cfg landlock.Config, g map[string]landlock.AccessFSSet) ([]landlock.Rule, error) {
+	byAccess := map[landlock.AccessFSSet][]string{}
+	for path, a := range g {
+		info, err := os.Stat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("stat %s: %w", path, err)
+		}
+		a &= cfg.HandledAccessFS
+		if !info.IsDir() {
+			a &= accessFileOnly
+		}
+		if a != 0 {
+			byAccess[a] = append(byAccess[a], path)
+		}
+	}
+	var rules []landlock.Rule
+	for _, a := range slices.Sorted(maps.Keys(byAccess)) {
+		paths := byAccess[a]
+		slices.Sort(paths)
+		rules = append(rules, landlock.PathAccess(a, paths...))
+	}
+	return rules, nil
+}

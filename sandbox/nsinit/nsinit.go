@@ -1,0 +1,213 @@
+// Package nsinit runs one program inside a kernel sandbox: new mount, PID, network, IPC, UTS and
+// cgroup namespaces (plus a user namespace when the host is not root), a read-only view of the host
+// with deny masks and writable binds, Landlock, an unprivileged uid, no capabilities, no_new_privs
+// and a seccomp filter.
+//
+// The sandbox is built by the host's own executable, re-exec'd twice:
+//
+//   - The init ("__clihost_init") is PID 1 of the new PID namespace. It builds the mount namespace
+//     (private propagation, fresh /proc, minimal /dev with its own devpts, everything read-only and
+//     nosuid, tmpfs /tmp and /dev/shm, writable binds, deny masks), sets the hostname, brings lo up,
+//     starts stage 2, restricts itself with Landlock, and then only reaps children, forwards
+//     SIGTERM, SIGINT and SIGHUP to stage 2 and exits with its status (128+n when killed by signal
+//     n). When it exits, the kernel kills whatever is left in the PID namespace.
+//   - Stage 2 ("__clihost_stage2") enforces Landlock, drops to the plan's uid and gid, drops every
+//     capability (bounding, ambient, inheritable, permitted, effective) and locks the securebits,
+//     sets no_new_privs, marks every fd above 2 close-on-exec, installs seccomp, verifies the
+//     result in /proc/thread-self/status and only then execs the program.
+//
+// Every failure is fatal: the init and stage 2 exit with status 125 (127 when the final verification
+// fails) after printing one line "clihost sandbox: <step>: <error>" to stderr. The program is never
+// exec'd with a layer missing.
+//
+// Every binary that starts sandboxed processes must call Main first thing in main (and in TestMain).
+package nsinit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+const (
+	initMarker   = "__clihost_init"   // argv[1] of the init
+	stage2Marker = "__clihost_stage2" // argv[1] of stage 2
+	procName     = "clihost-sandbox"  // argv[0] of both, as seen in ps
+
+	exitFailure = 125 // a sandbox step failed; the program did not run
+	exitVerify  = 127 // the final check of the process state failed; the program did not run
+)
+
+// ErrUnavailable is wrapped by the errors of Check: this host cannot run the sandbox.
+var ErrUnavailable = errors.New("sandbox unavailable")
+
+// Command builds the exec.Cmd that runs p sandboxed: the current executable (/proc/self/exe)
+// re-exec'd as the init, in new mount, PID, network, IPC, UTS and cgroup namespaces, plus a user
+// namespace mapping only the host user to uid 0 when the host is not root. The child gets SIGKILL
+// when its parent thread dies (Pdeathsig) and its own process group (Setpgid), an empty environment
+// and / as working directory. The plan is checked and resolved (see Plan) and written to a pipe whose
+// read end is Cmd.ExtraFiles[0].
+//
+// The caller sets Stdin, Stdout and Stderr, and starts and waits for the command as usual. It should
+// close ExtraFiles[0] once the command has started (or failed to start); otherwise the garbage
+// collector closes it. For a controlling terminal, replace Setpgid with Setsid and Setctty (setpgid
+// fails in a session leader). The init exits with the program's status, 125 when the sandbox could
+// not be built, 127 when the final check failed.
+func Command(p Plan) (*exec.Cmd, error) {
+	root := os.Geteuid() == 0
+	prepared, err := prepare(p, root)
+	if err != nil {
+		return nil, err
+	}
+	planR, err := writePlan(envelope{Plan: prepared, UserNS: !root})
+	if err != nil {
+		return nil, fmt.Errorf("nsinit: %w", err)
+	}
+	cmd := &exec.Cmd{
+		Path:       "/proc/self/exe",
+		Args:       []string{procName, initMarker},
+		Env:        []string{},
+		Dir:        "/",
+		ExtraFiles: []*os.File{planR},
+		SysProcAttr: &syscall.SysProcAttr{
+			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC |
+				unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
+			Pdeathsig: syscall.SIGKILL,
+			Setpgid:   true,
+		},
+	}
+	if !root {
+		attr := cmd.SysProcAttr
+		attr.Cloneflags |= unix.CLONE_NEWUSER
+		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+		attr.GidMappingsEnableSetgroups = false
+	}
+	return cmd, nil
+}
+
+// Main must be called first thing in main (and in TestMain) of every binary that may start
+// sandboxed processes. When this process is a sandbox init or stage 2 (argv[1] is one of the
+// markers Command uses), Main never returns: it runs that role and exits with the program's status,
+// or execs the program. Otherwise it returns immediately.
+func Main() {
+	if len(os.Args) < 2 {
+		return
+	}
+	switch os.Args[1] {
+	case initMarker:
+		os.Exit(runInit())
+	case stage2Marker:
+		// Everything from here to execve must run on one thread: capabilities, the bounding set
+		// and the verification in /proc/thread-self are per thread.
+		runtime.LockOSThread()
+		os.Exit(runStage2())
+	}
+}
+
+// fail prints the one-line failure report of a sandbox step and returns code, for os.Exit.
+func fail(code int, step string, err error) int {
+	fmt.Fprintf(os.Stderr, "clihost sandbox: %s: %v\n", step, err)
+	return code
+}
+
+// Support is what Probe found on this host.
+type Support struct {
+	LandlockABI int  // the Landlock ABI version the sandbox will enforce (go-landlock's maximum at most)
+	UserNS      bool // the sandbox uses a user namespace (the host is not root)
+	Seccomp     bool // the kernel offers seccomp filters with SECCOMP_RET_KILL_PROCESS
+}
+
+// Probe reports what this host supports, or why the sandbox is unavailable (the error wraps
+// ErrUnavailable and names the missing piece). It checks the kernel interfaces only; it starts no
+// process.
+func Probe() (Support, error) {
+	var s Support
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+		return s, fmt.Errorf("%w: %s/%s is not supported (linux/amd64 or linux/arm64 only)", ErrUnavailable, runtime.GOOS, runtime.GOARCH)
+	}
+	v, err := landlockABI()
+	if err != nil {
+		return s, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	s.LandlockABI = v
+	for _, ns := range []string{"mnt", "pid", "net", "ipc", "uts", "cgroup"} {
+		if _, err := os.Stat("/proc/self/ns/" + ns); err != nil {
+			return s, fmt.Errorf("%w: %s namespaces: %v", ErrUnavailable, ns, err)
+		}
+	}
+	if os.Geteuid() != 0 {
+		s.UserNS = true
+		n, err := readInt("/proc/sys/user/max_user_namespaces")
+		if err != nil {
+			return s, fmt.Errorf("%w: user namespaces: %v", ErrUnavailable, err)
+		}
+		if n == 0 {
+			return s, fmt.Errorf("%w: user namespaces are disabled (user.max_user_namespaces=0) and the host is not root", ErrUnavailable)
+		}
+		// Debian's switch, when the kernel has it.
+		if n, err := readInt("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && n == 0 {
+			return s, fmt.Errorf("%w: unprivileged user namespaces are disabled (kernel.unprivileged_userns_clone=0) and the host is not root", ErrUnavailable)
+		}
+	}
+	actions, err := os.ReadFile("/proc/sys/kernel/seccomp/actions_avail")
+	if err != nil {
+		return s, fmt.Errorf("%w: seccomp: %v", ErrUnavailable, err)
+	}
+	if !strings.Contains(" "+strings.TrimSpace(string(actions))+" ", " kill_process ") {
+		return s, fmt.Errorf("%w: seccomp: no kill_process action", ErrUnavailable)
+	}
+	s.Seccomp = true
+	return s, nil
+}
+
+// Check reports whether this host can run the sandbox: nil, or an error wrapping ErrUnavailable that
+// names the missing piece (see Probe).
+func Check() error {
+	_, err := Probe()
+	return err
+}
+
+// minLandlockABI is the oldest Landlock ABI the sandbox accepts (v3: truncation is controlled).
+const minLandlockABI = 3
+
+// landlockABI returns the Landlock ABI version to enforce: the kernel's, after the same errata
+// downgrade go-landlock applies, capped at go-landlock's newest; an error below minLandlockABI.
+func landlockABI() (int, error) {
+	v, err := llsys.LandlockGetABIVersion()
+	if err != nil {
+		return 0, fmt.Errorf("landlock: not supported by the kernel or not enabled: %w", err)
+	}
+	if v >= 6 {
+		// go-landlock treats a kernel whose signal scoping is not fixed (erratum 2) as v5.
+		if errata, err := llsys.LandlockGetErrata(); err != nil || errata&2 == 0 {
+			v = 5
+		}
+	}
+	if v < minLandlockABI {
+		return 0, fmt.Errorf("landlock: ABI v%d is below the required v%d", v, minLandlockABI)
+	}
+	return min(v, len(landlockPresets)+minLandlockABI-1), nil
+}
+
+// readInt reads a file holding one decimal integer.
+func readInt(path string) (int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	return n, nil
+}

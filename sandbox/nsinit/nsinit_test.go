@@ -1,0 +1,696 @@
+package nsinit
+
+import (
+	"bufio"
+	"bytes"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+)
+
+func TestMain(m *testing.M) {
+	Main()
+	os.Exit(m.Run())
+}
+
+// nobody is the identity sandboxed programs run as in these tests.
+const nobody = 65534
+
+// requireRoot skips t when the test process is not root, except in CI, where the sandbox tests
+// must run.
+func requireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("the sandbox tests need root in CI")
+	}
+	t.Skip("the sandbox tests need root")
+}
+
+// workTree creates under parent a directory tree every user can traverse: base/ro (file "allowed",
+// directory "secret" holding "key", file "token"), base/rw (owned by nobody) and base/outside (file
+// "hidden"). Trees under /tmp exercise the re-binding of host paths into the sandbox's own /tmp.
+func workTree(t testing.TB, parent string) string {
+	t.Helper()
+	base, err := os.MkdirTemp(parent, "nsinit-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	files := map[string]string{
+		"ro/allowed":     "allowed content\n",
+		"ro/secret/key":  "SECRET KEY\n",
+		"ro/token":       "SECRET TOKEN\n",
+		"outside/hidden": "HIDDEN\n",
+	}
+	for name, content := range files {
+		path := filepath.Join(base, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(base, "rw"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{base, filepath.Join(base, "rw")} {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(filepath.Join(base, "rw"), nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	return base
+}
+
+// interpreter returns the ELF interpreter of the program at path ("" for a static binary).
+func interpreter(t testing.TB, path string) string {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			b, err := io.ReadAll(p.Open())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(bytes.TrimRight(b, "\x00"))
+		}
+	}
+	return ""
+}
+
+// plan returns a plan running prog with args as nobody, able to load shared libraries, with prog,
+// the programs in spawn and their interpreters executable.
+func plan(t testing.TB, prog string, args []string, spawn ...string) Plan {
+	t.Helper()
+	p := Plan{
+		Path:     prog,
+		Args:     append([]string{filepath.Base(prog)}, args...),
+		Dir:      "/",
+		Env:      []string{"PATH=/usr/bin:/bin", "LC_ALL=C"},
+		UID:      nobody,
+		GID:      nobody,
+		ReadOnly: []string{"/usr/lib", "/lib", "/lib64", "/usr/lib64", "/etc/ld.so.cache"},
+	}
+	for _, exe := range append([]string{prog}, spawn...) {
+		p.Exec = append(p.Exec, exe)
+		if interp := interpreter(t, exe); interp != "" && !slices.Contains(p.Exec, interp) {
+			p.Exec = append(p.Exec, interp)
+		}
+	}
+	return p
+}
+
+// result is a finished sandboxed run.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// run runs p sandboxed and returns its output and exit status.
+func run(t testing.TB, p Plan) result {
+	t.Helper()
+	cmd, err := Command(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	cmd.ExtraFiles[0].Close()
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) {
+		t.Fatal(err)
+	}
+	r := result{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()}
+	t.Logf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	return r
+}
+
+// sh returns a plan running /bin/sh -c script, able to spawn the given programs.
+func sh(t testing.TB, script string, spawn ...string) Plan {
+	return plan(t, "/bin/sh", []string{"-c", script}, spawn...)
+}
+
+// parents are where the tests create their trees: a host directory the sandbox shows as it is, and
+// /tmp, which the sandbox covers with its own tmpfs.
+var parents = []string{"/var/tmp", "/tmp"}
+
+func TestReadAllowedFile(t *testing.T) {
+	requireRoot(t)
+	for _, parent := range parents {
+		t.Run(parent, func(t *testing.T) {
+			base := workTree(t, parent)
+			p := plan(t, "/bin/cat", []string{filepath.Join(base, "ro/allowed")})
+			p.ReadOnly = append(p.ReadOnly, filepath.Join(base, "ro"))
+			r := run(t, p)
+			if r.code != 0 || r.stdout != "allowed content\n" {
+				t.Fatalf("cat of an allowed file: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+			}
+		})
+	}
+}
+
+func TestReadOutsideDenied(t *testing.T) {
+	requireRoot(t)
+	// Landlock refuses the file outside the grants; under /tmp it is not even there.
+	for parent, want := range map[string]string{"/var/tmp": "Permission denied", "/tmp": "No such file"} {
+		t.Run(parent, func(t *testing.T) {
+			base := workTree(t, parent)
+			p := plan(t, "/bin/cat", []string{filepath.Join(base, "outside/hidden")})
+			p.ReadOnly = append(p.ReadOnly, filepath.Join(base, "ro"))
+			r := run(t, p)
+			if r.code == 0 || strings.Contains(r.stdout, "HIDDEN") || !strings.Contains(r.stderr, want) {
+				t.Fatalf("cat outside ReadOnly: exit %d, stdout %q, stderr %q; want %q", r.code, r.stdout, r.stderr, want)
+			}
+		})
+	}
+}
+
+func TestDenyInsideAllowedTree(t *testing.T) {
+	requireRoot(t)
+	base := workTree(t, "/var/tmp")
+	ro := filepath.Join(base, "ro")
+	for name, allowed := range map[string]string{"tree": ro, "root": "/"} {
+		for _, target := range []string{"secret/key", "token"} {
+			t.Run(name+"/"+target, func(t *testing.T) {
+				script := fmt.Sprintf("cat %s/allowed; cat %s/%s; echo status=$?; ls %s", ro, ro, target, ro)
+				p := sh(t, script, "/bin/cat", "/bin/ls")
+				p.ReadOnly = append(p.ReadOnly, allowed)
+				p.Deny = []string{filepath.Join(ro, "secret"), filepath.Join(ro, "token")}
+				r := run(t, p)
+				if r.code != 0 || !strings.HasPrefix(r.stdout, "allowed content\n") {
+					t.Fatalf("the rest of the allowed tree must stay readable: exit %d, stdout %q", r.code, r.stdout)
+				}
+				if strings.Contains(r.stdout, "SECRET") || !strings.Contains(r.stdout, "status=1") ||
+					!strings.Contains(r.stderr, "Permission denied") {
+					t.Fatalf("reading the denied %s: stdout %q, stderr %q; want Permission denied", target, r.stdout, r.stderr)
+				}
+			})
+		}
+	}
+}
+
+func TestDenyInsideWritableTree(t *testing.T) {
+	requireRoot(t)
+	ws := filepath.Join(workTree(t, "/var/tmp"), "rw")
+	for _, dir := range []string{".git/hooks", "sub"} {
+		if err := os.MkdirAll(filepath.Join(ws, dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, file := range []string{"file", ".git/config", ".git/hooks/pre-commit.sample"} {
+		if err := os.WriteFile(filepath.Join(ws, file), nil, 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := filepath.Walk(ws, func(path string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chown(path, nobody, nobody)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	script := `cd ` + ws + `
+echo a > file && echo ok-existing
+echo b > sub/new && echo ok-sibling-tree
+echo c > .git/config && echo ok-beside-deny
+echo x > .git/hooks/pre-commit && echo ESCAPE-hook
+echo x > .env && echo ESCAPE-missing-deny
+echo x > newfile && echo split-dir-writable
+mv .git g && echo ESCAPE-rename
+exit 0`
+	p := sh(t, script, "/bin/mv")
+	p.ReadWrite = []string{ws}
+	p.Deny = []string{filepath.Join(ws, ".git/hooks"), filepath.Join(ws, ".env")}
+	r := run(t, p)
+	for _, want := range []string{"ok-existing", "ok-sibling-tree", "ok-beside-deny"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout %q lacks %q", r.stdout, want)
+		}
+	}
+	// Directories split around a deny path cannot get new entries: documented, and fail-closed.
+	for _, escape := range []string{"ESCAPE", "split-dir-writable"} {
+		if strings.Contains(r.stdout, escape) {
+			t.Errorf("stdout %q: %s", r.stdout, escape)
+		}
+	}
+	for _, path := range []string{".git/hooks/pre-commit", ".env", "newfile", "g"} {
+		if _, err := os.Lstat(filepath.Join(ws, path)); err == nil {
+			t.Errorf("%s was created on the host", path)
+		}
+	}
+}
+
+// TestDenySplitsLandlockRules checks the Landlock layer alone: no rule reaches a deny path or
+// anything beneath it, its ancestors only get ReadDir, and everything else keeps the grant.
+func TestDenySplitsLandlockRules(t *testing.T) {
+	base := workTree(t, "/var/tmp")
+	ro := filepath.Join(base, "ro")
+	p := Plan{ReadOnly: []string{ro}, Deny: []string{filepath.Join(ro, "secret/key"), filepath.Join(ro, "token")}}
+	g, err := grants(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]landlock.AccessFSSet{
+		ro:                           ll.AccessFSReadDir,
+		filepath.Join(ro, "allowed"): accessRead,
+		filepath.Join(ro, "secret"):  ll.AccessFSReadDir,
+	}
+	for path, a := range want {
+		if g[path] != a {
+			t.Errorf("grant on %s = %v, want %v", path, g[path], a)
+		}
+	}
+	for path := range g {
+		for _, d := range p.Deny {
+			if within(path, d) {
+				t.Errorf("deny path %s got a rule (%s)", d, path)
+			}
+		}
+	}
+}
+
+func TestWritesOnlyUnderReadWrite(t *testing.T) {
+	requireRoot(t)
+	for _, parent := range parents {
+		t.Run(parent, func(t *testing.T) { testWritesOnlyUnderReadWrite(t, parent) })
+	}
+}
+
+func testWritesOnlyUnderReadWrite(t *testing.T, parent string) {
+	base := workTree(t, parent)
+	rw, ro := filepath.Join(base, "rw"), filepath.Join(base, "ro")
+	script := fmt.Sprintf(`echo data > %[1]s/new && cat %[1]s/new && mkdir %[1]s/d && echo mkdir-ok
+echo x > %[2]s/new && echo WROTE-RO
+echo x > %[2]s/allowed && echo WROTE-RO-FILE
+echo x > %[3]s/new && echo WROTE-OUTSIDE
+echo x > /etc/nsinit-test && echo WROTE-ETC
+touch /tmp/scratch && echo tmp-ok
+exit 0`, rw, ro, filepath.Join(base, "outside"))
+	p := sh(t, script, "/bin/cat", "/bin/mkdir", "/usr/bin/touch")
+	p.ReadOnly = append(p.ReadOnly, ro)
+	p.ReadWrite = []string{rw}
+	r := run(t, p)
+	for _, want := range []string{"data\n", "mkdir-ok", "tmp-ok"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout %q lacks %q", r.stdout, want)
+		}
+	}
+	if strings.Contains(r.stdout, "WROTE") {
+		t.Errorf("a write outside ReadWrite succeeded: %q", r.stdout)
+	}
+	if data, err := os.ReadFile(filepath.Join(rw, "new")); err != nil || string(data) != "data\n" {
+		t.Errorf("the write under ReadWrite did not reach the host: %q, %v", data, err)
+	}
+	for _, path := range []string{filepath.Join(ro, "new"), filepath.Join(base, "outside/new"), "/etc/nsinit-test"} {
+		if _, err := os.Stat(path); err == nil {
+			t.Errorf("%s was created on the host", path)
+		}
+	}
+}
+
+func TestExecNotAllowed(t *testing.T) {
+	requireRoot(t)
+	r := run(t, sh(t, "/usr/bin/id -u; echo status=$?"))
+	if !strings.Contains(r.stdout, "status=126") || !strings.Contains(r.stderr, "Permission denied") {
+		t.Fatalf("exec of a program outside Exec: stdout %q, stderr %q; want status 126, Permission denied", r.stdout, r.stderr)
+	}
+}
+
+func TestUIDDropped(t *testing.T) {
+	requireRoot(t)
+	r := run(t, sh(t, "id -u; id -g; id -G", "/usr/bin/id"))
+	if r.code != 0 || r.stdout != "65534\n65534\n65534\n" {
+		t.Fatalf("id: exit %d, stdout %q; want uid, gid and groups 65534 only", r.code, r.stdout)
+	}
+}
+
+func TestProcessStatus(t *testing.T) {
+	requireRoot(t)
+	for _, withSeccomp := range []bool{false, true} {
+		t.Run(fmt.Sprintf("seccomp=%v", withSeccomp), func(t *testing.T) {
+			p := plan(t, "/bin/cat", []string{"/proc/self/status"})
+			p.Seccomp = withSeccomp
+			r := run(t, p)
+			want := []string{"NoNewPrivs:\t1\n", "CapInh:\t0000000000000000\n", "CapPrm:\t0000000000000000\n",
+				"CapEff:\t0000000000000000\n", "CapBnd:\t0000000000000000\n", "CapAmb:\t0000000000000000\n"}
+			if withSeccomp {
+				want = append(want, "Seccomp:\t2\n")
+			} else {
+				want = append(want, "Seccomp:\t0\n")
+			}
+			for _, w := range want {
+				if !strings.Contains(r.stdout, w) {
+					t.Errorf("/proc/self/status lacks %q", w)
+				}
+			}
+		})
+	}
+}
+
+func TestNoExecMemfd(t *testing.T) {
+	requireRoot(t)
+	host, err := os.ReadFile("/proc/sys/vm/memfd_noexec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := plan(t, "/bin/cat", []string{"/proc/sys/vm/memfd_noexec"})
+	p.NoExecMemfd, p.Seccomp = true, true
+	if r := run(t, p); r.code != 0 || r.stdout != "2\n" {
+		t.Fatalf("vm.memfd_noexec in the sandbox: exit %d, %q; want 2", r.code, r.stdout)
+	}
+	if after, err := os.ReadFile("/proc/sys/vm/memfd_noexec"); err != nil || !bytes.Equal(after, host) {
+		t.Fatalf("the host's vm.memfd_noexec changed from %q to %q (%v)", host, after, err)
+	}
+}
+
+func TestPIDNamespace(t *testing.T) {
+	requireRoot(t)
+	// The program is not PID 2: the init's runtime threads take the first numbers of the namespace.
+	r := run(t, sh(t, "echo $$; ls /proc", "/bin/ls"))
+	fields := strings.Fields(r.stdout)
+	if r.code != 0 || len(fields) == 0 {
+		t.Fatalf("exit %d, stdout %q", r.code, r.stdout)
+	}
+	self := fields[0]
+	var pids []string
+	for _, f := range fields[1:] {
+		if _, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, f)
+		}
+	}
+	if n, _ := strconv.Atoi(self); n < 2 || n > 100 || len(pids) != 3 || !slices.Contains(pids, "1") || !slices.Contains(pids, self) {
+		t.Fatalf("the program is PID %s and /proc lists %v; want only the init (1), the program and ls", self, pids)
+	}
+}
+
+func TestNetworkIsolated(t *testing.T) {
+	requireRoot(t)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+			accepted <- struct{}{}
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	for _, tc := range []struct {
+		noNetwork bool
+		want      string
+	}{{false, "Connection refused"}, {true, "Permission denied"}} {
+		t.Run(fmt.Sprintf("NoNetwork=%v", tc.noNetwork), func(t *testing.T) {
+			script := fmt.Sprintf("echo hi > /dev/tcp/127.0.0.1/%d && echo CONNECTED", port)
+			p := plan(t, "/bin/bash", []string{"-c", script})
+			p.NoNetwork = tc.noNetwork
+			r := run(t, p)
+			if r.code == 0 || strings.Contains(r.stdout, "CONNECTED") || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("connect to the host's loopback listener: exit %d, stdout %q, stderr %q; want %q", r.code, r.stdout, r.stderr, tc.want)
+			}
+		})
+	}
+	select {
+	case <-accepted:
+		t.Fatal("the host listener accepted a connection from the sandbox")
+	default:
+	}
+}
+
+func TestHostnameIsolated(t *testing.T) {
+	requireRoot(t)
+	r := run(t, plan(t, "/bin/cat", []string{"/proc/sys/kernel/hostname"}))
+	if host, _ := os.Hostname(); r.stdout != sandboxHostname+"\n" || host == sandboxHostname {
+		t.Fatalf("hostname in the sandbox %q (host %q); want %q", r.stdout, host, sandboxHostname)
+	}
+}
+
+func TestExitStatusPropagates(t *testing.T) {
+	requireRoot(t)
+	if r := run(t, sh(t, "exit 3")); r.code != 3 {
+		t.Fatalf("exit status %d, want 3", r.code)
+	}
+	if r := run(t, sh(t, "kill -KILL $$")); r.code != 128+int(syscall.SIGKILL) {
+		t.Fatalf("exit status %d after SIGKILL, want %d", r.code, 128+int(syscall.SIGKILL))
+	}
+}
+
+func TestSIGTERMStopsProgram(t *testing.T) {
+	requireRoot(t)
+	cmd, err := Command(sh(t, "echo ready; /bin/sleep 60", "/bin/sleep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.ExtraFiles[0].Close()
+	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "ready\n" {
+		t.Fatalf("read %q, %v", line, err)
+	}
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("the sandbox ignored SIGTERM")
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 128+int(syscall.SIGTERM) {
+		t.Fatalf("exit status %d after SIGTERM, want %d", code, 128+int(syscall.SIGTERM))
+	}
+	t.Logf("stopped %v after SIGTERM", time.Since(start))
+}
+
+func TestOrphansReaped(t *testing.T) {
+	requireRoot(t)
+	// The subshell exits at once; its background sleep is re-parented to the init, exits after 0.1 s
+	// and must be reaped by the init.
+	r := run(t, sh(t, "(/bin/sleep 0.1 &); /bin/sleep 1; cat /proc/[0-9]*/stat", "/bin/sleep", "/bin/cat"))
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	for line := range strings.Lines(r.stdout) {
+		if i := strings.LastIndex(line, ") "); i >= 0 && strings.HasPrefix(line[i+2:], "Z") {
+			t.Errorf("zombie: %s", line)
+		}
+	}
+}
+
+func TestOnlyStdioInherited(t *testing.T) {
+	requireRoot(t)
+	leak, err := os.Open("/etc/hostname")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leak.Close()
+	cmd, err := Command(sh(t, "ls /proc/$$/fd", "/bin/ls"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.ExtraFiles = append(cmd.ExtraFiles, leak)
+	out, err := cmd.Output()
+	cmd.ExtraFiles[0].Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fds := strings.Fields(string(out)); !slices.Equal(fds, []string{"0", "1", "2"}) {
+		t.Fatalf("the program has fds %v, want only 0 1 2", fds)
+	}
+}
+
+// rootlessEnv marks the copy of the test binary that TestRootless runs as nobody.
+const rootlessEnv = "NSINIT_TEST_ROOTLESS"
+
+// TestRootless runs a sandbox from an unprivileged host process (a copy of this test binary run as
+// nobody), where the init gets a user namespace and the program keeps the host uid, mapped to 0,
+// without capabilities.
+func TestRootless(t *testing.T) {
+	if os.Getenv(rootlessEnv) == "1" {
+		testRootlessChild(t)
+		return
+	}
+	requireRoot(t)
+	base := workTree(t, "/var/tmp")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := filepath.Join(base, "nsinit.test") // the build directory is not open to nobody
+	if err := os.WriteFile(copied, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(copied, "-test.run=^TestRootless$", "-test.v")
+	cmd.Env = []string{rootlessEnv + "=1", "NSINIT_TEST_BASE=" + base}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testRootlessChild(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Fatal("the rootless child runs as root")
+	}
+	ro := filepath.Join(os.Getenv("NSINIT_TEST_BASE"), "ro")
+	script := fmt.Sprintf("id -u; cat %[1]s/allowed; cat %[1]s/token; cat /proc/self/status", ro)
+	p := sh(t, script, "/usr/bin/id", "/bin/cat")
+	p.ReadOnly = append(p.ReadOnly, ro)
+	p.Deny = []string{filepath.Join(ro, "token")}
+	p.Seccomp = true
+	r := run(t, p)
+	for _, want := range []string{"0\nallowed content\n", "CapEff:\t0000000000000000\n", "CapBnd:\t0000000000000000\n",
+		"NoNewPrivs:\t1\n", "Seccomp:\t2\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	if strings.Contains(r.stdout, "SECRET") || !strings.Contains(r.stderr, "Permission denied") {
+		t.Errorf("the denied file was readable")
+	}
+}
+
+func TestFailureIsReported(t *testing.T) {
+	requireRoot(t)
+	p := plan(t, "/bin/cat", nil)
+	p.ReadWrite = []string{"/nonexistent-nsinit-path"}
+	r := run(t, p)
+	if r.code != exitFailure || !strings.HasPrefix(r.stderr, "clihost sandbox: mount: clone trees: ") {
+		t.Fatalf("exit %d, stderr %q; want %d and a one-line report", r.code, r.stderr, exitFailure)
+	}
+}
+
+func TestCommandRejectsBadPlans(t *testing.T) {
+	good := Plan{Path: "/bin/true", Args: []string{"true"}, Dir: "/", UID: nobody, GID: nobody, Exec: []string{"/bin/true"}}
+	cmd, err := Command(good)
+	if err != nil {
+		t.Fatalf("good plan: %v", err)
+	}
+	cmd.ExtraFiles[0].Close()
+	cases := map[string]func(p *Plan){
+		"relative path":       func(p *Plan) { p.Path = "bin/true" },
+		"no argv":             func(p *Plan) { p.Args = nil },
+		"unclean dir":         func(p *Plan) { p.Dir = "/tmp/../etc" },
+		"path not in Exec":    func(p *Plan) { p.Exec = nil },
+		"relative ReadOnly":   func(p *Plan) { p.ReadOnly = []string{"etc"} },
+		"under /proc":         func(p *Plan) { p.ReadOnly = []string{"/proc/1/root"} },
+		"under /dev":          func(p *Plan) { p.ReadWrite = []string{"/dev/sda"} },
+		"writable root":       func(p *Plan) { p.ReadWrite = []string{"/"} },
+		"deny root":           func(p *Plan) { p.Deny = []string{"/"} },
+		"exec under deny":     func(p *Plan) { p.Deny = []string{"/usr/bin"} },
+		"runs as root (root)": func(p *Plan) { p.UID = 0 },
+	}
+	for name, mutate := range cases {
+		t.Run(name, func(t *testing.T) {
+			if name == "runs as root (root)" && os.Geteuid() != 0 {
+				t.Skip("UID is ignored when the host is not root")
+			}
+			p := good
+			mutate(&p)
+			if cmd, err := Command(p); err == nil {
+				cmd.ExtraFiles[0].Close()
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+func TestPrepareDropsDeniedGrants(t *testing.T) {
+	base := workTree(t, "/var/tmp")
+	ro := filepath.Join(base, "ro")
+	p := Plan{
+		Path: "/bin/true", Args: []string{"true"}, Dir: "/", Exec: []string{"/bin/true"},
+		ReadOnly: []string{ro, filepath.Join(ro, "secret/key")}, ReadWrite: []string{filepath.Join(ro, "secret")},
+		Deny: []string{filepath.Join(ro, "secret")},
+	}
+	got, err := prepare(p, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.ReadOnly, []string{ro}) || len(got.ReadWrite) != 0 {
+		t.Fatalf("ReadOnly %v, ReadWrite %v: want the grants under Deny dropped", got.ReadOnly, got.ReadWrite)
+	}
+	if resolved, _ := filepath.EvalSymlinks("/bin/true"); !slices.Equal(got.Exec, []string{resolved}) {
+		t.Fatalf("Exec %v, want %s", got.Exec, resolved)
+	}
+}
+
+func TestCheck(t *testing.T) {
+	s, err := Probe()
+	if err != nil {
+		t.Fatalf("Probe: %v", err)
+	}
+	if s.LandlockABI < minLandlockABI || !s.Seccomp || s.UserNS != (os.Geteuid() != 0) {
+		t.Fatalf("Probe = %+v", s)
+	}
+	if err := Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func BenchmarkSandboxedTrue(b *testing.B) {
+	requireRoot(b)
+	p := plan(b, "/bin/true", nil)
+	p.Seccomp = true
+	for b.Loop() {
+		cmd, err := Command(p)
+		if err != nil {
+			b.Fatal(err)
+		}
+		err = cmd.Run()
+		cmd.ExtraFiles[0].Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkPlainTrue(b *testing.B) {
+	for b.Loop() {
+		if err := exec.Command("/bin/true").Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

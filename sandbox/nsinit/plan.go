@@ -1,0 +1,224 @@
+package nsinit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Plan is everything the init needs to run one program. It travels to the init (and from there to
+// stage 2) over a pipe passed as ExtraFiles[0], never through argv or the environment.
+//
+// Every path must be absolute and clean. Command resolves symbolic links in the path lists (ReadOnly,
+// ReadWrite, Exec, Deny) before the plan leaves the host, so that mounts, Landlock rules and the
+// "deny inside allow" split all work on real locations; Path itself is exec'd as given.
+type Plan struct {
+	Path string   // the resolved program (absolute); must also be listed in Exec
+	Args []string // argv, argv[0] included (conventionally the base name of Path)
+	Dir  string   // working directory (absolute)
+	Env  []string // the complete environment, KEY=VALUE; nil means empty
+	// UID and GID are the unprivileged identity the program runs as when the host process is root
+	// (e.g. 65534); neither may be 0 then. They are ignored when the host is not root: the program
+	// then runs as the host user, mapped to uid 0 of a new user namespace, without capabilities.
+	UID, GID int
+	// ReadOnly are files or directories (directories: the whole subtree) the program may read.
+	ReadOnly []string
+	// ReadWrite are files or directories the program may read and write. They are bind-mounted
+	// read-write with nosuid and nodev, and noexec unless an Exec file lies inside them.
+	ReadWrite []string
+	// Exec are the files the program may execute: the binary, its ELF interpreter and every
+	// program it may spawn (with their interpreters). They are also readable.
+	Exec []string
+	// Deny are paths masked in the sandbox (an empty, read-only, mode-000 tmpfs over directories,
+	// an empty mode-000 file over anything else) and never granted, even inside an allowed tree:
+	// ReadOnly and ReadWrite entries at or beneath a Deny path are dropped.
+	Deny []string
+	// NoNetwork additionally denies every TCP bind and connect with Landlock (ABI v4+). The program
+	// always runs in a new network namespace that has only the loopback interface, up.
+	NoNetwork bool
+	// Seccomp installs the seccomp filter of package sandbox/seccomp as the last step before exec.
+	Seccomp bool
+	// NoExecMemfd sets vm.memfd_noexec=2 in the sandbox's PID namespace (root hosts only) and asks
+	// the seccomp filter to refuse executable memfds and execveat(AT_EMPTY_PATH).
+	NoExecMemfd bool
+}
+
+// envelope is what is written to the plan pipe: the plan plus what the host decided about it.
+type envelope struct {
+	Plan Plan
+	// UserNS is set when the host is not root: the sandbox then has its own user namespace, in
+	// which the program keeps uid 0 (mapped to the host user) and only loses its capabilities.
+	UserNS bool
+}
+
+// maxPlanSize bounds the encoded plan (it must fit into one pipe buffer, see writePlan).
+const maxPlanSize = 1 << 20
+
+// pathListNames names the path lists of a Plan, in error messages.
+var pathListNames = [...]string{"ReadOnly", "ReadWrite", "Exec", "Deny"}
+
+// lists returns pointers to the four path lists of p, in the order of pathListNames.
+func (p *Plan) lists() [4]*[]string {
+	return [4]*[]string{&p.ReadOnly, &p.ReadWrite, &p.Exec, &p.Deny}
+}
+
+// prepare checks p and returns a copy with its path lists resolved (symbolic links evaluated, missing
+// paths kept literally), de-duplicated, and with ReadOnly and ReadWrite entries covered by a Deny path
+// dropped. root reports whether the host process is root.
+func prepare(p Plan, root bool) (Plan, error) {
+	if !isAbsClean(p.Path) {
+		return Plan{}, fmt.Errorf("nsinit: Path %q is not an absolute clean path", p.Path)
+	}
+	if len(p.Args) == 0 {
+		return Plan{}, errors.New("nsinit: Args is empty (argv[0] is required)")
+	}
+	if !isAbsClean(p.Dir) {
+		return Plan{}, fmt.Errorf("nsinit: Dir %q is not an absolute clean path", p.Dir)
+	}
+	if root && (p.UID <= 0 || p.GID <= 0) {
+		return Plan{}, fmt.Errorf("nsinit: UID %d / GID %d: the program must not run as root", p.UID, p.GID)
+	}
+	out := p
+	for i, list := range out.lists() {
+		resolved := make([]string, 0, len(*list))
+		for _, path := range *list {
+			r, err := resolvePath(path)
+			if err != nil {
+				return Plan{}, fmt.Errorf("nsinit: %s: %w", pathListNames[i], err)
+			}
+			if !slices.Contains(resolved, r) {
+				resolved = append(resolved, r)
+			}
+		}
+		*list = resolved
+	}
+	for _, d := range out.Deny {
+		if d == "/" {
+			return Plan{}, errors.New("nsinit: Deny: cannot mask /")
+		}
+	}
+	for _, rw := range out.ReadWrite {
+		if rw == "/" {
+			return Plan{}, errors.New("nsinit: ReadWrite: / cannot be writable")
+		}
+	}
+	for _, e := range out.Exec {
+		if d, ok := coveringPath(e, out.Deny); ok {
+			return Plan{}, fmt.Errorf("nsinit: Exec %s lies under Deny %s", e, d)
+		}
+	}
+	path, err := resolvePath(p.Path)
+	if err != nil {
+		return Plan{}, fmt.Errorf("nsinit: Path: %w", err)
+	}
+	if !slices.Contains(out.Exec, path) {
+		return Plan{}, fmt.Errorf("nsinit: Path %s is not listed in Exec", p.Path)
+	}
+	out.ReadOnly = withoutDenied(out.ReadOnly, out.Deny)
+	out.ReadWrite = withoutDenied(out.ReadWrite, out.Deny)
+	return out, nil
+}
+
+// resolvePath checks that path is absolute, clean and outside the sandbox's own /proc and /dev, and
+// evaluates its symbolic links. A path that does not exist is returned unchanged.
+func resolvePath(path string) (string, error) {
+	if !isAbsClean(path) {
+		return "", fmt.Errorf("%q is not an absolute clean path", path)
+	}
+	r, err := filepath.EvalSymlinks(path)
+	if errors.Is(err, os.ErrNotExist) {
+		r = path
+	} else if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", path, err)
+	}
+	for _, own := range []string{"/proc", "/dev"} {
+		if within(r, own) {
+			return "", fmt.Errorf("%s: paths under %s are provided by the sandbox itself", path, own)
+		}
+	}
+	return r, nil
+}
+
+// isAbsClean reports whether p is an absolute path in canonical form.
+func isAbsClean(p string) bool {
+	return filepath.IsAbs(p) && filepath.Clean(p) == p
+}
+
+// within reports whether path is dir or lies beneath it. Both must be clean and absolute.
+func within(path, dir string) bool {
+	return path == dir || dir == "/" || strings.HasPrefix(path, dir+"/")
+}
+
+// coveringPath returns the first of dirs that path lies within.
+func coveringPath(path string, dirs []string) (string, bool) {
+	for _, d := range dirs {
+		if within(path, d) {
+			return d, true
+		}
+	}
+	return "", false
+}
+
+// withoutDenied returns the paths of list that lie within none of deny.
+func withoutDenied(list, deny []string) []string {
+	var out []string
+	for _, p := range list {
+		if _, denied := coveringPath(p, deny); !denied {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// writePlan encodes e into a new pipe and returns its read end; the write end is closed. The whole
+// plan sits in the pipe buffer, so nothing has to wait for the child to start reading.
+func writePlan(e envelope) (*os.File, error) {
+	data, err := json.Marshal(e)
+	if err != nil {
+		return nil, fmt.Errorf("encode plan: %w", err)
+	}
+	if len(data) > maxPlanSize {
+		return nil, fmt.Errorf("plan is %d bytes, more than %d", len(data), maxPlanSize)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("plan pipe: %w", err)
+	}
+	defer w.Close()
+	if len(data) > os.Getpagesize() { // a pipe may hold as little as one page (pipe-user-pages-soft)
+		if _, err := unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, len(data)); err != nil {
+			r.Close()
+			return nil, fmt.Errorf("plan pipe size %d: %w", len(data), err)
+		}
+	}
+	if _, err := w.Write(data); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("write plan: %w", err)
+	}
+	return r, nil
+}
+
+// readPlan reads and decodes the envelope from the inherited pipe at fd 3, and closes it.
+func readPlan() (envelope, error) {
+	f := os.NewFile(3, "plan")
+	if f == nil {
+		return envelope{}, errors.New("no plan pipe on fd 3")
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxPlanSize+1))
+	if err != nil {
+		return envelope{}, fmt.Errorf("read: %w", err)
+	}
+	var e envelope
+	if err := json.Unmarshal(data, &e); err != nil {
+		return envelope{}, fmt.Errorf("decode: %w", err)
+	}
+	return e, nil
+}

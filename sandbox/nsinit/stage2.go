@@ -1,0 +1,159 @@
+package nsinit
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/clihost/clihost/sandbox/seccomp"
+	"golang.org/x/sys/unix"
+)
+
+// Securebits (linux/securebits.h), each with its lock: uid 0 gets no capabilities from execve, a uid
+// change neither keeps nor drops capabilities behind our back, ambient capabilities cannot be raised.
+const (
+	secbitNoRoot                  = 1 << 0
+	secbitNoRootLocked            = 1 << 1
+	secbitNoSetuidFixup           = 1 << 2
+	secbitNoSetuidFixupLocked     = 1 << 3
+	secbitKeepCapsLocked          = 1 << 5
+	secbitNoCapAmbientRaise       = 1 << 6
+	secbitNoCapAmbientRaiseLocked = 1 << 7
+
+	lockedSecurebits = secbitNoRoot | secbitNoRootLocked | secbitNoSetuidFixup | secbitNoSetuidFixupLocked |
+		secbitKeepCapsLocked | secbitNoCapAmbientRaise | secbitNoCapAmbientRaiseLocked
+)
+
+// noCapabilities is an empty capability set as /proc/<pid>/status shows it.
+const noCapabilities = "0000000000000000"
+
+// runStage2 is stage 2: it confines this process (on the calling, locked thread) and execs the
+// program. It returns only on failure, with the exit status.
+func runStage2() int {
+	e, err := readPlan()
+	if err != nil {
+		return fail(exitFailure, "stage 2: plan", err)
+	}
+	p := e.Plan
+	// Landlock comes first, while this process can still open every path of the plan and list the
+	// directories split around deny paths; the domain survives the uid change below.
+	if err := restrictLandlock(p); err != nil {
+		return fail(exitFailure, "landlock", err)
+	}
+	if err := dropPrivileges(p, e.UserNS); err != nil {
+		return fail(exitFailure, "privileges", err)
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fail(exitFailure, "no_new_privs", err)
+	}
+	if err := os.Chdir(p.Dir); err != nil {
+		return fail(exitFailure, "chdir", err)
+	}
+	// Close-on-exec rather than close: the Go runtime may still use its own descriptors until execve.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fail(exitFailure, "close fds", err)
+	}
+	if p.Seccomp {
+		if err := seccomp.Install(seccomp.Options{NoExecMemfd: p.NoExecMemfd}); err != nil {
+			return fail(exitFailure, "seccomp", err)
+		}
+	}
+	if err := verify(p, e.UserNS); err != nil {
+		return fail(exitVerify, "verify", err)
+	}
+	err = syscall.Exec(p.Path, p.Args, p.Env)
+	return fail(exitFailure, "exec "+p.Path, err)
+}
+
+// restrictLandlock enforces the plan's Landlock ruleset on every thread (it also sets no_new_privs).
+func restrictLandlock(p Plan) error {
+	cfg, err := landlockConfig(p.NoNetwork)
+	if err != nil {
+		return err
+	}
+	g, err := grants(p)
+	if err != nil {
+		return err
+	}
+	rules, err := landlockRules(cfg, g)
+	if err != nil {
+		return err
+	}
+	return cfg.Restrict(rules...)
+}
+
+// dropPrivileges locks the securebits, empties the capability bounding and ambient sets, switches to
+// the plan's uid and gid with no supplementary groups (not in a user namespace, where the only mapped
+// id is the host user's), and clears the inheritable, permitted and effective sets. Securebits,
+// bounding set and capsets are per thread: this must run on the thread that execs.
+func dropPrivileges(p Plan, userNS bool) error {
+	if err := unix.Prctl(unix.PR_SET_SECUREBITS, lockedSecurebits, 0, 0, 0); err != nil {
+		return fmt.Errorf("securebits: %w", err)
+	}
+	last, err := readInt("/proc/sys/kernel/cap_last_cap")
+	if err != nil {
+		return fmt.Errorf("last capability: %w", err)
+	}
+	for c := 0; c <= last; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
+		}
+	}
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
+		return fmt.Errorf("clear ambient capabilities: %w", err)
+	}
+	if !userNS {
+		if err := syscall.Setgroups([]int{}); err != nil {
+			return fmt.Errorf("setgroups: %w", err)
+		}
+		if err := syscall.Setresgid(p.GID, p.GID, p.GID); err != nil {
+			return fmt.Errorf("setresgid %d: %w", p.GID, err)
+		}
+		if err := syscall.Setresuid(p.UID, p.UID, p.UID); err != nil {
+			return fmt.Errorf("setresuid %d: %w", p.UID, err)
+		}
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
+}
+
+// verify reads back the state of this thread from /proc/thread-self/status: no_new_privs set, every
+// capability set empty, the seccomp filter in place when asked for, and the plan's uid and gid.
+func verify(p Plan, userNS bool) error {
+	data, err := os.ReadFile("/proc/thread-self/status")
+	if err != nil {
+		return err
+	}
+	status := map[string]string{}
+	for line := range strings.Lines(string(data)) {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			status[k] = strings.TrimSpace(v)
+		}
+	}
+	want := map[string]string{
+		"NoNewPrivs": "1",
+		"CapInh":     noCapabilities, "CapPrm": noCapabilities, "CapEff": noCapabilities,
+		"CapBnd": noCapabilities, "CapAmb": noCapabilities,
+	}
+	if p.Seccomp {
+		want["Seccomp"] = "2"
+	}
+	if !userNS {
+		u, g := strconv.Itoa(p.UID), strconv.Itoa(p.GID)
+		want["Uid"] = strings.Join([]string{u, u, u, u}, "\t")
+		want["Gid"] = strings.Join([]string{g, g, g, g}, "\t")
+		want["Groups"] = ""
+	}
+	for k, v := range want {
+		if got, ok := status[k]; !ok || got != v {
+			return fmt.Errorf("%s is %q, want %q", k, got, v)
+		}
+	}
+	return nil
+}
