@@ -38,8 +38,11 @@ var denied = []uint32{
 	// io_uring performs socket, open and connect operations that seccomp
 	// never sees.
 	unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER,
-	// Cross-process memory access (Yama is not guaranteed on the host).
+	// Cross-process memory access (Yama is not guaranteed on the host), and
+	// reaching into another process's descriptors or memory advice without
+	// ptrace.
 	unix.SYS_PTRACE, unix.SYS_PROCESS_VM_READV, unix.SYS_PROCESS_VM_WRITEV,
+	unix.SYS_PIDFD_GETFD, unix.SYS_PROCESS_MADVISE,
 	// Namespaces: leaving or creating one undoes the sandbox's mount masks.
 	unix.SYS_UNSHARE, unix.SYS_SETNS,
 	// Mount API, old and new.
