@@ -211,7 +211,7 @@ func TestInjectionCorpus(t *testing.T) {
 	corpus := []string{
 		"; touch PWNED", "| touch PWNED", "&& touch PWNED", "$(touch PWNED)", "`touch PWNED`", "> PWNED",
 		"<(touch PWNED)", "a\ntouch PWNED", "a\r\ntouch PWNED", "tab\there", "'single' \"double\" \\back",
-		"${input.v}", "$HOME $PATH", "*", "~", "‮evil‬", "emoji 🎉 中文", "sh -c 'touch PWNED'", "env touch PWNED",
+		"${input.v}", "$HOME $PATH", "*", "~", "\u202eevil\u202c", "emoji 🎉 中文", "sh -c 'touch PWNED'", "env touch PWNED",
 		"--output=PWNED", "-n", "--", "-", "--help",
 	}
 	for _, v := range corpus {

@@ -97,12 +97,6 @@ func (f *fixture) log() []string {
 	return strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
 }
 
-func (f *fixture) touch(name string) {
-	if err := os.WriteFile(filepath.Join(f.dir, name), nil, 0o644); err != nil {
-		f.t.Fatal(err)
-	}
-}
-
 func stepErr(t *testing.T, err error, code, id string) *StepError {
 	t.Helper()
 	se, ok := err.(*StepError)
