@@ -1,0 +1,296 @@
+// Package egress is the daemon side of a sandbox's hostname egress allowlist
+// (research/sandbox.md §4.2): a policy engine (Policy.Check) and the two proxies a sandboxed
+// CLI reaches the network through, an HTTP proxy (CONNECT and absolute-form requests) and a
+// SOCKS5 server (hostname requests only).
+//
+// Every connection is decided once: the name is normalised, matched against the allowlist,
+// resolved once, and the resolved addresses are screened. The proxy then dials the address
+// that was checked, never the name, so a second (rebound) DNS answer cannot redirect it.
+//
+// Out of scope: TLS inside a CONNECT tunnel is not inspected, so SNI/Host fronting through an
+// allowed CDN name is possible (§4.3).
+package egress
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/clihost/clihost/manifest"
+)
+
+// Policy is one invocation's egress policy. Its zero value refuses every host; it must not be
+// modified while a proxy is serving with it.
+type Policy struct {
+	// Allow holds normalised egress entries: exact hostnames ("api.github.com") and
+	// "*.suffix" globs, which cover names below the suffix but not the suffix itself
+	// (manifest.HostCovers semantics).
+	Allow []string
+	// Ports are the allowed destination ports; empty means 80 and 443.
+	Ports []int
+	// AdmitNets are address ranges admitted although they are loopback, private, etc. It
+	// is an operator setting; an IP literal is only ever admitted through it.
+	AdmitNets []netip.Prefix
+	// Resolver resolves a normalised hostname; nil means net.DefaultResolver.LookupNetIP.
+	Resolver func(ctx context.Context, host string) ([]netip.Addr, error)
+	// Log, when set, receives every decision the proxies make, allowed or not. It may be
+	// called from several goroutines at once.
+	Log func(Decision)
+}
+
+// Decision is the outcome of one egress check.
+type Decision struct {
+	Host    string     // normalised host, or the raw request target when it could not be normalised
+	Port    int        // destination port
+	Addr    netip.Addr // the address to dial when Allowed
+	Allowed bool
+	Reason  string // why it was refused, or how it was allowed
+	Via     string // "connect", "socks5" or "http"; empty for a direct Check
+}
+
+const (
+	lookupTimeout = 10 * time.Second
+	dialTimeout   = 10 * time.Second
+)
+
+var (
+	cgnat     = netip.MustParsePrefix("100.64.0.0/10")
+	thisNet   = netip.MustParsePrefix("0.0.0.0/8")
+	reserved4 = netip.MustParsePrefix("240.0.0.0/4")
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+	metadata  = []netip.Addr{netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("fd00:ec2::254")}
+)
+
+// Check decides whether host:port may be reached. host is normalised (lowercase, no trailing
+// dot; non-ASCII names are refused, see normalise); IP literals are refused unless an AdmitNets entry contains them;
+// anything else that is not a plain hostname (userinfo, '#', '%', spaces, ports) is refused.
+// An allowed name is resolved once, and the first resolved address that is neither
+// loopback, private, link-local, unspecified, multicast, CGNAT, reserved nor a cloud metadata
+// address (or that AdmitNets contains) is returned: the caller must dial exactly that address.
+// Check does not call Log; the proxies log what it returns.
+func (p *Policy) Check(ctx context.Context, host string, port int) (netip.Addr, Decision) {
+	d := p.check(ctx, host, port)
+	return d.Addr, d
+}
+
+func (p *Policy) check(ctx context.Context, raw string, port int) Decision {
+	d := Decision{Host: raw, Port: port}
+	refuse := func(format string, a ...any) Decision {
+		d.Reason = fmt.Sprintf(format, a...)
+		return d
+	}
+	if lit, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(raw, "["), "]")); err == nil {
+		lit = lit.Unmap()
+		d.Host = lit.String()
+		if lit.Zone() != "" || !p.admitted(lit) {
+			return refuse("IP literal %s: egress takes hostnames", lit)
+		}
+		if !p.portAllowed(port) {
+			return refuse("port %d is not allowed", port)
+		}
+		d.Addr, d.Allowed, d.Reason = lit, true, "IP literal in an admitted network"
+		return d
+	}
+	host, err := normalise(raw)
+	if err != nil {
+		return refuse("%v", err)
+	}
+	d.Host = host
+	entry, ok := p.match(host)
+	if !ok {
+		return refuse("host %s is not in the egress allowlist", host)
+	}
+	if !p.portAllowed(port) {
+		return refuse("port %d is not allowed", port)
+	}
+	lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	addrs, err := p.resolve(lctx, host)
+	if err != nil {
+		return refuse("lookup %s: %v", host, err)
+	}
+	if len(addrs) == 0 {
+		return refuse("lookup %s: no addresses", host)
+	}
+	var blocked []string
+	for _, a := range addrs {
+		a = a.Unmap()
+		if p.admitted(a) {
+			d.Addr, d.Allowed, d.Reason = a, true, "allowed by "+entry+" (address in an admitted network)"
+			return d
+		}
+		if why := blockedReason(a); why != "" {
+			blocked = append(blocked, why+" address "+a.String())
+			continue
+		}
+		d.Addr, d.Allowed, d.Reason = a, true, "allowed by "+entry
+		return d
+	}
+	return refuse("%s resolves only to refused addresses: %s", host, strings.Join(blocked, ", "))
+}
+
+// normalise returns the canonical form of hostname h (lowercase, no trailing dot), or an
+// error when h is not a plain ASCII hostname. Unicode names are refused rather than mapped:
+// golang.org/x/net/idna needs golang.org/x/text, which this module does not require, and
+// every client library sends the xn-- form anyway.
+func normalise(h string) (string, error) {
+	if h == "" {
+		return "", fmt.Errorf("empty host")
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if c >= 0x80 {
+			return "", fmt.Errorf("host %q is not ASCII: send its IDNA (xn--) form", h)
+		}
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return "", fmt.Errorf("host %q is not a hostname: character %q", h, c)
+		}
+	}
+	a := strings.TrimSuffix(strings.ToLower(h), ".")
+	if len(a) > 253 {
+		return "", fmt.Errorf("host %q is longer than 253 characters", h)
+	}
+	labels := strings.Split(a, ".")
+	for _, l := range labels {
+		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' || strings.Trim(l, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+			return "", fmt.Errorf("host %q: label %q is not a valid hostname label", h, l)
+		}
+	}
+	// A numeric last label makes the name an IPv4 address to many parsers ("127.1",
+	// "0x7f.1", "2130706433").
+	last := labels[len(labels)-1]
+	if strings.Trim(last, "0123456789") == "" || strings.HasPrefix(last, "0x") {
+		return "", fmt.Errorf("host %q looks like a numeric IPv4 address", h)
+	}
+	return a, nil
+}
+
+// match returns the Allow entry covering host.
+func (p *Policy) match(host string) (string, bool) {
+	for _, e := range p.Allow {
+		if manifest.HostCovers(e, host) {
+			return e, true
+		}
+	}
+	return "", false
+}
+
+func (p *Policy) portAllowed(port int) bool {
+	if len(p.Ports) == 0 {
+		return port == 80 || port == 443
+	}
+	return slices.Contains(p.Ports, port)
+}
+
+func (p *Policy) admitted(a netip.Addr) bool {
+	for _, n := range p.AdmitNets {
+		if n.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error) {
+	if p.Resolver != nil {
+		return p.Resolver(ctx, host)
+	}
+	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+}
+
+// blockedReason names the class of a that egress refuses by default, or returns "" when a is
+// an ordinary public address. Addresses embedding an IPv4 address (NAT64, 6to4) are judged by
+// the embedded one.
+func blockedReason(a netip.Addr) string {
+	a = a.Unmap()
+	if nat64.Contains(a) || sixToFour.Contains(a) {
+		b := a.As16()
+		off := 12
+		if sixToFour.Contains(a) {
+			off = 2
+		}
+		if why := blockedReason(netip.AddrFrom4([4]byte(b[off : off+4]))); why != "" {
+			return why + " (embedded in " + a.String() + ")"
+		}
+	}
+	switch {
+	case slices.Contains(metadata, a):
+		return "metadata"
+	case a.IsUnspecified() || thisNet.Contains(a):
+		return "unspecified"
+	case a.IsLoopback():
+		return "loopback"
+	case a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast():
+		return "link-local"
+	case a.IsMulticast():
+		return "multicast"
+	case a.IsPrivate():
+		return "private"
+	case cgnat.Contains(a):
+		return "CGNAT"
+	case reserved4.Contains(a):
+		return "reserved"
+	}
+	return ""
+}
+
+// decide checks host:port for the proxy via, logs the decision and returns it.
+func (p *Policy) decide(ctx context.Context, via, host string, port int) Decision {
+	d := p.check(ctx, host, port)
+	d.Via = via
+	if p.Log != nil {
+		p.Log(d)
+	}
+	return d
+}
+
+// dial connects to the address an allowed decision checked.
+func dial(ctx context.Context, d Decision) (net.Conn, error) {
+	var dl net.Dialer
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	return dl.DialContext(dctx, "tcp", netip.AddrPortFrom(d.Addr, uint16(d.Port)).String())
+}
+
+// splice copies between a and b until both directions end or ctx is done, then closes both.
+// rd, when non-nil, replaces a as the source of a's bytes (it holds bytes already buffered).
+func splice(ctx context.Context, a net.Conn, rd io.Reader, b net.Conn) {
+	if rd == nil {
+		rd = a
+	}
+	stop := context.AfterFunc(ctx, func() { a.Close(); b.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	half := func(dst net.Conn, src io.Reader) {
+		defer wg.Done()
+		_, _ = io.Copy(dst, src)
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		} else {
+			dst.Close()
+		}
+	}
+	wg.Add(2)
+	go half(b, rd)
+	go half(a, b)
+	wg.Wait()
+	a.Close()
+	b.Close()
+}
+
+// parsePort parses a destination port in 1..65535.
+func parsePort(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil || strings.Trim(s, "0123456789") != "" || n < 1 || n > 65535 {
+		return 0, fmt.Errorf("bad port %q", s)
+	}
+	return n, nil
+}

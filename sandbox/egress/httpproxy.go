@@ -1,0 +1,118 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"time"
+)
+
+// ServeHTTPProxy runs an HTTP proxy on ln until ctx is done (it then returns nil) or ln
+// fails. It accepts two request forms:
+//   - CONNECT host:port: checked, then tunnelled to the checked address; a refusal is a 403
+//     whose body is the reason, a failed dial a 502.
+//   - absolute-form http:// requests (GET http://host/path, any method): checked, then
+//     forwarded to the checked address, with hop-by-hop headers and Proxy-Authorization
+//     removed.
+//
+// Anything else (origin-form requests, https:// absolute form, userinfo in the target) is a
+// 400. Every decision is passed to Log.
+func (p *Policy) ServeHTTPProxy(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           &httpProxy{p: p, ctx: ctx},
+		ReadHeaderTimeout: 30 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	stop := context.AfterFunc(ctx, func() { srv.Close() })
+	defer stop()
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) && ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+type httpProxy struct {
+	p   *Policy
+	ctx context.Context // lifetime of tunnels, which outlive the http.Server's tracking
+}
+
+func (h *httpProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect {
+		h.connect(w, r)
+		return
+	}
+	if !r.URL.IsAbs() || r.URL.Scheme != "http" || r.URL.User != nil || r.URL.Host == "" {
+		http.Error(w, "egress proxy: only CONNECT and absolute-form http:// requests are accepted", http.StatusBadRequest)
+		return
+	}
+	host, port := r.URL.Hostname(), 80
+	if ps := r.URL.Port(); ps != "" {
+		var err error
+		if port, err = parsePort(ps); err != nil {
+			http.Error(w, "egress proxy: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+	}
+	d := h.p.decide(r.Context(), "http", host, port)
+	if !d.Allowed {
+		http.Error(w, "egress proxy: "+d.Reason, http.StatusForbidden)
+		return
+	}
+	rp := &httputil.ReverseProxy{
+		// ReverseProxy strips hop-by-hop headers, Proxy-Authorization among them, and,
+		// with Rewrite, any Forwarded/X-Forwarded-* the client sent.
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.Host = "" // the Host header is the checked URL's host
+		},
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return dial(ctx, d)
+			},
+			DisableKeepAlives: true,
+		},
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			http.Error(w, "egress proxy: "+err.Error(), http.StatusBadGateway)
+		},
+	}
+	rp.ServeHTTP(w, r)
+}
+
+// connect handles CONNECT host:port. The authority is taken from the raw request target:
+// net/http would read "a:443@b:443" as userinfo "a:443" and host "b".
+func (h *httpProxy) connect(w http.ResponseWriter, r *http.Request) {
+	host, ps, err := net.SplitHostPort(r.RequestURI)
+	var port int
+	if err == nil {
+		port, err = parsePort(ps)
+	}
+	if err != nil {
+		http.Error(w, "egress proxy: CONNECT needs host:port", http.StatusBadRequest)
+		return
+	}
+	d := h.p.decide(r.Context(), "connect", host, port)
+	if !d.Allowed {
+		http.Error(w, "egress proxy: "+d.Reason, http.StatusForbidden)
+		return
+	}
+	up, err := dial(r.Context(), d)
+	if err != nil {
+		http.Error(w, "egress proxy: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		up.Close()
+		http.Error(w, "egress proxy: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	_ = conn.SetDeadline(time.Time{})
+	if _, err := conn.Write([]byte("HTTP/1.1 200 Connection Established\r\n\r\n")); err != nil {
+		conn.Close()
+		up.Close()
+		return
+	}
+	splice(h.ctx, conn, rw.Reader, up)
+}
