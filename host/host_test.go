@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/registry"
 )
@@ -284,39 +285,9 @@ func TestSecretsAreRedacted(t *testing.T) {
 	}
 }
 
-const sleepBundle = `---
-name: Sleep
-id: sleep
-description: Sleeps.
-version: 1.0.0
-bin: sleep
-install: [{ method: apt, package: coreutils }]
-version_check: { cmd: "sleep --version", parse: 'sleep \(GNU coreutils\) (\d+\.\d+)', range: ">=8" }
-sandbox:
-  network: { egress: [] }
-  fs: { read: [], write: [] }
-  exec: { allow: false }
-  env: { pass: [] }
-commands:
-  nap: ./tools/nap/TOOL.md
----
-`
-
-const napTool = `---
-name: Nap
-id: sleep.nap
-description: Sleep for some seconds.
-version: 1.0.0
-inputs: { type: object, properties: { s: { type: string } }, required: [s] }
-outputs: { type: string }
-timeout_ms: 500
-runner: { cli: ../../CLI.md, argv: ["${input.s}"] }
----
-`
-
 func TestTimeoutCancelAndProgress(t *testing.T) {
 	need(t, "sleep")
-	h, _ := writeBundle(t, map[string]string{"sleep/CLI.md": sleepBundle, "sleep/tools/nap/TOOL.md": napTool}, Options{ProgressEvery: 50 * time.Millisecond})
+	h, _ := writeBundle(t, fixture.Sleep(500), Options{ProgressEvery: 50 * time.Millisecond})
 	b := bundle(t, h, "sleep")
 	ticks := 0
 	env := h.Call(context.Background(), b, "nap", js(t, `{"s": "30"}`), Caller{Workspace: t.TempDir()}, CallOptions{Progress: func(time.Duration) { ticks++ }})
@@ -328,7 +299,7 @@ func TestTimeoutCancelAndProgress(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
-	h2, _ := writeBundle(t, map[string]string{"sleep/CLI.md": sleepBundle, "sleep/tools/nap/TOOL.md": strings.Replace(napTool, "timeout_ms: 500", "timeout_ms: 60000", 1)}, Options{})
+	h2, _ := writeBundle(t, fixture.Sleep(60000), Options{})
 	env = h2.Call(ctx, bundle(t, h2, "sleep"), "nap", js(t, `{"s": "30"}`), Caller{Workspace: t.TempDir()}, CallOptions{})
 	if env.OK || env.Error.Code != "cancelled" {
 		t.Fatalf("cancel: %+v", env.Error)

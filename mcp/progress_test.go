@@ -12,49 +12,12 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clihost/clihost/host"
-	"github.com/clihost/clihost/registry"
+	"github.com/clihost/clihost/internal/fixture"
 )
 
 func sleepHost(t *testing.T) *host.Host {
 	t.Helper()
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "sleep", "CLI.md"), `---
-name: Sleep
-id: sleep
-description: Sleeps.
-version: 1.0.0
-bin: sleep
-install: [{ method: apt, package: coreutils }]
-version_check: { cmd: "sleep --version", parse: 'sleep \(GNU coreutils\) (\d+\.\d+)', range: ">=8" }
-sandbox:
-  network: { egress: [] }
-  fs: { read: [], write: [] }
-  exec: { allow: false }
-  env: { pass: [] }
-commands:
-  nap: ./tools/nap/TOOL.md
----
-`)
-	writeFile(t, filepath.Join(dir, "sleep", "tools", "nap", "TOOL.md"), `---
-name: Nap
-id: sleep.nap
-description: Sleep for some seconds.
-version: 1.0.0
-inputs: { type: object, properties: { s: { type: string } }, required: [s] }
-outputs: { type: string }
-timeout_ms: 60000
-runner: { cli: ../../CLI.md, argv: ["${input.s}"] }
----
-`)
-	src, err := registry.DirSource(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.Load(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return host.New(reg, host.Options{ProgressEvery: 50 * time.Millisecond})
+	return host.New(fixture.Registry(t, fixture.Sleep(60000)), host.Options{ProgressEvery: 50 * time.Millisecond})
 }
 
 func TestProgressNotifications(t *testing.T) {
