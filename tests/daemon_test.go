@@ -289,3 +289,24 @@ func TestDaemonInstallSurvivesKill9(t *testing.T) {
 		t.Fatalf("after a refused install: %+v", st)
 	}
 }
+
+// TestDaemonReloadsOnFileChange edits a bundle under --bundles and waits for the daemon to reload
+// it by itself; a bundle broken by the edit is then refused, and status says why.
+func TestDaemonReloadsOnFileChange(t *testing.T) {
+	dir := helloBundle(t, "https://example.invalid/hello.tar.gz", strings.Repeat("a", 64))
+	d := startDaemon(t, t.TempDir(), "--bundles", dir)
+	if st := d.status(t, "hello"); st.Install != "missing" {
+		t.Fatalf("before the edit: %+v", st)
+	}
+	cli := filepath.Join(dir, "hello", "CLI.md")
+	data, err := os.ReadFile(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, cli, strings.Replace(string(data), "version: 1.0.0", "version: one", 1))
+	d.waitFor(t, "reloading bundles (files changed)")
+	d.waitFor(t, "bundle refused")
+	if st := d.status(t, "hello"); st.Install != "invalid" || !strings.Contains(st.Reason, "clihostctl lint") {
+		t.Fatalf("after the edit: %+v", st)
+	}
+}
