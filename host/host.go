@@ -30,8 +30,6 @@ type Options struct {
 	LookupEnv func(string) (string, bool)
 	// Audit receives one JSON line per call. Nil discards.
 	Audit io.Writer
-	// Secrets resolves ${secrets.NAME} for a bundle (id@major). Nil: no secrets are available.
-	Secrets func(bundle, name string) (string, bool)
 	// ProgressEvery is how often a running call reports progress. Default one second.
 	ProgressEvery time.Duration
 	// Locate lists candidate paths of a bundle's binary (installed copies), tried after a vendored
@@ -196,14 +194,13 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	if e := h.lifecycle(ctx, b, scope, authstate.Env{BinPath: bin.path, Dir: workspace, Env: env}, &env, &usedSecrets); e != nil {
 		return Envelope{Error: e}
 	}
+	// ${secrets.NAME} are the secret slugs setup stored for this scope; without a setup engine
+	// there are none.
 	secrets := func(name string) (string, bool) {
-		v, ok := "", false
-		switch {
-		case h.opts.Secrets != nil:
-			v, ok = h.opts.Secrets(b.Key(), name)
-		case h.opts.Setup != nil:
-			v, ok, _ = h.opts.Setup.Secret(scope, name)
+		if h.opts.Setup == nil {
+			return "", false
 		}
+		v, ok, _ := h.opts.Setup.Secret(scope, name)
 		if ok {
 			usedSecrets = append(usedSecrets, v)
 		}
