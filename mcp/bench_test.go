@@ -7,26 +7,24 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clihost/clihost/host"
-	"github.com/clihost/clihost/registry"
+	"github.com/clihost/clihost/internal/fixture"
 )
 
-// bigBundle writes a bundle of n tools (each with its own input schema) running /usr/bin/true.
+// bigBundle is a bundle of n tools (each with its own input schema) running /usr/bin/true.
 func bigBundle(tb testing.TB, n int) *host.Host {
 	tb.Helper()
-	dir := tb.TempDir()
+	files := map[string]string{}
 	var cmds strings.Builder
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("t%03d", i)
 		fmt.Fprintf(&cmds, "  %s: ./tools/%s/TOOL.md\n", name, name)
-		tool := fmt.Sprintf(`---
+		files["big/tools/"+name+"/TOOL.md"] = fmt.Sprintf(`---
 name: Tool %d
 id: big.%s
 description: Tool number %d of a large bundle, for benchmarks.
@@ -36,44 +34,9 @@ outputs: { type: string }
 runner: { cli: ../../CLI.md, argv: [%s, "${input.label | optional('--label')}"] }
 ---
 `, i, name, i, i, name)
-		writeFile(tb, filepath.Join(dir, "big", "tools", name, "TOOL.md"), tool)
 	}
-	writeFile(tb, filepath.Join(dir, "big", "CLI.md"), `---
-name: Big
-id: big
-description: A bundle with many tools.
-version: 1.0.0
-bin: "true"
-install: [{ method: apt, package: coreutils }]
-version_check: { cmd: "true --version", parse: 'true \(GNU coreutils\) (\d+\.\d+)', range: ">=8" }
-sandbox:
-  network: { egress: [] }
-  fs: { read: [], write: [] }
-  exec: { allow: false }
-  env: { pass: [] }
-commands:
-`+cmds.String()+"---\n")
-	src, err := registry.DirSource(dir)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	reg, err := registry.Load(src)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if f := reg.AllFindings(); len(f) > 0 {
-		tb.Fatal(f)
-	}
-	return host.New(reg, host.Options{})
-}
-
-func writeFile(tb testing.TB, p, s string) {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-		tb.Fatal(err)
-	}
+	files["big/CLI.md"] = fixture.CLI("true", "big", cmds.String())
+	return host.New(fixture.Registry(tb, files), host.Options{})
 }
 
 // BenchmarkToolsList200 lists all tools of a 200-tool bundle (one page at the default page size) with

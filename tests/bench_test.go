@@ -10,18 +10,19 @@ import (
 	"testing"
 
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/internal/fixture"
 )
 
 // hundredBundles writes 100 small bundles (three tools each) under a temp dir.
 func hundredBundles(b *testing.B) string {
-	dir := b.TempDir()
+	files := map[string]string{}
 	for i := 0; i < 100; i++ {
 		id := fmt.Sprintf("b%03d", i)
 		var cmds strings.Builder
 		for j := 0; j < 3; j++ {
 			name := fmt.Sprintf("t%d", j)
 			fmt.Fprintf(&cmds, "  %s: ./tools/%s/TOOL.md\n", name, name)
-			writeFileB(b, filepath.Join(dir, id, "tools", name, "TOOL.md"), fmt.Sprintf(`---
+			files[id+"/tools/"+name+"/TOOL.md"] = fmt.Sprintf(`---
 name: Tool %d
 id: %s.%s
 description: A generated tool.
@@ -30,32 +31,11 @@ inputs: { type: object, additionalProperties: false, properties: { v%d: { type: 
 outputs: { type: string }
 runner: { cli: ../../CLI.md, argv: [%s, "${input.v%d | optional('--v')}"] }
 ---
-`, j, id, name, j, name, j))
+`, j, id, name, j, name, j)
 		}
-		writeFileB(b, filepath.Join(dir, id, "CLI.md"), `---
-name: Generated `+id+`
-id: `+id+`
-description: A generated bundle.
-version: 1.0.0
-bin: "true"
-install: [{ method: apt, package: coreutils }]
-version_check: { cmd: "true --version", parse: 'true \(GNU coreutils\) (\d+\.\d+)', range: ">=8" }
-sandbox:
-  network: { egress: [] }
-  fs: { read: [], write: [] }
-  exec: { allow: false }
-  env: { pass: [] }
-commands:
-`+cmds.String()+"---\n")
+		files[id+"/CLI.md"] = fixture.CLI("true", id, cmds.String())
 	}
-	return dir
-}
-
-func writeFileB(b *testing.B, p, s string) {
-	b.Helper()
-	if err := mkdirWrite(p, s); err != nil {
-		b.Fatal(err)
-	}
+	return fixture.Write(b, files)
 }
 
 // BenchmarkDaemonStartToReady starts clihostd on 100 bundles and waits for its ready line;

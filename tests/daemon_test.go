@@ -233,7 +233,10 @@ runner: { cli: ../../CLI.md, argv: [greet, "${input.who}"] }
 
 func writeFile(t *testing.T, p, s string) {
 	t.Helper()
-	if err := mkdirWrite(p, s); err != nil {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -58,11 +58,3 @@ func runBin(t *testing.T, path, dir string, args ...string) result {
 	}
 	return result{code, out.String(), errb.String()}
 }
-
-// mkdirWrite writes s to p, creating its directory.
-func mkdirWrite(p, s string) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(p, []byte(s), 0o644)
-}

@@ -97,16 +97,11 @@ func runCall(o *callOptions) error {
 			return err
 		}
 	}
-	h, caller, closeFn, err := o.openHost(o.globalOptions)
+	h, b, caller, closeFn, err := o.openBundle(o.globalOptions, o.bundle)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
-	b, err := h.Bundle(o.bundle)
-	if err != nil {
-		return err
-	}
-	fmt.Fprint(o.stderr, sandboxWarning)
 	return printEnvelope(o.stdout, h.Call(ctx, b, o.tool, input, caller, host.CallOptions{}))
 }
 

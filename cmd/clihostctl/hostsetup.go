@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/manifest"
 )
 
 // EnvAudit names the environment variable that sets the audit log path.
@@ -42,6 +43,21 @@ func (o *hostOptions) openHost(g *globalOptions) (h *host.Host, caller host.Call
 	}
 	caller = host.Caller{Workspace: ws, User: currentUser()}
 	return host.New(reg, host.Options{Audit: audit}), caller, closeAudit, nil
+}
+
+// openBundle opens a host (see openHost) and the named bundle for commands that run its tools,
+// printing the sandbox warning. closeFn releases the host.
+func (o *hostOptions) openBundle(g *globalOptions, name string) (h *host.Host, b *manifest.Bundle, caller host.Caller, closeFn func(), err error) {
+	h, caller, closeFn, err = o.openHost(g)
+	if err != nil {
+		return nil, nil, caller, nil, err
+	}
+	if b, err = h.Bundle(name); err != nil {
+		closeFn()
+		return nil, nil, caller, nil, err
+	}
+	fmt.Fprint(g.stderr, sandboxWarning)
+	return h, b, caller, closeFn, nil
 }
 
 // workspaceDir is --workspace (default: the current directory), absolute; it must be a directory.

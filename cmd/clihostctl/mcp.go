@@ -43,16 +43,11 @@ by its command path (pr_list); --acli serves a single "cli" tool that takes a co
 }
 
 func runMCP(o *mcpOptions) error {
-	h, caller, closeFn, err := o.openHost(o.globalOptions)
+	h, b, caller, closeFn, err := o.openBundle(o.globalOptions, o.bundle)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
-	b, err := h.Bundle(o.bundle)
-	if err != nil {
-		return err
-	}
-	fmt.Fprint(o.stderr, sandboxWarning)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	s := mcp.NewServer(h, b, mcp.Options{Caller: caller, ACLI: o.acli, Version: version})
