@@ -47,6 +47,7 @@ func runInit() int {
 		_ = syscall.Kill(stage2, syscall.SIGKILL)
 		return fail(exitFailure, "init: restrict self", err)
 	}
+	unix.Close(reportFD) // stage 2 holds the pipe until it execs the program
 	return supervise(stage2, sigs)
 }
 
@@ -356,7 +357,7 @@ func startStage2(e envelope) (int, error) {
 	return syscall.ForkExec("/proc/self/exe", []string{procName, stage2Marker}, &syscall.ProcAttr{
 		Dir:   "/",
 		Env:   []string{},
-		Files: []uintptr{0, 1, 2, planR.Fd()},
+		Files: []uintptr{0, 1, 2, planR.Fd(), reportFD},
 		Sys:   &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
 	})
 }

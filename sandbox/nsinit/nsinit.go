@@ -26,6 +26,7 @@ package nsinit
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,19 +51,50 @@ const (
 // ErrUnavailable is wrapped by the errors of Check: this host cannot run the sandbox.
 var ErrUnavailable = errors.New("sandbox unavailable")
 
-// Command builds the exec.Cmd that runs p sandboxed: the current executable (/proc/self/exe)
+// Cmd is a sandboxed program ready to start: an exec.Cmd running the init, plus the read end of the
+// report pipe on which the init and stage 2 describe a failure to build the sandbox.
+type Cmd struct {
+	*exec.Cmd
+	report *os.File
+}
+
+// CloseChildEnds closes the host's copies of the descriptors handed to the init (the plan pipe and
+// the report pipe's write end). Call it once the command has started or failed to start.
+func (c *Cmd) CloseChildEnds() {
+	for _, f := range c.ExtraFiles[:2] {
+		f.Close()
+	}
+}
+
+// Failure reports, after Wait, why the sandbox could not run the program: an error wrapping
+// ErrUnavailable that names the failed step ("landlock: ...", "mount: bind /x: ..."), or nil when
+// the program was exec'd (what it did afterwards is its exit status, not a sandbox failure). A
+// program cannot fake a failure: the report pipe is closed on exec. Failure closes the read end.
+func (c *Cmd) Failure() error {
+	defer c.report.Close()
+	data, err := io.ReadAll(io.LimitReader(c.report, 4096))
+	if err != nil {
+		return fmt.Errorf("%w: read the sandbox report: %v", ErrUnavailable, err)
+	}
+	if msg := strings.TrimSpace(string(data)); msg != "" {
+		return fmt.Errorf("%w: %s", ErrUnavailable, msg)
+	}
+	return nil
+}
+
+// Command builds the Cmd that runs p sandboxed: the current executable (/proc/self/exe)
 // re-exec'd as the init, in new mount, PID, network, IPC, UTS and cgroup namespaces, plus a user
 // namespace mapping only the host user to uid 0 when the host is not root. The child gets SIGKILL
 // when its parent thread dies (Pdeathsig) and its own process group (Setpgid), an empty environment
 // and / as working directory. The plan is checked and resolved (see Plan) and written to a pipe whose
 // read end is Cmd.ExtraFiles[0].
 //
-// The caller sets Stdin, Stdout and Stderr, and starts and waits for the command as usual. It should
-// close ExtraFiles[0] once the command has started (or failed to start); otherwise the garbage
-// collector closes it. For a controlling terminal, replace Setpgid with Setsid and Setctty (setpgid
+// The caller sets Stdin, Stdout and Stderr, starts the command, calls CloseChildEnds, waits for it,
+// and asks Failure whether the sandbox was built (a failed start still needs CloseChildEnds and, to
+// release the report pipe, Failure). For a controlling terminal, replace Setpgid with Setsid and Setctty (setpgid
 // fails in a session leader). The init exits with the program's status, 125 when the sandbox could
 // not be built, 127 when the final check failed.
-func Command(p Plan) (*exec.Cmd, error) {
+func Command(p Plan) (*Cmd, error) {
 	root := os.Geteuid() == 0
 	prepared, err := prepare(p, root)
 	if err != nil {
@@ -72,12 +104,17 @@ func Command(p Plan) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nsinit: %w", err)
 	}
+	reportR, reportW, err := os.Pipe()
+	if err != nil {
+		planR.Close()
+		return nil, fmt.Errorf("nsinit: report pipe: %w", err)
+	}
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{procName, initMarker},
 		Env:        []string{},
 		Dir:        "/",
-		ExtraFiles: []*os.File{planR},
+		ExtraFiles: []*os.File{planR, reportW},
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC |
 				unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
@@ -92,7 +129,7 @@ func Command(p Plan) (*exec.Cmd, error) {
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
 	}
-	return cmd, nil
+	return &Cmd{Cmd: cmd, report: reportR}, nil
 }
 
 // Main must be called first thing in main (and in TestMain) of every binary that may start
@@ -114,9 +151,15 @@ func Main() {
 	}
 }
 
-// fail prints the one-line failure report of a sandbox step and returns code, for os.Exit.
+// reportFD is the descriptor of the report pipe's write end in the init and in stage 2.
+const reportFD = 4
+
+// fail prints the one-line failure report of a sandbox step to stderr and to the report pipe, and
+// returns code, for os.Exit.
 func fail(code int, step string, err error) int {
-	fmt.Fprintf(os.Stderr, "clihost sandbox: %s: %v\n", step, err)
+	line := fmt.Sprintf("%s: %v", step, err)
+	fmt.Fprintf(os.Stderr, "clihost sandbox: %s\n", line)
+	_, _ = unix.Write(reportFD, []byte(line)) // EBADF once the init closed its copy: nothing to report to
 	return code
 }
 

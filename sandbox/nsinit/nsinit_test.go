@@ -128,6 +128,7 @@ func plan(t testing.TB, prog string, args []string, spawn ...string) Plan {
 type result struct {
 	stdout, stderr string
 	code           int
+	failure        error // Cmd.Failure
 }
 
 // run runs p sandboxed and returns its output and exit status.
@@ -140,13 +141,13 @@ func run(t testing.TB, p Plan) result {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()
-	cmd.ExtraFiles[0].Close()
+	cmd.CloseChildEnds()
 	var exitErr *exec.ExitError
 	if err != nil && !errors.As(err, &exitErr) {
 		t.Fatal(err)
 	}
-	r := result{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode()}
-	t.Logf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	r := result{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode(), cmd.Failure()}
+	t.Logf("exit %d, failure %v\nstdout: %s\nstderr: %s", r.code, r.failure, r.stdout, r.stderr)
 	return r
 }
 
@@ -476,7 +477,7 @@ func TestSIGTERMStopsProgram(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	cmd.ExtraFiles[0].Close()
+	cmd.CloseChildEnds()
 	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "ready\n" {
 		t.Fatalf("read %q, %v", line, err)
 	}
@@ -526,7 +527,7 @@ func TestOnlyStdioInherited(t *testing.T) {
 	}
 	cmd.ExtraFiles = append(cmd.ExtraFiles, leak)
 	out, err := cmd.Output()
-	cmd.ExtraFiles[0].Close()
+	cmd.CloseChildEnds()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -600,6 +601,20 @@ func TestFailureIsReported(t *testing.T) {
 	if r.code != exitFailure || !strings.HasPrefix(r.stderr, "clihost sandbox: mount: clone trees: ") {
 		t.Fatalf("exit %d, stderr %q; want %d and a one-line report", r.code, r.stderr, exitFailure)
 	}
+	if !errors.Is(r.failure, ErrUnavailable) || !strings.Contains(r.failure.Error(), "mount: clone trees: ") {
+		t.Fatalf("Failure() = %v, want the failed step", r.failure)
+	}
+	// Stage 2's failures travel the same way: here the exec itself (the file is not executable).
+	p = plan(t, "/bin/cat", nil)
+	p.Path, p.Exec = "/etc/hostname", append(p.Exec, "/etc/hostname")
+	if r := run(t, p); r.failure == nil || !strings.Contains(r.failure.Error(), "exec /etc/hostname: ") {
+		t.Fatalf("exit %d, Failure() = %v; want the exec's failure", r.code, r.failure)
+	}
+	// A program that exits 125 and prints the sandbox's words is just a program.
+	r = run(t, sh(t, "echo 'clihost sandbox: mount: fake' >&2; exit 125"))
+	if r.code != exitFailure || r.failure != nil {
+		t.Fatalf("exit %d, Failure() = %v; want 125 and no failure", r.code, r.failure)
+	}
 }
 
 func TestCommandRejectsBadPlans(t *testing.T) {
@@ -608,7 +623,7 @@ func TestCommandRejectsBadPlans(t *testing.T) {
 	if err != nil {
 		t.Fatalf("good plan: %v", err)
 	}
-	cmd.ExtraFiles[0].Close()
+	cmd.CloseChildEnds()
 	cases := map[string]func(p *Plan){
 		"relative path":       func(p *Plan) { p.Path = "bin/true" },
 		"no argv":             func(p *Plan) { p.Args = nil },
@@ -630,7 +645,7 @@ func TestCommandRejectsBadPlans(t *testing.T) {
 			p := good
 			mutate(&p)
 			if cmd, err := Command(p); err == nil {
-				cmd.ExtraFiles[0].Close()
+				cmd.CloseChildEnds()
 				t.Fatal("accepted")
 			}
 		})
@@ -680,7 +695,10 @@ func BenchmarkSandboxedTrue(b *testing.B) {
 			b.Fatal(err)
 		}
 		err = cmd.Run()
-		cmd.ExtraFiles[0].Close()
+		cmd.CloseChildEnds()
+		if err == nil {
+			err = cmd.Failure()
+		}
 		if err != nil {
 			b.Fatal(err)
 		}
