@@ -8,6 +8,7 @@ import (
 
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/runner"
+	"github.com/clihost/clihost/sandbox/nsinit"
 	"github.com/clihost/clihost/store"
 )
 
@@ -45,6 +46,9 @@ type Env struct {
 	BinPath string   // the bundle's resolved bin (absolute)
 	Dir     string   // working directory, absolute
 	Env     []string // the complete environment
+	// Sandbox is the kernel sandbox the commands run in (the bundle's own, see runner.Command);
+	// nil runs them unconfined.
+	Sandbox *nsinit.Plan
 }
 
 // Command builds the process for a manifest command line already split into words (argv.Split). The
@@ -69,5 +73,6 @@ func (e Env) Command(bin string, words []string, timeout time.Duration) (runner.
 		Timeout:     timeout,
 		StdoutLimit: CaptureLimit,
 		StderrLimit: CaptureLimit,
+		Sandbox:     e.Sandbox,
 	}, nil
 }

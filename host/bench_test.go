@@ -16,7 +16,7 @@ func BenchmarkCall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ws := b.TempDir()
+	ws := fixture.Workspace(b)
 	if env := h.Call(context.Background(), bd, "run", nil, Caller{Workspace: ws}, CallOptions{}); !env.OK {
 		b.Fatalf("%+v", env.Error)
 	}
@@ -32,7 +32,7 @@ func BenchmarkPlainExec(b *testing.B) {
 	if err != nil {
 		b.Skip(err)
 	}
-	ws := b.TempDir()
+	ws := fixture.Workspace(b)
 	for b.Loop() {
 		cmd := exec.Command(path)
 		cmd.Dir = ws

@@ -11,6 +11,8 @@ type Envelope struct {
 	Truncated bool   `json:"truncated,omitempty"` // the output was larger than the capture limit and was cut
 	Error     *Error `json:"error,omitempty"`
 	MS        int64  `json:"ms"`
+	// Warnings are what the caller must know about how the call ran (SandboxOffWarning).
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // MarshalJSON leaves out value on failures and keeps it (even null) on success.

@@ -2,12 +2,15 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/runner"
+	"github.com/clihost/clihost/sandbox/nsinit"
 	"github.com/clihost/clihost/versioncheck"
 )
 
@@ -28,7 +31,17 @@ func (h *Host) gate(ctx context.Context, b *manifest.Bundle, workspace string, e
 	if ok && cached.path == path && cached.modTime.Equal(st.ModTime()) && cached.size == st.Size() {
 		return cached, nil
 	}
-	res, cerr := versioncheck.Check(ctx, b.CLI.VersionCheck, b.CLI.Bin, path, workspace, env)
+	plan, e := h.confine(b, nil, path, workspace, &env)
+	if e != nil {
+		return binary{}, e
+	}
+	res, cerr := versioncheck.Check(ctx, b.CLI.VersionCheck, b.CLI.Bin, runner.Command{Path: path, Dir: workspace, Env: env, Sandbox: plan})
+	switch {
+	case cerr != nil && ctx.Err() != nil:
+		return binary{}, &Error{Code: "cancelled", Message: "the call was cancelled during the version check of " + path}
+	case errors.Is(cerr, nsinit.ErrUnavailable):
+		return binary{}, sandboxError(b, cerr)
+	}
 	if cerr != nil {
 		return binary{}, &Error{Code: "version_mismatch", Message: fmt.Sprintf("the version check of %s could not run: %v", path, cerr), Hint: "fix the bundle's version_check or the installed binary"}
 	}

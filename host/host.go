@@ -5,6 +5,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +22,8 @@ import (
 	"github.com/clihost/clihost/output"
 	"github.com/clihost/clihost/registry"
 	"github.com/clihost/clihost/runner"
+	"github.com/clihost/clihost/sandbox"
+	"github.com/clihost/clihost/sandbox/nsinit"
 	"github.com/clihost/clihost/setup"
 )
 
@@ -43,6 +46,8 @@ type Options struct {
 	// Auth gates calls on the login state, refreshes when due and detects expiry. Nil: only
 	// expiry.detect is mapped to auth_required.
 	Auth *authstate.Machine
+	// Sandbox says how bundle processes are confined (the kernel sandbox is on unless Sandbox.Off).
+	Sandbox SandboxOptions
 }
 
 // Caller is who calls and where: the workspace is the process's working directory.
@@ -120,6 +125,9 @@ func (h *Host) Call(ctx context.Context, b *manifest.Bundle, tool string, input 
 		env = h.call(ctx, b, entry, input, c, opts, &rec)
 	}
 	env.MS = time.Since(start).Milliseconds()
+	if h.opts.Sandbox.Off {
+		env.Warnings = append(env.Warnings, SandboxOffWarning)
+	}
 	rec.DurationMS, rec.OK, rec.TS = env.MS, env.OK, timestamp(time.Now())
 	if env.Error != nil {
 		rec.ErrorCode = env.Error.Code
@@ -139,9 +147,29 @@ func (h *Host) Verify(ctx context.Context, b *manifest.Bundle, workspace string)
 	if e := b.CLI.Sandbox.Env; e != nil {
 		pass, set = e.Pass, e.Set
 	}
-	env, _ := runner.Env(h.opts.LookupEnv, pass, set)
+	env, _ := sandbox.Env(h.opts.LookupEnv, pass, set)
 	bin, err := h.gate(ctx, b, workspace, env)
 	return bin.path, bin.version, err
+}
+
+// LifecycleEnv says how the bundle's own commands (setup steps, login and its checks) run in
+// workspace ws: the verified binary, the bundle's environment plus PATH, and the bundle's sandbox.
+func (h *Host) LifecycleEnv(ctx context.Context, b *manifest.Bundle, ws string) (authstate.Env, *Error) {
+	path, _, verr := h.Verify(ctx, b, ws)
+	if verr != nil {
+		return authstate.Env{}, verr
+	}
+	var pass []string
+	var set map[string]string
+	if e := b.CLI.Sandbox.Env; e != nil {
+		pass, set = e.Pass, e.Set
+	}
+	env, _ := sandbox.Env(h.opts.LookupEnv, append(slices.Clone(pass), "PATH"), set)
+	plan, e := h.confine(b, nil, path, ws, &env)
+	if e != nil {
+		return authstate.Env{}, e
+	}
+	return authstate.Env{BinPath: path, Dir: ws, Env: env, Sandbox: plan}, nil
 }
 
 // Forget drops what the host remembers about a bundle's binary, so the next call checks it again
@@ -175,13 +203,13 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	if err != nil || !isDir(workspace) {
 		return fail("input_invalid", fmt.Sprintf("workspace %q is not a directory", c.Workspace), "pass an existing directory as the workspace")
 	}
-	sandbox := manifest.EffectiveSandbox(b.CLI.Sandbox, t.Tool.Sandbox)
+	eff := manifest.EffectiveSandbox(b.CLI.Sandbox, t.Tool.Sandbox)
 	var pass []string
 	var set map[string]string
-	if sandbox.Env != nil {
-		pass, set = sandbox.Env.Pass, sandbox.Env.Set
+	if eff.Env != nil {
+		pass, set = eff.Env.Pass, eff.Env.Set
 	}
-	env, _ := runner.Env(h.opts.LookupEnv, pass, set)
+	env, _ := sandbox.Env(h.opts.LookupEnv, pass, set)
 
 	bin, gateErr := h.gate(ctx, b, workspace, env)
 	if gateErr != nil {
@@ -191,7 +219,15 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 
 	scope := authstate.Scope{Bundle: b.Key(), Workspace: workspace, User: c.User}
 	var usedSecrets []string
-	if e := h.lifecycle(ctx, b, scope, authstate.Env{BinPath: bin.path, Dir: workspace, Env: env}, &env, &usedSecrets); e != nil {
+	lenv := authstate.Env{BinPath: bin.path, Dir: workspace, Env: slices.Clone(env)}
+	if h.opts.Auth != nil && b.CLI.Auth != nil && b.CLI.Auth.Login != nil {
+		// Login checks and refreshes run the bundle's own commands, in the bundle's sandbox.
+		var e *Error
+		if lenv.Sandbox, e = h.confine(b, nil, bin.path, workspace, &lenv.Env); e != nil {
+			return Envelope{Error: e}
+		}
+	}
+	if e := h.lifecycle(ctx, b, scope, lenv, &env, &usedSecrets); e != nil {
 		return Envelope{Error: e}
 	}
 	// ${secrets.NAME} are the secret slugs setup stored for this scope; without a setup engine
@@ -218,11 +254,20 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	if t.Tool.TimeoutMS > 0 {
 		timeout = time.Duration(t.Tool.TimeoutMS) * time.Millisecond
 	}
+	plan, e := h.confine(b, t, bin.path, workspace, &env)
+	if e != nil {
+		return Envelope{Error: e}
+	}
 	stop := h.progress(opts.Progress)
 	res, err := runner.Run(ctx, runner.Command{Path: bin.path, Args: args, Dir: workspace, Env: env, Timeout: timeout,
-		TTY: sandbox.TTY != nil && sandbox.TTY.Required})
+		TTY: eff.TTY != nil && eff.TTY.Required, Sandbox: plan})
 	stop()
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return fail("cancelled", "the call was cancelled before its process started", "")
+	case errors.Is(err, nsinit.ErrUnavailable):
+		return Envelope{Error: sandboxError(b, err)}
+	case err != nil:
 		return fail("not_installed", fmt.Sprintf("%s could not be started: %v", b.CLI.Bin, err), "check the binary is installed and executable")
 	}
 	exit := res.ExitCode
@@ -244,7 +289,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 		return Envelope{OK: true, Value: r.value(out.Value), ExitCode: &exit, Truncated: res.StdoutTruncated}
 	}
 	f := out.Failure
-	e := &Error{Code: f.Code, Message: r.text(f.Message), Hint: f.Hint, ExitCode: &exit, Stderr: r.text(f.Stderr),
+	e = &Error{Code: f.Code, Message: r.text(f.Message), Hint: f.Hint, ExitCode: &exit, Stderr: r.text(f.Stderr),
 		Category: f.Category, Retryable: f.Retryable, Fallback: f.Fallback, RetryAfterMS: f.RetryAfterMS}
 	if res.TimedOut {
 		e.Message = fmt.Sprintf("the command did not finish within %s and was stopped", timeout)

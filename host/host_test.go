@@ -153,7 +153,7 @@ func TestCallJQ(t *testing.T) {
 	need(t, "jq")
 	h, audit := catalogHost(t)
 	b := bundle(t, h, "jq")
-	ws := t.TempDir()
+	ws := fixture.Workspace(t)
 	env := h.Call(context.Background(), b, "eval", js(t, `{"json": "{\"a\": [1, 2, 3]}", "filter": ".a | length"}`), Caller{Workspace: ws, User: "u"}, CallOptions{})
 	if !env.OK || env.Value != "3\n" || *env.ExitCode != 0 {
 		t.Fatalf("eval: %+v %+v", env, env.Error)
@@ -181,7 +181,7 @@ func TestInputValidationAndDefaults(t *testing.T) {
 	need(t, "jq")
 	h, _ := writeBundle(t, echoBundle("jq", ">=1.5", ""), Options{})
 	b := bundle(t, h, "echo")
-	ws := t.TempDir()
+	ws := fixture.Workspace(t)
 	env := h.Call(context.Background(), b, "echo", js(t, `{"v": "x"}`), Caller{Workspace: ws}, CallOptions{})
 	got, _ := json.Marshal(env.Value)
 	if !env.OK || string(got) != `{"n":7,"v":"x"}` {
@@ -207,7 +207,7 @@ func TestInjectionCorpus(t *testing.T) {
 	need(t, "jq")
 	h, _ := writeBundle(t, echoBundle("jq", ">=1.5", ""), Options{})
 	b := bundle(t, h, "echo")
-	ws := t.TempDir()
+	ws := fixture.Workspace(t)
 	canary := filepath.Join(ws, "PWNED")
 	corpus := []string{
 		"; touch PWNED", "| touch PWNED", "&& touch PWNED", "$(touch PWNED)", "`touch PWNED`", "> PWNED",
@@ -241,12 +241,12 @@ func TestInjectionCorpus(t *testing.T) {
 func TestGate(t *testing.T) {
 	need(t, "jq")
 	h, _ := writeBundle(t, echoBundle("no-such-binary-xyz", ">=1.5", ""), Options{})
-	env := h.Call(context.Background(), bundle(t, h, "echo"), "echo", js(t, `{"v": "x"}`), Caller{Workspace: t.TempDir()}, CallOptions{})
+	env := h.Call(context.Background(), bundle(t, h, "echo"), "echo", js(t, `{"v": "x"}`), Caller{Workspace: fixture.Workspace(t)}, CallOptions{})
 	if env.Error == nil || env.Error.Code != "not_installed" || !strings.Contains(env.Error.Hint, "apt-get install jq") {
 		t.Fatalf("missing binary: %+v", env.Error)
 	}
 	h, _ = writeBundle(t, echoBundle("jq", ">=99", ""), Options{})
-	env = h.Call(context.Background(), bundle(t, h, "echo"), "echo", js(t, `{"v": "x"}`), Caller{Workspace: t.TempDir()}, CallOptions{})
+	env = h.Call(context.Background(), bundle(t, h, "echo"), "echo", js(t, `{"v": "x"}`), Caller{Workspace: fixture.Workspace(t)}, CallOptions{})
 	if env.Error == nil || env.Error.Code != "version_mismatch" || !strings.Contains(env.Error.Message, `outside the range ">=99"`) {
 		t.Fatalf("old binary: %+v", env.Error)
 	}
@@ -260,7 +260,7 @@ func TestGate(t *testing.T) {
 	files["echo/CLI.md"] = strings.Replace(files["echo/CLI.md"], "install: [{ method: apt, package: jq }]", "install: [{ method: vendored, path: ./bin/myjq }]", 1)
 	files["echo/bin/myjq"] = string(data)
 	h, _ = writeBundle(t, files, Options{})
-	env = h.Call(context.Background(), bundle(t, h, "echo"), "echo", js(t, `{"v": "vendored"}`), Caller{Workspace: t.TempDir()}, CallOptions{})
+	env = h.Call(context.Background(), bundle(t, h, "echo"), "echo", js(t, `{"v": "vendored"}`), Caller{Workspace: fixture.Workspace(t)}, CallOptions{})
 	if !env.OK {
 		t.Fatalf("vendored: %+v", env.Error)
 	}
@@ -279,7 +279,7 @@ func TestSecretsAreRedacted(t *testing.T) {
 		return "", false
 	}
 	h, _ := writeBundle(t, files, Options{LookupEnv: lookup})
-	env := h.Call(context.Background(), bundle(t, h, "echo"), "env", nil, Caller{Workspace: t.TempDir()}, CallOptions{})
+	env := h.Call(context.Background(), bundle(t, h, "echo"), "env", nil, Caller{Workspace: fixture.Workspace(t)}, CallOptions{})
 	if !env.OK || env.Value != "[REDACTED]\n" {
 		t.Fatalf("token reached the result: %#v %+v", env.Value, env.Error)
 	}
@@ -290,7 +290,7 @@ func TestTimeoutCancelAndProgress(t *testing.T) {
 	h, _ := writeBundle(t, fixture.Sleep(500), Options{ProgressEvery: 50 * time.Millisecond})
 	b := bundle(t, h, "sleep")
 	ticks := 0
-	env := h.Call(context.Background(), b, "nap", js(t, `{"s": "30"}`), Caller{Workspace: t.TempDir()}, CallOptions{Progress: func(time.Duration) { ticks++ }})
+	env := h.Call(context.Background(), b, "nap", js(t, `{"s": "30"}`), Caller{Workspace: fixture.Workspace(t)}, CallOptions{Progress: func(time.Duration) { ticks++ }})
 	if env.OK || env.Error.Code != "timeout" || !env.Error.Retryable {
 		t.Fatalf("timeout: %+v", env.Error)
 	}
@@ -300,7 +300,7 @@ func TestTimeoutCancelAndProgress(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
 	h2, _ := writeBundle(t, fixture.Sleep(60000), Options{})
-	env = h2.Call(ctx, bundle(t, h2, "sleep"), "nap", js(t, `{"s": "30"}`), Caller{Workspace: t.TempDir()}, CallOptions{})
+	env = h2.Call(ctx, bundle(t, h2, "sleep"), "nap", js(t, `{"s": "30"}`), Caller{Workspace: fixture.Workspace(t)}, CallOptions{})
 	if env.OK || env.Error.Code != "cancelled" {
 		t.Fatalf("cancel: %+v", env.Error)
 	}
@@ -309,7 +309,7 @@ func TestTimeoutCancelAndProgress(t *testing.T) {
 func TestRipgrepAndGit(t *testing.T) {
 	need(t, "rg", "git")
 	h, _ := catalogHost(t)
-	ws := t.TempDir()
+	ws := fixture.Workspace(t)
 	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("alpha\nneedle here\nomega\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -322,12 +322,13 @@ func TestRipgrepAndGit(t *testing.T) {
 		t.Fatalf("rg no match: %+v", env)
 	}
 	for _, args := range [][]string{{"init", "-q"}, {"add", "notes.txt"}} {
-		cmd := exec.Command("git", args...)
+		cmd := exec.Command("git", append([]string{"-c", "safe.directory=*"}, args...)...)
 		cmd.Dir = ws
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("git %v: %v %s", args, err, out)
 		}
 	}
+	fixture.GiveToAgent(t, ws)
 	env = h.Call(context.Background(), bundle(t, h, "git"), "status", js(t, `{}`), Caller{Workspace: ws}, CallOptions{})
 	if !env.OK || !strings.Contains(env.Value.(string), "A  notes.txt") {
 		t.Fatalf("git status: %#v %+v", env.Value, env.Error)

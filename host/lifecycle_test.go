@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/clihost/clihost/authstate"
+	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/setup"
 	"github.com/clihost/clihost/store"
 )
@@ -53,7 +54,7 @@ runner: { cli: ../../CLI.md, argv: [-n, 'error("expired")'] }
 	machine := &authstate.Machine{Store: st, Audit: func(v any) { audit.WriteString("cli.auth_expired\n") }}
 	h, _ := writeBundle(t, files, Options{Setup: engine, Auth: machine})
 	b := bundle(t, h, "echo")
-	ws := t.TempDir()
+	ws := fixture.Workspace(t)
 	caller := Caller{Workspace: ws, User: "alice"}
 	call := func(tool string) Envelope {
 		return h.Call(context.Background(), b, tool, map[string]any{}, caller, CallOptions{})

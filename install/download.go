@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/manifest"
-	"github.com/clihost/clihost/runner"
+	"github.com/clihost/clihost/sandbox"
 )
 
 const (
@@ -113,7 +113,7 @@ func (in *installer) curl(ctx context.Context, e manifest.InstallMethod) (string
 	if err := in.fetch(ctx, e.URL, e.VerifySHA256, script); err != nil {
 		return "", err
 	}
-	env, _ := runner.Env(in.o.LookupEnv, append([]string{"PATH", "HOME"}, proxyVars...), nil)
+	env, _ := sandbox.Env(in.o.LookupEnv, append([]string{"PATH", "HOME"}, proxyVars...), nil)
 	if err := in.exec(ctx, "/bin/sh", []string{script}, tmp, env, scriptTimeout); err != nil {
 		return "", err
 	}

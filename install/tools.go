@@ -13,6 +13,7 @@ import (
 
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/runner"
+	"github.com/clihost/clihost/sandbox"
 )
 
 // toolTimeout bounds one package-manager or go run (cargo and go may compile for a while).
@@ -112,7 +113,7 @@ func (in *installer) packageManager(ctx context.Context, e manifest.InstallMetho
 	if err := os.MkdirAll(c.dir, 0o755); err != nil {
 		return "", err
 	}
-	env, _ := runner.Env(in.o.LookupEnv, slices.Concat(basePass, c.pass), c.set)
+	env, _ := sandbox.Env(in.o.LookupEnv, slices.Concat(basePass, c.pass), c.set)
 	err = in.exec(ctx, exe, c.args, c.dir, env, toolTimeout)
 	if err != nil && e.Method == manifest.MethodApt {
 		// A fresh machine often has no package lists yet ("Unable to locate package"): refresh them
@@ -149,7 +150,7 @@ func (in *installer) goInstall(ctx context.Context, e manifest.InstallMethod) (s
 	defer os.RemoveAll(tmp)
 	gobin := filepath.Join(tmp, "gobin")
 	gohome := filepath.Join(in.o.StateDir, "go")
-	env, _ := runner.Env(in.o.LookupEnv, slices.Concat(basePass, c.pass), map[string]string{
+	env, _ := sandbox.Env(in.o.LookupEnv, slices.Concat(basePass, c.pass), map[string]string{
 		"GOBIN":       gobin,
 		"GOPATH":      filepath.Join(gohome, "path"),
 		"GOCACHE":     filepath.Join(gohome, "cache"),

@@ -44,7 +44,7 @@ runner: { cli: ../../CLI.md, argv: [%s, "${input.label | optional('--label')}"] 
 // the server's cost, without an SDK client's decoding and validation of what it receives.
 func BenchmarkToolsList200(b *testing.B) {
 	h := bigBundle(b, 200)
-	srv := httptest.NewServer(Handler(h, Options{Caller: host.Caller{Workspace: b.TempDir()}}))
+	srv := httptest.NewServer(Handler(h, Options{Caller: host.Caller{Workspace: fixture.Workspace(b)}}))
 	defer srv.Close()
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`)
 	for b.Loop() {
@@ -71,7 +71,7 @@ func BenchmarkToolsList200(b *testing.B) {
 // request each time, over loopback); BenchmarkHostCall is the same call made directly.
 func BenchmarkHTTPToolsCall(b *testing.B) {
 	h := bigBundle(b, 1)
-	srv := httptest.NewServer(Handler(h, Options{Caller: host.Caller{Workspace: b.TempDir()}}))
+	srv := httptest.NewServer(Handler(h, Options{Caller: host.Caller{Workspace: fixture.Workspace(b)}}))
 	defer srv.Close()
 	c, err := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "0"}, nil).Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: srv.URL + "/mcp/big"}, nil)
 	if err != nil {
@@ -92,7 +92,7 @@ func BenchmarkHostCall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	caller := host.Caller{Workspace: b.TempDir()}
+	caller := host.Caller{Workspace: fixture.Workspace(b)}
 	for b.Loop() {
 		if env := h.Call(context.Background(), bd, "t000", map[string]any{}, caller, host.CallOptions{}); !env.OK {
 			b.Fatalf("%+v", env.Error)

@@ -12,6 +12,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/registry"
 )
 
@@ -70,7 +71,7 @@ func text(t *testing.T, r *sdk.CallToolResult) string {
 
 func TestToolsModeListsEveryToolWithPaging(t *testing.T) {
 	h := newHost(t)
-	c := connect(t, h, "gh", Options{Caller: host.Caller{Workspace: t.TempDir()}, PageSize: 3})
+	c := connect(t, h, "gh", Options{Caller: host.Caller{Workspace: fixture.Workspace(t)}, PageSize: 3})
 	var names []string
 	var cursor string
 	pages := 0
@@ -104,7 +105,7 @@ func TestToolsModeListsEveryToolWithPaging(t *testing.T) {
 func TestToolsModeCalls(t *testing.T) {
 	need(t, "jq")
 	h := newHost(t)
-	c := connect(t, h, "jq", Options{Caller: host.Caller{Workspace: t.TempDir()}})
+	c := connect(t, h, "jq", Options{Caller: host.Caller{Workspace: fixture.Workspace(t)}})
 	res, err := c.CallTool(context.Background(), &sdk.CallToolParams{Name: "eval", Arguments: map[string]any{"json": `{"a":"b"}`, "filter": ".a", "raw_output": true}})
 	if err != nil {
 		t.Fatal(err)
@@ -125,7 +126,7 @@ func TestToolsModeCalls(t *testing.T) {
 func TestACLIMode(t *testing.T) {
 	need(t, "jq")
 	h := newHost(t)
-	c := connect(t, h, "jq", Options{Caller: host.Caller{Workspace: t.TempDir()}, ACLI: true})
+	c := connect(t, h, "jq", Options{Caller: host.Caller{Workspace: fixture.Workspace(t)}, ACLI: true})
 	tools, err := c.ListTools(context.Background(), nil)
 	if err != nil || len(tools.Tools) != 1 || tools.Tools[0].Name != "cli" {
 		t.Fatalf("tools %+v %v", tools, err)
@@ -164,7 +165,7 @@ func TestACLIMode(t *testing.T) {
 func TestHTTPHandler(t *testing.T) {
 	need(t, "jq")
 	h := newHost(t)
-	srv := httptest.NewServer(Handler(h, Options{Caller: host.Caller{Workspace: t.TempDir()}}))
+	srv := httptest.NewServer(Handler(h, Options{Caller: host.Caller{Workspace: fixture.Workspace(t)}}))
 	defer srv.Close()
 	for path, tool := range map[string]string{"/mcp/jq": "eval", "/mcp/jq@1/acli": "cli"} {
 		c, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "0"}, nil).Connect(context.Background(), &sdk.StreamableClientTransport{Endpoint: srv.URL + path}, nil)

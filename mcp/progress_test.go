@@ -30,7 +30,7 @@ func TestProgressNotifications(t *testing.T) {
 	var got atomic.Int32
 	st, ct := sdk.NewInMemoryTransports()
 	ctx := context.Background()
-	if _, err := NewServer(h, b, Options{Caller: host.Caller{Workspace: t.TempDir()}}).Connect(ctx, st, nil); err != nil {
+	if _, err := NewServer(h, b, Options{Caller: host.Caller{Workspace: fixture.Workspace(t)}}).Connect(ctx, st, nil); err != nil {
 		t.Fatal(err)
 	}
 	c, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "0"}, &sdk.ClientOptions{
@@ -55,7 +55,7 @@ func TestProgressNotifications(t *testing.T) {
 func TestCancellationKillsTheProcess(t *testing.T) {
 	need(t, "sleep")
 	h := sleepHost(t)
-	c := connect(t, h, "sleep", Options{Caller: host.Caller{Workspace: t.TempDir()}})
+	c := connect(t, h, "sleep", Options{Caller: host.Caller{Workspace: fixture.Workspace(t)}})
 	const marker = "31.4159"
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -1,7 +1,8 @@
 // Package runner spawns one third-party CLI process safely: directly (never through a shell), with an
 // environment built from nothing, stdin on /dev/null, in its own process group, under a wall-clock
 // limit, with capped output capture, and without leaving processes, zombies or file descriptors
-// behind. Kernel isolation (namespaces, Landlock, seccomp) is the sandbox package's job, not this one.
+// behind. With Command.Sandbox set, the process is started through the kernel sandbox of package
+// sandbox/nsinit (namespaces, masks, Landlock, seccomp); building that plan is package sandbox's job.
 package runner
 
 import (
@@ -18,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/clihost/clihost/sandbox/nsinit"
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 )
@@ -53,6 +55,11 @@ type Command struct {
 	// slave and its output (with the terminal's "\r\n" line endings) is read from the master into
 	// Stdout; Stderr stays empty. Nothing is ever written to its input.
 	TTY bool
+	// Sandbox, when set, runs the command inside the kernel sandbox this plan describes (its path
+	// lists, identity and switches); Run fills in its Path, Args, Dir and Env from the Command. When
+	// the sandbox cannot be built, Run returns an error wrapping nsinit.ErrUnavailable and the
+	// program never ran. Nil runs the command unconfined.
+	Sandbox *nsinit.Plan
 }
 
 // Result is a finished process.
@@ -91,20 +98,35 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("runner: %s not started: %w", c.Path, err)
 	}
-	cmd := &exec.Cmd{
-		Path: c.Path,
-		Args: append([]string{filepath.Base(c.Path)}, c.Args...),
-		Dir:  c.Dir,
-		Env:  c.Env,
+	argv := append([]string{filepath.Base(c.Path)}, c.Args...)
+	cmd := &exec.Cmd{Path: c.Path, Args: argv, Dir: c.Dir, Env: c.Env}
+	var sandboxed *nsinit.Cmd
+	if c.Sandbox != nil {
+		plan := *c.Sandbox
+		plan.Path, plan.Args, plan.Dir, plan.Env = c.Path, argv, c.Dir, c.Env
+		if sandboxed, err = nsinit.Command(plan); err != nil {
+			return Result{}, fmt.Errorf("runner: %s not started: %w: %w", c.Path, nsinit.ErrUnavailable, err)
+		}
+		cmd = sandboxed.Cmd
 	}
 	stdout, stderr, childEnds, err := attach(cmd, c)
 	if err != nil {
+		if sandboxed != nil {
+			sandboxed.CloseChildEnds()
+			_ = sandboxed.Failure()
+		}
 		return Result{}, fmt.Errorf("runner: %s not started: %w", c.Path, err)
 	}
 	begin := time.Now()
 	err = start(cmd)
 	for _, f := range childEnds {
 		f.Close()
+	}
+	if sandboxed != nil {
+		sandboxed.CloseChildEnds()
+		if err != nil {
+			_ = sandboxed.Failure()
+		}
 	}
 	if err != nil {
 		stdout.r.Close()
@@ -126,6 +148,11 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	res.Stdout, res.StdoutTruncated = stdout.data, stdout.truncated
 	if stderr != nil {
 		res.Stderr, res.StderrTruncated = stderr.data, stderr.truncated
+	}
+	if sandboxed != nil {
+		if err := sandboxed.Failure(); err != nil {
+			return res, fmt.Errorf("runner: %s not started: %w", c.Path, err)
+		}
 	}
 	return res, nil
 }
@@ -158,7 +185,8 @@ func (c Command) normalize() (Command, error) {
 	return c, nil
 }
 
-// attach wires cmd's stdio and process attributes. It returns the captures to read (stderr is nil
+// attach wires cmd's stdio and process attributes (added to those cmd already has, such as the
+// sandbox's namespaces). It returns the captures to read (stderr is nil
 // for a TTY) and the child's ends, which the caller closes once the child has started.
 func attach(cmd *exec.Cmd, c Command) (stdout, stderr *capture, childEnds []*os.File, err error) {
 	if c.TTY {
@@ -167,12 +195,9 @@ func attach(cmd *exec.Cmd, c Command) (stdout, stderr *capture, childEnds []*os.
 			return nil, nil, nil, err
 		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
-		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Setsid:    true,
-			Setctty:   true,
-			Ctty:      0, // the child's fd 0, the slave
-			Pdeathsig: syscall.SIGKILL,
-		}
+		attr := sysProcAttr(cmd)
+		attr.Setpgid = false                                 // setpgid fails in a session leader
+		attr.Setsid, attr.Setctty, attr.Ctty = true, true, 0 // Ctty: the child's fd 0, the slave
 		return &capture{r: master, limit: c.StdoutLimit}, nil, []*os.File{slave}, nil
 	}
 	outR, outW, err := os.Pipe()
@@ -187,9 +212,18 @@ func attach(cmd *exec.Cmd, c Command) (stdout, stderr *capture, childEnds []*os.
 	}
 	// cmd.Stdin stays nil: os/exec opens /dev/null for it.
 	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	sysProcAttr(cmd).Setpgid = true
 	return &capture{r: outR, limit: c.StdoutLimit}, &capture{r: errR, limit: c.StderrLimit},
 		[]*os.File{outW, errW}, nil
+}
+
+// sysProcAttr returns cmd's process attributes, created when missing, with Pdeathsig set.
+func sysProcAttr(cmd *exec.Cmd) *syscall.SysProcAttr {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	return cmd.SysProcAttr
 }
 
 // openPTY opens a pseudo-terminal sized ttySize. pty.Open leaves the master in blocking mode (its

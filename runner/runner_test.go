@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/runner"
+	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
 // The tests run real processes. /bin/sh is only a fixture that creates behaviours (background
@@ -33,6 +34,7 @@ const (
 var fixtureEnv = []string{"PATH=/usr/bin:/bin"}
 
 func TestMain(m *testing.M) {
+	nsinit.Main()
 	// Helper mode for TestHostDeathKillsChild: act as a host whose child must die with it.
 	if dir := os.Getenv("RUNNER_TEST_HOST_DIR"); dir != "" {
 		_, err := runner.Run(context.Background(), runner.Command{
@@ -463,41 +465,79 @@ func TestHostDeathKillsChild(t *testing.T) {
 	waitGone(t, pid)
 }
 
-func TestEnv(t *testing.T) {
-	host := map[string]string{
-		"HOME": "/home/u", "GH_TOKEN": "t", "LD_PRELOAD": "/evil.so", "NOT_PASSED": "x", "TERM": "xterm",
+// requireSandbox skips t where the kernel sandbox cannot run (not root, outside CI); in CI it must.
+func requireSandbox(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
 	}
-	lookup := func(k string) (string, bool) { v, ok := host[k]; return v, ok }
+	if os.Getenv("CI") == "true" {
+		t.Fatal("the sandbox tests need root in CI")
+	}
+	t.Skip("the sandbox tests need root")
+}
 
-	env, refused := runner.Env(lookup,
-		[]string{"HOME", "GH_TOKEN", "LD_PRELOAD", "UNSET_VAR", "ld_library_path"},
-		map[string]string{
-			"GH_TOKEN": "override", "PAGER": "cat", "NODE_OPTIONS": "--require /evil.js",
-			"GIT_CONFIG_KEY_0": "core.fsmonitor", "BASH_FUNC_git%%": "() { evil; }", "A=B": "c", "NUL": "a\x00b",
-			"NO_COLOR": "0",
-		})
-	wantEnv := []string{"CI=true", "GH_TOKEN=override", "HOME=/home/u", "NO_COLOR=0", "PAGER=cat", "TERM=dumb"}
-	wantRefused := []string{"A=B", "BASH_FUNC_git%%", "GIT_CONFIG_KEY_0", "LD_PRELOAD", "NODE_OPTIONS", "NUL", "ld_library_path"}
-	if !slices.Equal(env, wantEnv) {
-		t.Errorf("env %q, want %q", env, wantEnv)
+// sandboxPlan lets /bin/sh (and what it loads) run as nobody, reading only the runtime libraries.
+func sandboxPlan() *nsinit.Plan {
+	return &nsinit.Plan{
+		UID: 65534, GID: 65534, Seccomp: true, NoNetwork: true,
+		Exec:     []string{"/bin/sh", "/usr/bin/dash", "/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"},
+		ReadOnly: []string{"/usr/lib", "/etc/ld.so.cache"},
 	}
-	if !slices.Equal(refused, wantRefused) {
-		t.Errorf("refused %q, want %q", refused, wantRefused)
+}
+
+func TestSandboxedRun(t *testing.T) {
+	requireSandbox(t)
+	c := sh(t, `echo "$(id -u) $$"; echo err >&2; cat /etc/hostname; exit 3`)
+	c.Dir = "/"
+	c.Sandbox = sandboxPlan()
+	res, err := runner.Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only sh may run: id and cat are not executable in this plan, so $(id -u) is empty.
+	if res.ExitCode != 3 {
+		t.Fatalf("exit %d stdout %q stderr %q", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout))); err != nil || pid > 64 {
+		t.Errorf("stdout %q: want only sh's PID, a small one of its own PID namespace", res.Stdout)
+	}
+	if stderr := string(res.Stderr); !strings.Contains(stderr, "err\n") || !strings.Contains(stderr, "Permission denied") {
+		t.Errorf("stderr %q: want the program's own output and the denied exec of id and cat", stderr)
 	}
 
-	for _, name := range []string{
-		"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES", "GCONV_PATH", "BASH_ENV", "ENV",
-		"PYTHONSTARTUP", "PYTHONPATH", "PERL5OPT", "PERL5LIB", "RUBYOPT", "NODE_OPTIONS",
-		"JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
-	} {
-		env, refused := runner.Env(func(string) (string, bool) { return "x", true }, []string{name}, map[string]string{name: "x"})
-		if !slices.Equal(refused, []string{name}) || slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, name+"=") }) {
-			t.Errorf("%s: env %q refused %q", name, env, refused)
-		}
+	// The sandbox could not be built: an error, not a result.
+	c = sh(t, "exit 0")
+	c.Dir = "/"
+	c.Sandbox = sandboxPlan()
+	c.Sandbox.ReadWrite = []string{"/nonexistent-runner-test"}
+	_, err = runner.Run(context.Background(), c)
+	if !errors.Is(err, nsinit.ErrUnavailable) || !strings.Contains(err.Error(), "/nonexistent-runner-test") {
+		t.Fatalf("err %v, want nsinit.ErrUnavailable naming the missing path", err)
 	}
 
-	env, refused = runner.Env(nil, []string{"HOME"}, map[string]string{"TERM": "vt100", "CI": "false"})
-	if want := []string{"CI=false", "NO_COLOR=1", "TERM=vt100"}; !slices.Equal(env, want) || refused != nil {
-		t.Errorf("defaults: env %q refused %q, want %q", env, refused, want)
+	// A sandboxed command on a pty.
+	c = sh(t, "test -t 0 && test -t 1 && echo tty")
+	c.Dir = "/"
+	c.TTY = true
+	c.Sandbox = sandboxPlan()
+	if res, err = runner.Run(context.Background(), c); err != nil || res.ExitCode != 0 || !strings.Contains(string(res.Stdout), "tty") {
+		t.Fatalf("tty: err %v exit %d stdout %q", err, res.ExitCode, res.Stdout)
+	}
+}
+
+func TestSandboxedTimeoutKillsEverything(t *testing.T) {
+	requireSandbox(t)
+	c := sh(t, "trap '' TERM; while :; do :; done")
+	c.Dir = "/"
+	c.Timeout = 200 * time.Millisecond
+	c.Grace = 100 * time.Millisecond
+	c.Sandbox = sandboxPlan()
+	res, err := runner.Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.TimedOut || res.ExitCode == 0 {
+		t.Fatalf("res %+v: want a timed-out, killed run", res)
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"strings"
 
 	"github.com/clihost/clihost/manifest"
-	"github.com/clihost/clihost/runner"
 )
 
 // Access is a set of filesystem rights a PathRule grants.
@@ -91,8 +90,8 @@ type Policy struct {
 	Egress []string `json:"egress,omitempty"`
 	// Ingress are the inbound URLs the host must expose, as declared.
 	Ingress []string `json:"ingress,omitempty"`
-	// Env is the child's whole environment, KEY=VALUE, built by runner.Env from env.pass (read
-	// through Input.LookupEnv) and env.set, without the variables runner.Env refuses.
+	// Env is the child's whole environment, KEY=VALUE, built by Env from env.pass (read
+	// through Input.LookupEnv) and env.set, without the variables Env refuses.
 	Env []string `json:"env"`
 	// TTY says whether the call needs a pseudo-terminal.
 	TTY bool `json:"tty"`
@@ -275,10 +274,10 @@ func (c *compiler) compile() (*Policy, error) {
 	if eff.Env != nil {
 		pass, set = eff.Env.Pass, eff.Env.Set
 	}
-	env, refused := runner.Env(c.in.LookupEnv, pass, set)
+	env, refused := Env(c.in.LookupEnv, pass, set)
 	p.Env = env
 	for _, name := range refused {
-		c.note("env: %q is refused (it is not a valid name or it makes programs load code; see runner.Env)", name)
+		c.note("env: %q is refused (it is not a valid name or it makes programs load code; see Env)", name)
 	}
 	p.TTY = eff.TTY != nil && eff.TTY.Required
 	p.Notes = slices.Sorted(maps.Keys(c.notes))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/runner"
+	"github.com/clihost/clihost/sandbox"
 )
 
 // runState is one Run in progress.
@@ -331,7 +332,7 @@ func (r *runState) persist(ctx context.Context, st manifest.SetupStep, value str
 	}
 	switch {
 	case p.Env != "":
-		if _, refused := runner.Env(nil, nil, map[string]string{p.Env: value}); len(refused) > 0 {
+		if _, refused := sandbox.Env(nil, nil, map[string]string{p.Env: value}); len(refused) > 0 {
 			return failed(st, fmt.Sprintf("persist.env %q is not a variable clihost passes to CLIs", p.Env), "pick another variable name", nil)
 		}
 		if err := r.store(st, prefixEnv+p.Env, value); err != nil {

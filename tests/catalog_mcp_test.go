@@ -10,6 +10,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/manifest"
 )
 
@@ -30,7 +31,7 @@ func TestEveryCatalogToolOverStdio(t *testing.T) {
 				}
 				t.Skipf("%s is not installed", b.CLI.Bin)
 			}
-			ws := t.TempDir()
+			ws := fixture.Workspace(t)
 			cmd := exec.Command(bin.ctl, "mcp", b.ID(), "--workspace", ws, "--audit", os.DevNull)
 			cmd.Env = []string{"PATH=" + systemPath, "HOME=" + t.TempDir(), "CLIHOST_BUNDLES="}
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

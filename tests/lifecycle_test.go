@@ -35,7 +35,7 @@ auth:
   expiry: { detect: "exit_code:5" }
 sandbox:
   network: { egress: [] }
-  fs: { read: [], write: [] }
+  fs: { read: ["`+flag+`"], write: [] }
   exec: { allow: false }
   env: { pass: [] }
 commands:

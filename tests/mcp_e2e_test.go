@@ -24,6 +24,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/clihost/clihost/internal/fixture"
 	"gopkg.in/yaml.v3"
 )
 
@@ -666,6 +667,7 @@ func writeFiles(t *testing.T, dir string, files map[string]string) {
 			t.Fatal(err)
 		}
 	}
+	fixture.GiveToAgent(t, dir) // sandboxed tools run as the workspace's owner, never root
 }
 
 // direct runs a real CLI in dir and returns its stdout: the oracle the MCP results are compared
@@ -714,7 +716,7 @@ const jqData = `{"items":[{"id":1,"state":"open","name":"a"},{"id":2,"state":"cl
 func TestMCPJQ(t *testing.T) {
 	requireNodeModules(t)
 	requireBins(t, "jq")
-	ws := t.TempDir()
+	ws := fixture.Workspace(t)
 	writeFiles(t, ws, map[string]string{"data.json": jqData + "\n", "bad.json": "{\"a\": 1,,}\n"})
 	tools := bundleTools(t, "../bundles/jq")
 	base := serveMCP(t, ws)
@@ -808,12 +810,14 @@ func TestMCPJQ(t *testing.T) {
 // untracked file.
 func gitRepo(t *testing.T) (string, []string) {
 	t.Helper()
-	ws := t.TempDir()
+	ws := fixture.Workspace(t)
 	env := []string{
 		"GIT_AUTHOR_NAME=Ada Lovelace", "GIT_AUTHOR_EMAIL=ada@example.com",
 		"GIT_COMMITTER_NAME=Ada Lovelace", "GIT_COMMITTER_EMAIL=ada@example.com",
 		"GIT_AUTHOR_DATE=2024-01-02T03:04:05+00:00", "GIT_COMMITTER_DATE=2024-01-02T03:04:05+00:00",
 		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "LC_ALL=C",
+		// This test's own git runs as root in a workspace that belongs to the agent user.
+		"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*",
 	}
 	g := func(args ...string) { direct(t, ws, env, "git", args...) }
 	g("init", "-q", "-b", "main")
@@ -824,6 +828,7 @@ func gitRepo(t *testing.T) (string, []string) {
 	g("commit", "-q", "-am", "second: touch a.txt")
 	writeFiles(t, ws, map[string]string{"b.txt": "changed\n", "staged.txt": "s\n", "untracked file.txt": "u\n"})
 	g("add", "staged.txt")
+	fixture.GiveToAgent(t, ws)
 	return ws, env
 }
 
@@ -882,7 +887,7 @@ func TestMCPGit(t *testing.T) {
 func TestMCPRipgrep(t *testing.T) {
 	requireNodeModules(t)
 	requireBins(t, "rg")
-	ws := t.TempDir()
+	ws := fixture.Workspace(t)
 	writeFiles(t, ws, map[string]string{
 		"src/a.go":       "package a\n// needle one\nfunc A() {}\n",
 		"src/b.txt":      "no match\nneedle two\nNEEDLE three\n",
@@ -947,7 +952,7 @@ func TestMCPRipgrep(t *testing.T) {
 func TestMCPErrorPaths(t *testing.T) {
 	requireNodeModules(t)
 	requireBins(t, "jq")
-	ws := t.TempDir()
+	ws := fixture.Workspace(t)
 	fixtures := []string{"--bundles", "testdata/conformance"}
 	base := serveMCP(t, ws, fixtures...)
 	tools := bundleTools(t, "testdata/conformance/extra/e2e-errors")
@@ -1014,7 +1019,7 @@ func TestMCPCancel(t *testing.T) {
 	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
 		t.Skip("needs /proc")
 	}
-	ws := t.TempDir()
+	ws := fixture.Workspace(t)
 	fixtures := []string{"--bundles", "testdata/conformance"}
 	base := serveMCP(t, ws, fixtures...)
 	forEachTarget(t, ws, base, "e2e-errors", false, func(t *testing.T, client string, tgt target) {
@@ -1062,7 +1067,7 @@ func TestMCPCancel(t *testing.T) {
 func TestMCPProgress(t *testing.T) {
 	requireNodeModules(t)
 	requireBins(t, "jq")
-	ws := t.TempDir()
+	ws := fixture.Workspace(t)
 	fixtures := []string{"--bundles", "testdata/conformance"}
 	base := serveMCP(t, ws, fixtures...)
 	forEachTarget(t, ws, base, "conformance", false, func(t *testing.T, client string, tgt target) {
@@ -1141,7 +1146,7 @@ func acliQuote(s string) string {
 func TestMCPInjectionCorpus(t *testing.T) {
 	requireNodeModules(t)
 	requireBins(t, "jq", "rg")
-	ws := t.TempDir()
+	ws := fixture.Workspace(t)
 	canary := filepath.Join(ws, "pwned")
 	corpus := make([]string, len(injectionCorpus))
 	var lines []string

@@ -26,10 +26,12 @@ type Result struct {
 	Reason   string // why not, when !OK
 }
 
-// Check runs vc against the binary at binPath (the resolved bin), in dir, with env. The error
-// reports a check that could not run; a version out of range or unparseable is a Result with OK
-// false and a Reason.
-func Check(ctx context.Context, vc manifest.VersionCheck, bin, binPath, dir string, env []string) (Result, error) {
+// Check runs vc against the bundle's binary: proc says how (Path is the resolved bin; Dir, Env and
+// Sandbox are used as given; Check sets the arguments, the timeout and the capture limits). The
+// error reports a check that could not run (a sandbox that could not be built among them: it wraps
+// nsinit.ErrUnavailable); a version out of range or unparseable is a Result with OK false and a
+// Reason.
+func Check(ctx context.Context, vc manifest.VersionCheck, bin string, proc runner.Command) (Result, error) {
 	res := Result{Range: vc.Range}
 	words, err := argv.Split(vc.Cmd)
 	if err != nil {
@@ -50,8 +52,8 @@ func Check(ctx context.Context, vc manifest.VersionCheck, bin, binPath, dir stri
 	if vc.TimeoutMS > 0 {
 		timeout = time.Duration(vc.TimeoutMS) * time.Millisecond
 	}
-	r, err := runner.Run(ctx, runner.Command{Path: binPath, Args: words[1:], Dir: dir, Env: env, Timeout: timeout,
-		StdoutLimit: 64 << 10, StderrLimit: 64 << 10})
+	proc.Args, proc.Timeout, proc.StdoutLimit, proc.StderrLimit = words[1:], timeout, 64<<10, 64<<10
+	r, err := runner.Run(ctx, proc)
 	if err != nil {
 		return res, fmt.Errorf("run %s: %w", vc.Cmd, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os/user"
 	"path/filepath"
 
+	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/manifest"
 )
@@ -42,11 +43,26 @@ func (o *hostOptions) openHost(g *globalOptions) (h *host.Host, caller host.Call
 		return nil, caller, nil, err
 	}
 	caller = host.Caller{Workspace: ws, User: currentUser()}
-	return host.New(reg, host.Options{Audit: audit}), caller, closeAudit, nil
+	return host.New(reg, host.Options{Audit: audit, Sandbox: host.SandboxOptions{ExtraDeny: clihostPaths()}}), caller, closeAudit, nil
 }
 
-// openBundle opens a host (see openHost) and the named bundle for commands that run its tools,
-// printing the sandbox warning. closeFn releases the host.
+// clihostPaths are clihost's own files that a sandboxed tool must never see: the default state
+// directory's database, token, secrets key and audit log (not its bin/, where installed CLIs run
+// from), and the control socket.
+func clihostPaths() []string {
+	state, err := control.DefaultStateDir()
+	if err != nil {
+		return nil
+	}
+	paths := []string{control.DefaultSocket(state)}
+	for _, name := range []string{"state.db", "token", "secrets.key", "audit.jsonl"} {
+		paths = append(paths, filepath.Join(state, name))
+	}
+	return paths
+}
+
+// openBundle opens a host (see openHost) and the named bundle for commands that run its tools.
+// closeFn releases the host.
 func (o *hostOptions) openBundle(g *globalOptions, name string) (h *host.Host, b *manifest.Bundle, caller host.Caller, closeFn func(), err error) {
 	h, caller, closeFn, err = o.openHost(g)
 	if err != nil {
@@ -56,7 +72,6 @@ func (o *hostOptions) openBundle(g *globalOptions, name string) (h *host.Host, b
 		closeFn()
 		return nil, nil, caller, nil, err
 	}
-	fmt.Fprint(g.stderr, sandboxWarning)
 	return h, b, caller, closeFn, nil
 }
 
@@ -113,6 +128,3 @@ func currentUser() string {
 	}
 	return fmt.Sprint(os.Getuid())
 }
-
-// sandboxWarning is printed by the commands that run tools until the kernel sandbox lands.
-const sandboxWarning = "clihostctl: warning: the kernel sandbox is not implemented yet; tools run as this user without the bundle's fs/network limits\n"

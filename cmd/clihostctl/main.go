@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -18,6 +20,7 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
+	nsinit.Main() // this executable is also the sandbox's init and stage 2
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

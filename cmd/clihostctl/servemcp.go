@@ -62,7 +62,6 @@ func runServeMCP(o *serveMCPOptions) error {
 		return err
 	}
 	fmt.Fprintf(o.stderr, "listening on http://%s\n", ln.Addr())
-	fmt.Fprint(o.stderr, sandboxWarning)
 	srv := &http.Server{Handler: mcp.Handler(h, mcp.Options{Caller: caller, Version: version}), ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -29,6 +29,7 @@ import (
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/mcp"
 	"github.com/clihost/clihost/registry"
+	"github.com/clihost/clihost/sandbox/nsinit"
 	"github.com/clihost/clihost/setup"
 	"github.com/clihost/clihost/store"
 )
@@ -53,6 +54,7 @@ type daemon struct {
 	cfg        config
 	stateDir   string
 	socketPath string
+	sandbox    host.SandboxOptions // how bundle processes are confined
 	tokenFile  string
 	token      string
 	auditPath  string
@@ -131,10 +133,53 @@ func start(ctx context.Context, log *slog.Logger, c config) (*daemon, error) {
 	if d.socketPath = c.socket; d.socketPath == "" {
 		d.socketPath = control.DefaultSocket(d.stateDir)
 	}
+	if d.sandbox, err = sandboxOptions(log, c, d.stateDir, d.socketPath); err != nil {
+		return nil, err
+	}
 	if err := d.reload(); err != nil {
 		return nil, err
 	}
 	return d, nil
+}
+
+// sandboxOptions turns the sandbox flags into the host's options, logging loudly when the sandbox
+// is off or this host cannot build it (calls are then refused with sandbox_unavailable).
+func sandboxOptions(log *slog.Logger, c config, stateDir, socket string) (host.SandboxOptions, error) {
+	// The state directory's secrets and records, never its bin/ (the installed CLIs run from there).
+	o := host.SandboxOptions{Off: c.sandbox == "off", ExtraDeny: []string{socket}}
+	for _, name := range []string{"state.db", "token", "secrets.key", "audit.jsonl"} {
+		o.ExtraDeny = append(o.ExtraDeny, filepath.Join(stateDir, name))
+	}
+	if c.agentUser != "" {
+		u, err := user.Lookup(c.agentUser)
+		if err != nil {
+			return o, fmt.Errorf("--agent-user: %w", err)
+		}
+		if o.AgentUID, err = strconv.Atoi(u.Uid); err != nil || o.AgentUID == 0 {
+			return o, fmt.Errorf("--agent-user %s: uid %s: bundle processes never run as root", c.agentUser, u.Uid)
+		}
+		if o.AgentGID, err = strconv.Atoi(u.Gid); err != nil {
+			return o, fmt.Errorf("--agent-user %s: gid %s: %w", c.agentUser, u.Gid, err)
+		}
+	}
+	switch err := nsinit.Check(); {
+	case o.Off:
+		log.Warn("THE KERNEL SANDBOX IS OFF (--sandbox=off): every CLI runs with this daemon's full rights, without the bundles' filesystem, exec and network limits")
+	case err != nil:
+		log.Error("the kernel sandbox is unavailable on this host: every call will be refused with sandbox_unavailable", "err", err)
+	}
+	return o, nil
+}
+
+// sandboxState is the sandbox as status shows it: on, off, or unavailable with the reason.
+func (d *daemon) sandboxState() string {
+	if d.sandbox.Off {
+		return "off"
+	}
+	if err := nsinit.Check(); err != nil {
+		return "unavailable: " + err.Error()
+	}
+	return "on"
 }
 
 // reload reads the bundle sources again and swaps the new generation in.
@@ -148,7 +193,8 @@ func (d *daemon) reload() error {
 		return err
 	}
 	refused := logBundles(d.log, reg)
-	h := host.New(reg, host.Options{Audit: d.auditW, Locate: d.locate, OnCall: d.metrics.observe, Setup: d.setup, Auth: d.auth})
+	h := host.New(reg, host.Options{Audit: d.auditW, Locate: d.locate, OnCall: d.metrics.observe, Setup: d.setup, Auth: d.auth,
+		Sandbox: d.sandbox})
 	st := &state{reg: reg, host: h, mcp: mcp.Handler(h, mcp.Options{Caller: host.Caller{Workspace: d.workspace, User: d.user}, Version: version})}
 	d.cur.Store(st)
 	d.metrics.setBundles(len(reg.Bundles()), refused)
@@ -302,7 +348,8 @@ func (d *daemon) Status(ctx context.Context, name string) ([]control.BundleStatu
 
 func (d *daemon) bundleStatus(ctx context.Context, st *state, e *registry.Entry) control.BundleStatus {
 	b := e.Bundle
-	bs := control.BundleStatus{ID: b.ID(), Major: b.Major(), Key: b.Key(), File: b.File, Tools: len(b.Tools), Setup: "none", Auth: "none", Checked: time.Now().UTC()}
+	bs := control.BundleStatus{ID: b.ID(), Major: b.Major(), Key: b.Key(), File: b.File, Tools: len(b.Tools), Setup: "none", Auth: "none",
+		Sandbox: d.sandboxState(), Checked: time.Now().UTC()}
 	if b.CLI != nil {
 		bs.Name = b.CLI.Name
 	}
@@ -316,6 +363,8 @@ func (d *daemon) bundleStatus(ctx context.Context, st *state, e *registry.Entry)
 		bs.Install, bs.BinPath, bs.Version, bs.Ready = "installed", path, ver, true
 	case err.Code == "version_mismatch":
 		bs.Install, bs.Reason = "version_mismatch", err.Message+"; "+err.Hint
+	case err.Code == "sandbox_unavailable":
+		bs.Install, bs.Reason = "unverified", err.Message+"; "+err.Hint
 	default:
 		bs.Install, bs.Reason = "missing", fmt.Sprintf("%s; or run: clihostctl install %s", err.Message, b.ID())
 	}

@@ -15,7 +15,6 @@ import (
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/manifest"
-	"github.com/clihost/clihost/runner"
 	"github.com/clihost/clihost/setup"
 	"github.com/clihost/clihost/store"
 )
@@ -35,22 +34,6 @@ func (d *daemon) scopeFor(req control.ScopeRequest, user string) (*manifest.Bund
 		return nil, authstate.Scope{}, nil, err
 	}
 	return b, authstate.Scope{Bundle: b.Key(), Workspace: ws, User: user}, st.host, nil
-}
-
-// lifecycleEnv is how setup and login commands run: the resolved binary in the scope's workspace
-// with the bundle's environment.
-func (d *daemon) lifecycleEnv(ctx context.Context, h *host.Host, b *manifest.Bundle, s authstate.Scope) (authstate.Env, *host.Error) {
-	path, _, verr := h.Verify(ctx, b, s.Workspace)
-	if verr != nil {
-		return authstate.Env{}, verr
-	}
-	var pass []string
-	var set map[string]string
-	if e := b.CLI.Sandbox.Env; e != nil {
-		pass, set = e.Pass, e.Set
-	}
-	env, _ := runner.Env(os.LookupEnv, append(pass, "PATH", "HOME"), set)
-	return authstate.Env{BinPath: path, Dir: s.Workspace, Env: env}, nil
 }
 
 func stepInfo(b *manifest.Bundle, status []setup.StepStatus) []control.SetupStep {
@@ -100,7 +83,7 @@ func (d *daemon) Setup(ctx context.Context, req control.SetupRequest, user strin
 	if err != nil {
 		return control.SetupEvent{Phase: "error", Error: &host.Error{Code: "not_found", Message: err.Error()}}
 	}
-	env, verr := d.lifecycleEnv(ctx, h, b, s)
+	env, verr := h.LifecycleEnv(ctx, b, s.Workspace)
 	if verr != nil {
 		return control.SetupEvent{Phase: "error", Error: verr}
 	}
@@ -148,7 +131,7 @@ func (d *daemon) Login(ctx context.Context, req control.ScopeRequest, user strin
 	if err != nil {
 		return control.AuthResult{Error: &host.Error{Code: "not_found", Message: err.Error()}}
 	}
-	env, verr := d.lifecycleEnv(ctx, h, b, s)
+	env, verr := h.LifecycleEnv(ctx, b, s.Workspace)
 	if verr != nil {
 		return control.AuthResult{Error: verr}
 	}
@@ -217,7 +200,7 @@ func (d *daemon) refreshDue(ctx context.Context) {
 			if wait, due := d.auth.Due(b, s); !due || wait > 0 {
 				return nil
 			}
-			env, verr := d.lifecycleEnv(ctx, st.host, b, s)
+			env, verr := st.host.LifecycleEnv(ctx, b, s.Workspace)
 			if verr != nil {
 				return nil
 			}

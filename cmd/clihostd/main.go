@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/clihost/clihost/registry"
+	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -38,9 +39,12 @@ type config struct {
 	httpAddr  string
 	group     string
 	check     bool
+	sandbox   string // "on" or "off"
+	agentUser string // who bundle processes run as when the daemon is root
 }
 
 func main() {
+	nsinit.Main() // this executable is also the sandbox's init and stage 2
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
@@ -54,8 +58,14 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&c.workspace, "workspace", "", "the directory tools run in for MCP clients (default: the current directory)")
 	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:8931", "MCP and metrics listener (loopback unless you mean it; port 0 picks one)")
 	fs.StringVar(&c.group, "group", "", "a group whose members may use the control socket, besides its owner and root")
+	fs.StringVar(&c.sandbox, "sandbox", "on", "the kernel sandbox for every bundle process: on, or off (DANGEROUS: CLIs then run with the daemon's full rights; every result and status says so)")
+	fs.StringVar(&c.agentUser, "agent-user", "", "when clihostd runs as root: the user bundle processes run as (default: each workspace's owner, or nobody when root owns it)")
 	fs.BoolVar(&c.check, "check", false, "load and validate the bundles, print the result and exit (1 when any bundle is refused)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if c.sandbox != "on" && c.sandbox != "off" {
+		fmt.Fprintf(stderr, "clihostd: --sandbox %q: want on or off\n", c.sandbox)
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))

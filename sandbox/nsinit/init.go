@@ -107,6 +107,13 @@ func buildNamespaces(p Plan) (string, error) {
 			return "mount: bind " + t.path, err
 		}
 	}
+	if within(p.Dir, "/tmp") {
+		// A working directory under the host's /tmp that the plan does not bind (the program may
+		// not read it) still has to exist to be entered: an empty directory in the sandbox's /tmp.
+		if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+			return "mount: working directory", err
+		}
+	}
 	if err := maskDenied(p.Deny); err != nil {
 		return "mount: mask", err
 	}

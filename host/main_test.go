@@ -1,0 +1,15 @@
+package host
+
+import (
+	"os"
+	"testing"
+
+	"github.com/clihost/clihost/sandbox/nsinit"
+)
+
+// TestMain lets this test binary act as the sandbox's init and stage 2: the host re-execs its own
+// executable to build the sandbox of every tool it runs.
+func TestMain(m *testing.M) {
+	nsinit.Main()
+	os.Exit(m.Run())
+}

@@ -1,0 +1,134 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/sandbox"
+	"github.com/clihost/clihost/sandbox/nsinit"
+)
+
+// SandboxOptions say how the host confines the processes it starts for bundles: tool calls,
+// version checks, setup and login commands.
+type SandboxOptions struct {
+	// Off runs bundle processes without the kernel sandbox. Only an operator sets it (clihostd
+	// --sandbox=off); every envelope then carries SandboxOffWarning. Nothing a caller sends can set it.
+	Off bool
+	// ExtraDeny are absolute paths masked in every sandbox, such as clihostd's control socket and
+	// state directory.
+	ExtraDeny []string
+	// AgentUID and AgentGID are who bundle processes run as when the host runs as root (clihost
+	// never runs a CLI as root). Zero: the workspace's owner when that is not root, else nobody.
+	AgentUID, AgentGID int
+}
+
+// SandboxOffWarning is added to every envelope when the operator turned the sandbox off.
+const SandboxOffWarning = "the kernel sandbox is OFF on this host (clihostd --sandbox=off): this CLI ran with the full rights of " +
+	"the host user, without the bundle's filesystem, exec and network limits"
+
+// nobodyID is the identity of last resort on a root host: the kernel's overflow uid and gid.
+const nobodyID = 65534
+
+// probeOnce caches whether this host can build the sandbox at all.
+var probeOnce = sync.OnceValue(nsinit.Check)
+
+// identity is whom bundle processes run as, and the home directory ~ stands for.
+type identity struct {
+	id   sandbox.Identity
+	home string
+}
+
+// identityFor decides who runs a process whose workspace is ws. A host that is not root runs it as
+// itself (in a user namespace, without capabilities), with its own home. A root host runs it as the
+// configured agent, else as the workspace's owner unless that is root, else as nobody; ~ is then
+// that user's home from the password database.
+func (h *Host) identityFor(ws string) (identity, error) {
+	if os.Geteuid() != 0 {
+		home, ok := h.opts.LookupEnv("HOME")
+		if !ok || !filepath.IsAbs(home) {
+			var err error
+			if home, err = os.UserHomeDir(); err != nil {
+				return identity{}, fmt.Errorf("the calling user's home directory: %w", err)
+			}
+		}
+		return identity{id: sandbox.Identity{UID: os.Geteuid(), GID: os.Getegid()}, home: filepath.Clean(home)}, nil
+	}
+	uid, gid := h.opts.Sandbox.AgentUID, h.opts.Sandbox.AgentGID
+	if uid == 0 {
+		uid, gid = nobodyID, nobodyID
+		if st, err := os.Stat(ws); err == nil {
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 {
+				uid, gid = int(sys.Uid), int(sys.Gid)
+			}
+		}
+	}
+	if gid == 0 {
+		gid = nobodyID
+	}
+	home := "/nonexistent"
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil && filepath.IsAbs(u.HomeDir) {
+		home = filepath.Clean(u.HomeDir)
+		if g, err := strconv.Atoi(u.Gid); err == nil && g != 0 && uid != nobodyID && h.opts.Sandbox.AgentGID == 0 {
+			gid = g
+		}
+	}
+	return identity{id: sandbox.Identity{UID: uid, GID: gid}, home: home}, nil
+}
+
+// confine compiles the sandbox of one process of bundle b (tool nil: the bundle's own commands)
+// running bin in workspace ws, and returns the plan runner needs, with HOME set in *env to the
+// home ~ stands for unless the manifest set it. It returns nil when the operator turned the
+// sandbox off; a sandbox_unavailable error when this host cannot build it or the bundle's sandbox
+// cannot be enforced here.
+func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin, ws string, env *[]string) (*nsinit.Plan, *Error) {
+	if h.opts.Sandbox.Off {
+		return nil, nil
+	}
+	if err := probeOnce(); err != nil {
+		return nil, &Error{Code: "sandbox_unavailable", Message: err.Error(),
+			Hint: "run clihost on Linux ≥ 6.2 with Landlock enabled (lsm=landlock), as root or with unprivileged user namespaces; an operator may run clihostd --sandbox=off at their own risk"}
+	}
+	who, err := h.identityFor(ws)
+	if err != nil {
+		return nil, sandboxError(b, err)
+	}
+	pathVar, _ := h.opts.LookupEnv("PATH")
+	pol, err := sandbox.Compile(sandbox.Input{Bundle: b, Tool: tool, Binary: bin, Workspace: ws, Home: who.home,
+		PATH: pathVar, LookupEnv: h.opts.LookupEnv, ExtraDeny: h.opts.Sandbox.ExtraDeny})
+	if err != nil {
+		return nil, sandboxError(b, err)
+	}
+	plan, _ := pol.Plan(who.id)
+	if !hasVar(*env, "HOME") {
+		*env = append(*env, "HOME="+who.home)
+	}
+	return &plan, nil
+}
+
+// sandboxError is the envelope error of a sandbox that could not be compiled or built.
+func sandboxError(b *manifest.Bundle, err error) *Error {
+	msg := err.Error()
+	if !errors.Is(err, nsinit.ErrUnavailable) {
+		msg = nsinit.ErrUnavailable.Error() + ": " + msg
+	}
+	return &Error{Code: "sandbox_unavailable", Message: msg,
+		Hint: "the call was refused, not run; check the bundle's sandbox block (clihostctl inspect " + b.ID() + ") and that the paths it needs exist"}
+}
+
+// hasVar reports whether env (KEY=VALUE) sets name.
+func hasVar(env []string, name string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, name+"=") {
+			return true
+		}
+	}
+	return false
+}
