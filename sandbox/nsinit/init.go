@@ -3,6 +3,7 @@ package nsinit
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -113,6 +114,9 @@ func buildNamespaces(p Plan) (string, error) {
 		if err := os.MkdirAll(p.Dir, 0o755); err != nil {
 			return "mount: working directory", err
 		}
+	}
+	if err := pinDenyAncestors(p); err != nil {
+		return "mount: pin", err
 	}
 	if err := maskDenied(p.Deny); err != nil {
 		return "mount: mask", err
@@ -274,6 +278,43 @@ func attachTree(t tree) error {
 	}
 	if err := unix.MoveMount(t.fd, "", unix.AT_FDCWD, t.path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 		return fmt.Errorf("attach: %w", err)
+	}
+	return nil
+}
+
+// pinDenyAncestors bind-mounts onto itself every directory between a writable root and an existing
+// deny path inside it (ws/.git for ws/.git/hooks). A mount point cannot be renamed or removed
+// (EBUSY), and the deny path itself becomes one when it is masked, so the program cannot move a
+// masked path aside and put its own in its place (a .git/hooks of its choosing). Landlock does not
+// split writable roots (see grants), so this pinning and the masks are what keep those paths.
+func pinDenyAncestors(p Plan) error {
+	pins := map[string]bool{}
+	for _, d := range p.Deny {
+		root, ok := coveringPath(d, p.ReadWrite)
+		if !ok || root == d {
+			continue
+		}
+		if _, err := os.Lstat(d); err != nil {
+			continue // nothing to mask, nothing to pin
+		}
+		for a := filepath.Dir(d); a != root && within(a, root); a = filepath.Dir(a) {
+			pins[a] = true
+		}
+	}
+	// Outer directories first: an inner pin is then taken from (and stays on) the outer one.
+	ordered := slices.SortedFunc(maps.Keys(pins), func(a, b string) int {
+		return strings.Count(a, "/") - strings.Count(b, "/")
+	})
+	for _, dir := range ordered {
+		fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|openTreeCloexec|unix.AT_RECURSIVE)
+		if err != nil {
+			return fmt.Errorf("%s: %w", dir, err)
+		}
+		err = unix.MoveMount(fd, "", unix.AT_FDCWD, dir, unix.MOVE_MOUNT_F_EMPTY_PATH)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("%s: %w", dir, err)
+		}
 	}
 	return nil
 }

@@ -101,11 +101,30 @@ func grants(p Plan) (map[string]landlock.AccessFSSet, error) {
 		roots[path] |= accessExec
 	}
 	for _, root := range slices.Sorted(maps.Keys(roots)) {
-		if err := splitGrant(out, root, roots[root], p.Deny); err != nil {
+		exclude := p.Deny
+		if slices.Contains(p.ReadWrite, root) {
+			// A writable root is never split: splitting leaves its directories without the right
+			// to create entries, which breaks every CLI that writes a new file next to a denied
+			// one (git next to .git/hooks). The deny paths inside it are masked and pinned by the
+			// init instead (see pinDenyAncestors); only the denies around the root apply here.
+			exclude = denyOutside(p.Deny, root)
+		}
+		if err := splitGrant(out, root, roots[root], exclude); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// denyOutside returns the deny paths that do not lie strictly beneath root.
+func denyOutside(deny []string, root string) []string {
+	var out []string
+	for _, d := range deny {
+		if d == root || !within(d, root) {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // splitGrant adds the grant of access on path to out, unless path lies within an excluded path.
