@@ -31,7 +31,7 @@ func (h *Host) gate(ctx context.Context, b *manifest.Bundle, workspace string, e
 	if ok && cached.path == path && cached.modTime.Equal(st.ModTime()) && cached.size == st.Size() {
 		return cached, nil
 	}
-	plan, e := h.confine(b, nil, path, workspace, &env)
+	plan, _, e := h.confine(b, nil, path, workspace, &env)
 	if e != nil {
 		return binary{}, e
 	}

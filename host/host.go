@@ -165,7 +165,7 @@ func (h *Host) LifecycleEnv(ctx context.Context, b *manifest.Bundle, ws string) 
 		pass, set = e.Pass, e.Set
 	}
 	env, _ := sandbox.Env(h.opts.LookupEnv, append(slices.Clone(pass), "PATH"), set)
-	plan, e := h.confine(b, nil, path, ws, &env)
+	plan, _, e := h.confine(b, nil, path, ws, &env)
 	if e != nil {
 		return authstate.Env{}, e
 	}
@@ -223,7 +223,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	if h.opts.Auth != nil && b.CLI.Auth != nil && b.CLI.Auth.Login != nil {
 		// Login checks and refreshes run the bundle's own commands, in the bundle's sandbox.
 		var e *Error
-		if lenv.Sandbox, e = h.confine(b, nil, bin.path, workspace, &lenv.Env); e != nil {
+		if lenv.Sandbox, _, e = h.confine(b, nil, bin.path, workspace, &lenv.Env); e != nil {
 			return Envelope{Error: e}
 		}
 	}
@@ -254,7 +254,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	if t.Tool.TimeoutMS > 0 {
 		timeout = time.Duration(t.Tool.TimeoutMS) * time.Millisecond
 	}
-	plan, e := h.confine(b, t, bin.path, workspace, &env)
+	plan, pol, e := h.confine(b, t, bin.path, workspace, &env)
 	if e != nil {
 		return Envelope{Error: e}
 	}
@@ -262,6 +262,15 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	res, err := runner.Run(ctx, runner.Command{Path: bin.path, Args: args, Dir: workspace, Env: env, Timeout: timeout,
 		TTY: eff.TTY != nil && eff.TTY.Required, Sandbox: plan})
 	stop()
+	warnings := sweep(pol)
+	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, usedSecrets)
+	out.Warnings = append(out.Warnings, warnings...)
+	return out
+}
+
+// finish turns a finished (or unstartable) process into the call's envelope.
+func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, res runner.Result, err error, conv output.Convention,
+	timeout time.Duration, scope authstate.Scope, rec *Invoked, usedSecrets []string) Envelope {
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return fail("cancelled", "the call was cancelled before its process started", "")
@@ -289,7 +298,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 		return Envelope{OK: true, Value: r.value(out.Value), ExitCode: &exit, Truncated: res.StdoutTruncated}
 	}
 	f := out.Failure
-	e = &Error{Code: f.Code, Message: r.text(f.Message), Hint: f.Hint, ExitCode: &exit, Stderr: r.text(f.Stderr),
+	e := &Error{Code: f.Code, Message: r.text(f.Message), Hint: f.Hint, ExitCode: &exit, Stderr: r.text(f.Stderr),
 		Category: f.Category, Retryable: f.Retryable, Fallback: f.Fallback, RetryAfterMS: f.RetryAfterMS}
 	if res.TimedOut {
 		e.Message = fmt.Sprintf("the command did not finish within %s and was stopped", timeout)

@@ -85,32 +85,49 @@ func (h *Host) identityFor(ws string) (identity, error) {
 
 // confine compiles the sandbox of one process of bundle b (tool nil: the bundle's own commands)
 // running bin in workspace ws, and returns the plan runner needs, with HOME set in *env to the
-// home ~ stands for unless the manifest set it. It returns nil when the operator turned the
-// sandbox off; a sandbox_unavailable error when this host cannot build it or the bundle's sandbox
-// cannot be enforced here.
-func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin, ws string, env *[]string) (*nsinit.Plan, *Error) {
+// home ~ stands for unless the manifest set it, and the policy (for Sweep). It returns a nil plan
+// when the operator turned the sandbox off; a sandbox_unavailable error when this host cannot
+// build it or the bundle's sandbox cannot be enforced here.
+func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin, ws string, env *[]string) (*nsinit.Plan, *sandbox.Policy, *Error) {
 	if h.opts.Sandbox.Off {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err := probeOnce(); err != nil {
-		return nil, &Error{Code: "sandbox_unavailable", Message: err.Error(),
+		return nil, nil, &Error{Code: "sandbox_unavailable", Message: err.Error(),
 			Hint: "run clihost on Linux ≥ 6.2 with Landlock enabled (lsm=landlock), as root or with unprivileged user namespaces; an operator may run clihostd --sandbox=off at their own risk"}
 	}
 	who, err := h.identityFor(ws)
 	if err != nil {
-		return nil, sandboxError(b, err)
+		return nil, nil, sandboxError(b, err)
 	}
 	pathVar, _ := h.opts.LookupEnv("PATH")
 	pol, err := sandbox.Compile(sandbox.Input{Bundle: b, Tool: tool, Binary: bin, Workspace: ws, Home: who.home,
 		PATH: pathVar, LookupEnv: h.opts.LookupEnv, ExtraDeny: h.opts.Sandbox.ExtraDeny})
 	if err != nil {
-		return nil, sandboxError(b, err)
+		return nil, nil, sandboxError(b, err)
 	}
 	plan, _ := pol.Plan(who.id)
 	if !hasVar(*env, "HOME") {
 		*env = append(*env, "HOME="+who.home)
 	}
-	return &plan, nil
+	return &plan, pol, nil
+}
+
+// sweep removes what a finished call created at deny paths the kernel could not mask (see
+// sandbox.Sweep) and returns the warnings the caller must see.
+func sweep(pol *sandbox.Policy) []string {
+	if pol == nil {
+		return nil
+	}
+	removed, err := sandbox.Sweep(pol)
+	var out []string
+	for _, p := range removed {
+		out = append(out, fmt.Sprintf("removed %s, which the CLI created: it is a path your own tools would run later (git hooks and config, editor tasks), outside the sandbox", p))
+	}
+	if err != nil {
+		out = append(out, "could not check the paths the sandbox protects by removal: "+err.Error())
+	}
+	return out
 }
 
 // sandboxError is the envelope error of a sandbox that could not be compiled or built.

@@ -85,6 +85,10 @@ type Policy struct {
 	// Writable are the roots the mount layer binds read-write (fs.write's subtree roots and
 	// literal files); everything else is read-only.
 	Writable []string `json:"writable"`
+	// Absent are the Deny paths inside a writable root that did not exist at compile time. The
+	// kernel cannot mask them (a mask needs a mount point, which would have to be created on the
+	// host), so the program may create them; Sweep removes what it created once it has exited.
+	Absent []string `json:"absent,omitempty"`
 	// Egress are the allowed outbound hosts, lowercase without a trailing dot; "*.example.com"
 	// globs are kept as such. Empty means no network at all.
 	Egress []string `json:"egress,omitempty"`
@@ -265,6 +269,7 @@ func (c *compiler) compile() (*Policy, error) {
 		p.Writable = append(p.Writable, w)
 	}
 	p.Deny = outermost(c.denies)
+	p.Absent = absentInWritable(p.Deny, p.Writable)
 	p.DenyGlobs = slices.Sorted(maps.Keys(c.globs))
 	if p.Egress, p.Ingress, err = network(eff.Network); err != nil {
 		return nil, err

@@ -277,15 +277,28 @@ func TestMandatoryDenies(t *testing.T) {
 		filepath.Join(f.home, ".netrc"), filepath.Join(f.home, ".git-credentials"), filepath.Join(f.home, ".npmrc"),
 		filepath.Join(f.home, ".pypirc"), filepath.Join(f.home, ".config/gh"),
 		filepath.Join(f.home, ".bashrc"), filepath.Join(f.home, ".profile"), filepath.Join(f.home, ".zshrc"),
-		filepath.Join(run, "docker.sock"), filepath.Join(run, "containerd/containerd.sock"),
-		filepath.Join(run, "podman/podman.sock"), filepath.Join(run, "dbus/system_bus_socket"),
-		filepath.Join(run, "user/4242/bus"), filepath.Join(tmp, "agent.1"),
+		run, filepath.Join(tmp, "agent.1"), // /run holds docker, containerd, podman, D-Bus and $XDG_RUNTIME_DIR
 		"/var/lib/clihost-test/state", filepath.Join(f.ws, "clihostd.sock"))
 	// ~/** grants the home, but a broad grant never lifts a mandatory deny.
 	wantRule(t, p, PathRule{Path: f.home, Access: Read, Subtree: true})
 
 	in.ExtraDeny = []string{"relative/sock"}
 	compileErr(t, in, "not an absolute path")
+}
+
+func TestDeclaredRunPathKeepsTheSocketMasks(t *testing.T) {
+	f := newFixture(t)
+	run, err := resolve("/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(run, "lock")); err != nil {
+		t.Skip("no /run/lock here")
+	}
+	// Declaring a path under /run lifts the mask of /run, never those of the daemon sockets.
+	p := f.compile(f.input(fsSandbox([]string{filepath.Join(run, "lock") + "/**"}, nil, nil)))
+	wantNotIn(t, "Deny", p.Deny, run)
+	wantIn(t, "Deny", p.Deny, filepath.Join(run, "docker.sock"), filepath.Join(run, "dbus/system_bus_socket"))
 }
 
 func TestDeclaredCredentialsAreNotDenied(t *testing.T) {

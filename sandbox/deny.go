@@ -40,6 +40,12 @@ var daemonSockets = []string{
 	"/run/podman/podman.sock", "/run/dbus/system_bus_socket",
 }
 
+// runStateDirs hold the sockets of the host's local services (PostgreSQL, nscd, systemd, …).
+// Landlock below ABI 9 cannot refuse connect(2) on a pathname socket, and the read-only root shows
+// every one whose mode lets anyone connect, so these directories are masked whole unless the
+// manifest declares a path in them.
+var runStateDirs = []string{"/run", "/var/run"}
+
 // runtimeDirSockets (relative to $XDG_RUNTIME_DIR) are the per-user equivalents: the session bus,
 // rootless docker and podman, and gpg-agent. Always masked; so is $SSH_AUTH_SOCK.
 var runtimeDirSockets = []string{"bus", "docker.sock", "podman/podman.sock", "gnupg"}
@@ -63,6 +69,15 @@ func (c *compiler) mandatoryDenies() error {
 		p := filepath.Join(c.home, rel)
 		if c.declares(p) {
 			c.note("mandatory deny of ~/%s lifted: the manifest declares it", rel)
+			continue
+		}
+		if err := c.addDeny(p); err != nil {
+			return err
+		}
+	}
+	for _, p := range runStateDirs {
+		if c.declares(p) {
+			c.note("mandatory deny of %s lifted: the manifest declares a path in it", p)
 			continue
 		}
 		if err := c.addDeny(p); err != nil {

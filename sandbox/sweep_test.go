@@ -1,0 +1,67 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+func TestSweepRemovesWhatTheCallCreatedAtAbsentDenies(t *testing.T) {
+	f := newFixture(t)
+	outside := realTemp(t)
+	write(t, filepath.Join(outside, ".git/hooks/pre-commit"), "#!/bin/sh\n", 0o755)
+	write(t, filepath.Join(outside, "tasks.json"), "{}", 0o644)
+	p := f.compile(f.input(fsSandbox([]string{"./**"}, []string{"./**"}, nil)))
+	for _, rel := range []string{".git/hooks", ".git/config", ".vscode", ".idea"} {
+		wantIn(t, "Absent", p.Absent, filepath.Join(f.ws, rel))
+	}
+
+	// What a call might leave behind: a new repository's hook, an editor task directory that is a
+	// symbolic link out of the workspace, and a .idea that is a plain file.
+	write(t, filepath.Join(f.ws, ".git/hooks/post-checkout"), "#!/bin/sh\nevil\n", 0o755)
+	write(t, filepath.Join(f.ws, ".git/HEAD"), "ref: refs/heads/main\n", 0o644)
+	if err := os.Symlink(outside, filepath.Join(f.ws, ".vscode")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(f.ws, ".idea"), "x", 0o644)
+	removed, err := Sweep(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{filepath.Join(f.ws, ".git/hooks"), filepath.Join(f.ws, ".idea"), filepath.Join(f.ws, ".vscode")}
+	slices.Sort(removed)
+	if !slices.Equal(removed, want) {
+		t.Fatalf("removed %v, want %v", removed, want)
+	}
+	for _, p := range want {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s is still there", p)
+		}
+	}
+	// Only the link went, never what it pointed to; the rest of the new repository stays.
+	for _, p := range []string{filepath.Join(outside, "tasks.json"), filepath.Join(f.ws, ".git/HEAD")} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
+
+func TestSweepNeverFollowsALinkOutOfTheWorkspace(t *testing.T) {
+	f := newFixture(t)
+	outside := realTemp(t)
+	hook := filepath.Join(outside, ".git/hooks/pre-commit")
+	write(t, hook, "#!/bin/sh\n", 0o755)
+	p := f.compile(f.input(fsSandbox([]string{"./**"}, []string{"./**"}, nil)))
+	// The call replaced the absent .git with a link to another repository: ws/.git/hooks now
+	// resolves outside the workspace, and must not be removed there.
+	if err := os.Symlink(filepath.Join(outside, ".git"), filepath.Join(f.ws, ".git")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Sweep(p); err != nil {
+		t.Logf("Sweep: %v", err)
+	}
+	if _, err := os.Stat(hook); err != nil {
+		t.Fatalf("a hook outside the workspace was removed through a link: %v", err)
+	}
+}
