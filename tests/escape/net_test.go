@@ -1,0 +1,147 @@
+package escape
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+)
+
+// publicTCP and publicUDP are public addresses the probe tries to reach directly, ignoring any
+// proxy (research/sandbox.md §7.16).
+const (
+	publicTCP = "1.1.1.1:443"
+	publicUDP = "1.1.1.1:53"
+)
+
+// hostServices are servers the test runs in the host's network namespace, with what each counts.
+type hostServices struct {
+	tcpAddr, udpAddr                              string
+	tmpSock, runSock, outSock, abstr              string
+	tcp, udp, tmpUnix, runUnix, outUnix, abstract *counter
+}
+
+// startHostServices starts a loopback HTTP server, a loopback UDP server,
+// a pathname unix socket under the host's /tmp and one outside /tmp (both world-connectable, as
+// many daemon sockets are), and an abstract unix socket.
+func startHostServices(t *testing.T, s *suite) *hostServices {
+	t.Helper()
+	hs := &hostServices{}
+	hs.tcp = &counter{}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "host loopback service")
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			hs.tcp.add()
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	hs.tcpAddr = srv.Listener.Addr().String()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	must(t, err)
+	hs.udpAddr, hs.udp = pc.LocalAddr().String(), servePackets(t, pc)
+	unixSock := func(path string) *counter {
+		l, err := net.Listen("unix", path)
+		must(t, err)
+		must(t, os.Chmod(path, 0o666))
+		t.Cleanup(func() { os.Remove(path) })
+		return serveStream(t, l, "host unix service\n")
+	}
+	hs.tmpSock = filepath.Join(s.hostTmp, "svc.sock")
+	hs.tmpUnix = unixSock(hs.tmpSock)
+	hs.outSock = filepath.Join(outside, fmt.Sprintf("svc-%d.sock", time.Now().UnixNano()))
+	hs.outUnix = unixSock(hs.outSock)
+	// Where host services keep their sockets: /run, masked whole in every sandbox.
+	runDir, err := os.MkdirTemp("/run", "clihost-escape-")
+	must(t, err)
+	must(t, os.Chmod(runDir, 0o755))
+	t.Cleanup(func() { os.RemoveAll(runDir) })
+	hs.runSock = filepath.Join(runDir, "svc.sock")
+	hs.runUnix = unixSock(hs.runSock)
+	hs.abstr = fmt.Sprintf("@clihost-escape-%d-%d", os.Getpid(), time.Now().UnixNano())
+	al, err := net.Listen("unix", hs.abstr)
+	must(t, err)
+	hs.abstract = serveStream(t, al, "host abstract service\n")
+	return hs
+}
+
+// untouched returns an after-check that c received nothing.
+func untouched(name string, c func() *counter) func(*testing.T, *suite) {
+	return func(t *testing.T, _ *suite) {
+		t.Helper()
+		time.Sleep(100 * time.Millisecond) // a datagram in flight
+		if n := c().get(); n != 0 {
+			t.Errorf("host side: the %s received %d connections or datagrams from inside the sandbox", name, n)
+		}
+	}
+}
+
+// TestNetwork covers research/sandbox.md §7 items 16, 17, 25–28: direct TCP and UDP, MPTCP, raw
+// and other socket families, DNS, host loopback services, pathname and abstract unix sockets. The
+// no-egress sandbox denies TCP with Landlock; the egress-declared one shows the network namespace
+// on its own. Positive controls: the probe may create an ordinary TCP socket, and TestBaseline
+// shows it reaching every host service below when the sandbox is off.
+func TestNetwork(t *testing.T) {
+	s := newSuite(t)
+	hs := startHostServices(t, s)
+	udpDenied := "ENETUNREACH" // Landlock restricts UDP from ABI v10 on
+	if abi, err := llsys.LandlockGetABIVersion(); err == nil && abi >= 10 {
+		udpDenied = "EACCES"
+	}
+	s.run(t, []probeCase{
+		{name: "control/tcp-socket", bundle: "ro", probe: "socket", args: lit("tcp"), want: allowed("")},
+
+		// No egress declared: Landlock denies every TCP connect.
+		{name: "tcp/public", bundle: "ro", probe: "tcp", args: lit(publicTCP), want: denied("connect", "EACCES")},
+		{name: "tcp/host-loopback", bundle: "ro", probe: "tcp", args: lit(hs.tcpAddr), want: denied("connect", "EACCES"),
+			after: untouched("loopback HTTP server", func() *counter { return hs.tcp })},
+		{name: "udp/public", bundle: "ro", probe: "udp", args: lit(publicUDP), want: denied("connect", udpDenied)},
+		// The datagram goes to the sandbox's own loopback, where nothing listens: the host's
+		// server must not see it.
+		{name: "udp/host-loopback", bundle: "ro", probe: "udp", args: lit(hs.udpAddr), want: allowed(""),
+			after: untouched("loopback UDP server", func() *counter { return hs.udp })},
+		// §7.17, §7.28: socket kinds the seccomp filter refuses.
+		{name: "socket/mptcp", bundle: "ro", probe: "socket", args: lit("mptcp"), want: denied("socket", "EPERM")},
+		{name: "socket/mptcp6", bundle: "ro", probe: "socket", args: lit("mptcp6"), want: denied("socket", "EPERM")},
+		{name: "socket/raw", bundle: "ro", probe: "socket", args: lit("raw"), want: denied("socket", "EPERM")},
+		{name: "socket/packet", bundle: "ro", probe: "socket", args: lit("packet"), want: denied("socket", "EAFNOSUPPORT")},
+		{name: "socket/vsock", bundle: "ro", probe: "socket", args: lit("vsock"), want: denied("socket", "EAFNOSUPPORT")},
+		{name: "socket/netlink-audit", bundle: "ro", probe: "socket", args: lit("audit"), want: denied("socket", "EPROTONOSUPPORT")},
+		// DNS: no resolv.conf is readable, so Go's resolver asks 127.0.0.1:53 of the sandbox's
+		// own loopback, where nothing answers.
+		{name: "dns/resolver", bundle: "ro", probe: "dns", args: lit("example.com"), want: denied("lookup", "ECONNREFUSED")},
+		{name: "dns/resolv-conf-unreadable", bundle: "ro", probe: "read", args: lit("/etc/resolv.conf"), want: denied("open", "EACCES")},
+		{name: "dns/hosts-unreadable", bundle: "ro", probe: "read", args: lit("/etc/hosts"), want: denied("open", "EACCES")},
+
+		// §7.26, §7.27: unix sockets of host services.
+		{name: "unix/host-tmp-socket-hidden", bundle: "ro", probe: "unix", args: lit(hs.tmpSock), want: denied("connect", "ENOENT"),
+			after: untouched("unix socket under /tmp", func() *counter { return hs.tmpUnix })},
+		{name: "unix/host-socket-in-run", bundle: "ro", probe: "unix", args: lit(hs.runSock), want: want{result: "denied", step: "connect", errnos: []string{"EACCES", "ENOENT"}},
+			after: untouched("unix socket under /run", func() *counter { return hs.runUnix })},
+		// A documented limit, asserted so that a change is noticed: below Landlock ABI 9 nothing
+		// refuses connect(2) on a pathname socket that DAC lets anyone use, outside /run and
+		// /tmp (both hidden). docs/operations.md tells operators to keep service sockets in /run
+		// or to give them owner-only modes.
+		{name: "unix/host-socket-elsewhere-world-writable", bundle: "ro", probe: "unix", args: lit(hs.outSock), want: want{result: "allowed"}},
+		{name: "unix/abstract", bundle: "ro", probe: "unix", args: lit(hs.abstr), want: denied("connect", "ECONNREFUSED"),
+			after: untouched("abstract unix socket", func() *counter { return hs.abstract })},
+
+		// Egress declared: Landlock's TCP rule is the egress one (connect only to the in-namespace
+		// proxy ports) once the host wires egress, and off before; either way the network
+		// namespace has no route out and its loopback is not the host's.
+		{name: "netns/tcp-public", bundle: "net", ws: emptyWS, probe: "tcp", args: lit(publicTCP), want: want{result: "denied", step: "connect", errnos: []string{"ENETUNREACH", "EACCES"}}},
+		{name: "netns/tcp-host-loopback", bundle: "net", ws: emptyWS, probe: "tcp", args: lit(hs.tcpAddr), want: want{result: "denied", step: "connect", errnos: []string{"ECONNREFUSED", "EACCES"}},
+			after: untouched("loopback HTTP server", func() *counter { return hs.tcp })},
+		{name: "netns/udp-public", bundle: "net", ws: emptyWS, probe: "udp", args: lit(publicUDP), want: want{result: "denied", step: "connect", errnos: []string{"ENETUNREACH", "EACCES"}}},
+		{name: "netns/abstract", bundle: "net", ws: emptyWS, probe: "unix", args: lit(hs.abstr), want: denied("connect", "ECONNREFUSED"),
+			after: untouched("abstract unix socket", func() *counter { return hs.abstract })},
+	})
+}
