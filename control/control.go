@@ -5,6 +5,7 @@ package control
 
 import (
 	"encoding/json"
+	"github.com/clihost/clihost/sandbox/nsinit"
 	"time"
 
 	"github.com/clihost/clihost/host"
@@ -73,6 +74,14 @@ type LoginInfo struct {
 	Argv        []string `json:"argv"` // login.cmd split, with the resolved binary first
 	Interactive bool     `json:"interactive"`
 	Workspace   string   `json:"workspace"`
+	// Sandbox is the bundle's kernel sandbox for the command (nil when the operator turned the
+	// sandbox off); Home is the home directory ~ stands for in it. EnvPass and EnvSet are the
+	// bundle's env block: clihostctl builds the command's environment from its own, never the
+	// daemon's (which may hold tokens the person must not see).
+	Sandbox *nsinit.Plan      `json:"sandbox,omitempty"`
+	Home    string            `json:"home,omitempty"`
+	EnvPass []string          `json:"env_pass,omitempty"`
+	EnvSet  map[string]string `json:"env_set,omitempty"`
 }
 
 // AuthResult is a scope's auth state after login or logout.

@@ -19,6 +19,9 @@ func TestDaemonSetupLoginSurviveKill9(t *testing.T) {
 	}
 	flag := filepath.Join(t.TempDir(), "logged-in.json")
 	writeFile(t, flag, "false")
+	// The login command tries to read a file the bundle does not declare: it runs sandboxed.
+	secret := filepath.Join(t.TempDir(), "secret.txt")
+	writeFile(t, secret, "TOP-SECRET-LOGIN")
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "acct", "CLI.md"), `---
 name: Account CLI
@@ -31,7 +34,7 @@ version_check: { cmd: "jq --version", parse: 'jq-(\d+\.\d+(?:\.\d+)?)', range: "
 setup:
   - { id: token, kind: prompt, type: secret, prompt: "API token", persist: { env: ACCT_TOKEN } }
 auth:
-  login: { cmd: "jq -n 1", interactive: true, completes_when: { cmd: "jq -e . `+flag+`", exit_code: 0 } }
+  login: { cmd: "jq -R . `+secret+`", interactive: true, completes_when: { cmd: "jq -e . `+flag+`", exit_code: 0 } }
   expiry: { detect: "exit_code:5" }
 sandbox:
   network: { egress: [] }
@@ -74,7 +77,8 @@ runner: { cli: ../../CLI.md, argv: [-n, -r, "env.ACCT_TOKEN | length"] }
 		t.Fatalf("login not confirmed: exit %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	writeFile(t, flag, "true")
-	if r := d.ctl(t, append([]string{"login", "acct"}, ws...)...); r.code != 0 || !strings.Contains(r.stdout, "acct: authed") {
+	if r := d.ctl(t, append([]string{"login", "acct"}, ws...)...); r.code != 0 || !strings.Contains(r.stdout, "acct: authed") ||
+		strings.Contains(r.stdout+r.stderr, "TOP-SECRET") || !strings.Contains(r.stderr, "the login command failed") {
 		t.Fatalf("login: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r := d.ctl(t, append([]string{"call", "acct", "whoami"}, ws...)...)

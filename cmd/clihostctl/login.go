@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
@@ -20,8 +19,9 @@ func newLoginCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "login BUNDLE",
 		Short: "Log a bundle's CLI in: run its login command here, then let the daemon confirm it",
-		Long: `Login runs the bundle's login.cmd in this terminal (for browser and device flows), then asks
-clihostd to confirm it with completes_when; the bundle is then authed for your user in the workspace.`,
+		Long: `Login runs the bundle's login.cmd in this terminal (for browser and device flows), inside the
+bundle's kernel sandbox, then asks clihostd to confirm it with completes_when; the bundle is then
+authed for your user in the workspace.`,
 		Example: "  clihostctl login gh",
 		Args:    exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
@@ -37,10 +37,7 @@ clihostd to confirm it with completes_when; the bundle is then authed for your u
 				return err
 			}
 			fmt.Fprintf(g.stderr, "running %v\n", info.Argv)
-			cmd := exec.CommandContext(ctx, info.Argv[0], info.Argv[1:]...)
-			cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-			cmd.Dir = ws
-			if err := cmd.Run(); err != nil {
+			if err := runLogin(ctx, info, ws); err != nil {
 				fmt.Fprintf(g.stderr, "clihostctl: the login command failed: %v; checking the login state anyway\n", err)
 			}
 			res, err := c.Login(ctx, control.ScopeRequest{Bundle: args[0], Workspace: ws, WaitSeconds: int(wait.Seconds())})

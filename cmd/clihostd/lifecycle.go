@@ -8,6 +8,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/clihost/clihost/argv"
@@ -113,15 +114,25 @@ func (d *daemon) LoginInfo(ctx context.Context, req control.ScopeRequest) (contr
 	if err != nil {
 		return control.LoginInfo{}, err
 	}
-	path, _, verr := h.Verify(ctx, b, s.Workspace)
+	lenv, verr := h.LifecycleEnv(ctx, b, s.Workspace)
 	if verr != nil {
 		return control.LoginInfo{}, fmt.Errorf("%s: %s", verr.Message, verr.Hint)
 	}
 	if filepath.Base(words[0]) != filepath.Base(b.CLI.Bin) {
 		return control.LoginInfo{}, fmt.Errorf("login.cmd %q does not run the bundle's bin %q", b.CLI.Auth.Login.Cmd, b.CLI.Bin)
 	}
-	words[0] = path
-	return control.LoginInfo{Bundle: b.Key(), Argv: words, Interactive: b.CLI.Auth.Login.Interactive, Workspace: s.Workspace}, nil
+	words[0] = lenv.BinPath
+	info := control.LoginInfo{Bundle: b.Key(), Argv: words, Interactive: b.CLI.Auth.Login.Interactive, Workspace: s.Workspace,
+		Sandbox: lenv.Sandbox}
+	for _, kv := range lenv.Env {
+		if home, ok := strings.CutPrefix(kv, "HOME="); ok {
+			info.Home = home
+		}
+	}
+	if e := b.CLI.Sandbox.Env; e != nil {
+		info.EnvPass, info.EnvSet = e.Pass, e.Set
+	}
+	return info, nil
 }
 
 // Login implements control.Backend: the person ran login.cmd in their terminal; the daemon now
