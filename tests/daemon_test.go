@@ -313,3 +313,32 @@ func TestDaemonReloadsOnFileChange(t *testing.T) {
 		t.Fatalf("after the edit: %+v", st)
 	}
 }
+
+// TestDaemonSandboxOffIsLoud starts clihostd with --sandbox=off: the log, every status and every
+// call result say so. With the sandbox on (every other test) status says "on".
+func TestDaemonSandboxOffIsLoud(t *testing.T) {
+	if _, err := exec.LookPath("jq"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("jq missing")
+		}
+		t.Skip("jq is not installed")
+	}
+	d := startDaemon(t, t.TempDir(), "--sandbox=off")
+	if r := d.ctl(t, "status", "jq"); !strings.Contains(r.stdout, "WARNING: kernel sandbox off") {
+		t.Fatalf("status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r := d.ctl(t, "call", "jq", "eval", "--workspace", d.ws, "--input", `{"json": "[1,2]", "filter": "add"}`)
+	var env struct {
+		OK       bool
+		Value    any
+		Warnings []string
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &env); err != nil || !env.OK || len(env.Warnings) != 1 || !strings.Contains(env.Warnings[0], "sandbox is OFF") {
+		t.Fatalf("call: exit %d %v %+v\n%s", r.code, err, env, r.stderr)
+	}
+
+	on := startDaemon(t, t.TempDir())
+	if r := on.ctl(t, "status", "jq", "--json"); !strings.Contains(r.stdout, `"sandbox": "on"`) || strings.Contains(r.stdout, "WARNING") {
+		t.Fatalf("status with the sandbox on: %s", r.stdout)
+	}
+}

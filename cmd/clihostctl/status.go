@@ -31,6 +31,10 @@ whether it is ready, and what to do when it is not.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(st)
 			}
+			if len(st) > 0 && st[0].Sandbox != "on" {
+				// The same for every bundle: one line, first, so that nobody misses it.
+				fmt.Fprintf(g.stdout, "WARNING: kernel sandbox %s\n", st[0].Sandbox)
+			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "BUNDLE\tINSTALL\tVERSION\tSETUP\tAUTH\tREADY")
 			for _, b := range st {
