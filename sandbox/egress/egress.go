@@ -1,14 +1,17 @@
 // Package egress is the daemon side of a sandbox's hostname egress allowlist
-// (research/sandbox.md §4.2): a policy engine (Policy.Check) and the two proxies a sandboxed
-// CLI reaches the network through, an HTTP proxy (CONNECT and absolute-form requests) and a
-// SOCKS5 server (hostname requests only).
+// (research/sandbox.md §4.2): a policy engine (Policy.Check) and the servers a sandboxed CLI
+// reaches the network through: an HTTP proxy (CONNECT and absolute-form requests), a SOCKS5
+// server (hostname requests only), a fake-IP DNS stub and a transparent capture of the ports
+// in CapturePorts. Serve runs all of them on the Listeners one sandbox's init created inside
+// its network namespace (see sandbox/nsinit, Plan.Egress).
 //
 // Every connection is decided once: the name is normalised, matched against the allowlist,
 // resolved once, and the resolved addresses are screened. The proxy then dials the address
 // that was checked, never the name, so a second (rebound) DNS answer cannot redirect it.
 //
-// Out of scope: TLS inside a CONNECT tunnel is not inspected, so SNI/Host fronting through an
-// allowed CDN name is possible (§4.3).
+// Out of scope: TLS inside a CONNECT or SOCKS tunnel is not inspected, so SNI/Host fronting
+// through an allowed CDN name is possible there (§4.3); the transparent capture compares the
+// ClientHello's SNI with the name, but cannot see the Host header inside TLS either.
 package egress
 
 import (
@@ -22,8 +25,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/clihost/clihost/manifest"
 )
 
 // Policy is one invocation's egress policy. Its zero value refuses every host; it must not be
@@ -31,18 +32,44 @@ import (
 type Policy struct {
 	// Allow holds normalised egress entries: exact hostnames ("api.github.com") and
 	// "*.suffix" globs, which cover names below the suffix but not the suffix itself
-	// (manifest.HostCovers semantics).
+	// (see covers).
 	Allow []string
 	// Ports are the allowed destination ports; empty means 80 and 443.
 	Ports []int
-	// AdmitNets are address ranges admitted although they are loopback, private, etc. It
-	// is an operator setting; an IP literal is only ever admitted through it.
+	// AdmitNets are address ranges that allowed names may resolve to although they are
+	// loopback, private, etc. It is an operator setting; it never admits an IP literal.
 	AdmitNets []netip.Prefix
 	// Resolver resolves a normalised hostname; nil means net.DefaultResolver.LookupNetIP.
 	Resolver func(ctx context.Context, host string) ([]netip.Addr, error)
 	// Log, when set, receives every decision the proxies make, allowed or not. It may be
 	// called from several goroutines at once.
 	Log func(Decision)
+	// Dial, when set, opens upstream connections in place of a net.Dialer with a 10 s
+	// timeout. It is given the address Check returned (and the checked port), and must
+	// connect to exactly that address: a test redirecting to a local server, or a host that
+	// must dial from a particular source address or with a socket mark.
+	Dial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
+
+	// fake maps the fake addresses of a Serve session's DNS stub back to their names; nil
+	// outside Serve.
+	fake *fakeIPs
+	// track counts a Serve session's connections in progress, so that Serve returns only
+	// once none is left (and Log is no longer called); nil outside Serve.
+	track *sync.WaitGroup
+}
+
+// begin records the start of a connection's handling in a Serve session.
+func (p *Policy) begin() {
+	if p.track != nil {
+		p.track.Add(1)
+	}
+}
+
+// end records the end of a connection's handling in a Serve session.
+func (p *Policy) end() {
+	if p.track != nil {
+		p.track.Done()
+	}
 }
 
 // Decision is the outcome of one egress check.
@@ -52,7 +79,10 @@ type Decision struct {
 	Addr    netip.Addr // the address to dial when Allowed
 	Allowed bool
 	Reason  string // why it was refused, or how it was allowed
-	Via     string // "connect", "socks5" or "http"; empty for a direct Check
+	// Via is the server that decided: "connect", "http" (absolute-form), "socks5",
+	// "dns" (a query to the DNS stub: Port is 0, Addr the fake address handed out) or
+	// "capture" (a transparently captured connection); empty for a direct Check.
+	Via string
 }
 
 const (
@@ -70,8 +100,7 @@ var (
 )
 
 // Check decides whether host:port may be reached. host is normalised (lowercase, no trailing
-// dot; non-ASCII names are refused, see normalise); IP literals are refused unless an AdmitNets entry contains them;
-// anything else that is not a plain hostname (userinfo, '#', '%', spaces, ports) is refused.
+// dot; non-ASCII names are refused, see normalise); IP literals are always refused; anything else that is not a plain hostname (userinfo, '#', '%', spaces, ports) is refused.
 // An allowed name is resolved once, and the first resolved address that is neither
 // loopback, private, link-local, unspecified, multicast, CGNAT, reserved nor a cloud metadata
 // address (or that AdmitNets contains) is returned: the caller must dial exactly that address.
@@ -90,14 +119,9 @@ func (p *Policy) check(ctx context.Context, raw string, port int) Decision {
 	if lit, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(raw, "["), "]")); err == nil {
 		lit = lit.Unmap()
 		d.Host = lit.String()
-		if lit.Zone() != "" || !p.admitted(lit) {
-			return refuse("IP literal %s: egress takes hostnames", lit)
-		}
-		if !p.portAllowed(port) {
-			return refuse("port %d is not allowed", port)
-		}
-		d.Addr, d.Allowed, d.Reason = lit, true, "IP literal in an admitted network"
-		return d
+		// A bundle's egress names hosts only, so no address is ever allowed as such, not even
+		// one in an admitted network (AdmitNets widens what allowed names may resolve to).
+		return refuse("IP literal %s: egress takes hostnames", lit)
 	}
 	host, err := normalise(raw)
 	if err != nil {
@@ -176,7 +200,7 @@ func normalise(h string) (string, error) {
 // match returns the Allow entry covering host.
 func (p *Policy) match(host string) (string, bool) {
 	for _, e := range p.Allow {
-		if manifest.HostCovers(e, host) {
+		if covers(e, host) {
 			return e, true
 		}
 	}
@@ -242,36 +266,61 @@ func blockedReason(a netip.Addr) string {
 	return ""
 }
 
-// decide checks host:port for the proxy via, logs the decision and returns it.
+// decide checks host:port for the proxy via, logs the decision and returns it. Inside a
+// Serve session, a request for one of the DNS stub's fake addresses is decided as a request
+// for the name the address stands for (clients that resolve names themselves, e.g. socks5://).
 func (p *Policy) decide(ctx context.Context, via, host string, port int) Decision {
+	fakeAddr := ""
+	if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")); err == nil && p.fake != nil {
+		if name, ok := p.fake.name(a.Unmap()); ok {
+			fakeAddr, host = a.Unmap().String(), name
+		}
+	}
 	d := p.check(ctx, host, port)
 	d.Via = via
-	if p.Log != nil {
-		p.Log(d)
+	if fakeAddr != "" {
+		d.Reason += " (requested as fake address " + fakeAddr + ")"
 	}
+	p.log(d)
 	return d
 }
 
+// log passes d to Log, when set.
+func (p *Policy) log(d Decision) {
+	if p.Log != nil {
+		p.Log(d)
+	}
+}
+
 // dial connects to the address an allowed decision checked.
-func dial(ctx context.Context, d Decision) (net.Conn, error) {
-	var dl net.Dialer
+func (p *Policy) dial(ctx context.Context, d Decision) (net.Conn, error) {
+	addr := netip.AddrPortFrom(d.Addr, uint16(d.Port))
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
-	return dl.DialContext(dctx, "tcp", netip.AddrPortFrom(d.Addr, uint16(d.Port)).String())
+	if p.Dial != nil {
+		return p.Dial(dctx, addr)
+	}
+	var dl net.Dialer
+	return dl.DialContext(dctx, "tcp", addr.String())
 }
 
 // splice copies between a and b until both directions end or ctx is done, then closes both.
-// rd, when non-nil, replaces a as the source of a's bytes (it holds bytes already buffered).
-func splice(ctx context.Context, a net.Conn, rd io.Reader, b net.Conn) {
-	if rd == nil {
-		rd = a
-	}
+// pending holds bytes of a's stream already read (a bufio.Reader's buffer after the handshake);
+// they are written to b first, and a itself is read from then on, so that both directions
+// copy *net.TCPConn to *net.TCPConn and io.Copy takes the kernel's splice(2) path.
+func splice(ctx context.Context, a net.Conn, pending []byte, b net.Conn) {
 	stop := context.AfterFunc(ctx, func() { a.Close(); b.Close() })
 	defer stop()
 	var wg sync.WaitGroup
-	half := func(dst net.Conn, src io.Reader) {
+	half := func(dst, src net.Conn, pending []byte) {
 		defer wg.Done()
-		_, _ = io.Copy(dst, src)
+		var err error
+		if len(pending) > 0 {
+			_, err = dst.Write(pending)
+		}
+		if err == nil {
+			_, _ = io.Copy(dst, src)
+		}
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()
 		} else {
@@ -279,8 +328,8 @@ func splice(ctx context.Context, a net.Conn, rd io.Reader, b net.Conn) {
 		}
 	}
 	wg.Add(2)
-	go half(b, rd)
-	go half(a, b)
+	go half(b, a, pending)
+	go half(a, b, nil)
 	wg.Wait()
 	a.Close()
 	b.Close()
@@ -293,4 +342,14 @@ func parsePort(s string) (int, error) {
 		return 0, fmt.Errorf("bad port %q", s)
 	}
 	return n, nil
+}
+
+// covers reports whether the egress entry e (a normalised hostname, or "*.suffix" for every name
+// under suffix but not suffix itself) allows the normalised hostname host. It is the runtime half of
+// manifest.HostCovers, kept here so that the sandbox's packages stay free of the manifest model.
+func covers(e, host string) bool {
+	if suffix, ok := strings.CutPrefix(e, "*"); ok {
+		return strings.HasSuffix(host, suffix) && len(host) > len(suffix)
+	}
+	return e == host
 }

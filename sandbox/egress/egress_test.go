@@ -214,9 +214,9 @@ func TestCheck(t *testing.T) {
 		{"127.1", 0, false, "numeric IPv4"},
 		{"2130706433", 0, false, "numeric IPv4"},
 		{"10.0.0.1", 0, false, "IP literal"},
-		{"[::1]", 0, false, "IP literal ::1"}, // not in 127.0.0.0/8
-		{"127.0.0.1", 0, true, "IP literal in an admitted network"},
-		{"::ffff:127.0.0.1", 0, true, "IP literal in an admitted network"},
+		{"[::1]", 0, false, "IP literal ::1"},           // not in 127.0.0.0/8
+		{"127.0.0.1", 0, false, "IP literal 127.0.0.1"}, // even in an admitted network
+		{"::ffff:127.0.0.1", 0, false, "IP literal 127.0.0.1"},
 		{"meta.example.test", 0, false, "metadata address 169.254.169.254"},
 		{"meta6.example.test", 0, false, "metadata address fd00:ec2::254"},
 		{"mapped.example.test", 0, false, "private address 10.0.0.1"},
@@ -266,9 +266,12 @@ func TestCheckFirstAcceptableAddress(t *testing.T) {
 }
 
 func TestCheckDefaultPorts(t *testing.T) {
-	p := &Policy{Allow: []string{"127.0.0.1"}, AdmitNets: []netip.Prefix{loopNet}}
+	p := &Policy{Allow: []string{"ports.test"}, AdmitNets: []netip.Prefix{loopNet},
+		Resolver: func(context.Context, string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+		}}
 	for port, want := range map[int]bool{80: true, 443: true, 22: false, 8080: false} {
-		if _, d := p.Check(context.Background(), "127.0.0.1", port); d.Allowed != want {
+		if _, d := p.Check(context.Background(), "ports.test", port); d.Allowed != want {
 			t.Errorf("port %d: allowed %v, want %v (%s)", port, d.Allowed, want, d.Reason)
 		}
 	}
@@ -469,9 +472,10 @@ func TestSOCKS5Refused(t *testing.T) {
 			t.Errorf("SOCKS %s logged %+v", tc.host, d)
 		}
 	}
-	// An admitted IPv4 request (ATYP 1) is allowed through the same Check.
-	if code, _, _ := socks(t, proxy, "127.0.0.1", f.port); code != socksOK {
-		t.Errorf("admitted IPv4 literal: reply %#x", code)
+	// An IPv4 request (ATYP 1) goes through the same Check, which never allows an address as
+	// such, even in an admitted network.
+	if code, _, _ := socks(t, proxy, "127.0.0.1", f.port); code == socksOK {
+		t.Errorf("IPv4 literal in an admitted network: reply %#x", code)
 	}
 }
 

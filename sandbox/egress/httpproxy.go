@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/netip"
 	"time"
 )
 
@@ -24,6 +25,16 @@ func (p *Policy) ServeHTTPProxy(ctx context.Context, ln net.Listener) error {
 		Handler:           &httpProxy{p: p, ctx: ctx},
 		ReadHeaderTimeout: 30 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
+		// A connection is tracked from its acceptance (StateNew is reported before Serve
+		// can return) to its close; a hijacked one, by the CONNECT handler (see connect).
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			switch s {
+			case http.StateNew:
+				p.begin()
+			case http.StateClosed:
+				p.end()
+			}
+		},
 	}
 	stop := context.AfterFunc(ctx, func() { srv.Close() })
 	defer stop()
@@ -61,15 +72,26 @@ func (h *httpProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "egress proxy: "+d.Reason, http.StatusForbidden)
 		return
 	}
+	// A fake address of the DNS stub was decided as its name: the upstream gets the name.
+	authority := ""
+	if a, err := netip.ParseAddr(host); err == nil && d.Host != a.Unmap().String() {
+		authority = d.Host
+		if ps := r.URL.Port(); ps != "" {
+			authority = net.JoinHostPort(d.Host, ps)
+		}
+	}
 	rp := &httputil.ReverseProxy{
 		// ReverseProxy strips hop-by-hop headers, Proxy-Authorization among them, and,
 		// with Rewrite, any Forwarded/X-Forwarded-* the client sent.
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			if authority != "" {
+				pr.Out.URL.Host = authority
+			}
 			pr.Out.Host = "" // the Host header is the checked URL's host
 		},
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				return dial(ctx, d)
+				return h.p.dial(ctx, d)
 			},
 			DisableKeepAlives: true,
 		},
@@ -97,7 +119,7 @@ func (h *httpProxy) connect(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "egress proxy: "+d.Reason, http.StatusForbidden)
 		return
 	}
-	up, err := dial(r.Context(), d)
+	up, err := h.p.dial(r.Context(), d)
 	if err != nil {
 		http.Error(w, "egress proxy: "+err.Error(), http.StatusBadGateway)
 		return
@@ -108,11 +130,15 @@ func (h *httpProxy) connect(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "egress proxy: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
+	defer h.p.end() // the server no longer reports this connection's close
 	_ = conn.SetDeadline(time.Time{})
 	if _, err := conn.Write([]byte("HTTP/1.1 200 Connection Established\r\n\r\n")); err != nil {
 		conn.Close()
 		up.Close()
 		return
 	}
-	splice(h.ctx, conn, rw.Reader, up)
+	// Bytes the client sent after the CONNECT request (a pipelined TLS ClientHello, say)
+	// may sit in rw.Reader; splice forwards them before reading conn directly.
+	pending, _ := rw.Reader.Peek(rw.Reader.Buffered())
+	splice(h.ctx, conn, pending, up)
 }

@@ -3,7 +3,6 @@ package egress
 import (
 	"bufio"
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/netip"
@@ -34,25 +33,12 @@ const (
 // the same Check, which refuses IP literals outside AdmitNets. A refusal is reply 0x02
 // (connection not allowed by ruleset); a failed dial is 0x04. Every decision is passed to Log.
 func (p *Policy) ServeSOCKS5(ctx context.Context, ln net.Listener) error {
-	stop := context.AfterFunc(ctx, func() { ln.Close() })
-	defer stop()
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			return err
-		}
-		go p.serveSOCKSConn(ctx, c)
-	}
+	return p.acceptLoop(ctx, ln, func(c net.Conn) { p.serveSOCKSConn(ctx, c) })
 }
 
 func (p *Policy) serveSOCKSConn(ctx context.Context, c net.Conn) {
+	stop := context.AfterFunc(ctx, func() { c.Close() }) // ends the handshake when ctx is done
+	defer stop()
 	_ = c.SetDeadline(time.Now().Add(socksHandshakeTimeout))
 	br := bufio.NewReader(c)
 	host, port, code := socksRequest(br, c)
@@ -69,7 +55,7 @@ func (p *Policy) serveSOCKSConn(ctx context.Context, c net.Conn) {
 		c.Close()
 		return
 	}
-	up, err := dial(ctx, d)
+	up, err := p.dial(ctx, d)
 	if err != nil {
 		socksReply(c, socksHostUnreach)
 		c.Close()
@@ -81,7 +67,8 @@ func (p *Policy) serveSOCKSConn(ctx context.Context, c net.Conn) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	splice(ctx, c, br, up)
+	pending, _ := br.Peek(br.Buffered()) // data the client sent after its request
+	splice(ctx, c, pending, up)
 }
 
 // socksRequest performs the method negotiation and reads a request. It returns the

@@ -37,8 +37,19 @@ func runInit() int {
 	if os.Getpid() != 1 {
 		return fail(exitFailure, "init", errors.New("not PID 1 of a new PID namespace"))
 	}
+	if e.Plan.Egress {
+		// Refused before the host gets listeners for a sandbox stage 2 could not confine.
+		if _, err := landlockConfig(netEgress); err != nil {
+			return fail(exitFailure, "landlock", err)
+		}
+	}
 	if step, err := buildNamespaces(e.Plan); err != nil {
 		return fail(exitFailure, step, err)
+	}
+	if e.Plan.Egress {
+		if err := sendListeners(); err != nil {
+			return fail(exitFailure, "network: egress listeners", err)
+		}
 	}
 	stage2, err := startStage2(e)
 	if err != nil {
@@ -113,6 +124,12 @@ func buildNamespaces(p Plan) (string, error) {
 		// not read it) still has to exist to be entered: an empty directory in the sandbox's /tmp.
 		if err := os.MkdirAll(p.Dir, 0o755); err != nil {
 			return "mount: working directory", err
+		}
+	}
+	if p.Egress {
+		// Before the masks: a deny path covering /etc hides these too.
+		if err := mountEgressFiles(egressFiles); err != nil {
+			return "mount: egress files", err
 		}
 	}
 	if err := pinDenyAncestors(p); err != nil {
@@ -418,7 +435,7 @@ func restrictInit() error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("not dumpable: %w", err)
 	}
-	cfg, err := landlockConfig(true)
+	cfg, err := landlockConfig(netDenied)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/clihost/clihost/sandbox/egress"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 )
@@ -57,36 +58,88 @@ var sandboxGrants = map[string]landlock.AccessFSSet{
 	"/tmp":         accessReadWrite,
 }
 
-// landlockConfig returns the strictest configuration this kernel supports (at least minLandlockABI).
-// Network rights are handled (so every TCP bind and connect is denied) only when noNetwork is set.
-func landlockConfig(noNetwork bool) (landlock.Config, error) {
+// netMode is what Landlock does about the network.
+type netMode int
+
+const (
+	// netUnrestricted handles no network right (the network namespace alone confines).
+	netUnrestricted netMode = iota
+	// netDenied handles every network right the ABI has (TCP from v4, UDP from v10) and grants
+	// none. Below v4 it handles nothing (Plan.NoNetwork is documented as v4+).
+	netDenied
+	// netEgress handles every network right and grants only TCP connect to egressConnectPorts
+	// (and, where UDP is handled, sending to port 53 from an automatically bound port). It
+	// needs ABI v4: below, the configuration is refused.
+	netEgress
+)
+
+// minEgressABI is the first Landlock ABI that restricts TCP connect.
+const minEgressABI = 4
+
+// landlockConfig returns the strictest configuration this kernel supports (at least minLandlockABI),
+// handling network rights as mode says.
+func landlockConfig(mode netMode) (landlock.Config, error) {
 	v, err := landlockABI()
 	if err != nil {
 		return landlock.Config{}, err
 	}
 	cfg := landlockPresets[v-minLandlockABI]
-	if !noNetwork {
+	switch mode {
+	case netUnrestricted:
 		cfg.HandledAccessNet = 0
+	case netEgress:
+		if v < minEgressABI || cfg.HandledAccessNet&ll.AccessNetConnectTCP == 0 {
+			return landlock.Config{}, fmt.Errorf("ABI v%d cannot restrict TCP connect (v%d needed): egress cannot be confined to the proxy ports", v, minEgressABI)
+		}
 	}
 	return cfg, nil
 }
 
+// netRules returns the network rules of mode for cfg.
+func netRules(cfg landlock.Config, mode netMode) []landlock.Rule {
+	if mode != netEgress {
+		return nil
+	}
+	var rules []landlock.Rule
+	for _, p := range egressConnectPorts() {
+		rules = append(rules, landlock.ConnectTCP(uint16(p)))
+	}
+	if cfg.HandledAccessNet&ll.AccessNetConnectSendUDP != 0 {
+		rules = append(rules, landlock.ConnectSendUDP(egress.DNSPort))
+	}
+	if cfg.HandledAccessNet&ll.AccessNetBindUDP != 0 {
+		rules = append(rules, landlock.BindUDP(0)) // the autobind of a client socket
+	}
+	return rules
+}
+
+// egressGrants are the extra grants of an Egress sandbox: the files the init generated.
+var egressGrants = map[string]landlock.AccessFSSet{
+	"/etc/resolv.conf": ll.AccessFSReadFile,
+	"/etc/hosts":       ll.AccessFSReadFile,
+}
+
 // grants computes the Landlock rights of p in the sandbox: ReadOnly (read), ReadWrite (read and
 // write) and Exec (read and execute; the only place EXECUTE is granted), plus the sandbox's own paths
-// (sandboxGrants) unless the plan binds a host path over one. Everything is split around the Deny
-// paths, so that no deny path and nothing beneath one gets any right.
+// (sandboxGrants, and egressGrants with Egress) unless the plan binds a host path over one.
+// Everything is split around the Deny paths, so that no deny path and nothing beneath one gets any
+// right.
 //
 // Host trees the plan binds under the sandbox's /tmp inherit its read-write grant (Landlock cannot
 // exclude a subtree without also taking the rights away from /tmp itself); the read-only ones are
 // kept read-only by their read-only mount.
 func grants(p Plan) (map[string]landlock.AccessFSSet, error) {
 	planPaths := slices.Concat(p.ReadOnly, p.ReadWrite, p.Exec)
+	own := maps.Clone(sandboxGrants)
+	if p.Egress {
+		maps.Copy(own, egressGrants)
+	}
 	out := map[string]landlock.AccessFSSet{}
-	for _, path := range slices.Sorted(maps.Keys(sandboxGrants)) {
+	for _, path := range slices.Sorted(maps.Keys(own)) {
 		if slices.Contains(planPaths, path) {
 			continue // e.g. the host's /tmp bound over the sandbox's: the plan says what it gets
 		}
-		if err := splitGrant(out, path, sandboxGrants[path], p.Deny); err != nil {
+		if err := splitGrant(out, path, own[path], p.Deny); err != nil {
 			return nil, err
 		}
 	}

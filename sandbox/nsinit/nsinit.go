@@ -8,6 +8,8 @@
 //   - The init ("__clihost_init") is PID 1 of the new PID namespace. It builds the mount namespace
 //     (private propagation, fresh /proc, minimal /dev with its own devpts, everything read-only and
 //     nosuid, tmpfs /tmp and /dev/shm, writable binds, deny masks), sets the hostname, brings lo up,
+//     with Plan.Egress mounts a generated /etc/resolv.conf and /etc/hosts and creates the egress
+//     listeners and sends them to the host (Cmd.Listeners, package sandbox/egress),
 //     starts stage 2, restricts itself with Landlock, and then only reaps children, forwards
 //     SIGTERM, SIGINT and SIGHUP to stage 2 and exits with its status (128+n when killed by signal
 //     n). When it exits, the kernel kills whatever is left in the PID namespace.
@@ -31,6 +33,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,16 +55,20 @@ const (
 var ErrUnavailable = errors.New("sandbox unavailable")
 
 // Cmd is a sandboxed program ready to start: an exec.Cmd running the init, plus the read end of the
-// report pipe on which the init and stage 2 describe a failure to build the sandbox.
+// report pipe on which the init and stage 2 describe a failure to build the sandbox and, with
+// Plan.Egress, the host's end of the socket pair the init sends its listeners on.
 type Cmd struct {
 	*exec.Cmd
-	report *os.File
+	report    *os.File
+	childEnds []*os.File // what CloseChildEnds closes: ExtraFiles as Command built them
+	egress    *egressConn
 }
 
-// CloseChildEnds closes the host's copies of the descriptors handed to the init (the plan pipe and
-// the report pipe's write end). Call it once the command has started or failed to start.
+// CloseChildEnds closes the host's copies of the descriptors handed to the init (the plan pipe, the
+// report pipe's write end and, with Plan.Egress, the init's end of the listener socket pair). Call
+// it once the command has started or failed to start.
 func (c *Cmd) CloseChildEnds() {
-	for _, f := range c.ExtraFiles[:2] {
+	for _, f := range c.childEnds {
 		f.Close()
 	}
 }
@@ -69,9 +76,11 @@ func (c *Cmd) CloseChildEnds() {
 // Failure reports, after Wait, why the sandbox could not run the program: an error wrapping
 // ErrUnavailable that names the failed step ("landlock: ...", "mount: bind /x: ..."), or nil when
 // the program was exec'd (what it did afterwards is its exit status, not a sandbox failure). A
-// program cannot fake a failure: the report pipe is closed on exec. Failure closes the read end.
+// program cannot fake a failure: the report pipe is closed on exec. Failure closes the read end,
+// and the host's end of the listener socket pair if Listeners was not called.
 func (c *Cmd) Failure() error {
 	defer c.report.Close()
+	c.egress.close()
 	data, err := io.ReadAll(io.LimitReader(c.report, 4096))
 	if err != nil {
 		return fmt.Errorf("%w: read the sandbox report: %v", ErrUnavailable, err)
@@ -89,10 +98,15 @@ func (c *Cmd) Failure() error {
 // and / as working directory. The plan is checked and resolved (see Plan) and written to a pipe whose
 // read end is Cmd.ExtraFiles[0].
 //
-// The caller sets Stdin, Stdout and Stderr, starts the command, calls CloseChildEnds, waits for it,
-// and asks Failure whether the sandbox was built (a failed start still needs CloseChildEnds and, to
-// release the report pipe, Failure). For a controlling terminal, replace Setpgid with Setsid and Setctty (setpgid
-// fails in a session leader). The init exits with the program's status, 125 when the sandbox could
+// With Plan.Egress, ExtraFiles[2] is the init's end of a socket pair whose other end stays in the
+// Cmd: after Start, Listeners returns the sockets the init created (and the caller serves them,
+// see package sandbox/egress).
+//
+// The caller sets Stdin, Stdout and Stderr, starts the command, calls CloseChildEnds (and, with
+// Egress, Listeners), waits for it, and asks Failure whether the sandbox was built (a failed start
+// still needs CloseChildEnds and, to release the report pipe and the socket pair, Failure). For a
+// controlling terminal, replace Setpgid with Setsid and Setctty (setpgid fails in a session
+// leader). The init exits with the program's status, 125 when the sandbox could
 // not be built, 127 when the final check failed.
 func Command(p Plan) (*Cmd, error) {
 	root := os.Geteuid() == 0
@@ -109,12 +123,25 @@ func Command(p Plan) (*Cmd, error) {
 		planR.Close()
 		return nil, fmt.Errorf("nsinit: report pipe: %w", err)
 	}
+	childEnds := []*os.File{planR, reportW}
+	var host *egressConn
+	if prepared.Egress {
+		var child *os.File
+		host, child, err = newEgressPair()
+		if err != nil {
+			planR.Close()
+			reportR.Close()
+			reportW.Close()
+			return nil, fmt.Errorf("nsinit: %w", err)
+		}
+		childEnds = append(childEnds, child)
+	}
 	cmd := &exec.Cmd{
 		Path:       "/proc/self/exe",
 		Args:       []string{procName, initMarker},
 		Env:        []string{},
 		Dir:        "/",
-		ExtraFiles: []*os.File{planR, reportW},
+		ExtraFiles: slices.Clone(childEnds),
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC |
 				unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
@@ -129,7 +156,7 @@ func Command(p Plan) (*Cmd, error) {
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
 	}
-	return &Cmd{Cmd: cmd, report: reportR}, nil
+	return &Cmd{Cmd: cmd, report: reportR, childEnds: childEnds, egress: host}, nil
 }
 
 // Main must be called first thing in main (and in TestMain) of every binary that may start

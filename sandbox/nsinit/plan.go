@@ -43,6 +43,14 @@ type Plan struct {
 	// NoNetwork additionally denies every TCP bind and connect with Landlock (ABI v4+). The program
 	// always runs in a new network namespace that has only the loopback interface, up.
 	NoNetwork bool
+	// Egress gives the program the host's egress servers (package sandbox/egress): before stage 2
+	// starts, the init creates their listening sockets inside the sandbox's network namespace
+	// (egress.HTTPProxyPort and egress.SOCKSPort on 127.0.0.1, UDP egress.DNSPort on 127.0.0.1,
+	// egress.CapturePorts on 0.0.0.0) and sends them to the host (Cmd.Listeners), and mounts a
+	// generated, read-only /etc/resolv.conf ("nameserver 127.0.0.1") and /etc/hosts (localhost
+	// and the sandbox's hostname). Landlock (ABI v4 or later, else the sandbox is refused) then lets the program
+	// connect to those TCP ports only, and bind no TCP port. Incompatible with NoNetwork.
+	Egress bool
 	// Seccomp installs the seccomp filter of package sandbox/seccomp as the last step before exec.
 	Seccomp bool
 	// NoExecMemfd sets vm.memfd_noexec=2 in the sandbox's PID namespace (root hosts only) and asks
@@ -81,6 +89,9 @@ func prepare(p Plan, root bool) (Plan, error) {
 	}
 	if !isAbsClean(p.Dir) {
 		return Plan{}, fmt.Errorf("nsinit: Dir %q is not an absolute clean path", p.Dir)
+	}
+	if p.Egress && p.NoNetwork {
+		return Plan{}, errors.New("nsinit: Egress and NoNetwork exclude each other")
 	}
 	if root && (p.UID <= 0 || p.GID <= 0) {
 		return Plan{}, fmt.Errorf("nsinit: UID %d / GID %d: the program must not run as root", p.UID, p.GID)

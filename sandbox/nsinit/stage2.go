@@ -69,7 +69,14 @@ func runStage2() int {
 
 // restrictLandlock enforces the plan's Landlock ruleset on every thread (it also sets no_new_privs).
 func restrictLandlock(p Plan) error {
-	cfg, err := landlockConfig(p.NoNetwork)
+	mode := netUnrestricted
+	switch {
+	case p.NoNetwork:
+		mode = netDenied
+	case p.Egress:
+		mode = netEgress
+	}
+	cfg, err := landlockConfig(mode)
 	if err != nil {
 		return err
 	}
@@ -81,7 +88,7 @@ func restrictLandlock(p Plan) error {
 	if err != nil {
 		return err
 	}
-	return cfg.Restrict(rules...)
+	return cfg.Restrict(append(rules, netRules(cfg, mode)...)...)
 }
 
 // dropPrivileges locks the securebits, empties the capability bounding and ambient sets, switches to
