@@ -8,6 +8,7 @@ import (
 
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/runner"
+	"github.com/clihost/clihost/sandbox/egress"
 	"github.com/clihost/clihost/sandbox/nsinit"
 	"github.com/clihost/clihost/store"
 )
@@ -49,6 +50,8 @@ type Env struct {
 	// Sandbox is the kernel sandbox the commands run in (the bundle's own, see runner.Command);
 	// nil runs them unconfined.
 	Sandbox *nsinit.Plan
+	// Egress is the network the commands get (see runner.Command); nil: none.
+	Egress *egress.Policy
 }
 
 // Command builds the process for a manifest command line already split into words (argv.Split). The
@@ -74,5 +77,6 @@ func (e Env) Command(bin string, words []string, timeout time.Duration) (runner.
 		StdoutLimit: CaptureLimit,
 		StderrLimit: CaptureLimit,
 		Sandbox:     e.Sandbox,
+		Egress:      e.Egress,
 	}, nil
 }

@@ -6,6 +6,7 @@ package control
 import (
 	"encoding/json"
 	"github.com/clihost/clihost/sandbox/nsinit"
+	"net/netip"
 	"time"
 
 	"github.com/clihost/clihost/host"
@@ -82,6 +83,16 @@ type LoginInfo struct {
 	Home    string            `json:"home,omitempty"`
 	EnvPass []string          `json:"env_pass,omitempty"`
 	EnvSet  map[string]string `json:"env_set,omitempty"`
+	// Egress is the network the command may reach (the bundle's egress hosts, with the ports and
+	// admitted ranges of the daemon's policy); nil: none.
+	Egress *EgressPolicy `json:"egress,omitempty"`
+}
+
+// EgressPolicy is an egress.Policy as it travels to clihostctl.
+type EgressPolicy struct {
+	Allow     []string       `json:"allow"`
+	Ports     []int          `json:"ports"`
+	AdmitNets []netip.Prefix `json:"admit_nets,omitempty"`
 }
 
 // AuthResult is a scope's auth state after login or logout.

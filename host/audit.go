@@ -1,6 +1,7 @@
 package host
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -14,6 +15,7 @@ import (
 // arguments, never the arguments, input values or output.
 type Invoked struct {
 	Type          string `json:"type"`
+	CallID        string `json:"call_id"`
 	CLIID         string `json:"cli_id"`
 	CLIVersion    string `json:"cli_version"`
 	BinaryVersion string `json:"binary_version,omitempty"`
@@ -29,6 +31,28 @@ type Invoked struct {
 	OK            bool   `json:"ok"`
 	ErrorCode     string `json:"error_code,omitempty"`
 	TS            string `json:"ts"`
+}
+
+// EgressDecision is the cli.egress audit entry: one connection or DNS answer the egress proxy
+// allowed or refused during the call CallID (the cli.invoked entry's call_id).
+type EgressDecision struct {
+	Type    string `json:"type"`
+	CallID  string `json:"call_id"`
+	CLIID   string `json:"cli_id"`
+	Host    string `json:"host"`
+	Port    int    `json:"port,omitempty"`
+	Addr    string `json:"addr,omitempty"` // the address dialed, when allowed
+	Allowed bool   `json:"allowed"`
+	Reason  string `json:"reason,omitempty"`
+	Via     string `json:"via,omitempty"` // connect, http, socks5, dns, capture
+	TS      string `json:"ts"`
+}
+
+// newCallID returns a random identifier that ties a call's audit entries together.
+func newCallID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "c_" + hex.EncodeToString(b[:])
 }
 
 // AuthExpired is the cli.auth_expired audit entry.

@@ -109,7 +109,7 @@ type CallOptions struct {
 func (h *Host) Call(ctx context.Context, b *manifest.Bundle, tool string, input map[string]any, c Caller, opts CallOptions) Envelope {
 	start := time.Now()
 	entry := b.Tool(tool)
-	rec := Invoked{Type: "cli.invoked", CLIID: b.ID(), AuthState: "unknown", UserID: c.User, WorkspaceID: workspaceID(c.Workspace)}
+	rec := Invoked{Type: "cli.invoked", CallID: newCallID(), CLIID: b.ID(), AuthState: "unknown", UserID: c.User, WorkspaceID: workspaceID(c.Workspace)}
 	if b.CLI != nil {
 		rec.CLIVersion = b.CLI.Version
 	}
@@ -165,11 +165,11 @@ func (h *Host) LifecycleEnv(ctx context.Context, b *manifest.Bundle, ws string) 
 		pass, set = e.Pass, e.Set
 	}
 	env, _ := sandbox.Env(h.opts.LookupEnv, append(slices.Clone(pass), "PATH"), set)
-	plan, _, e := h.confine(b, nil, path, ws, &env)
+	plan, pol, e := h.confine(b, nil, path, ws, &env)
 	if e != nil {
 		return authstate.Env{}, e
 	}
-	return authstate.Env{BinPath: path, Dir: ws, Env: env, Sandbox: plan}, nil
+	return authstate.Env{BinPath: path, Dir: ws, Env: env, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), newCallID())}, nil
 }
 
 // Forget drops what the host remembers about a bundle's binary, so the next call checks it again
@@ -223,9 +223,11 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	if h.opts.Auth != nil && b.CLI.Auth != nil && b.CLI.Auth.Login != nil {
 		// Login checks and refreshes run the bundle's own commands, in the bundle's sandbox.
 		var e *Error
-		if lenv.Sandbox, _, e = h.confine(b, nil, bin.path, workspace, &lenv.Env); e != nil {
+		var pol *sandbox.Policy
+		if lenv.Sandbox, pol, e = h.confine(b, nil, bin.path, workspace, &lenv.Env); e != nil {
 			return Envelope{Error: e}
 		}
+		lenv.Egress = h.egressPolicy(pol, b.ID(), rec.CallID)
 	}
 	if e := h.lifecycle(ctx, b, scope, lenv, &env, &usedSecrets); e != nil {
 		return Envelope{Error: e}
@@ -260,7 +262,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	}
 	stop := h.progress(opts.Progress)
 	res, err := runner.Run(ctx, runner.Command{Path: bin.path, Args: args, Dir: workspace, Env: env, Timeout: timeout,
-		TTY: eff.TTY != nil && eff.TTY.Required, Sandbox: plan})
+		TTY: eff.TTY != nil && eff.TTY.Required, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), rec.CallID)})
 	stop()
 	warnings := sweep(pol)
 	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, usedSecrets)

@@ -3,6 +3,7 @@ package host
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -10,9 +11,11 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/sandbox"
+	"github.com/clihost/clihost/sandbox/egress"
 	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
@@ -28,6 +31,37 @@ type SandboxOptions struct {
 	// AgentUID and AgentGID are who bundle processes run as when the host runs as root (clihost
 	// never runs a CLI as root). Zero: the workspace's owner when that is not root, else nobody.
 	AgentUID, AgentGID int
+	// AdmitNets are address ranges egress may reach although they are loopback, private,
+	// link-local or metadata addresses (which are refused otherwise): an operator setting, for test
+	// hosts on a private network.
+	AdmitNets []netip.Prefix
+	// EgressPorts are the destination ports a bundle's egress hosts may be reached on; empty means
+	// DefaultEgressPorts.
+	EgressPorts []int
+}
+
+// DefaultEgressPorts are HTTP, HTTPS and SSH (git).
+var DefaultEgressPorts = []int{80, 443, 22}
+
+// egressPolicy returns the egress policy of a call whose compiled policy is pol, logging each
+// decision to the audit log under callID; nil when the bundle declares no egress (no network).
+func (h *Host) egressPolicy(pol *sandbox.Policy, cliID, callID string) *egress.Policy {
+	if pol == nil || len(pol.Egress) == 0 {
+		return nil
+	}
+	ports := h.opts.Sandbox.EgressPorts
+	if len(ports) == 0 {
+		ports = DefaultEgressPorts
+	}
+	return &egress.Policy{Allow: pol.Egress, Ports: ports, AdmitNets: h.opts.Sandbox.AdmitNets,
+		Log: func(d egress.Decision) {
+			rec := EgressDecision{Type: "cli.egress", CallID: callID, CLIID: cliID, Host: d.Host, Port: d.Port,
+				Allowed: d.Allowed, Reason: d.Reason, Via: d.Via, TS: timestamp(time.Now())}
+			if d.Allowed && d.Addr.IsValid() {
+				rec.Addr = d.Addr.String()
+			}
+			h.audit.write(rec)
+		}}
 }
 
 // SandboxOffWarning is added to every envelope when the operator turned the sandbox off.

@@ -14,11 +14,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/clihost/clihost/sandbox/egress"
 	"github.com/clihost/clihost/sandbox/nsinit"
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
@@ -60,6 +62,11 @@ type Command struct {
 	// the sandbox cannot be built, Run returns an error wrapping nsinit.ErrUnavailable and the
 	// program never ran. Nil runs the command unconfined.
 	Sandbox *nsinit.Plan
+	// Egress, with Sandbox, gives the program the network this policy allows: the sandbox's init
+	// creates the proxy, DNS and capture listeners inside its network namespace (nsinit
+	// Plan.Egress), Run serves them with egress.Serve for as long as the process runs, and the
+	// program's environment gets the proxy variables (egress.ProxyEnv). Nil: no network at all.
+	Egress *egress.Policy
 }
 
 // Result is a finished process.
@@ -104,6 +111,10 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	if c.Sandbox != nil {
 		plan := *c.Sandbox
 		plan.Path, plan.Args, plan.Dir, plan.Env = c.Path, argv, c.Dir, c.Env
+		if c.Egress != nil {
+			plan.Egress, plan.NoNetwork = true, false
+			plan.Env = append(slices.Clone(c.Env), egress.ProxyEnv()...)
+		}
 		if sandboxed, err = nsinit.Command(plan); err != nil {
 			return Result{}, fmt.Errorf("runner: %s not started: %w: %w", c.Path, nsinit.ErrUnavailable, err)
 		}
@@ -141,7 +152,12 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	if stderr != nil {
 		readers.Go(stderr.read)
 	}
+	stopEgress, egressErr := serveEgress(sandboxed, c.Egress)
+	if egressErr != nil {
+		signalGroup(cmd.Process.Pid, syscall.SIGKILL) // never run the program without the network it was given
+	}
 	res := supervise(ctx, cmd, c)
+	stopEgress()
 	res.Duration = time.Since(begin)
 	drain(&readers, stdout, stderr)
 
@@ -154,7 +170,30 @@ func Run(ctx context.Context, c Command) (Result, error) {
 			return res, fmt.Errorf("runner: %s not started: %w", c.Path, err)
 		}
 	}
+	if egressErr != nil {
+		return res, fmt.Errorf("runner: %s stopped: %w: egress listeners: %w", c.Path, nsinit.ErrUnavailable, egressErr)
+	}
 	return res, nil
+}
+
+// serveEgress receives the egress listeners of a started sandbox whose plan has Egress and serves
+// them with pol until the returned stop is called (once the process is gone); stop waits until
+// nothing is served any more. Without pol it does nothing.
+func serveEgress(sandboxed *nsinit.Cmd, pol *egress.Policy) (stop func(), err error) {
+	if sandboxed == nil || pol == nil {
+		return func() {}, nil
+	}
+	ls, err := sandboxed.Listeners()
+	if err != nil {
+		return func() {}, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = egress.Serve(ctx, ls, pol, nil) // a broken listener only takes the program's network away
+	}()
+	return func() { cancel(); <-done }, nil
 }
 
 // normalize checks c and fills in the defaults.

@@ -10,13 +10,14 @@ import (
 
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/sandbox"
+	"github.com/clihost/clihost/sandbox/egress"
 	"github.com/clihost/clihost/sandbox/nsinit"
 	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 )
 
 // runLogin runs a bundle's login command in this terminal, in the sandbox the daemon compiled for
-// it, with an environment built from this process's (the bundle's env.pass and env.set, PATH, and
+// it (serving its egress, as the daemon does for calls), with an environment built from this process's (the bundle's env.pass and env.set, PATH, and
 // HOME set to the home the sandbox's ~ stands for). When stdin is a terminal, the command's process
 // group gets the terminal's foreground for as long as it runs.
 func runLogin(ctx context.Context, info control.LoginInfo, ws string) error {
@@ -30,6 +31,10 @@ func runLogin(ctx context.Context, info control.LoginInfo, ws string) error {
 	}
 	plan := *info.Sandbox
 	plan.Path, plan.Args, plan.Dir, plan.Env = info.Argv[0], info.Argv, ws, env
+	if info.Egress != nil {
+		plan.Egress, plan.NoNetwork = true, false
+		plan.Env = append(plan.Env, egress.ProxyEnv()...)
+	}
 	cmd, err := nsinit.Command(plan)
 	if err != nil {
 		return err
@@ -40,6 +45,24 @@ func runLogin(ctx context.Context, info control.LoginInfo, ws string) error {
 	if err != nil {
 		_ = cmd.Failure()
 		return err
+	}
+	if info.Egress != nil {
+		// Browser and device logins talk to the CLI's service: serve its egress, as the daemon
+		// does for calls, until the command is gone.
+		ls, err := cmd.Listeners()
+		if err != nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+			if f := cmd.Failure(); f != nil {
+				return f
+			}
+			return err
+		}
+		pol := &egress.Policy{Allow: info.Egress.Allow, Ports: info.Egress.Ports, AdmitNets: info.Egress.AdmitNets}
+		serveCtx, stopServing := context.WithCancel(context.Background())
+		served := make(chan struct{})
+		go func() { defer close(served); _ = egress.Serve(serveCtx, ls, pol, nil) }()
+		defer func() { stopServing(); <-served }()
 	}
 	restore := foreground(cmd.Process.Pid)
 	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Signal(unix.SIGTERM) })

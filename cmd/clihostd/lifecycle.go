@@ -132,6 +132,9 @@ func (d *daemon) LoginInfo(ctx context.Context, req control.ScopeRequest) (contr
 	if e := b.CLI.Sandbox.Env; e != nil {
 		info.EnvPass, info.EnvSet = e.Pass, e.Set
 	}
+	if p := lenv.Egress; p != nil {
+		info.Egress = &control.EgressPolicy{Allow: p.Allow, Ports: p.Ports, AdmitNets: p.AdmitNets}
+	}
 	return info, nil
 }
 
