@@ -10,11 +10,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -161,6 +163,20 @@ func sandboxOptions(log *slog.Logger, c config, stateDir, socket string) (host.S
 		if o.AgentGID, err = strconv.Atoi(u.Gid); err != nil {
 			return o, fmt.Errorf("--agent-user %s: gid %s: %w", c.agentUser, u.Gid, err)
 		}
+	}
+	for _, cidr := range c.admit {
+		pfx, err := netip.ParsePrefix(cidr)
+		if err != nil {
+			return o, fmt.Errorf("--egress-admit: %w", err)
+		}
+		o.AdmitNets = append(o.AdmitNets, pfx.Masked())
+	}
+	for _, f := range strings.Split(c.ports, ",") {
+		port, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || port < 1 || port > 65535 {
+			return o, fmt.Errorf("--egress-ports: %q is not a port", f)
+		}
+		o.EgressPorts = append(o.EgressPorts, port)
 	}
 	switch err := nsinit.Check(); {
 	case o.Off:

@@ -39,8 +39,10 @@ type config struct {
 	httpAddr  string
 	group     string
 	check     bool
-	sandbox   string // "on" or "off"
-	agentUser string // who bundle processes run as when the daemon is root
+	sandbox   string     // "on" or "off"
+	agentUser string     // who bundle processes run as when the daemon is root
+	admit     stringList // --egress-admit: CIDR ranges allowed names may resolve to
+	ports     string     // --egress-ports: comma-separated destination ports
 }
 
 func main() {
@@ -60,6 +62,8 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&c.group, "group", "", "a group whose members may use the control socket, besides its owner and root")
 	fs.StringVar(&c.sandbox, "sandbox", "on", "the kernel sandbox for every bundle process: on, or off (DANGEROUS: CLIs then run with the daemon's full rights; every result and status says so)")
 	fs.StringVar(&c.agentUser, "agent-user", "", "when clihostd runs as root: the user bundle processes run as (default: each workspace's owner, or nobody when root owns it)")
+	fs.Var(&c.admit, "egress-admit", "a CIDR range (repeatable) that bundles' allowed hosts may resolve to although it is loopback, private or link-local (e.g. a test network); IP literals stay refused")
+	fs.StringVar(&c.ports, "egress-ports", "80,443,22", "the destination ports bundles' egress hosts may be reached on")
 	fs.BoolVar(&c.check, "check", false, "load and validate the bundles, print the result and exit (1 when any bundle is refused)")
 	if err := fs.Parse(args); err != nil {
 		return 2
