@@ -277,7 +277,7 @@ func describeSocket(fd int) (listenSpec, error) {
 
 // sendListeners creates the egress sockets in the init's (the sandbox's) network namespace, sends
 // them to the host over the socket pair at egressFD and closes the init's copies and its end of
-// the pair, so that neither stage 2 nor the program ever holds them.
+// the pair, so that the program never holds them.
 func sendListeners() error {
 	defer unix.Close(egressFD)
 	if typ, err := unix.GetsockoptInt(egressFD, unix.SOL_SOCKET, unix.SO_TYPE); err != nil || typ != unix.SOCK_SEQPACKET {

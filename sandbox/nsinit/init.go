@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -26,7 +27,7 @@ var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 // runInit is the init, PID 1 of the sandbox's PID namespace. It returns its exit status.
 func runInit() int {
 	// Before anything else: a PID 1 drops signals it has no handler for, and the Go runtime would
-	// exit on an unhandled SIGTERM. Signals that arrive during setup are forwarded to stage 2.
+	// exit on an unhandled SIGTERM. Signals that arrive during setup are forwarded to the program.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
 
@@ -38,7 +39,7 @@ func runInit() int {
 		return fail(exitFailure, "init", errors.New("not PID 1 of a new PID namespace"))
 	}
 	if e.Plan.Egress {
-		// Refused before the host gets listeners for a sandbox stage 2 could not confine.
+		// Refused before the host gets listeners for a sandbox that could not be confined.
 		if _, err := landlockConfig(netEgress); err != nil {
 			return fail(exitFailure, "landlock", err)
 		}
@@ -51,16 +52,22 @@ func runInit() int {
 			return fail(exitFailure, "network: egress listeners", err)
 		}
 	}
-	stage2, err := startStage2(e)
+	// From here on this goroutine stays on its thread: capabilities, the bounding set and the
+	// securebits are per thread, and the program is forked from this one.
+	runtime.LockOSThread()
+	if step, err := confine(e); err != nil {
+		code := exitFailure
+		if step == "verify" {
+			code = exitVerify
+		}
+		return fail(code, step, err)
+	}
+	prog, err := startProgram(e.Plan)
 	if err != nil {
-		return fail(exitFailure, "init: start stage 2", err)
+		return fail(exitFailure, "exec "+e.Plan.Path, err)
 	}
-	if err := restrictInit(); err != nil {
-		_ = syscall.Kill(stage2, syscall.SIGKILL)
-		return fail(exitFailure, "init: restrict self", err)
-	}
-	unix.Close(reportFD) // stage 2 holds the pipe until it execs the program
-	return supervise(stage2, sigs)
+	unix.Close(reportFD) // the program was exec'd: nothing left to report
+	return supervise(prog, sigs)
 }
 
 // buildNamespaces sets up the mount, UTS and network namespaces for p. On failure it returns the
@@ -410,49 +417,16 @@ func closeAll(fds []int) {
 	}
 }
 
-// startStage2 re-execs this binary as stage 2 with the same stdio and the plan on a new pipe, and
-// returns its pid. (syscall.ForkExec rather than os.StartProcess, which forks once more to probe
-// pidfd support.)
-func startStage2(e envelope) (int, error) {
-	planR, err := writePlan(e)
-	if err != nil {
-		return 0, err
-	}
-	defer planR.Close()
-	return syscall.ForkExec("/proc/self/exe", []string{procName, stage2Marker}, &syscall.ProcAttr{
-		Dir:   "/",
-		Env:   []string{},
-		Files: []uintptr{0, 1, 2, planR.Fd(), reportFD},
-		Sys:   &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
-	})
-}
-
-// restrictInit takes from the init what it no longer needs once stage 2 runs: it becomes
-// non-dumpable (no ptrace, no /proc/1/mem) and loses all filesystem (and TCP) access through
-// Landlock. Landlock's signal scope is left out: the init must still signal stage 2, whose domain
-// is not nested in the init's.
-func restrictInit() error {
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return fmt.Errorf("not dumpable: %w", err)
-	}
-	cfg, err := landlockConfig(netDenied)
-	if err != nil {
-		return err
-	}
-	cfg.Scoped = 0
-	return cfg.Restrict()
-}
-
-// waitResult is the outcome of waiting for stage 2.
+// waitResult is the outcome of waiting for the program.
 type waitResult struct {
 	status syscall.WaitStatus
 	err    error
 }
 
 // supervise reaps every child of the init (orphans of the sandbox are re-parented to it), forwards
-// SIGTERM, SIGINT and SIGHUP to stage 2, and returns stage 2's exit status once it is gone: its exit
+// SIGTERM, SIGINT and SIGHUP to the program, and returns its exit status once it is gone: its exit
 // code, or 128+n when signal n killed it. The init's exit then kills what is left in the namespace.
-func supervise(stage2 int, sigs <-chan os.Signal) int {
+func supervise(prog int, sigs <-chan os.Signal) int {
 	done := make(chan waitResult, 1)
 	go func() {
 		for {
@@ -461,7 +435,7 @@ func supervise(stage2 int, sigs <-chan os.Signal) int {
 			if errors.Is(err, syscall.EINTR) {
 				continue
 			}
-			if err != nil || pid == stage2 {
+			if err != nil || pid == prog {
 				done <- waitResult{ws, err}
 				return
 			}
@@ -470,7 +444,7 @@ func supervise(stage2 int, sigs <-chan os.Signal) int {
 	for {
 		select {
 		case sig := <-sigs:
-			_ = syscall.Kill(stage2, sig.(syscall.Signal)) // fails only once stage 2 is gone, and then done is ready
+			_ = syscall.Kill(prog, sig.(syscall.Signal)) // fails only once the program is gone, and then done is ready
 		case r := <-done:
 			switch {
 			case r.err != nil:

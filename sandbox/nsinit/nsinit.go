@@ -3,24 +3,24 @@
 // with deny masks and writable binds, Landlock, an unprivileged uid, no capabilities, no_new_privs
 // and a seccomp filter.
 //
-// The sandbox is built by the host's own executable, re-exec'd twice:
+// The sandbox is built by an init: a clihost executable (the small clihost-sandbox helper when one is
+// installed, see UseHelper, else the host's own) re-exec'd as "__clihost_init", PID 1 of the new
+// PID namespace. It builds the mount namespace (private propagation, fresh /proc, minimal /dev with
+// its own devpts, everything read-only and nosuid, tmpfs /tmp and /dev/shm, writable binds, deny
+// masks and the pins that keep them in place), sets the hostname, brings lo up, with Plan.Egress
+// mounts a generated /etc/resolv.conf and /etc/hosts and creates the egress listeners and sends
+// them to the host (Cmd.Listeners, package sandbox/egress). Then, on one locked thread, it confines
+// itself: Landlock, the plan's uid and gid, every capability dropped (bounding, ambient,
+// inheritable, permitted, effective) with the securebits locked, no_new_privs, not dumpable, every
+// fd above 2 close-on-exec, seccomp, and a check of the result in /proc/thread-self/status. Only
+// then does it fork the program from that thread (which copies exactly that state) and exec it.
+// Afterwards it only reaps children, forwards SIGTERM, SIGINT and SIGHUP to the program and exits
+// with its status (128+n when killed by signal n); when it exits, the kernel kills whatever is left
+// in the PID namespace. One re-exec, not two: a Go executable's start is most of a sandbox's cost.
 //
-//   - The init ("__clihost_init") is PID 1 of the new PID namespace. It builds the mount namespace
-//     (private propagation, fresh /proc, minimal /dev with its own devpts, everything read-only and
-//     nosuid, tmpfs /tmp and /dev/shm, writable binds, deny masks), sets the hostname, brings lo up,
-//     with Plan.Egress mounts a generated /etc/resolv.conf and /etc/hosts and creates the egress
-//     listeners and sends them to the host (Cmd.Listeners, package sandbox/egress),
-//     starts stage 2, restricts itself with Landlock, and then only reaps children, forwards
-//     SIGTERM, SIGINT and SIGHUP to stage 2 and exits with its status (128+n when killed by signal
-//     n). When it exits, the kernel kills whatever is left in the PID namespace.
-//   - Stage 2 ("__clihost_stage2") enforces Landlock, drops to the plan's uid and gid, drops every
-//     capability (bounding, ambient, inheritable, permitted, effective) and locks the securebits,
-//     sets no_new_privs, marks every fd above 2 close-on-exec, installs seccomp, verifies the
-//     result in /proc/thread-self/status and only then execs the program.
-//
-// Every failure is fatal: the init and stage 2 exit with status 125 (127 when the final verification
-// fails) after printing one line "clihost sandbox: <step>: <error>" to stderr. The program is never
-// exec'd with a layer missing.
+// Every failure is fatal: the init exits with status 125 (127 when the final verification fails)
+// after printing one line "clihost sandbox: <step>: <error>" to stderr and to the report pipe
+// (Cmd.Failure). The program is never exec'd with a layer missing.
 //
 // Every binary that starts sandboxed processes must call Main first thing in main (and in TestMain).
 package nsinit
@@ -43,9 +43,8 @@ import (
 )
 
 const (
-	initMarker   = "__clihost_init"   // argv[1] of the init
-	stage2Marker = "__clihost_stage2" // argv[1] of stage 2
-	procName     = "clihost-sandbox"  // argv[0] of both, as seen in ps
+	initMarker = "__clihost_init"  // argv[1] of the init
+	procName   = "clihost-sandbox" // argv[0] of the init, as seen in ps
 
 	exitFailure = 125 // a sandbox step failed; the program did not run
 	exitVerify  = 127 // the final check of the process state failed; the program did not run
@@ -55,7 +54,7 @@ const (
 var ErrUnavailable = errors.New("sandbox unavailable")
 
 // Cmd is a sandboxed program ready to start: an exec.Cmd running the init, plus the read end of the
-// report pipe on which the init and stage 2 describe a failure to build the sandbox and, with
+// report pipe on which the init describes a failure to build the sandbox and, with
 // Plan.Egress, the host's end of the socket pair the init sends its listeners on.
 type Cmd struct {
 	*exec.Cmd
@@ -91,7 +90,7 @@ func (c *Cmd) Failure() error {
 	return nil
 }
 
-// Command builds the Cmd that runs p sandboxed: the current executable (/proc/self/exe)
+// Command builds the Cmd that runs p sandboxed: the sandbox helper or the current executable
 // re-exec'd as the init, in new mount, PID, network, IPC, UTS and cgroup namespaces, plus a user
 // namespace mapping only the host user to uid 0 when the host is not root. The child gets SIGKILL
 // when its parent thread dies (Pdeathsig) and its own process group (Setpgid), an empty environment
@@ -114,7 +113,7 @@ func Command(p Plan) (*Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	planR, err := writePlan(envelope{Plan: prepared, UserNS: !root})
+	planR, err := writePlan(envelope{Protocol: planProtocol, Plan: prepared, UserNS: !root})
 	if err != nil {
 		return nil, fmt.Errorf("nsinit: %w", err)
 	}
@@ -137,7 +136,7 @@ func Command(p Plan) (*Cmd, error) {
 		childEnds = append(childEnds, child)
 	}
 	cmd := &exec.Cmd{
-		Path:       "/proc/self/exe",
+		Path:       executable(),
 		Args:       []string{procName, initMarker},
 		Env:        []string{},
 		Dir:        "/",
@@ -160,9 +159,9 @@ func Command(p Plan) (*Cmd, error) {
 }
 
 // Main must be called first thing in main (and in TestMain) of every binary that may start
-// sandboxed processes. When this process is a sandbox init or stage 2 (argv[1] is one of the
-// markers Command uses), Main never returns: it runs that role and exits with the program's status,
-// or execs the program. Otherwise it returns immediately.
+// sandboxed processes. When this process is a sandbox init (argv[1] is the marker Command uses),
+// Main never returns: it runs the init and exits with the program's status. Otherwise it returns
+// immediately.
 func Main() {
 	if len(os.Args) < 2 {
 		return
@@ -170,15 +169,10 @@ func Main() {
 	switch os.Args[1] {
 	case initMarker:
 		os.Exit(runInit())
-	case stage2Marker:
-		// Everything from here to execve must run on one thread: capabilities, the bounding set
-		// and the verification in /proc/thread-self are per thread.
-		runtime.LockOSThread()
-		os.Exit(runStage2())
 	}
 }
 
-// reportFD is the descriptor of the report pipe's write end in the init and in stage 2.
+// reportFD is the descriptor of the report pipe's write end in the init.
 const reportFD = 4
 
 // fail prints the one-line failure report of a sandbox step to stderr and to the report pipe, and

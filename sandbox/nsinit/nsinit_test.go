@@ -722,3 +722,51 @@ func BenchmarkPlainTrue(b *testing.B) {
 		}
 	}
 }
+
+func TestHelperExecutable(t *testing.T) {
+	requireRoot(t)
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	helperPath := filepath.Join(dir, HelperName)
+	build := exec.Command("go", "build", "-o", helperPath, "github.com/clihost/clihost/cmd/clihost-sandbox")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the helper: %v\n%s", err, out)
+	}
+	// Without the markers the helper refuses to do anything.
+	if out, err := exec.Command(helperPath).CombinedOutput(); err == nil || !strings.Contains(string(out), "not meant to be run by hand") {
+		t.Fatalf("helper run by hand: %v %s", err, out)
+	}
+	if err := os.Chmod(helperPath, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := UseHelper(helperPath); err == nil || !strings.Contains(err.Error(), "writable by group or others") {
+		t.Fatalf("a world-writable helper was accepted: %v", err)
+	}
+	if err := os.Chmod(helperPath, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := UseHelper(helperPath); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		helper.Lock()
+		helper.path, helper.decided = "", true
+		helper.Unlock()
+	}()
+	r := run(t, sh(t, "cat /proc/1/cmdline", "/bin/cat"))
+	if r.code != 0 || r.failure != nil || !strings.HasPrefix(r.stdout, procName+"\x00"+initMarker) {
+		t.Fatalf("exit %d, failure %v, stdout %q", r.code, r.failure, r.stdout)
+	}
+	cmd, err := Command(sh(t, "true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.CloseChildEnds()
+	_ = cmd.Failure()
+	if cmd.Path != helperPath {
+		t.Fatalf("Command runs %s, want the helper %s", cmd.Path, helperPath)
+	}
+}

@@ -13,8 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Plan is everything the init needs to run one program. It travels to the init (and from there to
-// stage 2) over a pipe passed as ExtraFiles[0], never through argv or the environment.
+// Plan is everything the init needs to run one program. It travels to the init over a pipe passed
+// as ExtraFiles[0], never through argv or the environment.
 //
 // Every path must be absolute and clean. Command resolves symbolic links in the path lists (ReadOnly,
 // ReadWrite, Exec, Deny) before the plan leaves the host, so that mounts, Landlock rules and the
@@ -43,8 +43,8 @@ type Plan struct {
 	// NoNetwork additionally denies every TCP bind and connect with Landlock (ABI v4+). The program
 	// always runs in a new network namespace that has only the loopback interface, up.
 	NoNetwork bool
-	// Egress gives the program the host's egress servers (package sandbox/egress): before stage 2
-	// starts, the init creates their listening sockets inside the sandbox's network namespace
+	// Egress gives the program the host's egress servers (package sandbox/egress): before it
+	// confines itself, the init creates their listening sockets inside the sandbox's network namespace
 	// (egress.HTTPProxyPort and egress.SOCKSPort on 127.0.0.1, UDP egress.DNSPort on 127.0.0.1,
 	// egress.CapturePorts on 0.0.0.0) and sends them to the host (Cmd.Listeners), and mounts a
 	// generated, read-only /etc/resolv.conf ("nameserver 127.0.0.1") and /etc/hosts (localhost
@@ -60,11 +60,17 @@ type Plan struct {
 
 // envelope is what is written to the plan pipe: the plan plus what the host decided about it.
 type envelope struct {
-	Plan Plan
+	// Protocol is planProtocol of the host that wrote it: a helper executable from another build
+	// refuses a plan it may not understand rather than enforce it partly.
+	Protocol int
+	Plan     Plan
 	// UserNS is set when the host is not root: the sandbox then has its own user namespace, in
 	// which the program keeps uid 0 (mapped to the host user) and only loses its capabilities.
 	UserNS bool
 }
+
+// planProtocol changes whenever the plan's meaning changes.
+const planProtocol = 2
 
 // maxPlanSize bounds the encoded plan (it must fit into one pipe buffer, see writePlan).
 const maxPlanSize = 1 << 20
@@ -230,6 +236,9 @@ func readPlan() (envelope, error) {
 	var e envelope
 	if err := json.Unmarshal(data, &e); err != nil {
 		return envelope{}, fmt.Errorf("decode: %w", err)
+	}
+	if e.Protocol != planProtocol {
+		return envelope{}, fmt.Errorf("the plan is protocol %d, this sandbox executable speaks %d: install clihost-sandbox from the same build as clihostd", e.Protocol, planProtocol)
 	}
 	return e, nil
 }

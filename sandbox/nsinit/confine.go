@@ -29,42 +29,56 @@ const (
 // noCapabilities is an empty capability set as /proc/<pid>/status shows it.
 const noCapabilities = "0000000000000000"
 
-// runStage2 is stage 2: it confines this process (on the calling, locked thread) and execs the
-// program. It returns only on failure, with the exit status.
-func runStage2() int {
-	e, err := readPlan()
-	if err != nil {
-		return fail(exitFailure, "stage 2: plan", err)
-	}
+// confine confines the init on the calling thread, which must be locked to it and is the thread the
+// program will be forked from: Landlock (every thread), the plan's uid and gid (every thread), no
+// capabilities, locked securebits and an empty bounding set (this thread), no_new_privs, not
+// dumpable, every descriptor above stderr close-on-exec, seccomp (every thread), and a check of the
+// result in /proc/thread-self/status. A fork copies the calling thread's credentials, bounding set,
+// seccomp filter and Landlock domain, so the program starts with exactly this state. On failure it
+// returns the step that failed.
+func confine(e envelope) (step string, err error) {
 	p := e.Plan
 	// Landlock comes first, while this process can still open every path of the plan and list the
 	// directories split around deny paths; the domain survives the uid change below.
 	if err := restrictLandlock(p); err != nil {
-		return fail(exitFailure, "landlock", err)
+		return "landlock", err
 	}
 	if err := dropPrivileges(p, e.UserNS); err != nil {
-		return fail(exitFailure, "privileges", err)
+		return "privileges", err
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return fail(exitFailure, "no_new_privs", err)
+		return "no_new_privs", err
 	}
-	if err := os.Chdir(p.Dir); err != nil {
-		return fail(exitFailure, "chdir", err)
+	// The init is the program's parent and shares its uid: no ptrace, no /proc/1/mem or environ.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return "not dumpable", err
 	}
-	// Close-on-exec rather than close: the Go runtime may still use its own descriptors until execve.
+	// Close-on-exec rather than close: the Go runtime still uses its own descriptors, and the
+	// report pipe must stay open here until the program is exec'd.
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return fail(exitFailure, "close fds", err)
+		return "close fds", err
 	}
 	if p.Seccomp {
 		if err := seccomp.Install(seccomp.Options{NoExecMemfd: p.NoExecMemfd}); err != nil {
-			return fail(exitFailure, "seccomp", err)
+			return "seccomp", err
 		}
 	}
 	if err := verify(p, e.UserNS); err != nil {
-		return fail(exitVerify, "verify", err)
+		return "verify", err
 	}
-	err = syscall.Exec(p.Path, p.Args, p.Env)
-	return fail(exitFailure, "exec "+p.Path, err)
+	return "", nil
+}
+
+// startProgram forks the program from the calling (confined, locked) thread and execs it in the
+// plan's directory with the plan's environment and only stdin, stdout and stderr. The error is
+// the exec's (or chdir's) when the program could not be started.
+func startProgram(p Plan) (int, error) {
+	return syscall.ForkExec(p.Path, p.Args, &syscall.ProcAttr{
+		Dir:   p.Dir,
+		Env:   p.Env,
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	})
 }
 
 // restrictLandlock enforces the plan's Landlock ruleset on every thread (it also sets no_new_privs).
