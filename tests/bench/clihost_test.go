@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/sandbox/nsinit"
+)
+
+// TestMain builds the clihost-sandbox helper and has host.Call start every sandbox with it, as an
+// installed clihostd does (the test binary itself stays able to act as the init, as a fallback).
+func TestMain(m *testing.M) {
+	nsinit.Main()
+	dir, err := os.MkdirTemp("", "clihost-bench-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	helper := filepath.Join(dir, nsinit.HelperName)
+	build := exec.Command("go", "build", "-o", helper, "github.com/clihost/clihost/cmd/clihost-sandbox")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build %s: %v\n%s", nsinit.HelperName, err, out)
+		os.Exit(1)
+	}
+	if err := os.Chmod(dir, 0o755); err == nil {
+		if err := nsinit.UseHelper(helper); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// BenchmarkPeerClihostTrue is the measure: one host.Call of a tool that runs /usr/bin/true,
+// in the kernel sandbox started through the clihost-sandbox helper (validation, argv, policy
+// compilation, namespaces, masks, Landlock, uid and capability drop, seccomp, exec, wait, output
+// parsing, audit to nowhere).
+func BenchmarkPeerClihostTrue(b *testing.B) { benchmarkCall(b, host.SandboxOptions{}) }
+
+// BenchmarkPeerClihostUnsandboxedTrue is the same call with the sandbox off (clihostd
+// --sandbox=off): what the sandbox itself costs is the difference.
+func BenchmarkPeerClihostUnsandboxedTrue(b *testing.B) {
+	benchmarkCall(b, host.SandboxOptions{Off: true})
+}
+
+func benchmarkCall(b *testing.B, sb host.SandboxOptions) {
+	if err := nsinit.Check(); err != nil && !sb.Off {
+		missing(b, "the kernel sandbox is unavailable: %v", err)
+	}
+	if os.Geteuid() != 0 && !sb.Off {
+		missing(b, "the sandbox benchmark runs as root (as CI does)")
+	}
+	h := host.New(fixture.Registry(b, fixture.True()), host.Options{Sandbox: sb})
+	bd, err := h.Bundle("true")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ws := fixture.Workspace(b)
+	call := func() {
+		if env := h.Call(context.Background(), bd, "run", map[string]any{}, host.Caller{Workspace: ws}, host.CallOptions{}); !env.OK {
+			b.Fatalf("%+v", env.Error)
+		}
+	}
+	call() // the version check, once
+	for b.Loop() {
+		call()
+	}
+}
