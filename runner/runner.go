@@ -153,11 +153,18 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		readers.Go(stderr.read)
 	}
 	stopEgress, egressErr := serveEgress(sandboxed, c.Egress)
+	stopIngress := func() {}
+	if egressErr == nil && sandboxed != nil {
+		if stopIngress, egressErr = sandboxed.ServeIngress(); egressErr != nil {
+			egressErr = fmt.Errorf("ingress: %w", egressErr)
+		}
+	}
 	if egressErr != nil {
 		signalGroup(cmd.Process.Pid, syscall.SIGKILL) // never run the program without the network it was given
 	}
 	res := supervise(ctx, cmd, c)
 	stopEgress()
+	stopIngress()
 	res.Duration = time.Since(begin)
 	drain(&readers, stdout, stderr)
 
@@ -171,7 +178,7 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		}
 	}
 	if egressErr != nil {
-		return res, fmt.Errorf("runner: %s stopped: %w: egress listeners: %w", c.Path, nsinit.ErrUnavailable, egressErr)
+		return res, fmt.Errorf("runner: %s stopped: %w: network: %w", c.Path, nsinit.ErrUnavailable, egressErr)
 	}
 	return res, nil
 }

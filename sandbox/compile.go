@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/clihost/clihost/manifest"
@@ -355,12 +357,42 @@ func network(n *manifest.Network) (egress, ingress []string, err error) {
 		}
 		egress = append(egress, norm)
 	}
-	for _, u := range n.Ingress {
+	for i, u := range n.Ingress {
 		if u = strings.TrimSpace(u); u != "" {
+			if _, err := IngressPort(u); err != nil {
+				return nil, nil, fmt.Errorf("network.ingress[%d]: %w", i, err)
+			}
 			ingress = append(ingress, u)
 		}
 	}
 	slices.Sort(egress)
 	slices.Sort(ingress)
 	return slices.Compact(egress), slices.Compact(ingress), nil
+}
+
+// IngressPort returns the TCP port of an ingress URL, which must be an http or https URL on the
+// loopback (localhost, 127.0.0.1 or [::1]): the host exposes it on its own loopback only.
+func IngressPort(raw string) (int, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return 0, err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return 0, fmt.Errorf("%q: an ingress URL is http:// or https://", raw)
+	}
+	switch u.Hostname() {
+	case "localhost", "127.0.0.1", "::1":
+	default:
+		return 0, fmt.Errorf("%q: clihost exposes ingress on the loopback only (localhost)", raw)
+	}
+	port := 80
+	if u.Scheme == "https" {
+		port = 443
+	}
+	if p := u.Port(); p != "" {
+		if port, err = strconv.Atoi(p); err != nil || port < 1 || port > 65535 {
+			return 0, fmt.Errorf("%q: port %q", raw, p)
+		}
+	}
+	return port, nil
 }

@@ -757,3 +757,19 @@ func TestShippedBundlesCompile(t *testing.T) {
 		}
 	}
 }
+
+func TestIngressPort(t *testing.T) {
+	for raw, want := range map[string]int{
+		"http://localhost:8765/callback": 8765, "http://127.0.0.1/cb": 80, "https://[::1]/": 443,
+		"https://localhost:9/x": 9,
+	} {
+		if got, err := IngressPort(raw); err != nil || got != want {
+			t.Errorf("IngressPort(%q) = %d, %v; want %d", raw, got, err, want)
+		}
+	}
+	for _, raw := range []string{"http://example.com:8765/", "ftp://localhost:21/", "http://localhost:0/", "http://localhost:x/", "localhost:8765"} {
+		if _, err := IngressPort(raw); err == nil {
+			t.Errorf("IngressPort(%q) accepted", raw)
+		}
+	}
+}

@@ -23,6 +23,7 @@ type Identity struct {
 //     out: narrower than declared, never wider (a note says so).
 //   - No Egress → NoNetwork: every TCP bind and connect is denied by Landlock on top of the empty
 //     network namespace.
+//   - Ingress URLs → their loopback ports (the host forwards them, nsinit Cmd.ServeIngress).
 //   - Seccomp and the no-exec memfd setting are always on.
 //
 // The notes say what was left out and why.
@@ -36,6 +37,11 @@ func (p *Policy) Plan(id Identity) (nsinit.Plan, []string) {
 		NoExecMemfd: true,
 	}
 	var notes []string
+	for _, u := range p.Ingress {
+		if port, err := IngressPort(u); err == nil { // Compile checked them
+			plan.Ingress = append(plan.Ingress, port)
+		}
+	}
 	for _, w := range p.Writable {
 		if _, err := os.Lstat(w); err != nil {
 			// Landlock grants inodes and a bind needs a source: a root that does not exist yet

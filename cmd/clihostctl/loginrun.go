@@ -64,6 +64,15 @@ func runLogin(ctx context.Context, info control.LoginInfo, ws string) error {
 		go func() { defer close(served); _ = egress.Serve(serveCtx, ls, pol, nil) }()
 		defer func() { stopServing(); <-served }()
 	}
+	// A browser login's callback server listens inside the sandbox; the browser reaches it here.
+	stopIngress, err := cmd.ServeIngress()
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		_ = cmd.Failure()
+		return err
+	}
+	defer stopIngress()
 	restore := foreground(cmd.Process.Pid)
 	stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Signal(unix.SIGTERM) })
 	waitErr := cmd.Wait()

@@ -102,7 +102,7 @@ func restrictLandlock(p Plan) error {
 	if err != nil {
 		return err
 	}
-	return cfg.Restrict(append(rules, netRules(cfg, mode)...)...)
+	return cfg.Restrict(append(rules, netRules(cfg, mode, p.Ingress)...)...)
 }
 
 // dropPrivileges locks the securebits, empties the capability bounding and ambient sets, switches to

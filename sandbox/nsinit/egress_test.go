@@ -384,7 +384,7 @@ func TestEgressLandlockRules(t *testing.T) {
 		t.Fatalf("handled network rights %v", cfg.HandledAccessNet)
 	}
 	var got []string
-	for _, r := range netRules(cfg, netEgress) {
+	for _, r := range netRules(cfg, netEgress, nil) {
 		got = append(got, fmt.Sprint(r))
 	}
 	for _, port := range []int{3128, 1080, 80, 443, 22} {
@@ -397,7 +397,7 @@ func TestEgressLandlockRules(t *testing.T) {
 			t.Errorf("a TCP bind is granted: %s", r)
 		}
 	}
-	if rules := netRules(cfg, netDenied); len(rules) != 0 {
+	if rules := netRules(cfg, netDenied, nil); len(rules) != 0 {
 		t.Errorf("NoNetwork grants %v", rules)
 	}
 }

@@ -67,6 +67,9 @@ func runInit() int {
 		return fail(exitFailure, "exec "+e.Plan.Path, err)
 	}
 	unix.Close(reportFD) // the program was exec'd: nothing left to report
+	if len(e.Plan.Ingress) > 0 {
+		go serveIngressDials(ingressFD, e.Plan.Ingress)
+	}
 	return supervise(prog, sigs)
 }
 

@@ -95,12 +95,18 @@ func landlockConfig(mode netMode) (landlock.Config, error) {
 	return cfg, nil
 }
 
-// netRules returns the network rules of mode for cfg.
-func netRules(cfg landlock.Config, mode netMode) []landlock.Rule {
-	if mode != netEgress {
-		return nil
-	}
+// netRules returns the network rules of mode for cfg, with the plan's ingress ports bindable (and
+// connectable: the init dials them for the host).
+func netRules(cfg landlock.Config, mode netMode, ingress []int) []landlock.Rule {
 	var rules []landlock.Rule
+	if mode != netUnrestricted {
+		for _, p := range ingress {
+			rules = append(rules, landlock.BindTCP(uint16(p)), landlock.ConnectTCP(uint16(p)))
+		}
+	}
+	if mode != netEgress {
+		return rules
+	}
 	for _, p := range egressConnectPorts() {
 		rules = append(rules, landlock.ConnectTCP(uint16(p)))
 	}

@@ -61,6 +61,9 @@ type Cmd struct {
 	report    *os.File
 	childEnds []*os.File // what CloseChildEnds closes: ExtraFiles as Command built them
 	egress    *egressConn
+	ingress   *ingressConn
+	// ingressPorts are the plan's Ingress ports, for ServeIngress.
+	ingressPorts []int
 }
 
 // CloseChildEnds closes the host's copies of the descriptors handed to the init (the plan pipe, the
@@ -68,7 +71,9 @@ type Cmd struct {
 // it once the command has started or failed to start.
 func (c *Cmd) CloseChildEnds() {
 	for _, f := range c.childEnds {
-		f.Close()
+		if f != nil {
+			f.Close()
+		}
 	}
 }
 
@@ -80,6 +85,7 @@ func (c *Cmd) CloseChildEnds() {
 func (c *Cmd) Failure() error {
 	defer c.report.Close()
 	c.egress.close()
+	c.ingress.close()
 	data, err := io.ReadAll(io.LimitReader(c.report, 4096))
 	if err != nil {
 		return fmt.Errorf("%w: read the sandbox report: %v", ErrUnavailable, err)
@@ -135,6 +141,22 @@ func Command(p Plan) (*Cmd, error) {
 		}
 		childEnds = append(childEnds, child)
 	}
+	var ingress *ingressConn
+	if len(prepared.Ingress) > 0 {
+		var child *os.File
+		ingress, child, err = newIngressPair()
+		if err != nil {
+			for _, f := range append(childEnds, reportR) {
+				f.Close()
+			}
+			host.close()
+			return nil, fmt.Errorf("nsinit: %w", err)
+		}
+		for len(childEnds) < ingressFD-3 {
+			childEnds = append(childEnds, nil) // no egress pair: its descriptor stays closed
+		}
+		childEnds = append(childEnds, child)
+	}
 	cmd := &exec.Cmd{
 		Path:       executable(),
 		Args:       []string{procName, initMarker},
@@ -155,7 +177,7 @@ func Command(p Plan) (*Cmd, error) {
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
 	}
-	return &Cmd{Cmd: cmd, report: reportR, childEnds: childEnds, egress: host}, nil
+	return &Cmd{Cmd: cmd, report: reportR, childEnds: childEnds, egress: host, ingress: ingress, ingressPorts: prepared.Ingress}, nil
 }
 
 // Main must be called first thing in main (and in TestMain) of every binary that may start

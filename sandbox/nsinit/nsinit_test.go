@@ -770,3 +770,72 @@ func TestHelperExecutable(t *testing.T) {
 		t.Fatalf("Command runs %s, want the helper %s", cmd.Path, helperPath)
 	}
 }
+
+func TestIngressReachesTheProgramFromTheHost(t *testing.T) {
+	requireRoot(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close() // a free port on the host, for the program to use inside
+	// The program listens on its own loopback: a few lines of Debian's python3.
+	py, err := filepath.EvalSymlinks("/usr/bin/python3") // Debian's (awscli depends on it)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("/usr/bin/python3 is missing")
+		}
+		t.Skip("/usr/bin/python3 is not installed")
+	}
+	server := fmt.Sprintf(`import socket
+s = socket.socket(); s.bind(("127.0.0.1", %d)); s.listen(1); print("listening", flush=True)
+c, _ = s.accept(); c.sendall(b"hello from inside\n"); c.close()
+try:
+    socket.socket().bind(("127.0.0.1", %d))
+    print("BOUND-OTHER-PORT", flush=True)
+except OSError as e:
+    print("other bind:", e.errno, flush=True)`, port, port+1)
+	p := plan(t, py, []string{"-c", server})
+	p.ReadOnly = append(p.ReadOnly, "/usr/lib", "/etc/ld.so.cache")
+	p.NoNetwork, p.Ingress = true, []int{port}
+	cmd, err := Command(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.CloseChildEnds()
+	stop, err := cmd.ServeIngress()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := bufio.NewReader(stdout)
+	if line, err := out.ReadString('\n'); err != nil || line != "listening\n" {
+		t.Fatalf("read %q, %v; stderr %s", line, err, stderr.String())
+	}
+	c, err := net.Dial("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(c)
+	c.Close()
+	rest, _ := io.ReadAll(out)
+	err = cmd.Wait()
+	stop()
+	if f := cmd.Failure(); f != nil || err != nil {
+		t.Fatalf("wait %v, failure %v, stderr %s", err, f, stderr.String())
+	}
+	if string(got) != "hello from inside\n" {
+		t.Errorf("the host read %q through the ingress port", got)
+	}
+	if strings.Contains(string(rest), "BOUND-OTHER-PORT") || !strings.Contains(string(rest), "other bind: 13") {
+		t.Errorf("binding a port outside Ingress: %q, want EACCES (13)", rest)
+	}
+}

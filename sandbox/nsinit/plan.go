@@ -51,6 +51,10 @@ type Plan struct {
 	// and the sandbox's hostname). Landlock (ABI v4 or later, else the sandbox is refused) then lets the program
 	// connect to those TCP ports only, and bind no TCP port. Incompatible with NoNetwork.
 	Egress bool
+	// Ingress are TCP ports the program listens on, on its own loopback, that must be reachable
+	// from the host's loopback (an OAuth login's callback server): Landlock lets the program bind
+	// them (every other bind stays refused) and the host forwards them (Cmd.ServeIngress).
+	Ingress []int
 	// Seccomp installs the seccomp filter of package sandbox/seccomp as the last step before exec.
 	Seccomp bool
 	// NoExecMemfd sets vm.memfd_noexec=2 in the sandbox's PID namespace (root hosts only) and asks
@@ -116,6 +120,12 @@ func prepare(p Plan, root bool) (Plan, error) {
 		}
 		*list = resolved
 	}
+	for _, port := range out.Ingress {
+		if port < 1 || port > 65535 {
+			return Plan{}, fmt.Errorf("nsinit: Ingress port %d is not a TCP port", port)
+		}
+	}
+	out.Ingress = slices.Compact(slices.Sorted(slices.Values(out.Ingress)))
 	for _, d := range out.Deny {
 		if d == "/" {
 			return Plan{}, errors.New("nsinit: Deny: cannot mask /")
