@@ -144,6 +144,11 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin, ws str
 	if !hasVar(*env, "HOME") {
 		*env = append(*env, "HOME="+who.home)
 	}
+	if !hasVar(*env, "PATH") {
+		// `#!/usr/bin/env node` scripts (npm's CLIs) and CLIs that run their exec.spawn helpers
+		// by name look them up on PATH; Landlock decides what may actually run.
+		*env = append(*env, "PATH="+absolutePath(pathVar))
+	}
 	return &plan, pol, nil
 }
 
@@ -172,6 +177,21 @@ func sandboxError(b *manifest.Bundle, err error) *Error {
 	}
 	return &Error{Code: "sandbox_unavailable", Message: msg,
 		Hint: "the call was refused, not run; check the bundle's sandbox block (clihostctl inspect " + b.ID() + ") and that the paths it needs exist"}
+}
+
+// absolutePath keeps the absolute entries of a PATH value (a relative one would resolve against the
+// workspace); with none left it is the usual system path.
+func absolutePath(pathVar string) string {
+	var dirs []string
+	for _, d := range filepath.SplitList(pathVar) {
+		if filepath.IsAbs(d) {
+			dirs = append(dirs, filepath.Clean(d))
+		}
+	}
+	if len(dirs) == 0 {
+		return "/usr/local/bin:/usr/bin:/bin"
+	}
+	return strings.Join(dirs, string(filepath.ListSeparator))
 }
 
 // hasVar reports whether env (KEY=VALUE) sets name.
