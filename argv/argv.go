@@ -9,6 +9,8 @@
 //     or --f=VALUE as one argument when the flag ends with '='; flag('--f') gives --f when the value
 //     is true; json() gives the value encoded as JSON; join(',') joins an array into one argument;
 //   - ${secrets.NAME} is the secret's value;
+//   - ${steps.N.output} (in runner.steps only) is step N's output, always exactly one argument
+//     (possibly empty), never split into words;
 //   - an entry mixing text and expressions (--since=${input.d}) substitutes each; when one of its
 //     inputs is absent (and has no default) the whole entry is dropped.
 //
@@ -48,9 +50,90 @@ func (e *Error) Error() string { return e.Message }
 // Secrets looks up a secret by name.
 type Secrets func(name string) (string, bool)
 
+// Values are what templates are expanded with.
+type Values struct {
+	Input   map[string]any // the call's input, validated, defaults applied
+	Secrets Secrets        // nil: no secrets
+	Steps   []string       // the outputs of the steps run so far, by index (runner.steps)
+}
+
 // Expand turns the parsed template into arguments using input (already validated, defaults applied).
 func Expand(tmpl []manifest.TemplateToken, input map[string]any, secrets Secrets) ([]string, error) {
-	x := expander{input: input, secrets: secrets}
+	return ExpandValues(tmpl, Values{Input: input, Secrets: secrets})
+}
+
+// MaxTextLength bounds what ExpandString may produce (a process's stdin).
+const MaxTextLength = 16 << 20
+
+// ExpandString expands a template that yields one string rather than argv entries: a stdin, a
+// step's dir or an env value. Each expression gives its value as inside an argv entry with text
+// around it (strings as they are, arrays joined by ',' unless join() says otherwise, json() as
+// JSON). present is false when an input the template uses is absent and has no default, the way
+// such an argv entry is dropped.
+func ExpandString(tok manifest.TemplateToken, v Values) (s string, present bool, err error) {
+	var b strings.Builder
+	for _, p := range tok.Parts {
+		if p.Expr == nil {
+			b.WriteString(p.Literal)
+			continue
+		}
+		e := p.Expr
+		switch e.Source {
+		case "secrets":
+			x := expander{secrets: v.Secrets}
+			val, ok := x.lookupSecret(e)
+			if !ok {
+				return "", false, x.secretMissing(e)
+			}
+			b.WriteString(val)
+			continue
+		case "steps":
+			out, err := stepOutput(e, v.Steps)
+			if err != nil {
+				return "", false, err
+			}
+			b.WriteString(out)
+			continue
+		}
+		val, ok := lookup(v.Input, e.Path)
+		var text string
+		switch {
+		case !ok && e.Filter == manifest.FilterDefault:
+			text = e.Args[0]
+		case !ok:
+			return "", false, nil
+		case e.Filter == manifest.FilterJSON:
+			var raw []byte
+			raw, err = json.Marshal(val)
+			text = string(raw)
+		case e.Filter == manifest.FilterJoin:
+			text, err = joined(val, e.Args[0])
+		default:
+			text, err = joined(val, ",")
+		}
+		if err != nil {
+			return "", false, &Error{Code: "input_invalid", Pointer: pointer(e), Message: err.Error()}
+		}
+		b.WriteString(text)
+		if b.Len() > MaxTextLength {
+			return "", false, &Error{Code: "input_invalid", Pointer: pointer(e), Message: fmt.Sprintf("the expanded text is more than %d bytes", MaxTextLength), Hint: "pass less data per call"}
+		}
+	}
+	return b.String(), true, nil
+}
+
+// stepOutput returns the output of the step a ${steps.N.output} names.
+func stepOutput(e *manifest.TemplateExpr, steps []string) (string, error) {
+	n, err := e.Step()
+	if err != nil || n >= len(steps) {
+		return "", fmt.Errorf("argv: ${%s.%s} names a step that has not run (lint should have refused it)", e.Source, e.Name())
+	}
+	return steps[n], nil
+}
+
+// ExpandValues is Expand with step outputs: the argv of one step of runner.steps.
+func ExpandValues(tmpl []manifest.TemplateToken, v Values) ([]string, error) {
+	x := expander{input: v.Input, secrets: v.Secrets, steps: v.Steps}
 	for i, tok := range tmpl {
 		if err := x.token(tmpl, i, tok); err != nil {
 			return nil, err
@@ -69,6 +152,7 @@ func Expand(tmpl []manifest.TemplateToken, input map[string]any, secrets Secrets
 type expander struct {
 	input      map[string]any
 	secrets    Secrets
+	steps      []string
 	out        []string
 	afterDashs bool // a literal "--" has been emitted: everything after is positional by the CLI's reading
 }
@@ -117,6 +201,17 @@ func (x *expander) emit(a, ptr string, checkDash bool) error {
 	return nil
 }
 
+// emitStep appends a step's output as one argument. Like a caller's value, an output starting
+// with '-' is refused in a positional slot: it may carry what the caller sent.
+func (x *expander) emitStep(out string, e *manifest.TemplateExpr, positional bool) error {
+	if positional && strings.HasPrefix(out, "-") {
+		return &Error{Code: "input_invalid",
+			Message: fmt.Sprintf("the output of step %s starts with '-' (%q) where the CLI expects a positional argument, so it would be read as an option", e.Path[0], short(out)),
+			Hint:    "the bundle can put a literal \"--\" before this argument to allow it"}
+	}
+	return x.emit(out, "", false)
+}
+
 func name(ptr string) string {
 	if ptr == "" {
 		return "value"
@@ -132,6 +227,13 @@ func short(s string) string {
 }
 
 func (x *expander) whole(e *manifest.TemplateExpr, positional bool) error {
+	if e.Source == "steps" {
+		out, err := stepOutput(e, x.steps)
+		if err != nil {
+			return err
+		}
+		return x.emitStep(out, e, positional)
+	}
 	if e.Source == "secrets" {
 		v, ok := x.lookupSecret(e)
 		if !ok {
@@ -238,6 +340,17 @@ func (x *expander) mixed(tok manifest.TemplateToken, positional bool) error {
 			continue
 		}
 		e := p.Expr
+		if e.Source == "steps" {
+			out, err := stepOutput(e, x.steps)
+			if err != nil {
+				return err
+			}
+			if i == 0 && positional && strings.HasPrefix(out, "-") {
+				return x.emitStep(out, e, positional)
+			}
+			b.WriteString(out)
+			continue
+		}
 		if e.Source == "secrets" {
 			v, ok := x.lookupSecret(e)
 			if !ok {

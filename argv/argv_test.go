@@ -121,3 +121,58 @@ func TestExpandRefuses(t *testing.T) {
 		t.Fatalf("total length: %v", err)
 	}
 }
+
+func TestExpandSteps(t *testing.T) {
+	v := Values{Input: input(t, `{"q": "x y", "tags": ["a", "b"]}`), Steps: []string{"out put", "-dash", ""}}
+	got, err := ExpandValues(parse(t, "${steps.0.output}", "--", "${steps.1.output}", "pre:${steps.1.output}", "${steps.2.output}", "${input.q}"), v)
+	want := []string{"out put", "--", "-dash", "pre:-dash", "", "x y"}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %q %v, want %q", got, err, want)
+	}
+	// A step output starting with '-' in a positional slot is refused, like a caller's value.
+	for _, tmpl := range []string{"${steps.1.output}", "${steps.1.output}x"} {
+		_, err := ExpandValues(parse(t, tmpl), v)
+		var ae *Error
+		if !errors.As(err, &ae) || ae.Code != "input_invalid" || !strings.Contains(ae.Message, "step 1") {
+			t.Errorf("%s: %v", tmpl, err)
+		}
+	}
+	// A reference to a step that has not run is a bug lint prevents; it is an error, not a panic.
+	if _, err := ExpandValues(parse(t, "${steps.5.output}"), v); err == nil {
+		t.Error("missing step output expanded")
+	}
+}
+
+func TestExpandString(t *testing.T) {
+	secrets := func(n string) (string, bool) { return "s3", n == "T" }
+	v := Values{Input: input(t, `{"q": "x y", "tags": ["a", "b"], "o": {"k": 1}}`), Secrets: secrets, Steps: []string{"prev"}}
+	for _, c := range []struct {
+		tmpl, want string
+		present    bool
+	}{
+		{"${input.q}", "x y", true},
+		{"-${input.q}-", "-x y-", true},
+		{"${input.tags}", "a,b", true},
+		{"${input.tags | join(' ')}", "a b", true},
+		{"${input.o | json()}", `{"k":1}`, true},
+		{"${input.none | default('d')}", "d", true},
+		{"${input.none}", "", false},
+		{"a ${input.none} b", "", false},
+		{"${secrets.T}/${steps.0.output}", "s3/prev", true},
+		{"$${x}", "${x}", true},
+	} {
+		tok, err := manifest.ParseTemplateToken(c.tmpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, present, err := ExpandString(tok, v)
+		if err != nil || s != c.want || present != c.present {
+			t.Errorf("%s: %q %v %v, want %q %v", c.tmpl, s, present, err, c.want, c.present)
+		}
+	}
+	tok, _ := manifest.ParseTemplateToken("${secrets.NOPE}")
+	var ae *Error
+	if _, _, err := ExpandString(tok, v); !errors.As(err, &ae) || ae.Code != "secret_missing" {
+		t.Errorf("missing secret: %v", err)
+	}
+}

@@ -121,6 +121,16 @@ func (h *Host) Call(ctx context.Context, b *manifest.Bundle, tool string, input 
 		rec.Subcommand, rec.ToolID = strings.Join(entry.Path, "."), entry.Tool.ID
 		if entry.Tool.Runner != nil {
 			rec.ArgvTemplate = templateText(entry.Tool.Runner.Argv)
+			for i, s := range entry.Tool.Runner.Steps { // runner.steps: "step ; step"
+				if i > 0 {
+					rec.ArgvTemplate += " ; "
+				}
+				prog := s.Bin
+				if prog == "" && b.CLI != nil {
+					prog = b.CLI.Bin
+				}
+				rec.ArgvTemplate += templateText(append([]string{prog}, s.Argv...))
+			}
 		}
 		env = h.call(ctx, b, entry, input, c, opts, &rec)
 	}
@@ -189,7 +199,7 @@ func toolNames(b *manifest.Bundle) []string {
 }
 
 func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, input map[string]any, c Caller, opts CallOptions, rec *Invoked) Envelope {
-	if b.Findings.HasErrors() || t.Tool.Runner == nil || t.Tool.Runner.Parsed == nil || t.InputSchema() == nil {
+	if b.Findings.HasErrors() || t.Tool.Runner == nil || !t.Tool.Runner.Callable() || t.InputSchema() == nil {
 		return fail("bundle_invalid", fmt.Sprintf("bundle %s has lint errors; its tools are not callable", b.Key()), "run: clihostctl lint "+b.Dir)
 	}
 	if input == nil {
@@ -244,9 +254,23 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 		}
 		return v, ok
 	}
+	if len(t.Tool.Runner.Steps) > 0 {
+		return h.runSteps(ctx, stepCall{b: b, t: t, input: input, workspace: workspace, env: env, bin: bin, secrets: secrets,
+			used: &usedSecrets, scope: scope, rec: rec, opts: opts})
+	}
 	args, err := argv.Expand(t.Tool.Runner.Parsed, input, secrets)
 	if err != nil {
 		return Envelope{Error: expandError(err)}
+	}
+	var stdin []byte // runner.stdin; nil: /dev/null
+	if tok := t.Tool.Runner.ParsedStdin; tok != nil {
+		text, present, err := argv.ExpandString(*tok, argv.Values{Input: input, Secrets: secrets})
+		if err != nil {
+			return Envelope{Error: expandError(err)}
+		}
+		if present {
+			stdin = []byte(text)
+		}
 	}
 	conv := output.For(b.CLI, t.Tool)
 	args = append(slices.Clone(b.CLI.BinArgs), conv.Args(args)...)
@@ -262,7 +286,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	}
 	stop := h.progress(opts.Progress)
 	res, err := runner.Run(ctx, runner.Command{Path: bin.path, Args: args, Dir: workspace, Env: env, Timeout: timeout,
-		TTY: eff.TTY != nil && eff.TTY.Required, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), rec.CallID)})
+		TTY: eff.TTY != nil && eff.TTY.Required, Stdin: stdin, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), rec.CallID)})
 	stop()
 	warnings := sweep(pol)
 	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, usedSecrets)

@@ -297,12 +297,50 @@ func (t *toolLinter) runnerRules(tool *Tool) {
 	if r.Output != nil {
 		t.exitCodeRules(c, "/runner/output/exit_codes", r.Output.ExitCodes)
 	}
-	tokens, bad, err := ParseArgv(r.Argv)
+	hasArgv, hasSteps := doc.Has("/runner/argv"), doc.Has("/runner/steps")
+	switch {
+	case hasArgv && hasSteps:
+		c.atKey("/runner/steps", SeverityError, "tool-runner-argv", "runner has both argv and steps", "a tool runs one argv or a list of steps: keep one")
+		return
+	case !hasArgv && !hasSteps:
+		c.atKey("/runner", SeverityError, "tool-runner-argv", "runner has neither argv nor steps", "add runner.argv: [...] (one process) or runner.steps: [{argv: [...]}, ...]")
+		return
+	case hasSteps:
+		if r.Stdin != nil {
+			c.atKey("/runner/stdin", SeverityError, "runner-stdin-steps", "runner.stdin is for argv tools; a tool with steps gives each step its own stdin", "move it into the step that reads it: steps: [{argv: [...], stdin: ...}]")
+		}
+		t.stepsRules(tool)
+		return
+	}
+	tokens, ok := t.argvRules("/runner/argv", r.Argv, -1, tool)
+	if !ok {
+		return
+	}
+	if r.Stdin != nil {
+		r.ParsedStdin = t.textTemplate("/runner/stdin", *r.Stdin, -1, tool)
+		if r.ParsedStdin == nil {
+			return
+		}
+	}
+	r.Parsed = tokens
+	t.startsWithPath = len(t.entry.Path) > 0 && len(tokens) >= len(t.entry.Path)
+	for i := 0; t.startsWithPath && i < len(t.entry.Path); i++ {
+		lit, ok := tokens[i].Literal()
+		t.startsWithPath = ok && lit == t.entry.Path[i]
+	}
+	t.argvParsed = true
+}
+
+// argvRules parses and checks one argv template at ptr. step is the index of the step it belongs
+// to (its ${steps.N.output} must name an earlier step), or -1 for runner.argv (no step references).
+func (t *toolLinter) argvRules(ptr string, raw []string, step int, tool *Tool) ([]TemplateToken, bool) {
+	c := t.c
+	tokens, bad, err := ParseArgv(raw)
 	if err != nil {
 		te, _ := err.(*TemplateError)
-		ptr := "/runner/argv"
-		if bad >= 0 && bad < len(r.Argv) {
-			ptr = JoinPointer(ptr, bad)
+		at := ptr
+		if bad >= 0 && bad < len(raw) {
+			at = JoinPointer(ptr, bad)
 		}
 		rule, hint := "argv-syntax", ""
 		if te != nil {
@@ -311,11 +349,9 @@ func (t *toolLinter) runnerRules(tool *Tool) {
 				rule = "argv-unknown-filter"
 			}
 		}
-		c.at(ptr, SeverityError, rule, fmt.Sprintf("argv entry %q: %v", entryText(r.Argv, bad), err), hint)
-		return
+		c.at(at, SeverityError, rule, fmt.Sprintf("argv entry %q: %v", entryText(raw, bad), err), hint)
+		return nil, false
 	}
-	r.Parsed = tokens
-	props, _ := tool.Inputs["properties"].(map[string]any)
 	required := map[string]bool{}
 	if req, ok := tool.Inputs["required"].([]any); ok {
 		for _, v := range req {
@@ -324,32 +360,140 @@ func (t *toolLinter) runnerRules(tool *Tool) {
 			}
 		}
 	}
+	ok := true
 	for i, tok := range tokens {
-		ptr := JoinPointer("/runner/argv", i)
-		for _, e := range tok.Exprs() {
-			if e.Source != "input" || t.entry.inputSchema == nil {
-				continue
-			}
-			if !declared(props, e.Path) {
-				c.at(ptr, SeverityError, "argv-undeclared-input", fmt.Sprintf("${input.%s} is not declared in inputs.properties", e.Name()), "declare it under inputs.properties or fix the name")
-			}
-		}
+		at := JoinPointer(ptr, i)
+		ok = t.exprRules(at, tok, step, tool) && ok
 		if i == 0 {
 			continue
 		}
 		prev, isLit := tokens[i-1].Literal()
 		e := tok.Whole()
 		if isLit && optionToken.MatchString(prev) && e != nil && e.Source == "input" && e.Filter == "" && !required[e.Path[0]] {
-			c.at(ptr, SeverityWarning, "argv-bare-optional", fmt.Sprintf("%q is followed by the optional input ${input.%s}: when it is absent the option is left dangling", prev, e.Name()),
+			c.at(at, SeverityWarning, "argv-bare-optional", fmt.Sprintf("%q is followed by the optional input ${input.%s}: when it is absent the option is left dangling", prev, e.Name()),
 				fmt.Sprintf("replace both entries with \"${input.%s | optional('%s')}\"", e.Name(), prev))
 		}
 	}
-	t.startsWithPath = len(t.entry.Path) > 0 && len(tokens) >= len(t.entry.Path)
-	for i := 0; t.startsWithPath && i < len(t.entry.Path); i++ {
-		lit, ok := tokens[i].Literal()
-		t.startsWithPath = ok && lit == t.entry.Path[i]
+	return tokens, ok
+}
+
+// exprRules checks the references of one parsed template: inputs must be declared, and a step
+// reference must name a step before step (none are allowed when step is -1). It reports whether
+// the references are all valid.
+func (t *toolLinter) exprRules(ptr string, tok TemplateToken, step int, tool *Tool) bool {
+	props, _ := tool.Inputs["properties"].(map[string]any)
+	ok := true
+	for _, e := range tok.Exprs() {
+		switch e.Source {
+		case "input":
+			if t.entry.inputSchema != nil && !declared(props, e.Path) {
+				t.c.at(ptr, SeverityError, "argv-undeclared-input", fmt.Sprintf("${input.%s} is not declared in inputs.properties", e.Name()), "declare it under inputs.properties or fix the name")
+			}
+		case "steps":
+			n, _ := e.Step()
+			switch {
+			case step < 0:
+				t.c.at(ptr, SeverityError, "argv-step-ref", fmt.Sprintf("${steps.%d.output} is only meaningful inside runner.steps", n), "use runner.steps to run several processes, or remove the reference")
+				ok = false
+			case n >= step:
+				t.c.at(ptr, SeverityError, "argv-step-ref", fmt.Sprintf("${steps.%d.output} in step %d: a step can only use the output of an earlier step", n, step), fmt.Sprintf("refer to a step from 0 to %d", step-1))
+				ok = false
+			}
+		}
 	}
-	t.argvParsed = true
+	return ok
+}
+
+// textTemplate parses and checks a template that yields one string rather than argv entries
+// (stdin, a step's dir and env values): optional() and flag() make no sense there.
+func (t *toolLinter) textTemplate(ptr, raw string, step int, tool *Tool) *TemplateToken {
+	tok, err := ParseTemplateToken(raw)
+	if err != nil {
+		hint := ""
+		if te, ok := err.(*TemplateError); ok {
+			hint = te.Hint
+		}
+		t.c.at(ptr, SeverityError, "argv-syntax", fmt.Sprintf("template %q: %v", raw, err), hint)
+		return nil
+	}
+	for _, e := range tok.Exprs() {
+		if e.Filter == FilterOptional || e.Filter == FilterFlag {
+			t.c.at(ptr, SeverityError, "argv-syntax", fmt.Sprintf("template %q: %s() yields argv entries and cannot be used here", raw, e.Filter), "use the value itself, default('…'), json() or join('…')")
+			return nil
+		}
+	}
+	if !t.exprRules(ptr, tok, step, tool) {
+		return nil
+	}
+	return &tok
+}
+
+// envNamePattern is what a step's env name must look like.
+var envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// stepsRules checks runner.steps: each step's templates, its program (the bundle's bin or an
+// exec.spawn entry), its dir and its env names.
+func (t *toolLinter) stepsRules(tool *Tool) {
+	c, r := t.c, tool.Runner
+	if len(r.Steps) == 0 {
+		return // the schema reports an empty list
+	}
+	eff := EffectiveSandbox(t.cli.Sandbox, tool.Sandbox)
+	ok := true
+	for i := range r.Steps {
+		s := &r.Steps[i]
+		ptr := JoinPointer("/runner/steps", i)
+		tokens, good := t.argvRules(JoinPointer(ptr, "argv"), s.Argv, i, tool)
+		ok = ok && good
+		s.Parsed = tokens
+		if s.Bin != "" && s.Bin != t.cli.Bin {
+			var spawn []string
+			if eff.Exec != nil {
+				spawn = eff.Exec.Spawn
+			}
+			switch {
+			case !path.IsAbs(s.Bin) && strings.Contains(s.Bin, "/"):
+				c.at(JoinPointer(ptr, "bin"), SeverityError, "step-bin", fmt.Sprintf("step %d runs %q: a program is a bare name or an absolute path", i, s.Bin), "write the name found on PATH (git) or an absolute path")
+				ok = false
+			case !contains(spawn, s.Bin) || !eff.Exec.Allowed():
+				c.at(JoinPointer(ptr, "bin"), SeverityError, "step-bin", fmt.Sprintf("step %d runs %q, which the sandbox does not allow: it is neither the bundle's bin %q nor listed in exec.spawn with exec.allow: true", i, s.Bin, t.cli.Bin),
+					fmt.Sprintf("add %q to CLI.md's sandbox.exec.spawn and set exec.allow: true", s.Bin))
+				ok = false
+			}
+		}
+		if s.Dir != "" {
+			dptr := JoinPointer(ptr, "dir")
+			if s.ParsedDir = t.textTemplate(dptr, s.Dir, i, tool); s.ParsedDir == nil {
+				ok = false
+			} else if lit, isLit := s.ParsedDir.Literal(); isLit && (path.IsAbs(lit) || !within(".", path.Clean(lit))) {
+				c.at(dptr, SeverityError, "step-dir", fmt.Sprintf("step %d's dir %q is not inside the workspace", i, s.Dir), "dir is relative to the workspace and may not leave it (no leading /, no ..)")
+				ok = false
+			}
+		}
+		if len(s.Env) > 0 {
+			s.ParsedEnv = map[string]TemplateToken{}
+		}
+		for _, k := range sortedKeys(s.Env) {
+			eptr := JoinPointer(ptr, "env", k)
+			if !envNamePattern.MatchString(k) {
+				c.atKey(eptr, SeverityError, "step-env", fmt.Sprintf("step %d sets %q, which is not a variable name", i, k), "names are letters, digits and _, not starting with a digit")
+				ok = false
+				continue
+			}
+			tok := t.textTemplate(eptr, s.Env[k], i, tool)
+			if tok == nil {
+				ok = false
+				continue
+			}
+			s.ParsedEnv[k] = *tok
+		}
+		if s.Stdin != nil {
+			if s.ParsedStdin = t.textTemplate(JoinPointer(ptr, "stdin"), *s.Stdin, i, tool); s.ParsedStdin == nil {
+				ok = false
+			}
+		}
+	}
+	r.StepsParsed = ok
 }
 
 // commandPathRule warns about tools whose argv does not start with their command path, in bundles

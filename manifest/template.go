@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -9,11 +10,13 @@ import (
 //
 //	token  = { literal | "$${" | expr }            "$${" is a literal "${"
 //	expr   = "${" source [ "|" filter "(" [ arg { "," arg } ] ")" ] "}"
-//	source = "input." name { "." name } | "secrets." name
+//	source = "input." name { "." name } | "secrets." name | "steps." N ".output"
 //	filter = "default" | "optional" | "flag" | "json" | "join"
 //	arg    = quoted string ('…' or "…") | "input." name     (the latter only as optional's 2nd arg)
 //
-// optional and flag produce whole tokens, so they must be the whole token.
+// optional and flag produce whole tokens, so they must be the whole token. ${steps.N.output} (N a
+// 0-based step index, no filter) exists only in the entries of runner.steps: the output of an
+// earlier step.
 
 // Template filters.
 const (
@@ -40,8 +43,8 @@ var filterArity = map[string][2]int{ // min, max args
 
 // TemplateExpr is one ${…} expression.
 type TemplateExpr struct {
-	Source string   `json:"source"` // "input" or "secrets"
-	Path   []string `json:"path"`   // input.a.b → [a b]
+	Source string   `json:"source"` // "input", "secrets" or "steps"
+	Path   []string `json:"path"`   // input.a.b → [a b]; steps.2.output → [2 output]
 	Filter string   `json:"filter,omitempty"`
 	Args   []string `json:"args,omitempty"`
 	Col    int      `json:"-"` // 0-based offset of "${" in the token
@@ -49,6 +52,22 @@ type TemplateExpr struct {
 
 // Name returns the dotted path after the source, e.g. "title" for ${input.title}.
 func (e *TemplateExpr) Name() string { return strings.Join(e.Path, ".") }
+
+// MaxSteps is the most steps a runner.steps list may have.
+const MaxSteps = 64
+
+// Step returns the step index of a ${steps.N.output} expression, or an error when the path is not
+// N.output with N a decimal index below MaxSteps.
+func (e *TemplateExpr) Step() (int, error) {
+	if len(e.Path) != 2 || e.Path[1] != "output" {
+		return 0, fmt.Errorf("a step reference is steps.N.output")
+	}
+	n, err := strconv.Atoi(e.Path[0])
+	if err != nil || n < 0 || n >= MaxSteps || strconv.Itoa(n) != e.Path[0] {
+		return 0, fmt.Errorf("%q is not a step index (0 to %d)", e.Path[0], MaxSteps-1)
+	}
+	return n, nil
+}
 
 // TemplatePart is a literal run or an expression.
 type TemplatePart struct {
@@ -174,13 +193,22 @@ func parseExpr(body string, col int) (*TemplateExpr, error) {
 	src = strings.TrimSpace(src)
 	e := &TemplateExpr{Col: col}
 	head, rest, ok := strings.Cut(src, ".")
-	if !ok || (head != "input" && head != "secrets") {
+	if !ok || (head != "input" && head != "secrets" && head != "steps") {
 		return nil, errAt(fmt.Sprintf("unknown reference %q", src), "write ${input.NAME} for a tool input or ${secrets.NAME} for a secret")
 	}
 	e.Source = head
 	e.Path = strings.Split(rest, ".")
+	if head == "steps" {
+		if _, err := e.Step(); err != nil {
+			return nil, errAt(fmt.Sprintf("%q: %v", src, err), "write ${steps.N.output}, N the 0-based index of an earlier step")
+		}
+		if hasFilter {
+			return nil, errAt(fmt.Sprintf("%q: a step's output takes no filter", src), "write ${steps.N.output}")
+		}
+		return e, nil
+	}
 	for _, p := range e.Path {
-		if !isName(p) {
+		if !IsName(p) {
 			return nil, errAt(fmt.Sprintf("%q is not a valid name in %q", p, src), "names are letters, digits, _ and -, starting with a letter or _")
 		}
 	}
@@ -279,7 +307,9 @@ func parseArgs(s string) ([]filterArg, error) {
 	return out, nil
 }
 
-func isName(s string) bool {
+// IsName reports whether s can name an input in a template (${input.NAME}): a letter or
+// underscore, then letters, digits, underscores and hyphens.
+func IsName(s string) bool {
 	if s == "" {
 		return false
 	}

@@ -55,12 +55,61 @@ type ToolExample struct {
 	Note   string `yaml:"note,omitempty" json:"note,omitempty"`
 }
 
-// ToolRunner binds a TOOL.md to its bundle: the path back to CLI.md and the argv template.
+// ToolRunner binds a TOOL.md to its bundle: the path back to CLI.md and either one argv template
+// or, as a clihost extension, a list of steps (each one process). Stdin, another extension, is a
+// template for the standard input of an argv tool's process.
 type ToolRunner struct {
 	CLI    string          `yaml:"cli" json:"cli"`
-	Argv   []string        `yaml:"argv" json:"argv"`
+	Argv   []string        `yaml:"argv,omitempty" json:"argv,omitempty"`
+	Steps  []ToolStep      `yaml:"steps,omitempty" json:"steps,omitempty"`
+	Stdin  *string         `yaml:"stdin,omitempty" json:"stdin,omitempty"`
 	Output *ToolOutput     `yaml:"output,omitempty" json:"output,omitempty"`
-	Parsed []TemplateToken `yaml:"-" json:"-"` // Argv parsed; nil when it did not parse
+	Parsed []TemplateToken `yaml:"-" json:"-"` // Argv parsed; nil when it did not parse or the tool has steps
+	// ParsedStdin is Stdin parsed; nil without stdin or when it did not parse.
+	ParsedStdin *TemplateToken `yaml:"-" json:"-"`
+	// StepsParsed reports that the tool has steps and every template in them parsed.
+	StepsParsed bool `yaml:"-" json:"-"`
+}
+
+// Callable reports whether the runner's templates parsed, so the tool can be run.
+func (r *ToolRunner) Callable() bool {
+	if len(r.Steps) > 0 {
+		return r.StepsParsed
+	}
+	return r.Parsed != nil && (r.Stdin == nil || r.ParsedStdin != nil)
+}
+
+// ToolStep is one process of a multi-step tool (runner.steps, a clihost extension modelled on
+// UTCP's CLI call templates). Every template may use ${input.…}, ${secrets.…} and the output of an
+// earlier step, ${steps.N.output}.
+type ToolStep struct {
+	// Bin is the program: empty for the bundle's bin (with bin_args), else a name listed in the
+	// effective sandbox's exec.spawn (a bare name found on PATH, or an absolute path).
+	Bin string `yaml:"bin,omitempty" json:"bin,omitempty"`
+	// Argv is the argv template after the program.
+	Argv []string `yaml:"argv" json:"argv"`
+	// Dir is the working directory, relative to the workspace (a template); it may not leave it.
+	Dir string `yaml:"dir,omitempty" json:"dir,omitempty"`
+	// Env are variables added to the process's environment (values are templates).
+	Env map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	// Stdin is a template for the process's standard input; nil means /dev/null.
+	Stdin *string `yaml:"stdin,omitempty" json:"stdin,omitempty"`
+	// AppendToFinalOutput says whether the step's output is part of the tool's result; absent means
+	// true for the last step and false for the others.
+	AppendToFinalOutput *bool `yaml:"append_to_final_output,omitempty" json:"append_to_final_output,omitempty"`
+
+	Parsed      []TemplateToken          `yaml:"-" json:"-"` // Argv parsed
+	ParsedDir   *TemplateToken           `yaml:"-" json:"-"` // Dir parsed; nil without dir
+	ParsedEnv   map[string]TemplateToken `yaml:"-" json:"-"` // Env values parsed
+	ParsedStdin *TemplateToken           `yaml:"-" json:"-"` // Stdin parsed; nil without stdin
+}
+
+// Appends reports whether step i of n steps contributes to the tool's result.
+func (s *ToolStep) Appends(i, n int) bool {
+	if s.AppendToFinalOutput != nil {
+		return *s.AppendToFinalOutput
+	}
+	return i == n-1
 }
 
 // ToolOutput overrides the bundle's output convention for one tool.

@@ -1,7 +1,8 @@
 // Package runner spawns one third-party CLI process safely: directly (never through a shell), with an
 // environment built from nothing, stdin on /dev/null, in its own process group, under a wall-clock
 // limit, with capped output capture, and without leaving processes, zombies or file descriptors
-// behind. With Command.Sandbox set, the process is started through the kernel sandbox of package
+// behind. Command.Stdin, when set, is written to the process's stdin through a pipe instead. With
+// Command.Sandbox set, the process is started through the kernel sandbox of package
 // sandbox/nsinit (namespaces, masks, Landlock, seccomp); building that plan is package sandbox's job.
 package runner
 
@@ -53,6 +54,10 @@ type Command struct {
 	Grace       time.Duration // time between SIGTERM and SIGKILL; 0 means DefaultGrace
 	StdoutLimit int64         // capture cap; 0 means DefaultLimit; bytes beyond are read and discarded
 	StderrLimit int64         // capture cap for stderr, as StdoutLimit
+	// Stdin, when non-nil, is what the process reads on its standard input (through a pipe that is
+	// closed once it is all written, or once the process has exited); nil means /dev/null. It
+	// cannot be combined with TTY.
+	Stdin []byte
 	// TTY runs the command on a new pseudo-terminal (80x24): stdin, stdout and stderr are the pty
 	// slave and its output (with the terminal's "\r\n" line endings) is read from the master into
 	// Stdout; Stderr stays empty. Nothing is ever written to its input.
@@ -120,7 +125,7 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		}
 		cmd = sandboxed.Cmd
 	}
-	stdout, stderr, childEnds, err := attach(cmd, c)
+	stdout, stderr, stdin, childEnds, err := attach(cmd, c)
 	if err != nil {
 		if sandboxed != nil {
 			sandboxed.CloseChildEnds()
@@ -144,8 +149,12 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		if stderr != nil {
 			stderr.r.Close()
 		}
+		if stdin != nil {
+			stdin.Close()
+		}
 		return Result{}, fmt.Errorf("runner: cannot start %s in %s: %w", c.Path, c.Dir, err)
 	}
+	stopStdin := feed(stdin, c.Stdin)
 
 	var readers sync.WaitGroup
 	readers.Go(stdout.read)
@@ -163,6 +172,7 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		signalGroup(cmd.Process.Pid, syscall.SIGKILL) // never run the program without the network it was given
 	}
 	res := supervise(ctx, cmd, c)
+	stopStdin()
 	stopEgress()
 	stopIngress()
 	res.Duration = time.Since(begin)
@@ -212,6 +222,8 @@ func (c Command) normalize() (Command, error) {
 		return c, fmt.Errorf("runner: %s: Dir %q is not absolute (set it to the workspace)", c.Path, c.Dir)
 	case c.Timeout < 0 || c.Grace < 0 || c.StdoutLimit < 0 || c.StderrLimit < 0:
 		return c, fmt.Errorf("runner: %s: negative Timeout, Grace or limit (use 0 for the default)", c.Path)
+	case c.TTY && c.Stdin != nil:
+		return c, fmt.Errorf("runner: %s: Stdin cannot be combined with TTY", c.Path)
 	}
 	if c.Env == nil {
 		c.Env = []string{} // a nil Env would make os/exec inherit the host's environment
@@ -232,35 +244,65 @@ func (c Command) normalize() (Command, error) {
 }
 
 // attach wires cmd's stdio and process attributes (added to those cmd already has, such as the
-// sandbox's namespaces). It returns the captures to read (stderr is nil
-// for a TTY) and the child's ends, which the caller closes once the child has started.
-func attach(cmd *exec.Cmd, c Command) (stdout, stderr *capture, childEnds []*os.File, err error) {
+// sandbox's namespaces). It returns the captures to read (stderr is nil for a TTY), the write end
+// of the stdin pipe when c.Stdin is set (else nil) and the child's ends, which the caller closes
+// once the child has started.
+func attach(cmd *exec.Cmd, c Command) (stdout, stderr *capture, stdin *os.File, childEnds []*os.File, err error) {
 	if c.TTY {
 		master, slave, err := openPTY()
 		if err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = slave, slave, slave
 		attr := sysProcAttr(cmd)
 		attr.Setpgid = false                                 // setpgid fails in a session leader
 		attr.Setsid, attr.Setctty, attr.Ctty = true, true, 0 // Ctty: the child's fd 0, the slave
-		return &capture{r: master, limit: c.StdoutLimit}, nil, []*os.File{slave}, nil
+		return &capture{r: master, limit: c.StdoutLimit}, nil, nil, []*os.File{slave}, nil
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("stdout pipe: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("stdout pipe: %w", err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
-		return nil, nil, nil, fmt.Errorf("stderr pipe: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("stderr pipe: %w", err)
 	}
-	// cmd.Stdin stays nil: os/exec opens /dev/null for it.
+	childEnds = []*os.File{outW, errW}
+	if c.Stdin != nil {
+		inR, inW, err := os.Pipe()
+		if err != nil {
+			outR.Close()
+			outW.Close()
+			errR.Close()
+			errW.Close()
+			return nil, nil, nil, nil, fmt.Errorf("stdin pipe: %w", err)
+		}
+		cmd.Stdin, stdin = inR, inW
+		childEnds = append(childEnds, inR)
+	}
+	// Without c.Stdin, cmd.Stdin stays nil: os/exec opens /dev/null for it.
 	cmd.Stdout, cmd.Stderr = outW, errW
 	sysProcAttr(cmd).Setpgid = true
 	return &capture{r: outR, limit: c.StdoutLimit}, &capture{r: errR, limit: c.StderrLimit},
-		[]*os.File{outW, errW}, nil
+		stdin, childEnds, nil
+}
+
+// feed writes data to w (the write end of the child's stdin pipe) from a goroutine and closes it
+// when done. The returned stop closes w, which ends a write still blocked on a child that stopped
+// reading, and waits for the goroutine. With w nil it does nothing.
+func feed(w *os.File, data []byte) (stop func()) {
+	if w == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = w.Write(data) // EPIPE: the child did not read it all, which is its business
+		w.Close()
+	}()
+	return func() { w.Close(); <-done }
 }
 
 // sysProcAttr returns cmd's process attributes, created when missing, with Pdeathsig set.

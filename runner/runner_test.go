@@ -541,3 +541,35 @@ func TestSandboxedTimeoutKillsEverything(t *testing.T) {
 		t.Fatalf("res %+v: want a timed-out, killed run", res)
 	}
 }
+
+func TestStdin(t *testing.T) {
+	// Stdin reaches the process whole, whatever it holds; an empty Stdin is an empty pipe, not
+	// /dev/null.
+	for _, in := range []string{"hello\n$(id) `x` ; |", "", strings.Repeat("0123456789", 100000)} {
+		c := sh(t, "cat")
+		c.Stdin = []byte(in)
+		if res := run(t, context.Background(), c); string(res.Stdout) != in || res.ExitCode != 0 {
+			t.Errorf("stdin of %d bytes: got %d bytes, exit %d", len(in), len(res.Stdout), res.ExitCode)
+		}
+	}
+	// A process that never reads a large stdin still finishes: the writer gets EPIPE or is closed.
+	c := sh(t, "exit 3")
+	c.Stdin = make([]byte, 4<<20)
+	if res := run(t, context.Background(), c); res.ExitCode != 3 {
+		t.Errorf("exit %d", res.ExitCode)
+	}
+	// A grandchild that keeps stdin open without reading does not hang Run.
+	c = sh(t, "sleep 30 & exit 0")
+	c.Stdin = make([]byte, 4<<20)
+	c.Timeout = 5 * time.Second
+	start := time.Now()
+	if res := run(t, context.Background(), c); res.ExitCode != 0 || time.Since(start) > 4*time.Second {
+		t.Errorf("exit %d after %s", res.ExitCode, time.Since(start))
+	}
+	// Stdin cannot be combined with TTY.
+	c = sh(t, "cat")
+	c.Stdin, c.TTY = []byte("x"), true
+	if _, err := runner.Run(context.Background(), c); err == nil {
+		t.Error("Stdin with TTY was accepted")
+	}
+}

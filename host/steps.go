@@ -1,0 +1,258 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/clihost/clihost/argv"
+	"github.com/clihost/clihost/authstate"
+	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/output"
+	"github.com/clihost/clihost/runner"
+	"github.com/clihost/clihost/sandbox"
+)
+
+// stepCall is what runSteps needs from the call that runs a multi-step tool.
+type stepCall struct {
+	b         *manifest.Bundle
+	t         *manifest.ToolEntry
+	input     map[string]any
+	workspace string
+	env       []string // the tool's environment (sandbox env, setup's values)
+	bin       binary   // the bundle's verified bin
+	secrets   argv.Secrets
+	used      *[]string // secret values used so far, for redaction
+	scope     authstate.Scope
+	rec       *Invoked
+	opts      CallOptions
+}
+
+// runSteps runs a tool's runner.steps in order, each as its own process the way call runs one
+// argv: in the workspace's sandbox (compiled for the step's program), never through a shell. A
+// step that does not succeed ends the call with its error. The result is the output of the steps
+// that append to the final output, each without its trailing newlines, joined by newlines; when the
+// tool's format is text and that result, trimmed, starts with '{' or '[' and is one JSON value, it
+// is parsed as JSON (UTCP's detection).
+func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
+	b, t := sc.b, sc.t
+	steps := t.Tool.Runner.Steps
+	conv := output.For(b.CLI, t.Tool)
+	timeout := runner.DefaultTimeout
+	if t.Tool.TimeoutMS > 0 {
+		timeout = time.Duration(t.Tool.TimeoutMS) * time.Millisecond
+	}
+	deadline := time.Now().Add(timeout)
+	stop := h.progress(sc.opts.Progress)
+	defer stop()
+
+	var warnings []string
+	outputs := make([]string, 0, len(steps))
+	var final []string
+	truncated := false
+	for i := range steps {
+		s := &steps[i]
+		vals := argv.Values{Input: sc.input, Secrets: sc.secrets, Steps: outputs}
+		proc, e := h.stepCommand(sc, i, s, vals)
+		if e != nil {
+			return Envelope{Error: e, Warnings: warnings}
+		}
+		sc.rec.ArgvCount += len(proc.Args)
+		remaining := time.Until(deadline)
+		if remaining <= 0 {
+			return Envelope{Error: &Error{Code: "timeout", Message: fmt.Sprintf("the tool's steps did not finish within %s; step %d was not started", timeout, i),
+				Hint: "narrow the request or raise the tool's timeout_ms"}, Warnings: warnings}
+		}
+		env := proc.Env
+		plan, pol, e := h.confine(b, t, proc.Path, sc.workspace, &env)
+		if e != nil {
+			return Envelope{Error: e, Warnings: warnings}
+		}
+		proc.Env, proc.Timeout, proc.Sandbox, proc.Egress = env, remaining, plan, h.egressPolicy(pol, b.ID(), sc.rec.CallID)
+		res, err := runner.Run(ctx, proc)
+		warnings = append(warnings, sweep(pol)...)
+		name, mapped := conv.ExitCodes[res.ExitCode]
+		if err != nil || res.Canceled || res.TimedOut || !(name == "ok" || (res.ExitCode == 0 && !mapped)) {
+			out := h.finish(ctx, b, t, res, err, conv, timeout, sc.scope, sc.rec, *sc.used)
+			if out.Error != nil {
+				out.Error.Message = fmt.Sprintf("step %d (%s): %s", i, filepath.Base(proc.Path), out.Error.Message)
+			}
+			out.Warnings = append(warnings, out.Warnings...)
+			return out
+		}
+		data := res.Stdout
+		switch conv.Stream {
+		case "stderr":
+			data = res.Stderr
+		case "mixed":
+			data = append(append(bytes.Clone(res.Stdout), '\n'), res.Stderr...)
+		}
+		outputs = append(outputs, strings.TrimRight(string(data), "\n"))
+		if s.Appends(i, len(steps)) {
+			final = append(final, outputs[i])
+			truncated = truncated || res.StdoutTruncated || res.StderrTruncated && conv.Stream != "stdout"
+		}
+	}
+	combined := strings.Join(final, "\n")
+	conv.Stream = "stdout"
+	if conv.Format == output.FormatText && isJSONDocument(combined) {
+		conv.Format = output.FormatJSON
+	}
+	out := h.finish(ctx, b, t, runner.Result{Stdout: []byte(combined), StdoutTruncated: truncated}, nil, conv, timeout, sc.scope, sc.rec, *sc.used)
+	out.Warnings = append(warnings, out.Warnings...)
+	return out
+}
+
+// stepCommand builds the process of step i: its program, expanded argv, working directory,
+// environment and stdin. The sandbox is added by the caller.
+func (h *Host) stepCommand(sc stepCall, i int, s *manifest.ToolStep, vals argv.Values) (runner.Command, *Error) {
+	b := sc.b
+	args, err := argv.ExpandValues(s.Parsed, vals)
+	if err != nil {
+		return runner.Command{}, stepErr(i, expandError(err))
+	}
+	path := sc.bin.path
+	if s.Bin != "" && s.Bin != b.CLI.Bin {
+		var e *Error
+		if path, e = h.spawnPath(s.Bin); e != nil {
+			return runner.Command{}, stepErr(i, e)
+		}
+	} else {
+		args = append(slices.Clone(b.CLI.BinArgs), args...)
+	}
+	dir, e := stepDir(sc.workspace, s.ParsedDir, vals)
+	if e != nil {
+		return runner.Command{}, stepErr(i, e)
+	}
+	env := slices.Clone(sc.env)
+	if len(s.ParsedEnv) > 0 {
+		set := map[string]string{}
+		for k, tok := range s.ParsedEnv {
+			v, present, err := argv.ExpandString(tok, vals)
+			if err != nil {
+				return runner.Command{}, stepErr(i, expandError(err))
+			}
+			if present {
+				set[k] = v
+			}
+		}
+		if _, refused := sandbox.Env(nil, nil, set); len(refused) > 0 {
+			return runner.Command{}, stepErr(i, &Error{Code: "bundle_invalid",
+				Message: fmt.Sprintf("the step sets %s, which clihost never passes to a program (it makes programs load code) or which holds a NUL byte", strings.Join(refused, ", ")),
+				Hint:    "remove the variable from the step's env"})
+		}
+		for k, v := range set {
+			env = setEnv(env, k, v)
+		}
+	}
+	var stdin []byte
+	if s.ParsedStdin != nil {
+		text, present, err := argv.ExpandString(*s.ParsedStdin, vals)
+		if err != nil {
+			return runner.Command{}, stepErr(i, expandError(err))
+		}
+		if present {
+			stdin = []byte(text)
+		}
+	}
+	return runner.Command{Path: path, Args: args, Dir: dir, Env: env, Stdin: stdin}, nil
+}
+
+// stepErr names the step in an error's message.
+func stepErr(i int, e *Error) *Error {
+	e.Message = fmt.Sprintf("step %d: %s", i, e.Message)
+	return e
+}
+
+// spawnPath finds the program of a step that does not run the bundle's bin: an absolute path, or a
+// bare name on PATH (lint has checked that it is listed in exec.spawn).
+func (h *Host) spawnPath(name string) (string, *Error) {
+	if filepath.IsAbs(name) {
+		if isExecutable(name) {
+			return name, nil
+		}
+	} else {
+		pathVar, _ := h.opts.LookupEnv("PATH")
+		for _, dir := range filepath.SplitList(pathVar) {
+			if dir == "" || !filepath.IsAbs(dir) {
+				continue
+			}
+			if p := filepath.Join(dir, name); isExecutable(p) {
+				return p, nil
+			}
+		}
+	}
+	return "", &Error{Code: "not_installed", Message: fmt.Sprintf("%s is not installed: not found on PATH", name),
+		Hint: fmt.Sprintf("install %s so that it is on PATH", name)}
+}
+
+// stepDir resolves a step's dir template against the workspace: a relative path (or an absolute
+// one inside the workspace) naming an existing directory, symlinks resolved, that does not leave
+// the workspace. No dir, or one whose input is absent, is the workspace.
+func stepDir(workspace string, tok *manifest.TemplateToken, vals argv.Values) (string, *Error) {
+	if tok == nil {
+		return workspace, nil
+	}
+	d, present, err := argv.ExpandString(*tok, vals)
+	if err != nil {
+		return "", expandError(err)
+	}
+	if !present || d == "" {
+		return workspace, nil
+	}
+	ptr := ""
+	if e := tok.Whole(); e != nil && e.Source == "input" {
+		ptr = "/" + strings.Join(e.Path, "/")
+	}
+	bad := func(msg string) (string, *Error) {
+		return "", &Error{Code: "input_invalid", Pointer: ptr, Message: msg, Hint: "name a directory inside the workspace, relative to it"}
+	}
+	if strings.IndexByte(d, 0) >= 0 {
+		return bad("the working directory holds a NUL byte")
+	}
+	p := d
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(workspace, p)
+	}
+	root, err := filepath.EvalSymlinks(workspace)
+	if err != nil {
+		return bad(fmt.Sprintf("the workspace: %v", err))
+	}
+	real, err := filepath.EvalSymlinks(filepath.Clean(p))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return bad(fmt.Sprintf("the working directory %q does not exist in the workspace", d))
+		}
+		return bad(fmt.Sprintf("the working directory %q: %v", d, err))
+	}
+	if rel, err := filepath.Rel(root, real); err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+		return bad(fmt.Sprintf("the working directory %q is outside the workspace", d))
+	}
+	if !isDir(real) {
+		return bad(fmt.Sprintf("the working directory %q is not a directory", d))
+	}
+	return real, nil
+}
+
+// isJSONDocument reports whether s, trimmed, starts with '{' or '[' and is exactly one JSON value.
+func isJSONDocument(s string) bool {
+	s = strings.TrimSpace(s)
+	if s == "" || (s[0] != '{' && s[0] != '[') {
+		return false
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	var v any
+	if dec.Decode(&v) != nil {
+		return false
+	}
+	_, err := dec.Token()
+	return errors.Is(err, io.EOF)
+}
