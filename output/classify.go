@@ -6,54 +6,90 @@ import (
 	"strings"
 )
 
+// The ten error categories of the CLI provider adapter protocol, in the order Classify checks them.
+const (
+	CategoryQuota          = "quota"
+	CategoryRateLimit      = "rate_limit"
+	CategoryAuthentication = "authentication"
+	CategoryValidation     = "validation"
+	CategoryNetwork        = "network"
+	CategoryServer         = "server"
+	CategoryTimeout        = "timeout"
+	CategoryNotFound       = "not_found"
+	CategoryConfiguration  = "configuration"
+	CategoryUnknown        = "unknown"
+)
+
 // Class is an error category with its retry and fallback guidance.
 type Class struct {
 	Category     string
 	Retryable    bool
 	Fallback     bool
-	RetryAfterMS int64
+	RetryAfterMS int64 // the suggested wait before a retry; 0 when none applies
 }
 
+// sep matches the separators providers put between the words of an error code: "rate_limit",
+// "rate-limit", "rate.limit", "rate limit" and "ratelimit" are one pattern.
+const sep = `[ _.\-]?`
+
+// w joins words with sep.
+func w(words ...string) string { return strings.Join(words, sep) }
+
 // categories are checked in this order (the CLI provider adapter protocol's table): the first whose
-// pattern matches wins.
+// pattern matches wins, so "RESOURCE_EXHAUSTED: requests per minute" is quota, not rate_limit, and
+// "504 Gateway Timeout" is server, not timeout. Bare status codes are word-bounded.
 var categories = []struct {
 	name            string
 	retry, fallback bool
 	pattern         *regexp.Regexp
 }{
-	{"quota", false, true, ci(`insufficient_quota|quota_exceeded|billing_hard_limit|resource_exhausted|credit_limit|usage_limit`)},
-	{"rate_limit", true, false, ci(`rate_limit|rate\.limit|rate limit|too_many_requests|too many requests|\b429\b|overloaded|throttl`)},
-	{"authentication", false, false, ci(`invalid_api_key|unauthori[sz]ed|unauthenticated|permission_denied|authentication_failed|not_authenticated|auth_required|not logged in|\b401\b|\b403\b`)},
-	{"validation", false, false, ci(`invalid_request|malformed|bad_request|validation_error|invalid_parameter|usage_error|\b400\b`)},
-	{"network", true, true, ci(`econnreset|etimedout|enotfound|econnrefused|network_error|connection_failed|connection refused|could not resolve host|deadline_exceeded|socket_hang_up`)},
-	{"server", true, true, ci(`internal_server_error|service_unavailable|bad_gateway|\b50[0234]\b`)},
-	{"timeout", true, true, ci(`timed_out|timed out|timeout|sigterm|sigkill`)},
-	{"not_found", false, true, ci(`command_not_found|enoent|not_found|not found|model_not_found|\b404\b`)},
-	{"configuration", false, false, ci(`not_configured|missing_config|invalid_config|cli_not_installed|not_installed`)},
+	{CategoryQuota, false, true, alt(w("insufficient", "quota"), w("quota", "exceeded"), w("billing", "hard", "limit"),
+		w("resource", "exhausted"), w("credit", "limit"), w("usage", "limit"))},
+	{CategoryRateLimit, true, false, alt(w("rate", "limit"), w("too", "many", "requests"), `\b429\b`, `overloaded`, `throttl`)},
+	{CategoryAuthentication, false, false, alt(w("invalid", "api", "key"), `unauthori[sz]ed`, `unauthenticated`, w("permission", "denied"),
+		w("authentication", "failed"), w("not", "authenticated"), w("auth", "required"), `not logged in`, `\b401\b`, `\b403\b`)},
+	{CategoryValidation, false, false, alt(w("invalid", "request"), `malformed`, w("bad", "request"), w("validation", "error"),
+		w("invalid", "parameter"), w("usage", "error"), `\b400\b`)},
+	{CategoryNetwork, true, true, alt(`econnreset`, `etimedout`, `enotfound`, `econnrefused`, w("network", "error"),
+		w("connection", "failed"), w("connection", "refused"), w("connection", "reset"), `could not resolve host`,
+		w("deadline", "exceeded"), w("socket", "hang", "up"))},
+	{CategoryServer, true, true, alt(w("internal", "server", "error"), w("service", "unavailable"), w("bad", "gateway"), `\b50[0234]\b`)},
+	{CategoryTimeout, true, true, alt(w("timed", "out"), `timeout`, `sigterm`, `sigkill`)},
+	{CategoryNotFound, false, true, alt(w("command", "not", "found"), `enoent`, w("not", "found"), w("model", "not", "found"), `\b404\b`)},
+	{CategoryConfiguration, false, false, alt(w("not", "configured"), w("missing", "config"), w("invalid", "config"),
+		w("cli", "not", "installed"), w("not", "installed"))},
 }
 
-func ci(p string) *regexp.Regexp { return regexp.MustCompile(`(?i)` + p) }
+func alt(ps ...string) *regexp.Regexp {
+	return regexp.MustCompile(`(?i)(?:` + strings.Join(ps, "|") + `)`)
+}
 
-var retryAfter = regexp.MustCompile(`(?i)(?:retry after|retry-after:?|wait)\s+(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s|sec|seconds?|m|min|minutes?)?`)
+// retryAfter finds a suggested wait: "retry after 30 seconds", "Retry-After: 2", "retry_after 100ms",
+// "try again in 1.5s", "wait 5 seconds". A number without a unit is seconds.
+var retryAfter = regexp.MustCompile(`(?i)(?:retry[ _\-]?after|(?:try again|retry) in|\bwait)\s*:?\s*(\d+(?:\.\d+)?)\s*(ms|milliseconds?|s\b|secs?\b|seconds?|m\b|mins?\b|minutes?)?`)
 
 // DefaultRetryAfterMS is suggested for a rate limit that names no wait.
 const DefaultRetryAfterMS = 1000
 
-// Classify puts an error text in a category and, for rate limits, extracts the suggested wait.
+// Classify puts an error text in one of the ten categories, checked in the protocol's order, with
+// its retry and fallback guidance. A retryable error that names a wait ("retry after 30 seconds")
+// carries it in RetryAfterMS; a rate limit that names none gets DefaultRetryAfterMS.
 func Classify(text string) Class {
 	for _, c := range categories {
-		if c.pattern.MatchString(text) {
-			cl := Class{Category: c.name, Retryable: c.retry, Fallback: c.fallback}
-			if c.name == "rate_limit" {
-				cl.RetryAfterMS = DefaultRetryAfterMS
-				if m := retryAfter.FindStringSubmatch(text); m != nil {
-					cl.RetryAfterMS = toMS(m[1], m[2])
-				}
-			}
-			return cl
+		if !c.pattern.MatchString(text) {
+			continue
 		}
+		cl := Class{Category: c.name, Retryable: c.retry, Fallback: c.fallback}
+		if c.retry {
+			if m := retryAfter.FindStringSubmatch(text); m != nil {
+				cl.RetryAfterMS = toMS(m[1], m[2])
+			} else if c.name == CategoryRateLimit {
+				cl.RetryAfterMS = DefaultRetryAfterMS
+			}
+		}
+		return cl
 	}
-	return Class{Category: "unknown", Fallback: true}
+	return Class{Category: CategoryUnknown, Fallback: true}
 }
 
 func toMS(num, unit string) int64 {

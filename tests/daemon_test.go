@@ -26,7 +26,7 @@ import (
 // TestDaemonCheck runs `clihostd -check`: the embedded catalog loads; a broken bundle is refused.
 func TestDaemonCheck(t *testing.T) {
 	r := runBin(t, bin.daemon, t.TempDir(), "-check")
-	if r.code != 0 || strings.Count(r.stderr, "bundle loaded") != 10 || strings.Contains(r.stderr, "refused") {
+	if r.code != 0 || strings.Count(r.stderr, "bundle loaded") != 16 || strings.Contains(r.stderr, "refused") {
 		t.Fatalf("embedded catalog: exit %d\n%s", r.code, r.stderr)
 	}
 	r = runBin(t, bin.daemon, "", "-check", "-bundles", "testdata/spec-example", "-bundles", "testdata/unseen")
@@ -149,7 +149,7 @@ func TestDaemonServesStatusMCPAndReloads(t *testing.T) {
 	body := new(bytes.Buffer)
 	_, _ = body.ReadFrom(mresp.Body)
 	mresp.Body.Close()
-	if !strings.Contains(body.String(), "clihost_bundles 10") {
+	if !strings.Contains(body.String(), "clihost_bundles 16") {
 		t.Fatalf("metrics: %s", body)
 	}
 	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {

@@ -12,7 +12,7 @@ func TestCatalogLintsClean(t *testing.T) {
 	if r.code != 0 || r.stdout != "" {
 		t.Fatalf("catalog: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if !strings.HasPrefix(r.stderr, "10 bundle(s), ") {
+	if !strings.HasPrefix(r.stderr, "16 bundle(s), ") {
 		t.Fatalf("summary %q", r.stderr)
 	}
 }
