@@ -130,10 +130,6 @@ func TestFilesystem(t *testing.T) {
 	})
 }
 
-// refusedFS is any filesystem refusal: the expectation of weakness cases whose fix may refuse at
-// one step or another.
-var refusedFS = want{result: "denied", errnos: []string{"EACCES", "EROFS", "EPERM"}}
-
 // etcFile returns a world-readable file under /etc that the runtime read set does not include.
 func etcFile(t *testing.T) string {
 	for _, p := range []string{"/etc/hostname", "/etc/debian_version", "/etc/issue", "/etc/shells"} {

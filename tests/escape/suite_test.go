@@ -232,15 +232,9 @@ type report struct {
 	Detail string `json:"detail"`
 }
 
-// call runs the probe's case with args in bundle id's sandbox, with workspace ws, and returns its
-// report. The call itself must succeed (the probe always exits 0): anything else, such as a
-// sandbox_unavailable error, fails the test.
-func (s *suite) call(t *testing.T, id, ws, probeCase string, args ...string) report {
-	t.Helper()
-	return callOn(t, s.h, id, ws, probeCase, args...)
-}
-
-// callOn is call on host h.
+// callOn runs the probe's case with args in bundle id's sandbox on host h, with workspace ws, and
+// returns its report. The call itself must succeed (the probe always exits 0): anything else, such
+// as a sandbox_unavailable error, fails the test.
 func callOn(t *testing.T, h *host.Host, id, ws, probeCase string, args ...string) report {
 	t.Helper()
 	b, err := h.Bundle(id)
