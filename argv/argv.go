@@ -4,10 +4,12 @@
 //
 // Expansion rules (DESIGN.md):
 //   - a literal entry is itself;
-//   - a whole-entry ${input.x} is the value, nothing when absent, one argument per item for an array;
+//   - a whole-entry ${input.x} is the value, nothing when absent, one argument per item for an array
+//     and one "key=value" argument per entry for an object (sorted by key: map flags, --label k=v);
 //   - default('v') gives v when absent; optional('--f') gives --f VALUE (an array repeats the pair),
 //     or --f=VALUE as one argument when the flag ends with '='; flag('--f') gives --f when the value
-//     is true; json() gives the value encoded as JSON; join(',') joins an array into one argument;
+//     is true; json() gives the value encoded as JSON; join(',') joins an array (or an object's
+//     key=value entries) into one argument;
 //   - ${secrets.NAME} is the secret's value;
 //   - ${steps.N.output} (in runner.steps only) is step N's output, always exactly one argument
 //     (possibly empty), never split into words;
@@ -22,7 +24,9 @@ package argv
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -258,8 +262,8 @@ func (x *expander) whole(e *manifest.TemplateExpr, positional bool) error {
 		if !present {
 			return nil
 		}
-		items, isArray := v.([]any)
-		if !isArray {
+		items, isList := entries(v)
+		if !isList {
 			items = []any{v}
 		}
 		for _, it := range items {
@@ -310,7 +314,7 @@ func (x *expander) whole(e *manifest.TemplateExpr, positional bool) error {
 
 // values emits a value: one argument, or one per item of an array.
 func (x *expander) values(v any, ptr string, positional bool) error {
-	items, isArray := v.([]any)
+	items, isArray := entries(v)
 	if !isArray {
 		items = []any{v}
 	}
@@ -425,9 +429,30 @@ func lookup(input map[string]any, path []string) (any, bool) {
 	return cur, cur != nil
 }
 
-// joined renders a value as one argument: array items joined by sep, anything else as a scalar.
+// entries returns the items a list value stands for: an array's items, or an object's entries as
+// "key=value" strings sorted by key (the form map flags take: --label k=v); ok is false for a
+// scalar. An entry whose value is not a scalar renders it as JSON.
+func entries(v any) (items []any, ok bool) {
+	switch t := v.(type) {
+	case []any:
+		return t, true
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			s, err := scalar(t[k])
+			if err != nil {
+				s = fmt.Sprint(t[k])
+			}
+			items = append(items, k+"="+s)
+		}
+		return items, true
+	}
+	return nil, false
+}
+
+// joined renders a value as one argument: array items (or object entries, see entries) joined by
+// sep, anything else as a scalar.
 func joined(v any, sep string) (string, error) {
-	items, ok := v.([]any)
+	items, ok := entries(v)
 	if !ok {
 		return scalar(v)
 	}

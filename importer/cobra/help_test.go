@@ -157,7 +157,7 @@ func TestFlagProperty(t *testing.T) {
 		{Flag{Name: "ss", Type: "strings", TypeKnown: true}, "array", "string", "--ss=${input.ss | join(',')}"},
 		{Flag{Name: "sa", Type: "stringArray", TypeKnown: true}, "array", "string", "${input.sa | optional('--sa=')}"},
 		{Flag{Name: "is", Type: "ints", TypeKnown: true}, "array", "integer", "--is=${input.is | join(',')}"},
-		{Flag{Name: "m", Type: "stringToString", TypeKnown: true}, "array", "string", "${input.m | optional('--m=')}"},
+		{Flag{Name: "m", Type: "stringToString", TypeKnown: true}, "object", "", "${input.m | optional('--m=')}"},
 		{Flag{Name: "d", Type: "duration", TypeKnown: true}, "string", "", "${input.d | optional('--d=')}"},
 		{Flag{Name: "c", Type: "count", TypeKnown: true}, "integer", "", "${input.c | optional('--c=')}"},
 		{Flag{Name: "ip", Type: "ip", TypeKnown: true}, "string", "", "${input.ip | optional('--ip=')}"},

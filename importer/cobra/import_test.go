@@ -169,7 +169,7 @@ func TestImportRoundTrip(t *testing.T) {
 		{"remote add", `{"name": "origin", "url": "https://x/y.git", "branch": "dev"}`,
 			[]string{"remote", "add", "--branch=dev", "origin", "https://x/y.git"}},
 		{"remote add", `{"name": "o", "url": "u", "branch": "b", "repo": "a/b", "verbose": 2, "bind": "10.0.0.1", "depth": 3,
-			"fetch": false, "header": ["A: 1", "B: 2"], "label": ["k=v", "x=y"], "max-size": 9, "mirror": true, "name-only": "n",
+			"fetch": false, "header": ["A: 1", "B: 2"], "label": {"x": "y", "k": "v"}, "max-size": 9, "mirror": true, "name-only": "n",
 			"ports": [80, 443], "ratio": 0.25, "retries": 5, "timeout": "1m30s", "track": ["main", "dev"]}`,
 			[]string{"remote", "add", "--branch=b", "--repo=a/b", "--verbose=2", "--bind=10.0.0.1", "--depth=3", "--fetch=false",
 				"--header=A: 1", "--header=B: 2", "--label=k=v", "--label=x=y", "--max-size=9", "--mirror", "--name-only=n",

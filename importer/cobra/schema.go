@@ -78,13 +78,14 @@ func FlagProperty(f *Flag) Property {
 	case "stringArray":
 		s["type"], s["items"] = "array", map[string]any{"type": "string"}
 	case "stringToString", "stringToInt", "stringToInt64":
-		// The argv language cannot iterate over an object's entries, so a map is a list of
-		// "key=value" strings, each passed as its own --name=key=value (pflag merges them).
-		value := ".*"
+		// An object; each entry is passed as its own --name=key=value (pflag merges them).
+		value := "string"
 		if typ != "stringToString" {
-			value = "-?[0-9]+"
+			value = "integer"
 		}
-		s["type"], s["items"] = "array", map[string]any{"type": "string", "pattern": "^[^=,]+=" + value + "$"}
+		s["type"] = "object"
+		s["additionalProperties"] = map[string]any{"type": value}
+		s["propertyNames"] = map[string]any{"pattern": "^[^=,]+$"}
 		desc += " (key=value pairs)"
 	default:
 		s["type"] = "string"
