@@ -149,16 +149,22 @@ func (h *Host) Call(ctx context.Context, b *manifest.Bundle, tool string, input 
 	return env
 }
 
+// envOf builds a process environment from nothing, a sandbox's env block and the extra variables
+// to pass (see sandbox.Env); the variables it refuses are reported by lint, not here.
+func (h *Host) envOf(e *manifest.Env, extra ...string) []string {
+	var set map[string]string
+	pass := extra
+	if e != nil {
+		pass, set = append(slices.Clone(e.Pass), extra...), e.Set
+	}
+	env, _ := sandbox.Env(h.opts.LookupEnv, pass, set)
+	return env
+}
+
 // Verify resolves a bundle's binary and checks its version, as a call would. It returns the binary's
 // path and version, or the error a call would get (not_installed, version_mismatch).
 func (h *Host) Verify(ctx context.Context, b *manifest.Bundle, workspace string) (path, version string, err *Error) {
-	var pass []string
-	var set map[string]string
-	if e := b.CLI.Sandbox.Env; e != nil {
-		pass, set = e.Pass, e.Set
-	}
-	env, _ := sandbox.Env(h.opts.LookupEnv, pass, set)
-	bin, err := h.gate(ctx, b, workspace, env)
+	bin, err := h.gate(ctx, b, workspace, h.envOf(b.CLI.Sandbox.Env))
 	return bin.path, bin.version, err
 }
 
@@ -169,12 +175,7 @@ func (h *Host) LifecycleEnv(ctx context.Context, b *manifest.Bundle, ws string) 
 	if verr != nil {
 		return authstate.Env{}, verr
 	}
-	var pass []string
-	var set map[string]string
-	if e := b.CLI.Sandbox.Env; e != nil {
-		pass, set = e.Pass, e.Set
-	}
-	env, _ := sandbox.Env(h.opts.LookupEnv, append(slices.Clone(pass), "PATH"), set)
+	env := h.envOf(b.CLI.Sandbox.Env, "PATH")
 	plan, pol, e := h.confine(b, nil, path, ws, &env)
 	if e != nil {
 		return authstate.Env{}, e
@@ -214,12 +215,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 		return fail("input_invalid", fmt.Sprintf("workspace %q is not a directory", c.Workspace), "pass an existing directory as the workspace")
 	}
 	eff := manifest.EffectiveSandbox(b.CLI.Sandbox, t.Tool.Sandbox)
-	var pass []string
-	var set map[string]string
-	if eff.Env != nil {
-		pass, set = eff.Env.Pass, eff.Env.Set
-	}
-	env, _ := sandbox.Env(h.opts.LookupEnv, pass, set)
+	env := h.envOf(eff.Env)
 
 	bin, gateErr := h.gate(ctx, b, workspace, env)
 	if gateErr != nil {

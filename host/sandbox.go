@@ -74,6 +74,10 @@ const nobodyID = 65534
 // probeOnce caches whether this host can build the sandbox at all.
 var probeOnce = sync.OnceValue(nsinit.Check)
 
+// SandboxAvailable reports whether this host can build the kernel sandbox: nil, or an error naming
+// the missing piece. The kernel is probed once per process.
+func SandboxAvailable() error { return probeOnce() }
+
 // identity is whom bundle processes run as, and the home directory ~ stands for.
 type identity struct {
 	id   sandbox.Identity

@@ -31,7 +31,6 @@ import (
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/mcp"
 	"github.com/clihost/clihost/registry"
-	"github.com/clihost/clihost/sandbox/nsinit"
 	"github.com/clihost/clihost/setup"
 	"github.com/clihost/clihost/store"
 )
@@ -178,7 +177,7 @@ func sandboxOptions(log *slog.Logger, c config, stateDir, socket string) (host.S
 		}
 		o.EgressPorts = append(o.EgressPorts, port)
 	}
-	switch err := nsinit.Check(); {
+	switch err := host.SandboxAvailable(); {
 	case o.Off:
 		log.Warn("THE KERNEL SANDBOX IS OFF (--sandbox=off): every CLI runs with this daemon's full rights, without the bundles' filesystem, exec and network limits")
 	case err != nil:
@@ -192,7 +191,7 @@ func (d *daemon) sandboxState() string {
 	if d.sandbox.Off {
 		return "off"
 	}
-	if err := nsinit.Check(); err != nil {
+	if err := host.SandboxAvailable(); err != nil {
 		return "unavailable: " + err.Error()
 	}
 	return "on"
