@@ -16,19 +16,6 @@ import (
 	"github.com/clihost/clihost/registry"
 )
 
-// need skips when a Debian binary is missing, except under CI where .ci/run installs it.
-func need(t *testing.T, bins ...string) {
-	t.Helper()
-	for _, b := range bins {
-		if _, err := exec.LookPath(b); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is not installed; .ci/run installs it", b)
-			}
-			t.Skipf("%s is not installed", b)
-		}
-	}
-}
-
 func catalogHost(t *testing.T) (*Host, *bytes.Buffer) {
 	t.Helper()
 	reg, err := registry.Load(registry.EmbeddedSource())
@@ -150,7 +137,7 @@ runner: { cli: ../../CLI.md, argv: [-n, -r, '"not json"'], output: { format: jso
 }
 
 func TestCallJQ(t *testing.T) {
-	need(t, "jq")
+	fixture.Need(t, "jq")
 	h, audit := catalogHost(t)
 	b := bundle(t, h, "jq")
 	ws := fixture.Workspace(t)
@@ -178,7 +165,7 @@ func TestCallJQ(t *testing.T) {
 }
 
 func TestInputValidationAndDefaults(t *testing.T) {
-	need(t, "jq")
+	fixture.Need(t, "jq")
 	h, _ := writeBundle(t, echoBundle("jq", ">=1.5", ""), Options{})
 	b := bundle(t, h, "echo")
 	ws := fixture.Workspace(t)
@@ -204,7 +191,7 @@ func TestInputValidationAndDefaults(t *testing.T) {
 // TestInjectionCorpus sends hostile values through a real process: each comes back byte for byte or
 // is refused, and nothing is executed.
 func TestInjectionCorpus(t *testing.T) {
-	need(t, "jq")
+	fixture.Need(t, "jq")
 	h, _ := writeBundle(t, echoBundle("jq", ">=1.5", ""), Options{})
 	b := bundle(t, h, "echo")
 	ws := fixture.Workspace(t)
@@ -239,7 +226,7 @@ func TestInjectionCorpus(t *testing.T) {
 }
 
 func TestGate(t *testing.T) {
-	need(t, "jq")
+	fixture.Need(t, "jq")
 	h, _ := writeBundle(t, echoBundle("no-such-binary-xyz", ">=1.5", ""), Options{})
 	env := h.Call(context.Background(), bundle(t, h, "echo"), "echo", js(t, `{"v": "x"}`), Caller{Workspace: fixture.Workspace(t)}, CallOptions{})
 	if env.Error == nil || env.Error.Code != "not_installed" || !strings.Contains(env.Error.Hint, "apt-get install jq") {
@@ -267,7 +254,7 @@ func TestGate(t *testing.T) {
 }
 
 func TestSecretsAreRedacted(t *testing.T) {
-	need(t, "jq")
+	fixture.Need(t, "jq")
 	files := echoBundle("jq", ">=1.5", "auth:\n  state: { env: [ECHO_TOKEN] }\n")
 	lookup := func(k string) (string, bool) {
 		switch k {
@@ -286,7 +273,7 @@ func TestSecretsAreRedacted(t *testing.T) {
 }
 
 func TestTimeoutCancelAndProgress(t *testing.T) {
-	need(t, "sleep")
+	fixture.Need(t, "sleep")
 	h, _ := writeBundle(t, fixture.Sleep(500), Options{ProgressEvery: 50 * time.Millisecond})
 	b := bundle(t, h, "sleep")
 	ticks := 0
@@ -307,7 +294,7 @@ func TestTimeoutCancelAndProgress(t *testing.T) {
 }
 
 func TestRipgrepAndGit(t *testing.T) {
-	need(t, "rg", "git")
+	fixture.Need(t, "rg", "git")
 	h, _ := catalogHost(t)
 	ws := fixture.Workspace(t)
 	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("alpha\nneedle here\nomega\n"), 0o644); err != nil {

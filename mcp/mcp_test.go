@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -15,18 +13,6 @@ import (
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/registry"
 )
-
-func need(t *testing.T, bins ...string) {
-	t.Helper()
-	for _, b := range bins {
-		if _, err := exec.LookPath(b); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is not installed; .ci/run installs it", b)
-			}
-			t.Skipf("%s is not installed", b)
-		}
-	}
-}
 
 func newHost(t *testing.T) *host.Host {
 	t.Helper()
@@ -103,7 +89,7 @@ func TestToolsModeListsEveryToolWithPaging(t *testing.T) {
 }
 
 func TestToolsModeCalls(t *testing.T) {
-	need(t, "jq")
+	fixture.Need(t, "jq")
 	h := newHost(t)
 	c := connect(t, h, "jq", Options{Caller: host.Caller{Workspace: fixture.Workspace(t)}})
 	res, err := c.CallTool(context.Background(), &sdk.CallToolParams{Name: "eval", Arguments: map[string]any{"json": `{"a":"b"}`, "filter": ".a", "raw_output": true}})
@@ -124,7 +110,7 @@ func TestToolsModeCalls(t *testing.T) {
 }
 
 func TestACLIMode(t *testing.T) {
-	need(t, "jq")
+	fixture.Need(t, "jq")
 	h := newHost(t)
 	c := connect(t, h, "jq", Options{Caller: host.Caller{Workspace: fixture.Workspace(t)}, ACLI: true})
 	tools, err := c.ListTools(context.Background(), nil)
@@ -163,7 +149,7 @@ func TestACLIMode(t *testing.T) {
 }
 
 func TestHTTPHandler(t *testing.T) {
-	need(t, "jq")
+	fixture.Need(t, "jq")
 	h := newHost(t)
 	srv := httptest.NewServer(Handler(h, Options{Caller: host.Caller{Workspace: fixture.Workspace(t)}}))
 	defer srv.Close()

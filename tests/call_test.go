@@ -3,7 +3,6 @@ package tests
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,14 +30,7 @@ func decodeEnvelope(t *testing.T, r result) envelope {
 
 // TestCallCommand runs `clihostctl call` as a user would, against the real jq and git.
 func TestCallCommand(t *testing.T) {
-	for _, b := range []string{"jq", "git"} {
-		if _, err := exec.LookPath(b); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s missing", b)
-			}
-			t.Skipf("%s is not installed", b)
-		}
-	}
+	fixture.Need(t, "jq", "git")
 	ws := fixture.Workspace(t)
 	if err := os.WriteFile(filepath.Join(ws, "data.json"), []byte(`{"items":[{"n":1},{"n":2}]}`), 0o644); err != nil {
 		t.Fatal(err)

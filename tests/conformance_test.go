@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clihost/clihost/internal/fixture"
 	"gopkg.in/yaml.v3"
 )
 
@@ -49,7 +50,7 @@ var ansiRE = regexp.MustCompile("\x1b\\[[0-9;]*m")
 
 func TestConformance(t *testing.T) {
 	requireNodeModules(t)
-	requireBins(t, "jq")
+	fixture.Need(t, "jq")
 	node := nodeBin(t)
 	out, err := exec.Command(node, "--version").Output()
 	major, _ := strconv.Atoi(strings.SplitN(strings.TrimPrefix(strings.TrimSpace(string(out)), "v"), ".", 2)[0])

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/clihost/clihost/internal/fixture"
 )
 
 // TestDaemonCheck runs `clihostd -check`: the embedded catalog loads; a broken bundle is refused.
@@ -119,7 +121,7 @@ func (d *daemonProc) status(t *testing.T, bundle string) bundleStatus {
 // the control socket, calls MCP over HTTP with and without the token, reloads and stops it.
 func TestDaemonServesStatusMCPAndReloads(t *testing.T) {
 	d := startDaemon(t, t.TempDir())
-	if _, err := exec.LookPath("jq"); err == nil {
+	if _, err := exec.LookPath("jq"); err == nil || os.Getenv("CI") == "true" { // .ci/run installs jq
 		if st := d.status(t, "jq"); st.Install != "installed" || !st.Ready || st.Version == "" {
 			t.Fatalf("jq status %+v", st)
 		}
@@ -317,12 +319,7 @@ func TestDaemonReloadsOnFileChange(t *testing.T) {
 // TestDaemonSandboxOffIsLoud starts clihostd with --sandbox=off: the log, every status and every
 // call result say so. With the sandbox on (every other test) status says "on".
 func TestDaemonSandboxOffIsLoud(t *testing.T) {
-	if _, err := exec.LookPath("jq"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("jq missing")
-		}
-		t.Skip("jq is not installed")
-	}
+	fixture.Need(t, "jq")
 	d := startDaemon(t, t.TempDir(), "--sandbox=off")
 	if r := d.ctl(t, "status", "jq"); !strings.Contains(r.stdout, "WARNING: kernel sandbox off") {
 		t.Fatalf("status: exit %d\n%s%s", r.code, r.stdout, r.stderr)

@@ -64,19 +64,6 @@ func nodeBin(t *testing.T) string {
 	return p
 }
 
-// requireBins skips (or fails under CI=true) when a real CLI the test drives is not installed.
-func requireBins(t *testing.T, names ...string) {
-	t.Helper()
-	for _, n := range names {
-		if _, err := exec.LookPath(n); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is not installed (CI=true)", n)
-			}
-			t.Skipf("%s is not installed", n)
-		}
-	}
-}
-
 // mcpEnv is the environment of clients and servers: the caller's, with no bundle path, so only
 // the embedded catalog (or --bundles) is used.
 func mcpEnv() []string { return append(os.Environ(), "CLIHOST_BUNDLES=") }
@@ -715,7 +702,7 @@ const jqData = `{"items":[{"id":1,"state":"open","name":"a"},{"id":2,"state":"cl
 
 func TestMCPJQ(t *testing.T) {
 	requireNodeModules(t)
-	requireBins(t, "jq")
+	fixture.Need(t, "jq")
 	ws := fixture.Workspace(t)
 	writeFiles(t, ws, map[string]string{"data.json": jqData + "\n", "bad.json": "{\"a\": 1,,}\n"})
 	tools := bundleTools(t, "../bundles/jq")
@@ -834,7 +821,7 @@ func gitRepo(t *testing.T) (string, []string) {
 
 func TestMCPGit(t *testing.T) {
 	requireNodeModules(t)
-	requireBins(t, "git")
+	fixture.Need(t, "git")
 	ws, env := gitRepo(t)
 	tools := bundleTools(t, "../bundles/git")
 	base := serveMCP(t, ws)
@@ -886,7 +873,7 @@ func TestMCPGit(t *testing.T) {
 
 func TestMCPRipgrep(t *testing.T) {
 	requireNodeModules(t)
-	requireBins(t, "rg")
+	fixture.Need(t, "rg")
 	ws := fixture.Workspace(t)
 	writeFiles(t, ws, map[string]string{
 		"src/a.go":       "package a\n// needle one\nfunc A() {}\n",
@@ -951,7 +938,7 @@ func TestMCPRipgrep(t *testing.T) {
 
 func TestMCPErrorPaths(t *testing.T) {
 	requireNodeModules(t)
-	requireBins(t, "jq")
+	fixture.Need(t, "jq")
 	ws := fixture.Workspace(t)
 	fixtures := []string{"--bundles", "testdata/conformance"}
 	base := serveMCP(t, ws, fixtures...)
@@ -1015,7 +1002,7 @@ func processesWith(marker string) []string {
 // way the server can no longer deliver a result, so the child must not run on to its timeout.
 func TestMCPCancel(t *testing.T) {
 	requireNodeModules(t)
-	requireBins(t, "jq")
+	fixture.Need(t, "jq")
 	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
 		t.Skip("needs /proc")
 	}
@@ -1066,7 +1053,7 @@ func TestMCPCancel(t *testing.T) {
 // progress once a second, so at least three increasing notifications arrive before the result.
 func TestMCPProgress(t *testing.T) {
 	requireNodeModules(t)
-	requireBins(t, "jq")
+	fixture.Need(t, "jq")
 	ws := fixture.Workspace(t)
 	fixtures := []string{"--bundles", "testdata/conformance"}
 	base := serveMCP(t, ws, fixtures...)
@@ -1145,7 +1132,7 @@ func acliQuote(s string) string {
 
 func TestMCPInjectionCorpus(t *testing.T) {
 	requireNodeModules(t)
-	requireBins(t, "jq", "rg")
+	fixture.Need(t, "jq", "rg")
 	ws := fixture.Workspace(t)
 	canary := filepath.Join(ws, "pwned")
 	corpus := make([]string, len(injectionCorpus))
