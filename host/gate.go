@@ -75,23 +75,29 @@ func (h *Host) resolve(b *manifest.Bundle) (string, *Error) {
 			}
 		}
 	}
-	bin := b.CLI.Bin
-	if strings.Contains(bin, "/") {
-		if filepath.IsAbs(bin) && isExecutable(bin) {
-			return bin, nil
+	if p, ok := h.lookPath(b.CLI.Bin); ok {
+		return p, nil
+	}
+	return "", &Error{Code: "not_installed", Message: fmt.Sprintf("%s is not installed: not found on PATH", b.CLI.Bin), Hint: installHint(b)}
+}
+
+// lookPath finds a program: an absolute path as it is, a bare name in the absolute entries of the
+// host's PATH (a relative entry would resolve against our cwd, not a fixed place). A name with a
+// slash that is not absolute is never found.
+func (h *Host) lookPath(name string) (string, bool) {
+	if strings.Contains(name, "/") {
+		return name, filepath.IsAbs(name) && isExecutable(name)
+	}
+	pathVar, _ := h.opts.LookupEnv("PATH")
+	for _, dir := range filepath.SplitList(pathVar) {
+		if !filepath.IsAbs(dir) {
+			continue
 		}
-	} else {
-		pathVar, _ := h.opts.LookupEnv("PATH")
-		for _, dir := range filepath.SplitList(pathVar) {
-			if dir == "" || !filepath.IsAbs(dir) {
-				continue // a relative PATH entry would resolve against our cwd, not a fixed place
-			}
-			if p := filepath.Join(dir, bin); isExecutable(p) {
-				return p, nil
-			}
+		if p := filepath.Join(dir, name); isExecutable(p) {
+			return p, true
 		}
 	}
-	return "", &Error{Code: "not_installed", Message: fmt.Sprintf("%s is not installed: not found on PATH", bin), Hint: installHint(b)}
+	return "", false
 }
 
 func isExecutable(p string) bool {

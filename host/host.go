@@ -258,15 +258,9 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	if err != nil {
 		return Envelope{Error: expandError(err)}
 	}
-	var stdin []byte // runner.stdin; nil: /dev/null
-	if tok := t.Tool.Runner.ParsedStdin; tok != nil {
-		text, present, err := argv.ExpandString(*tok, argv.Values{Input: input, Secrets: secrets})
-		if err != nil {
-			return Envelope{Error: expandError(err)}
-		}
-		if present {
-			stdin = []byte(text)
-		}
+	stdin, e := expandStdin(t.Tool.Runner.ParsedStdin, argv.Values{Input: input, Secrets: secrets})
+	if e != nil {
+		return Envelope{Error: e}
 	}
 	conv := output.For(b.CLI, t.Tool)
 	args = append(slices.Clone(b.CLI.BinArgs), conv.Args(args)...)

@@ -153,17 +153,27 @@ func (h *Host) stepCommand(sc stepCall, i int, s *manifest.ToolStep, vals argv.V
 			env = setEnv(env, k, v)
 		}
 	}
-	var stdin []byte
-	if s.ParsedStdin != nil {
-		text, present, err := argv.ExpandString(*s.ParsedStdin, vals)
-		if err != nil {
-			return runner.Command{}, stepErr(i, expandError(err))
-		}
-		if present {
-			stdin = []byte(text)
-		}
+	stdin, e := expandStdin(s.ParsedStdin, vals)
+	if e != nil {
+		return runner.Command{}, stepErr(i, e)
 	}
 	return runner.Command{Path: path, Args: args, Dir: dir, Env: env, Stdin: stdin}, nil
+}
+
+// expandStdin expands a stdin template (runner.stdin, a step's stdin): nil, meaning /dev/null, when
+// there is none or an input it uses is absent.
+func expandStdin(tok *manifest.TemplateToken, vals argv.Values) ([]byte, *Error) {
+	if tok == nil {
+		return nil, nil
+	}
+	text, present, err := argv.ExpandString(*tok, vals)
+	if err != nil {
+		return nil, expandError(err)
+	}
+	if !present {
+		return nil, nil
+	}
+	return []byte(text), nil
 }
 
 // stepErr names the step in an error's message.
@@ -175,20 +185,8 @@ func stepErr(i int, e *Error) *Error {
 // spawnPath finds the program of a step that does not run the bundle's bin: an absolute path, or a
 // bare name on PATH (lint has checked that it is listed in exec.spawn).
 func (h *Host) spawnPath(name string) (string, *Error) {
-	if filepath.IsAbs(name) {
-		if isExecutable(name) {
-			return name, nil
-		}
-	} else {
-		pathVar, _ := h.opts.LookupEnv("PATH")
-		for _, dir := range filepath.SplitList(pathVar) {
-			if dir == "" || !filepath.IsAbs(dir) {
-				continue
-			}
-			if p := filepath.Join(dir, name); isExecutable(p) {
-				return p, nil
-			}
-		}
+	if p, ok := h.lookPath(name); ok {
+		return p, nil
 	}
 	return "", &Error{Code: "not_installed", Message: fmt.Sprintf("%s is not installed: not found on PATH", name),
 		Hint: fmt.Sprintf("install %s so that it is on PATH", name)}
