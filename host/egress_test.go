@@ -51,7 +51,7 @@ runner: { cli: ../../CLI.md, argv: [--silent, --show-error, --fail, --max-time, 
 // only through the call's egress proxy, only for an allowed name, and only when the operator admits
 // loopback; every decision is audited under the call's id.
 func TestCallEgressThroughTheProxy(t *testing.T) {
-	need(t, "curl")
+	fixture.Need(t, "curl")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "hello from the host") }))
 	defer srv.Close()
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())

@@ -17,7 +17,7 @@ import (
 // TestSetupAndAuthGateCalls drives a bundle through setup (a secret persisted to the environment)
 // and login (completes_when reads a flag file), then detects expiry from an exit code.
 func TestSetupAndAuthGateCalls(t *testing.T) {
-	need(t, "jq")
+	fixture.Need(t, "jq")
 	flag := filepath.Join(t.TempDir(), "logged-in.json")
 	if err := os.WriteFile(flag, []byte("false"), 0o644); err != nil {
 		t.Fatal(err)

@@ -70,7 +70,7 @@ runner:
 }
 
 func TestStdinAndSteps(t *testing.T) {
-	need(t, "cat", "printf")
+	fixture.Need(t, "cat", "printf")
 	h, _ := writeBundle(t, catBundle, Options{})
 	b := bundle(t, h, "cat")
 	ws := fixture.Workspace(t)

@@ -21,7 +21,7 @@ func sleepHost(t *testing.T) *host.Host {
 }
 
 func TestProgressNotifications(t *testing.T) {
-	need(t, "sleep")
+	fixture.Need(t, "sleep")
 	h := sleepHost(t)
 	b, err := h.Bundle("sleep")
 	if err != nil {
@@ -53,7 +53,7 @@ func TestProgressNotifications(t *testing.T) {
 
 // TestCancellationKillsTheProcess cancels a call from the client and checks the CLI process is gone.
 func TestCancellationKillsTheProcess(t *testing.T) {
-	need(t, "sleep")
+	fixture.Need(t, "sleep")
 	h := sleepHost(t)
 	c := connect(t, h, "sleep", Options{Caller: host.Caller{Workspace: fixture.Workspace(t)}})
 	const marker = "31.4159"
