@@ -80,11 +80,11 @@ type egressConn struct {
 
 // newEgressPair creates the listener socket pair: the host's end and the init's.
 func newEgressPair() (*egressConn, *os.File, error) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	host, child, err := socketPair("egress")
 	if err != nil {
-		return nil, nil, fmt.Errorf("egress socket pair: %w", err)
+		return nil, nil, err
 	}
-	return &egressConn{f: os.NewFile(uintptr(fds[0]), "egress-host")}, os.NewFile(uintptr(fds[1]), "egress-init"), nil
+	return &egressConn{f: host}, child, nil
 }
 
 // close releases the host's end, if Listeners has not.
@@ -169,18 +169,9 @@ func (e *egressConn) receive() ([]int, error) {
 	if recvErr != nil {
 		return nil, fmt.Errorf("receive: %w", recvErr)
 	}
-	var fds []int
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	fds, err := unixRights(oob[:oobn])
 	if err != nil {
 		return nil, fmt.Errorf("receive: control message: %w", err)
-	}
-	for _, m := range msgs {
-		r, err := unix.ParseUnixRights(&m)
-		if err != nil {
-			closeAll(fds)
-			return nil, fmt.Errorf("receive: control message: %w", err)
-		}
-		fds = append(fds, r...)
 	}
 	switch {
 	case n == 0 && len(fds) == 0:
@@ -323,23 +314,9 @@ func listenSocket(s listenSpec) (int, error) {
 // existing regular file (a program that reads the target directly sees ours too). A path missing
 // on the host is left alone: without resolv.conf, resolvers ask 127.0.0.1 anyway.
 func mountEgressFiles(files []egressFile) error {
-	fsfd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	mfd, err := detachedTmpfs("size", "16k", "mode", "0755")
 	if err != nil {
-		return fmt.Errorf("fsopen tmpfs: %w", err)
-	}
-	defer unix.Close(fsfd)
-	if err := unix.FsconfigSetString(fsfd, "size", "16k"); err != nil {
-		return fmt.Errorf("fsconfig: %w", err)
-	}
-	if err := unix.FsconfigSetString(fsfd, "mode", "0755"); err != nil {
-		return fmt.Errorf("fsconfig: %w", err)
-	}
-	if err := unix.FsconfigCreate(fsfd); err != nil {
-		return fmt.Errorf("fsconfig create: %w", err)
-	}
-	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
-	if err != nil {
-		return fmt.Errorf("fsmount: %w", err)
+		return err
 	}
 	defer unix.Close(mfd)
 	for _, ef := range files {

@@ -81,11 +81,40 @@ type ingressConn struct {
 
 // newIngressPair creates the ingress socket pair: the host's end and the init's.
 func newIngressPair() (*ingressConn, *os.File, error) {
+	host, child, err := socketPair("ingress")
+	if err != nil {
+		return nil, nil, err
+	}
+	return &ingressConn{f: host}, child, nil
+}
+
+// socketPair creates a SOCK_SEQPACKET socket pair between the host and the init, named after what
+// it carries: the host's end and the init's.
+func socketPair(what string) (host, child *os.File, err error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, nil, fmt.Errorf("ingress socket pair: %w", err)
+		return nil, nil, fmt.Errorf("%s socket pair: %w", what, err)
 	}
-	return &ingressConn{f: os.NewFile(uintptr(fds[0]), "ingress-host")}, os.NewFile(uintptr(fds[1]), "ingress-init"), nil
+	return os.NewFile(uintptr(fds[0]), what+"-host"), os.NewFile(uintptr(fds[1]), what+"-init"), nil
+}
+
+// unixRights returns the descriptors the SCM_RIGHTS control messages in oob carry. On error it
+// closes those it had already taken.
+func unixRights(oob []byte) ([]int, error) {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil, err
+	}
+	var fds []int
+	for _, m := range msgs {
+		r, err := unix.ParseUnixRights(&m)
+		if err != nil {
+			closeAll(fds)
+			return nil, err
+		}
+		fds = append(fds, r...)
+	}
+	return fds, nil
 }
 
 // dial asks the init for a connection to port inside the sandbox.
@@ -123,15 +152,9 @@ func (c *ingressConn) dial(port int) (net.Conn, error) {
 	case reply[0] != ingressConnected:
 		return nil, fmt.Errorf("unexpected reply %q", reply[:n])
 	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		return nil, fmt.Errorf("no socket in the reply: %v", err)
-	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
+	fds, err := unixRights(oob[:oobn])
 	if err != nil || len(fds) != 1 {
-		for _, fd := range fds {
-			unix.Close(fd)
-		}
+		closeAll(fds)
 		return nil, fmt.Errorf("no socket in the reply: %v", err)
 	}
 	f := os.NewFile(uintptr(fds[0]), "ingress")

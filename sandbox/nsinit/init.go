@@ -353,20 +353,9 @@ func maskDenied(deny []string) error {
 	if len(deny) == 0 {
 		return nil
 	}
-	fsfd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	mfd, err := detachedTmpfs("size", "4k")
 	if err != nil {
-		return fmt.Errorf("fsopen tmpfs: %w", err)
-	}
-	defer unix.Close(fsfd)
-	if err := unix.FsconfigSetString(fsfd, "size", "4k"); err != nil {
-		return fmt.Errorf("fsconfig: %w", err)
-	}
-	if err := unix.FsconfigCreate(fsfd); err != nil {
-		return fmt.Errorf("fsconfig create: %w", err)
-	}
-	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
-	if err != nil {
-		return fmt.Errorf("fsmount: %w", err)
+		return err
 	}
 	defer unix.Close(mfd)
 	if err := unix.Mkdirat(mfd, "dir", 0); err != nil {
@@ -394,6 +383,29 @@ func maskDenied(deny []string) error {
 		}
 	}
 	return nil
+}
+
+// detachedTmpfs creates a private tmpfs (nosuid, nodev, noexec) with the options opts (key, value,
+// key, value...) and returns its detached mount, for mountMask to clone files from.
+func detachedTmpfs(opts ...string) (int, error) {
+	fsfd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen tmpfs: %w", err)
+	}
+	defer unix.Close(fsfd)
+	for i := 0; i+1 < len(opts); i += 2 {
+		if err := unix.FsconfigSetString(fsfd, opts[i], opts[i+1]); err != nil {
+			return -1, fmt.Errorf("fsconfig: %w", err)
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return -1, fmt.Errorf("fsconfig create: %w", err)
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount: %w", err)
+	}
+	return mfd, nil
 }
 
 // mountMask attaches a read-only clone of src (in the mask tmpfs at mfd) over target.
