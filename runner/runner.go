@@ -15,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -117,8 +116,7 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		plan := *c.Sandbox
 		plan.Path, plan.Args, plan.Dir, plan.Env = c.Path, argv, c.Dir, c.Env
 		if c.Egress != nil {
-			plan.Egress, plan.NoNetwork = true, false
-			plan.Env = append(slices.Clone(c.Env), egress.ProxyEnv()...)
+			plan.UseEgress()
 		}
 		if sandboxed, err = nsinit.Command(plan); err != nil {
 			return Result{}, fmt.Errorf("runner: %s not started: %w: %w", c.Path, nsinit.ErrUnavailable, err)
@@ -161,7 +159,7 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	if stderr != nil {
 		readers.Go(stderr.read)
 	}
-	stopEgress, egressErr := serveEgress(sandboxed, c.Egress)
+	stopEgress, egressErr := ServeEgress(sandboxed, c.Egress)
 	stopIngress := func() {}
 	if egressErr == nil && sandboxed != nil {
 		if stopIngress, egressErr = sandboxed.ServeIngress(); egressErr != nil {
@@ -193,10 +191,11 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	return res, nil
 }
 
-// serveEgress receives the egress listeners of a started sandbox whose plan has Egress and serves
-// them with pol until the returned stop is called (once the process is gone); stop waits until
-// nothing is served any more. Without pol it does nothing.
-func serveEgress(sandboxed *nsinit.Cmd, pol *egress.Policy) (stop func(), err error) {
+// ServeEgress receives the egress listeners of a started sandbox whose plan has Egress (see
+// nsinit.Plan.UseEgress) and serves them with pol until the returned stop is called (once the
+// process is gone); stop waits until nothing is served any more. Without pol it does nothing. Run
+// does this for its commands; a caller that starts a sandbox itself (clihostctl login) calls it.
+func ServeEgress(sandboxed *nsinit.Cmd, pol *egress.Policy) (stop func(), err error) {
 	if sandboxed == nil || pol == nil {
 		return func() {}, nil
 	}

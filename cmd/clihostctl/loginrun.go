@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/runner"
 	"github.com/clihost/clihost/sandbox"
 	"github.com/clihost/clihost/sandbox/egress"
 	"github.com/clihost/clihost/sandbox/nsinit"
@@ -31,9 +32,10 @@ func runLogin(ctx context.Context, info control.LoginInfo, ws string) error {
 	}
 	plan := *info.Sandbox
 	plan.Path, plan.Args, plan.Dir, plan.Env = info.Argv[0], info.Argv, ws, env
+	var pol *egress.Policy
 	if info.Egress != nil {
-		plan.Egress, plan.NoNetwork = true, false
-		plan.Env = append(plan.Env, egress.ProxyEnv()...)
+		plan.UseEgress()
+		pol = &egress.Policy{Allow: info.Egress.Allow, Ports: info.Egress.Ports, AdmitNets: info.Egress.AdmitNets}
 	}
 	cmd, err := nsinit.Command(plan)
 	if err != nil {
@@ -46,24 +48,18 @@ func runLogin(ctx context.Context, info control.LoginInfo, ws string) error {
 		_ = cmd.Failure()
 		return err
 	}
-	if info.Egress != nil {
-		// Browser and device logins talk to the CLI's service: serve its egress, as the daemon
-		// does for calls, until the command is gone.
-		ls, err := cmd.Listeners()
-		if err != nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-			if f := cmd.Failure(); f != nil {
-				return f
-			}
-			return err
+	// Browser and device logins talk to the CLI's service: serve its egress, as the daemon does for
+	// calls, until the command is gone.
+	stopEgress, err := runner.ServeEgress(cmd, pol)
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if f := cmd.Failure(); f != nil {
+			return f
 		}
-		pol := &egress.Policy{Allow: info.Egress.Allow, Ports: info.Egress.Ports, AdmitNets: info.Egress.AdmitNets}
-		serveCtx, stopServing := context.WithCancel(context.Background())
-		served := make(chan struct{})
-		go func() { defer close(served); _ = egress.Serve(serveCtx, ls, pol, nil) }()
-		defer func() { stopServing(); <-served }()
+		return err
 	}
+	defer stopEgress()
 	// A browser login's callback server listens inside the sandbox; the browser reaches it here.
 	stopIngress, err := cmd.ServeIngress()
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/clihost/clihost/sandbox/egress"
 	"io"
 	"os"
 	"path/filepath"
@@ -55,11 +56,19 @@ type Plan struct {
 	// from the host's loopback (an OAuth login's callback server): Landlock lets the program bind
 	// them (every other bind stays refused) and the host forwards them (Cmd.ServeIngress).
 	Ingress []int
-	// Seccomp installs the seccomp filter of package sandbox/seccomp as the last step before exec.
+	// Seccomp installs the seccomp filter of package sandbox/seccomp as the init's last confinement
+	// step, before it forks the program.
 	Seccomp bool
 	// NoExecMemfd sets vm.memfd_noexec=2 in the sandbox's PID namespace (root hosts only) and asks
 	// the seccomp filter to refuse executable memfds and execveat(AT_EMPTY_PATH).
 	NoExecMemfd bool
+}
+
+// UseEgress gives the plan the host's egress (Egress set, NoNetwork cleared) and adds the proxy
+// variables (egress.ProxyEnv) to a copy of Env, after the others, so that they win.
+func (p *Plan) UseEgress() {
+	p.Egress, p.NoNetwork = true, false
+	p.Env = append(slices.Clone(p.Env), egress.ProxyEnv()...)
 }
 
 // envelope is what is written to the plan pipe: the plan plus what the host decided about it.
