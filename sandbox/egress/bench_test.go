@@ -1,4 +1,4 @@
-package egress_test
+package egress
 
 // Egress throughput: one 64 MiB HTTP transfer with a loopback server per iteration, directly
 // (the baseline) and through each proxy with the loopback range admitted, downloads (GET) and
@@ -22,8 +22,6 @@ import (
 	"net/netip"
 	"strconv"
 	"testing"
-
-	"github.com/clihost/clihost/sandbox/egress"
 )
 
 const (
@@ -60,35 +58,15 @@ func benchServer(b *testing.B) int {
 
 // benchPolicy allows benchHost on port, resolves it to 127.0.0.1 without DNS and admits the
 // loopback range, as the package's tests do.
-func benchPolicy(port int) *egress.Policy {
-	return &egress.Policy{
+func benchPolicy(port int) *Policy {
+	return &Policy{
 		Allow:     []string{benchHost},
 		Ports:     []int{port},
-		AdmitNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		AdmitNets: []netip.Prefix{loopNet},
 		Resolver: func(context.Context, string) ([]netip.Addr, error) {
-			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+			return []netip.Addr{loopback}, nil
 		},
 	}
-}
-
-// benchProxy runs serve on a loopback listener for the rest of the benchmark and returns the
-// listener's address.
-func benchProxy(b *testing.B, serve func(context.Context, net.Listener) error) string {
-	b.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- serve(ctx, ln) }()
-	b.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("proxy returned %v", err)
-		}
-	})
-	return ln.Addr().String()
 }
 
 // download sends GET / over c, reads the whole body through buf and checks its length. br
@@ -145,20 +123,13 @@ func benchTransfer(b *testing.B, transfer func(*testing.B, net.Conn, *bufio.Read
 
 // directConn connects to the server itself: the baseline.
 func directConn(b *testing.B, port int) func() (net.Conn, *bufio.Reader) {
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	return func() (net.Conn, *bufio.Reader) {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return c, bufio.NewReader(c)
-	}
+	return directConnTo(b, "127.0.0.1:"+strconv.Itoa(port))
 }
 
 // connectConn opens a tunnel to the server through a ServeHTTPProxy: CONNECT benchHost:port
 // (checked, resolved by the stub, admitted).
 func connectConn(b *testing.B, port int) func() (net.Conn, *bufio.Reader) {
-	proxy := benchProxy(b, benchPolicy(port).ServeHTTPProxy)
+	proxy := serve(b, benchPolicy(port).ServeHTTPProxy)
 	target := net.JoinHostPort(benchHost, strconv.Itoa(port))
 	return func() (net.Conn, *bufio.Reader) {
 		c, err := net.Dial("tcp", proxy)
@@ -178,7 +149,7 @@ func connectConn(b *testing.B, port int) func() (net.Conn, *bufio.Reader) {
 // socksConn opens a tunnel to the server through a ServeSOCKS5: a no-auth CONNECT to
 // benchHost (ATYP 3, as socks5h:// clients send it).
 func socksConn(b *testing.B, port int) func() (net.Conn, *bufio.Reader) {
-	proxy := benchProxy(b, benchPolicy(port).ServeSOCKS5)
+	proxy := serve(b, benchPolicy(port).ServeSOCKS5)
 	req := append([]byte{5, 1, 0, 3, byte(len(benchHost))}, benchHost...)
 	req = append(req, byte(port>>8), byte(port))
 	return func() (net.Conn, *bufio.Reader) {
@@ -205,40 +176,22 @@ func socksConn(b *testing.B, port int) func() (net.Conn, *bufio.Reader) {
 	}
 }
 
-// relayConn connects through a bare TCP relay: accept, dial the server, io.Copy each way,
-// nothing checked. It is the floor for any user-space proxy on this machine, the cost of the
-// extra hop itself, against which the proxies' own overhead shows.
+// relayConn connects through a bare TCP relay: the proxies' accept loop and splice, with
+// nothing checked in between (dial the server, io.Copy each way). It is the floor for any
+// user-space proxy on this machine, the cost of the extra hop itself, against which the
+// proxies' own overhead shows.
 func relayConn(b *testing.B, port int) func() (net.Conn, *bufio.Reader) {
 	up := "127.0.0.1:" + strconv.Itoa(port)
-	relay := benchProxy(b, func(ctx context.Context, ln net.Listener) error {
-		stop := context.AfterFunc(ctx, func() { ln.Close() })
-		defer stop()
-		for {
-			c, err := ln.Accept()
+	var p Policy // no Serve session: nothing tracked, nothing logged
+	relay := serve(b, func(ctx context.Context, ln net.Listener) error {
+		return p.acceptLoop(ctx, ln, func(c net.Conn) {
+			s, err := net.Dial("tcp", up)
 			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return err
+				c.Close()
+				return
 			}
-			go func() {
-				defer c.Close()
-				s, err := net.Dial("tcp", up)
-				if err != nil {
-					return
-				}
-				defer s.Close()
-				done := make(chan struct{})
-				go func() {
-					_, _ = io.Copy(s, c)
-					_ = s.(*net.TCPConn).CloseWrite()
-					close(done)
-				}()
-				_, _ = io.Copy(c, s)
-				_ = c.(*net.TCPConn).CloseWrite()
-				<-done
-			}()
-		}
+			splice(ctx, c, nil, s)
+		})
 	})
 	return directConnTo(b, relay)
 }

@@ -97,8 +97,9 @@ func (f *fixture) lastLog(t *testing.T) Decision {
 	return f.logged[len(f.logged)-1]
 }
 
-// serve starts one of the proxies on a loopback listener and returns its address.
-func serve(t *testing.T, run func(context.Context, net.Listener) error) string {
+// serve starts one of the proxies on a loopback listener, for the rest of the test, and returns
+// its address.
+func serve(t testing.TB, run func(context.Context, net.Listener) error) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

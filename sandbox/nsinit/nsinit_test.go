@@ -558,6 +558,13 @@ func TestRootless(t *testing.T) {
 		return
 	}
 	requireRoot(t)
+	rerunAsNobody(t, rootlessEnv)
+}
+
+// rerunAsNobody runs the test t again in a copy of this test binary, as nobody, with env=1 in its
+// environment and NSINIT_TEST_BASE naming the workTree the copy lies in, and fails t when it fails.
+func rerunAsNobody(t *testing.T, env string) {
+	t.Helper()
 	base := workTree(t, "/var/tmp")
 	exe, err := os.Executable()
 	if err != nil {
@@ -571,8 +578,8 @@ func TestRootless(t *testing.T) {
 	if err := os.WriteFile(copied, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(copied, "-test.run=^TestRootless$", "-test.v")
-	cmd.Env = []string{rootlessEnv + "=1", "NSINIT_TEST_BASE=" + base}
+	cmd := exec.Command(copied, "-test.run=^"+t.Name()+"$", "-test.v")
+	cmd.Env = []string{env + "=1", "NSINIT_TEST_BASE=" + base}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s", out)
@@ -614,7 +621,8 @@ func TestFailureIsReported(t *testing.T) {
 	if !errors.Is(r.failure, ErrUnavailable) || !strings.Contains(r.failure.Error(), "mount: clone trees: ") {
 		t.Fatalf("Failure() = %v, want the failed step", r.failure)
 	}
-	// Stage 2's failures travel the same way: here the exec itself (the file is not executable).
+	// Failures after the init confined itself travel the same way: here the exec itself (the file is
+	// not executable).
 	p = plan(t, "/bin/cat", nil)
 	p.Path, p.Exec = "/etc/hostname", append(p.Exec, "/etc/hostname")
 	if r := run(t, p); r.failure == nil || !strings.Contains(r.failure.Error(), "exec /etc/hostname: ") {
