@@ -34,9 +34,8 @@ var (
 	setupErr error
 )
 
-// TestMain lets this test binary act as the sandbox's init and stage 2 (the host re-execs its own
-// executable to build the sandbox), builds the probe, and lays out the host files the probes
-// aim at.
+// TestMain lets this test binary act as the sandbox's init (the host re-execs its own executable
+// to build the sandbox), builds the probe, and lays out the host files the probes aim at.
 func TestMain(m *testing.M) {
 	nsinit.Main()
 	setupErr = setup()
