@@ -467,9 +467,9 @@ func joined(v any, sep string) (string, error) {
 	return strings.Join(parts, sep), nil
 }
 
-// scalar renders one value as an argument: strings as they are, numbers without exponent, booleans
-// as true/false, objects and arrays as JSON.
-func scalar(v any) (string, error) {
+// Scalar renders a string, number or boolean as one argument: strings as they are, numbers without
+// exponent, booleans as true/false. Anything else (null, arrays, objects) is an error.
+func Scalar(v any) (string, error) {
 	switch t := v.(type) {
 	case string:
 		return t, nil
@@ -486,13 +486,22 @@ func scalar(v any) (string, error) {
 		return strconv.Itoa(t), nil
 	case int64:
 		return strconv.FormatInt(t, 10), nil
+	}
+	return "", fmt.Errorf("want a string, number or boolean, got %T", v)
+}
+
+// scalar renders one value as an argument: null as "", objects and arrays as JSON, anything else
+// as Scalar does.
+func scalar(v any) (string, error) {
+	switch v.(type) {
 	case nil:
 		return "", nil
-	default:
-		b, err := json.Marshal(t)
-		if err != nil {
-			return "", fmt.Errorf("value cannot be encoded: %v", err)
-		}
-		return string(b), nil
+	case string, bool, json.Number, float64, int, int64:
+		return Scalar(v)
 	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("value cannot be encoded: %v", err)
+	}
+	return string(b), nil
 }

@@ -21,11 +21,14 @@ package cobramcp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,6 +38,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/clihost/clihost/argv"
 	cobraimport "github.com/clihost/clihost/importer/cobra"
 )
 
@@ -207,6 +211,18 @@ func CommandToMCPTool(cmd *cobra.Command) MCPTool {
 	if cmd.Long != "" {
 		desc += "\n\n" + cmd.Long
 	}
+	schema, _ := inputSchema(cmd)
+	return MCPTool{Name: ToolName(cmd), Description: desc, InputSchema: schema}
+}
+
+// positional is a positional argument and the name of its property.
+type positional struct {
+	ArgSpec
+	property string
+}
+
+// inputSchema is the tool's input schema, with its positionals in order.
+func inputSchema(cmd *cobra.Command) (JSONSchema, []positional) {
 	schema := JSONSchema{Type: "object", Properties: map[string]Property{}}
 	var required []string
 	visit := func(f *pflag.Flag) {
@@ -223,9 +239,10 @@ func CommandToMCPTool(cmd *cobra.Command) MCPTool {
 	}
 	cmd.LocalFlags().VisitAll(visit)
 	cmd.InheritedFlags().VisitAll(visit)
+	var positionals []positional
 	for _, a := range ArgSpecs(cmd) {
 		name := argProperty(schema, a.Name)
-		p := Property{Type: orString(a.Type, "string"), Description: a.Description}
+		p := Property{Type: cmp.Or(a.Type, "string"), Description: a.Description}
 		if a.Variadic {
 			item := p
 			p = Property{Type: "array", Items: &item, Description: a.Description}
@@ -234,10 +251,11 @@ func CommandToMCPTool(cmd *cobra.Command) MCPTool {
 		if a.Required {
 			required = append(required, name)
 		}
+		positionals = append(positionals, positional{a, name})
 	}
 	sort.Strings(required)
 	schema.Required = required
-	return MCPTool{Name: ToolName(cmd), Description: desc, InputSchema: schema}
+	return schema, positionals
 }
 
 // argProperty is a positional's property name: its own unless a flag has it.
@@ -246,13 +264,6 @@ func argProperty(s JSONSchema, name string) string {
 		return name + "_arg"
 	}
 	return name
-}
-
-func orString(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 func intPtr(n int) *int { return &n }
@@ -342,25 +353,29 @@ func defaultValue(f *pflag.Flag, p Property) any {
 // BuildArgs turns a tool call's arguments into the command line after the command path, checking
 // them against the tool's schema: unknown names, missing required ones and wrong types are errors.
 func BuildArgs(cmd *cobra.Command, arguments map[string]any) ([]string, error) {
-	tool := CommandToMCPTool(cmd)
-	for _, r := range tool.InputSchema.Required {
+	schema, positionals := inputSchema(cmd)
+	for _, r := range schema.Required {
 		if v, ok := arguments[r]; !ok || v == nil {
 			return nil, fmt.Errorf("argument %q is required", r)
 		}
 	}
-	names := make([]string, 0, len(arguments))
 	for k := range arguments {
-		if _, ok := tool.InputSchema.Properties[k]; !ok {
+		if _, ok := schema.Properties[k]; !ok {
 			return nil, fmt.Errorf("unknown argument %q", k)
 		}
-		names = append(names, k)
 	}
-	sort.Strings(names)
+	isPositional := map[string]bool{}
+	for _, p := range positionals {
+		isPositional[p.property] = true
+	}
 	var out []string
-	for _, name := range names {
-		f := cmd.Flags().Lookup(name)
+	for _, name := range slices.Sorted(maps.Keys(arguments)) {
 		v := arguments[name]
-		if f == nil || v == nil { // a positional, below
+		if isPositional[name] || v == nil {
+			continue
+		}
+		f := cmd.Flags().Lookup(name)
+		if f == nil {
 			continue
 		}
 		args, err := flagArgs(f, v)
@@ -369,37 +384,30 @@ func BuildArgs(cmd *cobra.Command, arguments map[string]any) ([]string, error) {
 		}
 		out = append(out, args...)
 	}
-	var positional []string
-	for _, a := range ArgSpecs(cmd) {
-		name := a.Name
-		if cmd.Flags().Lookup(name) != nil {
-			name += "_arg"
-		}
-		v, ok := arguments[name]
+	var values []string
+	for _, p := range positionals {
+		v, ok := arguments[p.property]
 		if !ok || v == nil {
 			continue
 		}
 		items, isArray := v.([]any)
 		if !isArray {
 			items = []any{v}
-		} else if !a.Variadic {
-			return nil, fmt.Errorf("argument %q takes one value", name)
+		} else if !p.Variadic {
+			return nil, fmt.Errorf("argument %q takes one value", p.property)
 		}
 		for _, it := range items {
-			s, err := scalar(it)
+			s, err := argv.Scalar(it)
 			if err != nil {
-				return nil, fmt.Errorf("argument %q: %w", name, err)
+				return nil, fmt.Errorf("argument %q: %w", p.property, err)
 			}
-			positional = append(positional, s)
+			values = append(values, s)
 		}
 	}
-	for _, p := range positional {
-		if strings.HasPrefix(p, "-") {
-			out = append(out, "--") // so that a value like "-x" stays a positional
-			break
-		}
+	if slices.ContainsFunc(values, func(v string) bool { return strings.HasPrefix(v, "-") }) {
+		out = append(out, "--") // so that a value like "-x" stays a positional
 	}
-	return append(out, positional...), nil
+	return append(out, values...), nil
 }
 
 // flagArgs renders one flag: --name for true, --name=false, slices joined with commas, stringArray
@@ -416,32 +424,25 @@ func flagArgs(f *pflag.Flag, v any) ([]string, error) {
 			return []string{name}, nil
 		}
 		return []string{name + "=false"}, nil
-	case t == "stringArray":
-		items, ok := v.([]any)
-		if !ok {
-			return nil, fmt.Errorf("want an array, got %T", v)
-		}
-		var out []string
-		for _, it := range items {
-			s, err := scalar(it)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, name+"="+s)
-		}
-		return out, nil
-	case strings.HasSuffix(t, "Slice"):
+	case t == "stringArray", strings.HasSuffix(t, "Slice"):
 		items, ok := v.([]any)
 		if !ok {
 			return nil, fmt.Errorf("want an array, got %T", v)
 		}
 		parts := make([]string, 0, len(items))
 		for _, it := range items {
-			s, err := scalar(it)
+			s, err := argv.Scalar(it)
 			if err != nil {
 				return nil, err
 			}
 			parts = append(parts, s)
+		}
+		if t == "stringArray" {
+			out := make([]string, len(parts))
+			for i, s := range parts {
+				out[i] = name + "=" + s
+			}
+			return out, nil
 		}
 		return []string{name + "=" + strings.Join(parts, ",")}, nil
 	case strings.HasPrefix(t, "stringTo"):
@@ -449,14 +450,9 @@ func flagArgs(f *pflag.Flag, v any) ([]string, error) {
 		if !ok {
 			return nil, fmt.Errorf("want an object, got %T", v)
 		}
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		parts := make([]string, 0, len(keys))
-		for _, k := range keys {
-			s, err := scalar(m[k])
+		parts := make([]string, 0, len(m))
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			s, err := argv.Scalar(m[k])
 			if err != nil {
 				return nil, err
 			}
@@ -468,29 +464,11 @@ func flagArgs(f *pflag.Flag, v any) ([]string, error) {
 	case []any, map[string]any:
 		return nil, fmt.Errorf("want a single value, got %T", v)
 	}
-	s, err := scalar(v)
+	s, err := argv.Scalar(v)
 	if err != nil {
 		return nil, err
 	}
 	return []string{name + "=" + s}, nil
-}
-
-func scalar(v any) (string, error) {
-	switch t := v.(type) {
-	case string:
-		return t, nil
-	case bool:
-		return strconv.FormatBool(t), nil
-	case float64:
-		return strconv.FormatFloat(t, 'f', -1, 64), nil
-	case json.Number:
-		return t.String(), nil
-	case int:
-		return strconv.Itoa(t), nil
-	case int64:
-		return strconv.FormatInt(t, 10), nil
-	}
-	return "", fmt.Errorf("want a string, number or boolean, got %T", v)
 }
 
 // ErrToolNotFound is returned for a tool name no command has.
@@ -632,8 +610,8 @@ func NewServer(rootCmd *cobra.Command, opts *Options) *sdk.Server {
 	if opts != nil {
 		b.opts = *opts
 	}
-	name := orString(b.opts.ServerInfo.Name, rootCmd.Name())
-	version := orString(b.opts.ServerInfo.Version, orString(rootCmd.Version, "0.0.0"))
+	name := cmp.Or(b.opts.ServerInfo.Name, rootCmd.Name())
+	version := cmp.Or(b.opts.ServerInfo.Version, rootCmd.Version, "0.0.0")
 	s := sdk.NewServer(&sdk.Implementation{Name: name, Version: version},
 		&sdk.ServerOptions{Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}}})
 	for _, c := range Commands(rootCmd, b.opts.CommandFilter) {

@@ -222,3 +222,18 @@ func TestServer(t *testing.T) {
 type loggerFunc func(string, ...any)
 
 func (f loggerFunc) Printf(format string, args ...any) { f(format, args...) }
+
+// TestBuildArgsPositionalNamedLikeHiddenFlag: a positional whose name only a hidden flag has keeps
+// its name in the schema, and BuildArgs passes it as a positional, not as that flag.
+func TestBuildArgsPositionalNamedLikeHiddenFlag(t *testing.T) {
+	cmd := &cobra.Command{Use: "get <name>", Run: func(*cobra.Command, []string) {}}
+	cmd.Flags().String("name", "", "")
+	_ = cmd.Flags().MarkHidden("name")
+	if _, ok := CommandToMCPTool(cmd).InputSchema.Properties["name"]; !ok {
+		t.Fatal("positional name missing from the schema")
+	}
+	args, err := BuildArgs(cmd, map[string]any{"name": "x"})
+	if err != nil || !reflect.DeepEqual(args, []string{"x"}) {
+		t.Fatalf("args %q, %v", args, err)
+	}
+}
