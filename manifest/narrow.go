@@ -1,5 +1,7 @@
 package manifest
 
+import "slices"
+
 // EffectiveSandbox returns the bundle's sandbox narrowed by a tool's (AIP-29: tools inherit and may
 // only narrow). Every list the tool declares replaces the bundle's (lint has checked it grants no
 // more); deny lists are unioned; exec is allowed only when both allow it; env.set merges with the
@@ -31,7 +33,7 @@ func EffectiveSandbox(bundle Sandbox, tool *Sandbox) Sandbox {
 			out.FS.Write = append([]string{}, tool.FS.Write...)
 		}
 		for _, d := range tool.FS.Deny {
-			if !contains(out.FS.Deny, d) {
+			if !slices.Contains(out.FS.Deny, d) {
 				out.FS.Deny = append(out.FS.Deny, d)
 			}
 		}

@@ -3,8 +3,10 @@ package manifest
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -176,7 +178,7 @@ func (l *linter) outputRules(ptr string, o *Output) {
 }
 
 func (l *linter) exitCodeRules(c *collector, ptr string, codes map[string]string) {
-	for _, k := range sortedKeys(codes) {
+	for _, k := range slices.Sorted(maps.Keys(codes)) {
 		p := JoinPointer(ptr, k)
 		if n, err := strconv.Atoi(k); err != nil || n < 0 || n > 255 {
 			c.atKey(p, SeverityError, "output-exit-code-key", fmt.Sprintf("exit code %q is not an integer from 0 to 255", k), "keys are the numeric exit codes, e.g. 4: auth_required")

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"path"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -455,7 +457,7 @@ func (t *toolLinter) stepsRules(tool *Tool) {
 			case !path.IsAbs(s.Bin) && strings.Contains(s.Bin, "/"):
 				c.at(JoinPointer(ptr, "bin"), SeverityError, "step-bin", fmt.Sprintf("step %d runs %q: a program is a bare name or an absolute path", i, s.Bin), "write the name found on PATH (git) or an absolute path")
 				ok = false
-			case !contains(spawn, s.Bin) || !eff.Exec.Allowed():
+			case !slices.Contains(spawn, s.Bin) || !eff.Exec.Allowed():
 				c.at(JoinPointer(ptr, "bin"), SeverityError, "step-bin", fmt.Sprintf("step %d runs %q, which the sandbox does not allow: it is neither the bundle's bin %q nor listed in exec.spawn with exec.allow: true", i, s.Bin, t.cli.Bin),
 					fmt.Sprintf("add %q to CLI.md's sandbox.exec.spawn and set exec.allow: true", s.Bin))
 				ok = false
@@ -473,7 +475,7 @@ func (t *toolLinter) stepsRules(tool *Tool) {
 		if len(s.Env) > 0 {
 			s.ParsedEnv = map[string]TemplateToken{}
 		}
-		for _, k := range sortedKeys(s.Env) {
+		for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 			eptr := JoinPointer(ptr, "env", k)
 			if !envNamePattern.MatchString(k) {
 				c.atKey(eptr, SeverityError, "step-env", fmt.Sprintf("step %d sets %q, which is not a variable name", i, k), "names are letters, digits and _, not starting with a digit")
@@ -558,7 +560,7 @@ func (t *toolLinter) narrowingRules(ts *Sandbox) {
 			}
 		}
 		for i, u := range ts.Network.Ingress {
-			if !contains(bIngress, u) {
+			if !slices.Contains(bIngress, u) {
 				widen(JoinPointer("/sandbox/network/ingress", i), fmt.Sprintf("ingress %q", u), "list only the bundle's network.ingress entries")
 			}
 		}
@@ -588,7 +590,7 @@ func (t *toolLinter) narrowingRules(ts *Sandbox) {
 			bSpawn = bs.Exec.Spawn
 		}
 		for i, s := range ts.Exec.Spawn {
-			if !contains(bSpawn, s) {
+			if !slices.Contains(bSpawn, s) {
 				widen(JoinPointer("/sandbox/exec/spawn", i), fmt.Sprintf("exec.spawn %q", s), "spawn only what the bundle's exec.spawn lists")
 			}
 		}
@@ -600,11 +602,11 @@ func (t *toolLinter) narrowingRules(ts *Sandbox) {
 			bPass, bSet = bs.Env.Pass, bs.Env.Set
 		}
 		for i, v := range ts.Env.Pass {
-			if !contains(bPass, v) {
+			if !slices.Contains(bPass, v) {
 				widen(JoinPointer("/sandbox/env/pass", i), fmt.Sprintf("env.pass %q", v), "pass only variables the bundle's env.pass lists")
 			}
 		}
-		for _, k := range sortedKeys(ts.Env.Set) {
+		for _, k := range slices.Sorted(maps.Keys(ts.Env.Set)) {
 			if _, ok := bSet[k]; !ok {
 				widen(JoinPointer("/sandbox/env/set", k), fmt.Sprintf("env.set %q", k), "set only variables the bundle's env.set declares")
 			}
@@ -615,15 +617,6 @@ func (t *toolLinter) narrowingRules(ts *Sandbox) {
 func anyCovers(list []string, v string, covers func(b, t string) bool) bool {
 	for _, b := range list {
 		if covers(b, v) {
-			return true
-		}
-	}
-	return false
-}
-
-func contains(list []string, v string) bool {
-	for _, s := range list {
-		if s == v {
 			return true
 		}
 	}

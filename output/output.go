@@ -6,6 +6,7 @@ package output
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -52,30 +53,23 @@ func For(cli *manifest.CLI, tool *manifest.Tool) Convention {
 		}
 		c.JSONFlag, c.JSONFlagArgs = o.JSONFlag, o.JSONFlagArgs
 		addCodes(c.ExitCodes, o.ExitCodes)
-		c.Stream = or(o.Stream, c.Stream)
-		c.ErrorStream = or(o.ErrorStream, c.ErrorStream)
+		c.Stream = cmp.Or(o.Stream, c.Stream)
+		c.ErrorStream = cmp.Or(o.ErrorStream, c.ErrorStream)
 	}
 	c.Format = defaultFormat
 	if tool != nil && tool.Runner != nil && tool.Runner.Output != nil {
 		to := tool.Runner.Output
-		c.Format = or(to.Format, c.Format)
+		c.Format = cmp.Or(to.Format, c.Format)
 		if to.JSONFlagArgs != nil {
 			c.JSONFlagArgs = to.JSONFlagArgs
 		}
 		addCodes(c.ExitCodes, to.ExitCodes)
-		c.Stream = or(to.Stream, c.Stream)
+		c.Stream = cmp.Or(to.Stream, c.Stream)
 	}
 	if c.Format != FormatJSON || defaultFormat == FormatJSON {
 		c.JSONFlag, c.JSONFlagArgs = "", nil // the CLI already speaks JSON, or the tool does not want it
 	}
 	return c
-}
-
-func or(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 func addCodes(dst map[int]string, src map[string]string) {

@@ -1,7 +1,6 @@
 package cobra
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/clihost/clihost/manifest"
 )
 
 type cliDoc struct {
@@ -80,14 +81,12 @@ func (b *Bundle) Write(dir string) error {
 	return nil
 }
 
-var dirCleaner = regexp.MustCompile(`[^a-z0-9-]+`)
-
 // toolDirs names each tool's folder after its command path (remote-add), unique.
 func (b *Bundle) toolDirs() map[*Tool]string {
 	out := map[*Tool]string{}
 	used := map[string]bool{}
 	for _, t := range b.Tools {
-		base := strings.Trim(dirCleaner.ReplaceAllString(strings.ToLower(strings.Join(t.Path, "-")), "-"), "-")
+		base := strings.Trim(idCleaner.ReplaceAllString(strings.ToLower(strings.Join(t.Path, "-")), "-"), "-")
 		if base == "" {
 			base = b.ID
 		}
@@ -110,9 +109,11 @@ func (b *Bundle) keyPath(t *Tool) []string {
 	return t.Path
 }
 
+var toolIDCleaner = regexp.MustCompile(`[^a-z0-9.-]+`)
+
 func (b *Bundle) toolID(t *Tool) string {
 	id := b.ID + "." + strings.Join(b.keyPath(t), ".")
-	id = strings.Trim(regexp.MustCompile(`[^a-z0-9.-]+`).ReplaceAllString(strings.ToLower(id), "-"), "-.")
+	id = strings.Trim(toolIDCleaner.ReplaceAllString(strings.ToLower(id), "-"), "-.")
 	if len(id) > 80 {
 		id = strings.Trim(id[:80], "-.")
 	}
@@ -199,7 +200,7 @@ func (b *Bundle) cliMD(dirs map[*Tool]string) ([]byte, error) {
 	for _, t := range b.Tools {
 		fmt.Fprintf(&body, "- `%s`: %s\n", t.Usage, t.Short)
 	}
-	return frontmatter(doc, body.String())
+	return manifest.RenderFile(doc, body.String())
 }
 
 func (b *Bundle) commandTree(dirs map[*Tool]string) *yaml.Node {
@@ -281,23 +282,7 @@ func (b *Bundle) toolMD(t *Tool) ([]byte, error) {
 		Runner: map[string]any{"cli": "../../CLI.md", "argv": argv, "output": map[string]any{"format": format}},
 	}
 	body := fmt.Sprintf("Usage: `%s`\n\nImported from `%s --help` (%s %s). Input properties are named after the long\nflags and the usage line's arguments.\n", t.Usage, cmd, b.Root, b.Version)
-	return frontmatter(doc, body)
-}
-
-func frontmatter(doc any, body string) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.WriteString("---\n")
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(doc); err != nil {
-		return nil, err
-	}
-	if err := enc.Close(); err != nil {
-		return nil, err
-	}
-	buf.WriteString("---\n")
-	buf.WriteString(body)
-	return buf.Bytes(), nil
+	return manifest.RenderFile(doc, body)
 }
 
 var (

@@ -11,7 +11,6 @@ import (
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/manifest"
-	"github.com/clihost/clihost/registry"
 	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
@@ -26,29 +25,11 @@ func TestMain(m *testing.M) {
 // warnings included.
 func imported(t *testing.T) (*host.Host, *manifest.Bundle) {
 	t.Helper()
-	data, err := os.ReadFile("testdata/manual.json")
-	if err != nil {
-		t.Fatal(err)
+	files := map[string]string{}
+	for name, data := range convertManual(t).Files {
+		files["utcp-demo/"+name] = string(data)
 	}
-	b, err := Convert(data, Options{ID: "utcp-demo"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(t.TempDir(), "utcp-demo")
-	if err := b.Write(dir); err != nil {
-		t.Fatal(err)
-	}
-	src, err := registry.DirSource(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.Load(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range reg.AllFindings() {
-		t.Errorf("imported bundle: %s", f)
-	}
+	reg := fixture.Registry(t, files)
 	h := host.New(reg, host.Options{})
 	bundle, err := h.Bundle("utcp-demo")
 	if err != nil {

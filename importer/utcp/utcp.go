@@ -25,18 +25,21 @@
 package utcp
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/clihost/clihost/manifest"
 )
 
 // DefaultPass is what UTCP passes from the host environment when a call template has no
@@ -176,7 +179,7 @@ func Convert(data []byte, o Options) (*Bundle, error) {
 			kind = ct.ProviderType
 		}
 		if kind != "cli" {
-			out.Skipped = append(out.Skipped, fmt.Sprintf("%s (%s)", t.Name, or(kind, "no call template")))
+			out.Skipped = append(out.Skipped, fmt.Sprintf("%s (%s)", t.Name, cmp.Or(kind, "no call template")))
 			continue
 		}
 		c, r := convertTool(t, ct)
@@ -195,13 +198,6 @@ func Convert(data []byte, o Options) (*Bundle, error) {
 		return nil, err
 	}
 	return out, nil
-}
-
-func or(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // convertTool translates one CLI tool's commands into steps.
@@ -227,7 +223,7 @@ func convertTool(t utcpTool, ct callTemplate) (*converted, *Refusal) {
 	if ct.InheritEnvVars != nil {
 		pass = slices.Clone(*ct.InheritEnvVars)
 	}
-	for _, k := range sortedKeys(ct.EnvVars) {
+	for _, k := range slices.Sorted(maps.Keys(ct.EnvVars)) {
 		v := ct.EnvVars[k]
 		if ref, ok := hostVariable(v); ok {
 			if ref != k {
@@ -241,7 +237,7 @@ func convertTool(t utcpTool, ct callTemplate) (*converted, *Refusal) {
 		}
 		env[k] = strings.ReplaceAll(v, "${", "$${")
 	}
-	sort.Strings(pass)
+	slices.Sort(pass)
 	c.pass = slices.Compact(pass)
 
 	tr := &translator{tool: t.Name, inputs: c.inputs}
@@ -308,7 +304,7 @@ func hostVariable(v string) (string, bool) {
 // joinDir appends a cd target (a template) to the current dir (a template, "" for the workspace).
 func joinDir(cur, target string) string {
 	if cur == "" || target == "" {
-		return or(target, cur)
+		return cmp.Or(target, cur)
 	}
 	if !strings.Contains(cur, "${") && !strings.Contains(target, "${") {
 		return path.Clean(cur + "/" + target)
@@ -339,19 +335,10 @@ func uniqueKey(k string, used map[string]bool) string {
 	return out
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
-
 // Write writes the bundle's files under dir, creating it. Existing files are overwritten; nothing
 // else in dir is touched.
 func (b *Bundle) Write(dir string) error {
-	for _, name := range sortedKeys(b.Files) {
+	for _, name := range slices.Sorted(maps.Keys(b.Files)) {
 		p := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
@@ -390,7 +377,7 @@ func (b *Bundle) render(tools []*converted, m manual, o Options) error {
 		}
 		b.Files["tools/"+t.key+"/TOOL.md"] = doc
 	}
-	name := or(o.Name, o.ID)
+	name := cmp.Or(o.Name, o.ID)
 	egress := o.Egress
 	if egress == nil {
 		egress = []string{}
@@ -399,29 +386,24 @@ func (b *Bundle) render(tools []*converted, m manual, o Options) error {
 	if len(spawn) > 0 {
 		exec["spawn"] = spawn
 	}
-	fm := yaml.Node{Kind: yaml.MappingNode}
-	add := func(k string, v any) {
-		var n yaml.Node
-		_ = n.Encode(v)
-		fm.Content = append(fm.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, &n)
-	}
-	add("name", name)
-	add("id", o.ID)
-	add("description", fmt.Sprintf("Tools imported from a UTCP manual (%d CLI tools), run by clihost without a shell: %s.", len(tools), strings.Join(b.Tools, ", ")))
-	add("version", "1.0.0")
-	add("bin", bin)
-	add("install", []map[string]string{{"method": "apt", "package": path.Base(bin)}})
-	add("version_check", map[string]string{"cmd": path.Base(bin) + " --version", "parse": `(\d+(?:\.\d+)+)`, "range": ""})
-	add("sandbox", map[string]any{
+	fm := &frontMatter{Kind: yaml.MappingNode}
+	fm.add("name", name)
+	fm.add("id", o.ID)
+	fm.add("description", fmt.Sprintf("Tools imported from a UTCP manual (%d CLI tools), run by clihost without a shell: %s.", len(tools), strings.Join(b.Tools, ", ")))
+	fm.add("version", "1.0.0")
+	fm.add("bin", bin)
+	fm.add("install", []map[string]string{{"method": "apt", "package": path.Base(bin)}})
+	fm.add("version_check", map[string]string{"cmd": path.Base(bin) + " --version", "parse": `(\d+(?:\.\d+)+)`, "range": ""})
+	fm.add("sandbox", map[string]any{
 		"network": map[string]any{"egress": egress},
 		"fs":      map[string]any{"read": []string{"./**"}, "write": []string{"./**"}},
 		"exec":    exec,
 		"env":     map[string]any{"pass": passAll},
 	})
-	add("output", map[string]string{"default_format": "text"})
-	add("commands", commands)
-	add("tags", []string{"utcp"})
-	add("metadata", map[string]any{"utcp": map[string]string{"utcp_version": m.UTCPVersion, "manual_version": m.ManualVersion}})
+	fm.add("output", map[string]string{"default_format": "text"})
+	fm.add("commands", commands)
+	fm.add("tags", []string{"utcp"})
+	fm.add("metadata", map[string]any{"utcp": map[string]string{"utcp_version": m.UTCPVersion, "manual_version": m.ManualVersion}})
 	body := fmt.Sprintf(`## Imported from UTCP
 
 Generated by `+"`clihostctl import utcp`"+`. Each UTCP command string is one step of the tool's
@@ -438,7 +420,7 @@ Generated by `+"`clihostctl import utcp`"+`. Each UTCP command string is one ste
 			body += "- " + r.Error() + "\n"
 		}
 	}
-	doc, err := frontmatter(&fm, body)
+	doc, err := manifest.RenderFile((*yaml.Node)(fm), body)
 	if err != nil {
 		return err
 	}
@@ -468,7 +450,7 @@ func toolDoc(t *converted, id string, bundlePass []string) ([]byte, error) {
 			}
 		}
 	}
-	for _, name := range sortedKeys(t.inputs) {
+	for _, name := range slices.Sorted(maps.Keys(t.inputs)) {
 		if _, ok := props[name]; !ok {
 			props[name] = map[string]any{"type": "string", "description": "UTCP placeholder UTCP_ARG_" + name + "_UTCP_END (not declared in the manual's inputs)"}
 		}
@@ -483,35 +465,30 @@ func toolDoc(t *converted, id string, bundlePass []string) ([]byte, error) {
 	if desc == "" {
 		desc = "UTCP tool " + t.src.Name + "."
 	}
-	fm := yaml.Node{Kind: yaml.MappingNode}
-	add := func(k string, v any) {
-		var n yaml.Node
-		_ = n.Encode(v)
-		fm.Content = append(fm.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, &n)
-	}
-	add("name", t.src.Name)
-	add("id", id+"."+strings.ToLower(strings.ReplaceAll(t.key, "_", "-")))
-	add("description", desc)
-	add("version", "1.0.0")
-	add("inputs", inputs)
+	fm := &frontMatter{Kind: yaml.MappingNode}
+	fm.add("name", t.src.Name)
+	fm.add("id", id+"."+strings.ToLower(strings.ReplaceAll(t.key, "_", "-")))
+	fm.add("description", desc)
+	fm.add("version", "1.0.0")
+	fm.add("inputs", inputs)
 	outputs := t.src.Outputs
 	if outputs == nil {
 		outputs = map[string]any{} // any value
 	}
-	add("outputs", outputs)
-	add("risk_level", 1) // UTCP says nothing about effects; the steps may write the workspace
+	fm.add("outputs", outputs)
+	fm.add("risk_level", 1) // UTCP says nothing about effects; the steps may write the workspace
 	if len(t.src.Tags) > 0 {
-		add("tags", t.src.Tags)
+		fm.add("tags", t.src.Tags)
 	}
-	add("runner", map[string]any{"cli": "../../CLI.md", "steps": t.steps})
+	fm.add("runner", map[string]any{"cli": "../../CLI.md", "steps": t.steps})
 	if !slices.Equal(t.pass, bundlePass) {
 		pass := t.pass
 		if pass == nil {
 			pass = []string{}
 		}
-		add("sandbox", map[string]any{"env": map[string]any{"pass": pass}})
+		fm.add("sandbox", map[string]any{"env": map[string]any{"pass": pass}})
 	}
-	return frontmatter(&fm, "Imported from UTCP: "+t.src.Name+".\n")
+	return manifest.RenderFile((*yaml.Node)(fm), "Imported from UTCP: "+t.src.Name+".\n")
 }
 
 func cloneMap(m map[string]any) map[string]any {
@@ -521,16 +498,11 @@ func cloneMap(m map[string]any) map[string]any {
 	return out
 }
 
-// frontmatter renders ---\nYAML---\nbody.
-func frontmatter(n *yaml.Node, body string) ([]byte, error) {
-	var sb strings.Builder
-	enc := yaml.NewEncoder(&sb)
-	enc.SetIndent(2)
-	if err := enc.Encode(n); err != nil {
-		return nil, err
-	}
-	if err := enc.Close(); err != nil {
-		return nil, err
-	}
-	return []byte("---\n" + sb.String() + "---\n" + body), nil
+// frontMatter is a YAML mapping whose keys keep the order they are added in.
+type frontMatter yaml.Node
+
+func (m *frontMatter) add(k string, v any) {
+	var n yaml.Node
+	_ = n.Encode(v)
+	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, &n)
 }

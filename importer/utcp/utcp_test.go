@@ -151,14 +151,7 @@ func TestCallTemplateRefusals(t *testing.T) {
 }
 
 func TestConvertManual(t *testing.T) {
-	data, err := os.ReadFile("testdata/manual.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := Convert(data, Options{ID: "utcp-demo"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := convertManual(t)
 	if want := []string{"echo_chain", "read_name", "append_some", "show_env", "always_fails", "git_ref"}; !slices.Equal(b.Tools, want) {
 		t.Errorf("tools %q, want %q", b.Tools, want)
 	}
@@ -181,12 +174,26 @@ func TestConvertManual(t *testing.T) {
 	if _, err := Convert([]byte(`{"tools":[{"name":"x","tool_call_template":{"call_template_type":"cli","commands":[{"command":"a | b"}]}}]}`), Options{ID: "x1"}); err == nil {
 		t.Error("a manual whose tools are all refused converted")
 	}
-	if _, err := Convert(data, Options{ID: "Bad ID"}); err == nil {
-		t.Error("a bad id was accepted")
-	}
 	// The pre-1.0 tool_provider key is read too.
 	legacy := `{"tools":[{"name":"ver","tool_provider":{"provider_type":"cli","commands":[{"command":"git --version"}]}}]}`
+	if _, err := Convert([]byte(legacy), Options{ID: "Bad ID"}); err == nil {
+		t.Error("a bad id was accepted")
+	}
 	if b, err := Convert([]byte(legacy), Options{ID: "legacy"}); err != nil || len(b.Tools) != 1 {
 		t.Errorf("legacy tool_provider: %v", err)
 	}
+}
+
+// convertManual converts testdata/manual.json as bundle utcp-demo.
+func convertManual(t *testing.T) *Bundle {
+	t.Helper()
+	data, err := os.ReadFile("testdata/manual.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Convert(data, Options{ID: "utcp-demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
