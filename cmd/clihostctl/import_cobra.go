@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	cobraimport "github.com/clihost/clihost/importer/cobra"
-	"github.com/clihost/clihost/registry"
 )
 
 // importCobraOptions are the inputs of `clihostctl import cobra`.
@@ -131,20 +130,8 @@ func runImportCobra(ctx context.Context, o *importCobraOptions) error {
 	for _, n := range b.Notes {
 		fmt.Fprintf(o.stderr, "clihostctl: note: %s\n", n)
 	}
-	src, err := registry.DirSource(o.out)
-	if err != nil {
+	if err := lintImported(o.stderr, o.out); err != nil {
 		return err
-	}
-	reg, err := registry.Load(src)
-	if err != nil {
-		return err
-	}
-	findings := reg.AllFindings()
-	for _, f := range findings {
-		fmt.Fprintf(o.stderr, "%s\n", f)
-	}
-	if findings.HasErrors() {
-		return fmt.Errorf("the imported bundle in %s has lint errors", o.out)
 	}
 	fmt.Fprintf(o.stdout, "imported %s %s as bundle %s: %d tools in %s\n", b.Root, b.Version, b.ID, len(b.Tools), o.out)
 	return nil

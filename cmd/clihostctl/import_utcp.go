@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	cobraimport "github.com/clihost/clihost/importer/cobra"
 	"github.com/clihost/clihost/importer/utcp"
-	"github.com/clihost/clihost/registry"
 )
 
 // importUTCPOptions are the inputs of `clihostctl import utcp`.
@@ -59,8 +58,6 @@ Exit status: 0 imported, 1 refused (--strict), nothing importable or lint errors
 	return cmd
 }
 
-var nonIDChars = regexp.MustCompile(`[^a-z0-9-]+`)
-
 func runImportUTCP(o *importUTCPOptions) error {
 	if o.out == "" {
 		return usageError{fmt.Errorf("import utcp needs --out DIR")}
@@ -72,7 +69,7 @@ func runImportUTCP(o *importUTCPOptions) error {
 	id := o.id
 	if id == "" {
 		abs, _ := filepath.Abs(o.out)
-		id = strings.Trim(nonIDChars.ReplaceAllString(strings.ToLower(filepath.Base(abs)), "-"), "-")
+		id = cobraimport.BundleID(filepath.Base(abs))
 	}
 	b, err := utcp.Convert(data, utcp.Options{ID: id, Name: o.name, Egress: o.egress})
 	if b != nil {
@@ -96,20 +93,5 @@ func runImportUTCP(o *importUTCPOptions) error {
 		return err
 	}
 	fmt.Fprintf(o.stdout, "imported %d tool(s) into %s (bundle %s): %s\n", len(b.Tools), o.out, b.ID, strings.Join(b.Tools, ", "))
-	src, err := registry.DirSource(o.out)
-	if err != nil {
-		return err
-	}
-	reg, err := registry.Load(src)
-	if err != nil {
-		return err
-	}
-	findings := reg.AllFindings()
-	if findings.HasErrors() {
-		if err := lintWriters["text"](o.stderr, lintReport{Findings: findings}); err != nil {
-			return err
-		}
-		return fmt.Errorf("the imported bundle has lint errors (clihostctl lint %s)", o.out)
-	}
-	return nil
+	return lintImported(o.stderr, o.out)
 }
