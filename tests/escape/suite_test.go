@@ -326,9 +326,6 @@ type probeCase struct {
 	probe  string
 	args   func(*suite) []string // nil: none
 	want   want
-	// weakness, when set, says that this case found a weakness of the sandbox (reported; see the
-	// package's report): the case asserts the secure behaviour and fails until it is fixed.
-	weakness string
 	// unsandboxed runs the probe with the sandbox off: a baseline showing that the probe's
 	// attempt works when nothing stops it.
 	unsandboxed bool
@@ -355,13 +352,6 @@ func (s *suite) run(t *testing.T, table []probeCase) {
 			}
 			r := callOn(t, h, c.bundle, ws, c.probe, args...)
 			t.Logf("%s %s %q → %s %s errno=%s signal=%s exit=%s: %s", c.bundle, c.probe, args, r.Result, r.Step, r.Errno, r.Signal, intString(r.Exit), r.Detail)
-			if c.weakness != "" {
-				defer func() {
-					if t.Failed() {
-						t.Logf("SANDBOX WEAKNESS (reported, fails until fixed): %s", c.weakness)
-					}
-				}()
-			}
 			c.want.check(t, r)
 			if c.after != nil {
 				c.after(t, s)
