@@ -90,20 +90,12 @@ const (
 	dialTimeout   = 10 * time.Second
 )
 
-var (
-	cgnat     = netip.MustParsePrefix("100.64.0.0/10")
-	thisNet   = netip.MustParsePrefix("0.0.0.0/8")
-	reserved4 = netip.MustParsePrefix("240.0.0.0/4")
-	nat64     = netip.MustParsePrefix("64:ff9b::/96")
-	sixToFour = netip.MustParsePrefix("2002::/16")
-	metadata  = []netip.Addr{netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("fd00:ec2::254")}
-)
-
 // Check decides whether host:port may be reached. host is normalised (lowercase, no trailing
 // dot; non-ASCII names are refused, see normalise); IP literals are always refused; anything else that is not a plain hostname (userinfo, '#', '%', spaces, ports) is refused.
-// An allowed name is resolved once, and the first resolved address that is neither
-// loopback, private, link-local, unspecified, multicast, CGNAT, reserved nor a cloud metadata
-// address (or that AdmitNets contains) is returned: the caller must dial exactly that address.
+// An allowed name is resolved once, and the first resolved address that is ordinary global
+// unicast (no row of the IANA special-purpose registries, no cloud metadata address, nor
+// anything embedding one: see blockedReason), or that AdmitNets admits (see admittedWhole), is
+// returned: the caller must dial exactly that address.
 // Check does not call Log; the proxies log what it returns.
 func (p *Policy) Check(ctx context.Context, host string, port int) (netip.Addr, Decision) {
 	d := p.check(ctx, host, port)
@@ -147,18 +139,18 @@ func (p *Policy) check(ctx context.Context, raw string, port int) Decision {
 	var blocked []string
 	for _, a := range addrs {
 		a = a.Unmap()
-		if p.admitted(a) {
+		if p.admittedWhole(a) {
 			d.Addr, d.Allowed, d.Reason = a, true, "allowed by "+entry+" (address in an admitted network)"
 			return d
 		}
 		if why := blockedReason(a); why != "" {
-			blocked = append(blocked, why+" address "+a.String())
+			blocked = append(blocked, a.String()+" ("+why+")")
 			continue
 		}
 		d.Addr, d.Allowed, d.Reason = a, true, "allowed by "+entry
 		return d
 	}
-	return refuse("%s resolves only to refused addresses: %s", host, strings.Join(blocked, ", "))
+	return refuse("%s resolves only to refused addresses: %s", host, strings.Join(blocked, "; "))
 }
 
 // normalise returns the canonical form of hostname h (lowercase, no trailing dot), or an
@@ -228,42 +220,6 @@ func (p *Policy) resolve(ctx context.Context, host string) ([]netip.Addr, error)
 		return p.Resolver(ctx, host)
 	}
 	return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-}
-
-// blockedReason names the class of a that egress refuses by default, or returns "" when a is
-// an ordinary public address. Addresses embedding an IPv4 address (NAT64, 6to4) are judged by
-// the embedded one.
-func blockedReason(a netip.Addr) string {
-	a = a.Unmap()
-	if nat64.Contains(a) || sixToFour.Contains(a) {
-		b := a.As16()
-		off := 12
-		if sixToFour.Contains(a) {
-			off = 2
-		}
-		if why := blockedReason(netip.AddrFrom4([4]byte(b[off : off+4]))); why != "" {
-			return why + " (embedded in " + a.String() + ")"
-		}
-	}
-	switch {
-	case slices.Contains(metadata, a):
-		return "metadata"
-	case a.IsUnspecified() || thisNet.Contains(a):
-		return "unspecified"
-	case a.IsLoopback():
-		return "loopback"
-	case a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast():
-		return "link-local"
-	case a.IsMulticast():
-		return "multicast"
-	case a.IsPrivate():
-		return "private"
-	case cgnat.Contains(a):
-		return "CGNAT"
-	case reserved4.Contains(a):
-		return "reserved"
-	}
-	return ""
 }
 
 // decide checks host:port for the proxy via, logs the decision and returns it. Inside a
