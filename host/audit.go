@@ -63,10 +63,14 @@ type AuthExpired struct {
 	TS     string `json:"ts"`
 }
 
-// auditLog writes one JSON object a line; a nil writer discards.
+// auditLog writes one JSON object a line; a nil writer discards. It aggregates each call's
+// egress decisions (see egressaudit.go).
 type auditLog struct {
 	mu sync.Mutex
 	w  io.Writer
+
+	cmu   sync.Mutex             // guards calls; taken before mu
+	calls map[string]*callEgress // by call id, while the call runs
 }
 
 func (a *auditLog) write(v any) {
@@ -77,6 +81,11 @@ func (a *auditLog) write(v any) {
 	if err != nil {
 		return
 	}
+	a.writeLine(line)
+}
+
+// writeLine writes one marshalled record and its newline in one Write.
+func (a *auditLog) writeLine(line []byte) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	_, _ = a.w.Write(append(line, '\n'))

@@ -113,6 +113,7 @@ func (h *Host) Call(ctx context.Context, b *manifest.Bundle, tool string, input 
 	if b.CLI != nil {
 		rec.CLIVersion = b.CLI.Version
 	}
+	endEgress := h.audit.holdCall(rec.CallID, b.ID())
 	var env Envelope
 	if entry == nil || entry.Tool == nil {
 		env = fail("not_found", fmt.Sprintf("bundle %s has no tool %q", b.Key(), tool), "tools: "+strings.Join(toolNames(b), ", "))
@@ -142,6 +143,7 @@ func (h *Host) Call(ctx context.Context, b *manifest.Bundle, tool string, input 
 	if env.Error != nil {
 		rec.ErrorCode = env.Error.Code
 	}
+	endEgress()
 	h.audit.write(rec)
 	if h.opts.OnCall != nil {
 		h.opts.OnCall(rec)

@@ -43,8 +43,9 @@ type SandboxOptions struct {
 // DefaultEgressPorts are HTTP, HTTPS and SSH (git).
 var DefaultEgressPorts = []int{80, 443, 22}
 
-// egressPolicy returns the egress policy of a call whose compiled policy is pol, logging each
-// decision to the audit log under callID; nil when the bundle declares no egress (no network).
+// egressPolicy returns the egress policy of a call whose compiled policy is pol, logging its
+// decisions to the audit log under callID, aggregated and capped per call (see auditLog.egress);
+// nil when the bundle declares no egress (no network).
 func (h *Host) egressPolicy(pol *sandbox.Policy, cliID, callID string) *egress.Policy {
 	if pol == nil || len(pol.Egress) == 0 {
 		return nil
@@ -60,8 +61,9 @@ func (h *Host) egressPolicy(pol *sandbox.Policy, cliID, callID string) *egress.P
 			if d.Allowed && d.Addr.IsValid() {
 				rec.Addr = d.Addr.String()
 			}
-			h.audit.write(rec)
-		}}
+			h.audit.egress(callID, rec)
+		},
+		End: func() { h.audit.sessionEnd(callID) }}
 }
 
 // SandboxOffWarning is added to every envelope when the operator turned the sandbox off.

@@ -44,6 +44,9 @@ type Policy struct {
 	// Log, when set, receives every decision the proxies make, allowed or not. It may be
 	// called from several goroutines at once.
 	Log func(Decision)
+	// End, when set, is called once when a Serve session with this policy ends, after its last
+	// call of Log (a caller that aggregates decisions writes its summary then).
+	End func()
 	// Dial, when set, opens upstream connections in place of a net.Dialer with a 10 s
 	// timeout. It is given the address Check returned (and the checked port), and must
 	// connect to exactly that address: a test redirecting to a local server, or a host that

@@ -92,7 +92,7 @@ func (l *Listeners) all() []io.Closer {
 
 // Serve serves one sandbox's egress on l with policy p until ctx is done, then closes every
 // listener and connection and returns nil once nothing is left running (log is not called
-// after Serve returns): the HTTP proxy (ServeHTTPProxy) on l.HTTP, the SOCKS5 server
+// after Serve returns; p.End is called last): the HTTP proxy (ServeHTTPProxy) on l.HTTP, the SOCKS5 server
 // (ServeSOCKS5) on l.SOCKS, the fake-IP DNS stub on l.DNS and the transparent capture on
 // l.Transparent. If one of them fails (its listener breaks), Serve stops all of them and
 // returns that error: the sandbox then has no egress at all, never an unchecked one.
@@ -147,6 +147,9 @@ func Serve(ctx context.Context, l *Listeners, p *Policy, log func(Decision)) err
 	// No server accepts any more, so no connection is added from here on; every one in
 	// progress ends on ctx (its sockets are closed, its lookups and dials cancelled).
 	pol.track.Wait()
+	if pol.End != nil {
+		pol.End()
+	}
 	return first
 }
 
