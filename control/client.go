@@ -177,11 +177,19 @@ func (c *Client) Call(ctx context.Context, req CallRequest) (host.Envelope, erro
 	return env, dec.Decode(&env)
 }
 
-// Audit copies the audit log (and, with follow, new lines until ctx ends) to w.
-func (c *Client) Audit(ctx context.Context, follow bool, w io.Writer) error {
-	path := PathAudit
+// Audit copies the audit log to w: with rotated, its rotated files first (oldest first); with
+// follow, new lines until ctx ends.
+func (c *Client) Audit(ctx context.Context, follow, rotated bool, w io.Writer) error {
+	q := url.Values{}
 	if follow {
-		path += "?follow=1"
+		q.Set("follow", "1")
+	}
+	if rotated {
+		q.Set("rotated", "1")
+	}
+	path := PathAudit
+	if len(q) > 0 {
+		path += "?" + q.Encode()
 	}
 	resp, err := c.do(ctx, http.MethodGet, path, nil)
 	if err != nil {

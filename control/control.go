@@ -18,7 +18,7 @@ const (
 	PathInstall = "/v1/install" // POST InstallRequest → NDJSON InstallEvent stream
 	PathCall    = "/v1/call"    // POST CallRequest → host.Envelope
 	PathToken   = "/v1/token"   // GET → TokenInfo
-	PathAudit   = "/v1/audit"   // GET [?follow=1] → the audit log, NDJSON
+	PathAudit   = "/v1/audit"   // GET [?follow=1][&rotated=1] → the audit log, NDJSON
 	PathSetup   = "/v1/setup"   // GET ?bundle=&workspace= → SetupInfo; POST SetupRequest → NDJSON SetupEvent stream
 	PathLogin   = "/v1/login"   // GET ?bundle= → LoginInfo; POST ScopeRequest → AuthResult (polls completes_when)
 	PathLogout  = "/v1/logout"  // POST ScopeRequest → AuthResult

@@ -80,7 +80,7 @@ func TestSocketRoundTrip(t *testing.T) {
 		t.Fatalf("call %+v %v", env, err)
 	}
 	var b strings.Builder
-	if err := c.Audit(ctx, false, &b); err != nil || !strings.Contains(b.String(), "cli.invoked") {
+	if err := c.Audit(ctx, false, false, &b); err != nil || !strings.Contains(b.String(), "cli.invoked") {
 		t.Fatalf("audit %q %v", b.String(), err)
 	}
 	visits := 0

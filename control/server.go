@@ -1,7 +1,6 @@
 package control
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -189,7 +188,8 @@ func Handler(b Backend, a Admission) http.Handler {
 		})
 	}
 	mux.HandleFunc("GET "+PathAudit, func(w http.ResponseWriter, r *http.Request) {
-		serveAudit(w, r, b.AuditFile(), r.URL.Query().Get("follow") == "1")
+		q := r.URL.Query()
+		serveAudit(w, r, b.AuditFile(), q.Get("follow") == "1", q.Get("rotated") == "1")
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := r.Context().Value(peerKey{}).(Peer)
@@ -228,29 +228,32 @@ func peerUser(r *http.Request) string {
 	return name
 }
 
-// serveAudit copies the audit log, then (follow) new lines as they are appended.
-func serveAudit(w http.ResponseWriter, r *http.Request, path string, follow bool) {
+// serveAudit copies the audit log (after its rotated files, oldest first, with rotated), then
+// (follow) new lines as they are appended, following the log across rotations.
+func serveAudit(w http.ResponseWriter, r *http.Request, path string, follow, rotated bool) {
 	f, err := os.Open(path)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) && !follow {
-			w.Header().Set("Content-Type", "application/x-ndjson")
-			return
-		}
-		if !errors.Is(err, os.ErrNotExist) {
-			writeError(w, http.StatusInternalServerError, "audit log: "+err.Error(), "")
-			return
-		}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		writeError(w, http.StatusInternalServerError, "audit log: "+err.Error(), "")
+		return
 	}
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
 	w.Header().Set("Content-Type", "application/x-ndjson")
-	flusher, _ := w.(http.Flusher)
-	var rd *bufio.Reader
-	if f != nil {
-		defer f.Close()
-		rd = bufio.NewReader(f)
+	if rotated {
+		if err := copyRotated(w, path); err != nil {
+			return
+		}
 	}
+	if f == nil && !follow {
+		return
+	}
+	flusher, _ := w.(http.Flusher)
 	for {
-		if rd != nil {
-			if _, err := io.Copy(w, rd); err != nil {
+		if f != nil {
+			if _, err := io.Copy(w, f); err != nil {
 				return
 			}
 		}
@@ -265,13 +268,53 @@ func serveAudit(w http.ResponseWriter, r *http.Request, path string, follow bool
 			return
 		case <-time.After(250 * time.Millisecond):
 		}
-		if rd == nil {
-			if f, err = os.Open(path); err == nil {
-				defer f.Close()
-				rd = bufio.NewReader(f)
+		if f != nil && !replaced(f, path) {
+			continue
+		}
+		// Not there yet, or rotated: what the old file holds past the copy is copied first.
+		if f != nil {
+			if _, err := io.Copy(w, f); err != nil {
+				return
 			}
+			f.Close()
+		}
+		if f, err = os.Open(path); err != nil {
+			f = nil
 		}
 	}
+}
+
+// replaced reports whether path no longer names the open file f (the log was rotated).
+func replaced(f *os.File, path string) bool {
+	open, err1 := f.Stat()
+	named, err2 := os.Stat(path)
+	return err1 == nil && err2 == nil && !os.SameFile(open, named)
+}
+
+// copyRotated copies the rotated audit logs path.N … path.1 (N the highest of a run from 1).
+func copyRotated(w io.Writer, path string) error {
+	n := 0
+	for {
+		if _, err := os.Stat(path + "." + strconv.Itoa(n+1)); err != nil {
+			break
+		}
+		n++
+	}
+	for i := n; i >= 1; i-- {
+		f, err := os.Open(path + "." + strconv.Itoa(i))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // rotated away meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(w, f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -48,6 +48,14 @@ type EgressDecision struct {
 	TS      string `json:"ts"`
 }
 
+// AuditMaxSize and AuditKeep are the audit log's default rotation: a file grows to 64 MiB, then
+// becomes audit.jsonl.1, and five rotated files are kept (clihostd --audit-max-size,
+// --audit-keep; see internal/rotate).
+const (
+	AuditMaxSize = 64 << 20
+	AuditKeep    = 5
+)
+
 // newCallID returns a random identifier that ties a call's audit entries together.
 func newCallID() string {
 	var b [8]byte

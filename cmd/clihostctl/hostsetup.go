@@ -9,6 +9,7 @@ import (
 
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/internal/rotate"
 	"github.com/clihost/clihost/manifest"
 )
 
@@ -38,12 +39,16 @@ func (o *hostOptions) openHost(g *globalOptions) (h *host.Host, caller host.Call
 	if err != nil {
 		return nil, caller, nil, err
 	}
-	audit, closeAudit, err := openAudit(o.audit, g.stderr)
+	audit, auditPath, closeAudit, err := openAudit(o.audit, g.stderr)
 	if err != nil {
 		return nil, caller, nil, err
 	}
+	deny := clihostPaths()
+	if auditPath != "" {
+		deny = append(deny, rotate.Names(auditPath, host.AuditKeep)...)
+	}
 	caller = host.Caller{Workspace: ws, User: currentUser()}
-	return host.New(reg, host.Options{Audit: audit, Sandbox: host.SandboxOptions{ExtraDeny: clihostPaths()}}), caller, closeAudit, nil
+	return host.New(reg, host.Options{Audit: audit, Sandbox: host.SandboxOptions{ExtraDeny: deny}}), caller, closeAudit, nil
 }
 
 // clihostPaths are clihost's own files that a sandboxed tool must never see: the default state
@@ -55,10 +60,10 @@ func clihostPaths() []string {
 		return nil
 	}
 	paths := []string{control.DefaultSocket(state)}
-	for _, name := range []string{"state.db", "token", "secrets.key", "audit.jsonl"} {
+	for _, name := range []string{"state.db", "token", "secrets.key"} {
 		paths = append(paths, filepath.Join(state, name))
 	}
-	return paths
+	return append(paths, rotate.Names(filepath.Join(state, "audit.jsonl"), host.AuditKeep)...)
 }
 
 // openBundle opens a host (see openHost) and the named bundle for commands that run its tools.
@@ -94,7 +99,10 @@ func (o *hostOptions) workspaceDir() (string, error) {
 	return ws, nil
 }
 
-func openAudit(path string, stderr io.Writer) (io.Writer, func(), error) {
+// openAudit opens the audit log at path (default: $CLIHOST_AUDIT, else
+// ~/.local/state/clihost/audit.jsonl, the daemon's default), rotated as clihostd rotates it by
+// default (host.AuditMaxSize, host.AuditKeep), and returns it with its path ("" for stderr).
+func openAudit(path string, stderr io.Writer) (io.Writer, string, func(), error) {
 	if path == "" {
 		path = os.Getenv(EnvAudit)
 	}
@@ -103,23 +111,27 @@ func openAudit(path string, stderr io.Writer) (io.Writer, func(), error) {
 		if state == "" {
 			home, err := os.UserHomeDir()
 			if err != nil {
-				return nil, nil, fmt.Errorf("no audit path: set --audit or %s: %w", EnvAudit, err)
+				return nil, "", nil, fmt.Errorf("no audit path: set --audit or %s: %w", EnvAudit, err)
 			}
 			state = filepath.Join(home, ".local", "state")
 		}
 		path = filepath.Join(state, "clihost", "audit.jsonl")
 	}
 	if path == "-" {
-		return stderr, func() {}, nil
+		return stderr, "", func() {}, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, nil, fmt.Errorf("audit log: %w", err)
+		return nil, "", nil, fmt.Errorf("audit log: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	path, err := filepath.Abs(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("audit log: %w", err)
+		return nil, "", nil, fmt.Errorf("audit log: %w", err)
 	}
-	return f, func() { f.Close() }, nil
+	f, err := rotate.Open(path, rotate.Options{MaxSize: host.AuditMaxSize, Keep: host.AuditKeep})
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("audit log: %w", err)
+	}
+	return f, path, func() { f.Close() }, nil
 }
 
 func currentUser() string {

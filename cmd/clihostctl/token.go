@@ -32,15 +32,16 @@ func newTokenCmd(g *globalOptions) *cobra.Command {
 }
 
 func newAuditCmd(g *globalOptions) *cobra.Command {
-	var follow bool
+	var follow, rotated bool
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Print the daemon's audit log (one JSON object a line)",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.client().Audit(cmd.Context(), follow, g.stdout)
+			return g.client().Audit(cmd.Context(), follow, rotated, g.stdout)
 		},
 	}
-	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines (across rotations)")
+	cmd.Flags().BoolVar(&rotated, "rotated", false, "print the rotated logs (audit.jsonl.N … .1) first, oldest first")
 	return cmd
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -28,6 +27,7 @@ import (
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/install"
+	"github.com/clihost/clihost/internal/rotate"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/mcp"
 	"github.com/clihost/clihost/registry"
@@ -59,7 +59,7 @@ type daemon struct {
 	tokenFile  string
 	token      string
 	auditPath  string
-	audit      *os.File
+	audit      *rotate.File // one audit line per Write, rotated by size; safe for concurrent use
 	store      *store.Store
 	workspace  string
 	httpURL    string
@@ -69,26 +69,13 @@ type daemon struct {
 	setup      *setup.Engine
 	auth       *authstate.Machine
 	user       string // MCP calls run as this user's setup and login scope
-	auditW     *lockedWriter
-}
-
-// lockedWriter makes each Write (one audit line) atomic between the host and the auth machine.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }
 
 // auditRecord appends one JSON record to the audit log.
 func (d *daemon) auditRecord(v any) {
 	line, err := json.Marshal(v)
 	if err == nil {
-		_, _ = d.auditW.Write(append(line, '\n'))
+		_, _ = d.audit.Write(append(line, '\n'))
 	}
 }
 
@@ -112,10 +99,9 @@ func start(ctx context.Context, log *slog.Logger, c config) (*daemon, error) {
 		return nil, err
 	}
 	d.auditPath = filepath.Join(d.stateDir, "audit.jsonl")
-	if d.audit, err = os.OpenFile(d.auditPath, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600); err != nil {
+	if d.audit, err = rotate.Open(d.auditPath, rotate.Options{MaxSize: int64(c.auditMaxSize), Keep: c.auditKeep}); err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}
-	d.auditW = &lockedWriter{w: d.audit}
 	secrets, err := store.OpenSecrets(d.store, filepath.Join(d.stateDir, "secrets.key"))
 	if err != nil {
 		return nil, err
@@ -148,9 +134,10 @@ func start(ctx context.Context, log *slog.Logger, c config) (*daemon, error) {
 func sandboxOptions(log *slog.Logger, c config, stateDir, socket string) (host.SandboxOptions, error) {
 	// The state directory's secrets and records, never its bin/ (the installed CLIs run from there).
 	o := host.SandboxOptions{Off: c.sandbox == "off", ExtraDeny: []string{socket}}
-	for _, name := range []string{"state.db", "token", "secrets.key", "audit.jsonl"} {
+	for _, name := range []string{"state.db", "token", "secrets.key"} {
 		o.ExtraDeny = append(o.ExtraDeny, filepath.Join(stateDir, name))
 	}
+	o.ExtraDeny = append(o.ExtraDeny, rotate.Names(filepath.Join(stateDir, "audit.jsonl"), c.auditKeep)...)
 	if c.agentUser != "" {
 		u, err := user.Lookup(c.agentUser)
 		if err != nil {
@@ -208,7 +195,7 @@ func (d *daemon) reload() error {
 		return err
 	}
 	refused := logBundles(d.log, reg)
-	h := host.New(reg, host.Options{Audit: d.auditW, Locate: d.locate, OnCall: d.metrics.observe, Setup: d.setup, Auth: d.auth,
+	h := host.New(reg, host.Options{Audit: d.audit, Locate: d.locate, OnCall: d.metrics.observe, Setup: d.setup, Auth: d.auth,
 		Sandbox: d.sandbox})
 	st := &state{reg: reg, host: h, mcp: mcp.Handler(h, mcp.Options{Caller: host.Caller{Workspace: d.workspace, User: d.user}, Version: version})}
 	d.cur.Store(st)

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/registry"
 	"github.com/clihost/clihost/sandbox/nsinit"
 )
@@ -43,6 +44,9 @@ type config struct {
 	agentUser string     // who bundle processes run as when the daemon is root
 	admit     stringList // --egress-admit: CIDR ranges allowed names may resolve to
 	ports     string     // --egress-ports: comma-separated destination ports
+
+	auditMaxSize byteSize // --audit-max-size: the audit log's size before it is rotated
+	auditKeep    int      // --audit-keep: rotated audit logs kept
 }
 
 func main() {
@@ -64,8 +68,15 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&c.agentUser, "agent-user", "", "when clihostd runs as root: the user bundle processes run as (default: each workspace's owner, or nobody when root owns it)")
 	fs.Var(&c.admit, "egress-admit", "a CIDR range (repeatable) that bundles' allowed hosts may resolve to although it is loopback, private or link-local (e.g. a test network); IP literals stay refused")
 	fs.StringVar(&c.ports, "egress-ports", "80,443,22", "the destination ports bundles' egress hosts may be reached on")
+	c.auditMaxSize = host.AuditMaxSize
+	fs.Var(&c.auditMaxSize, "audit-max-size", "rotate the audit log (<state>/audit.jsonl) when it would grow past this size (bytes, or with a KiB, MiB or GiB suffix)")
+	fs.IntVar(&c.auditKeep, "audit-keep", host.AuditKeep, "how many rotated audit logs (audit.jsonl.1 … .N) to keep; 0 keeps none")
 	fs.BoolVar(&c.check, "check", false, "load and validate the bundles, print the result and exit (1 when any bundle is refused)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if c.auditKeep < 0 {
+		fmt.Fprintf(stderr, "clihostd: --audit-keep %d: want 0 or more\n", c.auditKeep)
 		return 2
 	}
 	if c.sandbox != "on" && c.sandbox != "off" {

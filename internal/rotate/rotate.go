@@ -5,7 +5,8 @@
 // path → path.1, and a new empty path takes its place. At most Keep rotated files are kept, so the
 // log never holds much more than (Keep+1) × MaxSize bytes. Every name is always a complete file:
 // the current file is hard-linked to path.1 and a new file, created as path.new, is renamed over
-// path, so a reader never finds path missing. Files are created with mode 0600.
+// path, so a reader never finds path missing. Files are created with mode 0600. A path that is
+// not a regular file (/dev/stderr, /dev/null) is written as it is, never rotated.
 //
 // One File is safe for concurrent use. Several processes may append to the same path (clihostd
 // and an in-process clihostctl call share ~/.local/state/clihost/audit.jsonl): each write takes an
@@ -38,6 +39,8 @@ type File struct {
 	path string
 	opts Options
 
+	plain bool // not a regular file (a terminal, /dev/null): written, never rotated
+
 	mu sync.Mutex
 	f  *os.File // nil once closed
 }
@@ -54,7 +57,12 @@ func Open(path string, opts Options) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &File{path: path, opts: opts, f: f}, nil
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("rotate %s: %w", path, err)
+	}
+	return &File{path: path, opts: opts, f: f, plain: !st.Mode().IsRegular()}, nil
 }
 
 // Names returns every file a log at path with keep rotated files may use: path, path.1 …
@@ -78,6 +86,9 @@ func (r *File) Write(p []byte) (int, error) {
 	defer r.mu.Unlock()
 	if r.f == nil {
 		return 0, fmt.Errorf("rotate %s: %w", r.path, fs.ErrClosed)
+	}
+	if r.plain {
+		return r.f.Write(p)
 	}
 	for attempt := 0; ; attempt++ {
 		if err := flock(r.f, syscall.LOCK_EX); err != nil {
@@ -199,11 +210,14 @@ func (r *File) rotate() error {
 }
 
 // openAppend opens path for appending, creating it with mode 0600, and narrows the mode of an
-// existing file to 0600.
+// existing regular file to 0600.
 func openAppend(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("rotate %s: %w", path, err)
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return f, nil // a device: its mode is not ours to change
 	}
 	if err := f.Chmod(0o600); err != nil {
 		f.Close()

@@ -202,3 +202,23 @@ func TestRotateConcurrentWriters(t *testing.T) {
 		t.Errorf("Names: %d names", n)
 	}
 }
+
+// TestDeviceIsNotRotated: a log opened on a device is written as is, never renamed.
+func TestDeviceIsNotRotated(t *testing.T) {
+	r, err := Open(os.DevNull, Options{MaxSize: 1, Keep: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for range 3 {
+		if _, err := r.Write([]byte("line\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, err := os.Stat(os.DevNull); err != nil || st.Mode()&os.ModeCharDevice == 0 || st.Mode().Perm() != 0o666 {
+		t.Fatalf("%s changed: %v %v", os.DevNull, st.Mode(), err)
+	}
+	if _, err := os.Stat(os.DevNull + ".1"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("%s.1 exists", os.DevNull)
+	}
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestByteSize(t *testing.T) {
+	for in, want := range map[string]int64{
+		"65536": 65536, "64KiB": 64 << 10, "64K": 64 << 10, "64MiB": 64 << 20, "64M": 64 << 20,
+		"1GiB": 1 << 30, "2G": 2 << 30, "100B": 100, " 8 MiB ": 8 << 20,
+	} {
+		var b byteSize
+		if err := b.Set(in); err != nil || int64(b) != want {
+			t.Errorf("Set(%q) = %d, %v; want %d", in, b, err, want)
+		}
+	}
+	for _, in := range []string{"", "0", "-1", "0MiB", "1.5MiB", "64 MB", "1TiB", "99999999999G", "MiB"} {
+		var b byteSize
+		if err := b.Set(in); err == nil {
+			t.Errorf("Set(%q) = %d, want an error", in, b)
+		}
+	}
+}
+
+// TestAuditFlags: the rotation flags are checked, and every file of the rotated audit log is
+// masked in the sandbox.
+func TestAuditFlags(t *testing.T) {
+	for _, args := range [][]string{{"--audit-max-size", "0"}, {"--audit-max-size", "lots"}, {"--audit-keep", "-1"}} {
+		var stderr bytes.Buffer
+		if code := run(args, &stderr); code != 2 {
+			t.Errorf("clihostd %s: exit %d, want 2 (%s)", strings.Join(args, " "), code, stderr.String())
+		}
+	}
+	state := t.TempDir()
+	o, err := sandboxOptions(slog.New(slog.DiscardHandler), config{ports: "443", auditKeep: 2}, state, filepath.Join(state, "s.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"audit.jsonl", "audit.jsonl.1", "audit.jsonl.2", "audit.jsonl.new"} {
+		if !slices.Contains(o.ExtraDeny, filepath.Join(state, name)) {
+			t.Errorf("%s is not masked: %v", name, o.ExtraDeny)
+		}
+	}
+}
