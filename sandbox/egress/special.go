@@ -40,66 +40,66 @@ type special struct {
 // Space registry allocates as Global Unicast (see blockedReason).
 var specials = []special{
 	// IPv4 Special-Purpose Address Registry.
-	{p("0.0.0.0/8"), "This network", "RFC 791 §3.2"},
-	{p("0.0.0.0/32"), "This host on this network", "RFC 1122 §3.2.1.3"},
-	{p("10.0.0.0/8"), "Private-Use", "RFC 1918"},
-	{p("100.64.0.0/10"), "Shared Address Space", "RFC 6598"},
-	{p("127.0.0.0/8"), "Loopback", "RFC 1122 §3.2.1.3"},
-	{p("169.254.0.0/16"), "Link Local", "RFC 3927"},
-	{p("172.16.0.0/12"), "Private-Use", "RFC 1918"},
-	{p("192.0.0.0/24"), "IETF Protocol Assignments", "RFC 6890 §2.1"},
-	{p("192.0.0.0/29"), "IPv4 Service Continuity Prefix", "RFC 7335"},
-	{p("192.0.0.8/32"), "IPv4 dummy address", "RFC 7600"},
-	{p("192.0.0.9/32"), "Port Control Protocol Anycast", "RFC 7723"},
-	{p("192.0.0.10/32"), "Traversal Using Relays around NAT Anycast", "RFC 8155"},
-	{p("192.0.0.170/32"), "NAT64/DNS64 Discovery", "RFC 8880, RFC 7050 §2.2"},
-	{p("192.0.0.171/32"), "NAT64/DNS64 Discovery", "RFC 8880, RFC 7050 §2.2"},
-	{p("192.0.2.0/24"), "Documentation (TEST-NET-1)", "RFC 5737"},
-	{p("192.31.196.0/24"), "AS112-v4", "RFC 7535"},
-	{p("192.52.193.0/24"), "AMT", "RFC 7450"},
-	{p("192.88.99.0/24"), "Deprecated (6to4 Relay Anycast)", "RFC 7526"},
-	{p("192.88.99.2/32"), "6a44-relay anycast address", "RFC 6751"},
-	{p("192.168.0.0/16"), "Private-Use", "RFC 1918"},
-	{p("192.175.48.0/24"), "Direct Delegation AS112 Service", "RFC 7534"},
-	{p("198.18.0.0/15"), "Benchmarking", "RFC 2544"},
-	{p("198.51.100.0/24"), "Documentation (TEST-NET-2)", "RFC 5737"},
-	{p("203.0.113.0/24"), "Documentation (TEST-NET-3)", "RFC 5737"},
-	{p("240.0.0.0/4"), "Reserved", "RFC 1112 §4"},
-	{p("255.255.255.255/32"), "Limited Broadcast", "RFC 8190, RFC 919 §7"},
+	{mustPrefix("0.0.0.0/8"), "This network", "RFC 791 §3.2"},
+	{mustPrefix("0.0.0.0/32"), "This host on this network", "RFC 1122 §3.2.1.3"},
+	{mustPrefix("10.0.0.0/8"), "Private-Use", "RFC 1918"},
+	{mustPrefix("100.64.0.0/10"), "Shared Address Space", "RFC 6598"},
+	{mustPrefix("127.0.0.0/8"), "Loopback", "RFC 1122 §3.2.1.3"},
+	{mustPrefix("169.254.0.0/16"), "Link Local", "RFC 3927"},
+	{mustPrefix("172.16.0.0/12"), "Private-Use", "RFC 1918"},
+	{mustPrefix("192.0.0.0/24"), "IETF Protocol Assignments", "RFC 6890 §2.1"},
+	{mustPrefix("192.0.0.0/29"), "IPv4 Service Continuity Prefix", "RFC 7335"},
+	{mustPrefix("192.0.0.8/32"), "IPv4 dummy address", "RFC 7600"},
+	{mustPrefix("192.0.0.9/32"), "Port Control Protocol Anycast", "RFC 7723"},
+	{mustPrefix("192.0.0.10/32"), "Traversal Using Relays around NAT Anycast", "RFC 8155"},
+	{mustPrefix("192.0.0.170/32"), "NAT64/DNS64 Discovery", "RFC 8880, RFC 7050 §2.2"},
+	{mustPrefix("192.0.0.171/32"), "NAT64/DNS64 Discovery", "RFC 8880, RFC 7050 §2.2"},
+	{mustPrefix("192.0.2.0/24"), "Documentation (TEST-NET-1)", "RFC 5737"},
+	{mustPrefix("192.31.196.0/24"), "AS112-v4", "RFC 7535"},
+	{mustPrefix("192.52.193.0/24"), "AMT", "RFC 7450"},
+	{mustPrefix("192.88.99.0/24"), "Deprecated (6to4 Relay Anycast)", "RFC 7526"},
+	{mustPrefix("192.88.99.2/32"), "6a44-relay anycast address", "RFC 6751"},
+	{mustPrefix("192.168.0.0/16"), "Private-Use", "RFC 1918"},
+	{mustPrefix("192.175.48.0/24"), "Direct Delegation AS112 Service", "RFC 7534"},
+	{mustPrefix("198.18.0.0/15"), "Benchmarking", "RFC 2544"},
+	{mustPrefix("198.51.100.0/24"), "Documentation (TEST-NET-2)", "RFC 5737"},
+	{mustPrefix("203.0.113.0/24"), "Documentation (TEST-NET-3)", "RFC 5737"},
+	{mustPrefix("240.0.0.0/4"), "Reserved", "RFC 1112 §4"},
+	{mustPrefix("255.255.255.255/32"), "Limited Broadcast", "RFC 8190, RFC 919 §7"},
 
 	// IPv6 Special-Purpose Address Registry.
-	{p("::1/128"), "Loopback Address", "RFC 4291"},
-	{p("::/128"), "Unspecified Address", "RFC 4291"},
-	{p("::ffff:0:0/96"), "IPv4-mapped Address", "RFC 4291"},
-	{p("64:ff9b::/96"), "IPv4-IPv6 Translat.", "RFC 6052"},
-	{p("64:ff9b:1::/48"), "IPv4-IPv6 Translat.", "RFC 8215"},
-	{p("100::/64"), "Discard-Only Address Block", "RFC 6666"},
-	{p("100:0:0:1::/64"), "Dummy IPv6 Prefix", "RFC 9780"},
-	{p("2001::/23"), "IETF Protocol Assignments", "RFC 2928"},
-	{p("2001::/32"), "TEREDO", "RFC 4380, RFC 8190"},
-	{p("2001:1::1/128"), "Port Control Protocol Anycast", "RFC 7723"},
-	{p("2001:1::2/128"), "Traversal Using Relays around NAT Anycast", "RFC 8155"},
-	{p("2001:1::3/128"), "DNS-SD Service Registration Protocol Anycast Address", "RFC 9665"},
-	{p("2001:2::/48"), "Benchmarking", "RFC 5180, RFC Errata 1752"},
-	{p("2001:3::/32"), "AMT", "RFC 7450"},
-	{p("2001:4:112::/48"), "AS112-v6", "RFC 7535"},
-	{p("2001:10::/28"), "Deprecated (previously ORCHID)", "RFC 4843"},
-	{p("2001:20::/28"), "ORCHIDv2", "RFC 7343"},
-	{p("2001:30::/28"), "Drone Remote ID Protocol Entity Tags (DETs) Prefix", "RFC 9374"},
-	{p("2001:db8::/32"), "Documentation", "RFC 3849"},
-	{p("2002::/16"), "6to4", "RFC 3056"},
-	{p("2620:4f:8000::/48"), "Direct Delegation AS112 Service", "RFC 7534"},
-	{p("3fff::/20"), "Documentation", "RFC 9637"},
-	{p("5f00::/16"), "Segment Routing (SRv6) SIDs", "RFC 9602"},
-	{p("fc00::/7"), "Unique-Local", "RFC 4193, RFC 8190"},
-	{p("fe80::/10"), "Link-Local Unicast", "RFC 4291"},
+	{mustPrefix("::1/128"), "Loopback Address", "RFC 4291"},
+	{mustPrefix("::/128"), "Unspecified Address", "RFC 4291"},
+	{mustPrefix("::ffff:0:0/96"), "IPv4-mapped Address", "RFC 4291"},
+	{mustPrefix("64:ff9b::/96"), "IPv4-IPv6 Translat.", "RFC 6052"},
+	{mustPrefix("64:ff9b:1::/48"), "IPv4-IPv6 Translat.", "RFC 8215"},
+	{mustPrefix("100::/64"), "Discard-Only Address Block", "RFC 6666"},
+	{mustPrefix("100:0:0:1::/64"), "Dummy IPv6 Prefix", "RFC 9780"},
+	{mustPrefix("2001::/23"), "IETF Protocol Assignments", "RFC 2928"},
+	{mustPrefix("2001::/32"), "TEREDO", "RFC 4380, RFC 8190"},
+	{mustPrefix("2001:1::1/128"), "Port Control Protocol Anycast", "RFC 7723"},
+	{mustPrefix("2001:1::2/128"), "Traversal Using Relays around NAT Anycast", "RFC 8155"},
+	{mustPrefix("2001:1::3/128"), "DNS-SD Service Registration Protocol Anycast Address", "RFC 9665"},
+	{mustPrefix("2001:2::/48"), "Benchmarking", "RFC 5180, RFC Errata 1752"},
+	{mustPrefix("2001:3::/32"), "AMT", "RFC 7450"},
+	{mustPrefix("2001:4:112::/48"), "AS112-v6", "RFC 7535"},
+	{mustPrefix("2001:10::/28"), "Deprecated (previously ORCHID)", "RFC 4843"},
+	{mustPrefix("2001:20::/28"), "ORCHIDv2", "RFC 7343"},
+	{mustPrefix("2001:30::/28"), "Drone Remote ID Protocol Entity Tags (DETs) Prefix", "RFC 9374"},
+	{mustPrefix("2001:db8::/32"), "Documentation", "RFC 3849"},
+	{mustPrefix("2002::/16"), "6to4", "RFC 3056"},
+	{mustPrefix("2620:4f:8000::/48"), "Direct Delegation AS112 Service", "RFC 7534"},
+	{mustPrefix("3fff::/20"), "Documentation", "RFC 9637"},
+	{mustPrefix("5f00::/16"), "Segment Routing (SRv6) SIDs", "RFC 9602"},
+	{mustPrefix("fc00::/7"), "Unique-Local", "RFC 4193, RFC 8190"},
+	{mustPrefix("fe80::/10"), "Link-Local Unicast", "RFC 4291"},
 
 	// Not in the special-purpose registries.
-	{p("224.0.0.0/4"), "Multicast", "RFC 5771 (IANA IPv4 Multicast Address Space)"},
-	{p("ff00::/8"), "Multicast", "RFC 4291 (IANA IPv6 Address Space)"},
-	{p("fec0::/10"), "Site-Local (deprecated)", "RFC 3879 (IANA IPv6 Address Space)"},
-	{p("::/96"), "IPv4-compatible Address (deprecated)", "RFC 4291 §2.5.5.1"},
-	{p("::ffff:0:0:0/96"), "IPv4-translated Address", "RFC 6145 (SIIT)"},
+	{mustPrefix("224.0.0.0/4"), "Multicast", "RFC 5771 (IANA IPv4 Multicast Address Space)"},
+	{mustPrefix("ff00::/8"), "Multicast", "RFC 4291 (IANA IPv6 Address Space)"},
+	{mustPrefix("fec0::/10"), "Site-Local (deprecated)", "RFC 3879 (IANA IPv6 Address Space)"},
+	{mustPrefix("::/96"), "IPv4-compatible Address (deprecated)", "RFC 4291 §2.5.5.1"},
+	{mustPrefix("::ffff:0:0:0/96"), "IPv4-translated Address", "RFC 6145 (SIIT)"},
 }
 
 // metadata are the cloud providers' instance metadata and host-agent addresses, named as such in
@@ -114,9 +114,10 @@ var metadata = []netip.Addr{
 }
 
 // globalUnicast6 is the IPv6 Global Unicast space (IANA IPv6 Address Space registry).
-var globalUnicast6 = p("2000::/3")
+var globalUnicast6 = mustPrefix("2000::/3")
 
-func p(s string) netip.Prefix { return netip.MustParsePrefix(s) }
+// mustPrefix parses a prefix of the tables above.
+func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 
 // blockedReason says why egress refuses a by default ("" for an ordinary global unicast
 // address): the most specific row of specials containing a, a metadata address, IPv6 outside
@@ -165,13 +166,13 @@ func mostSpecific(a netip.Addr) (special, bool) {
 }
 
 var (
-	nat64WKP    = p("64:ff9b::/96")
-	nat64Local  = p("64:ff9b:1::/48")
-	sixToFour   = p("2002::/16")
-	teredo      = p("2001::/32")
-	compat      = p("::/96")
-	siit        = p("::ffff:0:0:0/96")
-	thisNetwork = p("0.0.0.0/8")
+	nat64WKP    = mustPrefix("64:ff9b::/96")
+	nat64Local  = mustPrefix("64:ff9b:1::/48")
+	sixToFour   = mustPrefix("2002::/16")
+	teredo      = mustPrefix("2001::/32")
+	compat      = mustPrefix("::/96")
+	siit        = mustPrefix("::ffff:0:0:0/96")
+	thisNetwork = mustPrefix("0.0.0.0/8")
 )
 
 // embeddedIPv4 returns the IPv4 addresses a carries for a translator or tunnel to reach:
