@@ -20,13 +20,13 @@ type special struct {
 //   - the IANA IPv6 Special-Purpose Address Registry
 //     (https://www.iana.org/assignments/iana-ipv6-special-registry/),
 //
-// transcribed by hand, row by row in the registries' order, from their 2025 editions (the IPv6
-// one with 100:0:0:1::/64, RFC 9780, as its latest row; the IPv4 one with 192.88.99.2/32), and
-// not generated: this package has no build-time network. Re-check when a registry changes
-// (TestSpecialsEveryRow pins one address per row). They are followed by the
-// ranges the special-purpose registries do not list but other IANA registries set aside:
-// IPv4 and IPv6 multicast, IPv6 site-local (deprecated) and the IPv4-embedding forms of
-// RFC 4291 and RFC 6145.
+// transcribed by hand, row by row in the registries' order, as they stood in 2025 (the IPv6
+// registry's latest row 100:0:0:1::/64, RFC 9780; the IPv4 one's 192.88.99.2/32, RFC 6751). They
+// were written without network access to iana.org, so compare them with the live registries
+// when a registry changes; TestSpecialsEveryRow pins one address per row. They are followed by
+// the ranges the special-purpose registries do not list but other IANA registries set aside:
+// IPv4 and IPv6 multicast, IPv6 site-local (deprecated) and the IPv4-embedding forms of RFC 4291
+// and RFC 6145.
 //
 // Every row is refused, including those the registry marks "Globally Reachable: True" (the
 // anycast relays of PCP, TURN and DNS-SD SRP, AS112 sinks, AMT relays, ORCHIDv2 and DET
