@@ -88,6 +88,8 @@ var cases = map[string]attempt{
 	"socket": socket,
 	"dns":    resolve,
 	"unix":   dialUnix,
+	// The egress audit under a flood.
+	"dns-flood": dnsFlood,
 	// Processes and kernel interfaces.
 	"ptrace":  ptraceAttach,
 	"kill":    kill,
