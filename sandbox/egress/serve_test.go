@@ -595,3 +595,14 @@ func TestProxyEnv(t *testing.T) {
 		}
 	}
 }
+
+// TestServeCallsEnd: Serve calls the policy's End once, when the session is over.
+func TestServeCallsEnd(t *testing.T) {
+	ends := 0
+	p := &Policy{End: func() { ends++ }}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Serve(ctx, &Listeners{}, p, nil); err != nil || ends != 1 {
+		t.Fatalf("Serve = %v, End called %d times, want once", err, ends)
+	}
+}
