@@ -26,7 +26,7 @@ func (o *hostOptions) addFlags(fs interface {
 	StringVar(*string, string, string, string)
 }) {
 	fs.StringVar(&o.workspace, "workspace", "", "the directory tools run in (default: the current directory)")
-	fs.StringVar(&o.audit, "audit", "", "append cli.invoked audit lines here; - for stderr (default: $CLIHOST_AUDIT, else ~/.local/state/clihost/audit.jsonl)")
+	fs.StringVar(&o.audit, "audit", "", "append audit lines here, rotated at 64 MiB with 5 rotated files kept; - for stderr (default: $CLIHOST_AUDIT, else ~/.local/state/clihost/audit.jsonl)")
 }
 
 // openHost builds a Host over the configured bundles with the audit log open. close releases it.
