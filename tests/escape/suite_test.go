@@ -72,6 +72,13 @@ var sandboxes = map[string]string{
   exec: { allow: false }
   env: { pass: [] }
   tty: { required: true }`,
+	// race: reads the workspace and writes only its sub/ directory, which TestRace keeps swapping
+	// for a symbolic link to a directory outside while calls start.
+	"race": `
+  network: { egress: [] }
+  fs: { read: ["./**"], write: ["./sub/**"] }
+  exec: { allow: false }
+  env: { pass: [] }`,
 	// state: grants the directory holding clihost's own state; the host's ExtraDeny names the token.
 	"state": `
   network: { egress: [] }
