@@ -284,6 +284,7 @@ type want struct {
 	signal string // when set, the signal that killed the probe's child
 	exit   *int   // when set, the exit status of the probe's child
 	detail string // when set, a substring of the detail
+	empty  bool   // the detail must be empty (a read or listing that got nothing)
 }
 
 // denied is a refusal of step with errno.
@@ -291,6 +292,10 @@ func denied(step, errno string) want { return want{result: "denied", step: step,
 
 // allowed is a success whose detail contains detail.
 func allowed(detail string) want { return want{result: "allowed", detail: detail} }
+
+// masked is what reading (step "read") or listing (step "readdir") a masked deny path yields: it
+// succeeds and gets nothing.
+func masked(step string) want { return want{result: "allowed", step: step, empty: true} }
 
 // check compares r with w.
 func (w want) check(t *testing.T, r report) {
@@ -302,7 +307,8 @@ func (w want) check(t *testing.T, r report) {
 		(w.errno != "" && r.Errno != w.errno) ||
 		(w.signal != "" && r.Signal != w.signal) ||
 		(w.exit != nil && (r.Exit == nil || *r.Exit != *w.exit)) ||
-		(w.detail != "" && !strings.Contains(r.Detail, w.detail))
+		(w.detail != "" && !strings.Contains(r.Detail, w.detail)) ||
+		(w.empty && r.Detail != "")
 	if bad {
 		t.Errorf("probe %s reported %+v (exit %s), want result %q step %q errno %q%s signal %q exit %s detail ⊇ %q",
 			r.Case, r, intString(r.Exit), w.result, w.step, w.errno, errnosString(w.errnos), w.signal, intString(w.exit), w.detail)
