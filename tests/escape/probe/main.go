@@ -68,6 +68,7 @@ var cases = map[string]attempt{
 	"umount":       umount,
 	"open-tree":    openTree,
 	"plant":        plant,
+	"scratch":      scratch,
 	// Exec.
 	"exec":              run,
 	"drop-exec":         dropExec(false),
@@ -213,6 +214,42 @@ func writeFile(args []string) report {
 		err = cerr
 	}
 	return result("write", err)
+}
+
+// scratch DIR NAME makes the round trip of a program's scratch files in DIR: it creates the
+// directory DIR/NAME, writes a file in it, reads it back, renames and removes it, removes the
+// directory, then writes and removes the file DIR/NAME.file. Allowed means every step succeeded.
+func scratch(args []string) report {
+	if r := need(args, 2); r != nil {
+		return *r
+	}
+	dir := filepath.Join(args[0], args[1])
+	file, moved, top := filepath.Join(dir, "f"), filepath.Join(dir, "g"), dir+".file"
+	steps := []struct {
+		name string
+		do   func() error
+	}{
+		{"mkdir", func() error { return os.Mkdir(dir, 0o700) }},
+		{"write", func() error { return os.WriteFile(file, []byte("scratch\n"), 0o600) }},
+		{"read", func() error {
+			data, err := os.ReadFile(file)
+			if err == nil && string(data) != "scratch\n" {
+				err = fmt.Errorf("read back %q", data)
+			}
+			return err
+		}},
+		{"rename", func() error { return os.Rename(file, moved) }},
+		{"remove", func() error { return os.Remove(moved) }},
+		{"rmdir", func() error { return os.Remove(dir) }},
+		{"write-top", func() error { return os.WriteFile(top, []byte("scratch\n"), 0o600) }},
+		{"remove-top", func() error { return os.Remove(top) }},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			return result(s.name, err)
+		}
+	}
+	return report{Result: "allowed", Step: "remove-top"}
 }
 
 // mkdir DIR creates DIR.
