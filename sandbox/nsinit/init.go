@@ -138,12 +138,18 @@ func buildNamespaces(p Plan, paths *pathTable) (string, error) {
 			return "mount: bind " + t.path, err
 		}
 	}
-	if within(p.Dir, "/tmp") {
+	if within(p.Dir, "/tmp") && p.Dir != "/tmp" {
 		// A working directory under the host's /tmp that the plan does not bind (the program may
-		// not read it) still has to exist to be entered: an empty directory in the sandbox's /tmp.
-		if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		// not read it) still has to exist to be entered: an empty directory in the sandbox's /tmp
+		// (never one created in a host tree bound there).
+		fd, err := openTarget(p.Dir, nil)
+		if errors.Is(err, unix.ENOENT) {
+			fd, err = makeTarget(p.Dir, true, tmp.Dev)
+		}
+		if err != nil {
 			return "mount: working directory", err
 		}
+		unix.Close(fd)
 	}
 	if p.Egress {
 		// Before the masks: a deny path covering /etc hides these too.
