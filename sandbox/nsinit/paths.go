@@ -112,7 +112,7 @@ func openPlan(p Plan) (*pathTable, error) {
 			switch {
 			case errors.Is(err, unix.ENOENT) && pathListNames[i] != "ReadWrite":
 				continue
-			case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV):
+			case errors.Is(err, unix.ELOOP):
 				t.close()
 				return nil, changedError(path, "a symbolic link appeared in the path")
 			case err != nil:
@@ -140,7 +140,7 @@ func sameFile(a, b *unix.Stat_t) bool { return a.Dev == b.Dev && a.Ino == b.Ino 
 // the mounts). A missing target comes back as ENOENT.
 func openTarget(path string, want *unix.Stat_t) (int, error) {
 	fd, err := openNoSymlinks(path)
-	if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+	if errors.Is(err, unix.ELOOP) {
 		return -1, changedError(path, "a symbolic link appeared in the path")
 	}
 	if err != nil {
@@ -177,7 +177,7 @@ func makeTarget(path string, dir bool, tmpDev uint64) (int, error) {
 			next, err = createIn(cur, name, dir || !last, tmpDev)
 		}
 		unix.Close(cur)
-		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV) {
+		if errors.Is(err, unix.ELOOP) {
 			return -1, changedError(path, "a symbolic link appeared in the path")
 		}
 		if err != nil {
