@@ -478,12 +478,18 @@ func requireSandbox(t *testing.T) {
 }
 
 // sandboxPlan lets /bin/sh (and what it loads) run as nobody, reading only the runtime libraries.
+// Like sandbox.Compile, it lists real paths (a plan's paths are not resolved again).
 func sandboxPlan() *nsinit.Plan {
-	return &nsinit.Plan{
+	p := &nsinit.Plan{
 		UID: 65534, GID: 65534, Seccomp: true, NoNetwork: true,
-		Exec:     []string{"/bin/sh", "/usr/bin/dash", "/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"},
 		ReadOnly: []string{"/usr/lib", "/etc/ld.so.cache"},
 	}
+	for _, exe := range []string{"/bin/sh", "/usr/bin/dash", "/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1"} {
+		if r, err := filepath.EvalSymlinks(exe); err == nil && !slices.Contains(p.Exec, r) {
+			p.Exec = append(p.Exec, r)
+		}
+	}
+	return p
 }
 
 func TestSandboxedRun(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/clihost/clihost/manifest"
 )
@@ -271,6 +272,11 @@ func (c *compiler) compile() (*Policy, error) {
 		p.Writable = append(p.Writable, w)
 	}
 	p.Deny = outermost(c.denies)
+	for _, d := range p.Deny {
+		if n := hardLinks(d); n > 1 {
+			c.note("fs.deny: %s has %d hard links: its content stays readable through its other names inside an allowed tree (masks and Landlock judge names and the trees they lie in, not inodes)", d, n)
+		}
+	}
 	p.Absent = absentInWritable(p.Deny, p.Writable)
 	p.DenyGlobs = slices.Sorted(maps.Keys(c.globs))
 	if p.Egress, p.Ingress, err = network(eff.Network); err != nil {
@@ -289,6 +295,18 @@ func (c *compiler) compile() (*Policy, error) {
 	p.TTY = eff.TTY != nil && eff.TTY.Required
 	p.Notes = slices.Sorted(maps.Keys(c.notes))
 	return p, nil
+}
+
+// hardLinks returns the link count of p when it is a regular file, else 0.
+func hardLinks(p string) uint64 {
+	st, err := os.Lstat(p)
+	if err != nil || !st.Mode().IsRegular() {
+		return 0
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		return uint64(sys.Nlink)
+	}
+	return 0
 }
 
 // grant records a rule, merging the rights of rules on the same path and kind.

@@ -773,3 +773,21 @@ func TestIngressPort(t *testing.T) {
 		}
 	}
 }
+
+// TestDeniedHardLinkIsNoted is issue 10 §8: a denied file with other hard links stays readable
+// through them (a mask hides a name, Landlock judges the tree a name lies in), so the policy says
+// so; a denied file with one link gets no such note.
+func TestDeniedHardLinkIsNoted(t *testing.T) {
+	f := newFixture(t)
+	secret, other := filepath.Join(f.ws, "secret.env"), filepath.Join(f.ws, "alone.env")
+	write(t, secret, "TOKEN=x", 0o600)
+	write(t, other, "TOKEN=y", 0o600)
+	if err := os.Link(secret, filepath.Join(f.ws, "copy.txt")); err != nil {
+		t.Fatal(err)
+	}
+	p := f.compile(f.input(fsSandbox([]string{"./**"}, nil, []string{"./secret.env", "./alone.env"})))
+	wantNote(t, p, "fs.deny: "+secret+" has 2 hard links")
+	if slices.ContainsFunc(p.Notes, func(n string) bool { return strings.Contains(n, other) }) {
+		t.Errorf("a note names %s, which has one link: %q", other, p.Notes)
+	}
+}

@@ -35,12 +35,12 @@ const noCapabilities = "0000000000000000"
 // dumpable, every descriptor above stderr close-on-exec, seccomp (every thread), and a check of the
 // result in /proc/thread-self/status. A fork copies the calling thread's credentials, bounding set,
 // seccomp filter and Landlock domain, so the program starts with exactly this state. On failure it
-// returns the step that failed.
-func confine(e envelope) (step string, err error) {
+// returns the step that failed. paths are the descriptors the Landlock rules are taken from.
+func confine(e envelope, paths *pathTable) (step string, err error) {
 	p := e.Plan
 	// Landlock comes first, while this process can still open every path of the plan and list the
 	// directories split around deny paths; the domain survives the uid change below.
-	if err := restrictLandlock(p); err != nil {
+	if err := restrictLandlock(p, paths); err != nil {
 		return "landlock", err
 	}
 	if err := dropPrivileges(p, e.UserNS); err != nil {
@@ -82,7 +82,7 @@ func startProgram(p Plan) (int, error) {
 }
 
 // restrictLandlock enforces the plan's Landlock ruleset on every thread (it also sets no_new_privs).
-func restrictLandlock(p Plan) error {
+func restrictLandlock(p Plan, paths *pathTable) error {
 	mode := netUnrestricted
 	switch {
 	case p.NoNetwork:
@@ -94,11 +94,11 @@ func restrictLandlock(p Plan) error {
 	if err != nil {
 		return err
 	}
-	g, err := grants(p)
+	g, err := grants(p, paths)
 	if err != nil {
 		return err
 	}
-	rules, err := landlockRules(cfg, g)
+	rules, err := landlockRules(cfg, g, paths)
 	if err != nil {
 		return err
 	}

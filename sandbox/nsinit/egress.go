@@ -342,7 +342,7 @@ func mountEgressFiles(files []egressFile) error {
 			return fmt.Errorf("%s is not a regular file or a symbolic link", ef.path)
 		}
 		for _, t := range targets {
-			if err := mountMask(mfd, ef.name, t); err != nil {
+			if err := mountMask(mfd, ef.name, t, nil); err != nil {
 				return fmt.Errorf("%s over %s: %w", ef.name, t, err)
 			}
 		}

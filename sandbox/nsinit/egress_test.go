@@ -212,8 +212,8 @@ echo x > /dev/udp/127.0.0.1/53 && echo sent-udp-to-stub
 ls /proc/$$/fd
 exit 0`
 	p := egressPlan(t, script, true, "/bin/ls")
-	p.Path, p.Args = "/bin/bash", []string{"bash", "-c", script}
-	p.Exec = append(p.Exec, "/bin/bash")
+	p.Path, p.Args = realPath("/bin/bash"), []string{"bash", "-c", script}
+	p.Exec = append(p.Exec, realPath("/bin/bash"))
 	r := runEgress(t, p, h)
 	for _, escape := range []string{"CONNECTED", "SENT-UDP", "host says"} {
 		if strings.Contains(r.stdout, escape) {
@@ -323,7 +323,7 @@ func TestEgressInitFailure(t *testing.T) {
 		t.Fatal("Listeners did not return after the init failed")
 	}
 	cmd.Wait()
-	if err := cmd.Failure(); err == nil || !strings.Contains(err.Error(), "mount: clone trees") {
+	if err := cmd.Failure(); err == nil || !strings.Contains(err.Error(), "resolve: ReadWrite /nonexistent-nsinit-path") {
 		t.Fatalf("Failure = %v", err)
 	}
 	if _, err := cmd.Listeners(); err == nil {

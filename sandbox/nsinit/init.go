@@ -44,7 +44,12 @@ func runInit() int {
 			return fail(exitFailure, "landlock", err)
 		}
 	}
-	if step, err := buildNamespaces(e.Plan); err != nil {
+	paths, err := openPlan(e.Plan)
+	if err != nil {
+		return fail(exitFailure, "resolve", err)
+	}
+	defer paths.close()
+	if step, err := buildNamespaces(e.Plan, paths); err != nil {
 		return fail(exitFailure, step, err)
 	}
 	if e.Plan.Egress {
@@ -55,7 +60,7 @@ func runInit() int {
 	// From here on this goroutine stays on its thread: capabilities, the bounding set and the
 	// securebits are per thread, and the program is forked from this one.
 	runtime.LockOSThread()
-	if step, err := confine(e); err != nil {
+	if step, err := confine(e, paths); err != nil {
 		code := exitFailure
 		if step == "verify" {
 			code = exitVerify
@@ -73,9 +78,9 @@ func runInit() int {
 	return supervise(prog, sigs)
 }
 
-// buildNamespaces sets up the mount, UTS and network namespaces for p. On failure it returns the
-// failed step and its error.
-func buildNamespaces(p Plan) (string, error) {
+// buildNamespaces sets up the mount, UTS and network namespaces for p, from the descriptors of its
+// paths (see openPlan). On failure it returns the failed step and its error.
+func buildNamespaces(p Plan, paths *pathTable) (string, error) {
 	// Nothing mounted or unmounted here may reach the host, and nothing the host mounts later may
 	// appear here (it would be neither read-only nor masked).
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -88,7 +93,7 @@ func buildNamespaces(p Plan) (string, error) {
 		return "mount: clone devices", err
 	}
 	defer closeAll(devs)
-	trees, err := cloneTrees(p)
+	trees, err := cloneTrees(p, paths)
 	if err != nil {
 		return "mount: clone trees", err
 	}
@@ -124,17 +129,27 @@ func buildNamespaces(p Plan) (string, error) {
 			return "mount: " + dir, err
 		}
 	}
+	var tmp unix.Stat_t
+	if err := unix.Stat("/tmp", &tmp); err != nil {
+		return "mount: /tmp", err
+	}
 	for _, t := range trees {
-		if err := attachTree(t); err != nil {
+		if err := attachTree(t, tmp.Dev); err != nil {
 			return "mount: bind " + t.path, err
 		}
 	}
-	if within(p.Dir, "/tmp") {
+	if within(p.Dir, "/tmp") && p.Dir != "/tmp" {
 		// A working directory under the host's /tmp that the plan does not bind (the program may
-		// not read it) still has to exist to be entered: an empty directory in the sandbox's /tmp.
-		if err := os.MkdirAll(p.Dir, 0o755); err != nil {
+		// not read it) still has to exist to be entered: an empty directory in the sandbox's /tmp
+		// (never one created in a host tree bound there).
+		fd, err := openTarget(p.Dir, nil)
+		if errors.Is(err, unix.ENOENT) {
+			fd, err = makeTarget(p.Dir, true, tmp.Dev)
+		}
+		if err != nil {
 			return "mount: working directory", err
 		}
+		unix.Close(fd)
 	}
 	if p.Egress {
 		// Before the masks: a deny path covering /etc hides these too.
@@ -142,10 +157,10 @@ func buildNamespaces(p Plan) (string, error) {
 			return "mount: egress files", err
 		}
 	}
-	if err := pinDenyAncestors(p); err != nil {
+	if err := pinDenyAncestors(p, paths); err != nil {
 		return "mount: pin", err
 	}
-	if err := maskDenied(p.Deny); err != nil {
+	if err := maskDenied(p.Deny, paths, trees); err != nil {
 		return "mount: mask", err
 	}
 	return "", nil
@@ -226,14 +241,16 @@ func loopbackUp() error {
 type tree struct {
 	path string
 	fd   int
-	attr uint64 // MOUNT_ATTR_* flags set on every mount of the tree before it is attached
+	src  unix.Stat_t // the host file it is a copy of
+	attr uint64      // MOUNT_ATTR_* flags set on every mount of the tree before it is attached
 }
 
 // cloneTrees copies the trees that must be (re)attached: every ReadWrite root (nosuid, nodev, and
 // noexec unless an Exec file lies inside), and every ReadOnly or Exec path at or under /tmp that no
-// ReadWrite root covers (read-only as well), since the fresh /tmp hides the host's. Missing ReadOnly
-// and Exec paths under /tmp are skipped. The trees come back parents first.
-func cloneTrees(p Plan) ([]tree, error) {
+// ReadWrite root covers (read-only as well), since the fresh /tmp hides the host's. Each is a clone
+// of the descriptor openPlan resolved. Missing ReadOnly and Exec paths under /tmp are skipped. The
+// trees come back parents first.
+func cloneTrees(p Plan, paths *pathTable) ([]tree, error) {
 	type want struct {
 		path     string
 		readOnly bool
@@ -252,10 +269,11 @@ func cloneTrees(p Plan) ([]tree, error) {
 	})
 	var trees []tree
 	for _, w := range wants {
-		fd, err := unix.OpenTree(unix.AT_FDCWD, w.path, unix.OPEN_TREE_CLONE|openTreeCloexec|unix.AT_RECURSIVE)
-		if w.readOnly && errors.Is(err, unix.ENOENT) {
-			continue
+		src, ok := paths.fd(w.path)
+		if !ok {
+			continue // missing ReadOnly or Exec path (openPlan refuses a missing ReadWrite root)
 		}
+		fd, err := cloneAt(src)
 		if err != nil {
 			for _, t := range trees {
 				unix.Close(t.fd)
@@ -269,7 +287,7 @@ func cloneTrees(p Plan) ([]tree, error) {
 		if !anyWithin(p.Exec, w.path) {
 			attr |= unix.MOUNT_ATTR_NOEXEC
 		}
-		trees = append(trees, tree{path: w.path, fd: fd, attr: attr})
+		trees = append(trees, tree{path: w.path, fd: fd, src: paths.st[w.path], attr: attr})
 	}
 	return trees, nil
 }
@@ -279,31 +297,30 @@ func anyWithin(paths []string, dir string) bool {
 	return slices.ContainsFunc(paths, func(p string) bool { return within(p, dir) })
 }
 
-// attachTree sets t's mount attributes and mounts it at t.path, creating the mountpoint (and its
-// parents) when it is missing, which happens only in the fresh /tmp.
-func attachTree(t tree) error {
+// attachTree sets t's mount attributes and mounts it at t.path, resolved without symbolic links in
+// the sandbox's view: the host file t was cloned from, or a mountpoint in the private /tmp (whose
+// device is tmpDev), created with its parents when it is missing.
+func attachTree(t tree, tmpDev uint64) error {
 	attr := &unix.MountAttr{Attr_set: t.attr}
 	if err := unix.MountSetattr(t.fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
 		return fmt.Errorf("set attributes: %w", err)
 	}
-	if _, err := os.Lstat(t.path); errors.Is(err, os.ErrNotExist) {
-		var st unix.Stat_t
-		if err := unix.Fstat(t.fd, &st); err != nil {
-			return err
-		}
-		if err := os.MkdirAll(filepath.Dir(t.path), 0o755); err != nil {
-			return err
-		}
-		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-			err = os.Mkdir(t.path, 0o755)
-		} else {
-			err = os.WriteFile(t.path, nil, 0o644)
-		}
-		if err != nil {
-			return fmt.Errorf("mountpoint: %w", err)
-		}
+	target, err := openTarget(t.path, nil)
+	if errors.Is(err, unix.ENOENT) && within(t.path, "/tmp") && t.path != "/tmp" {
+		target, err = makeTarget(t.path, t.src.Mode&unix.S_IFMT == unix.S_IFDIR, tmpDev)
 	}
-	if err := unix.MoveMount(t.fd, "", unix.AT_FDCWD, t.path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+	if err != nil {
+		return err
+	}
+	defer unix.Close(target)
+	var st unix.Stat_t
+	if err := unix.Fstat(target, &st); err != nil {
+		return err
+	}
+	if st.Dev != tmpDev && !sameFile(&st, &t.src) {
+		return changedError(t.path, "the path names another file")
+	}
+	if err := attachAt(t.fd, target); err != nil {
 		return fmt.Errorf("attach: %w", err)
 	}
 	return nil
@@ -313,15 +330,16 @@ func attachTree(t tree) error {
 // deny path inside it (ws/.git for ws/.git/hooks). A mount point cannot be renamed or removed
 // (EBUSY), and the deny path itself becomes one when it is masked, so the program cannot move a
 // masked path aside and put its own in its place (a .git/hooks of its choosing). Landlock does not
-// split writable roots (see grants), so this pinning and the masks are what keep those paths.
-func pinDenyAncestors(p Plan) error {
+// split writable roots (see grants), so this pinning and the masks are what keep those paths. The
+// directories are resolved without symbolic links, in the sandbox's view.
+func pinDenyAncestors(p Plan, paths *pathTable) error {
 	pins := map[string]bool{}
 	for _, d := range p.Deny {
 		root, ok := coveringPath(d, p.ReadWrite)
 		if !ok || root == d {
 			continue
 		}
-		if _, err := os.Lstat(d); err != nil {
+		if _, ok := paths.fd(d); !ok {
 			continue // nothing to mask, nothing to pin
 		}
 		for a := filepath.Dir(d); a != root && within(a, root); a = filepath.Dir(a) {
@@ -333,54 +351,84 @@ func pinDenyAncestors(p Plan) error {
 		return strings.Count(a, "/") - strings.Count(b, "/")
 	})
 	for _, dir := range ordered {
-		fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|openTreeCloexec|unix.AT_RECURSIVE)
-		if err != nil {
-			return fmt.Errorf("%s: %w", dir, err)
-		}
-		err = unix.MoveMount(fd, "", unix.AT_FDCWD, dir, unix.MOVE_MOUNT_F_EMPTY_PATH)
-		unix.Close(fd)
-		if err != nil {
+		if err := pin(dir); err != nil {
 			return fmt.Errorf("%s: %w", dir, err)
 		}
 	}
 	return nil
 }
 
-// maskDenied mounts over every existing deny path an empty, read-only, mode-000 directory or file
-// taken from one private, detached tmpfs, so neither its content nor its listing can be read. Deny
-// paths that do not exist are left alone: no Landlock rule grants them.
-func maskDenied(deny []string) error {
+// pin bind-mounts the directory dir onto itself.
+func pin(dir string) error {
+	target, err := openTarget(dir, nil)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(target)
+	fd, err := cloneAt(target)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return attachAt(fd, target)
+}
+
+// maskDenied mounts over every deny path an empty, read-only directory (mode 0555) or file (mode
+// 0444), both taken from one private, detached tmpfs: a denied directory lists as empty and a
+// denied file reads as empty, so tree walkers (rg, grep -r, find, git status) go through and see
+// nothing of what is denied. Each mask lands on the very file openPlan resolved (see openTarget).
+// Deny paths that did not exist then are left alone (no Landlock rule grants them), and so are
+// those hidden anyway (under the host's /tmp, outside the trees bound there) or inside an outer
+// mask. The mask inodes are recorded in paths (maskDirKey, maskFileKey) for their Landlock rules.
+func maskDenied(deny []string, paths *pathTable, trees []tree) error {
 	if len(deny) == 0 {
 		return nil
 	}
-	mfd, err := detachedTmpfs("size", "4k")
+	mfd, err := detachedTmpfs("size", "4k", "mode", "0555")
 	if err != nil {
 		return err
 	}
 	defer unix.Close(mfd)
-	if err := unix.Mkdirat(mfd, "dir", 0); err != nil {
+	if err := unix.Mkdirat(mfd, "dir", 0o555); err != nil {
 		return err
 	}
-	f, err := unix.Openat(mfd, "file", unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	f, err := unix.Openat(mfd, "file", unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_CLOEXEC, 0o444)
 	if err != nil {
 		return err
 	}
 	unix.Close(f)
-	for _, d := range deny {
-		info, err := os.Lstat(d)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
+	for key, name := range map[string]string{maskDirKey: "dir", maskFileKey: "file"} {
+		fd, err := openBeneath(mfd, name)
 		if err != nil {
 			return err
 		}
+		if err := paths.add(key, fd); err != nil {
+			return err
+		}
+	}
+	var treePaths, masked []string
+	for _, t := range trees {
+		treePaths = append(treePaths, t.path)
+	}
+	ordered := slices.SortedFunc(slices.Values(deny), func(a, b string) int {
+		return strings.Count(a, "/") - strings.Count(b, "/")
+	})
+	for _, d := range ordered {
+		st, ok := paths.st[d]
+		if _, inMask := coveringPath(d, masked); !ok || inMask {
+			continue
+		}
+		if _, bound := coveringPath(d, treePaths); within(d, "/tmp") && !bound {
+			continue // the host's /tmp is not in the sandbox
+		}
 		src := "file"
-		if info.IsDir() {
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 			src = "dir"
 		}
-		if err := mountMask(mfd, src, d); err != nil {
+		if err := mountMask(mfd, src, d, &st); err != nil {
 			return fmt.Errorf("%s: %w", d, err)
 		}
+		masked = append(masked, d)
 	}
 	return nil
 }
@@ -408,8 +456,9 @@ func detachedTmpfs(opts ...string) (int, error) {
 	return mfd, nil
 }
 
-// mountMask attaches a read-only clone of src (in the mask tmpfs at mfd) over target.
-func mountMask(mfd int, src, target string) error {
+// mountMask attaches a read-only clone of src (in the mask tmpfs at mfd) over target, which must
+// still be the file want describes.
+func mountMask(mfd int, src, target string, want *unix.Stat_t) error {
 	fd, err := unix.OpenTree(mfd, src, unix.OPEN_TREE_CLONE|openTreeCloexec)
 	if err != nil {
 		return fmt.Errorf("clone: %w", err)
@@ -419,7 +468,17 @@ func mountMask(mfd int, src, target string) error {
 	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, attr); err != nil {
 		return fmt.Errorf("set attributes: %w", err)
 	}
-	if err := unix.MoveMount(fd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+	var tfd int
+	if want != nil {
+		tfd, err = openTarget(target, want)
+	} else {
+		tfd, err = openNoSymlinks(target)
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tfd)
+	if err := attachAt(fd, tfd); err != nil {
 		return fmt.Errorf("attach: %w", err)
 	}
 	return nil

@@ -3,7 +3,6 @@ package nsinit
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"github.com/clihost/clihost/sandbox/egress"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
 )
 
 // landlockPresets are go-landlock's configurations from minLandlockABI up, each handling every
@@ -125,16 +125,30 @@ var egressGrants = map[string]landlock.AccessFSSet{
 	"/etc/hosts":       ll.AccessFSReadFile,
 }
 
-// grants computes the Landlock rights of p in the sandbox: ReadOnly (read), ReadWrite (read and
-// write) and Exec (read and execute; the only place EXECUTE is granted), plus the sandbox's own paths
-// (sandboxGrants, and egressGrants with Egress) unless the plan binds a host path over one.
-// Everything is split around the Deny paths, so that no deny path and nothing beneath one gets any
-// right.
+// privateDirs are the sandbox's own writable directories: fresh tmpfs mounts, never the host's.
+// They are granted whole, whatever the deny list holds: a deny path under /tmp names a host file,
+// which is either hidden by the private /tmp or lies in a host tree bound there, where its mask
+// covers it (splitting /tmp around it would leave /tmp itself without the right to create files).
+var privateDirs = []string{"/tmp", "/dev/shm"}
+
+// ownView prefixes the pathTable keys of the sandbox's own paths (sandboxGrants, egressGrants),
+// resolved in the sandbox's view, to keep them apart from the plan's paths, resolved in the host's
+// view before the mounts (the host's /tmp is not the sandbox's).
+const ownView = "\x00sandbox"
+
+// grants computes the Landlock rights of p in the sandbox, as rights by pathTable key: ReadOnly
+// (read), ReadWrite (read and write) and Exec (read and execute; the only place EXECUTE is granted),
+// plus the sandbox's own paths (sandboxGrants, and egressGrants with Egress) unless the plan binds a
+// host path over one, plus listing the empty directory and reading the empty file that mask deny
+// paths (see maskDenied). Everything else is split around the Deny paths, so that no deny path and
+// nothing beneath one gets any right. Every right is granted on a descriptor in paths: the plan's
+// as openPlan resolved them, the split directories' entries opened beneath them, the sandbox's own
+// opened here.
 //
 // Host trees the plan binds under the sandbox's /tmp inherit its read-write grant (Landlock cannot
 // exclude a subtree without also taking the rights away from /tmp itself); the read-only ones are
-// kept read-only by their read-only mount.
-func grants(p Plan) (map[string]landlock.AccessFSSet, error) {
+// kept read-only by their read-only mount, and the deny paths inside them by their masks.
+func grants(p Plan, paths *pathTable) (map[string]landlock.AccessFSSet, error) {
 	planPaths := slices.Concat(p.ReadOnly, p.ReadWrite, p.Exec)
 	own := maps.Clone(sandboxGrants)
 	if p.Egress {
@@ -145,9 +159,29 @@ func grants(p Plan) (map[string]landlock.AccessFSSet, error) {
 		if slices.Contains(planPaths, path) {
 			continue // e.g. the host's /tmp bound over the sandbox's: the plan says what it gets
 		}
-		if err := splitGrant(out, path, own[path], p.Deny); err != nil {
+		fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0) // built by the init itself
+		if errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		if err := paths.add(ownView+path, fd); err != nil {
 			return nil, err
 		}
+		exclude := p.Deny
+		if slices.Contains(privateDirs, path) {
+			exclude = nil
+		}
+		if err := splitGrant(out, paths, ownView, path, own[path], exclude); err != nil {
+			return nil, err
+		}
+	}
+	if _, ok := paths.fd(maskDirKey); ok {
+		out[maskDirKey] |= ll.AccessFSReadDir
+	}
+	if _, ok := paths.fd(maskFileKey); ok {
+		out[maskFileKey] |= ll.AccessFSReadFile
 	}
 	roots := map[string]landlock.AccessFSSet{}
 	for _, path := range p.ReadOnly {
@@ -168,7 +202,7 @@ func grants(p Plan) (map[string]landlock.AccessFSSet, error) {
 			// init instead (see pinDenyAncestors); only the denies around the root apply here.
 			exclude = denyOutside(p.Deny, root)
 		}
-		if err := splitGrant(out, root, roots[root], exclude); err != nil {
+		if err := splitGrant(out, paths, "", root, roots[root], exclude); err != nil {
 			return nil, err
 		}
 	}
@@ -186,15 +220,21 @@ func denyOutside(deny []string, root string) []string {
 	return out
 }
 
-// splitGrant adds the grant of access on path to out, unless path lies within an excluded path.
-// When excluded paths lie beneath path, path itself only gets ReadDir (if access has it), and the
-// grant goes instead to each of its entries, recursively, skipping the excluded paths and symbolic
-// links (a rule on a link would land on its target; an unruled link is judged by where it leads).
-// So a split directory cannot get new entries nor lose or rename its entries (which keeps a deny
-// path from being moved away or re-created), and whatever appears in it later has no rights.
-func splitGrant(out map[string]landlock.AccessFSSet, path string, access landlock.AccessFSSet, exclude []string) error {
+// splitGrant adds the grant of access on path (pathTable key view+path) to out, unless path lies
+// within an excluded path or was not resolved. When excluded paths lie beneath path, path itself
+// only gets ReadDir (if access has it), and the grant goes instead to each of its entries,
+// recursively, skipping the excluded paths and symbolic links (a rule on a link would land on its
+// target; an unruled link is judged by where it leads). The entries are read through path's
+// descriptor and opened beneath it without following symbolic links, never by name from /. So a
+// split directory cannot get new entries nor lose or rename its entries (which keeps a deny path
+// from being moved away or re-created), and whatever appears in it later has no rights.
+func splitGrant(out map[string]landlock.AccessFSSet, paths *pathTable, view, path string, access landlock.AccessFSSet, exclude []string) error {
 	if _, excluded := coveringPath(path, exclude); excluded {
 		return nil
+	}
+	fd, ok := paths.fd(view + path)
+	if !ok {
+		return nil // did not exist when the init resolved it
 	}
 	var inner []string
 	for _, d := range exclude {
@@ -203,23 +243,31 @@ func splitGrant(out map[string]landlock.AccessFSSet, path string, access landloc
 		}
 	}
 	if len(inner) == 0 {
-		out[path] |= access
+		out[view+path] |= access
 	} else {
-		entries, err := os.ReadDir(path)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			return nil
-		case err != nil:
+		names, err := readDirNames(fd)
+		if err != nil {
 			return fmt.Errorf("split %s around %v: %w", path, inner, err)
 		}
 		if a := access & ll.AccessFSReadDir; a != 0 {
-			out[path] |= a
+			out[view+path] |= a
 		}
-		for _, e := range entries {
-			if e.Type()&fs.ModeSymlink != 0 {
+		for _, name := range names {
+			child := filepath.Join(path, name)
+			cfd, err := openBeneath(fd, name)
+			if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) {
+				continue // gone, or a symbolic link
+			}
+			if err != nil {
+				return fmt.Errorf("split %s: open %s: %w", path, child, err)
+			}
+			if err := paths.add(view+child, cfd); err != nil {
+				return err
+			}
+			if paths.st[view+child].Mode&unix.S_IFMT == unix.S_IFLNK {
 				continue
 			}
-			if err := splitGrant(out, filepath.Join(path, e.Name()), access, inner); err != nil {
+			if err := splitGrant(out, paths, view, child, access, inner); err != nil {
 				return err
 			}
 		}
@@ -230,31 +278,41 @@ func splitGrant(out map[string]landlock.AccessFSSet, path string, access landloc
 	return nil
 }
 
-// landlockRules turns grants into go-landlock rules for cfg: rights cfg does not handle are dropped,
-// rules on non-directories keep only file rights, and paths that do not exist are skipped.
-func landlockRules(cfg landlock.Config, g map[string]landlock.AccessFSSet) ([]landlock.Rule, error) {
+// readDirNames lists the directory at the O_PATH descriptor fd.
+func readDirNames(fd int) ([]string, error) {
+	dfd, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(dfd), "dir")
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// landlockRules turns grants (rights by pathTable key) into go-landlock rules for cfg: rights cfg
+// does not handle are dropped and rules on non-directories keep only file rights. Each rule is taken
+// from the descriptor in paths: go-landlock opens /proc/self/fd/N, the descriptor's own file,
+// whatever its name leads to now.
+func landlockRules(cfg landlock.Config, g map[string]landlock.AccessFSSet, paths *pathTable) ([]landlock.Rule, error) {
 	byAccess := map[landlock.AccessFSSet][]string{}
-	for path, a := range g {
-		info, err := os.Stat(path)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("stat %s: %w", path, err)
+	for key, a := range g {
+		fd, ok := paths.fd(key)
+		if !ok {
+			return nil, fmt.Errorf("no descriptor for %s", key)
 		}
 		a &= cfg.HandledAccessFS
-		if !info.IsDir() {
+		if !paths.isDir(key) {
 			a &= accessFileOnly
 		}
 		if a != 0 {
-			byAccess[a] = append(byAccess[a], path)
+			byAccess[a] = append(byAccess[a], procFD(fd))
 		}
 	}
 	var rules []landlock.Rule
 	for _, a := range slices.Sorted(maps.Keys(byAccess)) {
-		paths := byAccess[a]
-		slices.Sort(paths)
-		rules = append(rules, landlock.PathAccess(a, paths...))
+		fds := byAccess[a]
+		slices.Sort(fds)
+		rules = append(rules, landlock.PathAccess(a, fds...))
 	}
 	return rules, nil
 }

@@ -17,9 +17,13 @@ import (
 // Plan is everything the init needs to run one program. It travels to the init over a pipe passed
 // as ExtraFiles[0], never through argv or the environment.
 //
-// Every path must be absolute and clean. Command resolves symbolic links in the path lists (ReadOnly,
-// ReadWrite, Exec, Deny) before the plan leaves the host, so that mounts, Landlock rules and the
-// "deny inside allow" split all work on real locations; Path itself is exec'd as given.
+// Every path must be absolute, clean and real: the path lists (ReadOnly, ReadWrite, Exec, Deny) hold
+// no symbolic link (only a Deny path may itself be one; its link is masked), as the policy check
+// (sandbox.Compile) resolved them. Nothing resolves them again: the init opens each path once,
+// refusing symbolic links (see openPlan), and builds the mounts and the Landlock rules from those
+// descriptors, so a path swapped for a symbolic link after the check makes the sandbox fail
+// (sandbox unavailable) instead of granting the link's target. Path is exec'd as given; it, or
+// what it resolves to, must be listed in Exec.
 type Plan struct {
 	Path string   // the resolved program (absolute); must also be listed in Exec
 	Args []string // argv, argv[0] included (conventionally the base name of Path)
@@ -37,9 +41,10 @@ type Plan struct {
 	// Exec are the files the program may execute: the binary, its ELF interpreter and every
 	// program it may spawn (with their interpreters). They are also readable.
 	Exec []string
-	// Deny are paths masked in the sandbox (an empty, read-only, mode-000 tmpfs over directories,
-	// an empty mode-000 file over anything else) and never granted, even inside an allowed tree:
-	// ReadOnly and ReadWrite entries at or beneath a Deny path are dropped.
+	// Deny are paths masked in the sandbox (an empty, read-only directory, mode 0555, over
+	// directories, an empty, read-only file, mode 0444, over anything else: walkers go through, and
+	// nothing denied can be read) and never granted, even inside an allowed tree: ReadOnly and
+	// ReadWrite entries at or beneath a Deny path are dropped.
 	Deny []string
 	// NoNetwork additionally denies every TCP bind and connect with Landlock (ABI v4+). The program
 	// always runs in a new network namespace that has only the loopback interface, up.
@@ -83,7 +88,7 @@ type envelope struct {
 }
 
 // planProtocol changes whenever the plan's meaning changes.
-const planProtocol = 2
+const planProtocol = 3
 
 // maxPlanSize bounds the encoded plan (it must fit into one pipe buffer, see writePlan).
 const maxPlanSize = 1 << 20
@@ -96,9 +101,9 @@ func (p *Plan) lists() [4]*[]string {
 	return [4]*[]string{&p.ReadOnly, &p.ReadWrite, &p.Exec, &p.Deny}
 }
 
-// prepare checks p and returns a copy with its path lists resolved (symbolic links evaluated, missing
-// paths kept literally), de-duplicated, and with ReadOnly and ReadWrite entries covered by a Deny path
-// dropped. root reports whether the host process is root.
+// prepare checks p and returns a copy with its path lists de-duplicated, and with ReadOnly and
+// ReadWrite entries covered by a Deny path dropped. It resolves nothing: see Plan. root reports
+// whether the host process is root.
 func prepare(p Plan, root bool) (Plan, error) {
 	if !isAbsClean(p.Path) {
 		return Plan{}, fmt.Errorf("nsinit: Path %q is not an absolute clean path", p.Path)
@@ -117,17 +122,16 @@ func prepare(p Plan, root bool) (Plan, error) {
 	}
 	out := p
 	for i, list := range out.lists() {
-		resolved := make([]string, 0, len(*list))
+		checked := make([]string, 0, len(*list))
 		for _, path := range *list {
-			r, err := resolvePath(path)
-			if err != nil {
+			if err := checkPath(path); err != nil {
 				return Plan{}, fmt.Errorf("nsinit: %s: %w", pathListNames[i], err)
 			}
-			if !slices.Contains(resolved, r) {
-				resolved = append(resolved, r)
+			if !slices.Contains(checked, path) {
+				checked = append(checked, path)
 			}
 		}
-		*list = resolved
+		*list = checked
 	}
 	for _, port := range out.Ingress {
 		if port < 1 || port > 65535 {
@@ -150,11 +154,13 @@ func prepare(p Plan, root bool) (Plan, error) {
 			return Plan{}, fmt.Errorf("nsinit: Exec %s lies under Deny %s", e, d)
 		}
 	}
-	path, err := resolvePath(p.Path)
+	// Path is exec'd by name inside the sandbox, where only the Exec files are executable whatever
+	// a link leads to; resolving it here only finds it in Exec, it grants nothing.
+	path, err := filepath.EvalSymlinks(p.Path)
 	if err != nil {
 		return Plan{}, fmt.Errorf("nsinit: Path: %w", err)
 	}
-	if !slices.Contains(out.Exec, path) {
+	if !slices.Contains(out.Exec, p.Path) && !slices.Contains(out.Exec, path) {
 		return Plan{}, fmt.Errorf("nsinit: Path %s is not listed in Exec", p.Path)
 	}
 	out.ReadOnly = withoutDenied(out.ReadOnly, out.Deny)
@@ -162,24 +168,17 @@ func prepare(p Plan, root bool) (Plan, error) {
 	return out, nil
 }
 
-// resolvePath checks that path is absolute, clean and outside the sandbox's own /proc and /dev, and
-// evaluates its symbolic links. A path that does not exist is returned unchanged.
-func resolvePath(path string) (string, error) {
+// checkPath checks that path is absolute, clean and outside the sandbox's own /proc and /dev.
+func checkPath(path string) error {
 	if !isAbsClean(path) {
-		return "", fmt.Errorf("%q is not an absolute clean path", path)
-	}
-	r, err := filepath.EvalSymlinks(path)
-	if errors.Is(err, os.ErrNotExist) {
-		r = path
-	} else if err != nil {
-		return "", fmt.Errorf("resolve %s: %w", path, err)
+		return fmt.Errorf("%q is not an absolute clean path", path)
 	}
 	for _, own := range []string{"/proc", "/dev"} {
-		if within(r, own) {
-			return "", fmt.Errorf("%s: paths under %s are provided by the sandbox itself", path, own)
+		if within(path, own) {
+			return fmt.Errorf("%s: paths under %s are provided by the sandbox itself", path, own)
 		}
 	}
-	return r, nil
+	return nil
 }
 
 // isAbsClean reports whether p is an absolute path in canonical form.

@@ -72,6 +72,20 @@ var sandboxes = map[string]string{
   exec: { allow: false }
   env: { pass: [] }
   tty: { required: true }`,
+	// race: reads the workspace and writes only its sub/ directory, which TestRace keeps swapping
+	// for a symbolic link to a directory outside while calls start.
+	"race": `
+  network: { egress: [] }
+  fs: { read: ["./**"], write: ["./sub/**"] }
+  exec: { allow: false }
+  env: { pass: [] }`,
+	// walk: reads the workspace but a denied directory and a denied file, and runs the real tree
+	// walkers over it (TestTreeWalkers).
+	"walk": `
+  network: { egress: [] }
+  fs: { read: ["./**", "/etc/gitconfig"], write: [], deny: ["./private/**", "./secret.txt"] }
+  exec: { allow: true, spawn: ["rg", "grep", "find", "git"] }
+  env: { pass: [] }`,
 	// state: grants the directory holding clihost's own state; the host's ExtraDeny names the token.
 	"state": `
   network: { egress: [] }
@@ -277,6 +291,9 @@ type want struct {
 	signal string // when set, the signal that killed the probe's child
 	exit   *int   // when set, the exit status of the probe's child
 	detail string // when set, a substring of the detail
+	empty  bool   // the detail must be empty (a read or listing that got nothing)
+	// without are strings that must not occur in the detail.
+	without []string
 }
 
 // denied is a refusal of step with errno.
@@ -284,6 +301,10 @@ func denied(step, errno string) want { return want{result: "denied", step: step,
 
 // allowed is a success whose detail contains detail.
 func allowed(detail string) want { return want{result: "allowed", detail: detail} }
+
+// masked is what reading (step "read") or listing (step "readdir") a masked deny path yields: it
+// succeeds and gets nothing.
+func masked(step string) want { return want{result: "allowed", step: step, empty: true} }
 
 // check compares r with w.
 func (w want) check(t *testing.T, r report) {
@@ -295,7 +316,9 @@ func (w want) check(t *testing.T, r report) {
 		(w.errno != "" && r.Errno != w.errno) ||
 		(w.signal != "" && r.Signal != w.signal) ||
 		(w.exit != nil && (r.Exit == nil || *r.Exit != *w.exit)) ||
-		(w.detail != "" && !strings.Contains(r.Detail, w.detail))
+		(w.detail != "" && !strings.Contains(r.Detail, w.detail)) ||
+		(w.empty && r.Detail != "") ||
+		slices.ContainsFunc(w.without, func(s string) bool { return strings.Contains(r.Detail, s) })
 	if bad {
 		t.Errorf("probe %s reported %+v (exit %s), want result %q step %q errno %q%s signal %q exit %s detail ⊇ %q",
 			r.Case, r, intString(r.Exit), w.result, w.step, w.errno, errnosString(w.errnos), w.signal, intString(w.exit), w.detail)
@@ -331,6 +354,8 @@ type probeCase struct {
 	unsandboxed bool
 	// after, when set, checks the host side once the probe has run (e.g. that nothing was written).
 	after func(*testing.T, *suite)
+	// lines, when set, must each be a whole line of the detail.
+	lines []string
 }
 
 // run runs every case of table as a subtest.
@@ -353,6 +378,11 @@ func (s *suite) run(t *testing.T, table []probeCase) {
 			r := callOn(t, h, c.bundle, ws, c.probe, args...)
 			t.Logf("%s %s %q → %s %s errno=%s signal=%s exit=%s: %s", c.bundle, c.probe, args, r.Result, r.Step, r.Errno, r.Signal, intString(r.Exit), r.Detail)
 			c.want.check(t, r)
+			for _, l := range c.lines {
+				if !slices.Contains(strings.Split(r.Detail, "\n"), l) {
+					t.Errorf("probe %s: no line %q in %q", r.Case, l, r.Detail)
+				}
+			}
 			if c.after != nil {
 				c.after(t, s)
 			}

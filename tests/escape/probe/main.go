@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -68,6 +69,8 @@ var cases = map[string]attempt{
 	"umount":       umount,
 	"open-tree":    openTree,
 	"plant":        plant,
+	"scratch":      scratch,
+	"walk":         walk,
 	// Exec.
 	"exec":              run,
 	"drop-exec":         dropExec(false),
@@ -217,6 +220,42 @@ func writeFile(args []string) report {
 	return result("write", err)
 }
 
+// scratch DIR NAME makes the round trip of a program's scratch files in DIR: it creates the
+// directory DIR/NAME, writes a file in it, reads it back, renames and removes it, removes the
+// directory, then writes and removes the file DIR/NAME.file. Allowed means every step succeeded.
+func scratch(args []string) report {
+	if r := need(args, 2); r != nil {
+		return *r
+	}
+	dir := filepath.Join(args[0], args[1])
+	file, moved, top := filepath.Join(dir, "f"), filepath.Join(dir, "g"), dir+".file"
+	steps := []struct {
+		name string
+		do   func() error
+	}{
+		{"mkdir", func() error { return os.Mkdir(dir, 0o700) }},
+		{"write", func() error { return os.WriteFile(file, []byte("scratch\n"), 0o600) }},
+		{"read", func() error {
+			data, err := os.ReadFile(file)
+			if err == nil && string(data) != "scratch\n" {
+				err = fmt.Errorf("read back %q", data)
+			}
+			return err
+		}},
+		{"rename", func() error { return os.Rename(file, moved) }},
+		{"remove", func() error { return os.Remove(moved) }},
+		{"rmdir", func() error { return os.Remove(dir) }},
+		{"write-top", func() error { return os.WriteFile(top, []byte("scratch\n"), 0o600) }},
+		{"remove-top", func() error { return os.Remove(top) }},
+	}
+	for _, s := range steps {
+		if err := s.do(); err != nil {
+			return result(s.name, err)
+		}
+	}
+	return report{Result: "allowed", Step: "remove-top"}
+}
+
 // mkdir DIR creates DIR.
 func mkdir(args []string) report {
 	if r := need(args, 1); r != nil {
@@ -350,6 +389,59 @@ func run(args []string) report {
 			code := cmd.ProcessState.ExitCode()
 			r.Exit = &code
 		}
+	}
+	return r
+}
+
+// walkers are the tree walkers of the walk case, by name: the program and its arguments before the
+// tree to walk.
+var walkers = map[string][]string{
+	"rg":       {"rg", "--no-config", "-n", "needle"},
+	"rg-files": {"rg", "--no-config", "--files", "--hidden", "--no-ignore"},
+	"grep":     {"grep", "-r", "needle"},
+	"find":     {"find"},
+	"git":      {"git", "status", "--porcelain", "--untracked-files=all"},
+}
+
+// walk WALKER TREE runs the tree walker WALKER (see walkers) over TREE (for git: in TREE), found on
+// PATH (else in /usr/bin), and reports its exit status and its whole output (up to 64 KiB; find leaves out .git).
+func walk(args []string) report {
+	if r := need(args, 2); r != nil {
+		return *r
+	}
+	argv, ok := walkers[args[0]]
+	if !ok {
+		return report{Result: "denied", Step: "probe", Detail: "unknown walker " + strconv.Quote(args[0])}
+	}
+	argv = append(slices.Clone(argv), args[1])
+	switch args[0] {
+	case "git":
+		argv = argv[:len(argv)-1]
+	case "find":
+		argv = append(argv, "-name", ".git", "-prune", "-o", "-print")
+	}
+	if _, err := exec.LookPath(argv[0]); err != nil {
+		argv[0] = "/usr/bin/" + argv[0] // unsandboxed, the probe may get no PATH
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir = args[1]
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	detail := out.String()
+	if len(detail) > 64<<10 {
+		detail = detail[:64<<10]
+	}
+	r := report{Result: "allowed", Step: "wait", Detail: detail}
+	var exitErr *exec.ExitError
+	switch {
+	case errors.As(err, &exitErr):
+		code := exitErr.ExitCode()
+		r.Result, r.Exit = "denied", &code
+	case err != nil:
+		return result("start", err)
 	}
 	return r
 }
