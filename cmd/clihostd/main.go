@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/clihost/clihost/registry"
 	"github.com/clihost/clihost/sandbox/nsinit"
@@ -43,6 +44,8 @@ type config struct {
 	agentUser string     // who bundle processes run as when the daemon is root
 	admit     stringList // --egress-admit: CIDR ranges allowed names may resolve to
 	ports     string     // --egress-ports: comma-separated destination ports
+	// drain is how long SIGTERM waits for the calls in flight before it cancels them.
+	drain time.Duration
 }
 
 func main() {
@@ -64,8 +67,13 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&c.agentUser, "agent-user", "", "when clihostd runs as root: the user bundle processes run as (default: each workspace's owner, or nobody when root owns it)")
 	fs.Var(&c.admit, "egress-admit", "a CIDR range (repeatable) that bundles' allowed hosts may resolve to although it is loopback, private or link-local (e.g. a test network); IP literals stay refused")
 	fs.StringVar(&c.ports, "egress-ports", "80,443,22", "the destination ports bundles' egress hosts may be reached on")
+	fs.DurationVar(&c.drain, "drain-timeout", 10*time.Second, "on SIGTERM or SIGINT: how long calls in flight may still run before they are canceled (their sandboxes get SIGTERM, then SIGKILL 2s later) and the daemon exits")
 	fs.BoolVar(&c.check, "check", false, "load and validate the bundles, print the result and exit (1 when any bundle is refused)")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if c.drain < 0 {
+		fmt.Fprintf(stderr, "clihostd: --drain-timeout %v: must not be negative\n", c.drain)
 		return 2
 	}
 	if c.sandbox != "on" && c.sandbox != "off" {
