@@ -450,3 +450,33 @@ func TestRestartReapsLeftovers(t *testing.T) {
 		t.Fatal("the init of another state directory was killed")
 	}
 }
+
+// TestSandboxEndsAtItsDeadlineWhenTheDaemonIsStuck SIGSTOPs clihostd while a call with a 1 s
+// timeout runs: the daemon can neither time the call out nor die, so only the sandbox's own
+// deadline (timeout + 2 s grace + 2 s margin) can end it, and nothing of the call is left soon
+// after.
+func TestSandboxEndsAtItsDeadlineWhenTheDaemonIsStuck(t *testing.T) {
+	requireSandbox(t)
+	token := sleepToken(t)
+	killOnCleanup(t, token)
+	d := startDaemon(t, t.TempDir(), "--bundles", lingerBundle(t, 1000))
+	wait := startCalls(t, d, fixture.Workspace(t), 1, lingerScript(token))
+	ct := waitCalls(t, token, 3)
+	if err := d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = d.cmd.Process.Signal(syscall.SIGCONT)
+		}
+	}
+	defer resume()
+	// The deadline is at most 5 s after the call started; a margin for a loaded machine.
+	ct.requireNoSurvivors(t, 8*time.Second)
+	resume()
+	if r := wait()[0]; r.code == 0 {
+		t.Fatalf("the call succeeded: %+v", r)
+	}
+}
