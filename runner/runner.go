@@ -4,6 +4,8 @@
 // behind. Command.Stdin, when set, is written to the process's stdin through a pipe instead. With
 // Command.Sandbox set, the process is started through the kernel sandbox of package
 // sandbox/nsinit (namespaces, masks, Landlock, seccomp); building that plan is package sandbox's job.
+// A sandbox also ends on its own: with the host process (whatever kills it), and when Timeout plus
+// Grace plus a margin has passed, even if the host process is alive but stuck.
 package runner
 
 import (
@@ -40,6 +42,11 @@ const (
 // passes, Run closes its read ends and returns.
 const drainTimeout = time.Second
 
+// sandboxMargin is how long after Run's own last resort (SIGKILL at Timeout plus Grace) a
+// sandbox's init ends the sandbox by itself (nsinit Plan.Timeout): that guard is for a host that
+// could not stop it, and must not pre-empt the host's orderly stop.
+const sandboxMargin = 2 * time.Second
+
 // ttySize is the window size of the pseudo-terminal given to a TTY command.
 var ttySize = pty.Winsize{Rows: 24, Cols: 80}
 
@@ -62,7 +69,8 @@ type Command struct {
 	// Stdout; Stderr stays empty. Nothing is ever written to its input.
 	TTY bool
 	// Sandbox, when set, runs the command inside the kernel sandbox this plan describes (its path
-	// lists, identity and switches); Run fills in its Path, Args, Dir and Env from the Command. When
+	// lists, identity and switches); Run fills in its Path, Args, Dir and Env from the Command, and
+	// its Timeout (Timeout plus Grace plus sandboxMargin, the init's own deadline). When
 	// the sandbox cannot be built, Run returns an error wrapping nsinit.ErrUnavailable and the
 	// program never ran. Nil runs the command unconfined.
 	Sandbox *nsinit.Plan
@@ -115,6 +123,7 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	if c.Sandbox != nil {
 		plan := *c.Sandbox
 		plan.Path, plan.Args, plan.Dir, plan.Env = c.Path, argv, c.Dir, c.Env
+		plan.Timeout = c.Timeout + c.Grace + sandboxMargin
 		if c.Egress != nil {
 			plan.UseEgress()
 		}

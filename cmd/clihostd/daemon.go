@@ -31,6 +31,7 @@ import (
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/mcp"
 	"github.com/clihost/clihost/registry"
+	"github.com/clihost/clihost/runner"
 	"github.com/clihost/clihost/setup"
 	"github.com/clihost/clihost/store"
 )
@@ -93,6 +94,9 @@ func start(ctx context.Context, log *slog.Logger, c config) (*daemon, error) {
 	}
 	if d.store, err = store.Open(d.stateDir, store.Options{}); err != nil {
 		return nil, err // ErrLocked says another clihostd runs
+	}
+	if err := d.reapLeftovers(); err != nil {
+		return nil, err
 	}
 	d.tokenFile = filepath.Join(d.stateDir, "token")
 	if d.token, err = loadToken(d.tokenFile); err != nil {
@@ -237,9 +241,13 @@ func (d *daemon) serve(ctx context.Context) error {
 	}
 	d.httpURL = "http://" + httpLn.Addr().String()
 
+	// Every request's context, and so every call's, derives from calls: canceling it stops them all.
+	calls, cancelCalls := context.WithCancel(context.Background())
+	defer cancelCalls()
+	base := func(net.Listener) context.Context { return calls }
 	ctlSrv := &http.Server{Handler: control.Handler(d, control.Admission{OwnerUID: os.Geteuid(), GroupID: gid}),
-		ConnContext: control.ConnContext, ReadHeaderTimeout: 10 * time.Second}
-	httpSrv := &http.Server{Handler: d.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+		ConnContext: control.ConnContext, BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: d.httpHandler(), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
 	go func() { errc <- ctlSrv.Serve(ctlLn) }()
 	go func() { errc <- httpSrv.Serve(httpLn) }()
@@ -275,13 +283,46 @@ loop:
 			}
 		}
 	}
-	d.log.Info("clihostd stopping: draining calls")
+	d.log.Info("clihostd stopping: draining calls", "drain_timeout", d.cfg.drain)
 	_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
-	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_ = httpSrv.Shutdown(shutdown)
-	_ = ctlSrv.Shutdown(shutdown)
+	d.drain(cancelCalls, ctlSrv, httpSrv)
 	return serveErr
+}
+
+// stopWait bounds how long drain waits for the calls it canceled: the runner's grace between
+// SIGTERM and SIGKILL (runner.DefaultGrace) and a margin. Sandboxes still running when the daemon
+// exits die with it (see package sandbox/nsinit).
+const stopWait = runner.DefaultGrace + 2*time.Second
+
+// drain stops the servers from accepting connections and calls, waits for the calls in flight at
+// most the drain timeout (--drain-timeout), then cancels those still running (each sandbox gets
+// SIGTERM, and SIGKILL after the runner's grace; the init's exit kills everything else in it) and
+// waits for them at most stopWait more. Connections still open then are closed.
+func (d *daemon) drain(cancelCalls context.CancelFunc, srvs ...*http.Server) {
+	var idle sync.WaitGroup
+	for _, srv := range srvs {
+		idle.Go(func() { _ = srv.Shutdown(context.Background()) })
+	}
+	done := make(chan struct{})
+	go func() { idle.Wait(); close(done) }()
+	wait := time.NewTimer(d.cfg.drain)
+	defer wait.Stop()
+	select {
+	case <-done:
+		return
+	case <-wait.C:
+	}
+	d.log.Warn("drain timeout passed: canceling the calls still running", "drain_timeout", d.cfg.drain)
+	cancelCalls()
+	wait.Reset(stopWait)
+	select {
+	case <-done:
+	case <-wait.C:
+		d.log.Warn("calls still running after they were canceled: closing their connections", "waited", stopWait)
+		for _, srv := range srvs {
+			_ = srv.Close()
+		}
+	}
 }
 
 // httpHandler serves MCP at /mcp/… and metrics at /metrics, both behind the bearer token.

@@ -17,6 +17,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/registry"
@@ -47,6 +48,8 @@ type config struct {
 
 	auditMaxSize byteSize // --audit-max-size: the audit log's size before it is rotated
 	auditKeep    int      // --audit-keep: rotated audit logs kept
+	// drain is how long SIGTERM waits for the calls in flight before it cancels them.
+	drain time.Duration
 }
 
 func main() {
@@ -71,12 +74,17 @@ func run(args []string, stderr io.Writer) int {
 	c.auditMaxSize = host.AuditMaxSize
 	fs.Var(&c.auditMaxSize, "audit-max-size", "rotate the audit log (<state>/audit.jsonl) when it would grow past this size (bytes, or with a KiB, MiB or GiB suffix)")
 	fs.IntVar(&c.auditKeep, "audit-keep", host.AuditKeep, "how many rotated audit logs (audit.jsonl.1 … .N) to keep; 0 keeps none")
+	fs.DurationVar(&c.drain, "drain-timeout", 10*time.Second, "on SIGTERM or SIGINT: how long calls in flight may still run before they are canceled (their sandboxes get SIGTERM, then SIGKILL 2s later) and the daemon exits")
 	fs.BoolVar(&c.check, "check", false, "load and validate the bundles, print the result and exit (1 when any bundle is refused)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if c.auditKeep < 0 {
 		fmt.Fprintf(stderr, "clihostd: --audit-keep %d: want 0 or more\n", c.auditKeep)
+		return 2
+	}
+	if c.drain < 0 {
+		fmt.Fprintf(stderr, "clihostd: --drain-timeout %v: must not be negative\n", c.drain)
 		return 2
 	}
 	if c.sandbox != "on" && c.sandbox != "off" {

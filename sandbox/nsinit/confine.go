@@ -34,9 +34,11 @@ const noCapabilities = "0000000000000000"
 // capabilities, locked securebits and an empty bounding set (this thread), no_new_privs, not
 // dumpable, every descriptor above stderr close-on-exec, seccomp (every thread), and a check of the
 // result in /proc/thread-self/status. A fork copies the calling thread's credentials, bounding set,
-// seccomp filter and Landlock domain, so the program starts with exactly this state. On failure it
-// returns the step that failed. paths are the descriptors the Landlock rules are taken from.
-func confine(e envelope, paths *pathTable) (step string, err error) {
+// seccomp filter and Landlock domain, so the program starts with exactly this state. The uid and
+// gid change clears the parent-death signal: it is set again on this thread, and the host checked
+// through lifelineFD (see armParentDeath). paths are the descriptors the Landlock rules are taken
+// from. On failure it returns the step that failed.
+func confine(e envelope, paths *pathTable, lifelineFD int) (step string, err error) {
 	p := e.Plan
 	// Landlock comes first, while this process can still open every path of the plan and list the
 	// directories split around deny paths; the domain survives the uid change below.
@@ -45,6 +47,10 @@ func confine(e envelope, paths *pathTable) (step string, err error) {
 	}
 	if err := dropPrivileges(p, e.UserNS); err != nil {
 		return "privileges", err
+	}
+	// Nothing after this changes the credentials again, which would clear it anew.
+	if err := armParentDeath(lifelineFD); err != nil {
+		return "parent death signal", err
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return "no_new_privs", err
@@ -145,7 +151,8 @@ func dropPrivileges(p Plan, userNS bool) error {
 }
 
 // verify reads back the state of this thread from /proc/thread-self/status: no_new_privs set, every
-// capability set empty, the seccomp filter in place when asked for, and the plan's uid and gid.
+// capability set empty, the seccomp filter in place when asked for, and the plan's uid and gid;
+// and its parent-death signal, SIGKILL.
 func verify(p Plan, userNS bool) error {
 	data, err := os.ReadFile("/proc/thread-self/status")
 	if err != nil {
@@ -175,6 +182,9 @@ func verify(p Plan, userNS bool) error {
 		if got, ok := status[k]; !ok || got != v {
 			return fmt.Errorf("%s is %q, want %q", k, got, v)
 		}
+	}
+	if sig, err := parentDeathSignal(); err != nil || sig != int(unix.SIGKILL) {
+		return fmt.Errorf("parent-death signal is %d (%v), want SIGKILL", sig, err)
 	}
 	return nil
 }

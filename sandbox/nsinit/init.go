@@ -38,6 +38,13 @@ func runInit() int {
 	if os.Getpid() != 1 {
 		return fail(exitFailure, "init", errors.New("not PID 1 of a new PID namespace"))
 	}
+	if err := enforceDeadline(e.Deadline); err != nil {
+		return fail(exitFailure, "init: deadline", err)
+	}
+	lifelineFD, err := lifeline()
+	if err != nil {
+		return fail(exitFailure, "init: lifeline", err)
+	}
 	if e.Plan.Egress {
 		// Refused before the host gets listeners for a sandbox that could not be confined.
 		if _, err := landlockConfig(netEgress); err != nil {
@@ -60,13 +67,14 @@ func runInit() int {
 	// From here on this goroutine stays on its thread: capabilities, the bounding set and the
 	// securebits are per thread, and the program is forked from this one.
 	runtime.LockOSThread()
-	if step, err := confine(e, paths); err != nil {
+	if step, err := confine(e, paths, lifelineFD); err != nil {
 		code := exitFailure
 		if step == "verify" {
 			code = exitVerify
 		}
 		return fail(code, step, err)
 	}
+	go watchHost(lifelineFD)
 	prog, err := startProgram(e.Plan)
 	if err != nil {
 		return fail(exitFailure, "exec "+e.Plan.Path, err)

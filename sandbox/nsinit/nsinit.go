@@ -18,6 +18,12 @@
 // with its status (128+n when killed by signal n); when it exits, the kernel kills whatever is left
 // in the PID namespace. One re-exec, not two: a Go executable's start is most of a sandbox's cost.
 //
+// No sandbox outlives the process that started it or its deadline (Plan.Timeout): the init dies
+// with its parent (a parent-death signal, set again after the uid change that clears it, and a
+// watch on a descriptor only the host holds) and exits when the deadline passes; either way the
+// kernel then kills every process in the sandbox. KillLeftovers finds the inits of a host that
+// died anyway (see SetOwner).
+//
 // Every failure is fatal: the init exits with status 125 (127 when the final verification fails)
 // after printing one line "clihost sandbox: <step>: <error>" to stderr and to the report pipe
 // (Cmd.Failure). The program is never exec'd with a layer missing.
@@ -56,6 +62,10 @@ var ErrUnavailable = errors.New("sandbox unavailable")
 // Cmd is a sandboxed program ready to start: an exec.Cmd running the init, plus the read end of the
 // report pipe on which the init describes a failure to build the sandbox and, with
 // Plan.Egress, the host's end of the socket pair the init sends its listeners on.
+//
+// The report pipe is also the sandbox's lifeline: the init ends the sandbox as soon as the read
+// end is closed, which happens when the host process dies, when Failure is called, or when the Cmd
+// is garbage-collected. Keep the Cmd reachable, and call Failure only after Wait.
 type Cmd struct {
 	*exec.Cmd
 	report    *os.File
@@ -119,7 +129,11 @@ func Command(p Plan) (*Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	planR, err := writePlan(envelope{Protocol: planProtocol, Plan: prepared, UserNS: !root})
+	deadline, err := deadlineFor(prepared.Timeout)
+	if err != nil {
+		return nil, fmt.Errorf("nsinit: deadline: %w", err)
+	}
+	planR, err := writePlan(envelope{Protocol: planProtocol, Plan: prepared, UserNS: !root, Deadline: deadline})
 	if err != nil {
 		return nil, fmt.Errorf("nsinit: %w", err)
 	}
@@ -159,7 +173,7 @@ func Command(p Plan) (*Cmd, error) {
 	}
 	cmd := &exec.Cmd{
 		Path:       executable(),
-		Args:       []string{procName, initMarker},
+		Args:       initArgs(),
 		Env:        []string{},
 		Dir:        "/",
 		ExtraFiles: slices.Clone(childEnds),

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -64,6 +65,12 @@ type Plan struct {
 	// Seccomp installs the seccomp filter of package sandbox/seccomp as the init's last confinement
 	// step, before it forks the program.
 	Seccomp bool
+	// Timeout, when positive, bounds the sandbox's life on its own, whatever the host does: once
+	// Timeout has passed since Command, the init exits with status 128+SIGKILL, and the kernel kills
+	// everything left in the sandbox. A host that stops the program itself at its own timeout sets
+	// this a little later (package runner: its timeout, plus the grace between SIGTERM and SIGKILL,
+	// plus a margin), so that this guard acts only when the host could not.
+	Timeout time.Duration
 	// NoExecMemfd sets vm.memfd_noexec=2 in the sandbox's PID namespace (root hosts only) and asks
 	// the seccomp filter to refuse executable memfds and execveat(AT_EMPTY_PATH).
 	NoExecMemfd bool
@@ -85,6 +92,9 @@ type envelope struct {
 	// UserNS is set when the host is not root: the sandbox then has its own user namespace, in
 	// which the program keeps uid 0 (mapped to the host user) and only loses its capabilities.
 	UserNS bool
+	// Deadline is the CLOCK_BOOTTIME instant (nanoseconds) Plan.Timeout after Command, at which the
+	// init ends the sandbox; 0 for none.
+	Deadline int64
 }
 
 // planProtocol changes whenever the plan's meaning changes.

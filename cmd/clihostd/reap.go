@@ -1,0 +1,45 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+
+	"github.com/clihost/clihost/sandbox/nsinit"
+)
+
+// sandboxOwner is the owner tag of the sandboxes a daemon on stateDir starts (nsinit.SetOwner):
+// "clihostd-" and the first 16 hex digits of the SHA-256 of the state directory's absolute path.
+// Two daemons on one host have different state directories (each holds its store's lock), so
+// neither ever takes the other's sandboxes for its own.
+func sandboxOwner(stateDir string) (string, error) {
+	abs, err := filepath.Abs(stateDir)
+	if err != nil {
+		return "", fmt.Errorf("state directory: %w", err)
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return "clihostd-" + hex.EncodeToString(sum[:8]), nil
+}
+
+// reapLeftovers kills the sandboxes a previous daemon on this state directory left running, and
+// tags every sandbox this daemon starts so that a later one can do the same. A sandbox dies with
+// the daemon that started it (see package sandbox/nsinit), so there are none unless that failed;
+// this is the last guard. It kills every sandbox init whose command line is "clihost-sandbox
+// __clihost_init <tag>" with this state directory's tag (sandboxOwner); the kernel then kills
+// everything else in each sandbox (its PID namespace). It must run once the store's lock is held:
+// then no live daemon owns sandboxes with this tag. It reports how many it killed in the log.
+func (d *daemon) reapLeftovers() error {
+	tag, err := sandboxOwner(d.stateDir)
+	if err != nil {
+		return err
+	}
+	n, err := nsinit.KillLeftovers(tag)
+	if err != nil {
+		return fmt.Errorf("reap the sandboxes a previous daemon left: %w", err)
+	}
+	if n > 0 {
+		d.log.Warn("killed sandboxes a previous daemon on this state directory left running", "count", n, "owner", tag)
+	}
+	return nsinit.SetOwner(tag)
+}
