@@ -70,7 +70,7 @@ type Limits struct {
 
 // Manager creates call groups under the daemon's own groups.
 type Manager struct {
-	v2     string            // the daemon's own v2 group (absolute directory), "" when v2 is not used
+	v2     string // the daemon's own v2 group (absolute directory), "" when v2 is not used
 	mech   map[string]Mechanism
 	v1     map[string]string // controller (and freezer) -> the daemon's own v1 group directory
 	owner  int

@@ -35,6 +35,9 @@ func runInit() int {
 	if err != nil {
 		return fail(exitFailure, "init: plan", err)
 	}
+	if err := joinCgroups(e.CgroupFDs); err != nil {
+		return fail(exitFailure, "cgroup: join", err)
+	}
 	if os.Getpid() != 1 {
 		return fail(exitFailure, "init", errors.New("not PID 1 of a new PID namespace"))
 	}
@@ -66,11 +69,15 @@ func runInit() int {
 	if err != nil {
 		return fail(exitFailure, "exec "+e.Plan.Path, err)
 	}
-	unix.Close(reportFD) // the program was exec'd: nothing left to report
+	// The program was exec'd: from now on the report pipe only carries limit notes.
 	if len(e.Plan.Ingress) > 0 {
 		go serveIngressDials(ingressFD, e.Plan.Ingress)
 	}
-	return supervise(prog, sigs)
+	code := supervise(prog, sigs)
+	// 128+n is also what a program exiting with that code itself looks like: it can only
+	// mislabel its own failure.
+	reportLimits(e.Plan.Limits, syscall.Signal(max(code-128, 0)))
+	return code
 }
 
 // buildNamespaces sets up the mount, UTS and network namespaces for p. On failure it returns the
@@ -120,7 +127,7 @@ func buildNamespaces(p Plan) (string, error) {
 		return "mount: make everything read-only", err
 	}
 	for _, dir := range []string{"/tmp", "/dev/shm"} {
-		if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=1777"); err != nil {
+		if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, tmpfsOptions(p.Limits)); err != nil {
 			return "mount: " + dir, err
 		}
 	}

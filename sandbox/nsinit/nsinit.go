@@ -38,6 +38,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/clihost/clihost/sandbox/cgroup"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 )
@@ -64,6 +65,9 @@ type Cmd struct {
 	ingress   *ingressConn
 	// ingressPorts are the plan's Ingress ports, for ServeIngress.
 	ingressPorts []int
+	group        *cgroup.Group // the call's control groups; nil without cgroup limits
+	limits       Limits        // the plan's limits, for Exhausted
+	notes        []string      // what the init reported about limits after the program ran (see Failure)
 }
 
 // CloseChildEnds closes the host's copies of the descriptors handed to the init (the plan pipe, the
@@ -81,7 +85,8 @@ func (c *Cmd) CloseChildEnds() {
 // ErrUnavailable that names the failed step ("landlock: ...", "mount: bind /x: ..."), or nil when
 // the program was exec'd (what it did afterwards is its exit status, not a sandbox failure). A
 // program cannot fake a failure: the report pipe is closed on exec. Failure closes the read end,
-// and the host's end of the listener socket pair if Listeners was not called.
+// and the host's end of the listener socket pair if Listeners was not called. It also collects
+// the limits the init saw the program reach (see Exhausted).
 func (c *Cmd) Failure() error {
 	defer c.report.Close()
 	c.egress.close()
@@ -90,7 +95,15 @@ func (c *Cmd) Failure() error {
 	if err != nil {
 		return fmt.Errorf("%w: read the sandbox report: %v", ErrUnavailable, err)
 	}
-	if msg := strings.TrimSpace(string(data)); msg != "" {
+	var failure []string
+	for line := range strings.Lines(string(data)) {
+		if note, ok := strings.CutPrefix(strings.TrimSpace(line), limitNote); ok {
+			c.notes = append(c.notes, note)
+		} else {
+			failure = append(failure, line)
+		}
+	}
+	if msg := strings.TrimSpace(strings.Join(failure, "")); msg != "" {
 		return fmt.Errorf("%w: %s", ErrUnavailable, msg)
 	}
 	return nil
@@ -119,24 +132,17 @@ func Command(p Plan) (*Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	planR, err := writePlan(envelope{Protocol: planProtocol, Plan: prepared, UserNS: !root})
-	if err != nil {
-		return nil, fmt.Errorf("nsinit: %w", err)
-	}
 	reportR, reportW, err := os.Pipe()
 	if err != nil {
-		planR.Close()
 		return nil, fmt.Errorf("nsinit: report pipe: %w", err)
 	}
-	childEnds := []*os.File{planR, reportW}
+	childEnds := []*os.File{nil, reportW} // [0]: the plan pipe, written last
 	var host *egressConn
 	if prepared.Egress {
 		var child *os.File
 		host, child, err = newEgressPair()
 		if err != nil {
-			planR.Close()
-			reportR.Close()
-			reportW.Close()
+			closeFiles(append(childEnds, reportR))
 			return nil, fmt.Errorf("nsinit: %w", err)
 		}
 		childEnds = append(childEnds, child)
@@ -146,9 +152,7 @@ func Command(p Plan) (*Cmd, error) {
 		var child *os.File
 		ingress, child, err = newIngressPair()
 		if err != nil {
-			for _, f := range append(childEnds, reportR) {
-				f.Close()
-			}
+			closeFiles(append(childEnds, reportR))
 			host.close()
 			return nil, fmt.Errorf("nsinit: %w", err)
 		}
@@ -157,18 +161,44 @@ func Command(p Plan) (*Cmd, error) {
 		}
 		childEnds = append(childEnds, child)
 	}
+	lim, err := newCallLimits(prepared.Limits)
+	if err != nil {
+		closeFiles(append(childEnds, reportR))
+		host.close()
+		ingress.close()
+		return nil, fmt.Errorf("nsinit: %w", err)
+	}
+	env := envelope{Protocol: planProtocol, Plan: prepared, UserNS: !root}
+	for _, f := range lim.procs {
+		env.CgroupFDs = append(env.CgroupFDs, 3+len(childEnds))
+		childEnds = append(childEnds, f)
+	}
+	if childEnds[0], err = writePlan(env); err != nil {
+		closeFiles(append(childEnds, reportR))
+		host.close()
+		ingress.close()
+		_ = lim.group.Remove()
+		return nil, fmt.Errorf("nsinit: %w", err)
+	}
+	if lim.dir != nil {
+		childEnds = append(childEnds, lim.dir) // closed with the others; not handed to the init
+	}
 	cmd := &exec.Cmd{
 		Path:       executable(),
 		Args:       []string{procName, initMarker},
 		Env:        []string{},
 		Dir:        "/",
-		ExtraFiles: slices.Clone(childEnds),
+		ExtraFiles: slices.Clone(childEnds[:len(childEnds)-btoi(lim.dir != nil)]),
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC |
 				unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
 			Pdeathsig: syscall.SIGKILL,
 			Setpgid:   true,
 		},
+	}
+	if lim.dir != nil {
+		// CLONE_INTO_CGROUP: the init starts in its call's cgroup v2 group.
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(lim.dir.Fd())
 	}
 	if !root {
 		attr := cmd.SysProcAttr
@@ -177,7 +207,17 @@ func Command(p Plan) (*Cmd, error) {
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
 	}
-	return &Cmd{Cmd: cmd, report: reportR, childEnds: childEnds, egress: host, ingress: ingress, ingressPorts: prepared.Ingress}, nil
+	return &Cmd{Cmd: cmd, report: reportR, childEnds: childEnds, egress: host, ingress: ingress, ingressPorts: prepared.Ingress,
+		group: lim.group, limits: prepared.Limits}, nil
+}
+
+// closeFiles closes every non-nil file of files.
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
 }
 
 // Main must be called first thing in main (and in TestMain) of every binary that may start

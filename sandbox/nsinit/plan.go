@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -62,7 +63,26 @@ type Plan struct {
 	// NoExecMemfd sets vm.memfd_noexec=2 in the sandbox's PID namespace (root hosts only) and asks
 	// the seccomp filter to refuse executable memfds and execveat(AT_EMPTY_PATH).
 	NoExecMemfd bool
+	// Limits are the program's resource limits (see Limits).
+	Limits Limits
 }
+
+// Limits bound what one sandboxed program and everything it starts may use; zero means no limit
+// of that kind. Command puts the init into a new control group for the call (package
+// sandbox/cgroup) when MemoryBytes, Pids or CPU is set and the host offers cgroups; the init sets
+// the rlimits on itself before it forks the program (they are inherited and cannot be raised)
+// and mounts /tmp and /dev/shm with TmpfsBytes as their size.
+type Limits struct {
+	MemoryBytes int64         // memory of the whole call, swap included (cgroup memory controller)
+	Pids        int64         // processes and threads of the whole call (cgroup pids controller)
+	CPU         time.Duration // CPU time: of the whole call (cgroup accounting, see cgroup.Group.WatchCPU) and of each process (RLIMIT_CPU)
+	NoFile      uint64        // open files per process (RLIMIT_NOFILE)
+	FileSize    int64         // the largest file a process may write (RLIMIT_FSIZE)
+	TmpfsBytes  int64         // the size of the sandbox's private /tmp and of /dev/shm, each
+}
+
+// cgroupLimits reports whether l has a limit a control group enforces.
+func (l Limits) cgroupLimits() bool { return l.MemoryBytes > 0 || l.Pids > 0 || l.CPU > 0 }
 
 // UseEgress gives the plan the host's egress (Egress set, NoNetwork cleared) and adds the proxy
 // variables (egress.ProxyEnv) to a copy of Env, after the others, so that they win.
@@ -80,10 +100,13 @@ type envelope struct {
 	// UserNS is set when the host is not root: the sandbox then has its own user namespace, in
 	// which the program keeps uid 0 (mapped to the host user) and only loses its capabilities.
 	UserNS bool
+	// CgroupFDs are the init's descriptors of the cgroup.procs files of its call's cgroup v1
+	// groups, opened by the host: the init joins them first thing, by writing "0" to each.
+	CgroupFDs []int
 }
 
 // planProtocol changes whenever the plan's meaning changes.
-const planProtocol = 2
+const planProtocol = 3
 
 // maxPlanSize bounds the encoded plan (it must fit into one pipe buffer, see writePlan).
 const maxPlanSize = 1 << 20
