@@ -147,7 +147,7 @@ func start(ctx context.Context, log *slog.Logger, c config) (*daemon, error) {
 // is off or this host cannot build it (calls are then refused with sandbox_unavailable).
 func sandboxOptions(log *slog.Logger, c config, stateDir, socket string) (host.SandboxOptions, error) {
 	// The state directory's secrets and records, never its bin/ (the installed CLIs run from there).
-	o := host.SandboxOptions{Off: c.sandbox == "off", ExtraDeny: []string{socket}}
+	o := host.SandboxOptions{Off: c.sandbox == "off", ExtraDeny: []string{socket}, Limits: c.limits}
 	for _, name := range []string{"state.db", "token", "secrets.key", "audit.jsonl"} {
 		o.ExtraDeny = append(o.ExtraDeny, filepath.Join(stateDir, name))
 	}
@@ -367,6 +367,7 @@ func (d *daemon) bundleStatus(ctx context.Context, st *state, e *registry.Entry)
 		Sandbox: d.sandboxState(), Checked: time.Now().UTC()}
 	if b.CLI != nil {
 		bs.Name = b.CLI.Name
+		bs.Limits = st.host.LimitMechanisms(b)
 	}
 	if b.Findings.HasErrors() || !e.Indexed {
 		bs.Install, bs.Reason = "invalid", "the bundle has lint errors and is not served; run: clihostctl lint "+b.Dir

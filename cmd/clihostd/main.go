@@ -18,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/registry"
 	"github.com/clihost/clihost/sandbox/nsinit"
 )
@@ -39,10 +40,11 @@ type config struct {
 	httpAddr  string
 	group     string
 	check     bool
-	sandbox   string     // "on" or "off"
-	agentUser string     // who bundle processes run as when the daemon is root
-	admit     stringList // --egress-admit: CIDR ranges allowed names may resolve to
-	ports     string     // --egress-ports: comma-separated destination ports
+	sandbox   string        // "on" or "off"
+	agentUser string        // who bundle processes run as when the daemon is root
+	admit     stringList    // --egress-admit: CIDR ranges allowed names may resolve to
+	limits    nsinit.Limits // --limit-*: the operator's per-call resource limits (host.SandboxOptions.Limits)
+	ports     string        // --egress-ports: comma-separated destination ports
 }
 
 func main() {
@@ -64,6 +66,9 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&c.agentUser, "agent-user", "", "when clihostd runs as root: the user bundle processes run as (default: each workspace's owner, or nobody when root owns it)")
 	fs.Var(&c.admit, "egress-admit", "a CIDR range (repeatable) that bundles' allowed hosts may resolve to although it is loopback, private or link-local (e.g. a test network); IP literals stay refused")
 	fs.StringVar(&c.ports, "egress-ports", "80,443,22", "the destination ports bundles' egress hosts may be reached on")
+	for _, f := range host.LimitFlags(&c.limits) {
+		fs.Var(f.Value, f.Name, f.Usage)
+	}
 	fs.BoolVar(&c.check, "check", false, "load and validate the bundles, print the result and exit (1 when any bundle is refused)")
 	if err := fs.Parse(args); err != nil {
 		return 2

@@ -525,3 +525,24 @@ func writeFile(path, s string) error {
 	}
 	return err
 }
+
+// Live lists the names of this manager's call groups that still exist (in any hierarchy): after
+// every call has ended, none.
+func (m *Manager) Live() []string {
+	parents := slices.Collect(maps.Values(m.v1))
+	if m.v2 != "" {
+		parents = append(parents, m.v2)
+	}
+	prefix := fmt.Sprintf("%s%d-", groupPrefix, m.owner)
+	var out []string
+	for _, p := range parents {
+		entries, _ := os.ReadDir(p)
+		for _, e := range entries {
+			if e.IsDir() && strings.HasPrefix(e.Name(), prefix) && !slices.Contains(out, e.Name()) {
+				out = append(out, e.Name())
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -76,7 +76,7 @@ type Limits struct {
 	MemoryBytes int64         // memory of the whole call, swap included (cgroup memory controller)
 	Pids        int64         // processes and threads of the whole call (cgroup pids controller)
 	CPU         time.Duration // CPU time: of the whole call (cgroup accounting, see cgroup.Group.WatchCPU) and of each process (RLIMIT_CPU)
-	NoFile      uint64        // open files per process (RLIMIT_NOFILE)
+	NoFile      int64         // open files per process (RLIMIT_NOFILE)
 	FileSize    int64         // the largest file a process may write (RLIMIT_FSIZE)
 	TmpfsBytes  int64         // the size of the sandbox's private /tmp and of /dev/shm, each
 }
