@@ -72,10 +72,11 @@ func memBomb(args []string) report {
 	return report{Result: "allowed", Step: "allocate", Detail: fmt.Sprintf("allocated %d MiB", len(keep))}
 }
 
-// fill returns the attempt "fill PATH MIB" (or "fsize PATH MIB"): write PATH 1 MiB at a time, up to
-// MIB. The fsize variant first restores SIGXFSZ's default action (the Go runtime ignores it), so
-// that the kernel kills the probe at RLIMIT_FSIZE, as it kills dd or cp.
-func fill(defaultSIGXFSZ bool) attempt {
+// fill returns the attempt "fill PATH MIB": write MIB files of 1 MiB each, PATH.0, PATH.1, …
+// (so that the file size limit is not what stops it), or "fsize PATH MIB": write PATH 1 MiB at a
+// time, up to MIB, with SIGXFSZ's default action restored first (the Go runtime ignores it), so
+// that the kernel kills the probe at RLIMIT_FSIZE as it kills dd or cp.
+func fill(oneFile bool) attempt {
 	return func(args []string) report {
 		if r := need(args, 2); r != nil {
 			return *r
@@ -84,19 +85,28 @@ func fill(defaultSIGXFSZ bool) attempt {
 		if err != nil {
 			return result("probe", err)
 		}
-		if defaultSIGXFSZ {
+		if oneFile {
 			if err := sigDefault(unix.SIGXFSZ); err != nil {
 				return result("rt_sigaction", err)
 			}
 		}
-		f, err := os.OpenFile(args[0], os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-		if err != nil {
-			return result("open", err)
-		}
-		defer f.Close()
 		chunk := make([]byte, 1<<20)
+		var f *os.File
 		for i := range limit {
-			if _, err := f.Write(chunk); err != nil {
+			if f == nil || !oneFile {
+				name := args[0]
+				if !oneFile {
+					name += "." + strconv.Itoa(i)
+				}
+				if f, err = os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644); err != nil {
+					return failed(result("open", err))
+				}
+			}
+			_, err := f.Write(chunk)
+			if err == nil && !oneFile {
+				err = f.Close()
+			}
+			if err != nil {
 				r := result("write", err)
 				r.Detail = fmt.Sprintf("wrote %d MiB: %v", i, err)
 				return failed(r)
