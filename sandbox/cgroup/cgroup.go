@@ -41,8 +41,7 @@ const (
 	None Mechanism = "none"
 )
 
-// The controllers a call group uses. On cgroup v1, CPU is the cpuacct controller (usage), and
-// freezer (when mounted) serves KillAll.
+// The controllers a call group uses. On cgroup v1, CPU is the cpuacct controller (usage).
 const (
 	Memory = "memory"
 	Pids   = "pids"
@@ -53,10 +52,7 @@ const (
 var controllers = []string{Memory, Pids, CPU}
 
 // v1Names maps a controller to its cgroup v1 hierarchy's controller name.
-var v1Names = map[string]string{Memory: "memory", Pids: "pids", CPU: "cpuacct", freezer: "freezer"}
-
-// freezer is the v1 controller KillAll freezes a group with before killing it.
-const freezer = "freezer"
+var v1Names = map[string]string{Memory: "memory", Pids: "pids", CPU: "cpuacct"}
 
 // groupPrefix starts the name of every call group.
 const groupPrefix = "clihost-"
@@ -72,7 +68,7 @@ type Limits struct {
 type Manager struct {
 	v2     string // the daemon's own v2 group (absolute directory), "" when v2 is not used
 	mech   map[string]Mechanism
-	v1     map[string]string // controller (and freezer) -> the daemon's own v1 group directory
+	v1     map[string]string // controller -> the daemon's own v1 group directory
 	owner  int
 	seq    atomic.Int64
 	reason string // why a controller is not enforced, for Describe
@@ -106,7 +102,7 @@ func Detect() *Manager {
 			}
 		}
 	}
-	for _, c := range append(slices.Clone(controllers), freezer) {
+	for _, c := range controllers {
 		if m.mech[c] == V2 {
 			continue
 		}
@@ -119,9 +115,7 @@ func Detect() *Manager {
 			continue
 		}
 		m.v1[c] = dir
-		if c != freezer {
-			m.mech[c] = V1
-		}
+		m.mech[c] = V1
 	}
 	m.reason = strings.Join(reasons, "; ")
 	return m
@@ -187,7 +181,7 @@ func probeWritable(dir string) error {
 type Group struct {
 	name   string
 	v2     string            // the v2 group directory, "" without v2
-	v1     map[string]string // controller (and freezer) -> v1 group directory
+	v1     map[string]string // controller -> v1 group directory
 	limits Limits
 }
 
@@ -205,6 +199,9 @@ func (m *Manager) New(l Limits) (*Group, error) {
 		}
 	}
 	for c, parent := range m.v1 {
+		if !g.needs(c) {
+			continue
+		}
 		dir := filepath.Join(parent, g.name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			_ = g.Remove()
@@ -217,6 +214,19 @@ func (m *Manager) New(l Limits) (*Group, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// needs reports whether the group needs a v1 hierarchy for controller c. Joining a v1 group costs
+// the init a migration each (milliseconds on a multi-threaded process), so the group joins only
+// those its limits use, and pids always: it lists every process of the call, for KillAll.
+func (g *Group) needs(c string) bool {
+	switch c {
+	case Memory:
+		return g.limits.MemoryBytes > 0
+	case CPU:
+		return g.limits.CPU > 0
+	}
+	return true
 }
 
 // setLimits writes g's limits into the controller files of the mechanism each controller uses.
@@ -263,12 +273,15 @@ func (g *Group) Name() string { return g.name }
 // O_DIRECTORY) for SysProcAttr.CgroupFD to start the init in it (CLONE_INTO_CGROUP).
 func (g *Group) V2Dir() string { return g.v2 }
 
-// ProcsFiles are the cgroup.procs files of the group's v1 hierarchies: the init joins them (by
-// writing "0" to descriptors the host opened) before it does anything else.
-func (g *Group) ProcsFiles() []string {
+// TasksFiles are the tasks files of the group's v1 hierarchies. The init's thread that forks the
+// program joins them by writing "0" (itself) to descriptors the host opened; the program, forked
+// from that thread, starts in the group. Moving one thread, unlike a whole process through
+// cgroup.procs, does not take the kernel's global threadgroup lock, whose RCU grace period
+// cost milliseconds per call.
+func (g *Group) TasksFiles() []string {
 	var out []string
 	for _, c := range slices.Sorted(maps.Keys(g.v1)) {
-		out = append(out, filepath.Join(g.v1[c], "cgroup.procs"))
+		out = append(out, filepath.Join(g.v1[c], "tasks"))
 	}
 	return out
 }
@@ -334,9 +347,9 @@ func (g *Group) WatchCPU(stop <-chan struct{}) <-chan struct{} {
 }
 
 // KillAll kills every process in the group and waits (at most two seconds) until the group is
-// empty: cgroup.kill on v2; on v1 the group is frozen (when the freezer controller is mounted),
-// every process in cgroup.procs gets SIGKILL, and the group is thawed so the kills are delivered,
-// repeated until no process is left. It is safe to call on a nil group and more than once; the
+// empty: cgroup.kill on v2; on v1 every process listed in cgroup.procs gets SIGKILL, repeated until
+// none is left (a process forked meanwhile is listed on the next round; the pids limit bounds how
+// many there can be, and a call's init takes its whole PID namespace with it). It is safe to call on a nil group and more than once; the
 // daemon calls it at a call's end, at its deadline and when draining.
 func (g *Group) KillAll() error {
 	if g == nil {
@@ -356,15 +369,8 @@ func (g *Group) KillAll() error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("cgroup: %s still has %d processes after SIGKILL", g.name, len(pids))
 		}
-		fz, frozen := g.v1[freezer]
-		if frozen {
-			frozen = writeFile(filepath.Join(fz, "freezer.state"), "FROZEN") == nil
-		}
-		for _, pid := range g.procs() {
+		for _, pid := range pids {
 			_ = unix.Kill(pid, unix.SIGKILL) // ESRCH: gone meanwhile
-		}
-		if frozen {
-			_ = writeFile(filepath.Join(fz, "freezer.state"), "THAWED")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -55,7 +55,7 @@ func TestGroupLimitsKillRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = g.Remove() })
-	procs := g.ProcsFiles()
+	procs := g.TasksFiles()
 	if m.Mechanism(Memory) == V1 {
 		if got := readTrim(t, filepath.Join(g.v1[Memory], "memory.limit_in_bytes")); got != strconv.Itoa(64<<20) {
 			t.Errorf("memory.limit_in_bytes = %s", got)
@@ -120,7 +120,7 @@ func TestReap(t *testing.T) {
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range g.ProcsFiles() {
+	for _, p := range g.TasksFiles() {
 		if err := writeFile(p, strconv.Itoa(sleeper.Process.Pid)); err != nil {
 			t.Fatal(err)
 		}

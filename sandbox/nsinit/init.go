@@ -35,9 +35,6 @@ func runInit() int {
 	if err != nil {
 		return fail(exitFailure, "init: plan", err)
 	}
-	if err := joinCgroups(e.CgroupFDs); err != nil {
-		return fail(exitFailure, "cgroup: join", err)
-	}
 	if os.Getpid() != 1 {
 		return fail(exitFailure, "init", errors.New("not PID 1 of a new PID namespace"))
 	}
@@ -58,6 +55,9 @@ func runInit() int {
 	// From here on this goroutine stays on its thread: capabilities, the bounding set and the
 	// securebits are per thread, and the program is forked from this one.
 	runtime.LockOSThread()
+	if err := joinCgroups(e.CgroupFDs); err != nil {
+		return fail(exitFailure, "cgroup: join", err)
+	}
 	if step, err := confine(e); err != nil {
 		code := exitFailure
 		if step == "verify" {

@@ -18,8 +18,8 @@ import (
 // write to the pipe (it is closed on exec), so it cannot fake one.
 const limitNote = "limit "
 
-// callLimits is what Command prepared for a plan's cgroup limits: the call's group, the v1
-// cgroup.procs files the init joins, and the v2 directory the init is cloned into.
+// callLimits is what Command prepared for a plan's cgroup limits: the call's group, the v1 tasks
+// files the init's forking thread joins, and the v2 directory the init is cloned into.
 type callLimits struct {
 	group *cgroup.Group
 	procs []*os.File
@@ -38,7 +38,7 @@ func newCallLimits(l Limits) (callLimits, error) {
 		return callLimits{}, err
 	}
 	out := callLimits{group: g}
-	for _, path := range g.ProcsFiles() {
+	for _, path := range g.TasksFiles() {
 		f, err := os.OpenFile(path, os.O_WRONLY, 0)
 		if err != nil {
 			out.close()
@@ -125,8 +125,9 @@ func FormatBytes(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-// joinCgroups moves the init (all its threads) into its call's cgroup v1 groups through the
-// cgroup.procs descriptors the host opened, and closes them.
+// joinCgroups moves the calling thread, which must be locked to its goroutine and is the one the
+// program will be forked from, into its call's cgroup v1 groups through the tasks descriptors the
+// host opened, and closes them. The program and everything it starts then live in the groups.
 func joinCgroups(fds []int) error {
 	var errs []error
 	for _, fd := range fds {

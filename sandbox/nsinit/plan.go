@@ -100,8 +100,8 @@ type envelope struct {
 	// UserNS is set when the host is not root: the sandbox then has its own user namespace, in
 	// which the program keeps uid 0 (mapped to the host user) and only loses its capabilities.
 	UserNS bool
-	// CgroupFDs are the init's descriptors of the cgroup.procs files of its call's cgroup v1
-	// groups, opened by the host: the init joins them first thing, by writing "0" to each.
+	// CgroupFDs are the init's descriptors of the tasks files of its call's cgroup v1 groups,
+	// opened by the host: the thread that forks the program joins them, by writing "0" to each.
 	CgroupFDs []int
 }
 
