@@ -126,6 +126,7 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		if sandboxed, err = nsinit.Command(plan); err != nil {
 			return Result{}, fmt.Errorf("runner: %s not started: %w: %w", c.Path, nsinit.ErrUnavailable, err)
 		}
+		defer func() { _ = sandboxed.Release() }() // on the paths that return early; a no-op after the one below
 		cmd = sandboxed.Cmd
 	}
 	stdout, stderr, stdin, childEnds, err := attach(cmd, c)

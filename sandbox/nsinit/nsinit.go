@@ -15,8 +15,9 @@
 // fd above 2 close-on-exec, seccomp, and a check of the result in /proc/thread-self/status. Only
 // then does it fork the program from that thread (which copies exactly that state) and exec it.
 // Afterwards it only reaps children, forwards SIGTERM, SIGINT and SIGHUP to the program and exits
-// with its status (128+n when killed by signal n); when it exits, the kernel kills whatever is left
-// in the PID namespace. One re-exec, not two: a Go executable's start is most of a sandbox's cost.
+// with its status (128+n when killed by signal n), after noting on the report pipe the resource
+// limits it saw the program reach (see Plan.Limits and Cmd.Exhausted); when it exits, the kernel
+// kills whatever is left in the PID namespace. One re-exec, not two: a Go executable's start is most of a sandbox's cost.
 //
 // Every failure is fatal: the init exits with status 125 (127 when the final verification fails)
 // after printing one line "clihost sandbox: <step>: <error>" to stderr and to the report pipe
@@ -84,7 +85,8 @@ func (c *Cmd) CloseChildEnds() {
 // Failure reports, after Wait, why the sandbox could not run the program: an error wrapping
 // ErrUnavailable that names the failed step ("landlock: ...", "mount: bind /x: ..."), or nil when
 // the program was exec'd (what it did afterwards is its exit status, not a sandbox failure). A
-// program cannot fake a failure: the report pipe is closed on exec. Failure closes the read end,
+// program cannot fake a failure: the report pipe is close-on-exec, and after the exec the init
+// writes only limit notes to it. Failure closes the read end,
 // and the host's end of the listener socket pair if Listeners was not called. It also collects
 // the limits the init saw the program reach (see Exhausted).
 func (c *Cmd) Failure() error {
