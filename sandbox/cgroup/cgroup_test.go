@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -151,4 +152,53 @@ func readTrim(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(data[:len(data)-1])
+}
+
+// TestV2CloneIntoAndKill exercises the cgroup v2 path that a hybrid host can run without v2
+// controllers: a group on the unified hierarchy, a process cloned straight into it
+// (CLONE_INTO_CGROUP, as nsinit does with V2Dir), KillAll through cgroup.kill, and Remove.
+func TestV2CloneIntoAndKill(t *testing.T) {
+	own, err := ownGroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, ok := own.v2Dir()
+	if !ok || probeWritable(dir) != nil {
+		t.Skip("no writable unified hierarchy here")
+	}
+	m := &Manager{v2: dir, mech: map[string]Mechanism{Memory: None, Pids: None, CPU: None}, v1: map[string]string{}, owner: os.Getpid()}
+	g, err := m.New(Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Remove() })
+	if _, err := os.Stat(filepath.Join(g.V2Dir(), "cgroup.kill")); err != nil {
+		t.Skipf("kernel without cgroup.kill: %v", err)
+	}
+	f, err := os.Open(g.V2Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(f.Fd())}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.procs(); !slices.Equal(got, []int{cmd.Process.Pid}) {
+		t.Fatalf("group holds %v, want [%d]", got, cmd.Process.Pid)
+	}
+	if err := g.KillAll(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if ws := cmd.ProcessState.String(); ws != "signal: killed" {
+		t.Errorf("sleep: %s, want killed by cgroup.kill", ws)
+	}
+	if err := g.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(g.V2Dir()); !os.IsNotExist(err) {
+		t.Errorf("%s still exists: %v", g.V2Dir(), err)
+	}
 }

@@ -22,7 +22,7 @@ const limitNote = "limit "
 // files the init's forking thread joins, and the v2 directory the init is cloned into.
 type callLimits struct {
 	group *cgroup.Group
-	procs []*os.File
+	tasks []*os.File
 	dir   *os.File
 }
 
@@ -44,7 +44,7 @@ func newCallLimits(l Limits) (callLimits, error) {
 			out.close()
 			return callLimits{}, fmt.Errorf("cgroup: %w", err)
 		}
-		out.procs = append(out.procs, f)
+		out.tasks = append(out.tasks, f)
 	}
 	if d := g.V2Dir(); d != "" {
 		f, err := os.OpenFile(d, os.O_RDONLY|unix.O_DIRECTORY, 0)
@@ -59,16 +59,8 @@ func newCallLimits(l Limits) (callLimits, error) {
 
 // close releases everything of l (the groups included); for failures before the init starts.
 func (l callLimits) close() {
-	closeFiles(append(slices.Clone(l.procs), l.dir))
+	closeFiles(append(slices.Clone(l.tasks), l.dir))
 	_ = l.group.Remove()
-}
-
-// btoi is 1 for true.
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // Group is the call's control groups (nil when the plan had no cgroup limits or the host offers

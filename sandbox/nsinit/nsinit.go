@@ -122,6 +122,12 @@ func (c *Cmd) Failure() error {
 // Cmd: after Start, Listeners returns the sockets the init created (and the caller serves them,
 // see package sandbox/egress).
 //
+// With cgroup limits in Plan.Limits on a host that offers cgroups, Command creates the call's
+// control groups (package sandbox/cgroup): on cgroup v2 the init is cloned into its group
+// (CLONE_INTO_CGROUP); on v1 the descriptors of the groups' tasks files follow the others in
+// ExtraFiles and the init's forking thread joins them before it confines itself. Release removes
+// them once the command has been waited for.
+//
 // The caller sets Stdin, Stdout and Stderr, starts the command, calls CloseChildEnds (and, with
 // Egress, Listeners), waits for it, and asks Failure whether the sandbox was built (a failed start
 // still needs CloseChildEnds and, to release the report pipe and the socket pair, Failure). For a
@@ -171,7 +177,7 @@ func Command(p Plan) (*Cmd, error) {
 		return nil, fmt.Errorf("nsinit: %w", err)
 	}
 	env := envelope{Protocol: planProtocol, Plan: prepared, UserNS: !root}
-	for _, f := range lim.procs {
+	for _, f := range lim.tasks {
 		env.CgroupFDs = append(env.CgroupFDs, 3+len(childEnds))
 		childEnds = append(childEnds, f)
 	}
@@ -179,9 +185,10 @@ func Command(p Plan) (*Cmd, error) {
 		closeFiles(append(childEnds, reportR))
 		host.close()
 		ingress.close()
-		_ = lim.group.Remove()
+		lim.close()
 		return nil, fmt.Errorf("nsinit: %w", err)
 	}
+	extra := slices.Clone(childEnds)
 	if lim.dir != nil {
 		childEnds = append(childEnds, lim.dir) // closed with the others; not handed to the init
 	}
@@ -190,7 +197,7 @@ func Command(p Plan) (*Cmd, error) {
 		Args:       []string{procName, initMarker},
 		Env:        []string{},
 		Dir:        "/",
-		ExtraFiles: slices.Clone(childEnds[:len(childEnds)-btoi(lim.dir != nil)]),
+		ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC |
 				unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
