@@ -27,6 +27,7 @@ import (
 	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/sandbox/cgroup"
 	"github.com/clihost/clihost/install"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/mcp"
@@ -182,8 +183,23 @@ func sandboxOptions(log *slog.Logger, c config, stateDir, socket string) (host.S
 		log.Warn("THE KERNEL SANDBOX IS OFF (--sandbox=off): every CLI runs with this daemon's full rights, without the bundles' filesystem, exec and network limits")
 	case err != nil:
 		log.Error("the kernel sandbox is unavailable on this host: every call will be refused with sandbox_unavailable", "err", err)
+	default:
+		logLimits(log)
 	}
 	return o, nil
+}
+
+// logLimits says at start which mechanism holds the per-call memory, process and CPU limits, and
+// warns when memory and process counts cannot be limited per call here.
+func logLimits(log *slog.Logger) {
+	m := cgroup.Default()
+	mem, pids, cpu := m.Mechanism(cgroup.Memory), m.Mechanism(cgroup.Pids), m.Mechanism(cgroup.CPU)
+	if mem == cgroup.None || pids == cgroup.None {
+		log.Warn("per-call memory or process limits are NOT enforced on this host (no usable cgroup); only rlimits and tmpfs sizes apply",
+			"memory", mem, "pids", pids, "reason", m.Reason())
+		return
+	}
+	log.Info("per-call resource limits", "memory", mem, "pids", pids, "cpu", cpu)
 }
 
 // sandboxState is the sandbox as status shows it: on, off, or unavailable with the reason.
