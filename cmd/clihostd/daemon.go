@@ -27,11 +27,11 @@ import (
 	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
-	"github.com/clihost/clihost/sandbox/cgroup"
 	"github.com/clihost/clihost/install"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/mcp"
 	"github.com/clihost/clihost/registry"
+	"github.com/clihost/clihost/sandbox/cgroup"
 	"github.com/clihost/clihost/setup"
 	"github.com/clihost/clihost/store"
 )
