@@ -436,7 +436,9 @@ func rmdir(dir string) error {
 
 // Reap kills and removes the call groups left behind by daemons that are gone (a crash or kill -9):
 // every group under this manager's parents named clihost-<pid>-<n> whose pid is not a running
-// process. Groups of live daemons (this one included) are left alone. It returns the names removed.
+// process. Groups of live daemons (this one included) are left alone, and so, until it exits, are
+// those of a dead daemon whose pid a new process took. It returns the names removed. The daemon
+// calls it at start.
 func (m *Manager) Reap() ([]string, error) {
 	stale := map[string]*Group{}
 	for _, c := range slices.Sorted(maps.Keys(m.v1)) {
@@ -466,8 +468,8 @@ func (m *Manager) collectStale(stale map[string]*Group, parent string, add func(
 	}
 	for _, e := range entries {
 		owner, ok := ownerPid(e.Name())
-		if !e.IsDir() || !ok || owner == m.owner || unix.Kill(owner, 0) == nil || errors.Is(unix.Kill(owner, 0), unix.EPERM) {
-			continue
+		if !e.IsDir() || !ok || owner == m.owner || !errors.Is(unix.Kill(owner, 0), unix.ESRCH) {
+			continue // not a call group, or its daemon (or a process that reused its pid) is alive
 		}
 		g, seen := stale[e.Name()]
 		if !seen {
