@@ -104,21 +104,23 @@ type AuthResult struct {
 
 // BundleStatus is one bundle as `clihostctl status` shows it.
 type BundleStatus struct {
-	ID      string    `json:"id"`
-	Major   uint64    `json:"major"`
-	Key     string    `json:"key"`
-	Name    string    `json:"name"`
-	File    string    `json:"file"`
-	Tools   int       `json:"tools"`
-	Install string    `json:"install"` // installed, missing, version_mismatch, unverified (the sandbox refused the check), invalid
-	BinPath string    `json:"bin_path,omitempty"`
-	Version string    `json:"version,omitempty"` // the binary's version
-	Setup   string    `json:"setup"`             // none, pending, done
-	Auth    string    `json:"auth"`              // none, unknown, unauthed, logging_in, authed
-	Sandbox string    `json:"sandbox"`           // on, off (the operator ran clihostd --sandbox=off), or "unavailable: why"
-	Ready   bool      `json:"ready"`
-	Reason  string    `json:"reason,omitempty"` // why not ready, with what to do
-	Checked time.Time `json:"checked"`
+	ID      string `json:"id"`
+	Major   uint64 `json:"major"`
+	Key     string `json:"key"`
+	Name    string `json:"name"`
+	File    string `json:"file"`
+	Tools   int    `json:"tools"`
+	Install string `json:"install"` // installed, missing, version_mismatch, unverified (the sandbox refused the check), invalid
+	BinPath string `json:"bin_path,omitempty"`
+	Version string `json:"version,omitempty"` // the binary's version
+	Setup   string `json:"setup"`             // none, pending, done
+	Auth    string `json:"auth"`              // none, unknown, unauthed, logging_in, authed
+	Sandbox string `json:"sandbox"`           // on, off (the operator ran clihostd --sandbox=off), or "unavailable: why"
+	// Limits are the per-call resource limits of the bundle's commands and what enforces each.
+	Limits  []host.LimitMechanism `json:"limits,omitempty"`
+	Ready   bool                  `json:"ready"`
+	Reason  string                `json:"reason,omitempty"` // why not ready, with what to do
+	Checked time.Time             `json:"checked"`
 }
 
 // InstallRequest asks the daemon to install a bundle's CLI.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
 // BenchmarkCall is host.Call of a trivial tool (validate, expand, spawn /usr/bin/true, parse, audit
@@ -40,4 +42,39 @@ func BenchmarkPlainExec(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkCallLimits is BenchmarkCall in the kernel sandbox with the default per-call resource
+// limits (a cgroup per call, rlimits, sized tmpfs) and without any. Each iteration makes one call
+// of each, alternately, so that both see the same machine; it reports the mean of each
+// (on-ns/call, off-ns/call) and the cost of the limits (limits-%).
+func BenchmarkCallLimits(b *testing.B) {
+	if err := SandboxAvailable(); err != nil {
+		b.Skip(err)
+	}
+	none := nsinit.Limits{MemoryBytes: -1, Pids: -1, CPU: -1, NoFile: -1, FileSize: -1, TmpfsBytes: -1}
+	off, _ := writeBundle(b, fixture.True(), Options{Sandbox: SandboxOptions{Limits: none}})
+	on, _ := writeBundle(b, fixture.True(), Options{})
+	ws := fixture.Workspace(b)
+	call := func(h *Host) time.Duration {
+		bd, err := h.Bundle("true")
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if env := h.Call(context.Background(), bd, "run", map[string]any{}, Caller{Workspace: ws}, CallOptions{}); !env.OK {
+			b.Fatalf("%+v", env.Error)
+		}
+		return time.Since(start)
+	}
+	var onTotal, offTotal time.Duration
+	n := 0
+	for b.Loop() {
+		offTotal += call(off)
+		onTotal += call(on)
+		n++
+	}
+	b.ReportMetric(float64(onTotal.Nanoseconds())/float64(n), "on-ns/call")
+	b.ReportMetric(float64(offTotal.Nanoseconds())/float64(n), "off-ns/call")
+	b.ReportMetric(100*(float64(onTotal)/float64(offTotal)-1), "limits-%")
 }

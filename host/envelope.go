@@ -30,7 +30,8 @@ func (e Envelope) MarshalJSON() ([]byte, error) {
 
 // Error describes a failed call. Code is one of the AIP-14 codes (input_invalid, auth_required,
 // timeout, not_found, …), a CLI code (not_installed, version_mismatch, setup_required,
-// output_parse_failed, …) or the name the bundle gives the exit code.
+// output_parse_failed, sandbox_unavailable, resource_exhausted: the call reached a per-call
+// resource limit, named with its value in Message, …) or the name the bundle gives the exit code.
 type Error struct {
 	Code         string `json:"code"`
 	Message      string `json:"message"`

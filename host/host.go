@@ -64,6 +64,7 @@ type Host struct {
 
 	mu       sync.Mutex
 	verified map[string]binary // by bundle key
+	limits   nsinit.Limits     // the operator's limits, resolved (operatorLimits)
 }
 
 // binary is a resolved, version-checked bin.
@@ -82,7 +83,7 @@ func New(reg *registry.Registry, opts Options) *Host {
 	if opts.ProgressEvery <= 0 {
 		opts.ProgressEvery = time.Second
 	}
-	return &Host{reg: reg, opts: opts, audit: &auditLog{w: opts.Audit}, verified: map[string]binary{}}
+	return &Host{reg: reg, opts: opts, audit: &auditLog{w: opts.Audit}, verified: map[string]binary{}, limits: operatorLimits(opts.Sandbox.Limits)}
 }
 
 // Bundle finds a loaded bundle by id or id@major; bundles with lint errors are refused.
@@ -268,10 +269,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	args = append(slices.Clone(b.CLI.BinArgs), conv.Args(args)...)
 	rec.ArgvCount = len(args)
 
-	timeout := runner.DefaultTimeout
-	if t.Tool.TimeoutMS > 0 {
-		timeout = time.Duration(t.Tool.TimeoutMS) * time.Millisecond
-	}
+	timeout := callTimeout(b, t)
 	plan, pol, e := h.confine(b, t, bin.path, workspace, &env)
 	if e != nil {
 		return Envelope{Error: e}
@@ -282,7 +280,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	stop()
 	warnings := sweep(pol)
 	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, usedSecrets)
-	out.Warnings = append(out.Warnings, warnings...)
+	out.Warnings = append(append(out.Warnings, warnings...), cgroupWarning(res)...)
 	return out
 }
 
@@ -316,6 +314,9 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 		return Envelope{OK: true, Value: r.value(out.Value), ExitCode: &exit, Truncated: res.StdoutTruncated}
 	}
 	f := out.Failure
+	if res.Exhausted != "" {
+		return Envelope{ExitCode: &exit, Error: exhaustedError(res, &exit, r.text(f.Stderr))}
+	}
 	e := &Error{Code: f.Code, Message: r.text(f.Message), Hint: f.Hint, ExitCode: &exit, Stderr: r.text(f.Stderr),
 		Category: f.Category, Retryable: f.Retryable, Fallback: f.Fallback, RetryAfterMS: f.RetryAfterMS}
 	if res.TimedOut {

@@ -38,6 +38,9 @@ type SandboxOptions struct {
 	// EgressPorts are the destination ports a bundle's egress hosts may be reached on; empty means
 	// DefaultEgressPorts.
 	EgressPorts []int
+	// Limits are the operator's per-call resource limits (clihostd --limit-*): a zero field takes
+	// DefaultLimits's value, a negative one means no limit. Bundles and tools may narrow them.
+	Limits nsinit.Limits
 }
 
 // DefaultEgressPorts are HTTP, HTTPS and SSH (git).
@@ -147,6 +150,7 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin, ws str
 		return nil, nil, sandboxError(b, err)
 	}
 	plan, _ := pol.Plan(who.id)
+	plan.Limits = h.limitsFor(b, tool)
 	if !hasVar(*env, "HOME") {
 		*env = append(*env, "HOME="+who.home)
 	}

@@ -46,10 +46,7 @@ func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 	b, t := sc.b, sc.t
 	steps := t.Tool.Runner.Steps
 	conv := output.For(b.CLI, t.Tool)
-	timeout := runner.DefaultTimeout
-	if t.Tool.TimeoutMS > 0 {
-		timeout = time.Duration(t.Tool.TimeoutMS) * time.Millisecond
-	}
+	timeout := callTimeout(b, t)
 	deadline := time.Now().Add(timeout)
 	stop := h.progress(sc.opts.Progress)
 	defer stop()
@@ -78,7 +75,7 @@ func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 		}
 		proc.Env, proc.Timeout, proc.Sandbox, proc.Egress = env, remaining, plan, h.egressPolicy(pol, b.ID(), sc.rec.CallID)
 		res, err := runner.Run(ctx, proc)
-		warnings = append(warnings, sweep(pol)...)
+		warnings = append(append(warnings, sweep(pol)...), cgroupWarning(res)...)
 		name, mapped := conv.ExitCodes[res.ExitCode]
 		if err != nil || res.Canceled || res.TimedOut || !(name == "ok" || (res.ExitCode == 0 && !mapped)) {
 			out := h.finish(ctx, b, t, res, err, conv, timeout, sc.scope, sc.rec, *sc.used)

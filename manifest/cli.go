@@ -199,6 +199,8 @@ type Expiry struct {
 type RunnerRef struct {
 	Ref    string         `json:"ref,omitempty"`
 	Inline map[string]any `json:"inline,omitempty"`
+	// Limits is the inline block's limits, decoded (nil without them; the schema checks their shape).
+	Limits *RunnerLimits `json:"-"`
 }
 
 // UnmarshalYAML accepts a string ref or an inline mapping.
@@ -208,7 +210,41 @@ func (r *RunnerRef) UnmarshalYAML(n *yaml.Node) error {
 		return nil
 	}
 	_ = n.Decode(&r.Inline)
+	var aux struct {
+		Limits *RunnerLimits `yaml:"limits"`
+	}
+	if n.Decode(&aux) == nil {
+		r.Limits = aux.Limits
+	}
 	return nil
+}
+
+// RunnerLimits is AIP-17's runner.limits: resource caps of one call. Zero leaves a field to the
+// host (whose operator limits always apply as well: the effective limit is the smallest).
+type RunnerLimits struct {
+	MemoryMB  int64 `yaml:"memory_mb,omitempty" json:"memory_mb,omitempty"`
+	TimeoutMS int64 `yaml:"timeout_ms,omitempty" json:"timeout_ms,omitempty"`
+	CPUMS     int64 `yaml:"cpu_ms,omitempty" json:"cpu_ms,omitempty"`
+}
+
+// EffectiveLimits returns the limits of a call of a tool: per field, the smaller of the bundle's
+// (CLI.md runner.limits) and the tool's (TOOL.md runner.limits) where both are set, else the one
+// that is. Either may be nil.
+func EffectiveLimits(bundle *RunnerRef, tool *ToolRunner) RunnerLimits {
+	var b, t RunnerLimits
+	if bundle != nil && bundle.Limits != nil {
+		b = *bundle.Limits
+	}
+	if tool != nil && tool.Limits != nil {
+		t = *tool.Limits
+	}
+	narrow := func(x, y int64) int64 {
+		if x <= 0 || (y > 0 && y < x) {
+			return max(y, 0)
+		}
+		return x
+	}
+	return RunnerLimits{MemoryMB: narrow(b.MemoryMB, t.MemoryMB), TimeoutMS: narrow(b.TimeoutMS, t.TimeoutMS), CPUMS: narrow(b.CPUMS, t.CPUMS)}
 }
 
 // Sandbox is the policy a bundle's processes run under. In a TOOL.md every part is optional and

@@ -46,6 +46,9 @@ func (l *linter) cliRules() {
 	if doc.Has("/bin") && !binPattern.MatchString(cli.Bin) {
 		c.at("/bin", SeverityError, "cli-bin", fmt.Sprintf("bin %q is not a single token", cli.Bin), "bin is the binary's name on PATH; put default arguments in bin_args")
 	}
+	if cli.Runner != nil && cli.Runner.Ref != "" {
+		c.at("/runner", SeverityWarning, "cli-runner-ref", fmt.Sprintf("runner refers to %q: clihost does not read RUNNER.md files, so its limits do not apply", cli.Runner.Ref), "write the block inline: runner: { limits: { memory_mb: 512 } }")
+	}
 	l.installRules()
 	l.versionRules()
 	l.setupRules()

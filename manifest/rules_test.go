@@ -178,6 +178,8 @@ func TestRulePositions(t *testing.T) {
 		{"commands-ref-missing", SeverityError, []edit{{cliFile, "list: ./tools/item-list/TOOL.md", "list: ./tools/nope/TOOL.md"}}, nil, cliFile, "list: ./tools/nope/TOOL.md"},
 		{"commands-ref-escapes", SeverityError, []edit{{cliFile, "list: ./tools/item-list/TOOL.md", "list: ../elsewhere/TOOL.md"}}, nil, cliFile, "list: ../elsewhere/TOOL.md"},
 		{"cli-actions-alias", SeverityError, []edit{{cliFile, "commands:\n", "actions: [{ ref: ./a/INTENT.md }]\nintents: [{ ref: ./a/INTENT.md }]\ncommands:\n"}}, nil, cliFile, "intents:"},
+		{"cli-runner-ref", SeverityWarning, []edit{{cliFile, "bin: demo\n", "bin: demo\nrunner: ./RUNNER.md\n"}}, nil, cliFile, "runner: ./RUNNER.md"},
+		{"tool-limits-widen", SeverityError, []edit{{cliFile, "bin: demo\n", "bin: demo\nrunner: { limits: { memory_mb: 512, cpu_ms: 2000 } }\n"}, {toolFile, "  output: { format: json }\n", "  output: { format: json }\n  limits: { memory_mb: 1024, cpu_ms: 1000 }\n"}}, nil, toolFile, "limits: { memory_mb: 1024"},
 		{"tool-runner-cli", SeverityError, []edit{{toolFile, "cli: ../../CLI.md", "cli: ../CLI.md"}}, nil, toolFile, "cli: ../CLI.md"},
 		{"tool-runner-missing", SeverityError, []edit{{toolFile, "runner:\n  cli: ../../CLI.md\n", "metadata:\n  cli: ../../CLI.md\n"}, {toolFile, "  argv: [item", "  argv2: [item"}, {toolFile, "  output: { format: json }\n", ""}}, nil, toolFile, "name: List items"},
 		{"tool-inputs-schema", SeverityError, []edit{{toolFile, "inputs:\n  type: object", "inputs:\n  type: array"}}, nil, toolFile, "inputs:"},
@@ -289,5 +291,18 @@ func TestDocumentLevelRules(t *testing.T) {
 	b := LoadBundle(fstest.MapFS{}, cliFile, LoadOptions{})
 	if len(b.Findings) != 1 || b.Findings[0].Rule != "file-unreadable" || b.Findings[0].Pos.File != cliFile {
 		t.Fatalf("missing file: %v", b.Findings)
+	}
+}
+
+// TestEffectiveLimits checks that a tool's runner.limits only narrow the bundle's.
+func TestEffectiveLimits(t *testing.T) {
+	bundle := &RunnerRef{Limits: &RunnerLimits{MemoryMB: 512, TimeoutMS: 10000}}
+	tool := &ToolRunner{Limits: &RunnerLimits{MemoryMB: 1024, TimeoutMS: 5000, CPUMS: 300}}
+	got := EffectiveLimits(bundle, tool)
+	if want := (RunnerLimits{MemoryMB: 512, TimeoutMS: 5000, CPUMS: 300}); got != want {
+		t.Fatalf("EffectiveLimits = %+v, want %+v", got, want)
+	}
+	if got := EffectiveLimits(nil, nil); got != (RunnerLimits{}) {
+		t.Fatalf("EffectiveLimits(nil, nil) = %+v, want none", got)
 	}
 }

@@ -299,6 +299,7 @@ func (t *toolLinter) runnerRules(tool *Tool) {
 	if r.Output != nil {
 		t.exitCodeRules(c, "/runner/output/exit_codes", r.Output.ExitCodes)
 	}
+	t.limitsRules(r.Limits)
 	hasArgv, hasSteps := doc.Has("/runner/argv"), doc.Has("/runner/steps")
 	switch {
 	case hasArgv && hasSteps:
@@ -629,4 +630,23 @@ func within(dir, p string) bool {
 		return p != ".." && !strings.HasPrefix(p, "../")
 	}
 	return p == dir || strings.HasPrefix(p, dir+"/")
+}
+
+// limitsRules reports every runner.limits field of the tool that is larger than the bundle's
+// (CLI.md runner.limits): a tool may only narrow them, and the bundle's would apply anyway.
+func (t *toolLinter) limitsRules(tl *RunnerLimits) {
+	if tl == nil || t.cli.Runner == nil || t.cli.Runner.Limits == nil {
+		return
+	}
+	bl := t.cli.Runner.Limits
+	for _, f := range []struct {
+		name      string
+		tool, cli int64
+	}{{"memory_mb", tl.MemoryMB, bl.MemoryMB}, {"timeout_ms", tl.TimeoutMS, bl.TimeoutMS}, {"cpu_ms", tl.CPUMS, bl.CPUMS}} {
+		if f.cli > 0 && f.tool > f.cli {
+			t.c.at("/runner/limits/"+f.name, SeverityError, "tool-limits-widen",
+				fmt.Sprintf("runner.limits.%s %d is larger than the bundle's %d; a tool may only narrow the bundle's limits", f.name, f.tool, f.cli),
+				fmt.Sprintf("use at most %d, or leave it out to inherit the bundle's", f.cli))
+		}
+	}
 }

@@ -59,11 +59,13 @@ type ToolExample struct {
 // or, as a clihost extension, a list of steps (each one process). Stdin, another extension, is a
 // template for the standard input of an argv tool's process.
 type ToolRunner struct {
-	CLI    string          `yaml:"cli" json:"cli"`
-	Argv   []string        `yaml:"argv,omitempty" json:"argv,omitempty"`
-	Steps  []ToolStep      `yaml:"steps,omitempty" json:"steps,omitempty"`
-	Stdin  *string         `yaml:"stdin,omitempty" json:"stdin,omitempty"`
-	Output *ToolOutput     `yaml:"output,omitempty" json:"output,omitempty"`
+	CLI    string      `yaml:"cli" json:"cli"`
+	Argv   []string    `yaml:"argv,omitempty" json:"argv,omitempty"`
+	Steps  []ToolStep  `yaml:"steps,omitempty" json:"steps,omitempty"`
+	Stdin  *string     `yaml:"stdin,omitempty" json:"stdin,omitempty"`
+	Output *ToolOutput `yaml:"output,omitempty" json:"output,omitempty"`
+	// Limits are AIP-17 resource caps; they may only narrow the bundle's (see EffectiveLimits).
+	Limits *RunnerLimits   `yaml:"limits,omitempty" json:"limits,omitempty"`
 	Parsed []TemplateToken `yaml:"-" json:"-"` // Argv parsed; nil when it did not parse or the tool has steps
 	// ParsedStdin is Stdin parsed; nil without stdin or when it did not parse.
 	ParsedStdin *TemplateToken `yaml:"-" json:"-"`

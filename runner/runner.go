@@ -93,6 +93,11 @@ type Result struct {
 	// finished, and the process was stopped because of it.
 	Canceled bool
 	Duration time.Duration // from start until the process was reaped
+	// Exhausted names the resource limit of the sandbox (nsinit.Plan.Limits) the process reached,
+	// with its value ("memory limit 1 GiB reached (…)", "/tmp is full (256 MiB)"), or is "".
+	Exhausted string
+	// CgroupErr is set when the call's control groups could not be emptied and removed.
+	CgroupErr error
 }
 
 // Run starts c and waits for it. The error is non-nil only when the process could not be started
@@ -130,6 +135,7 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		if sandboxed, err = nsinit.Command(plan); err != nil {
 			return Result{}, fmt.Errorf("runner: %s not started: %w: %w", c.Path, nsinit.ErrUnavailable, err)
 		}
+		defer func() { _ = sandboxed.Release() }() // on the paths that return early; a no-op after the one below
 		cmd = sandboxed.Cmd
 	}
 	stdout, stderr, stdin, childEnds, err := attach(cmd, c)
@@ -178,7 +184,13 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	if egressErr != nil {
 		signalGroup(cmd.Process.Pid, syscall.SIGKILL) // never run the program without the network it was given
 	}
-	res := supervise(ctx, cmd, c)
+	stopCPU := make(chan struct{})
+	var cpuLimit <-chan struct{}
+	if sandboxed != nil {
+		cpuLimit = sandboxed.Group().WatchCPU(stopCPU)
+	}
+	res, cpuHit := supervise(ctx, cmd, c, cpuLimit)
+	close(stopCPU)
 	stopStdin()
 	stopEgress()
 	stopIngress()
@@ -190,8 +202,11 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		res.Stderr, res.StderrTruncated = stderr.data, stderr.truncated
 	}
 	if sandboxed != nil {
-		if err := sandboxed.Failure(); err != nil {
-			return res, fmt.Errorf("runner: %s not started: %w", c.Path, err)
+		failure := sandboxed.Failure()
+		res.Exhausted = sandboxed.Exhausted(cpuHit)
+		res.CgroupErr = sandboxed.Release()
+		if failure != nil {
+			return res, fmt.Errorf("runner: %s not started: %w", c.Path, failure)
 		}
 	}
 	if egressErr != nil {
@@ -416,10 +431,10 @@ func strayFDsCloseOnExecByProc() error {
 	return nil
 }
 
-// supervise waits for cmd's process to exit, stopping its group on timeout or cancellation, kills
-// what is left of the group, reaps the process and reports how it ended.
-func supervise(ctx context.Context, cmd *exec.Cmd, c Command) Result {
-	var res Result
+// supervise waits for cmd's process to exit, stopping its group on timeout or cancellation and
+// killing it when cpuLimit fires (cpuHit is then true), kills what is left of the group, reaps
+// the process and reports how it ended.
+func supervise(ctx context.Context, cmd *exec.Cmd, c Command, cpuLimit <-chan struct{}) (res Result, cpuHit bool) {
 	pid := cmd.Process.Pid
 	exited := make(chan struct{})
 	go func() {
@@ -436,6 +451,10 @@ func supervise(ctx context.Context, cmd *exec.Cmd, c Command) Result {
 		stopped = &res.TimedOut
 	case <-ctx.Done():
 		stopped = &res.Canceled
+	case <-cpuLimit:
+		cpuHit = true
+		signalGroup(pid, syscall.SIGKILL)
+		<-exited
 	}
 	if stopped != nil {
 		select {
@@ -468,7 +487,7 @@ func supervise(ctx context.Context, cmd *exec.Cmd, c Command) Result {
 			res.Signal = signalName(ws.Signal())
 		}
 	}
-	return res
+	return res, cpuHit
 }
 
 // waitExited blocks until process pid has exited, without reaping it.

@@ -11,6 +11,8 @@ import (
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/rotate"
 	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/sandbox/nsinit"
+	"github.com/spf13/pflag"
 )
 
 // EnvAudit names the environment variable that sets the audit log path.
@@ -20,13 +22,15 @@ const EnvAudit = "CLIHOST_AUDIT"
 type hostOptions struct {
 	workspace string
 	audit     string
+	limits    nsinit.Limits // --limit-*: the per-call resource limits of in-process calls
 }
 
-func (o *hostOptions) addFlags(fs interface {
-	StringVar(*string, string, string, string)
-}) {
+func (o *hostOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.workspace, "workspace", "", "the directory tools run in (default: the current directory)")
 	fs.StringVar(&o.audit, "audit", "", "append audit lines here, rotated at 64 MiB with 5 rotated files kept; - for stderr (default: $CLIHOST_AUDIT, else ~/.local/state/clihost/audit.jsonl)")
+	for _, f := range host.LimitFlags(&o.limits) {
+		fs.Var(f.Value, f.Name, f.Usage)
+	}
 }
 
 // openHost builds a Host over the configured bundles with the audit log open. close releases it.
@@ -48,7 +52,7 @@ func (o *hostOptions) openHost(g *globalOptions) (h *host.Host, caller host.Call
 		deny = append(deny, rotate.Names(auditPath, host.AuditKeep)...)
 	}
 	caller = host.Caller{Workspace: ws, User: currentUser()}
-	return host.New(reg, host.Options{Audit: audit, Sandbox: host.SandboxOptions{ExtraDeny: deny}}), caller, closeAudit, nil
+	return host.New(reg, host.Options{Audit: audit, Sandbox: host.SandboxOptions{ExtraDeny: deny, Limits: o.limits}}), caller, closeAudit, nil
 }
 
 // clihostPaths are clihost's own files that a sandboxed tool must never see: the default state

@@ -41,6 +41,7 @@ func runLogin(ctx context.Context, info control.LoginInfo, ws string) error {
 	if err != nil {
 		return err
 	}
+	defer func() { _ = cmd.Release() }() // the login's control groups, with whatever is left in them
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	err = cmd.Start()
 	cmd.CloseChildEnds()

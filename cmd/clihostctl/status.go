@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
+	"github.com/clihost/clihost/host"
 	"github.com/spf13/cobra"
 )
 
@@ -48,6 +50,9 @@ whether it is ready, and what to do when it is not.`,
 					fmt.Fprintf(g.stdout, "%s: %s\n", b.Key, b.Reason)
 				}
 			}
+			if len(st) > 0 && len(st[0].Limits) > 0 {
+				fmt.Fprintln(g.stdout, limitsLine(st[0].Limits))
+			}
 			return nil
 		},
 	}
@@ -60,4 +65,15 @@ func or(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// limitsLine says which mechanism holds each per-call limit, with the first bundle's values:
+// "limits: memory 1 GiB (cgroup v1), pids 256 (cgroup v1), …". Bundles may narrow memory and CPU
+// time (runner.limits); --json shows each bundle's.
+func limitsLine(ls []host.LimitMechanism) string {
+	parts := make([]string, 0, len(ls))
+	for _, l := range ls {
+		parts = append(parts, fmt.Sprintf("%s %s (%s)", l.Limit, l.Value, l.Mechanism))
+	}
+	return "limits: " + strings.Join(parts, ", ")
 }

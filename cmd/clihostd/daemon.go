@@ -32,6 +32,7 @@ import (
 	"github.com/clihost/clihost/mcp"
 	"github.com/clihost/clihost/registry"
 	"github.com/clihost/clihost/runner"
+	"github.com/clihost/clihost/sandbox/cgroup"
 	"github.com/clihost/clihost/setup"
 	"github.com/clihost/clihost/store"
 )
@@ -137,7 +138,7 @@ func start(ctx context.Context, log *slog.Logger, c config) (*daemon, error) {
 // is off or this host cannot build it (calls are then refused with sandbox_unavailable).
 func sandboxOptions(log *slog.Logger, c config, stateDir, socket string) (host.SandboxOptions, error) {
 	// The state directory's secrets and records, never its bin/ (the installed CLIs run from there).
-	o := host.SandboxOptions{Off: c.sandbox == "off", ExtraDeny: []string{socket}}
+	o := host.SandboxOptions{Off: c.sandbox == "off", ExtraDeny: []string{socket}, Limits: c.limits}
 	for _, name := range []string{"state.db", "token", "secrets.key"} {
 		o.ExtraDeny = append(o.ExtraDeny, filepath.Join(stateDir, name))
 	}
@@ -173,8 +174,28 @@ func sandboxOptions(log *slog.Logger, c config, stateDir, socket string) (host.S
 		log.Warn("THE KERNEL SANDBOX IS OFF (--sandbox=off): every CLI runs with this daemon's full rights, without the bundles' filesystem, exec and network limits")
 	case err != nil:
 		log.Error("the kernel sandbox is unavailable on this host: every call will be refused with sandbox_unavailable", "err", err)
+	default:
+		logLimits(log)
 	}
 	return o, nil
+}
+
+// logLimits says at start which mechanism holds the per-call memory, process and CPU limits, warns
+// when memory and process counts cannot be limited per call here, and removes the call groups a
+// daemon that is gone left behind, with whatever still runs in them.
+func logLimits(log *slog.Logger) {
+	m := cgroup.Default()
+	removed, err := m.Reap()
+	if len(removed) > 0 || err != nil {
+		log.Warn("removed the control groups of calls of a daemon that is gone", "groups", removed, "err", err)
+	}
+	mem, pids, cpu := m.Mechanism(cgroup.Memory), m.Mechanism(cgroup.Pids), m.Mechanism(cgroup.CPU)
+	if mem == cgroup.None || pids == cgroup.None {
+		log.Warn("per-call memory or process limits are NOT enforced on this host (no usable cgroup); only rlimits and tmpfs sizes apply",
+			"memory", mem, "pids", pids, "reason", m.Reason())
+		return
+	}
+	log.Info("per-call resource limits", "memory", mem, "pids", pids, "cpu", cpu)
 }
 
 // sandboxState is the sandbox as status shows it: on, off, or unavailable with the reason.
@@ -395,6 +416,7 @@ func (d *daemon) bundleStatus(ctx context.Context, st *state, e *registry.Entry)
 		Sandbox: d.sandboxState(), Checked: time.Now().UTC()}
 	if b.CLI != nil {
 		bs.Name = b.CLI.Name
+		bs.Limits = st.host.LimitMechanisms(b)
 	}
 	if b.Findings.HasErrors() || !e.Indexed {
 		bs.Install, bs.Reason = "invalid", "the bundle has lint errors and is not served; run: clihostctl lint "+b.Dir

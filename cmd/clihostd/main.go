@@ -41,10 +41,11 @@ type config struct {
 	httpAddr  string
 	group     string
 	check     bool
-	sandbox   string     // "on" or "off"
-	agentUser string     // who bundle processes run as when the daemon is root
-	admit     stringList // --egress-admit: CIDR ranges allowed names may resolve to
-	ports     string     // --egress-ports: comma-separated destination ports
+	sandbox   string        // "on" or "off"
+	agentUser string        // who bundle processes run as when the daemon is root
+	admit     stringList    // --egress-admit: CIDR ranges allowed names may resolve to
+	limits    nsinit.Limits // --limit-*: the operator's per-call resource limits (host.SandboxOptions.Limits)
+	ports     string        // --egress-ports: comma-separated destination ports
 
 	auditMaxSize byteSize // --audit-max-size: the audit log's size before it is rotated
 	auditKeep    int      // --audit-keep: rotated audit logs kept
@@ -75,6 +76,9 @@ func run(args []string, stderr io.Writer) int {
 	fs.Var(&c.auditMaxSize, "audit-max-size", "rotate the audit log (<state>/audit.jsonl) when it would grow past this size (bytes, or with a KiB, MiB or GiB suffix)")
 	fs.IntVar(&c.auditKeep, "audit-keep", host.AuditKeep, "how many rotated audit logs (audit.jsonl.1 … .N) to keep; 0 keeps none")
 	fs.DurationVar(&c.drain, "drain-timeout", 10*time.Second, "on SIGTERM or SIGINT: how long calls in flight may still run before they are canceled (their sandboxes get SIGTERM, then SIGKILL 2s later) and the daemon exits")
+	for _, f := range host.LimitFlags(&c.limits) {
+		fs.Var(f.Value, f.Name, f.Usage)
+	}
 	fs.BoolVar(&c.check, "check", false, "load and validate the bundles, print the result and exit (1 when any bundle is refused)")
 	if err := fs.Parse(args); err != nil {
 		return 2

@@ -31,7 +31,8 @@ const noCapabilities = "0000000000000000"
 
 // confine confines the init on the calling thread, which must be locked to it and is the thread the
 // program will be forked from: Landlock (every thread), the plan's uid and gid (every thread), no
-// capabilities, locked securebits and an empty bounding set (this thread), no_new_privs, not
+// capabilities, locked securebits and an empty bounding set (this thread), the plan's rlimits
+// (the process), no_new_privs, not
 // dumpable, every descriptor above stderr close-on-exec, seccomp (every thread), and a check of the
 // result in /proc/thread-self/status. A fork copies the calling thread's credentials, bounding set,
 // seccomp filter and Landlock domain, so the program starts with exactly this state. The uid and
@@ -51,6 +52,10 @@ func confine(e envelope, paths *pathTable, lifelineFD int) (step string, err err
 	// Nothing after this changes the credentials again, which would clear it anew.
 	if err := armParentDeath(lifelineFD); err != nil {
 		return "parent death signal", err
+	}
+	// After the capabilities are gone (CAP_SYS_RESOURCE could raise a hard limit again).
+	if err := setRlimits(p.Limits); err != nil {
+		return "rlimits", err
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return "no_new_privs", err

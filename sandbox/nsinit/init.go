@@ -67,6 +67,9 @@ func runInit() int {
 	// From here on this goroutine stays on its thread: capabilities, the bounding set and the
 	// securebits are per thread, and the program is forked from this one.
 	runtime.LockOSThread()
+	if err := joinCgroups(e.CgroupFDs); err != nil {
+		return fail(exitFailure, "cgroup: join", err)
+	}
 	if step, err := confine(e, paths, lifelineFD); err != nil {
 		code := exitFailure
 		if step == "verify" {
@@ -79,11 +82,15 @@ func runInit() int {
 	if err != nil {
 		return fail(exitFailure, "exec "+e.Plan.Path, err)
 	}
-	unix.Close(reportFD) // the program was exec'd: nothing left to report
+	// The program was exec'd: from now on the report pipe only carries limit notes.
 	if len(e.Plan.Ingress) > 0 {
 		go serveIngressDials(ingressFD, e.Plan.Ingress)
 	}
-	return supervise(prog, sigs)
+	code := supervise(prog, sigs)
+	// 128+n is also what a program exiting with that code itself looks like: it can only
+	// mislabel its own failure.
+	reportLimits(e.Plan.Limits, syscall.Signal(max(code-128, 0)))
+	return code
 }
 
 // buildNamespaces sets up the mount, UTS and network namespaces for p, from the descriptors of its
@@ -133,7 +140,7 @@ func buildNamespaces(p Plan, paths *pathTable) (string, error) {
 		return "mount: make everything read-only", err
 	}
 	for _, dir := range []string{"/tmp", "/dev/shm"} {
-		if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=1777"); err != nil {
+		if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, tmpfsOptions(p.Limits)); err != nil {
 			return "mount: " + dir, err
 		}
 	}

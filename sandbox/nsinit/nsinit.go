@@ -15,8 +15,9 @@
 // fd above 2 close-on-exec, seccomp, and a check of the result in /proc/thread-self/status. Only
 // then does it fork the program from that thread (which copies exactly that state) and exec it.
 // Afterwards it only reaps children, forwards SIGTERM, SIGINT and SIGHUP to the program and exits
-// with its status (128+n when killed by signal n); when it exits, the kernel kills whatever is left
-// in the PID namespace. One re-exec, not two: a Go executable's start is most of a sandbox's cost.
+// with its status (128+n when killed by signal n), after noting on the report pipe the resource
+// limits it saw the program reach (see Plan.Limits and Cmd.Exhausted); when it exits, the kernel
+// kills whatever is left in the PID namespace. One re-exec, not two: a Go executable's start is most of a sandbox's cost.
 //
 // No sandbox outlives the process that started it or its deadline (Plan.Timeout): the init dies
 // with its parent (a parent-death signal, set again after the uid change that clears it, and a
@@ -44,6 +45,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/clihost/clihost/sandbox/cgroup"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 )
@@ -74,6 +76,9 @@ type Cmd struct {
 	ingress   *ingressConn
 	// ingressPorts are the plan's Ingress ports, for ServeIngress.
 	ingressPorts []int
+	group        *cgroup.Group // the call's control groups; nil without cgroup limits
+	limits       Limits        // the plan's limits, for Exhausted
+	notes        []string      // what the init reported about limits after the program ran (see Failure)
 }
 
 // CloseChildEnds closes the host's copies of the descriptors handed to the init (the plan pipe, the
@@ -90,8 +95,10 @@ func (c *Cmd) CloseChildEnds() {
 // Failure reports, after Wait, why the sandbox could not run the program: an error wrapping
 // ErrUnavailable that names the failed step ("landlock: ...", "mount: bind /x: ..."), or nil when
 // the program was exec'd (what it did afterwards is its exit status, not a sandbox failure). A
-// program cannot fake a failure: the report pipe is closed on exec. Failure closes the read end,
-// and the host's end of the listener socket pair if Listeners was not called.
+// program cannot fake a failure: the report pipe is close-on-exec, and after the exec the init
+// writes only limit notes to it. Failure closes the read end,
+// and the host's end of the listener socket pair if Listeners was not called. It also collects
+// the limits the init saw the program reach (see Exhausted).
 func (c *Cmd) Failure() error {
 	defer c.report.Close()
 	c.egress.close()
@@ -100,7 +107,15 @@ func (c *Cmd) Failure() error {
 	if err != nil {
 		return fmt.Errorf("%w: read the sandbox report: %v", ErrUnavailable, err)
 	}
-	if msg := strings.TrimSpace(string(data)); msg != "" {
+	var failure []string
+	for line := range strings.Lines(string(data)) {
+		if note, ok := strings.CutPrefix(strings.TrimSpace(line), limitNote); ok {
+			c.notes = append(c.notes, note)
+		} else {
+			failure = append(failure, line)
+		}
+	}
+	if msg := strings.TrimSpace(strings.Join(failure, "")); msg != "" {
 		return fmt.Errorf("%w: %s", ErrUnavailable, msg)
 	}
 	return nil
@@ -116,6 +131,12 @@ func (c *Cmd) Failure() error {
 // With Plan.Egress, ExtraFiles[2] is the init's end of a socket pair whose other end stays in the
 // Cmd: after Start, Listeners returns the sockets the init created (and the caller serves them,
 // see package sandbox/egress).
+//
+// With cgroup limits in Plan.Limits on a host that offers cgroups, Command creates the call's
+// control groups (package sandbox/cgroup): on cgroup v2 the init is cloned into its group
+// (CLONE_INTO_CGROUP); on v1 the descriptors of the groups' tasks files follow the others in
+// ExtraFiles and the init's forking thread joins them before it confines itself. Release removes
+// them once the command has been waited for.
 //
 // The caller sets Stdin, Stdout and Stderr, starts the command, calls CloseChildEnds (and, with
 // Egress, Listeners), waits for it, and asks Failure whether the sandbox was built (a failed start
@@ -133,24 +154,17 @@ func Command(p Plan) (*Cmd, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nsinit: deadline: %w", err)
 	}
-	planR, err := writePlan(envelope{Protocol: planProtocol, Plan: prepared, UserNS: !root, Deadline: deadline})
-	if err != nil {
-		return nil, fmt.Errorf("nsinit: %w", err)
-	}
 	reportR, reportW, err := os.Pipe()
 	if err != nil {
-		planR.Close()
 		return nil, fmt.Errorf("nsinit: report pipe: %w", err)
 	}
-	childEnds := []*os.File{planR, reportW}
+	childEnds := []*os.File{nil, reportW} // [0]: the plan pipe, written last
 	var host *egressConn
 	if prepared.Egress {
 		var child *os.File
 		host, child, err = newEgressPair()
 		if err != nil {
-			planR.Close()
-			reportR.Close()
-			reportW.Close()
+			closeFiles(append(childEnds, reportR))
 			return nil, fmt.Errorf("nsinit: %w", err)
 		}
 		childEnds = append(childEnds, child)
@@ -160,9 +174,7 @@ func Command(p Plan) (*Cmd, error) {
 		var child *os.File
 		ingress, child, err = newIngressPair()
 		if err != nil {
-			for _, f := range append(childEnds, reportR) {
-				f.Close()
-			}
+			closeFiles(append(childEnds, reportR))
 			host.close()
 			return nil, fmt.Errorf("nsinit: %w", err)
 		}
@@ -171,18 +183,45 @@ func Command(p Plan) (*Cmd, error) {
 		}
 		childEnds = append(childEnds, child)
 	}
+	lim, err := newCallLimits(prepared.Limits)
+	if err != nil {
+		closeFiles(append(childEnds, reportR))
+		host.close()
+		ingress.close()
+		return nil, fmt.Errorf("nsinit: %w", err)
+	}
+	env := envelope{Protocol: planProtocol, Plan: prepared, UserNS: !root, Deadline: deadline}
+	for _, f := range lim.tasks {
+		env.CgroupFDs = append(env.CgroupFDs, 3+len(childEnds))
+		childEnds = append(childEnds, f)
+	}
+	if childEnds[0], err = writePlan(env); err != nil {
+		closeFiles(append(childEnds, reportR))
+		host.close()
+		ingress.close()
+		lim.close()
+		return nil, fmt.Errorf("nsinit: %w", err)
+	}
+	extra := slices.Clone(childEnds)
+	if lim.dir != nil {
+		childEnds = append(childEnds, lim.dir) // closed with the others; not handed to the init
+	}
 	cmd := &exec.Cmd{
 		Path:       executable(),
 		Args:       initArgs(),
 		Env:        []string{},
 		Dir:        "/",
-		ExtraFiles: slices.Clone(childEnds),
+		ExtraFiles: extra,
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC |
 				unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
 			Pdeathsig: syscall.SIGKILL,
 			Setpgid:   true,
 		},
+	}
+	if lim.dir != nil {
+		// CLONE_INTO_CGROUP: the init starts in its call's cgroup v2 group.
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(lim.dir.Fd())
 	}
 	if !root {
 		attr := cmd.SysProcAttr
@@ -191,7 +230,17 @@ func Command(p Plan) (*Cmd, error) {
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
 	}
-	return &Cmd{Cmd: cmd, report: reportR, childEnds: childEnds, egress: host, ingress: ingress, ingressPorts: prepared.Ingress}, nil
+	return &Cmd{Cmd: cmd, report: reportR, childEnds: childEnds, egress: host, ingress: ingress, ingressPorts: prepared.Ingress,
+		group: lim.group, limits: prepared.Limits}, nil
+}
+
+// closeFiles closes every non-nil file of files.
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		if f != nil {
+			f.Close()
+		}
+	}
 }
 
 // Main must be called first thing in main (and in TestMain) of every binary that may start

@@ -74,7 +74,26 @@ type Plan struct {
 	// NoExecMemfd sets vm.memfd_noexec=2 in the sandbox's PID namespace (root hosts only) and asks
 	// the seccomp filter to refuse executable memfds and execveat(AT_EMPTY_PATH).
 	NoExecMemfd bool
+	// Limits are the program's resource limits (see Limits).
+	Limits Limits
 }
+
+// Limits bound what one sandboxed program and everything it starts may use; zero means no limit
+// of that kind. Command puts the init into a new control group for the call (package
+// sandbox/cgroup) when MemoryBytes, Pids or CPU is set and the host offers cgroups; the init sets
+// the rlimits on itself before it forks the program (they are inherited and cannot be raised)
+// and mounts /tmp and /dev/shm with TmpfsBytes as their size.
+type Limits struct {
+	MemoryBytes int64         // memory of the whole call, swap included (cgroup memory controller)
+	Pids        int64         // processes and threads of the whole call (cgroup pids controller)
+	CPU         time.Duration // CPU time: of the whole call (cgroup accounting, see cgroup.Group.WatchCPU) and of each process (RLIMIT_CPU)
+	NoFile      int64         // open files per process (RLIMIT_NOFILE)
+	FileSize    int64         // the largest file a process may write (RLIMIT_FSIZE)
+	TmpfsBytes  int64         // the size of the sandbox's private /tmp and of /dev/shm, each
+}
+
+// cgroupLimits reports whether l has a limit a control group enforces.
+func (l Limits) cgroupLimits() bool { return l.MemoryBytes > 0 || l.Pids > 0 || l.CPU > 0 }
 
 // UseEgress gives the plan the host's egress (Egress set, NoNetwork cleared) and adds the proxy
 // variables (egress.ProxyEnv) to a copy of Env, after the others, so that they win.
@@ -95,6 +114,9 @@ type envelope struct {
 	// Deadline is the CLOCK_BOOTTIME instant (nanoseconds) Plan.Timeout after Command, at which the
 	// init ends the sandbox; 0 for none.
 	Deadline int64
+	// CgroupFDs are the init's descriptors of the tasks files of its call's cgroup v1 groups,
+	// opened by the host: the thread that forks the program joins them, by writing "0" to each.
+	CgroupFDs []int
 }
 
 // planProtocol changes whenever the plan's meaning changes.

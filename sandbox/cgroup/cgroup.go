@@ -1,0 +1,556 @@
+// Package cgroup puts each sandboxed call into its own control groups, limits them (memory without
+// swap, processes, CPU time accounting), tells afterwards which limit the call hit, kills
+// everything in them at once and removes them.
+//
+// Hosts differ. A daemon that owns a delegated cgroup v2 subtree (systemd's Delegate=yes) gets
+// cgroup v2 for every controller the subtree offers; a host with the legacy or hybrid hierarchy
+// (cgroup v1 controllers under /sys/fs/cgroup/<controller>, the unified mount carrying few or
+// no controllers) gets cgroup v1 for the controllers mounted there, as long as the daemon may
+// create groups in them (root). Detection is per controller (Manager.Mechanism); a controller
+// neither offers is not enforced by cgroup, and the caller falls back to rlimits.
+//
+// Call groups are created as children of the daemon's own group (per controller on v1), named
+// "clihost-<daemon pid>-<n>", so that Reap can tell the groups of a daemon that is gone from those
+// of a live one sharing the same parent.
+package cgroup
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mechanism says what enforces a limit.
+type Mechanism string
+
+// The mechanisms of Manager.Mechanism.
+const (
+	V2   Mechanism = "cgroup v2"
+	V1   Mechanism = "cgroup v1"
+	None Mechanism = "none"
+)
+
+// The controllers a call group uses. On cgroup v1, CPU is the cpuacct controller (usage).
+const (
+	Memory = "memory"
+	Pids   = "pids"
+	CPU    = "cpu"
+)
+
+// controllers are the limit controllers, in the order status lists them.
+var controllers = []string{Memory, Pids, CPU}
+
+// v1Names maps a controller to its cgroup v1 hierarchy's controller name.
+var v1Names = map[string]string{Memory: "memory", Pids: "pids", CPU: "cpuacct"}
+
+// groupPrefix starts the name of every call group.
+const groupPrefix = "clihost-"
+
+// Limits are the cgroup limits of one call; zero means no limit of that kind.
+type Limits struct {
+	MemoryBytes int64         // memory.max (v2) or memory.limit_in_bytes (v1), swap included
+	Pids        int64         // pids.max
+	CPU         time.Duration // CPU time of the whole group; enforced by WatchCPU, not by the kernel
+}
+
+// Manager creates call groups under the daemon's own groups.
+type Manager struct {
+	v2     string // the daemon's own v2 group (absolute directory), "" when v2 is not used
+	mech   map[string]Mechanism
+	v1     map[string]string // controller -> the daemon's own v1 group directory
+	owner  int
+	seq    atomic.Int64
+	reason string // why a controller is not enforced, for Describe
+}
+
+// Default returns the manager of this process, detected once (see Detect).
+var Default = sync.OnceValue(Detect)
+
+// Detect finds, per controller, the mechanism this process can use: cgroup v2 when its own unified
+// group offers the controller and is writable (then the process moves itself into a leaf child
+// "clihostd" if it must, to enable the controllers for its children), else cgroup v1 when the
+// controller's hierarchy is mounted and a group can be created in the process's own group, else
+// None. It never fails: what it cannot use is None, with the reason in Reason.
+func Detect() *Manager {
+	m := &Manager{mech: map[string]Mechanism{}, v1: map[string]string{}, owner: os.Getpid()}
+	for _, c := range controllers {
+		m.mech[c] = None
+	}
+	own, err := ownGroups()
+	if err != nil {
+		m.reason = err.Error()
+		return m
+	}
+	var reasons []string
+	if dir, ok := own.v2Dir(); ok {
+		if got, err := m.useV2(dir); err != nil {
+			reasons = append(reasons, "cgroup v2: "+err.Error())
+		} else {
+			for _, c := range got {
+				m.mech[c] = V2
+			}
+		}
+	}
+	for _, c := range controllers {
+		if m.mech[c] == V2 {
+			continue
+		}
+		dir, ok := own.v1Dir(v1Names[c])
+		if !ok {
+			continue
+		}
+		if err := probeWritable(dir); err != nil {
+			reasons = append(reasons, fmt.Sprintf("cgroup v1 %s: %v", v1Names[c], err))
+			continue
+		}
+		m.v1[c] = dir
+		m.mech[c] = V1
+	}
+	m.reason = strings.Join(reasons, "; ")
+	return m
+}
+
+// Mechanism says what enforces controller c (Memory, Pids or CPU) for this manager's groups.
+func (m *Manager) Mechanism(c string) Mechanism { return m.mech[c] }
+
+// Reason says why a controller is not enforced by cgroup, or "" when nothing was refused.
+func (m *Manager) Reason() string { return m.reason }
+
+// useV2 prepares the v2 group dir for call groups: it enables the memory, pids and cpu
+// controllers it offers in its subtree_control (moving this process into a leaf child when the
+// group has processes, as the "no internal processes" rule requires), and returns them.
+func (m *Manager) useV2(dir string) ([]string, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return nil, err
+	}
+	offered := strings.Fields(string(data))
+	var want []string
+	for _, c := range controllers {
+		if slices.Contains(offered, c) {
+			want = append(want, c)
+		}
+	}
+	if len(want) == 0 {
+		return nil, fmt.Errorf("%s offers none of memory, pids, cpu (it has %q)", dir, strings.TrimSpace(string(data)))
+	}
+	if err := unix.Access(filepath.Join(dir, "cgroup.subtree_control"), unix.W_OK); err != nil {
+		return nil, fmt.Errorf("%s is not delegated to this process: %w", dir, err)
+	}
+	enable := "+" + strings.Join(want, " +")
+	err = writeFile(filepath.Join(dir, "cgroup.subtree_control"), enable)
+	if errors.Is(err, unix.EBUSY) {
+		// Processes in dir: move this one (all its threads) to a leaf, then enable.
+		leaf := filepath.Join(dir, "clihostd")
+		if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, err
+		}
+		if err := writeFile(filepath.Join(leaf, "cgroup.procs"), "0"); err != nil {
+			return nil, fmt.Errorf("move the daemon to %s: %w", leaf, err)
+		}
+		err = writeFile(filepath.Join(dir, "cgroup.subtree_control"), enable)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("enable %s in %s: %w", enable, dir, err)
+	}
+	m.v2 = dir
+	return want, nil
+}
+
+// probeWritable checks that a group can be created in dir, by creating and removing one.
+func probeWritable(dir string) error {
+	probe := filepath.Join(dir, fmt.Sprintf("%sprobe-%d", groupPrefix, os.Getpid()))
+	if err := os.Mkdir(probe, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return os.Remove(probe)
+}
+
+// Group is the control groups of one call.
+type Group struct {
+	name   string
+	v2     string            // the v2 group directory, "" without v2
+	v1     map[string]string // controller -> v1 group directory
+	limits Limits
+}
+
+// New creates the groups of one call under the daemon's own groups and sets l in them. A manager
+// with no usable controller returns (nil, nil): the call then has no group.
+func (m *Manager) New(l Limits) (*Group, error) {
+	if m.v2 == "" && len(m.v1) == 0 {
+		return nil, nil
+	}
+	g := &Group{name: fmt.Sprintf("%s%d-%d", groupPrefix, m.owner, m.seq.Add(1)), v1: map[string]string{}, limits: l}
+	if m.v2 != "" {
+		g.v2 = filepath.Join(m.v2, g.name)
+		if err := os.Mkdir(g.v2, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroup: create %s: %w", g.v2, err)
+		}
+	}
+	for c, parent := range m.v1 {
+		if !g.needs(c) {
+			continue
+		}
+		dir := filepath.Join(parent, g.name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			_ = g.Remove()
+			return nil, fmt.Errorf("cgroup: create %s: %w", dir, err)
+		}
+		g.v1[c] = dir
+	}
+	if err := g.setLimits(m); err != nil {
+		_ = g.Remove()
+		return nil, err
+	}
+	return g, nil
+}
+
+// needs reports whether the group needs a v1 hierarchy for controller c. Joining a v1 group costs
+// the init a migration each (milliseconds on a multi-threaded process), so the group joins only
+// those its limits use, and pids always: it lists every process of the call, for KillAll.
+func (g *Group) needs(c string) bool {
+	switch c {
+	case Memory:
+		return g.limits.MemoryBytes > 0
+	case CPU:
+		return g.limits.CPU > 0
+	}
+	return true
+}
+
+// setLimits writes g's limits into the controller files of the mechanism each controller uses.
+func (g *Group) setLimits(m *Manager) error {
+	l := g.limits
+	var writes [][2]string
+	if l.MemoryBytes > 0 {
+		n := strconv.FormatInt(l.MemoryBytes, 10)
+		switch m.mech[Memory] {
+		case V2:
+			writes = append(writes, [2]string{filepath.Join(g.v2, "memory.max"), n},
+				[2]string{filepath.Join(g.v2, "memory.swap.max"), "0"}, [2]string{filepath.Join(g.v2, "memory.oom.group"), "1"})
+		case V1:
+			writes = append(writes, [2]string{filepath.Join(g.v1[Memory], "memory.limit_in_bytes"), n},
+				[2]string{filepath.Join(g.v1[Memory], "memory.memsw.limit_in_bytes"), n})
+		}
+	}
+	if l.Pids > 0 {
+		n := strconv.FormatInt(l.Pids, 10)
+		switch m.mech[Pids] {
+		case V2:
+			writes = append(writes, [2]string{filepath.Join(g.v2, "pids.max"), n})
+		case V1:
+			writes = append(writes, [2]string{filepath.Join(g.v1[Pids], "pids.max"), n})
+		}
+	}
+	for _, w := range writes {
+		err := writeFile(w[0], w[1])
+		// Without swap accounting (or without swap) there is no swap file to limit.
+		if errors.Is(err, os.ErrNotExist) && (strings.HasSuffix(w[0], ".swap.max") || strings.HasSuffix(w[0], ".memsw.limit_in_bytes")) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("cgroup: set %s: %w", w[0], err)
+		}
+	}
+	return nil
+}
+
+// Name is the group's name, the same in every hierarchy.
+func (g *Group) Name() string { return g.name }
+
+// V2Dir is the group's cgroup v2 directory, "" when no controller uses v2. Open it (O_PATH or
+// O_DIRECTORY) for SysProcAttr.CgroupFD to start the init in it (CLONE_INTO_CGROUP).
+func (g *Group) V2Dir() string { return g.v2 }
+
+// TasksFiles are the tasks files of the group's v1 hierarchies. The init's thread that forks the
+// program joins them by writing "0" (itself) to descriptors the host opened; the program, forked
+// from that thread, starts in the group. Moving one thread, unlike a whole process through
+// cgroup.procs, does not take the kernel's global threadgroup lock, whose RCU grace period
+// cost milliseconds per call.
+func (g *Group) TasksFiles() []string {
+	var out []string
+	for _, c := range slices.Sorted(maps.Keys(g.v1)) {
+		out = append(out, filepath.Join(g.v1[c], "tasks"))
+	}
+	return out
+}
+
+// Events are the limit events counted in a group.
+type Events struct {
+	OOMKills   int64         // processes the OOM killer killed because of the memory limit
+	PidsMax    int64         // forks refused by the process limit
+	CPUUsage   time.Duration // CPU time used by the group (user and system)
+	CPUCounted bool          // CPUUsage was read from the group
+}
+
+// Events reads the group's limit events and its CPU usage.
+func (g *Group) Events() Events {
+	var e Events
+	if g.v2 != "" {
+		e.OOMKills = keyed(filepath.Join(g.v2, "memory.events"), "oom_kill")
+		e.PidsMax = keyed(filepath.Join(g.v2, "pids.events"), "max")
+		if us := keyed(filepath.Join(g.v2, "cpu.stat"), "usage_usec"); us >= 0 {
+			e.CPUUsage, e.CPUCounted = time.Duration(us)*time.Microsecond, true
+		}
+	}
+	if d, ok := g.v1[Memory]; ok {
+		e.OOMKills = max(e.OOMKills, keyed(filepath.Join(d, "memory.oom_control"), "oom_kill"))
+	}
+	if d, ok := g.v1[Pids]; ok {
+		e.PidsMax = max(e.PidsMax, keyed(filepath.Join(d, "pids.events"), "max"))
+	}
+	if d, ok := g.v1[CPU]; ok {
+		if ns, err := readInt(filepath.Join(d, "cpuacct.usage")); err == nil {
+			e.CPUUsage, e.CPUCounted = time.Duration(ns), true
+		}
+	}
+	e.OOMKills, e.PidsMax = max(e.OOMKills, 0), max(e.PidsMax, 0)
+	return e
+}
+
+// WatchCPU polls the group's CPU usage until stop is closed and closes the returned channel once
+// it reaches the group's CPU limit. Without a limit or without CPU accounting it returns nil (a
+// nil channel never fires).
+func (g *Group) WatchCPU(stop <-chan struct{}) <-chan struct{} {
+	if g == nil || g.limits.CPU <= 0 || !g.Events().CPUCounted {
+		return nil
+	}
+	every := min(max(g.limits.CPU/20, 20*time.Millisecond), 500*time.Millisecond)
+	hit := make(chan struct{})
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if g.Events().CPUUsage >= g.limits.CPU {
+					close(hit)
+					return
+				}
+			}
+		}
+	}()
+	return hit
+}
+
+// KillAll kills every process in the group and waits (at most two seconds) until the group is
+// empty: cgroup.kill on v2; on v1 every process listed in cgroup.procs gets SIGKILL, repeated until
+// none is left (a process forked meanwhile is listed on the next round; the pids limit bounds how
+// many there can be, and a call's init takes its whole PID namespace with it). It is safe to call on a nil group and more than once; the
+// daemon calls it at a call's end, at its deadline and when draining.
+func (g *Group) KillAll() error {
+	if g == nil {
+		return nil
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	if g.v2 != "" {
+		if err := writeFile(filepath.Join(g.v2, "cgroup.kill"), "1"); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("cgroup: kill %s: %w", g.v2, err)
+		}
+	}
+	for {
+		pids := g.procs()
+		if len(pids) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cgroup: %s still has %d processes after SIGKILL", g.name, len(pids))
+		}
+		for _, pid := range pids {
+			_ = unix.Kill(pid, unix.SIGKILL) // ESRCH: gone meanwhile
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// procs lists the processes of every hierarchy of the group.
+func (g *Group) procs() []int {
+	dirs := slices.Collect(maps.Values(g.v1))
+	if g.v2 != "" {
+		dirs = append(dirs, g.v2)
+	}
+	var out []int
+	for _, d := range dirs {
+		f, err := os.Open(filepath.Join(d, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		s := bufio.NewScanner(f)
+		for s.Scan() {
+			if pid, err := strconv.Atoi(strings.TrimSpace(s.Text())); err == nil && !slices.Contains(out, pid) {
+				out = append(out, pid)
+			}
+		}
+		f.Close()
+	}
+	return out
+}
+
+// Remove kills what is left in the group (KillAll) and removes its directories. Safe on a nil group.
+func (g *Group) Remove() error {
+	if g == nil {
+		return nil
+	}
+	killErr := g.KillAll()
+	dirs := slices.Collect(maps.Values(g.v1))
+	if g.v2 != "" {
+		dirs = append(dirs, g.v2)
+	}
+	var errs []error
+	for _, d := range dirs {
+		if err := rmdir(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(append([]error{killErr}, errs...)...)
+}
+
+// rmdir removes an empty cgroup directory, retrying briefly while the kernel finishes releasing
+// the processes that just died (EBUSY). A directory already gone is not an error.
+func rmdir(dir string) error {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		err := unix.Rmdir(dir)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			return fmt.Errorf("cgroup: remove %s: %w", dir, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Reap kills and removes the call groups left behind by daemons that are gone (a crash or kill -9):
+// every group under this manager's parents named clihost-<pid>-<n> whose pid is not a running
+// process. Groups of live daemons (this one included) are left alone, and so, until it exits, are
+// those of a dead daemon whose pid a new process took. It returns the names removed. The daemon
+// calls it at start.
+func (m *Manager) Reap() ([]string, error) {
+	stale := map[string]*Group{}
+	for _, c := range slices.Sorted(maps.Keys(m.v1)) {
+		m.collectStale(stale, m.v1[c], func(g *Group, dir string) { g.v1[c] = dir })
+	}
+	if m.v2 != "" {
+		m.collectStale(stale, m.v2, func(g *Group, dir string) { g.v2 = dir })
+	}
+	var removed []string
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(stale)) {
+		if err := stale[name].Remove(); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, name)
+	}
+	return removed, errors.Join(errs...)
+}
+
+// collectStale adds the groups in parent whose owner pid is not running to stale, recording each
+// directory with add.
+func (m *Manager) collectStale(stale map[string]*Group, parent string, add func(*Group, string)) {
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		owner, ok := ownerPid(e.Name())
+		if !e.IsDir() || !ok || owner == m.owner || !errors.Is(unix.Kill(owner, 0), unix.ESRCH) {
+			continue // not a call group, or its daemon (or a process that reused its pid) is alive
+		}
+		g, seen := stale[e.Name()]
+		if !seen {
+			g = &Group{name: e.Name(), v1: map[string]string{}}
+			stale[e.Name()] = g
+		}
+		add(g, filepath.Join(parent, e.Name()))
+	}
+}
+
+// ownerPid parses the daemon pid out of a group name clihost-<pid>-<n>.
+func ownerPid(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, groupPrefix)
+	if !ok {
+		return 0, false
+	}
+	pid, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.Atoi(pid)
+	return n, err == nil && n > 0
+}
+
+// keyed reads "key value" lines (memory.events, pids.events, cpu.stat, memory.oom_control) and
+// returns the value of key, or -1.
+func keyed(path, key string) int64 {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return -1
+	}
+	for line := range strings.Lines(string(data)) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if ok && k == key {
+			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
+// readInt reads a file holding one decimal integer.
+func readInt(path string) (int64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+}
+
+// writeFile writes s to an existing control file.
+func writeFile(path, s string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(s)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Live lists the names of this manager's call groups that still exist (in any hierarchy): after
+// every call has ended, none.
+func (m *Manager) Live() []string {
+	parents := slices.Collect(maps.Values(m.v1))
+	if m.v2 != "" {
+		parents = append(parents, m.v2)
+	}
+	prefix := fmt.Sprintf("%s%d-", groupPrefix, m.owner)
+	var out []string
+	for _, p := range parents {
+		entries, _ := os.ReadDir(p)
+		for _, e := range entries {
+			if e.IsDir() && strings.HasPrefix(e.Name(), prefix) && !slices.Contains(out, e.Name()) {
+				out = append(out, e.Name())
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
