@@ -207,7 +207,7 @@ func (v *LimitValue) Set(s string) error {
 	var err error
 	switch v.kind {
 	case 'b':
-		n, err = parseSize(s)
+		n, err = ParseSize(s)
 	case 'd':
 		var d time.Duration
 		d, err = time.ParseDuration(s)
@@ -222,9 +222,10 @@ func (v *LimitValue) Set(s string) error {
 	return nil
 }
 
-// parseSize parses a byte size: a number with an optional binary unit K, M, G or T (KiB, KB and K
-// all mean 1024).
-func parseSize(s string) (int64, error) {
+// ParseSize parses a byte size: a number with an optional binary unit K, M, G or T (KiB, KB and K
+// all mean 1024), spaces allowed around the unit.
+func ParseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
 	num := strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
 	unit := strings.ToUpper(strings.TrimSpace(s[len(num):]))
 	unit = strings.TrimSuffix(strings.TrimSuffix(unit, "B"), "I")
