@@ -226,17 +226,21 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	scope := authstate.Scope{Bundle: b.Key(), Workspace: workspace, User: c.User}
 	var usedSecrets []string
 	lenv := authstate.Env{BinPath: bin.path, Dir: workspace, Env: slices.Clone(env)}
+	var lpol *sandbox.Policy
 	if h.opts.Auth != nil && b.CLI.Auth != nil && b.CLI.Auth.Login != nil {
 		// Login checks and refreshes run the bundle's own commands, in the bundle's sandbox.
 		var e *Error
-		var pol *sandbox.Policy
-		if lenv.Sandbox, pol, e = h.confine(b, nil, bin.path, workspace, &lenv.Env); e != nil {
+		if lenv.Sandbox, lpol, e = h.confine(b, nil, bin.path, workspace, &lenv.Env); e != nil {
 			return Envelope{Error: e}
 		}
-		lenv.Egress = h.egressPolicy(pol, b.ID(), rec.CallID)
+		lenv.Egress = h.egressPolicy(lpol, b.ID(), rec.CallID)
 	}
-	if e := h.lifecycle(ctx, b, scope, lenv, &env, &usedSecrets); e != nil {
-		return Envelope{Error: e}
+	e := h.lifecycle(ctx, b, scope, lenv, &env, &usedSecrets)
+	// The login commands ran in the workspace too: the git rule applies to what they wrote, before
+	// the tool's own snapshot is taken.
+	lifeWarnings := sweep(lpol)
+	if e != nil {
+		return Envelope{Error: e, Warnings: lifeWarnings}
 	}
 	// ${secrets.NAME} are the secret slugs setup stored for this scope; without a setup engine
 	// there are none.
@@ -251,8 +255,10 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 		return v, ok
 	}
 	if len(t.Tool.Runner.Steps) > 0 {
-		return h.runSteps(ctx, stepCall{b: b, t: t, input: input, workspace: workspace, env: env, bin: bin, secrets: secrets,
+		out := h.runSteps(ctx, stepCall{b: b, t: t, input: input, workspace: workspace, env: env, bin: bin, secrets: secrets,
 			used: &usedSecrets, scope: scope, rec: rec, opts: opts})
+		out.Warnings = append(lifeWarnings, out.Warnings...)
+		return out
 	}
 	args, err := argv.Expand(t.Tool.Runner.Parsed, input, secrets)
 	if err != nil {
@@ -278,7 +284,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	res, err := runner.Run(ctx, runner.Command{Path: bin.path, Args: args, Dir: workspace, Env: env, Timeout: timeout,
 		TTY: eff.TTY != nil && eff.TTY.Required, Stdin: stdin, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), rec.CallID)})
 	stop()
-	warnings := sweep(pol)
+	warnings := append(lifeWarnings, sweep(pol)...)
 	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, usedSecrets)
 	out.Warnings = append(out.Warnings, warnings...)
 	return out

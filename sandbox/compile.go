@@ -91,6 +91,8 @@ type Policy struct {
 	// kernel cannot mask them (a mask needs a mount point, which would have to be created on the
 	// host), so the program may create them; Sweep removes what it created once it has exited.
 	Absent []string `json:"absent,omitempty"`
+	// git is the state of the writable roots' git control files before the call (SnapshotGit).
+	git *gitSnapshot
 	// Egress are the allowed outbound hosts, lowercase without a trailing dot; "*.example.com"
 	// globs are kept as such. Empty means no network at all.
 	Egress []string `json:"egress,omitempty"`

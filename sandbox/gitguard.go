@@ -1,0 +1,531 @@
+package sandbox
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// The git rule. After a call, no git command the workspace owner runs in a writable root, or in
+// any repository nested in one, may run a program the call chose. Everything git reads to decide
+// what to run lies in a git directory (config, config.worktree, hooks, info/attributes, the
+// commondir it points to, rebase and sequencer todo lists) or points to one (a .git gitfile, a
+// commondir file); git finds git directories only as a `.git` entry or as a directory holding
+// HEAD with objects/ and refs/ (a bare repository) or HEAD with commondir (a worktree's). So the
+// guard walks every writable root whole, before the call (the snapshot) and after it, treats
+// every `.git` entry and every directory holding HEAD next to commondir, objects or refs as a git
+// directory, fingerprints the control files in each, and judges those the call created or changed:
+//
+//   - a config or config.worktree keeps only gitConfigAllowed variables (rewritten without the
+//     others; the original is kept under a quarantine name git never reads);
+//   - a gitfile or commondir must point, through no symbolic link, at a git directory found by
+//     the same walk (whose own files are judged the same way); otherwise it is quarantined;
+//   - a hook (anything in hooks/ but *.sample), info/attributes, a symbolic link in place of any
+//     control file, and a todo list holding an exec line are quarantined.
+//
+// What existed before the call is left alone: only changes are judged.
+
+// DefaultGitGuardBudget is the most directory entries the guard reads in the writable roots of one
+// call, in each of its two walks. A snapshot over it refuses the call (ErrGitGuardBudget); a
+// check over it reports the roots it could not verify.
+const DefaultGitGuardBudget = 1_000_000
+
+// gitGuardDepth is the deepest directory the guard descends to; deeper is over the budget.
+const gitGuardDepth = 256
+
+// quarantineSuffix is appended to the name of what the guard moves aside. Git reads no file of
+// that name.
+const quarantineSuffix = ".clihost-quarantined"
+
+// ErrGitGuardBudget is returned when a writable root holds more entries than the guard may read.
+var ErrGitGuardBudget = errors.New("the writable root holds more entries than clihost checks for git metadata")
+
+// controlKind says how a control file is judged.
+type controlKind uint8
+
+const (
+	ctlConfig  controlKind = iota // config, config.worktree
+	ctlPointer                    // .git gitfile, commondir
+	ctlHook                       // hooks/*, info/attributes: quarantined when new or changed
+	ctlTodo                       // rebase-merge/git-rebase-todo, sequencer/todo
+)
+
+// control is one file git reads for configuration or programs.
+type control struct {
+	path string // absolute
+	kind controlKind
+	fp   string // fingerprint: type, mode and content
+	root string // the writable root it lies in
+}
+
+// gitSnapshot is the state of the control files of every git directory in the writable roots.
+type gitSnapshot struct {
+	budget int
+	fps    map[string]string
+}
+
+// GitFinding is one thing the guard neutralised after a call.
+type GitFinding struct {
+	// Path is the file or link the call created or changed.
+	Path string
+	// Action is "rewritten" (a config without the variables Dropped names) or "quarantined".
+	Action string
+	// Moved is where the original went (Path + ".clihost-quarantined", or with a number).
+	Moved string
+	// Dropped are the config variables removed (section.name, "*" for a subsection).
+	Dropped []string
+	// Why says what made it unsafe.
+	Why string
+}
+
+// SnapshotGit records the git control files of every writable root before the call runs, for
+// Sweep to judge what the call changed. budget is the most directory entries it reads (0:
+// DefaultGitGuardBudget); a root holding more is an error wrapping ErrGitGuardBudget, and the
+// call must be refused, since its git metadata could not be checked afterwards.
+func (p *Policy) SnapshotGit(budget int) error {
+	if budget <= 0 {
+		budget = DefaultGitGuardBudget
+	}
+	ctls, _, incomplete, err := scanRoots(p.Writable, budget)
+	if err != nil {
+		return err
+	}
+	if len(incomplete) > 0 {
+		return fmt.Errorf("%s: %w (%d entries); narrow fs.write", strings.Join(incomplete, ", "), ErrGitGuardBudget, budget)
+	}
+	s := &gitSnapshot{budget: budget, fps: map[string]string{}}
+	for _, c := range ctls {
+		s.fps[c.path] = c.fp
+	}
+	p.git = s
+	return nil
+}
+
+// checkGit judges every control file the call created or changed since SnapshotGit.
+func (p *Policy) checkGit() ([]GitFinding, error) {
+	ctls, dirs, incomplete, err := scanRoots(p.Writable, 2*p.git.budget)
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, r := range incomplete {
+		errs = append(errs, fmt.Errorf("%s: %w: its git metadata was not fully checked; check it before running git there", r, ErrGitGuardBudget))
+	}
+	var found []GitFinding
+	for _, c := range ctls {
+		if p.git.fps[c.path] == c.fp {
+			continue
+		}
+		f, err := judge(c, dirs, p.Writable)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if f != nil {
+			found = append(found, *f)
+		}
+	}
+	return found, errors.Join(errs...)
+}
+
+// scanRoots walks each writable directory root and returns its control files, the git
+// directories found (absolute), and the roots the walk could not finish within budget entries.
+func scanRoots(roots []string, budget int) (ctls []control, dirs map[string]bool, incomplete []string, err error) {
+	dirs = map[string]bool{}
+	var errs []error
+	for _, r := range roots {
+		fd, err := unix.Open(r, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) {
+			continue // a writable file, or a root that does not exist: nothing git can discover
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("git check of %s: %w", r, err))
+			continue
+		}
+		s := &scanner{root: r, left: budget, dirs: dirs}
+		if err := s.dir(fd, r, 0); err != nil {
+			incomplete = append(incomplete, r)
+		}
+		ctls = append(ctls, s.ctls...)
+		errs = append(errs, s.errs...)
+	}
+	return ctls, dirs, incomplete, errors.Join(errs...)
+}
+
+// scanner walks one writable root through directory descriptors, never following a symbolic link.
+type scanner struct {
+	root string
+	left int
+	dirs map[string]bool
+	ctls []control
+	// errs are the directories that could not be read; the walk goes on past them.
+	errs []error
+}
+
+// dir reads the directory open at fd (which it closes), records its control files when it is a git
+// directory, and descends into its subdirectories. It returns ErrGitGuardBudget when the walk went
+// over the budget; a directory that cannot be read is recorded in s.errs and skipped.
+func (s *scanner) dir(fd int, path string, depth int) error {
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	if depth > gitGuardDepth {
+		return ErrGitGuardBudget
+	}
+	var entries []os.DirEntry
+	for {
+		batch, err := f.ReadDir(1024)
+		entries = append(entries, batch...)
+		if s.left -= len(batch); s.left < 0 {
+			return ErrGitGuardBudget
+		}
+		if errors.Is(err, io.EOF) || len(batch) == 0 {
+			break
+		}
+		if err != nil {
+			s.errs = append(s.errs, fmt.Errorf("git check: read %s: %w", path, err))
+			break
+		}
+	}
+	names := map[string]os.FileMode{}
+	for _, e := range entries {
+		names[e.Name()] = e.Type()
+	}
+	if isGitDir(path, names) {
+		s.dirs[path] = true
+		if err := s.gitDir(fd, path, names); err != nil {
+			return err
+		}
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if name == ".git" && e.Type()&os.ModeDir == 0 {
+			s.add(fd, path, name, ctlPointer)
+		}
+		if e.Type()&os.ModeDir == 0 {
+			continue
+		}
+		child, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			s.errs = append(s.errs, fmt.Errorf("git check: open %s: %w", filepath.Join(path, name), err))
+			continue
+		}
+		if err := s.dir(child, filepath.Join(path, name), depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isGitDir reports whether a directory with these entries is one git could use: a .git
+// directory, or HEAD next to commondir, objects or refs.
+func isGitDir(path string, names map[string]os.FileMode) bool {
+	if filepath.Base(path) == ".git" {
+		return true
+	}
+	if _, ok := names["HEAD"]; !ok {
+		return false
+	}
+	for _, n := range []string{"commondir", "objects", "refs"} {
+		if _, ok := names[n]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// gitDir records the control files of the git directory open at fd.
+func (s *scanner) gitDir(fd int, path string, names map[string]os.FileMode) error {
+	for _, n := range []string{"config", "config.worktree"} {
+		if _, ok := names[n]; ok {
+			s.add(fd, path, n, ctlConfig)
+		}
+	}
+	if _, ok := names["commondir"]; ok {
+		s.add(fd, path, "commondir", ctlPointer)
+	}
+	sub := []struct {
+		dir   string
+		kind  controlKind
+		match func(string) bool
+	}{
+		{"hooks", ctlHook, func(n string) bool {
+			return !strings.HasSuffix(n, ".sample") && !strings.HasSuffix(n, quarantineSuffix)
+		}},
+		{"info", ctlHook, func(n string) bool { return n == "attributes" }},
+		{"rebase-merge", ctlTodo, func(n string) bool { return n == "git-rebase-todo" }},
+		{"sequencer", ctlTodo, func(n string) bool { return n == "todo" }},
+	}
+	for _, d := range sub {
+		mode, ok := names[d.dir]
+		switch {
+		case !ok:
+			continue
+		case mode&os.ModeDir == 0:
+			// A symbolic link (or anything but a directory) in place of hooks/ or info/.
+			s.add(fd, path, d.dir, ctlHook)
+			continue
+		}
+		if err := s.subdir(fd, filepath.Join(path, d.dir), d.dir, d.kind, d.match); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// subdir records the entries of the git directory's subdirectory name that match.
+func (s *scanner) subdir(gitFD int, path, name string, kind controlKind, match func(string) bool) error {
+	fd, err := unix.Openat(gitFD, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("git check: open %s: %w", path, err))
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	if s.left -= len(entries); s.left < 0 {
+		return ErrGitGuardBudget
+	}
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("git check: read %s: %w", path, err))
+	}
+	for _, e := range entries {
+		if match(e.Name()) {
+			s.add(fd, path, e.Name(), kind)
+		}
+	}
+	return nil
+}
+
+// add records the control file name of the directory open at dirFD.
+func (s *scanner) add(dirFD int, dir, name string, kind controlKind) {
+	s.ctls = append(s.ctls, control{path: filepath.Join(dir, name), kind: kind, fp: fingerprint(dirFD, name), root: s.root})
+}
+
+// maxControlRead is the most bytes of one control file the guard hashes or parses.
+const maxControlRead = 1 << 20
+
+// fingerprint identifies the content of name in dirFD: a link by its target, a regular file by its
+// permission bits and a hash of its content (and size, beyond maxControlRead), anything else by
+// its type.
+func fingerprint(dirFD int, name string) string {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirFD, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return "missing"
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		buf := make([]byte, unix.PathMax)
+		n, _ := unix.Readlinkat(dirFD, name, buf)
+		return "link:" + string(buf[:max(n, 0)])
+	case unix.S_IFREG:
+		data, err := readAt(dirFD, name)
+		if err != nil {
+			return "unreadable"
+		}
+		sum := sha256.Sum256(data)
+		return fmt.Sprintf("file:%o:%d:%s", st.Mode&0o7777, st.Size, hex.EncodeToString(sum[:]))
+	}
+	return fmt.Sprintf("type:%o", st.Mode&unix.S_IFMT)
+}
+
+// readAt reads at most maxControlRead bytes of the regular file name in dirFD, not following a link.
+func readAt(dirFD int, name string) ([]byte, error) {
+	fd, err := unix.Openat(dirFD, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxControlRead))
+}
+
+// judge neutralises one control file the call created or changed, if it is unsafe.
+func judge(c control, dirs map[string]bool, roots []string) (*GitFinding, error) {
+	dir, name := filepath.Split(c.path)
+	dfd, err := openBeneath(c.root, dir)
+	if err != nil {
+		return nil, fmt.Errorf("git check of %s: %w", c.path, err)
+	}
+	defer unix.Close(dfd)
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, nil // gone since the walk
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return quarantine(dfd, c.path, "it is not a regular file (a link or other file in place of a git control file)")
+	}
+	data, err := readAt(dfd, name)
+	if err != nil {
+		return quarantine(dfd, c.path, "it could not be read: "+err.Error())
+	}
+	switch c.kind {
+	case ctlHook:
+		return quarantine(dfd, c.path, "git runs it (a hook or an attributes file naming drivers)")
+	case ctlTodo:
+		if todoExecs(data) {
+			return quarantine(dfd, c.path, "it is a todo list with an exec line, which `git rebase --continue` runs")
+		}
+		return nil, nil
+	case ctlPointer:
+		target, ok := pointerTarget(name, data)
+		if !ok {
+			return quarantine(dfd, c.path, "it is not a plain path to a git directory")
+		}
+		if r, ok := resolveNoLinks(filepath.Clean(dir), target); !ok || !dirs[r] {
+			return quarantine(dfd, c.path, "it points at "+strconv.Quote(target)+", which is not a checked git directory in a writable root (or is reached through a symbolic link)")
+		}
+		return nil, nil
+	}
+	ctx := valueContext{resolveInside: func(p string) bool {
+		r, ok := resolveNoLinks(filepath.Clean(dir), p)
+		return ok && slices.ContainsFunc(roots, func(w string) bool { return within(r, w) })
+	}}
+	out, dropped, clean := filterGitConfig(data, ctx)
+	if clean {
+		return nil, nil
+	}
+	return rewrite(dfd, c.path, out, dropped, &st)
+}
+
+// pointerTarget returns the path a gitfile ("gitdir: PATH") or commondir file names, trimmed as git
+// trims it.
+func pointerTarget(name string, data []byte) (string, bool) {
+	s := strings.TrimRight(string(data), "\r\n")
+	if name == ".git" {
+		var ok bool
+		if s, ok = strings.CutPrefix(s, "gitdir: "); !ok {
+			return "", false
+		}
+	}
+	if s == "" || strings.ContainsAny(s, "\n\x00") {
+		return "", false
+	}
+	return s, true
+}
+
+// resolveNoLinks resolves target (relative to base when not absolute) component by component,
+// failing on a symbolic link or a missing component, so that ".." means what the kernel makes of it.
+func resolveNoLinks(base, target string) (string, bool) {
+	if !filepath.IsAbs(target) {
+		target = base + "/" + target
+	}
+	cur := "/"
+	for _, comp := range strings.Split(target, "/") {
+		switch comp {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, comp)
+		st, err := os.Lstat(next)
+		if err != nil || st.Mode()&os.ModeSymlink != 0 {
+			return "", false
+		}
+		cur = next
+	}
+	return cur, true
+}
+
+// todoExecs reports whether a rebase or sequencer todo list holds an exec command.
+func todoExecs(data []byte) bool {
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		fields := bytes.Fields(line)
+		if len(fields) > 0 && (string(fields[0]) == "x" || string(fields[0]) == "exec") {
+			return true
+		}
+	}
+	return false
+}
+
+// openBeneath opens dir (absolute, inside root) as a path descriptor, refusing any symbolic link on
+// the way and anything outside root.
+func openBeneath(root, dir string) (int, error) {
+	rootFD, err := unix.Openat2(unix.AT_FDCWD, root, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", root, err)
+	}
+	defer unix.Close(rootFD)
+	rel, err := filepath.Rel(root, dir)
+	if err != nil {
+		return -1, err
+	}
+	fd, err := unix.Openat2(rootFD, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", dir, err)
+	}
+	return fd, nil
+}
+
+// moveAside renames name in dfd to a free quarantine name and makes it owner-only when it is a
+// regular file. It returns the new path.
+func moveAside(dfd int, path string) (string, error) {
+	name := filepath.Base(path)
+	for i := 0; i < 100; i++ {
+		dst := name + quarantineSuffix
+		if i > 0 {
+			dst += "." + strconv.Itoa(i)
+		}
+		err := unix.Renameat2(dfd, name, dfd, dst, unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("quarantine %s: %w", path, err)
+		}
+		if fd, err := unix.Openat(dfd, dst, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err == nil {
+			var st unix.Stat_t
+			if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+				_ = unix.Fchmod(fd, 0o600)
+			}
+			unix.Close(fd)
+		}
+		return filepath.Join(filepath.Dir(path), dst), nil
+	}
+	return "", fmt.Errorf("quarantine %s: no free name", path)
+}
+
+// quarantine moves a control file aside.
+func quarantine(dfd int, path, why string) (*GitFinding, error) {
+	moved, err := moveAside(dfd, path)
+	if err != nil {
+		return nil, err
+	}
+	return &GitFinding{Path: path, Action: "quarantined", Moved: moved, Why: why}, nil
+}
+
+// rewrite moves a config aside and writes out in its place, with the original's owner and mode.
+func rewrite(dfd int, path string, out []byte, dropped []string, st *unix.Stat_t) (*GitFinding, error) {
+	moved, err := moveAside(dfd, path)
+	if err != nil {
+		return nil, err
+	}
+	name := filepath.Base(path)
+	fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("rewrite %s: %w", path, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	_, err = f.Write(out)
+	err = errors.Join(err, f.Chown(int(st.Uid), int(st.Gid)), f.Chmod(os.FileMode(st.Mode&0o666)), f.Close())
+	if err != nil {
+		return nil, fmt.Errorf("rewrite %s: %w", path, err)
+	}
+	why := "it set variables a call may not set"
+	if len(dropped) == 0 {
+		why = "it was not in the plain form git writes"
+	}
+	return &GitFinding{Path: path, Action: "rewritten", Moved: moved, Dropped: dropped, Why: why}, nil
+}

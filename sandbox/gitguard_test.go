@@ -1,0 +1,288 @@
+package sandbox
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestFilterGitConfig(t *testing.T) {
+	cases := []struct {
+		name    string
+		in      string
+		clean   bool
+		dropped []string
+		out     string // when not clean
+	}{
+		{name: "git init", clean: true,
+			in: "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"},
+		{name: "git clone", clean: true,
+			in: "[core]\n\trepositoryformatversion = 0\n[remote \"origin\"]\n\turl = https://example.com/r.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n" +
+				"[branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n# a comment\n; another\n\n[user]\n\tname = \"A; B\"\n"},
+		{name: "fsmonitor", in: "[core]\n\tbare = false\n\tfsmonitor = touch /x\n",
+			dropped: []string{"core.fsmonitor"}, out: "[core]\n\tbare = false\n"},
+		{name: "programs and includes", in: "[core]\n\thooksPath = h\n\tsshCommand = x\n\tpager = x\n\teditor = x\n[diff]\n\texternal = x\n" +
+			"[include]\n\tpath = x\n[includeIf \"gitdir:/\"]\n\tpath = x\n[alias]\n\tst = !x\n[filter \"f\"]\n\tclean = x\n" +
+			"[remote \"o\"]\n\turl = /r\n\tuploadpack = x\n\treceivepack = x\n[submodule \"s\"]\n\tupdate = !x\n\turl = ../s\n",
+			dropped: []string{"core.hookspath", "core.sshcommand", "core.pager", "core.editor", "diff.external", "include.path",
+				"includeif.*.path", "alias.st", "filter.*.clean", "remote.*.uploadpack", "remote.*.receivepack", "submodule.*.update"},
+			out: "[remote \"o\"]\n\turl = /r\n[submodule \"s\"]\n\turl = ../s\n"},
+		{name: "case does not hide a key", in: "[CORE]\n\tFsMonitor = x\n\tBare = true\n",
+			dropped: []string{"core.fsmonitor"}, out: "[core]\n\tBare = true\n"},
+		{name: "transport helpers and options in URLs", in: "[remote \"a\"]\n\turl = ext::sh -c x\n[remote \"b\"]\n\turl = -oProxyCommand=x\n" +
+			"[remote \"c\"]\n\tpushurl = fd::3\n[branch \"m\"]\n\tremote = evil::x\n",
+			dropped: []string{"remote.*.url", "remote.*.url", "remote.*.pushurl", "branch.*.remote"}, out: ""},
+		{name: "a continuation line is not strict", in: "[remote \"o\"]\n\turl = /r\\\n\tfsmonitor = x\n[core]\n\tbare = true\n",
+			dropped: []string{"remote.*.fsmonitor"}, out: "[core]\n\tbare = true\n"},
+		{name: "a key on the header line", in: "[core] fsmonitor = x\n\tfilemode = true\n[core]\n\tbare = true\n",
+			out: "[core]\n\tbare = true\n"},
+		{name: "the deprecated dotted header", in: "[core.x]\n\tfsmonitor = y\n", out: ""},
+		{name: "a quoted subsection with an escape", in: "[remote \"a\\\"b\"]\n\turl = /r\n", out: ""},
+		{name: "CR", in: "[core]\r\n\tbare = true\r\n", out: "[core]\n\tbare = true\n"},
+		{name: "BOM", in: "\xef\xbb\xbf[core]\n\tbare = true\n", out: ""},
+		{name: "unknown escape", in: "[core]\n\tbare = \\q\n\tfilemode = true\n", out: "[core]\n\tfilemode = true\n"},
+		{name: "worktree outside", in: "[core]\n\tworktree = /etc\n", dropped: []string{"core.worktree"}, out: ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, dropped, clean := filterGitConfig([]byte(c.in), valueContext{resolveInside: func(string) bool { return false }})
+			if clean != c.clean {
+				t.Fatalf("clean = %v, want %v (dropped %q, out %q)", clean, c.clean, dropped, out)
+			}
+			if clean {
+				return
+			}
+			if c.dropped != nil && !slices.Equal(dropped, c.dropped) {
+				t.Errorf("dropped %q, want %q", dropped, c.dropped)
+			}
+			if string(out) != c.out {
+				t.Errorf("rewritten as %q, want %q", out, c.out)
+			}
+			if _, _, clean := filterGitConfig(out, valueContext{}); !clean {
+				t.Errorf("the rewritten file is not clean itself: %q", out)
+			}
+		})
+	}
+}
+
+func TestRenderGitConfigRoundTrips(t *testing.T) {
+	entries := []gitEntry{
+		{section: "user", name: "name", spelled: "name", value: " lead; # \"quoted\" \\ tab\t", hasValue: true},
+		{section: "core", name: "bare", spelled: "bare"},
+	}
+	got, strict := parseGitConfig(renderGitConfig(entries))
+	if !strict || !slices.Equal(got, entries) {
+		t.Fatalf("parsed back %+v (strict %v), want %+v", got, strict, entries)
+	}
+}
+
+// guardFixture is a writable root with a policy whose git snapshot is taken by snap.
+type guardFixture struct {
+	t  *testing.T
+	ws string
+	p  *Policy
+}
+
+func newGuard(t *testing.T) *guardFixture {
+	t.Helper()
+	return &guardFixture{t: t, ws: realTemp(t), p: &Policy{}}
+}
+
+func (g *guardFixture) path(rel string) string { return filepath.Join(g.ws, rel) }
+
+func (g *guardFixture) write(rel, content string, mode os.FileMode) {
+	write(g.t, g.path(rel), content, mode)
+}
+
+// repo lays out a git directory at rel.
+func (g *guardFixture) repo(rel, config string) {
+	g.write(rel+"/HEAD", "ref: refs/heads/main\n", 0o644)
+	g.write(rel+"/objects/info/.keep", "", 0o644)
+	g.write(rel+"/refs/heads/.keep", "", 0o644)
+	g.write(rel+"/config", config, 0o644)
+}
+
+func (g *guardFixture) snap() {
+	g.t.Helper()
+	g.p.Writable = []string{g.ws}
+	if err := g.p.SnapshotGit(0); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// check runs the sweep and returns the findings by path relative to the root.
+func (g *guardFixture) check() map[string]GitFinding {
+	g.t.Helper()
+	_, found, err := Sweep(g.p)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	out := map[string]GitFinding{}
+	for _, f := range found {
+		rel, _ := filepath.Rel(g.ws, f.Path)
+		out[rel] = f
+	}
+	return out
+}
+
+func (g *guardFixture) exists(rel string, want bool) {
+	g.t.Helper()
+	_, err := os.Lstat(g.path(rel))
+	if got := err == nil; got != want {
+		g.t.Errorf("%s exists = %v, want %v", rel, got, want)
+	}
+}
+
+func keys(m map[string]GitFinding) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+const initConfig = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n"
+
+func TestGitGuardLeavesWhatExistedAndWhatGitWrites(t *testing.T) {
+	g := newGuard(t)
+	// The user's own repository, with its own hook and fsmonitor: not the call's doing.
+	g.repo(".git", initConfig+"\tfsmonitor = my-watcher\n")
+	g.write(".git/hooks/pre-commit", "#!/bin/sh\n", 0o755)
+	g.write(".git/commondir", "/somewhere/else\n", 0o644)
+	g.snap()
+	// What legitimate git does during the call: objects, refs, index, a linked worktree, a
+	// submodule, a clone with its remote, a new repository with its sample hooks.
+	g.write(".git/objects/ab/cdef", "blob", 0o444)
+	g.write(".git/refs/heads/main", "0123\n", 0o644)
+	g.write(".git/index", "DIRC", 0o644)
+	g.write(".git/worktrees/wt/HEAD", "ref: refs/heads/wt\n", 0o644)
+	g.write(".git/worktrees/wt/commondir", "../..\n", 0o644)
+	g.write(".git/worktrees/wt/gitdir", g.path("wt/.git")+"\n", 0o644)
+	g.write("wt/.git", "gitdir: "+g.path(".git/worktrees/wt")+"\n", 0o644)
+	g.repo(".git/modules/sub", initConfig+"\tworktree = ../../../sub\n")
+	g.write("sub/.git", "gitdir: ../.git/modules/sub\n", 0o644)
+	g.repo("clone/.git", initConfig+"[remote \"origin\"]\n\turl = /src\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n")
+	g.write("clone/.git/hooks/pre-commit.sample", "#!/bin/sh\n", 0o755)
+	g.write(".git/rebase-merge/git-rebase-todo", "pick 0123 x\n", 0o644)
+	if found := g.check(); len(found) > 0 {
+		t.Fatalf("neutralised %v", found)
+	}
+	g.exists(".git/hooks/pre-commit", true)
+	g.exists(".git/commondir", true)
+}
+
+func TestGitGuardNeutralisesWhatTheCallWrote(t *testing.T) {
+	g := newGuard(t)
+	g.repo(".git", initConfig)
+	outside := realTemp(t)
+	write(t, filepath.Join(outside, "repo/HEAD"), "ref: refs/heads/main\n", 0o644)
+	write(t, filepath.Join(outside, "repo/hooks/pre-commit"), "#!/bin/sh\n", 0o755)
+	g.snap()
+
+	g.write(".git/commondir", outside+"/repo\n", 0o644)          // a git dir outside the root
+	g.write(".git/info/attributes", "* filter=x\n", 0o644)       // drivers
+	g.repo("a/.evil", initConfig+"\tfsmonitor = x\n")            // a bare skeleton …
+	g.write("a/.git", "gitdir: .evil\n", 0o644)                  // … a gitfile to it (kept) …
+	g.write("a/.evil/hooks/post-checkout", "#!/bin/sh\n", 0o755) // … its hook
+	g.write("a/.evil/hooks/ok.sample", "#!/bin/sh\n", 0o755)     // (a sample is never run)
+	g.write("b/.git", "gitdir: ../nowhere\n", 0o644)             // a gitfile to nothing
+	g.write("c/.git", "gitdir: ../a/.evil\nextra\n", 0o644)      // not a plain gitfile
+	must(t, os.Mkdir(g.path("d"), 0o755))
+	must(t, os.Symlink(filepath.Join(outside, "repo"), g.path("d/.git")))                           // a symlinked .git
+	must(t, os.Symlink("a", g.path("link")))                                                        // a link on the way …
+	g.write("e/.git", "gitdir: ../link/.evil\n", 0o644)                                             // … is refused
+	g.repo("f/.git", initConfig)                                                                    // a new repository …
+	g.write("f/.git/config.worktree", "[core]\n\tfsmonitor = x\n", 0o644)                           // … its config.worktree
+	must(t, os.Symlink(filepath.Join(outside, "repo/hooks"), g.path("f/.git/hooks")))               // … a hooks link
+	g.write(".git/rebase-merge/git-rebase-todo", "pick 0123 x\nexec touch /x\n", 0o644)             // an exec line
+	g.write(".git/commondir.clihost-quarantined", "taken", 0o644)                                   // (a name in use)
+	g.write(".git/worktrees/w/HEAD", "ref: refs/heads/w\n", 0o644)                                  // a worktree whose
+	g.write(".git/worktrees/w/config.worktree", "[core]\n\tpager = x\n[user]\n\tname = n\n", 0o644) // config.worktree
+	g.write(".git/worktrees/w/commondir", "../..\n", 0o644)
+
+	found := g.check()
+	want := []string{".git/commondir", ".git/info/attributes", ".git/rebase-merge/git-rebase-todo", ".git/worktrees/w/config.worktree",
+		"a/.evil/config", "a/.evil/hooks/post-checkout", "b/.git", "c/.git", "d/.git", "e/.git", "f/.git/config.worktree", "f/.git/hooks"}
+	if got := keys(found); !slices.Equal(got, want) {
+		t.Fatalf("neutralised %q, want %q", got, want)
+	}
+	for _, rel := range []string{"a/.git", "a/.evil/hooks/ok.sample", "f/.git/config", "link"} {
+		g.exists(rel, true)
+	}
+	for rel, f := range found {
+		wantAction := "quarantined"
+		if strings.HasSuffix(rel, "config") || strings.HasSuffix(rel, "config.worktree") {
+			wantAction = "rewritten"
+		}
+		if f.Action != wantAction || !strings.HasPrefix(f.Moved, f.Path+quarantineSuffix) {
+			t.Errorf("%s: %+v", rel, f)
+		}
+	}
+	// The config keeps what git writes; the original is kept, owner-only.
+	cfg, _ := os.ReadFile(g.path("a/.evil/config"))
+	if string(cfg) != "[core]\n\trepositoryformatversion = 0\n\tbare = false\n" {
+		t.Errorf("a/.evil/config rewritten as %q", cfg)
+	}
+	if st, err := os.Stat(g.path("a/.evil/config" + quarantineSuffix)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the quarantined config: %v %v", st, err)
+	}
+	if got := found[".git/commondir"].Moved; got != g.path(".git/commondir.clihost-quarantined.1") {
+		t.Errorf("commondir moved to %s", got)
+	}
+	if got := found[".git/worktrees/w/config.worktree"].Dropped; !slices.Equal(got, []string{"core.pager"}) {
+		t.Errorf("dropped %q", got)
+	}
+	// Nothing outside the root was touched through the links.
+	if _, err := os.Stat(filepath.Join(outside, "repo/hooks/pre-commit")); err != nil {
+		t.Errorf("the outside hook: %v", err)
+	}
+	// A second check finds nothing new: what was neutralised stays so, and nothing else moves.
+	g.snap()
+	if again := g.check(); len(again) > 0 {
+		t.Errorf("second check neutralised %v", keys(again))
+	}
+}
+
+func TestGitGuardChangedControlFiles(t *testing.T) {
+	g := newGuard(t)
+	g.repo("r/.git", initConfig)
+	g.write("r/.git/hooks/pre-push", "#!/bin/sh\n", 0o644)
+	g.snap()
+	// The same content made executable is a change; so is a config edited in place.
+	must(t, os.Chmod(g.path("r/.git/hooks/pre-push"), 0o755))
+	g.write("r/.git/config", initConfig+"\tsshCommand = x\n", 0o644)
+	if got := keys(g.check()); !slices.Equal(got, []string{"r/.git/config", "r/.git/hooks/pre-push"}) {
+		t.Fatalf("neutralised %q", got)
+	}
+}
+
+func TestGitGuardBudget(t *testing.T) {
+	g := newGuard(t)
+	for i := range 20 {
+		g.write(filepath.Join("d", string(rune('a'+i))), "", 0o644)
+	}
+	g.p.Writable = []string{g.ws}
+	if err := g.p.SnapshotGit(10); !errors.Is(err, ErrGitGuardBudget) {
+		t.Fatalf("SnapshotGit over the budget: %v", err)
+	}
+	if err := g.p.SnapshotGit(100); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		g.write(filepath.Join("e", strings.Repeat("x", i+1)), "", 0o644)
+	}
+	if _, _, err := Sweep(g.p); !errors.Is(err, ErrGitGuardBudget) {
+		t.Fatalf("a check over the budget: %v", err)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
