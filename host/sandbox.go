@@ -182,7 +182,7 @@ func sweep(pol *sandbox.Policy) []string {
 	return out
 }
 
-// gitWarning describes one piece of git metadata the git rule neutralised.
+// gitWarning describes one file the git rule neutralised.
 func gitWarning(f sandbox.GitFinding) string {
 	if f.Action == "rewritten" {
 		msg := fmt.Sprintf("rewrote the git config %s, which the CLI wrote, without ", f.Path)
@@ -193,7 +193,7 @@ func gitWarning(f sandbox.GitFinding) string {
 		}
 		return msg + fmt.Sprintf(" (git would run programs named there); the original is in %s", f.Moved)
 	}
-	return fmt.Sprintf("moved %s, which the CLI wrote, to %s: %s; git would otherwise run what it names", f.Path, f.Moved, f.Why)
+	return fmt.Sprintf("moved %s, which the CLI wrote, to %s: %s", f.Path, f.Moved, f.Why)
 }
 
 // sandboxError is the envelope error of a sandbox that could not be compiled or built.

@@ -33,7 +33,9 @@ import (
 //   - a hook (anything in hooks/ but *.sample), info/attributes, a symbolic link in place of any
 //     control file, and a todo list holding an exec line are quarantined.
 //
-// What existed before the call is left alone: only changes are judged.
+// What existed before the call is left alone: only changes are judged. The same walk records the
+// files other tools read in a directory for programs to run (runConfigs) and quarantines those the
+// call created or changed whose content names one.
 
 // DefaultGitGuardBudget is the most directory entries the guard reads in the writable roots of one
 // call, in each of its two walks. A snapshot over it refuses the call (ErrGitGuardBudget); a
@@ -54,10 +56,11 @@ var ErrGitGuardBudget = errors.New("the writable root holds more entries than cl
 type controlKind uint8
 
 const (
-	ctlConfig  controlKind = iota // config, config.worktree
-	ctlPointer                    // .git gitfile, commondir
-	ctlHook                       // hooks/*, info/attributes: quarantined when new or changed
-	ctlTodo                       // rebase-merge/git-rebase-todo, sequencer/todo
+	ctlConfig    controlKind = iota // config, config.worktree
+	ctlPointer                      // .git gitfile, commondir
+	ctlHook                         // hooks/*, info/attributes: quarantined when new or changed
+	ctlTodo                         // rebase-merge/git-rebase-todo, sequencer/todo
+	ctlRunConfig                    // another tool's configuration naming programs (runConfigs)
 )
 
 // control is one file git reads for configuration or programs.
@@ -66,6 +69,7 @@ type control struct {
 	kind controlKind
 	fp   string // fingerprint: type, mode and content
 	root string // the writable root it lies in
+	run  *runConfig
 }
 
 // gitSnapshot is the state of the control files of every git directory in the writable roots.
@@ -209,6 +213,10 @@ func (s *scanner) dir(fd int, path string, depth int) error {
 		name := e.Name()
 		if name == ".git" && e.Type()&os.ModeDir == 0 {
 			s.add(fd, path, name, ctlPointer)
+		}
+		if rc := runConfigFor(filepath.Base(path), name); rc != nil {
+			s.add(fd, path, name, ctlRunConfig)
+			s.ctls[len(s.ctls)-1].run = rc
 		}
 		if e.Type()&os.ModeDir == 0 {
 			continue
@@ -361,7 +369,7 @@ func judge(c control, dirs map[string]bool, roots []string) (*GitFinding, error)
 		return nil, nil // gone since the walk
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return quarantine(dfd, c.path, "it is not a regular file (a link or other file in place of a git control file)")
+		return quarantine(dfd, c.path, "it is not a regular file (a link or other file in place of one git or another tool reads for programs to run)")
 	}
 	data, err := readAt(dfd, name)
 	if err != nil {
@@ -369,7 +377,12 @@ func judge(c control, dirs map[string]bool, roots []string) (*GitFinding, error)
 	}
 	switch c.kind {
 	case ctlHook:
-		return quarantine(dfd, c.path, "git runs it (a hook or an attributes file naming drivers)")
+		return quarantine(dfd, c.path, "git would run it (a hook) or the drivers it names (an attributes file)")
+	case ctlRunConfig:
+		if c.run.risky(data) {
+			return quarantine(dfd, c.path, c.run.tool+" would run a program it names")
+		}
+		return nil, nil
 	case ctlTodo:
 		if todoExecs(data) {
 			return quarantine(dfd, c.path, "it is a todo list with an exec line, which `git rebase --continue` runs")
@@ -378,10 +391,10 @@ func judge(c control, dirs map[string]bool, roots []string) (*GitFinding, error)
 	case ctlPointer:
 		target, ok := pointerTarget(name, data)
 		if !ok {
-			return quarantine(dfd, c.path, "it is not a plain path to a git directory")
+			return quarantine(dfd, c.path, "it is not a plain path to a git directory, so git would read it in ways clihost does not check")
 		}
 		if r, ok := resolveNoLinks(filepath.Clean(dir), target); !ok || !dirs[r] {
-			return quarantine(dfd, c.path, "it points at "+strconv.Quote(target)+", which is not a checked git directory in a writable root (or is reached through a symbolic link)")
+			return quarantine(dfd, c.path, "it points git at "+strconv.Quote(target)+", which is not a checked git directory in a writable root (or is reached through a symbolic link)")
 		}
 		return nil, nil
 	}

@@ -286,3 +286,57 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+func TestRunConfigsRisky(t *testing.T) {
+	cases := []struct {
+		parent, name, content string
+		risky                 bool
+	}{
+		{"", ".npmrc", "registry=https://r/\n", false},
+		{"", ".npmrc", "script-shell=/x\n", true},
+		{"", ".npmrc", "  node_options = --require x\n", true},
+		{"", ".yarnrc.yml", "nodeLinker: pnp\n", false},
+		{"", ".yarnrc.yml", "yarnPath: .yarn/x.cjs\n", true},
+		{"", ".yarnrc.yml", "plugins:\n  - path: x.cjs\n", true},
+		{"", ".yarnrc", "yarn-path \"./x.js\"\n", true},
+		{"", "rust-toolchain.toml", "[toolchain]\nchannel = \"1.80\"\n", false},
+		{"", "rust-toolchain.toml", "[toolchain]\npath = \"/x\"\n", true},
+		{".cargo", "config.toml", "[net]\nretry = 2\n", false},
+		{".cargo", "config.toml", "[build]\nrustc-wrapper = \"x\"\n", true},
+		{".cargo", "config.toml", "target.x86_64-unknown-linux-gnu.runner = \"x\"\n", true},
+		{".cargo", "config.toml", "target = { x = { linker = \"x\" } }\n", true},
+		{".cargo", "config", "[env]\nLD_PRELOAD = \"x\"\n", true},
+		{"", "mise.toml", "[tools]\nnode = \"22\"\n", true},
+		{"", ".pre-commit-config.yaml", "repos: []\n", true},
+		{".hg", "hgrc", "[ui]\n", true},
+	}
+	for _, c := range cases {
+		rc := runConfigFor(c.parent, c.name)
+		if rc == nil {
+			t.Fatalf("%s/%s is not a run config", c.parent, c.name)
+		}
+		if got := rc.risky([]byte(c.content)); got != c.risky {
+			t.Errorf("%s/%s %q: risky = %v, want %v", c.parent, c.name, c.content, got, c.risky)
+		}
+	}
+	for _, n := range [][2]string{{"", ".envrc"}, {"x", "config.toml"}, {"", "hgrc"}} {
+		if runConfigFor(n[0], n[1]) != nil {
+			t.Errorf("%s/%s is judged", n[0], n[1])
+		}
+	}
+}
+
+func TestGitGuardRunConfigs(t *testing.T) {
+	g := newGuard(t)
+	g.write(".npmrc", "script-shell=/mine\n", 0o644) // the owner's own: left alone
+	g.snap()
+	g.write("pkg/.npmrc", "script-shell=/x\n", 0o644)
+	g.write(".cargo/config.toml", "[net]\nretry = 2\n", 0o644)
+	g.write(".yarnrc.yml", "yarnPath: x\n", 0o644)
+	found := g.check()
+	if got := keys(found); !slices.Equal(got, []string{".yarnrc.yml", "pkg/.npmrc"}) {
+		t.Fatalf("neutralised %q", got)
+	}
+	g.exists(".npmrc", true)
+	g.exists(".cargo/config.toml", true)
+}

@@ -330,7 +330,7 @@ func markerDir(t *testing.T) string {
 }
 
 // writeTree writes files (see gitVector.files; a content starting with "->" is a symbolic link
-// to the rest) under dir, world-readable.
+// to the rest; hooks and *.sh are executable) under dir, world-readable.
 func writeTree(t *testing.T, dir string, files map[string]string) {
 	t.Helper()
 	names := make([]string, 0, len(files))
@@ -352,7 +352,7 @@ func writeTree(t *testing.T, dir string, files map[string]string) {
 			continue
 		}
 		mode := os.FileMode(0o644)
-		if strings.Contains(p, "hooks/") {
+		if strings.Contains(p, "hooks/") || strings.HasSuffix(p, ".sh") {
 			mode = 0o755
 		}
 		must(t, os.WriteFile(full, []byte(c), mode))
@@ -384,4 +384,65 @@ func ownerGit(t *testing.T, dir string, args ...string) string {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: fixture.AgentID, Gid: fixture.AgentID}}
 	out, _ := cmd.CombinedOutput()
 	return strings.TrimSpace(string(out))
+}
+
+// TestRunConfigs covers the other tools of issue 10 §1 that run what a file in the directory
+// names: a call writes npm's script-shell (and the owner's next `npm run` of a harmless script
+// runs the real npm: the marker must not appear), and the configurations of yarn, rustup, cargo,
+// mise, pre-commit and Mercurial that name programs, which the host must move aside. Controls: a
+// harmless .npmrc, .yarnrc.yml and rust-toolchain.toml, and an .envrc (direnv asks again for
+// changed content), stay.
+func TestRunConfigs(t *testing.T) {
+	s := newSuite(t)
+	fixture.Need(t, "npm")
+	payloads := filepath.Join(outside, "payload")
+	must(t, os.MkdirAll(payloads, 0o755))
+	ws := gitWorkspace(t, true)
+	write(t, ws, map[string]string{"package.json": `{"name": "p", "version": "1.0.0", "scripts": {"ok": "true"}}`})
+	fixture.GiveToAgent(t, ws)
+	marker := filepath.Join(markerDir(t), "ran")
+	payload := filepath.Join(payloads, "run-configs")
+	writeTree(t, payload, map[string]string{
+		".npmrc":                      "script-shell=" + filepath.Join(ws, "evil.sh") + "\n",
+		"evil.sh":                     "#!/bin/sh\ntouch " + marker + "\n",
+		".yarnrc.yml":                 "yarnPath: ./evil.sh\n",
+		"rust-toolchain.toml":         "[toolchain]\npath = \"./tc\"\n",
+		".cargo/config.toml":          "[target.x86_64-unknown-linux-gnu]\nrunner = \"./evil.sh\"\n",
+		"mise.toml":                   "[hooks]\nenter = \"./evil.sh\"\n",
+		"pkg/.pre-commit-config.yaml": "repos: [{repo: local, hooks: [{id: x, name: x, entry: ./evil.sh, language: system}]}]\n",
+		".hg/hgrc":                    "[hooks]\npre-status = ./evil.sh\n",
+		"ok/.npmrc":                   "registry=https://registry.npmjs.org/\n",
+		"ok/.yarnrc.yml":              "nodeLinker: node-modules\n",
+		"ok/rust-toolchain.toml":      "[toolchain]\nchannel = \"stable\"\n",
+		".envrc":                      "./evil.sh\n",
+	})
+	env, r := callEnv(t, s.h, "git", ws, "copy-tree", payload, ws)
+	allowed("").check(t, r)
+	t.Logf("warnings: %q", env.Warnings)
+	home := markerDir(t)
+	cmd := exec.Command("npm", "run", "ok")
+	cmd.Dir = ws
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home, "NO_UPDATE_NOTIFIER=1", "npm_config_update_notifier=false", "npm_config_offline=true"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: fixture.AgentID, Gid: fixture.AgentID}}
+	out, err := cmd.CombinedOutput()
+	t.Logf("owner: npm run ok: %v\n%s", err, out)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the owner's `npm run ok` ran the shell the call chose")
+	}
+	for _, rel := range []string{".npmrc", ".yarnrc.yml", "rust-toolchain.toml", ".cargo/config.toml", "mise.toml", "pkg/.pre-commit-config.yaml", ".hg/hgrc"} {
+		if _, err := os.Lstat(filepath.Join(ws, rel)); err == nil {
+			t.Errorf("%s is still in place", rel)
+		}
+		if _, err := os.Lstat(filepath.Join(ws, rel+".clihost-quarantined")); err != nil {
+			t.Errorf("%s was not quarantined: %v", rel, err)
+		}
+		if !anyContains(env.Warnings, filepath.Join(ws, rel)) {
+			t.Errorf("no warning names %s", rel)
+		}
+	}
+	for _, rel := range []string{"ok/.npmrc", "ok/.yarnrc.yml", "ok/rust-toolchain.toml", ".envrc"} {
+		if _, err := os.Lstat(filepath.Join(ws, rel)); err != nil {
+			t.Errorf("%s: %v", rel, err)
+		}
+	}
 }
