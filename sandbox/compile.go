@@ -93,6 +93,9 @@ type Policy struct {
 	Absent []string `json:"absent,omitempty"`
 	// git is the state of the writable roots' git control files before the call (SnapshotGit).
 	git *gitSnapshot
+	// gitGlobal are git's per-user files (~/.gitconfig, $XDG_CONFIG_HOME/git/config and
+	// attributes): judged like a repository's when they lie in a writable root.
+	gitGlobal []string
 	// Egress are the allowed outbound hosts, lowercase without a trailing dot; "*.example.com"
 	// globs are kept as such. Empty means no network at all.
 	Egress []string `json:"egress,omitempty"`
@@ -272,6 +275,7 @@ func (c *compiler) compile() (*Policy, error) {
 		}
 		p.Writable = append(p.Writable, w)
 	}
+	p.gitGlobal = c.gitGlobalFiles()
 	p.Deny = outermost(c.denies)
 	p.Absent = absentInWritable(p.Deny, p.Writable)
 	p.DenyGlobs = slices.Sorted(maps.Keys(c.globs))

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -14,6 +15,11 @@ type gitEntry struct {
 	spelled  string
 	value    string
 	hasValue bool
+}
+
+// same reports whether o sets the same variable, in the same subsection, to the same value.
+func (e gitEntry) same(o gitEntry) bool {
+	return e.section == o.section && e.sub == o.sub && e.name == o.name && e.value == o.value && e.hasValue == o.hasValue
 }
 
 // key is section.name or section.<sub>.name with a "*" for any subsection.
@@ -69,6 +75,9 @@ type valueContext struct {
 	// resolveInside resolves a path relative to the git directory without following symlinks and
 	// reports whether it lies in a writable root.
 	resolveInside func(p string) bool
+	// before are the variables the file held before the call: kept whatever they are, since the
+	// call did not choose them.
+	before []gitEntry
 }
 
 // safeURL refuses what makes git run a program of the value's choosing: an option ("-…", as an
@@ -187,7 +196,7 @@ func filterGitConfig(data []byte, ctx valueContext) (out []byte, dropped []strin
 	var kept []gitEntry
 	for _, e := range entries {
 		check, ok := gitConfigAllowed[e.key()]
-		if ok && (check == nil || check(e.value, ctx)) {
+		if (ok && (check == nil || check(e.value, ctx))) || slices.ContainsFunc(ctx.before, e.same) {
 			kept = append(kept, e)
 			continue
 		}

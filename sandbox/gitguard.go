@@ -70,12 +70,15 @@ type control struct {
 	fp   string // fingerprint: type, mode and content
 	root string // the writable root it lies in
 	run  *runConfig
+	data []byte // a regular config file's content (for the snapshot)
 }
 
 // gitSnapshot is the state of the control files of every git directory in the writable roots.
 type gitSnapshot struct {
 	budget int
 	fps    map[string]string
+	// configs are the config files' contents, so that a changed one keeps what it held before.
+	configs map[string][]byte
 }
 
 // GitFinding is one thing the guard neutralised after a call.
@@ -100,16 +103,19 @@ func (p *Policy) SnapshotGit(budget int) error {
 	if budget <= 0 {
 		budget = DefaultGitGuardBudget
 	}
-	ctls, _, incomplete, err := scanRoots(p.Writable, budget)
+	ctls, _, incomplete, err := scanRoots(p.Writable, p.gitGlobal, budget)
 	if err != nil {
 		return err
 	}
 	if len(incomplete) > 0 {
 		return fmt.Errorf("%s: %w (%d entries); narrow fs.write", strings.Join(incomplete, ", "), ErrGitGuardBudget, budget)
 	}
-	s := &gitSnapshot{budget: budget, fps: map[string]string{}}
+	s := &gitSnapshot{budget: budget, fps: map[string]string{}, configs: map[string][]byte{}}
 	for _, c := range ctls {
 		s.fps[c.path] = c.fp
+		if c.kind == ctlConfig && c.data != nil {
+			s.configs[c.path] = c.data
+		}
 	}
 	p.git = s
 	return nil
@@ -117,7 +123,7 @@ func (p *Policy) SnapshotGit(budget int) error {
 
 // checkGit judges every control file the call created or changed since SnapshotGit.
 func (p *Policy) checkGit() ([]GitFinding, error) {
-	ctls, dirs, incomplete, err := scanRoots(p.Writable, 2*p.git.budget)
+	ctls, dirs, incomplete, err := scanRoots(p.Writable, p.gitGlobal, 2*p.git.budget)
 	var errs []error
 	if err != nil {
 		errs = append(errs, err)
@@ -130,7 +136,7 @@ func (p *Policy) checkGit() ([]GitFinding, error) {
 		if p.git.fps[c.path] == c.fp {
 			continue
 		}
-		f, err := judge(c, dirs, p.Writable)
+		f, err := judge(c, dirs, p.Writable, p.git.configs[c.path])
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -143,19 +149,24 @@ func (p *Policy) checkGit() ([]GitFinding, error) {
 
 // scanRoots walks each writable directory root and returns its control files, the git
 // directories found (absolute), and the roots the walk could not finish within budget entries.
-func scanRoots(roots []string, budget int) (ctls []control, dirs map[string]bool, incomplete []string, err error) {
+// global are git's per-user files, recorded as configs wherever the walk meets them.
+func scanRoots(roots, global []string, budget int) (ctls []control, dirs map[string]bool, incomplete []string, err error) {
 	dirs = map[string]bool{}
 	var errs []error
 	for _, r := range roots {
 		fd, err := unix.Open(r, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) {
-			continue // a writable file, or a root that does not exist: nothing git can discover
+		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+			ctls = append(ctls, fileRoot(r, global)...)
+			continue
+		}
+		if errors.Is(err, unix.ENOENT) {
+			continue // not writable in this call (see Plan)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("git check of %s: %w", r, err))
 			continue
 		}
-		s := &scanner{root: r, left: budget, dirs: dirs}
+		s := &scanner{root: r, left: budget, dirs: dirs, global: global}
 		if err := s.dir(fd, r, 0); err != nil {
 			incomplete = append(incomplete, r)
 		}
@@ -165,12 +176,37 @@ func scanRoots(roots []string, budget int) (ctls []control, dirs map[string]bool
 	return ctls, dirs, incomplete, errors.Join(errs...)
 }
 
+// fileRoot records a writable root that is a file when it is one git or another tool reads for
+// programs: a per-user git config, or a runConfig. Its directory stands for the root.
+func fileRoot(r string, global []string) []control {
+	dir, name := filepath.Split(r)
+	dir = filepath.Clean(dir)
+	kind, rc := ctlConfig, runConfigFor(filepath.Base(dir), name)
+	switch {
+	case rc != nil:
+		kind = ctlRunConfig
+	case !slices.Contains(global, r):
+		return nil
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil // the root's directory is gone: so is the root
+	}
+	defer unix.Close(fd)
+	s := &scanner{root: dir}
+	s.add(fd, dir, name, kind)
+	s.ctls[0].run = rc
+	return s.ctls
+}
+
 // scanner walks one writable root through directory descriptors, never following a symbolic link.
 type scanner struct {
 	root string
 	left int
 	dirs map[string]bool
 	ctls []control
+	// global are git's per-user config files (see Policy.gitGlobal).
+	global []string
 	// errs are the directories that could not be read; the walk goes on past them.
 	errs []error
 }
@@ -213,6 +249,9 @@ func (s *scanner) dir(fd int, path string, depth int) error {
 		name := e.Name()
 		if name == ".git" && e.Type()&os.ModeDir == 0 {
 			s.add(fd, path, name, ctlPointer)
+		}
+		if slices.Contains(s.global, filepath.Join(path, name)) {
+			s.add(fd, path, name, ctlConfig)
 		}
 		if rc := runConfigFor(filepath.Base(path), name); rc != nil {
 			s.add(fd, path, name, ctlRunConfig)
@@ -315,34 +354,58 @@ func (s *scanner) subdir(gitFD int, path, name string, kind controlKind, match f
 
 // add records the control file name of the directory open at dirFD.
 func (s *scanner) add(dirFD int, dir, name string, kind controlKind) {
-	s.ctls = append(s.ctls, control{path: filepath.Join(dir, name), kind: kind, fp: fingerprint(dirFD, name), root: s.root})
+	fp, data := fingerprint(dirFD, name)
+	c := control{path: filepath.Join(dir, name), kind: kind, fp: fp, root: s.root}
+	if kind == ctlConfig {
+		c.data = data
+	}
+	s.ctls = append(s.ctls, c)
+}
+
+// gitGlobalFiles are git's per-user configuration and attributes files for the calling user.
+func (c *compiler) gitGlobalFiles() []string {
+	xdg := c.lookupAbs("XDG_CONFIG_HOME")
+	if xdg == "" {
+		xdg = filepath.Join(c.home, ".config")
+	}
+	var out []string
+	for _, p := range []string{filepath.Join(c.home, ".gitconfig"), filepath.Join(xdg, "git", "config"), filepath.Join(xdg, "git", "attributes")} {
+		if r, err := resolve(p); err == nil {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // maxControlRead is the most bytes of one control file the guard hashes or parses.
 const maxControlRead = 1 << 20
 
 // fingerprint identifies the content of name in dirFD: a link by its target, a regular file by its
-// permission bits and a hash of its content (and size, beyond maxControlRead), anything else by
-// its type.
-func fingerprint(dirFD int, name string) string {
+// permission bits, size and a hash of its content (data, up to maxControlRead bytes; a larger file
+// also by its inode and change time), anything else by its type.
+func fingerprint(dirFD int, name string) (fp string, data []byte) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirFD, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return "missing"
+		return "missing", nil
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFLNK:
 		buf := make([]byte, unix.PathMax)
 		n, _ := unix.Readlinkat(dirFD, name, buf)
-		return "link:" + string(buf[:max(n, 0)])
+		return "link:" + string(buf[:max(n, 0)]), nil
 	case unix.S_IFREG:
 		data, err := readAt(dirFD, name)
 		if err != nil {
-			return "unreadable"
+			return "unreadable", nil
 		}
 		sum := sha256.Sum256(data)
-		return fmt.Sprintf("file:%o:%d:%s", st.Mode&0o7777, st.Size, hex.EncodeToString(sum[:]))
+		fp := fmt.Sprintf("file:%o:%d:%s", st.Mode&0o7777, st.Size, hex.EncodeToString(sum[:]))
+		if st.Size > maxControlRead {
+			fp += fmt.Sprintf(":%d:%d.%d", st.Ino, st.Ctim.Sec, st.Ctim.Nsec) // past what was hashed
+		}
+		return fp, data
 	}
-	return fmt.Sprintf("type:%o", st.Mode&unix.S_IFMT)
+	return fmt.Sprintf("type:%o", st.Mode&unix.S_IFMT), nil
 }
 
 // readAt reads at most maxControlRead bytes of the regular file name in dirFD, not following a link.
@@ -357,7 +420,8 @@ func readAt(dirFD int, name string) ([]byte, error) {
 }
 
 // judge neutralises one control file the call created or changed, if it is unsafe.
-func judge(c control, dirs map[string]bool, roots []string) (*GitFinding, error) {
+// prior is the content the file had before the call, if any: a config keeps what it held then.
+func judge(c control, dirs map[string]bool, roots []string, prior []byte) (*GitFinding, error) {
 	dir, name := filepath.Split(c.path)
 	dfd, err := openBeneath(c.root, dir)
 	if err != nil {
@@ -398,10 +462,11 @@ func judge(c control, dirs map[string]bool, roots []string) (*GitFinding, error)
 		}
 		return nil, nil
 	}
+	before, _ := parseGitConfig(prior)
 	ctx := valueContext{resolveInside: func(p string) bool {
 		r, ok := resolveNoLinks(filepath.Clean(dir), p)
 		return ok && slices.ContainsFunc(roots, func(w string) bool { return within(r, w) })
-	}}
+	}, before: before}
 	out, dropped, clean := filterGitConfig(data, ctx)
 	if clean {
 		return nil, nil

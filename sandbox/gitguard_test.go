@@ -340,3 +340,41 @@ func TestGitGuardRunConfigs(t *testing.T) {
 	g.exists(".npmrc", true)
 	g.exists(".cargo/config.toml", true)
 }
+
+func TestGitGuardGlobalConfigKeepsWhatItHeld(t *testing.T) {
+	g := newGuard(t)
+	g.p.gitGlobal = []string{g.path(".gitconfig"), g.path(".config/git/config"), g.path(".config/git/attributes")}
+	mine := "[core]\n\teditor = vim\n[user]\n\tname = me\n"
+	g.write(".gitconfig", mine, 0o644)
+	g.snap()
+	g.write(".gitconfig", mine+"[core]\n\tpager = evil\n", 0o644)
+	g.write(".config/git/config", "[core]\n\tfsmonitor = evil\n", 0o644)
+	found := g.check()
+	if got := keys(found); !slices.Equal(got, []string{".config/git/config", ".gitconfig"}) {
+		t.Fatalf("neutralised %q", got)
+	}
+	data, _ := os.ReadFile(g.path(".gitconfig"))
+	if want := "[core]\n\teditor = vim\n[user]\n\tname = me\n"; string(data) != want {
+		t.Errorf(".gitconfig rewritten as %q, want %q", data, want)
+	}
+	if got := found[".gitconfig"].Dropped; !slices.Equal(got, []string{"core.pager"}) {
+		t.Errorf("dropped %q", got)
+	}
+}
+
+func TestGitGuardWritableFileRoots(t *testing.T) {
+	g := newGuard(t)
+	gitconfig, npmrc := g.path(".gitconfig"), g.path("proj/.npmrc")
+	g.p.gitGlobal = []string{gitconfig}
+	g.write(".gitconfig", "[user]\n\tname = me\n", 0o644)
+	g.write("proj/.npmrc", "registry=x\n", 0o644)
+	g.p.Writable = []string{gitconfig, npmrc}
+	if err := g.p.SnapshotGit(0); err != nil {
+		t.Fatal(err)
+	}
+	g.write(".gitconfig", "[user]\n\tname = me\n[core]\n\tsshCommand = evil\n", 0o644)
+	g.write("proj/.npmrc", "script-shell=evil\n", 0o644)
+	if got := keys(g.check()); !slices.Equal(got, []string{".gitconfig", "proj/.npmrc"}) {
+		t.Fatalf("neutralised %q", got)
+	}
+}
