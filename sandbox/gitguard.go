@@ -52,6 +52,10 @@ const quarantineSuffix = ".clihost-quarantined"
 // ErrGitGuardBudget is returned when a writable root holds more entries than the guard may read.
 var ErrGitGuardBudget = errors.New("the writable root holds more entries than clihost checks for git metadata")
 
+// errRootUnreadable marks a writable root the guard could not open: its git metadata cannot be
+// checked, so a snapshot refuses the call.
+var errRootUnreadable = errors.New("cannot be read")
+
 // controlKind says how a control file is judged.
 type controlKind uint8
 
@@ -104,9 +108,11 @@ func (p *Policy) SnapshotGit(budget int) error {
 		budget = DefaultGitGuardBudget
 	}
 	ctls, _, incomplete, err := scanRoots(p.Writable, p.gitGlobal, budget)
-	if err != nil {
+	if errors.Is(err, errRootUnreadable) {
 		return err
 	}
+	// A directory inside a root that cannot be read now is skipped: the check after the call
+	// cannot read it either and names it in its warnings.
 	if len(incomplete) > 0 {
 		return fmt.Errorf("%s: %w (%d entries); narrow fs.write", strings.Join(incomplete, ", "), ErrGitGuardBudget, budget)
 	}
@@ -163,7 +169,7 @@ func scanRoots(roots, global []string, budget int) (ctls []control, dirs map[str
 			continue // not writable in this call (see Plan)
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("git check of %s: %w", r, err))
+			errs = append(errs, fmt.Errorf("git check of %s: %w: %w", r, errRootUnreadable, err))
 			continue
 		}
 		s := &scanner{root: r, left: budget, dirs: dirs, global: global}
@@ -227,7 +233,7 @@ func (s *scanner) dir(fd int, path string, depth int) error {
 		if s.left -= len(batch); s.left < 0 {
 			return ErrGitGuardBudget
 		}
-		if errors.Is(err, io.EOF) || len(batch) == 0 {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -305,7 +311,7 @@ func (s *scanner) gitDir(fd int, path string, names map[string]os.FileMode) erro
 		match func(string) bool
 	}{
 		{"hooks", ctlHook, func(n string) bool {
-			return !strings.HasSuffix(n, ".sample") && !strings.HasSuffix(n, quarantineSuffix)
+			return !strings.HasSuffix(n, ".sample") && !strings.Contains(n, quarantineSuffix)
 		}},
 		{"info", ctlHook, func(n string) bool { return n == "attributes" }},
 		{"rebase-merge", ctlTodo, func(n string) bool { return n == "git-rebase-todo" }},
