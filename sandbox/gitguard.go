@@ -241,14 +241,16 @@ func (s *scanner) dir(fd int, path string, depth int) error {
 			break
 		}
 	}
-	names := map[string]os.FileMode{}
-	for _, e := range entries {
-		names[e.Name()] = e.Type()
-	}
-	if isGitDir(path, names) {
-		s.dirs[path] = true
-		if err := s.gitDir(fd, path, names); err != nil {
-			return err
+	if filepath.Base(path) == ".git" || slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() == "HEAD" }) {
+		names := map[string]os.FileMode{}
+		for _, e := range entries {
+			names[e.Name()] = e.Type()
+		}
+		if isGitDir(path, names) {
+			s.dirs[path] = true
+			if err := s.gitDir(fd, path, names); err != nil {
+				return err
+			}
 		}
 	}
 	for _, e := range entries {
@@ -256,7 +258,7 @@ func (s *scanner) dir(fd int, path string, depth int) error {
 		if name == ".git" && e.Type()&os.ModeDir == 0 {
 			s.add(fd, path, name, ctlPointer)
 		}
-		if slices.Contains(s.global, filepath.Join(path, name)) {
+		if (name == ".gitconfig" || name == "config" || name == "attributes") && slices.Contains(s.global, filepath.Join(path, name)) {
 			s.add(fd, path, name, ctlConfig)
 		}
 		if rc := runConfigFor(filepath.Base(path), name); rc != nil {

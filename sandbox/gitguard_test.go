@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -376,5 +377,40 @@ func TestGitGuardWritableFileRoots(t *testing.T) {
 	g.write("proj/.npmrc", "script-shell=evil\n", 0o644)
 	if got := keys(g.check()); !slices.Equal(got, []string{".gitconfig", "proj/.npmrc"}) {
 		t.Fatalf("neutralised %q", got)
+	}
+}
+
+// BenchmarkGitGuard measures the snapshot and the check of a writable root of 50,000 files in 100
+// directories next to a repository: the cost the git rule adds to every call on such a root.
+func BenchmarkGitGuard(b *testing.B) {
+	ws := b.TempDir()
+	for d := range 100 {
+		dir := filepath.Join(ws, "src", strconv.Itoa(d))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for f := range 500 {
+			if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(f)), nil, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, p := range []string{".git/HEAD", ".git/config", ".git/objects/.keep", ".git/refs/.keep", ".git/hooks/pre-commit.sample"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, p)), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, p), []byte("ref: refs/heads/main\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p := &Policy{Writable: []string{ws}}
+	b.ResetTimer()
+	for b.Loop() {
+		if err := p.SnapshotGit(0); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := Sweep(p); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

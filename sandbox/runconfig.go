@@ -49,8 +49,20 @@ var runConfigs = []runConfig{
 	{parent: ".hg", name: "hgrc", tool: "Mercurial", risky: always},
 }
 
+// runConfigNames are the names in runConfigs, for a quick test of every entry the walk meets.
+var runConfigNames = func() map[string]bool {
+	m := map[string]bool{}
+	for _, rc := range runConfigs {
+		m[rc.name] = true
+	}
+	return m
+}()
+
 // runConfigFor returns the runConfig of name in a directory called parent, or nil.
 func runConfigFor(parent, name string) *runConfig {
+	if !runConfigNames[name] {
+		return nil
+	}
 	for i := range runConfigs {
 		if rc := &runConfigs[i]; rc.name == name && (rc.parent == "" || rc.parent == parent) {
 			return rc
