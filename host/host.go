@@ -180,7 +180,27 @@ func (h *Host) LifecycleEnv(ctx context.Context, b *manifest.Bundle, ws string) 
 	if e != nil {
 		return authstate.Env{}, e
 	}
-	return authstate.Env{BinPath: path, Dir: ws, Env: env, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), newCallID())}, nil
+	return authstate.Env{BinPath: path, Dir: ws, Env: env, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), newCallID()),
+		Guard: h.lifecycleGuard(b, pol)}, nil
+}
+
+// lifecycleGuard applies the git rule around each of the bundle's own commands run outside a call
+// (setup steps, login checks, background refreshes): a snapshot before, the sweep after, each
+// warning an audit line, since no call result carries them. Nil when the sandbox is off.
+func (h *Host) lifecycleGuard(b *manifest.Bundle, pol *sandbox.Policy) func() (func(), error) {
+	if pol == nil {
+		return nil
+	}
+	return func() (func(), error) {
+		if err := pol.SnapshotGit(0); err != nil {
+			return nil, fmt.Errorf("the git check of the workspace: %w", err)
+		}
+		return func() {
+			for _, w := range sweep(pol) {
+				h.audit.write(SweepWarning{Type: "cli.sweep", CLIID: b.ID(), Warning: w, TS: timestamp(time.Now())})
+			}
+		}, nil
+	}
 }
 
 // Forget drops what the host remembers about a bundle's binary, so the next call checks it again

@@ -446,3 +446,45 @@ func TestRunConfigs(t *testing.T) {
 		}
 	}
 }
+
+// TestGitMetadataLifecycle: the bundle's own commands run outside a call (setup steps, login
+// checks, background refreshes) get the git rule too, through host.LifecycleEnv's guard: a
+// lifecycle command that writes a commondir to a skeleton with core.fsmonitor leaves nothing the
+// owner's git status would run.
+func TestGitMetadataLifecycle(t *testing.T) {
+	s := newSuite(t)
+	fixture.Need(t, "git")
+	payloads := filepath.Join(outside, "payload")
+	must(t, os.MkdirAll(payloads, 0o755))
+	ws := gitWorkspace(t, true)
+	marker := filepath.Join(markerDir(t), "ran")
+	payload := filepath.Join(payloads, "lifecycle")
+	files := merge(map[string]string{".git/commondir": "../.evil\n"}, skeleton(".evil", fsmonitorConfig))
+	for p, c := range files {
+		files[p] = strings.ReplaceAll(c, "MARK", "touch "+marker+"; :")
+	}
+	writeTree(t, payload, files)
+	b, err := s.h.Bundle("git")
+	must(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	env, herr := s.h.LifecycleEnv(ctx, b, ws)
+	if herr != nil {
+		t.Fatalf("LifecycleEnv: %+v", herr)
+	}
+	c, err := env.Command("probe", []string{"probe", "copy-tree", payload, ws}, 30*time.Second)
+	must(t, err)
+	res, err := env.Run(ctx, c)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("the lifecycle command: %v %+v", err, res)
+	}
+	t.Logf("lifecycle command: %s", res.Stdout)
+	out := ownerGit(t, ws, "status")
+	t.Logf("owner: git status: %s", out)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the owner's git status ran the program a lifecycle command chose")
+	}
+	if _, err := os.Stat(filepath.Join(ws, ".evil", "config.clihost-quarantined")); err != nil {
+		t.Errorf("the skeleton's config was not rewritten: %v", err)
+	}
+}
