@@ -127,6 +127,14 @@ func (p *Policy) SnapshotGit(budget int) error {
 	return nil
 }
 
+// GitPolicy returns a policy that holds only what the git rule needs: the writable roots, and the
+// per-user git files of home. It is for a process whose sandbox was compiled elsewhere (clihostctl
+// login runs, in the terminal, the plan clihostd compiled): SnapshotGit before it, Sweep after.
+func GitPolicy(writable []string, home string) *Policy {
+	c := &compiler{home: home}
+	return &Policy{Writable: slices.Clone(writable), gitGlobal: c.gitGlobalFiles()}
+}
+
 // checkGit judges every control file the call created or changed since SnapshotGit.
 func (p *Policy) checkGit() ([]GitFinding, error) {
 	ctls, dirs, incomplete, err := scanRoots(p.Writable, p.gitGlobal, 2*p.git.budget)

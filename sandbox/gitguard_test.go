@@ -414,3 +414,17 @@ func BenchmarkGitGuard(b *testing.B) {
 		}
 	}
 }
+
+func TestGitPolicyJudgesTheHomesGitConfig(t *testing.T) {
+	home := realTemp(t)
+	write(t, filepath.Join(home, ".gitconfig"), "[user]\n\tname = me\n", 0o644)
+	p := GitPolicy([]string{home}, home)
+	if err := p.SnapshotGit(0); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(home, ".gitconfig"), "[user]\n\tname = me\n[core]\n\tpager = evil\n", 0o644)
+	_, found, err := Sweep(p)
+	if err != nil || len(found) != 1 || found[0].Path != filepath.Join(home, ".gitconfig") {
+		t.Fatalf("found %+v, %v", found, err)
+	}
+}
