@@ -195,11 +195,14 @@ func (h *Host) lifecycleGuard(b *manifest.Bundle, pol *sandbox.Policy) func() (f
 		if err := pol.SnapshotGit(0); err != nil {
 			return nil, fmt.Errorf("the git check of the workspace: %w", err)
 		}
-		return func() {
-			for _, w := range sweep(pol) {
-				h.audit.write(SweepWarning{Type: "cli.sweep", CLIID: b.ID(), Warning: w, TS: timestamp(time.Now())})
-			}
-		}, nil
+		return func() { h.auditSweep(b, sweep(pol)) }, nil
+	}
+}
+
+// auditSweep writes a cli.sweep audit line for each warning of a sweep no call result carries.
+func (h *Host) auditSweep(b *manifest.Bundle, warnings []string) {
+	for _, w := range warnings {
+		h.audit.write(SweepWarning{Type: "cli.sweep", CLIID: b.ID(), Warning: w, TS: timestamp(time.Now())})
 	}
 }
 
