@@ -37,13 +37,10 @@ import (
 // files other tools read in a directory for programs to run (runConfigs) and quarantines those the
 // call created or changed whose content names one.
 
-// DefaultGitGuardBudget is the most directory entries the guard reads in the writable roots of one
-// call, in each of its two walks. A snapshot over it refuses the call (ErrGitGuardBudget); a
-// check over it reports the roots it could not verify.
+// DefaultGitGuardBudget is the most directory entries the snapshot reads in the writable roots of
+// one call: over it, the call is refused (ErrGitGuardBudget). The check after the call has no
+// budget: it reads whatever the call wrote.
 const DefaultGitGuardBudget = 1_000_000
-
-// gitGuardDepth is the deepest directory the guard descends to; deeper is over the budget.
-const gitGuardDepth = 256
 
 // quarantineSuffix is appended to the name of what the guard moves aside. Git reads no file of
 // that name.
@@ -79,8 +76,7 @@ type control struct {
 
 // gitSnapshot is the state of the control files of every git directory in the writable roots.
 type gitSnapshot struct {
-	budget int
-	fps    map[string]string
+	fps map[string]string
 	// configs are the config files' contents, so that a changed one keeps what it held before.
 	configs map[string][]byte
 }
@@ -116,7 +112,7 @@ func (p *Policy) SnapshotGit(budget int) error {
 	if len(incomplete) > 0 {
 		return fmt.Errorf("%s: %w (%d entries); narrow fs.write", strings.Join(incomplete, ", "), ErrGitGuardBudget, budget)
 	}
-	s := &gitSnapshot{budget: budget, fps: map[string]string{}, configs: map[string][]byte{}}
+	s := &gitSnapshot{fps: map[string]string{}, configs: map[string][]byte{}}
 	for _, c := range ctls {
 		s.fps[c.path] = c.fp
 		if c.kind == ctlConfig && c.data != nil {
@@ -137,13 +133,11 @@ func GitPolicy(writable []string, home string) *Policy {
 
 // checkGit judges every control file the call created or changed since SnapshotGit.
 func (p *Policy) checkGit() ([]GitFinding, error) {
-	ctls, dirs, incomplete, err := scanRoots(p.Writable, p.gitGlobal, 2*p.git.budget)
+	// No budget here: whatever the call wrote is read, at a cost linear in what it wrote.
+	ctls, dirs, _, err := scanRoots(p.Writable, p.gitGlobal, 0)
 	var errs []error
 	if err != nil {
 		errs = append(errs, err)
-	}
-	for _, r := range incomplete {
-		errs = append(errs, fmt.Errorf("%s: %w: its git metadata was not fully checked; check it before running git there", r, ErrGitGuardBudget))
 	}
 	var found []GitFinding
 	for _, c := range ctls {
@@ -162,7 +156,8 @@ func (p *Policy) checkGit() ([]GitFinding, error) {
 }
 
 // scanRoots walks each writable directory root and returns its control files, the git
-// directories found (absolute), and the roots the walk could not finish within budget entries.
+// directories found (absolute), and the roots the walk could not finish within budget entries
+// (budget 0: no limit).
 // global are git's per-user files, recorded as configs wherever the walk meets them.
 func scanRoots(roots, global []string, budget int) (ctls []control, dirs map[string]bool, incomplete []string, err error) {
 	dirs = map[string]bool{}
@@ -180,8 +175,8 @@ func scanRoots(roots, global []string, budget int) (ctls []control, dirs map[str
 			errs = append(errs, fmt.Errorf("git check of %s: %w: %w", r, errRootUnreadable, err))
 			continue
 		}
-		s := &scanner{root: r, left: budget, dirs: dirs, global: global}
-		if err := s.dir(fd, r, 0); err != nil {
+		s := &scanner{root: r, left: budget, limited: budget > 0, dirs: dirs, global: global}
+		if err := s.dir(fd, r); err != nil {
 			incomplete = append(incomplete, r)
 		}
 		ctls = append(ctls, s.ctls...)
@@ -216,30 +211,49 @@ func fileRoot(r string, global []string) []control {
 // scanner walks one writable root through directory descriptors, never following a symbolic link.
 type scanner struct {
 	root string
-	left int
-	dirs map[string]bool
-	ctls []control
+	// left is what remains of the budget of directory entries, which binds only when limited.
+	left    int
+	limited bool
+	dirs    map[string]bool
+	ctls    []control
 	// global are git's per-user config files (see Policy.gitGlobal).
 	global []string
 	// errs are the directories that could not be read; the walk goes on past them.
 	errs []error
 }
 
-// dir reads the directory open at fd (which it closes), records its control files when it is a git
-// directory, and descends into its subdirectories. It returns ErrGitGuardBudget when the walk went
-// over the budget; a directory that cannot be read is recorded in s.errs and skipped.
-func (s *scanner) dir(fd int, path string, depth int) error {
+// gitNames are the entries isGitDir and gitDir look at.
+var gitNames = map[string]bool{"HEAD": true, "commondir": true, "objects": true, "refs": true, "config": true,
+	"config.worktree": true, "hooks": true, "info": true, "rebase-merge": true, "sequencer": true}
+
+// dir reads the directory open at fd (which it closes) a batch at a time, records the control
+// files among its entries and descends into its subdirectories as it meets them, then records its
+// git control files when it is a git directory. It returns ErrGitGuardBudget when the walk went
+// over a limited budget; a directory that cannot be read is recorded in s.errs and skipped.
+//
+// A directory whose path is 2×PATH_MAX bytes or longer is not read: git cannot reach it. Git runs
+// only in a directory whose path getcwd can return (shorter than PATH_MAX), and reaches others by
+// path strings shorter than PATH_MAX relative to that one. The bound also keeps the descriptors
+// the walk holds open under PATH_MAX.
+func (s *scanner) dir(fd int, path string) error {
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
-	if depth > gitGuardDepth {
-		return ErrGitGuardBudget
+	if len(path) >= 2*unix.PathMax {
+		return nil
 	}
-	var entries []os.DirEntry
+	names := map[string]os.FileMode{}
 	for {
 		batch, err := f.ReadDir(1024)
-		entries = append(entries, batch...)
-		if s.left -= len(batch); s.left < 0 {
+		if s.left -= len(batch); s.limited && s.left < 0 {
 			return ErrGitGuardBudget
+		}
+		for _, e := range batch {
+			if gitNames[e.Name()] {
+				names[e.Name()] = e.Type()
+			}
+			if err := s.entry(fd, path, e); err != nil {
+				return err
+			}
 		}
 		if errors.Is(err, io.EOF) {
 			break
@@ -249,43 +263,37 @@ func (s *scanner) dir(fd int, path string, depth int) error {
 			break
 		}
 	}
-	if filepath.Base(path) == ".git" || slices.ContainsFunc(entries, func(e os.DirEntry) bool { return e.Name() == "HEAD" }) {
-		names := map[string]os.FileMode{}
-		for _, e := range entries {
-			names[e.Name()] = e.Type()
-		}
-		if isGitDir(path, names) {
-			s.dirs[path] = true
-			if err := s.gitDir(fd, path, names); err != nil {
-				return err
-			}
-		}
-	}
-	for _, e := range entries {
-		name := e.Name()
-		if name == ".git" && e.Type()&os.ModeDir == 0 {
-			s.add(fd, path, name, ctlPointer)
-		}
-		if (name == ".gitconfig" || name == "config" || name == "attributes") && slices.Contains(s.global, filepath.Join(path, name)) {
-			s.add(fd, path, name, ctlConfig)
-		}
-		if rc := runConfigFor(filepath.Base(path), name); rc != nil {
-			s.add(fd, path, name, ctlRunConfig)
-			s.ctls[len(s.ctls)-1].run = rc
-		}
-		if e.Type()&os.ModeDir == 0 {
-			continue
-		}
-		child, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			s.errs = append(s.errs, fmt.Errorf("git check: open %s: %w", filepath.Join(path, name), err))
-			continue
-		}
-		if err := s.dir(child, filepath.Join(path, name), depth+1); err != nil {
-			return err
-		}
+	if isGitDir(path, names) {
+		s.dirs[path] = true
+		return s.gitDir(fd, path, names)
 	}
 	return nil
+}
+
+// entry records e, an entry of the directory path open at fd, when it is a control file outside a
+// git directory's own (a .git gitfile or link, a per-user git file, a runConfig), and walks it when
+// it is a directory.
+func (s *scanner) entry(fd int, path string, e os.DirEntry) error {
+	name := e.Name()
+	if name == ".git" && e.Type()&os.ModeDir == 0 {
+		s.add(fd, path, name, ctlPointer)
+	}
+	if (name == ".gitconfig" || name == "config" || name == "attributes") && slices.Contains(s.global, filepath.Join(path, name)) {
+		s.add(fd, path, name, ctlConfig)
+	}
+	if rc := runConfigFor(filepath.Base(path), name); rc != nil {
+		s.add(fd, path, name, ctlRunConfig)
+		s.ctls[len(s.ctls)-1].run = rc
+	}
+	if e.Type()&os.ModeDir == 0 {
+		return nil
+	}
+	child, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("git check: open %s: %w", filepath.Join(path, name), err))
+		return nil
+	}
+	return s.dir(child, filepath.Join(path, name))
 }
 
 // isGitDir reports whether a directory with these entries is one git could use: a .git
@@ -354,7 +362,7 @@ func (s *scanner) subdir(gitFD int, path, name string, kind controlKind, match f
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	entries, err := f.ReadDir(-1)
-	if s.left -= len(entries); s.left < 0 {
+	if s.left -= len(entries); s.limited && s.left < 0 {
 		return ErrGitGuardBudget
 	}
 	if err != nil {

@@ -273,11 +273,27 @@ func TestGitGuardBudget(t *testing.T) {
 	if err := g.p.SnapshotGit(100); err != nil {
 		t.Fatal(err)
 	}
+	// The check after the call has no budget: a call cannot hide a repository behind many files.
 	for i := range 200 {
 		g.write(filepath.Join("e", strings.Repeat("x", i+1)), "", 0o644)
 	}
-	if _, _, err := Sweep(g.p); !errors.Is(err, ErrGitGuardBudget) {
-		t.Fatalf("a check over the budget: %v", err)
+	g.repo("e/z/.git", initConfig+"\tfsmonitor = x\n")
+	if got := keys(g.check()); !slices.Equal(got, []string{"e/z/.git/config"}) {
+		t.Fatalf("neutralised %q", got)
+	}
+}
+
+func TestGitGuardDeepTrees(t *testing.T) {
+	g := newGuard(t)
+	g.snap()
+	// A repository as deep as git can still work in is checked; beyond PATH_MAX, git cannot run.
+	deep := ""
+	for len(g.path(deep)) < 4000 {
+		deep = filepath.Join(deep, "dddddddddddddddddddddddddddddddddddddddddddddddddd")
+	}
+	g.repo(filepath.Join(deep, ".git"), initConfig+"\tfsmonitor = x\n")
+	if got := keys(g.check()); !slices.Equal(got, []string{filepath.Join(deep, ".git/config")}) {
+		t.Fatalf("neutralised %q", got)
 	}
 }
 
