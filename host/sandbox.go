@@ -193,6 +193,9 @@ func gitWarning(f sandbox.GitFinding) string {
 		}
 		return msg + fmt.Sprintf(" (git would run programs named there); the original is in %s", f.Moved)
 	}
+	if f.Action == "restored" {
+		return fmt.Sprintf("moved %s, which the CLI changed, to %s and put back what was there before the call: %s", f.Path, f.Moved, f.Why)
+	}
 	return fmt.Sprintf("moved %s, which the CLI wrote, to %s: %s", f.Path, f.Moved, f.Why)
 }
 

@@ -71,21 +71,31 @@ type control struct {
 	fp   string // fingerprint: type, mode and content
 	root string // the writable root it lies in
 	run  *runConfig
-	data []byte // a regular config file's content (for the snapshot)
+	data []byte // a regular file's content, up to maxControlRead bytes (for the snapshot)
 }
 
 // gitSnapshot is the state of the control files of every git directory in the writable roots.
 type gitSnapshot struct {
 	fps map[string]string
-	// configs are the config files' contents, so that a changed one keeps what it held before.
-	configs map[string][]byte
+	// prior are the control files as they were, so that a changed one is put back (a config
+	// keeps what it held before).
+	prior map[string]priorFile
+}
+
+// priorFile is a control file as the snapshot found it: a link's target, or a regular file's
+// content and permission bits.
+type priorFile struct {
+	link string
+	data []byte
+	perm uint32
 }
 
 // GitFinding is one thing the guard neutralised after a call.
 type GitFinding struct {
 	// Path is the file or link the call created or changed.
 	Path string
-	// Action is "rewritten" (a config without the variables Dropped names) or "quarantined".
+	// Action is "rewritten" (a config without the variables Dropped names), "quarantined" (moved
+	// aside) or "restored" (moved aside, and what was there before the call put back).
 	Action string
 	// Moved is where the original went (Path + ".clihost-quarantined", or with a number).
 	Moved string
@@ -112,11 +122,11 @@ func (p *Policy) SnapshotGit(budget int) error {
 	if len(incomplete) > 0 {
 		return fmt.Errorf("%s: %w (%d entries); narrow fs.write", strings.Join(incomplete, ", "), ErrGitGuardBudget, budget)
 	}
-	s := &gitSnapshot{fps: map[string]string{}, configs: map[string][]byte{}}
+	s := &gitSnapshot{fps: map[string]string{}, prior: map[string]priorFile{}}
 	for _, c := range ctls {
 		s.fps[c.path] = c.fp
-		if c.kind == ctlConfig && c.data != nil {
-			s.configs[c.path] = c.data
+		if pf, ok := priorOf(c); ok {
+			s.prior[c.path] = pf
 		}
 	}
 	p.git = s
@@ -144,7 +154,11 @@ func (p *Policy) checkGit() ([]GitFinding, error) {
 		if p.git.fps[c.path] == c.fp {
 			continue
 		}
-		f, err := judge(c, dirs, p.Writable, p.git.configs[c.path])
+		var prior *priorFile
+		if pf, ok := p.git.prior[c.path]; ok {
+			prior = &pf
+		}
+		f, err := judge(c, dirs, p.Writable, prior)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -379,11 +393,7 @@ func (s *scanner) subdir(gitFD int, path, name string, kind controlKind, match f
 // add records the control file name of the directory open at dirFD.
 func (s *scanner) add(dirFD int, dir, name string, kind controlKind) {
 	fp, data := fingerprint(dirFD, name)
-	c := control{path: filepath.Join(dir, name), kind: kind, fp: fp, root: s.root}
-	if kind == ctlConfig {
-		c.data = data
-	}
-	s.ctls = append(s.ctls, c)
+	s.ctls = append(s.ctls, control{path: filepath.Join(dir, name), kind: kind, fp: fp, root: s.root, data: data})
 }
 
 // gitGlobalFiles are git's per-user configuration and attributes files for the calling user.
@@ -399,6 +409,20 @@ func (c *compiler) gitGlobalFiles() []string {
 		}
 	}
 	return out
+}
+
+// priorOf returns what the snapshot keeps of c to put it back: a link's target, or a regular file
+// whole (not one larger than maxControlRead).
+func priorOf(c control) (priorFile, bool) {
+	if target, ok := strings.CutPrefix(c.fp, "link:"); ok {
+		return priorFile{link: target}, true
+	}
+	var perm uint32
+	var size int
+	if _, err := fmt.Sscanf(c.fp, "file:%o:%d:", &perm, &size); err != nil || size != len(c.data) {
+		return priorFile{}, false
+	}
+	return priorFile{data: c.data, perm: perm}, true
 }
 
 // maxControlRead is the most bytes of one control file the guard hashes or parses.
@@ -443,50 +467,54 @@ func readAt(dirFD int, name string) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(f, maxControlRead))
 }
 
-// judge neutralises one control file the call created or changed, if it is unsafe.
-// prior is the content the file had before the call, if any: a config keeps what it held then.
-func judge(c control, dirs map[string]bool, roots []string, prior []byte) (*GitFinding, error) {
+// judge neutralises one control file the call created or changed, if it is unsafe. prior is what
+// the file was before the call, if it existed: a config keeps what it held then, and anything else
+// found unsafe is put back as it was.
+func judge(c control, dirs map[string]bool, roots []string, prior *priorFile) (*GitFinding, error) {
 	dir, name := filepath.Split(c.path)
 	dfd, err := openBeneath(c.root, dir)
 	if err != nil {
 		return nil, fmt.Errorf("git check of %s: %w", c.path, err)
 	}
 	defer unix.Close(dfd)
-	var st unix.Stat_t
-	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	j := judgement{dfd: dfd, path: c.path, prior: prior}
+	if err := unix.Fstatat(dfd, name, &j.st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil, nil // gone since the walk
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return quarantine(dfd, c.path, "it is not a regular file (a link or other file in place of one git or another tool reads for programs to run)")
+	if j.st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return j.neutralise("it is not a regular file (a link or other file in place of one git or another tool reads for programs to run)")
 	}
 	data, err := readAt(dfd, name)
 	if err != nil {
-		return quarantine(dfd, c.path, "it could not be read: "+err.Error())
+		return j.neutralise("it could not be read: " + err.Error())
 	}
 	switch c.kind {
 	case ctlHook:
-		return quarantine(dfd, c.path, "git would run it (a hook) or the drivers it names (an attributes file)")
+		return j.neutralise("git would run it (a hook) or the drivers it names (an attributes file)")
 	case ctlRunConfig:
 		if c.run.risky(data) {
-			return quarantine(dfd, c.path, c.run.tool+" would run a program it names")
+			return j.neutralise(c.run.tool + " would run a program it names")
 		}
 		return nil, nil
 	case ctlTodo:
 		if todoExecs(data) {
-			return quarantine(dfd, c.path, "it is a todo list with an exec line, which `git rebase --continue` runs")
+			return j.neutralise("it is a todo list with an exec line, which `git rebase --continue` runs")
 		}
 		return nil, nil
 	case ctlPointer:
 		target, ok := pointerTarget(name, data)
 		if !ok {
-			return quarantine(dfd, c.path, "it is not a plain path to a git directory, so git would read it in ways clihost does not check")
+			return j.neutralise("it is not a plain path to a git directory, so git would read it in ways clihost does not check")
 		}
 		if r, ok := resolveNoLinks(filepath.Clean(dir), target); !ok || !dirs[r] {
-			return quarantine(dfd, c.path, "it points git at "+strconv.Quote(target)+", which is not a checked git directory in a writable root (or is reached through a symbolic link)")
+			return j.neutralise("it points git at " + strconv.Quote(target) + ", which is not a checked git directory in a writable root (or is reached through a symbolic link)")
 		}
 		return nil, nil
 	}
-	before, _ := parseGitConfig(prior)
+	var before []gitEntry
+	if prior != nil {
+		before, _ = parseGitConfig(prior.data)
+	}
 	ctx := valueContext{resolveInside: func(p string) bool {
 		r, ok := resolveNoLinks(filepath.Clean(dir), p)
 		return ok && slices.ContainsFunc(roots, func(w string) bool { return within(r, w) })
@@ -495,7 +523,16 @@ func judge(c control, dirs map[string]bool, roots []string, prior []byte) (*GitF
 	if clean {
 		return nil, nil
 	}
-	return rewrite(dfd, c.path, out, dropped, &st)
+	return j.rewrite(out, dropped)
+}
+
+// judgement is one control file being neutralised: its directory, its path, what it was before
+// the call, and what it is now.
+type judgement struct {
+	dfd   int
+	path  string
+	prior *priorFile
+	st    unix.Stat_t
 }
 
 // pointerTarget returns the path a gitfile ("gitdir: PATH") or commondir file names, trimmed as git
@@ -599,35 +636,56 @@ func moveAside(dfd int, path string) (string, error) {
 	return "", fmt.Errorf("quarantine %s: no free name", path)
 }
 
-// quarantine moves a control file aside.
-func quarantine(dfd int, path, why string) (*GitFinding, error) {
-	moved, err := moveAside(dfd, path)
+// neutralise moves the file aside and, when it existed before the call, puts back what it was.
+func (j judgement) neutralise(why string) (*GitFinding, error) {
+	moved, err := moveAside(j.dfd, j.path)
 	if err != nil {
 		return nil, err
 	}
-	return &GitFinding{Path: path, Action: "quarantined", Moved: moved, Why: why}, nil
+	f := &GitFinding{Path: j.path, Action: "quarantined", Moved: moved, Why: why}
+	if j.prior == nil {
+		return f, nil
+	}
+	name := filepath.Base(j.path)
+	if j.prior.link != "" {
+		err = unix.Symlinkat(j.prior.link, j.dfd, name)
+		if err == nil {
+			err = unix.Fchownat(j.dfd, name, int(j.st.Uid), int(j.st.Gid), unix.AT_SYMLINK_NOFOLLOW)
+		}
+	} else {
+		err = j.create(j.prior.data, j.prior.perm)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("restore %s: %w", j.path, err)
+	}
+	f.Action = "restored"
+	return f, nil
 }
 
 // rewrite moves a config aside and writes out in its place, with the original's owner and mode.
-func rewrite(dfd int, path string, out []byte, dropped []string, st *unix.Stat_t) (*GitFinding, error) {
-	moved, err := moveAside(dfd, path)
+func (j judgement) rewrite(out []byte, dropped []string) (*GitFinding, error) {
+	moved, err := moveAside(j.dfd, j.path)
 	if err != nil {
 		return nil, err
 	}
-	name := filepath.Base(path)
-	fd, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("rewrite %s: %w", path, err)
-	}
-	f := os.NewFile(uintptr(fd), path)
-	_, err = f.Write(out)
-	err = errors.Join(err, f.Chown(int(st.Uid), int(st.Gid)), f.Chmod(os.FileMode(st.Mode&0o666)), f.Close())
-	if err != nil {
-		return nil, fmt.Errorf("rewrite %s: %w", path, err)
+	if err := j.create(out, j.st.Mode&0o666); err != nil {
+		return nil, fmt.Errorf("rewrite %s: %w", j.path, err)
 	}
 	why := "it set variables a call may not set"
 	if len(dropped) == 0 {
 		why = "it was not in the plain form git writes"
 	}
-	return &GitFinding{Path: path, Action: "rewritten", Moved: moved, Dropped: dropped, Why: why}, nil
+	return &GitFinding{Path: j.path, Action: "rewritten", Moved: moved, Dropped: dropped, Why: why}, nil
+}
+
+// create makes the file anew (it must not exist: it was just moved aside) with data and perm, owned
+// by the owner of what was there.
+func (j judgement) create(data []byte, perm uint32) error {
+	fd, err := unix.Openat(j.dfd, filepath.Base(j.path), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), j.path)
+	_, err = f.Write(data)
+	return errors.Join(err, f.Chown(int(j.st.Uid), int(j.st.Gid)), f.Chmod(os.FileMode(perm&0o777)), f.Close())
 }

@@ -444,3 +444,39 @@ func TestGitPolicyJudgesTheHomesGitConfig(t *testing.T) {
 		t.Fatalf("found %+v, %v", found, err)
 	}
 }
+
+func TestGitGuardPutsBackWhatTheCallChanged(t *testing.T) {
+	g := newGuard(t)
+	outside := realTemp(t)
+	write(t, filepath.Join(outside, "repo/.git/worktrees/wt/HEAD"), "ref: refs/heads/wt\n", 0o644)
+	g.repo(".git", initConfig)
+	// The owner's own: a worktree of a repository elsewhere, attributes, a symlinked .git.
+	gitfile := "gitdir: " + filepath.Join(outside, "repo/.git/worktrees/wt") + "\n"
+	g.write("wt/.git", gitfile, 0o644)
+	g.write(".git/info/attributes", "*.bin binary\n", 0o640)
+	must(t, os.Mkdir(g.path("ln"), 0o755))
+	must(t, os.Symlink(filepath.Join(outside, "repo/.git"), g.path("ln/.git")))
+	g.snap()
+	g.write("wt/.git", "gitdir: /etc\n", 0o644)
+	g.write(".git/info/attributes", "* filter=x\n", 0o644)
+	must(t, os.Remove(g.path("ln/.git")))
+	must(t, os.Symlink("/etc", g.path("ln/.git")))
+	found := g.check()
+	if got := keys(found); !slices.Equal(got, []string{".git/info/attributes", "ln/.git", "wt/.git"}) {
+		t.Fatalf("neutralised %q", got)
+	}
+	for rel, f := range found {
+		if f.Action != "restored" {
+			t.Errorf("%s: %+v", rel, f)
+		}
+	}
+	if data, _ := os.ReadFile(g.path("wt/.git")); string(data) != gitfile {
+		t.Errorf("wt/.git is %q", data)
+	}
+	if st, err := os.Stat(g.path(".git/info/attributes")); err != nil || st.Mode().Perm() != 0o640 {
+		t.Errorf("attributes: %v %v", st, err)
+	}
+	if target, _ := os.Readlink(g.path("ln/.git")); target != filepath.Join(outside, "repo/.git") {
+		t.Errorf("ln/.git → %s", target)
+	}
+}
