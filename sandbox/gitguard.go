@@ -26,16 +26,19 @@ import (
 // every `.git` entry and every directory holding HEAD next to commondir, objects or refs as a git
 // directory, fingerprints the control files in each, and judges those the call created or changed:
 //
-//   - a config or config.worktree keeps only gitConfigAllowed variables (rewritten without the
-//     others; the original is kept under a quarantine name git never reads);
+//   - a config or config.worktree keeps what it held before the call and, of the rest, only
+//     gitConfigAllowed variables (rewritten without the others; the original is kept under a
+//     quarantine name git never reads);
 //   - a gitfile or commondir must point, through no symbolic link, at a git directory found by
 //     the same walk (whose own files are judged the same way); otherwise it is quarantined;
 //   - a hook (anything in hooks/ but *.sample), info/attributes, a symbolic link in place of any
 //     control file, and a todo list holding an exec line are quarantined.
 //
-// What existed before the call is left alone: only changes are judged. The same walk records the
-// files other tools read in a directory for programs to run (runConfigs) and quarantines those the
-// call created or changed whose content names one.
+// What existed before the call is left alone: only changes are judged, and a file the call changed
+// is put back as it was once its new content is moved aside. The same walk records the files
+// other tools read in a directory for programs to run (runConfigs) and quarantines those the call
+// created or changed whose content names one. The per-user git files (~/.gitconfig and the XDG
+// ones) are judged as configs when a writable root holds them.
 
 // DefaultGitGuardBudget is the most directory entries the snapshot reads in the writable roots of
 // one call: over it, the call is refused (ErrGitGuardBudget). The check after the call has no
