@@ -31,9 +31,10 @@ func (e gitEntry) key() string {
 }
 
 // gitConfigAllowed are the variables a git config written by a sandboxed call may keep: what
-// `git init`, `git clone`, `git submodule`, `git worktree` and `git sparse-checkout` write, and none
-// that names a program, a file to include, a hook directory or a transport command. The value
-// check, when set, must pass too.
+// `git init`, `git clone` (partial clones too), `git submodule`, `git worktree` and `git
+// sparse-checkout` write, and a few settings tools set to quiet git (pull, push, fetch, line
+// endings); none names a program, a file to include, a hook directory or a transport command. The
+// value check, when set, must pass too.
 var gitConfigAllowed = map[string]func(v string, ctx valueContext) bool{
 	"core.repositoryformatversion": nil,
 	"core.filemode":                nil,
@@ -45,6 +46,7 @@ var gitConfigAllowed = map[string]func(v string, ctx valueContext) bool{
 	"core.sparsecheckout":          nil,
 	"core.sparsecheckoutcone":      nil,
 	"core.worktree":                worktreeInside,
+	"index.sparse":                 nil,
 	"extensions.objectformat":      nil,
 	"extensions.worktreeconfig":    nil,
 	"extensions.preciousobjects":   nil,
@@ -68,6 +70,14 @@ var gitConfigAllowed = map[string]func(v string, ctx valueContext) bool{
 	"submodule.*.active":           nil,
 	"user.name":                    nil,
 	"user.email":                   nil,
+	"pull.rebase":                  nil,
+	"pull.ff":                      nil,
+	"push.default":                 nil,
+	"push.autosetupremote":         nil,
+	"fetch.prune":                  nil,
+	"init.defaultbranch":           nil,
+	"core.autocrlf":                nil,
+	"core.eol":                     nil,
 }
 
 // valueContext is what a value check may need to know: where the config file lies.

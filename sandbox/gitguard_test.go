@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -478,5 +479,60 @@ func TestGitGuardPutsBackWhatTheCallChanged(t *testing.T) {
 	}
 	if target, _ := os.Readlink(g.path("ln/.git")); target != filepath.Join(outside, "repo/.git") {
 		t.Errorf("ln/.git → %s", target)
+	}
+}
+
+// TestGitGuardLeavesRealGitAlone runs the real git through what tools do in a writable root —
+// init, commit, clones (bare, partial), a linked worktree, a submodule, sparse checkout, a stopped
+// rebase, local config — and expects the check to find nothing to neutralise.
+func TestGitGuardLeavesRealGitAlone(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("git is not installed")
+		}
+		t.Skip("git is not installed")
+	}
+	g := newGuard(t)
+	g.snap()
+	run := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=a", "-c", "user.email=a@example.com", "-c", "protocol.file.allow=always", "-c", "init.defaultBranch=main"}, args...)...)
+		cmd.Dir = g.path(dir)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + g.path("home"), "GIT_CONFIG_NOSYSTEM=1", "GIT_EDITOR=true"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %q: %v\n%s", args, err, out)
+		}
+	}
+	must(t, os.MkdirAll(g.path("home"), 0o755))
+	must(t, os.MkdirAll(g.path("src"), 0o755))
+	run("src", "init", "-q")
+	g.write("src/a.txt", "one\n", 0o644)
+	run("src", "add", "a.txt")
+	run("src", "commit", "-q", "-m", "one")
+	run(".", "clone", "-q", g.path("src"), "clone")
+	run(".", "clone", "-q", "--bare", g.path("src"), "mirror.git")
+	run(".", "-c", "uploadpack.allowFilter=true", "clone", "-q", "--filter=blob:none", "file://"+g.path("src"), "partial")
+	run("partial", "config", "pull.rebase", "false")
+	run("clone", "config", "user.name", "me")
+	run("clone", "remote", "add", "up", "https://example.com/r.git")
+	run("clone", "worktree", "add", "-q", g.path("wt"))
+	run("clone", "submodule", "add", "-q", g.path("src"), "sub")
+	run("clone", "commit", "-q", "-m", "sub")
+	run("clone", "sparse-checkout", "set", "--no-cone", "a.txt")
+	run("clone", "sparse-checkout", "disable")
+	g.write("clone/b.txt", "x\n", 0o644)
+	run("clone", "add", "b.txt")
+	run("clone", "commit", "-q", "-m", "two")
+	g.write("clone/b.txt", "y\n", 0o644)
+	run("clone", "commit", "-q", "-am", "three")
+	cmd := exec.Command("git", "-c", "user.name=a", "-c", "user.email=a@example.com", "rebase", "-q", "-i", "HEAD~2")
+	cmd.Dir, cmd.Env = g.path("clone"), []string{"PATH=/usr/bin:/bin", "HOME=" + g.path("home"), "GIT_SEQUENCE_EDITOR=sed -i 1s/^pick/edit/"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git rebase: %v\n%s", err, out)
+	}
+	if found := g.check(); len(found) > 0 {
+		for rel, f := range found {
+			t.Errorf("%s: %+v", rel, f)
+		}
 	}
 }
