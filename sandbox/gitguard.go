@@ -178,6 +178,7 @@ func (p *Policy) checkGit() ([]GitFinding, error) {
 // global are git's per-user files, recorded as configs wherever the walk meets them.
 func scanRoots(roots, global []string, budget int) (ctls []control, dirs map[string]bool, incomplete []string, err error) {
 	dirs = map[string]bool{}
+	hookDirs := map[string]bool{}
 	var errs []error
 	for _, r := range roots {
 		fd, err := unix.Open(r, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -192,14 +193,20 @@ func scanRoots(roots, global []string, budget int) (ctls []control, dirs map[str
 			errs = append(errs, fmt.Errorf("git check of %s: %w: %w", r, errRootUnreadable, err))
 			continue
 		}
-		s := &scanner{root: r, left: budget, limited: budget > 0, dirs: dirs, global: global}
+		s := &scanner{root: r, left: budget, limited: budget > 0, dirs: dirs, global: global, roots: roots, hookDirs: hookDirs}
 		if err := s.dir(fd, r); err != nil {
 			incomplete = append(incomplete, r)
 		}
 		ctls = append(ctls, s.ctls...)
 		errs = append(errs, s.errs...)
 	}
-	return ctls, dirs, incomplete, errors.Join(errs...)
+	// A per-user core.hooksPath that is absolute (or under ~) serves every repository of the
+	// owner, inside the writable roots or not.
+	s := &scanner{global: global, roots: roots, hookDirs: hookDirs}
+	for _, h := range s.hooksElsewhere(-1, "/", nil) {
+		_ = s.hookDir(h) // unlimited: a few hooks
+	}
+	return append(ctls, s.ctls...), dirs, incomplete, errors.Join(append(errs, s.errs...)...)
 }
 
 // fileRoot records a writable root that is a file when it is one git or another tool reads for
@@ -235,6 +242,10 @@ type scanner struct {
 	ctls    []control
 	// global are git's per-user config files (see Policy.gitGlobal).
 	global []string
+	// roots are all the writable roots; hookDirs the hook directories outside git directories
+	// already recorded (see hooksElsewhere).
+	roots    []string
+	hookDirs map[string]bool
 	// errs are the directories that could not be read; the walk goes on past them.
 	errs []error
 }
@@ -345,9 +356,7 @@ func (s *scanner) gitDir(fd int, path string, names map[string]os.FileMode) erro
 		kind  controlKind
 		match func(string) bool
 	}{
-		{"hooks", ctlHook, func(n string) bool {
-			return !strings.HasSuffix(n, ".sample") && !strings.Contains(n, quarantineSuffix)
-		}},
+		{"hooks", ctlHook, isHook},
 		{"info", ctlHook, func(n string) bool { return n == "attributes" }},
 		{"rebase-merge", ctlTodo, func(n string) bool { return n == "git-rebase-todo" }},
 		{"sequencer", ctlTodo, func(n string) bool { return n == "todo" }},
@@ -364,6 +373,122 @@ func (s *scanner) gitDir(fd int, path string, names map[string]os.FileMode) erro
 		}
 		if err := s.subdir(fd, filepath.Join(path, d.dir), d.dir, d.kind, d.match); err != nil {
 			return err
+		}
+	}
+	for _, h := range s.hooksElsewhere(fd, path, names) {
+		if err := s.hookDir(h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isHook reports whether git could run the file name in a hooks directory.
+func isHook(name string) bool {
+	return !strings.HasSuffix(name, ".sample") && !strings.Contains(name, quarantineSuffix)
+}
+
+// hooksElsewhere returns the directories, inside a writable root, from which git runs the hooks
+// of the git directory path besides its own hooks/ directory: the target of hooks/ when it is a
+// symbolic link, and core.hooksPath set by its config or the per-user ones (which existed before
+// the call, or the config's own judgement drops them). Each is resolved; one already recorded is
+// left out. With names nil it looks at the per-user configs alone, for their absolute values.
+func (s *scanner) hooksElsewhere(fd int, path string, names map[string]os.FileMode) []string {
+	var cands []string
+	if mode, ok := names["hooks"]; ok && mode&os.ModeSymlink != 0 {
+		buf := make([]byte, unix.PathMax)
+		if n, err := unix.Readlinkat(fd, "hooks", buf); err == nil {
+			cands = append(cands, absFrom(path, string(buf[:n])))
+		}
+	}
+	worktree := path // where git resolves a relative core.hooksPath: the work tree, or a bare repository
+	if filepath.Base(path) == ".git" {
+		worktree = filepath.Dir(path)
+	}
+	configs := slices.Clone(s.global)
+	if _, ok := names["config"]; ok {
+		configs = append(configs, filepath.Join(path, "config"))
+	}
+	if names == nil {
+		worktree = "" // the per-user configs alone (fd and path unused): absolute values only
+	}
+	home := ""
+	if i := slices.IndexFunc(s.global, func(g string) bool { return filepath.Base(g) == ".gitconfig" }); i >= 0 {
+		home = filepath.Dir(s.global[i])
+	}
+	for _, c := range configs {
+		for _, v := range hooksPaths(c) {
+			if rest, ok := strings.CutPrefix(v, "~/"); ok && home != "" {
+				v = filepath.Join(home, rest)
+			}
+			if filepath.IsAbs(v) || worktree != "" {
+				cands = append(cands, absFrom(worktree, v))
+			}
+		}
+	}
+	var out []string
+	for _, c := range cands {
+		r, err := filepath.EvalSymlinks(c)
+		if err != nil || r == filepath.Join(path, "hooks") || s.hookDirs[r] ||
+			!slices.ContainsFunc(s.roots, func(w string) bool { return within(r, w) }) {
+			continue
+		}
+		s.hookDirs[r] = true
+		out = append(out, r)
+	}
+	return out
+}
+
+// hooksPaths returns the core.hooksPath values the config file at path sets. The file is opened
+// following links (the owner's ~/.gitconfig may be one), without blocking, and read up to
+// maxControlRead bytes: only to learn where hooks are.
+func hooksPaths(path string) []string {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	data, _ := io.ReadAll(io.LimitReader(f, maxControlRead))
+	entries, _ := parseGitConfig(data)
+	var out []string
+	for _, e := range entries {
+		if e.section == "core" && e.sub == "" && e.name == "hookspath" && e.value != "" {
+			out = append(out, e.value)
+		}
+	}
+	return out
+}
+
+// absFrom makes p absolute against base.
+func absFrom(base, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(base, p)
+}
+
+// hookDir records the hooks in dir, a directory inside a writable root that git takes hooks from.
+func (s *scanner) hookDir(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("git check: open %s: %w", dir, err))
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), dir)
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	if s.left -= len(entries); s.limited && s.left < 0 {
+		return ErrGitGuardBudget
+	}
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("git check: read %s: %w", dir, err))
+	}
+	root := s.roots[slices.IndexFunc(s.roots, func(w string) bool { return within(dir, w) })]
+	for _, e := range entries {
+		if isHook(e.Name()) {
+			fp, data := fingerprint(fd, e.Name())
+			s.ctls = append(s.ctls, control{path: filepath.Join(dir, e.Name()), kind: ctlHook, fp: fp, root: root, data: data})
 		}
 	}
 	return nil

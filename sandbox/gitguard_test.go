@@ -536,3 +536,41 @@ func TestGitGuardLeavesRealGitAlone(t *testing.T) {
 		}
 	}
 }
+
+func TestGitGuardHooksOutsideTheGitDirectory(t *testing.T) {
+	g := newGuard(t)
+	g.p.gitGlobal = []string{g.path(".gitconfig")}
+	// The owner's own settings: a repository whose hooks/ is a link into the work tree, one with
+	// core.hooksPath (husky's layout), and a per-user hooksPath under ~.
+	g.repo("a/.git", initConfig)
+	g.write("a/githooks/pre-commit", "#!/bin/sh\n", 0o755)
+	must(t, os.Symlink("../githooks", g.path("a/.git/hooks")))
+	g.repo("b/.git", initConfig+"\thooksPath = .husky/_\n")
+	g.write("b/.husky/_/pre-commit", "#!/bin/sh\n", 0o755)
+	g.write(".gitconfig", "[core]\n\thooksPath = ~/.hooks\n", 0o644)
+	must(t, os.MkdirAll(g.path(".hooks"), 0o755))
+	g.snap()
+	g.write("a/githooks/post-checkout", "#!/bin/sh\nevil\n", 0o755)
+	g.write("b/.husky/_/pre-commit", "#!/bin/sh\nevil\n", 0o755)
+	g.write(".hooks/pre-push", "#!/bin/sh\nevil\n", 0o755)
+	g.write("b/.husky/_/pre-push.sample", "#!/bin/sh\n", 0o755)
+	found := g.check()
+	if got := keys(found); !slices.Equal(got, []string{".hooks/pre-push", "a/githooks/post-checkout", "b/.husky/_/pre-commit"}) {
+		t.Fatalf("neutralised %q", got)
+	}
+	if f := found["b/.husky/_/pre-commit"]; f.Action != "restored" {
+		t.Errorf("the changed husky hook: %+v", f)
+	}
+}
+
+func TestGitGuardPerUserHooksPathWithoutARepository(t *testing.T) {
+	g := newGuard(t)
+	g.p.gitGlobal = []string{g.path(".gitconfig")}
+	g.write(".gitconfig", "[core]\n\thooksPath = ~/.hooks\n", 0o644)
+	must(t, os.MkdirAll(g.path(".hooks"), 0o755))
+	g.snap()
+	g.write(".hooks/pre-commit", "#!/bin/sh\nevil\n", 0o755)
+	if got := keys(g.check()); !slices.Equal(got, []string{".hooks/pre-commit"}) {
+		t.Fatalf("neutralised %q", got)
+	}
+}
