@@ -190,7 +190,7 @@ func runLine(ctx context.Context, b *manifest.Bundle, env Env, line string, time
 	if err != nil {
 		return runner.Result{}, fmt.Errorf("%q: %w", line, err)
 	}
-	res, err := runner.Run(ctx, c)
+	res, err := env.Run(ctx, c)
 	switch {
 	case err != nil:
 		return res, fmt.Errorf("%q: %w", line, err)

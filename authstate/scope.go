@@ -1,6 +1,7 @@
 package authstate
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -52,6 +53,23 @@ type Env struct {
 	Sandbox *nsinit.Plan
 	// Egress is the network the commands get (see runner.Command); nil: none.
 	Egress *egress.Policy
+	// Guard, when set, brackets each command Run starts: it is called before the command starts
+	// and returns what to call once the command's processes have all exited. The host uses it to
+	// apply its git rule to what the command wrote (sandbox.Policy.SnapshotGit, sandbox.Sweep).
+	Guard func() (after func(), err error)
+}
+
+// Run runs c, a command from Command, inside Guard when one is set.
+func (e Env) Run(ctx context.Context, c runner.Command) (runner.Result, error) {
+	if e.Guard == nil {
+		return runner.Run(ctx, c)
+	}
+	after, err := e.Guard()
+	if err != nil {
+		return runner.Result{}, err
+	}
+	defer after()
+	return runner.Run(ctx, c)
 }
 
 // Command builds the process for a manifest command line already split into words (argv.Split). The

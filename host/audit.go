@@ -63,6 +63,15 @@ func newCallID() string {
 	return "c_" + hex.EncodeToString(b[:])
 }
 
+// SweepWarning is the cli.sweep audit entry: one file the sandbox's sweep removed or neutralised
+// after one of the bundle's own commands run outside a call (a call's result carries its own).
+type SweepWarning struct {
+	Type    string `json:"type"`
+	CLIID   string `json:"cli_id"`
+	Warning string `json:"warning"`
+	TS      string `json:"ts"`
+}
+
 // AuthExpired is the cli.auth_expired audit entry.
 type AuthExpired struct {
 	Type   string `json:"type"`

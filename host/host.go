@@ -183,7 +183,30 @@ func (h *Host) LifecycleEnv(ctx context.Context, b *manifest.Bundle, ws string) 
 	if e != nil {
 		return authstate.Env{}, e
 	}
-	return authstate.Env{BinPath: path, Dir: ws, Env: env, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), newCallID())}, nil
+	return authstate.Env{BinPath: path, Dir: ws, Env: env, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), newCallID()),
+		Guard: h.lifecycleGuard(b, pol)}, nil
+}
+
+// lifecycleGuard applies the git rule around each of the bundle's own commands run outside a call
+// (setup steps, login checks, background refreshes): a snapshot before, the sweep after, each
+// warning an audit line, since no call result carries them. Nil when the sandbox is off.
+func (h *Host) lifecycleGuard(b *manifest.Bundle, pol *sandbox.Policy) func() (func(), error) {
+	if pol == nil {
+		return nil
+	}
+	return func() (func(), error) {
+		if err := pol.SnapshotGit(0); err != nil {
+			return nil, fmt.Errorf("the git check of the workspace: %w", err)
+		}
+		return func() { h.auditSweep(b, sweep(pol)) }, nil
+	}
+}
+
+// auditSweep writes a cli.sweep audit line for each warning of a sweep no call result carries.
+func (h *Host) auditSweep(b *manifest.Bundle, warnings []string) {
+	for _, w := range warnings {
+		h.audit.write(SweepWarning{Type: "cli.sweep", CLIID: b.ID(), Warning: w, TS: timestamp(time.Now())})
+	}
 }
 
 // Forget drops what the host remembers about a bundle's binary, so the next call checks it again
@@ -229,17 +252,21 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	scope := authstate.Scope{Bundle: b.Key(), Workspace: workspace, User: c.User}
 	var usedSecrets []string
 	lenv := authstate.Env{BinPath: bin.path, Dir: workspace, Env: slices.Clone(env)}
+	var lpol *sandbox.Policy
 	if h.opts.Auth != nil && b.CLI.Auth != nil && b.CLI.Auth.Login != nil {
 		// Login checks and refreshes run the bundle's own commands, in the bundle's sandbox.
 		var e *Error
-		var pol *sandbox.Policy
-		if lenv.Sandbox, pol, e = h.confine(b, nil, bin.path, workspace, &lenv.Env); e != nil {
+		if lenv.Sandbox, lpol, e = h.confine(b, nil, bin.path, workspace, &lenv.Env); e != nil {
 			return Envelope{Error: e}
 		}
-		lenv.Egress = h.egressPolicy(pol, b.ID(), rec.CallID)
+		lenv.Egress = h.egressPolicy(lpol, b.ID(), rec.CallID)
 	}
-	if e := h.lifecycle(ctx, b, scope, lenv, &env, &usedSecrets); e != nil {
-		return Envelope{Error: e}
+	e := h.lifecycle(ctx, b, scope, lenv, &env, &usedSecrets)
+	// The login commands ran in the workspace too: the git rule applies to what they wrote, before
+	// the tool's own snapshot is taken.
+	lifeWarnings := sweep(lpol)
+	if e != nil {
+		return Envelope{Error: e, Warnings: lifeWarnings}
 	}
 	// ${secrets.NAME} are the secret slugs setup stored for this scope; without a setup engine
 	// there are none.
@@ -254,8 +281,10 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 		return v, ok
 	}
 	if len(t.Tool.Runner.Steps) > 0 {
-		return h.runSteps(ctx, stepCall{b: b, t: t, input: input, workspace: workspace, env: env, bin: bin, secrets: secrets,
+		out := h.runSteps(ctx, stepCall{b: b, t: t, input: input, workspace: workspace, env: env, bin: bin, secrets: secrets,
 			used: &usedSecrets, scope: scope, rec: rec, opts: opts})
+		out.Warnings = append(lifeWarnings, out.Warnings...)
+		return out
 	}
 	args, err := argv.Expand(t.Tool.Runner.Parsed, input, secrets)
 	if err != nil {
@@ -278,7 +307,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	res, err := runner.Run(ctx, runner.Command{Path: bin.path, Args: args, Dir: workspace, Env: env, Timeout: timeout,
 		TTY: eff.TTY != nil && eff.TTY.Required, Stdin: stdin, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), rec.CallID)})
 	stop()
-	warnings := sweep(pol)
+	warnings := append(lifeWarnings, sweep(pol)...)
 	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, usedSecrets)
 	out.Warnings = append(append(out.Warnings, warnings...), cgroupWarning(res)...)
 	return out

@@ -149,6 +149,11 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin, ws str
 	if err != nil {
 		return nil, nil, sandboxError(b, err)
 	}
+	// The git rule: record the writable roots' git metadata now, so that sweep can judge what the
+	// call changes (a root too large to check refuses the call: it could not be checked after).
+	if err := pol.SnapshotGit(0); err != nil {
+		return nil, nil, sandboxError(b, err)
+	}
 	plan, _ := pol.Plan(who.id)
 	plan.Limits = h.limitsFor(b, tool)
 	if !hasVar(*env, "HOME") {
@@ -162,21 +167,42 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin, ws str
 	return &plan, pol, nil
 }
 
-// sweep removes what a finished call created at deny paths the kernel could not mask (see
-// sandbox.Sweep) and returns the warnings the caller must see.
+// sweep removes what a finished call created at deny paths the kernel could not mask and
+// neutralises the git metadata it wrote that would make git run a program (see sandbox.Sweep),
+// and returns the warnings the caller must see.
 func sweep(pol *sandbox.Policy) []string {
 	if pol == nil {
 		return nil
 	}
-	removed, err := sandbox.Sweep(pol)
+	removed, git, err := sandbox.Sweep(pol)
 	var out []string
 	for _, p := range removed {
-		out = append(out, fmt.Sprintf("removed %s, which the CLI created: it is a path your own tools would run later (git hooks and config, editor tasks), outside the sandbox", p))
+		out = append(out, fmt.Sprintf("removed %s, which the CLI created: it is a path your own tools would run later (editor tasks, git hooks), outside the sandbox", p))
+	}
+	for _, f := range git {
+		out = append(out, gitWarning(f))
 	}
 	if err != nil {
-		out = append(out, "could not check the paths the sandbox protects by removal: "+err.Error())
+		out = append(out, "could not check the paths the sandbox protects after the call: "+err.Error())
 	}
 	return out
+}
+
+// gitWarning describes one file the git rule neutralised.
+func gitWarning(f sandbox.GitFinding) string {
+	if f.Action == "rewritten" {
+		msg := fmt.Sprintf("rewrote the git config %s, which the CLI wrote, without ", f.Path)
+		if len(f.Dropped) > 0 {
+			msg += strings.Join(f.Dropped, ", ")
+		} else {
+			msg += "its unusual syntax"
+		}
+		return msg + fmt.Sprintf(" (git would run programs named there); the original is in %s", f.Moved)
+	}
+	if f.Action == "restored" {
+		return fmt.Sprintf("moved %s, which the CLI changed, to %s and put back what was there before the call: %s", f.Path, f.Moved, f.Why)
+	}
+	return fmt.Sprintf("moved %s, which the CLI wrote, to %s: %s", f.Path, f.Moved, f.Why)
 }
 
 // sandboxError is the envelope error of a sandbox that could not be compiled or built.

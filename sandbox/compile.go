@@ -92,6 +92,11 @@ type Policy struct {
 	// kernel cannot mask them (a mask needs a mount point, which would have to be created on the
 	// host), so the program may create them; Sweep removes what it created once it has exited.
 	Absent []string `json:"absent,omitempty"`
+	// git is the state of the writable roots' git control files before the call (SnapshotGit).
+	git *gitSnapshot
+	// gitGlobal are git's per-user files (~/.gitconfig, $XDG_CONFIG_HOME/git/config and
+	// attributes): judged like a repository's when they lie in a writable root.
+	gitGlobal []string
 	// Egress are the allowed outbound hosts, lowercase without a trailing dot; "*.example.com"
 	// globs are kept as such. Empty means no network at all.
 	Egress []string `json:"egress,omitempty"`
@@ -271,6 +276,7 @@ func (c *compiler) compile() (*Policy, error) {
 		}
 		p.Writable = append(p.Writable, w)
 	}
+	p.gitGlobal = c.gitGlobalFiles()
 	p.Deny = outermost(c.denies)
 	for _, d := range p.Deny {
 		if n := hardLinks(d); n > 1 {

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // absentInWritable returns the deny paths that lie strictly inside one of the writable roots and do
@@ -33,18 +34,27 @@ func writableRoot(p string, writable []string) string {
 	return ""
 }
 
-// Sweep removes, after a call's processes have all exited, whatever the call created at p.Absent:
-// deny paths inside writable roots (a git hook directory, a .git/config, editor task files) that
-// the kernel could not mask because they did not exist yet, and that the user's own tools would
-// otherwise run later, outside the sandbox. It returns the paths it removed, for a warning in the
-// call's result.
+// gitControlNames are the absent deny paths in a .git directory that the git check judges by
+// content (see SnapshotGit) instead of removing them: a repository the call made keeps its config
+// and sample hooks.
+var gitControlNames = []string{"hooks", "config", "config.worktree"}
+
+// Sweep runs after a call's processes have all exited. It removes whatever the call created at
+// p.Absent: deny paths inside writable roots (editor task files, and, when the policy has no git
+// snapshot, a git hook directory or config) that the kernel could not mask because they did not
+// exist yet, and that the user's own tools would otherwise run later, outside the sandbox. When
+// SnapshotGit ran before the call, it then applies the git rule (see gitguard.go) and returns what
+// it neutralised. The removed paths and the findings are for warnings in the call's result.
 //
 // Each removal happens through an os.Root opened on the writable root, so a symbolic link the
 // program planted on the way (ws/bare → /home/user/repo) can never make it remove anything outside
 // that root.
-func Sweep(p *Policy) (removed []string, err error) {
+func Sweep(p *Policy) (removed []string, git []GitFinding, err error) {
 	var errs []error
 	for _, a := range p.Absent {
+		if p.git != nil && filepath.Base(filepath.Dir(a)) == ".git" && slices.Contains(gitControlNames, filepath.Base(a)) {
+			continue
+		}
 		w := writableRoot(a, p.Writable)
 		if w == "" {
 			continue
@@ -68,5 +78,10 @@ func Sweep(p *Policy) (removed []string, err error) {
 		}
 		root.Close()
 	}
-	return removed, errors.Join(errs...)
+	if p.git != nil {
+		found, err := p.checkGit()
+		git = found
+		errs = append(errs, err)
+	}
+	return removed, git, errors.Join(errs...)
 }

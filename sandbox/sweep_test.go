@@ -25,7 +25,7 @@ func TestSweepRemovesWhatTheCallCreatedAtAbsentDenies(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, filepath.Join(f.ws, ".idea"), "x", 0o644)
-	removed, err := Sweep(p)
+	removed, _, err := Sweep(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,10 +58,39 @@ func TestSweepNeverFollowsALinkOutOfTheWorkspace(t *testing.T) {
 	if err := os.Symlink(filepath.Join(outside, ".git"), filepath.Join(f.ws, ".git")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Sweep(p); err != nil {
+	if _, _, err := Sweep(p); err != nil {
 		t.Logf("Sweep: %v", err)
 	}
 	if _, err := os.Stat(hook); err != nil {
 		t.Fatalf("a hook outside the workspace was removed through a link: %v", err)
+	}
+}
+
+func TestSweepLeavesANewRepositoryToTheGitRule(t *testing.T) {
+	f := newFixture(t)
+	p := f.compile(f.input(fsSandbox([]string{"./**"}, []string{"./**"}, nil)))
+	if err := p.SnapshotGit(0); err != nil {
+		t.Fatal(err)
+	}
+	// `git init` in the workspace during the call, and an editor task file.
+	write(t, filepath.Join(f.ws, ".git/HEAD"), "ref: refs/heads/main\n", 0o644)
+	write(t, filepath.Join(f.ws, ".git/config"), "[core]\n\tbare = false\n", 0o644)
+	write(t, filepath.Join(f.ws, ".git/hooks/pre-commit.sample"), "#!/bin/sh\n", 0o755)
+	write(t, filepath.Join(f.ws, ".git/hooks/pre-commit"), "#!/bin/sh\n", 0o755)
+	write(t, filepath.Join(f.ws, ".vscode/tasks.json"), "{}", 0o644)
+	removed, git, err := Sweep(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{filepath.Join(f.ws, ".vscode")}; !slices.Equal(removed, want) {
+		t.Errorf("removed %v, want %v", removed, want)
+	}
+	if len(git) != 1 || git[0].Path != filepath.Join(f.ws, ".git/hooks/pre-commit") {
+		t.Errorf("git findings %+v", git)
+	}
+	for _, rel := range []string{".git/config", ".git/hooks/pre-commit.sample"} {
+		if _, err := os.Stat(filepath.Join(f.ws, rel)); err != nil {
+			t.Errorf("%s: %v", rel, err)
+		}
 	}
 }

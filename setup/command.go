@@ -132,7 +132,7 @@ func (r *runState) spawn(ctx context.Context, st manifest.SetupStep, line string
 	}
 	c.Env = r.childEnv()
 	c.TTY = tty
-	res, err := runner.Run(ctx, c)
+	res, err := r.env.Run(ctx, c)
 	switch {
 	case err != nil:
 		return res, failed(st, fmt.Sprintf("%q could not start: %v", line, err), "check that the bundle's binary is installed", err)

@@ -37,6 +37,13 @@ func runLogin(ctx context.Context, info control.LoginInfo, ws string) error {
 		plan.UseEgress()
 		pol = &egress.Policy{Allow: info.Egress.Allow, Ports: info.Egress.Ports, AdmitNets: info.Egress.AdmitNets}
 	}
+	// The git rule (see docs/operations.md): what the login command writes in its writable roots
+	// is judged once it has exited.
+	git := sandbox.GitPolicy(plan.ReadWrite, info.Home)
+	if err := git.SnapshotGit(0); err != nil {
+		return err
+	}
+	defer sweepLogin(git)
 	cmd, err := nsinit.Command(plan)
 	if err != nil {
 		return err
@@ -79,6 +86,17 @@ func runLogin(ctx context.Context, info control.LoginInfo, ws string) error {
 		return err
 	}
 	return waitErr
+}
+
+// sweepLogin applies the git rule after the login command and says on stderr what it neutralised.
+func sweepLogin(git *sandbox.Policy) {
+	_, found, err := sandbox.Sweep(git)
+	for _, f := range found {
+		fmt.Fprintf(os.Stderr, "clihostctl: %s, which the login command wrote: %s (%s); the original is in %s\n", f.Path, f.Action, f.Why, f.Moved)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "clihostctl: warning: could not check what the login command wrote:", err)
+	}
 }
 
 // foreground gives the terminal on stdin to process group pgid and returns what gives it back;

@@ -71,6 +71,9 @@ var cases = map[string]attempt{
 	"plant":        plant,
 	"scratch":      scratch,
 	"walk":         walk,
+	"copy-tree":    copyTree,
+	"git-init":     gitInit,
+	"git-clone":    gitClone,
 	// Exec.
 	"exec":              run,
 	"drop-exec":         dropExec(false),
@@ -361,6 +364,81 @@ func plant(args []string) report {
 		return result("mkdir", err)
 	}
 	return result("write", os.WriteFile(args[0], []byte("#!/bin/sh\necho pwned\n"), 0o755))
+}
+
+// copyTree SRC DST copies the tree SRC into DST as a tool with a write grant would write it:
+// directories made, files written (overwriting, with SRC's permission bits), symbolic links made
+// with SRC's targets. allowed lists what was written.
+func copyTree(args []string) report {
+	if r := need(args, 2); r != nil {
+		return *r
+	}
+	var wrote []string
+	err := filepath.WalkDir(args[0], func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(args[0], p)
+		dst := filepath.Join(args[1], rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.IsDir():
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				return err
+			}
+			return nil
+		case d.Type()&os.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			if err := os.Symlink(target, dst); err != nil {
+				return err
+			}
+		default:
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(dst, data, info.Mode().Perm()); err != nil {
+				return err
+			}
+			if err := os.Chmod(dst, info.Mode().Perm()); err != nil {
+				return err
+			}
+		}
+		wrote = append(wrote, rel)
+		return nil
+	})
+	r := result("copy", err)
+	if err == nil {
+		r.Detail = strings.Join(wrote, ",")
+	}
+	return r
+}
+
+// gitInit DIR runs the real git to make DIR a repository on branch main with one empty commit,
+// as a legitimate tool would (the git case of the escape corpus' positive controls).
+func gitInit(args []string) report {
+	if r := need(args, 1); r != nil {
+		return *r
+	}
+	if r := run([]string{"/usr/bin/git", "init", "-q", "-b", "main", args[0]}); r.Result != "allowed" {
+		return r
+	}
+	return run([]string{"/usr/bin/git", "-C", args[0], "-c", "user.name=agent", "-c", "user.email=agent@example.com",
+		"commit", "-q", "--allow-empty", "-m", "made in the sandbox"})
+}
+
+// gitClone SRC DST runs the real git to clone the local repository SRC into DST.
+func gitClone(args []string) report {
+	if r := need(args, 2); r != nil {
+		return *r
+	}
+	return run([]string{"/usr/bin/git", "clone", "-q", args[0], args[1]})
 }
 
 // run PATH [ARG...] runs PATH with os/exec. allowed means it started and exited 0 (detail: its

@@ -1,0 +1,819 @@
+package sandbox
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// The git rule. After a call, no git command the workspace owner runs in a writable root, or in
+// any repository nested in one, may run a program the call chose. Everything git reads to decide
+// what to run lies in a git directory (config, config.worktree, hooks, info/attributes, the
+// commondir it points to, rebase and sequencer todo lists) or points to one (a .git gitfile, a
+// commondir file); git finds git directories only as a `.git` entry or as a directory holding
+// HEAD with objects/ and refs/ (a bare repository) or HEAD with commondir (a worktree's). So the
+// guard walks every writable root whole, before the call (the snapshot) and after it, treats
+// every `.git` entry and every directory holding HEAD next to commondir, objects or refs as a git
+// directory, fingerprints the control files in each, and judges those the call created or changed:
+//
+//   - a config or config.worktree keeps what it held before the call and, of the rest, only
+//     gitConfigAllowed variables (rewritten without the others; the original is kept under a
+//     quarantine name git never reads);
+//   - a gitfile or commondir must point, through no symbolic link, at a git directory found by
+//     the same walk (whose own files are judged the same way); otherwise it is quarantined;
+//   - a hook (anything in hooks/ but *.sample), info/attributes, a symbolic link in place of any
+//     control file, and a todo list holding an exec line are quarantined.
+//
+// What existed before the call is left alone: only changes are judged, and a file the call changed
+// is put back as it was once its new content is moved aside. The same walk records the files
+// other tools read in a directory for programs to run (runConfigs) and quarantines those the call
+// created or changed whose content names one. The per-user git files (~/.gitconfig and the XDG
+// ones) are judged as configs when a writable root holds them.
+
+// DefaultGitGuardBudget is the most directory entries the snapshot reads in the writable roots of
+// one call: over it, the call is refused (ErrGitGuardBudget). The check after the call has no
+// budget: it reads whatever the call wrote.
+const DefaultGitGuardBudget = 1_000_000
+
+// quarantineSuffix is appended to the name of what the guard moves aside. Git reads no file of
+// that name.
+const quarantineSuffix = ".clihost-quarantined"
+
+// ErrGitGuardBudget is returned when a writable root holds more entries than the guard may read.
+var ErrGitGuardBudget = errors.New("the writable root holds more entries than clihost checks for git metadata")
+
+// errRootUnreadable marks a writable root the guard could not open: its git metadata cannot be
+// checked, so a snapshot refuses the call.
+var errRootUnreadable = errors.New("cannot be read")
+
+// controlKind says how a control file is judged.
+type controlKind uint8
+
+const (
+	ctlConfig    controlKind = iota // config, config.worktree
+	ctlPointer                      // .git gitfile, commondir
+	ctlHook                         // hooks/*, info/attributes: quarantined when new or changed
+	ctlTodo                         // rebase-merge/git-rebase-todo, sequencer/todo
+	ctlRunConfig                    // another tool's configuration naming programs (runConfigs)
+)
+
+// control is one file git reads for configuration or programs.
+type control struct {
+	path string // absolute
+	kind controlKind
+	fp   string // fingerprint: type, mode and content
+	root string // the writable root it lies in
+	run  *runConfig
+	data []byte // a regular file's content, up to maxControlRead bytes (for the snapshot)
+}
+
+// gitSnapshot is the state of the control files of every git directory in the writable roots.
+type gitSnapshot struct {
+	fps map[string]string
+	// prior are the control files as they were, so that a changed one is put back (a config
+	// keeps what it held before).
+	prior map[string]priorFile
+}
+
+// priorFile is a control file as the snapshot found it: a link's target, or a regular file's
+// content and permission bits.
+type priorFile struct {
+	link string
+	data []byte
+	perm uint32
+}
+
+// GitFinding is one thing the guard neutralised after a call.
+type GitFinding struct {
+	// Path is the file or link the call created or changed.
+	Path string
+	// Action is "rewritten" (a config without the variables Dropped names), "quarantined" (moved
+	// aside) or "restored" (moved aside, and what was there before the call put back).
+	Action string
+	// Moved is where the original went (Path + ".clihost-quarantined", or with a number).
+	Moved string
+	// Dropped are the config variables removed (section.name, "*" for a subsection).
+	Dropped []string
+	// Why says what made it unsafe.
+	Why string
+}
+
+// SnapshotGit records the git control files of every writable root before the call runs, for
+// Sweep to judge what the call changed. budget is the most directory entries it reads (0:
+// DefaultGitGuardBudget); a root holding more is an error wrapping ErrGitGuardBudget, and the
+// call must be refused, since its git metadata could not be checked afterwards.
+func (p *Policy) SnapshotGit(budget int) error {
+	if budget <= 0 {
+		budget = DefaultGitGuardBudget
+	}
+	ctls, _, incomplete, err := scanRoots(p.Writable, p.gitGlobal, budget)
+	if errors.Is(err, errRootUnreadable) {
+		return err
+	}
+	// A directory inside a root that cannot be read now is skipped: the check after the call
+	// cannot read it either and names it in its warnings.
+	if len(incomplete) > 0 {
+		return fmt.Errorf("%s: %w (%d entries); narrow fs.write", strings.Join(incomplete, ", "), ErrGitGuardBudget, budget)
+	}
+	s := &gitSnapshot{fps: map[string]string{}, prior: map[string]priorFile{}}
+	for _, c := range ctls {
+		s.fps[c.path] = c.fp
+		if pf, ok := priorOf(c); ok {
+			s.prior[c.path] = pf
+		}
+	}
+	p.git = s
+	return nil
+}
+
+// GitPolicy returns a policy that holds only what the git rule needs: the writable roots, and the
+// per-user git files of home. It is for a process whose sandbox was compiled elsewhere (clihostctl
+// login runs, in the terminal, the plan clihostd compiled): SnapshotGit before it, Sweep after.
+func GitPolicy(writable []string, home string) *Policy {
+	c := &compiler{home: home}
+	return &Policy{Writable: slices.Clone(writable), gitGlobal: c.gitGlobalFiles()}
+}
+
+// checkGit judges every control file the call created or changed since SnapshotGit.
+func (p *Policy) checkGit() ([]GitFinding, error) {
+	// No budget here: whatever the call wrote is read, at a cost linear in what it wrote.
+	ctls, dirs, _, err := scanRoots(p.Writable, p.gitGlobal, 0)
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	var found []GitFinding
+	for _, c := range ctls {
+		if p.git.fps[c.path] == c.fp {
+			continue
+		}
+		var prior *priorFile
+		if pf, ok := p.git.prior[c.path]; ok {
+			prior = &pf
+		}
+		f, err := judge(c, dirs, p.Writable, prior)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if f != nil {
+			found = append(found, *f)
+		}
+	}
+	return found, errors.Join(errs...)
+}
+
+// scanRoots walks each writable directory root and returns its control files, the git
+// directories found (absolute), and the roots the walk could not finish within budget entries
+// (budget 0: no limit).
+// global are git's per-user files, recorded as configs wherever the walk meets them.
+func scanRoots(roots, global []string, budget int) (ctls []control, dirs map[string]bool, incomplete []string, err error) {
+	dirs = map[string]bool{}
+	hookDirs := map[string]bool{}
+	var errs []error
+	for _, r := range roots {
+		fd, err := unix.Open(r, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+			ctls = append(ctls, fileRoot(r, global)...)
+			continue
+		}
+		if errors.Is(err, unix.ENOENT) {
+			continue // not writable in this call (see Plan)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("git check of %s: %w: %w", r, errRootUnreadable, err))
+			continue
+		}
+		s := &scanner{root: r, left: budget, limited: budget > 0, dirs: dirs, global: global, roots: roots, hookDirs: hookDirs}
+		if err := s.dir(fd, r); err != nil {
+			incomplete = append(incomplete, r)
+		}
+		ctls = append(ctls, s.ctls...)
+		errs = append(errs, s.errs...)
+	}
+	// A per-user core.hooksPath that is absolute (or under ~) serves every repository of the
+	// owner, inside the writable roots or not.
+	s := &scanner{global: global, roots: roots, hookDirs: hookDirs}
+	for _, h := range s.hooksElsewhere(-1, "/", nil) {
+		_ = s.hookDir(h) // unlimited: a few hooks
+	}
+	return append(ctls, s.ctls...), dirs, incomplete, errors.Join(append(errs, s.errs...)...)
+}
+
+// fileRoot records a writable root that is a file when it is one git or another tool reads for
+// programs: a per-user git config, or a runConfig. Its directory stands for the root.
+func fileRoot(r string, global []string) []control {
+	dir, name := filepath.Split(r)
+	dir = filepath.Clean(dir)
+	kind, rc := ctlConfig, runConfigFor(filepath.Base(dir), name)
+	switch {
+	case rc != nil:
+		kind = ctlRunConfig
+	case !slices.Contains(global, r):
+		return nil
+	}
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil // the root's directory is gone: so is the root
+	}
+	defer unix.Close(fd)
+	s := &scanner{root: dir}
+	s.add(fd, dir, name, kind)
+	s.ctls[0].run = rc
+	return s.ctls
+}
+
+// scanner walks one writable root through directory descriptors, never following a symbolic link.
+type scanner struct {
+	root string
+	// left is what remains of the budget of directory entries, which binds only when limited.
+	left    int
+	limited bool
+	dirs    map[string]bool
+	ctls    []control
+	// global are git's per-user config files (see Policy.gitGlobal).
+	global []string
+	// roots are all the writable roots; hookDirs the hook directories outside git directories
+	// already recorded (see hooksElsewhere).
+	roots    []string
+	hookDirs map[string]bool
+	// errs are the directories that could not be read; the walk goes on past them.
+	errs []error
+}
+
+// gitNames are the entries isGitDir and gitDir look at.
+var gitNames = map[string]bool{"HEAD": true, "commondir": true, "objects": true, "refs": true, "config": true,
+	"config.worktree": true, "hooks": true, "info": true, "rebase-merge": true, "sequencer": true}
+
+// dir reads the directory open at fd (which it closes) a batch at a time, records the control
+// files among its entries and descends into its subdirectories as it meets them, then records its
+// git control files when it is a git directory. It returns ErrGitGuardBudget when the walk went
+// over a limited budget; a directory that cannot be read is recorded in s.errs and skipped.
+//
+// A directory whose path is 2×PATH_MAX bytes or longer is not read: git cannot reach it. Git runs
+// only in a directory whose path getcwd can return (shorter than PATH_MAX), and reaches others by
+// path strings shorter than PATH_MAX relative to that one. The bound also keeps the descriptors
+// the walk holds open under PATH_MAX.
+func (s *scanner) dir(fd int, path string) error {
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	if len(path) >= 2*unix.PathMax {
+		return nil
+	}
+	names := map[string]os.FileMode{}
+	for {
+		batch, err := f.ReadDir(1024)
+		if s.left -= len(batch); s.limited && s.left < 0 {
+			return ErrGitGuardBudget
+		}
+		for _, e := range batch {
+			if gitNames[e.Name()] {
+				names[e.Name()] = e.Type()
+			}
+			if err := s.entry(fd, path, e); err != nil {
+				return err
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			s.errs = append(s.errs, fmt.Errorf("git check: read %s: %w", path, err))
+			break
+		}
+	}
+	if isGitDir(path, names) {
+		s.dirs[path] = true
+		return s.gitDir(fd, path, names)
+	}
+	return nil
+}
+
+// entry records e, an entry of the directory path open at fd, when it is a control file outside a
+// git directory's own (a .git gitfile or link, a per-user git file, a runConfig), and walks it when
+// it is a directory.
+func (s *scanner) entry(fd int, path string, e os.DirEntry) error {
+	name := e.Name()
+	if name == ".git" && e.Type()&os.ModeDir == 0 {
+		s.add(fd, path, name, ctlPointer)
+	}
+	if (name == ".gitconfig" || name == "config" || name == "attributes") && slices.Contains(s.global, filepath.Join(path, name)) {
+		s.add(fd, path, name, ctlConfig)
+	}
+	if rc := runConfigFor(filepath.Base(path), name); rc != nil {
+		s.add(fd, path, name, ctlRunConfig)
+		s.ctls[len(s.ctls)-1].run = rc
+	}
+	if e.Type()&os.ModeDir == 0 {
+		return nil
+	}
+	child, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("git check: open %s: %w", filepath.Join(path, name), err))
+		return nil
+	}
+	return s.dir(child, filepath.Join(path, name))
+}
+
+// isGitDir reports whether a directory with these entries is one git could use: a .git
+// directory, or HEAD next to commondir, objects or refs.
+func isGitDir(path string, names map[string]os.FileMode) bool {
+	if filepath.Base(path) == ".git" {
+		return true
+	}
+	if _, ok := names["HEAD"]; !ok {
+		return false
+	}
+	for _, n := range []string{"commondir", "objects", "refs"} {
+		if _, ok := names[n]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// gitDir records the control files of the git directory open at fd.
+func (s *scanner) gitDir(fd int, path string, names map[string]os.FileMode) error {
+	for _, n := range []string{"config", "config.worktree"} {
+		if _, ok := names[n]; ok {
+			s.add(fd, path, n, ctlConfig)
+		}
+	}
+	if _, ok := names["commondir"]; ok {
+		s.add(fd, path, "commondir", ctlPointer)
+	}
+	sub := []struct {
+		dir   string
+		kind  controlKind
+		match func(string) bool
+	}{
+		{"hooks", ctlHook, isHook},
+		{"info", ctlHook, func(n string) bool { return n == "attributes" }},
+		{"rebase-merge", ctlTodo, func(n string) bool { return n == "git-rebase-todo" }},
+		{"sequencer", ctlTodo, func(n string) bool { return n == "todo" }},
+	}
+	for _, d := range sub {
+		mode, ok := names[d.dir]
+		switch {
+		case !ok:
+			continue
+		case mode&os.ModeDir == 0:
+			// A symbolic link (or anything but a directory) in place of hooks/ or info/.
+			s.add(fd, path, d.dir, ctlHook)
+			continue
+		}
+		if err := s.subdir(fd, filepath.Join(path, d.dir), d.dir, d.kind, d.match); err != nil {
+			return err
+		}
+	}
+	for _, h := range s.hooksElsewhere(fd, path, names) {
+		if err := s.hookDir(h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isHook reports whether git could run the file name in a hooks directory.
+func isHook(name string) bool {
+	return !strings.HasSuffix(name, ".sample") && !strings.Contains(name, quarantineSuffix)
+}
+
+// hooksElsewhere returns the directories, inside a writable root, from which git runs the hooks
+// of the git directory path besides its own hooks/ directory: the target of hooks/ when it is a
+// symbolic link, and core.hooksPath set by its config or the per-user ones (which existed before
+// the call, or the config's own judgement drops them). Each is resolved; one already recorded is
+// left out. With names nil it looks at the per-user configs alone, for their absolute values.
+func (s *scanner) hooksElsewhere(fd int, path string, names map[string]os.FileMode) []string {
+	var cands []string
+	if mode, ok := names["hooks"]; ok && mode&os.ModeSymlink != 0 {
+		buf := make([]byte, unix.PathMax)
+		if n, err := unix.Readlinkat(fd, "hooks", buf); err == nil {
+			cands = append(cands, absFrom(path, string(buf[:n])))
+		}
+	}
+	worktree := path // where git resolves a relative core.hooksPath: the work tree, or a bare repository
+	if filepath.Base(path) == ".git" {
+		worktree = filepath.Dir(path)
+	}
+	configs := slices.Clone(s.global)
+	if _, ok := names["config"]; ok {
+		configs = append(configs, filepath.Join(path, "config"))
+	}
+	if names == nil {
+		worktree = "" // the per-user configs alone (fd and path unused): absolute values only
+	}
+	home := ""
+	if i := slices.IndexFunc(s.global, func(g string) bool { return filepath.Base(g) == ".gitconfig" }); i >= 0 {
+		home = filepath.Dir(s.global[i])
+	}
+	for _, c := range configs {
+		for _, v := range hooksPaths(c) {
+			if rest, ok := strings.CutPrefix(v, "~/"); ok && home != "" {
+				v = filepath.Join(home, rest)
+			}
+			if filepath.IsAbs(v) || worktree != "" {
+				cands = append(cands, absFrom(worktree, v))
+			}
+		}
+	}
+	var out []string
+	for _, c := range cands {
+		r, err := filepath.EvalSymlinks(c)
+		if err != nil || r == filepath.Join(path, "hooks") || s.hookDirs[r] ||
+			!slices.ContainsFunc(s.roots, func(w string) bool { return within(r, w) }) {
+			continue
+		}
+		s.hookDirs[r] = true
+		out = append(out, r)
+	}
+	return out
+}
+
+// hooksPaths returns the core.hooksPath values the config file at path sets. The file is opened
+// following links (the owner's ~/.gitconfig may be one), without blocking, and read up to
+// maxControlRead bytes: only to learn where hooks are.
+func hooksPaths(path string) []string {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	data, _ := io.ReadAll(io.LimitReader(f, maxControlRead))
+	entries, _ := parseGitConfig(data)
+	var out []string
+	for _, e := range entries {
+		if e.section == "core" && e.sub == "" && e.name == "hookspath" && e.value != "" {
+			out = append(out, e.value)
+		}
+	}
+	return out
+}
+
+// absFrom makes p absolute against base.
+func absFrom(base, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(base, p)
+}
+
+// hookDir records the hooks in dir, a directory inside a writable root that git takes hooks from.
+func (s *scanner) hookDir(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("git check: open %s: %w", dir, err))
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), dir)
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	if s.left -= len(entries); s.limited && s.left < 0 {
+		return ErrGitGuardBudget
+	}
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("git check: read %s: %w", dir, err))
+	}
+	root := s.roots[slices.IndexFunc(s.roots, func(w string) bool { return within(dir, w) })]
+	for _, e := range entries {
+		if isHook(e.Name()) {
+			fp, data := fingerprint(fd, e.Name())
+			s.ctls = append(s.ctls, control{path: filepath.Join(dir, e.Name()), kind: ctlHook, fp: fp, root: root, data: data})
+		}
+	}
+	return nil
+}
+
+// subdir records the entries of the git directory's subdirectory name that match.
+func (s *scanner) subdir(gitFD int, path, name string, kind controlKind, match func(string) bool) error {
+	fd, err := unix.Openat(gitFD, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("git check: open %s: %w", path, err))
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	if s.left -= len(entries); s.limited && s.left < 0 {
+		return ErrGitGuardBudget
+	}
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("git check: read %s: %w", path, err))
+	}
+	for _, e := range entries {
+		if match(e.Name()) {
+			s.add(fd, path, e.Name(), kind)
+		}
+	}
+	return nil
+}
+
+// add records the control file name of the directory open at dirFD.
+func (s *scanner) add(dirFD int, dir, name string, kind controlKind) {
+	fp, data := fingerprint(dirFD, name)
+	s.ctls = append(s.ctls, control{path: filepath.Join(dir, name), kind: kind, fp: fp, root: s.root, data: data})
+}
+
+// gitGlobalFiles are git's per-user configuration and attributes files for the calling user.
+func (c *compiler) gitGlobalFiles() []string {
+	xdg := c.lookupAbs("XDG_CONFIG_HOME")
+	if xdg == "" {
+		xdg = filepath.Join(c.home, ".config")
+	}
+	var out []string
+	for _, p := range []string{filepath.Join(c.home, ".gitconfig"), filepath.Join(xdg, "git", "config"), filepath.Join(xdg, "git", "attributes")} {
+		if r, err := resolve(p); err == nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// priorOf returns what the snapshot keeps of c to put it back: a link's target, or a regular file
+// whole (not one larger than maxControlRead).
+func priorOf(c control) (priorFile, bool) {
+	if target, ok := strings.CutPrefix(c.fp, "link:"); ok {
+		return priorFile{link: target}, true
+	}
+	var perm uint32
+	var size int
+	if _, err := fmt.Sscanf(c.fp, "file:%o:%d:", &perm, &size); err != nil || size != len(c.data) {
+		return priorFile{}, false
+	}
+	return priorFile{data: c.data, perm: perm}, true
+}
+
+// maxControlRead is the most bytes of one control file the guard hashes or parses.
+const maxControlRead = 1 << 20
+
+// fingerprint identifies the content of name in dirFD: a link by its target, a regular file by its
+// permission bits, size and a hash of its content (data, up to maxControlRead bytes; a larger file
+// also by its inode and change time), anything else by its type.
+func fingerprint(dirFD int, name string) (fp string, data []byte) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirFD, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return "missing", nil
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		buf := make([]byte, unix.PathMax)
+		n, _ := unix.Readlinkat(dirFD, name, buf)
+		return "link:" + string(buf[:max(n, 0)]), nil
+	case unix.S_IFREG:
+		data, err := readAt(dirFD, name)
+		if err != nil {
+			return "unreadable", nil
+		}
+		sum := sha256.Sum256(data)
+		fp := fmt.Sprintf("file:%o:%d:%s", st.Mode&0o7777, st.Size, hex.EncodeToString(sum[:]))
+		if st.Size > maxControlRead {
+			fp += fmt.Sprintf(":%d:%d.%d", st.Ino, st.Ctim.Sec, st.Ctim.Nsec) // past what was hashed
+		}
+		return fp, data
+	}
+	return fmt.Sprintf("type:%o", st.Mode&unix.S_IFMT), nil
+}
+
+// readAt reads at most maxControlRead bytes of the regular file name in dirFD, not following a link.
+func readAt(dirFD int, name string) ([]byte, error) {
+	fd, err := unix.Openat(dirFD, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, maxControlRead))
+}
+
+// judge neutralises one control file the call created or changed, if it is unsafe. prior is what
+// the file was before the call, if it existed: a config keeps what it held then, and anything else
+// found unsafe is put back as it was.
+func judge(c control, dirs map[string]bool, roots []string, prior *priorFile) (*GitFinding, error) {
+	dir, name := filepath.Split(c.path)
+	dfd, err := openBeneath(c.root, dir)
+	if err != nil {
+		return nil, fmt.Errorf("git check of %s: %w", c.path, err)
+	}
+	defer unix.Close(dfd)
+	j := judgement{dfd: dfd, path: c.path, prior: prior}
+	if err := unix.Fstatat(dfd, name, &j.st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, nil // gone since the walk
+	}
+	if j.st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return j.neutralise("it is not a regular file (a link or other file in place of one git or another tool reads for programs to run)")
+	}
+	data, err := readAt(dfd, name)
+	if err != nil {
+		return j.neutralise("it could not be read: " + err.Error())
+	}
+	switch c.kind {
+	case ctlHook:
+		return j.neutralise("git would run it (a hook) or the drivers it names (an attributes file)")
+	case ctlRunConfig:
+		if c.run.risky(data) {
+			return j.neutralise(c.run.tool + " would run a program it names")
+		}
+		return nil, nil
+	case ctlTodo:
+		if todoExecs(data) {
+			return j.neutralise("it is a todo list with an exec line, which `git rebase --continue` runs")
+		}
+		return nil, nil
+	case ctlPointer:
+		target, ok := pointerTarget(name, data)
+		if !ok {
+			return j.neutralise("it is not a plain path to a git directory, so git would read it in ways clihost does not check")
+		}
+		if r, ok := resolveNoLinks(filepath.Clean(dir), target); !ok || !dirs[r] {
+			return j.neutralise("it points git at " + strconv.Quote(target) + ", which is not a checked git directory in a writable root (or is reached through a symbolic link)")
+		}
+		return nil, nil
+	}
+	var before []gitEntry
+	if prior != nil {
+		before, _ = parseGitConfig(prior.data)
+	}
+	ctx := valueContext{resolveInside: func(p string) bool {
+		r, ok := resolveNoLinks(filepath.Clean(dir), p)
+		return ok && slices.ContainsFunc(roots, func(w string) bool { return within(r, w) })
+	}, before: before}
+	out, dropped, clean := filterGitConfig(data, ctx)
+	if clean {
+		return nil, nil
+	}
+	return j.rewrite(out, dropped)
+}
+
+// judgement is one control file being neutralised: its directory, its path, what it was before
+// the call, and what it is now.
+type judgement struct {
+	dfd   int
+	path  string
+	prior *priorFile
+	st    unix.Stat_t
+}
+
+// pointerTarget returns the path a gitfile ("gitdir: PATH") or commondir file names, trimmed as git
+// trims it.
+func pointerTarget(name string, data []byte) (string, bool) {
+	s := strings.TrimRight(string(data), "\r\n")
+	if name == ".git" {
+		var ok bool
+		if s, ok = strings.CutPrefix(s, "gitdir: "); !ok {
+			return "", false
+		}
+	}
+	if s == "" || strings.ContainsAny(s, "\n\x00") {
+		return "", false
+	}
+	return s, true
+}
+
+// resolveNoLinks resolves target (relative to base when not absolute) component by component,
+// failing on a symbolic link or a missing component, so that ".." means what the kernel makes of it.
+func resolveNoLinks(base, target string) (string, bool) {
+	if !filepath.IsAbs(target) {
+		target = base + "/" + target
+	}
+	cur := "/"
+	for _, comp := range strings.Split(target, "/") {
+		switch comp {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, comp)
+		st, err := os.Lstat(next)
+		if err != nil || st.Mode()&os.ModeSymlink != 0 {
+			return "", false
+		}
+		cur = next
+	}
+	return cur, true
+}
+
+// todoExecs reports whether a rebase or sequencer todo list holds an exec command.
+func todoExecs(data []byte) bool {
+	for line := range bytes.SplitSeq(data, []byte("\n")) {
+		fields := bytes.Fields(line)
+		if len(fields) > 0 && (string(fields[0]) == "x" || string(fields[0]) == "exec") {
+			return true
+		}
+	}
+	return false
+}
+
+// openBeneath opens dir (absolute, inside root) as a path descriptor, refusing any symbolic link on
+// the way and anything outside root.
+func openBeneath(root, dir string) (int, error) {
+	rootFD, err := unix.Openat2(unix.AT_FDCWD, root, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", root, err)
+	}
+	defer unix.Close(rootFD)
+	rel, err := filepath.Rel(root, dir)
+	if err != nil {
+		return -1, err
+	}
+	fd, err := unix.Openat2(rootFD, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return -1, fmt.Errorf("open %s: %w", dir, err)
+	}
+	return fd, nil
+}
+
+// moveAside renames name in dfd to a free quarantine name and makes it owner-only when it is a
+// regular file. It returns the new path.
+func moveAside(dfd int, path string) (string, error) {
+	name := filepath.Base(path)
+	for i := 0; i < 100; i++ {
+		dst := name + quarantineSuffix
+		if i > 0 {
+			dst += "." + strconv.Itoa(i)
+		}
+		err := unix.Renameat2(dfd, name, dfd, dst, unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EEXIST) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("quarantine %s: %w", path, err)
+		}
+		if fd, err := unix.Openat(dfd, dst, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err == nil {
+			var st unix.Stat_t
+			if unix.Fstat(fd, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+				_ = unix.Fchmod(fd, 0o600)
+			}
+			unix.Close(fd)
+		}
+		return filepath.Join(filepath.Dir(path), dst), nil
+	}
+	return "", fmt.Errorf("quarantine %s: no free name", path)
+}
+
+// neutralise moves the file aside and, when it existed before the call, puts back what it was.
+func (j judgement) neutralise(why string) (*GitFinding, error) {
+	moved, err := moveAside(j.dfd, j.path)
+	if err != nil {
+		return nil, err
+	}
+	f := &GitFinding{Path: j.path, Action: "quarantined", Moved: moved, Why: why}
+	if j.prior == nil {
+		return f, nil
+	}
+	name := filepath.Base(j.path)
+	if j.prior.link != "" {
+		err = unix.Symlinkat(j.prior.link, j.dfd, name)
+		if err == nil {
+			err = unix.Fchownat(j.dfd, name, int(j.st.Uid), int(j.st.Gid), unix.AT_SYMLINK_NOFOLLOW)
+		}
+	} else {
+		err = j.create(j.prior.data, j.prior.perm)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("restore %s: %w", j.path, err)
+	}
+	f.Action = "restored"
+	return f, nil
+}
+
+// rewrite moves a config aside and writes out in its place, with the original's owner and mode.
+func (j judgement) rewrite(out []byte, dropped []string) (*GitFinding, error) {
+	moved, err := moveAside(j.dfd, j.path)
+	if err != nil {
+		return nil, err
+	}
+	if err := j.create(out, j.st.Mode&0o666); err != nil {
+		return nil, fmt.Errorf("rewrite %s: %w", j.path, err)
+	}
+	why := "it set variables a call may not set"
+	if len(dropped) == 0 {
+		why = "it was not in the plain form git writes"
+	}
+	return &GitFinding{Path: j.path, Action: "rewritten", Moved: moved, Dropped: dropped, Why: why}, nil
+}
+
+// create makes the file anew (it must not exist: it was just moved aside) with data and perm, owned
+// by the owner of what was there.
+func (j judgement) create(data []byte, perm uint32) error {
+	fd, err := unix.Openat(j.dfd, filepath.Base(j.path), unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), j.path)
+	_, err = f.Write(data)
+	return errors.Join(err, f.Chown(int(j.st.Uid), int(j.st.Gid)), f.Chmod(os.FileMode(perm&0o777)), f.Close())
+}

@@ -1,0 +1,576 @@
+package sandbox
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestFilterGitConfig(t *testing.T) {
+	cases := []struct {
+		name    string
+		in      string
+		clean   bool
+		dropped []string
+		out     string // when not clean
+	}{
+		{name: "git init", clean: true,
+			in: "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"},
+		{name: "git clone", clean: true,
+			in: "[core]\n\trepositoryformatversion = 0\n[remote \"origin\"]\n\turl = https://example.com/r.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n" +
+				"[branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n# a comment\n; another\n\n[user]\n\tname = \"A; B\"\n"},
+		{name: "fsmonitor", in: "[core]\n\tbare = false\n\tfsmonitor = touch /x\n",
+			dropped: []string{"core.fsmonitor"}, out: "[core]\n\tbare = false\n"},
+		{name: "programs and includes", in: "[core]\n\thooksPath = h\n\tsshCommand = x\n\tpager = x\n\teditor = x\n[diff]\n\texternal = x\n" +
+			"[include]\n\tpath = x\n[includeIf \"gitdir:/\"]\n\tpath = x\n[alias]\n\tst = !x\n[filter \"f\"]\n\tclean = x\n" +
+			"[remote \"o\"]\n\turl = /r\n\tuploadpack = x\n\treceivepack = x\n[submodule \"s\"]\n\tupdate = !x\n\turl = ../s\n",
+			dropped: []string{"core.hookspath", "core.sshcommand", "core.pager", "core.editor", "diff.external", "include.path",
+				"includeif.*.path", "alias.st", "filter.*.clean", "remote.*.uploadpack", "remote.*.receivepack", "submodule.*.update"},
+			out: "[remote \"o\"]\n\turl = /r\n[submodule \"s\"]\n\turl = ../s\n"},
+		{name: "case does not hide a key", in: "[CORE]\n\tFsMonitor = x\n\tBare = true\n",
+			dropped: []string{"core.fsmonitor"}, out: "[core]\n\tBare = true\n"},
+		{name: "transport helpers and options in URLs", in: "[remote \"a\"]\n\turl = ext::sh -c x\n[remote \"b\"]\n\turl = -oProxyCommand=x\n" +
+			"[remote \"c\"]\n\tpushurl = fd::3\n[branch \"m\"]\n\tremote = evil::x\n",
+			dropped: []string{"remote.*.url", "remote.*.url", "remote.*.pushurl", "branch.*.remote"}, out: ""},
+		{name: "a continuation line is not strict", in: "[remote \"o\"]\n\turl = /r\\\n\tfsmonitor = x\n[core]\n\tbare = true\n",
+			dropped: []string{"remote.*.fsmonitor"}, out: "[core]\n\tbare = true\n"},
+		{name: "a key on the header line", in: "[core] fsmonitor = x\n\tfilemode = true\n[core]\n\tbare = true\n",
+			out: "[core]\n\tbare = true\n"},
+		{name: "the deprecated dotted header", in: "[core.x]\n\tfsmonitor = y\n", out: ""},
+		{name: "a quoted subsection with an escape", in: "[remote \"a\\\"b\"]\n\turl = /r\n", out: ""},
+		{name: "CR", in: "[core]\r\n\tbare = true\r\n", out: "[core]\n\tbare = true\n"},
+		{name: "BOM", in: "\xef\xbb\xbf[core]\n\tbare = true\n", out: ""},
+		{name: "unknown escape", in: "[core]\n\tbare = \\q\n\tfilemode = true\n", out: "[core]\n\tfilemode = true\n"},
+		{name: "worktree outside", in: "[core]\n\tworktree = /etc\n", dropped: []string{"core.worktree"}, out: ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, dropped, clean := filterGitConfig([]byte(c.in), valueContext{resolveInside: func(string) bool { return false }})
+			if clean != c.clean {
+				t.Fatalf("clean = %v, want %v (dropped %q, out %q)", clean, c.clean, dropped, out)
+			}
+			if clean {
+				return
+			}
+			if c.dropped != nil && !slices.Equal(dropped, c.dropped) {
+				t.Errorf("dropped %q, want %q", dropped, c.dropped)
+			}
+			if string(out) != c.out {
+				t.Errorf("rewritten as %q, want %q", out, c.out)
+			}
+			if _, _, clean := filterGitConfig(out, valueContext{}); !clean {
+				t.Errorf("the rewritten file is not clean itself: %q", out)
+			}
+		})
+	}
+}
+
+func TestRenderGitConfigRoundTrips(t *testing.T) {
+	entries := []gitEntry{
+		{section: "user", name: "name", spelled: "name", value: " lead; # \"quoted\" \\ tab\t", hasValue: true},
+		{section: "core", name: "bare", spelled: "bare"},
+	}
+	got, strict := parseGitConfig(renderGitConfig(entries))
+	if !strict || !slices.Equal(got, entries) {
+		t.Fatalf("parsed back %+v (strict %v), want %+v", got, strict, entries)
+	}
+}
+
+// guardFixture is a writable root with a policy whose git snapshot is taken by snap.
+type guardFixture struct {
+	t  *testing.T
+	ws string
+	p  *Policy
+}
+
+func newGuard(t *testing.T) *guardFixture {
+	t.Helper()
+	return &guardFixture{t: t, ws: realTemp(t), p: &Policy{}}
+}
+
+func (g *guardFixture) path(rel string) string { return filepath.Join(g.ws, rel) }
+
+func (g *guardFixture) write(rel, content string, mode os.FileMode) {
+	write(g.t, g.path(rel), content, mode)
+}
+
+// repo lays out a git directory at rel.
+func (g *guardFixture) repo(rel, config string) {
+	g.write(rel+"/HEAD", "ref: refs/heads/main\n", 0o644)
+	g.write(rel+"/objects/info/.keep", "", 0o644)
+	g.write(rel+"/refs/heads/.keep", "", 0o644)
+	g.write(rel+"/config", config, 0o644)
+}
+
+func (g *guardFixture) snap() {
+	g.t.Helper()
+	g.p.Writable = []string{g.ws}
+	if err := g.p.SnapshotGit(0); err != nil {
+		g.t.Fatal(err)
+	}
+}
+
+// check runs the sweep and returns the findings by path relative to the root.
+func (g *guardFixture) check() map[string]GitFinding {
+	g.t.Helper()
+	_, found, err := Sweep(g.p)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	out := map[string]GitFinding{}
+	for _, f := range found {
+		rel, _ := filepath.Rel(g.ws, f.Path)
+		out[rel] = f
+	}
+	return out
+}
+
+func (g *guardFixture) exists(rel string, want bool) {
+	g.t.Helper()
+	_, err := os.Lstat(g.path(rel))
+	if got := err == nil; got != want {
+		g.t.Errorf("%s exists = %v, want %v", rel, got, want)
+	}
+}
+
+func keys(m map[string]GitFinding) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+const initConfig = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n"
+
+func TestGitGuardLeavesWhatExistedAndWhatGitWrites(t *testing.T) {
+	g := newGuard(t)
+	// The user's own repository, with its own hook and fsmonitor: not the call's doing.
+	g.repo(".git", initConfig+"\tfsmonitor = my-watcher\n")
+	g.write(".git/hooks/pre-commit", "#!/bin/sh\n", 0o755)
+	g.write(".git/commondir", "/somewhere/else\n", 0o644)
+	g.snap()
+	// What legitimate git does during the call: objects, refs, index, a linked worktree, a
+	// submodule, a clone with its remote, a new repository with its sample hooks.
+	g.write(".git/objects/ab/cdef", "blob", 0o444)
+	g.write(".git/refs/heads/main", "0123\n", 0o644)
+	g.write(".git/index", "DIRC", 0o644)
+	g.write(".git/worktrees/wt/HEAD", "ref: refs/heads/wt\n", 0o644)
+	g.write(".git/worktrees/wt/commondir", "../..\n", 0o644)
+	g.write(".git/worktrees/wt/gitdir", g.path("wt/.git")+"\n", 0o644)
+	g.write("wt/.git", "gitdir: "+g.path(".git/worktrees/wt")+"\n", 0o644)
+	g.repo(".git/modules/sub", initConfig+"\tworktree = ../../../sub\n")
+	g.write("sub/.git", "gitdir: ../.git/modules/sub\n", 0o644)
+	g.repo("clone/.git", initConfig+"[remote \"origin\"]\n\turl = /src\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n")
+	g.write("clone/.git/hooks/pre-commit.sample", "#!/bin/sh\n", 0o755)
+	g.write(".git/rebase-merge/git-rebase-todo", "pick 0123 x\n", 0o644)
+	if found := g.check(); len(found) > 0 {
+		t.Fatalf("neutralised %v", found)
+	}
+	g.exists(".git/hooks/pre-commit", true)
+	g.exists(".git/commondir", true)
+}
+
+func TestGitGuardNeutralisesWhatTheCallWrote(t *testing.T) {
+	g := newGuard(t)
+	g.repo(".git", initConfig)
+	outside := realTemp(t)
+	write(t, filepath.Join(outside, "repo/HEAD"), "ref: refs/heads/main\n", 0o644)
+	write(t, filepath.Join(outside, "repo/hooks/pre-commit"), "#!/bin/sh\n", 0o755)
+	g.snap()
+
+	g.write(".git/commondir", outside+"/repo\n", 0o644)          // a git dir outside the root
+	g.write(".git/info/attributes", "* filter=x\n", 0o644)       // drivers
+	g.repo("a/.evil", initConfig+"\tfsmonitor = x\n")            // a bare skeleton …
+	g.write("a/.git", "gitdir: .evil\n", 0o644)                  // … a gitfile to it (kept) …
+	g.write("a/.evil/hooks/post-checkout", "#!/bin/sh\n", 0o755) // … its hook
+	g.write("a/.evil/hooks/ok.sample", "#!/bin/sh\n", 0o755)     // (a sample is never run)
+	g.write("b/.git", "gitdir: ../nowhere\n", 0o644)             // a gitfile to nothing
+	g.write("c/.git", "gitdir: ../a/.evil\nextra\n", 0o644)      // not a plain gitfile
+	must(t, os.Mkdir(g.path("d"), 0o755))
+	must(t, os.Symlink(filepath.Join(outside, "repo"), g.path("d/.git")))                           // a symlinked .git
+	must(t, os.Symlink("a", g.path("link")))                                                        // a link on the way …
+	g.write("e/.git", "gitdir: ../link/.evil\n", 0o644)                                             // … is refused
+	g.repo("f/.git", initConfig)                                                                    // a new repository …
+	g.write("f/.git/config.worktree", "[core]\n\tfsmonitor = x\n", 0o644)                           // … its config.worktree
+	must(t, os.Symlink(filepath.Join(outside, "repo/hooks"), g.path("f/.git/hooks")))               // … a hooks link
+	g.write(".git/rebase-merge/git-rebase-todo", "pick 0123 x\nexec touch /x\n", 0o644)             // an exec line
+	g.write(".git/commondir.clihost-quarantined", "taken", 0o644)                                   // (a name in use)
+	g.write(".git/worktrees/w/HEAD", "ref: refs/heads/w\n", 0o644)                                  // a worktree whose
+	g.write(".git/worktrees/w/config.worktree", "[core]\n\tpager = x\n[user]\n\tname = n\n", 0o644) // config.worktree
+	g.write(".git/worktrees/w/commondir", "../..\n", 0o644)
+
+	found := g.check()
+	want := []string{".git/commondir", ".git/info/attributes", ".git/rebase-merge/git-rebase-todo", ".git/worktrees/w/config.worktree",
+		"a/.evil/config", "a/.evil/hooks/post-checkout", "b/.git", "c/.git", "d/.git", "e/.git", "f/.git/config.worktree", "f/.git/hooks"}
+	if got := keys(found); !slices.Equal(got, want) {
+		t.Fatalf("neutralised %q, want %q", got, want)
+	}
+	for _, rel := range []string{"a/.git", "a/.evil/hooks/ok.sample", "f/.git/config", "link"} {
+		g.exists(rel, true)
+	}
+	for rel, f := range found {
+		wantAction := "quarantined"
+		if strings.HasSuffix(rel, "config") || strings.HasSuffix(rel, "config.worktree") {
+			wantAction = "rewritten"
+		}
+		if f.Action != wantAction || !strings.HasPrefix(f.Moved, f.Path+quarantineSuffix) {
+			t.Errorf("%s: %+v", rel, f)
+		}
+	}
+	// The config keeps what git writes; the original is kept, owner-only.
+	cfg, _ := os.ReadFile(g.path("a/.evil/config"))
+	if string(cfg) != "[core]\n\trepositoryformatversion = 0\n\tbare = false\n" {
+		t.Errorf("a/.evil/config rewritten as %q", cfg)
+	}
+	if st, err := os.Stat(g.path("a/.evil/config" + quarantineSuffix)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("the quarantined config: %v %v", st, err)
+	}
+	if got := found[".git/commondir"].Moved; got != g.path(".git/commondir.clihost-quarantined.1") {
+		t.Errorf("commondir moved to %s", got)
+	}
+	if got := found[".git/worktrees/w/config.worktree"].Dropped; !slices.Equal(got, []string{"core.pager"}) {
+		t.Errorf("dropped %q", got)
+	}
+	// Nothing outside the root was touched through the links.
+	if _, err := os.Stat(filepath.Join(outside, "repo/hooks/pre-commit")); err != nil {
+		t.Errorf("the outside hook: %v", err)
+	}
+	// A second check finds nothing new: what was neutralised stays so, and nothing else moves.
+	g.snap()
+	if again := g.check(); len(again) > 0 {
+		t.Errorf("second check neutralised %v", keys(again))
+	}
+}
+
+func TestGitGuardChangedControlFiles(t *testing.T) {
+	g := newGuard(t)
+	g.repo("r/.git", initConfig)
+	g.write("r/.git/hooks/pre-push", "#!/bin/sh\n", 0o644)
+	g.snap()
+	// The same content made executable is a change; so is a config edited in place.
+	must(t, os.Chmod(g.path("r/.git/hooks/pre-push"), 0o755))
+	g.write("r/.git/config", initConfig+"\tsshCommand = x\n", 0o644)
+	if got := keys(g.check()); !slices.Equal(got, []string{"r/.git/config", "r/.git/hooks/pre-push"}) {
+		t.Fatalf("neutralised %q", got)
+	}
+}
+
+func TestGitGuardBudget(t *testing.T) {
+	g := newGuard(t)
+	for i := range 20 {
+		g.write(filepath.Join("d", string(rune('a'+i))), "", 0o644)
+	}
+	g.p.Writable = []string{g.ws}
+	if err := g.p.SnapshotGit(10); !errors.Is(err, ErrGitGuardBudget) {
+		t.Fatalf("SnapshotGit over the budget: %v", err)
+	}
+	if err := g.p.SnapshotGit(100); err != nil {
+		t.Fatal(err)
+	}
+	// The check after the call has no budget: a call cannot hide a repository behind many files.
+	for i := range 200 {
+		g.write(filepath.Join("e", strings.Repeat("x", i+1)), "", 0o644)
+	}
+	g.repo("e/z/.git", initConfig+"\tfsmonitor = x\n")
+	if got := keys(g.check()); !slices.Equal(got, []string{"e/z/.git/config"}) {
+		t.Fatalf("neutralised %q", got)
+	}
+}
+
+func TestGitGuardDeepTrees(t *testing.T) {
+	g := newGuard(t)
+	g.snap()
+	// A repository as deep as git can still work in is checked; beyond PATH_MAX, git cannot run.
+	deep := ""
+	for len(g.path(deep)) < 4000 {
+		deep = filepath.Join(deep, "dddddddddddddddddddddddddddddddddddddddddddddddddd")
+	}
+	g.repo(filepath.Join(deep, ".git"), initConfig+"\tfsmonitor = x\n")
+	if got := keys(g.check()); !slices.Equal(got, []string{filepath.Join(deep, ".git/config")}) {
+		t.Fatalf("neutralised %q", got)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRunConfigsRisky(t *testing.T) {
+	cases := []struct {
+		parent, name, content string
+		risky                 bool
+	}{
+		{"", ".npmrc", "registry=https://r/\n", false},
+		{"", ".npmrc", "script-shell=/x\n", true},
+		{"", ".npmrc", "  node_options = --require x\n", true},
+		{"", ".yarnrc.yml", "nodeLinker: pnp\n", false},
+		{"", ".yarnrc.yml", "yarnPath: .yarn/x.cjs\n", true},
+		{"", ".yarnrc.yml", "plugins:\n  - path: x.cjs\n", true},
+		{"", ".yarnrc", "yarn-path \"./x.js\"\n", true},
+		{"", "rust-toolchain.toml", "[toolchain]\nchannel = \"1.80\"\n", false},
+		{"", "rust-toolchain.toml", "[toolchain]\npath = \"/x\"\n", true},
+		{".cargo", "config.toml", "[net]\nretry = 2\n", false},
+		{".cargo", "config.toml", "[build]\nrustc-wrapper = \"x\"\n", true},
+		{".cargo", "config.toml", "target.x86_64-unknown-linux-gnu.runner = \"x\"\n", true},
+		{".cargo", "config.toml", "target = { x = { linker = \"x\" } }\n", true},
+		{".cargo", "config", "[env]\nLD_PRELOAD = \"x\"\n", true},
+		{"", "mise.toml", "[tools]\nnode = \"22\"\n", true},
+		{"", ".pre-commit-config.yaml", "repos: []\n", true},
+		{".hg", "hgrc", "[ui]\n", true},
+	}
+	for _, c := range cases {
+		rc := runConfigFor(c.parent, c.name)
+		if rc == nil {
+			t.Fatalf("%s/%s is not a run config", c.parent, c.name)
+		}
+		if got := rc.risky([]byte(c.content)); got != c.risky {
+			t.Errorf("%s/%s %q: risky = %v, want %v", c.parent, c.name, c.content, got, c.risky)
+		}
+	}
+	for _, n := range [][2]string{{"", ".envrc"}, {"x", "config.toml"}, {"", "hgrc"}} {
+		if runConfigFor(n[0], n[1]) != nil {
+			t.Errorf("%s/%s is judged", n[0], n[1])
+		}
+	}
+}
+
+func TestGitGuardRunConfigs(t *testing.T) {
+	g := newGuard(t)
+	g.write(".npmrc", "script-shell=/mine\n", 0o644) // the owner's own: left alone
+	g.snap()
+	g.write("pkg/.npmrc", "script-shell=/x\n", 0o644)
+	g.write(".cargo/config.toml", "[net]\nretry = 2\n", 0o644)
+	g.write(".yarnrc.yml", "yarnPath: x\n", 0o644)
+	found := g.check()
+	if got := keys(found); !slices.Equal(got, []string{".yarnrc.yml", "pkg/.npmrc"}) {
+		t.Fatalf("neutralised %q", got)
+	}
+	g.exists(".npmrc", true)
+	g.exists(".cargo/config.toml", true)
+}
+
+func TestGitGuardGlobalConfigKeepsWhatItHeld(t *testing.T) {
+	g := newGuard(t)
+	g.p.gitGlobal = []string{g.path(".gitconfig"), g.path(".config/git/config"), g.path(".config/git/attributes")}
+	mine := "[core]\n\teditor = vim\n[user]\n\tname = me\n"
+	g.write(".gitconfig", mine, 0o644)
+	g.snap()
+	g.write(".gitconfig", mine+"[core]\n\tpager = evil\n", 0o644)
+	g.write(".config/git/config", "[core]\n\tfsmonitor = evil\n", 0o644)
+	found := g.check()
+	if got := keys(found); !slices.Equal(got, []string{".config/git/config", ".gitconfig"}) {
+		t.Fatalf("neutralised %q", got)
+	}
+	data, _ := os.ReadFile(g.path(".gitconfig"))
+	if want := "[core]\n\teditor = vim\n[user]\n\tname = me\n"; string(data) != want {
+		t.Errorf(".gitconfig rewritten as %q, want %q", data, want)
+	}
+	if got := found[".gitconfig"].Dropped; !slices.Equal(got, []string{"core.pager"}) {
+		t.Errorf("dropped %q", got)
+	}
+}
+
+func TestGitGuardWritableFileRoots(t *testing.T) {
+	g := newGuard(t)
+	gitconfig, npmrc := g.path(".gitconfig"), g.path("proj/.npmrc")
+	g.p.gitGlobal = []string{gitconfig}
+	g.write(".gitconfig", "[user]\n\tname = me\n", 0o644)
+	g.write("proj/.npmrc", "registry=x\n", 0o644)
+	g.p.Writable = []string{gitconfig, npmrc}
+	if err := g.p.SnapshotGit(0); err != nil {
+		t.Fatal(err)
+	}
+	g.write(".gitconfig", "[user]\n\tname = me\n[core]\n\tsshCommand = evil\n", 0o644)
+	g.write("proj/.npmrc", "script-shell=evil\n", 0o644)
+	if got := keys(g.check()); !slices.Equal(got, []string{".gitconfig", "proj/.npmrc"}) {
+		t.Fatalf("neutralised %q", got)
+	}
+}
+
+// BenchmarkGitGuard measures the snapshot and the check of a writable root of 50,000 files in 100
+// directories next to a repository: the cost the git rule adds to every call on such a root.
+func BenchmarkGitGuard(b *testing.B) {
+	ws := b.TempDir()
+	for d := range 100 {
+		dir := filepath.Join(ws, "src", strconv.Itoa(d))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for f := range 500 {
+			if err := os.WriteFile(filepath.Join(dir, strconv.Itoa(f)), nil, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, p := range []string{".git/HEAD", ".git/config", ".git/objects/.keep", ".git/refs/.keep", ".git/hooks/pre-commit.sample"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, p)), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, p), []byte("ref: refs/heads/main\n"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	p := &Policy{Writable: []string{ws}}
+	b.ResetTimer()
+	for b.Loop() {
+		if err := p.SnapshotGit(0); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := Sweep(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func TestGitPolicyJudgesTheHomesGitConfig(t *testing.T) {
+	home := realTemp(t)
+	write(t, filepath.Join(home, ".gitconfig"), "[user]\n\tname = me\n", 0o644)
+	p := GitPolicy([]string{home}, home)
+	if err := p.SnapshotGit(0); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(home, ".gitconfig"), "[user]\n\tname = me\n[core]\n\tpager = evil\n", 0o644)
+	_, found, err := Sweep(p)
+	if err != nil || len(found) != 1 || found[0].Path != filepath.Join(home, ".gitconfig") {
+		t.Fatalf("found %+v, %v", found, err)
+	}
+}
+
+func TestGitGuardPutsBackWhatTheCallChanged(t *testing.T) {
+	g := newGuard(t)
+	outside := realTemp(t)
+	write(t, filepath.Join(outside, "repo/.git/worktrees/wt/HEAD"), "ref: refs/heads/wt\n", 0o644)
+	g.repo(".git", initConfig)
+	// The owner's own: a worktree of a repository elsewhere, attributes, a symlinked .git.
+	gitfile := "gitdir: " + filepath.Join(outside, "repo/.git/worktrees/wt") + "\n"
+	g.write("wt/.git", gitfile, 0o644)
+	g.write(".git/info/attributes", "*.bin binary\n", 0o640)
+	must(t, os.Mkdir(g.path("ln"), 0o755))
+	must(t, os.Symlink(filepath.Join(outside, "repo/.git"), g.path("ln/.git")))
+	g.snap()
+	g.write("wt/.git", "gitdir: /etc\n", 0o644)
+	g.write(".git/info/attributes", "* filter=x\n", 0o644)
+	must(t, os.Remove(g.path("ln/.git")))
+	must(t, os.Symlink("/etc", g.path("ln/.git")))
+	found := g.check()
+	if got := keys(found); !slices.Equal(got, []string{".git/info/attributes", "ln/.git", "wt/.git"}) {
+		t.Fatalf("neutralised %q", got)
+	}
+	for rel, f := range found {
+		if f.Action != "restored" {
+			t.Errorf("%s: %+v", rel, f)
+		}
+	}
+	if data, _ := os.ReadFile(g.path("wt/.git")); string(data) != gitfile {
+		t.Errorf("wt/.git is %q", data)
+	}
+	if st, err := os.Stat(g.path(".git/info/attributes")); err != nil || st.Mode().Perm() != 0o640 {
+		t.Errorf("attributes: %v %v", st, err)
+	}
+	if target, _ := os.Readlink(g.path("ln/.git")); target != filepath.Join(outside, "repo/.git") {
+		t.Errorf("ln/.git → %s", target)
+	}
+}
+
+// TestGitGuardLeavesRealGitAlone runs the real git through what tools do in a writable root —
+// init, commit, clones (bare, partial), a linked worktree, a submodule, sparse checkout, a stopped
+// rebase, local config — and expects the check to find nothing to neutralise.
+func TestGitGuardLeavesRealGitAlone(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("git is not installed")
+		}
+		t.Skip("git is not installed")
+	}
+	g := newGuard(t)
+	g.snap()
+	run := func(dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=a", "-c", "user.email=a@example.com", "-c", "protocol.file.allow=always", "-c", "init.defaultBranch=main"}, args...)...)
+		cmd.Dir = g.path(dir)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + g.path("home"), "GIT_CONFIG_NOSYSTEM=1", "GIT_EDITOR=true"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %q: %v\n%s", args, err, out)
+		}
+	}
+	must(t, os.MkdirAll(g.path("home"), 0o755))
+	must(t, os.MkdirAll(g.path("src"), 0o755))
+	run("src", "init", "-q")
+	g.write("src/a.txt", "one\n", 0o644)
+	run("src", "add", "a.txt")
+	run("src", "commit", "-q", "-m", "one")
+	run(".", "clone", "-q", g.path("src"), "clone")
+	run(".", "clone", "-q", "--bare", g.path("src"), "mirror.git")
+	run(".", "-c", "uploadpack.allowFilter=true", "clone", "-q", "--filter=blob:none", "file://"+g.path("src"), "partial")
+	run("partial", "config", "pull.rebase", "false")
+	run("clone", "config", "user.name", "me")
+	run("clone", "remote", "add", "up", "https://example.com/r.git")
+	run("clone", "worktree", "add", "-q", g.path("wt"))
+	run("clone", "submodule", "add", "-q", g.path("src"), "sub")
+	run("clone", "commit", "-q", "-m", "sub")
+	run("clone", "sparse-checkout", "set", "--no-cone", "a.txt")
+	run("clone", "sparse-checkout", "disable")
+	g.write("clone/b.txt", "x\n", 0o644)
+	run("clone", "add", "b.txt")
+	run("clone", "commit", "-q", "-m", "two")
+	g.write("clone/b.txt", "y\n", 0o644)
+	run("clone", "commit", "-q", "-am", "three")
+	cmd := exec.Command("git", "-c", "user.name=a", "-c", "user.email=a@example.com", "rebase", "-q", "-i", "HEAD~2")
+	cmd.Dir, cmd.Env = g.path("clone"), []string{"PATH=/usr/bin:/bin", "HOME=" + g.path("home"), "GIT_SEQUENCE_EDITOR=sed -i 1s/^pick/edit/"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git rebase: %v\n%s", err, out)
+	}
+	if found := g.check(); len(found) > 0 {
+		for rel, f := range found {
+			t.Errorf("%s: %+v", rel, f)
+		}
+	}
+}
+
+func TestGitGuardHooksOutsideTheGitDirectory(t *testing.T) {
+	g := newGuard(t)
+	g.p.gitGlobal = []string{g.path(".gitconfig")}
+	// The owner's own settings: a repository whose hooks/ is a link into the work tree, one with
+	// core.hooksPath (husky's layout), and a per-user hooksPath under ~.
+	g.repo("a/.git", initConfig)
+	g.write("a/githooks/pre-commit", "#!/bin/sh\n", 0o755)
+	must(t, os.Symlink("../githooks", g.path("a/.git/hooks")))
+	g.repo("b/.git", initConfig+"\thooksPath = .husky/_\n")
+	g.write("b/.husky/_/pre-commit", "#!/bin/sh\n", 0o755)
+	g.write(".gitconfig", "[core]\n\thooksPath = ~/.hooks\n", 0o644)
+	must(t, os.MkdirAll(g.path(".hooks"), 0o755))
+	g.snap()
+	g.write("a/githooks/post-checkout", "#!/bin/sh\nevil\n", 0o755)
+	g.write("b/.husky/_/pre-commit", "#!/bin/sh\nevil\n", 0o755)
+	g.write(".hooks/pre-push", "#!/bin/sh\nevil\n", 0o755)
+	g.write("b/.husky/_/pre-push.sample", "#!/bin/sh\n", 0o755)
+	found := g.check()
+	if got := keys(found); !slices.Equal(got, []string{".hooks/pre-push", "a/githooks/post-checkout", "b/.husky/_/pre-commit"}) {
+		t.Fatalf("neutralised %q", got)
+	}
+	if f := found["b/.husky/_/pre-commit"]; f.Action != "restored" {
+		t.Errorf("the changed husky hook: %+v", f)
+	}
+}
+
+func TestGitGuardPerUserHooksPathWithoutARepository(t *testing.T) {
+	g := newGuard(t)
+	g.p.gitGlobal = []string{g.path(".gitconfig")}
+	g.write(".gitconfig", "[core]\n\thooksPath = ~/.hooks\n", 0o644)
+	must(t, os.MkdirAll(g.path(".hooks"), 0o755))
+	g.snap()
+	g.write(".hooks/pre-commit", "#!/bin/sh\nevil\n", 0o755)
+	if got := keys(g.check()); !slices.Equal(got, []string{".hooks/pre-commit"}) {
+		t.Fatalf("neutralised %q", got)
+	}
+}
