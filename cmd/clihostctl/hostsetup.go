@@ -105,7 +105,7 @@ func (o *hostOptions) workspaceDir() (string, error) {
 
 // openAudit opens the audit log at path (default: $CLIHOST_AUDIT, else
 // ~/.local/state/clihost/audit.jsonl, the daemon's default), rotated as clihostd rotates it by
-// default (host.AuditMaxSize, host.AuditKeep), and returns it with its path ("" for stderr).
+// default (host.AuditMaxSize, host.AuditKeep), and returns it with its path ("" for stderr or a device, which are never rotated).
 func openAudit(path string, stderr io.Writer) (io.Writer, string, func(), error) {
 	if path == "" {
 		path = os.Getenv(EnvAudit)
@@ -134,6 +134,11 @@ func openAudit(path string, stderr io.Writer) (io.Writer, string, func(), error)
 	f, err := rotate.Open(path, rotate.Options{MaxSize: host.AuditMaxSize, Keep: host.AuditKeep})
 	if err != nil {
 		return nil, "", nil, fmt.Errorf("audit log: %w", err)
+	}
+	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+		// A device (/dev/null, /dev/stderr) is written, never rotated, and not masked: the
+		// sandbox provides its own /dev.
+		return f, "", func() { f.Close() }, nil
 	}
 	return f, path, func() { f.Close() }, nil
 }
