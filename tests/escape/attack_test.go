@@ -14,6 +14,7 @@ import (
 
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/fixture"
+	"golang.org/x/sys/unix"
 )
 
 // denyRaceCalls bounds TestDenyPathRemovedBeforeInit: how many calls race the toggler. In the
@@ -149,5 +150,64 @@ func TestInotifyInstancesPerCall(t *testing.T) {
 	t.Logf("the call: %s; the host, meanwhile, as the agent uid: %+v", r.Detail, during)
 	if during.Result != "allowed" {
 		t.Errorf("while a call ran, the agent uid could not create an inotify instance on the host: %s %s (the call %s)", during.Errno, during.Detail, r.Detail)
+	}
+}
+
+// TestProxyConnectionsPerCall (attack review of issue 10): the egress listeners of a call are
+// served by the host process (clihostd), and a connection to the HTTP proxy costs it a
+// descriptor and a goroutine for as long as the CLI keeps it open, with no per-call bound but the
+// call's processes × RLIMIT_NOFILE (256 × 1024 by default). One call of a bundle with egress, with
+// no exec grant (it forks), can so exhaust clihostd's descriptor table: every other call, the
+// control socket and the MCP listener then fail (accept: EMFILE) until the call ends. Observed
+// against clihostd (RLIMIT_NOFILE 20000): 30 processes × 1000 connections filled it, two calls
+// through the control socket hung for more than 10 s, and the daemon's RSS grew by about 10 KiB a
+// connection (uncharged to the call's memory limit).
+//
+// The test lowers this process's (the host's) soft RLIMIT_NOFILE to what it has open plus 4096,
+// has one call of the net bundle hold up to 100 × 1000 proxy connections, and meanwhile makes an
+// ordinary call, which must succeed.
+func TestProxyConnectionsPerCall(t *testing.T) {
+	s := newSuite(t)
+	open := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		must(t, err)
+		return len(ents)
+	}
+	var old unix.Rlimit
+	must(t, unix.Getrlimit(unix.RLIMIT_NOFILE, &old))
+	base := open()
+	lowered := old
+	lowered.Cur = uint64(base + 4096)
+	if lowered.Cur > old.Max {
+		t.Skipf("the hard RLIMIT_NOFILE %d is too low for this test", old.Max)
+	}
+	must(t, unix.Setrlimit(unix.RLIMIT_NOFILE, &lowered))
+	t.Cleanup(func() { unix.Setrlimit(unix.RLIMIT_NOFILE, &old) })
+
+	// Positive control: the ordinary call works before the flood.
+	allowed("hello from the workspace").check(t, callOn(t, s.h, "ro", s.ro, "read", filepath.Join(s.ro, "hello.txt")))
+
+	done := make(chan report, 1)
+	go func() { done <- callOn(t, s.h, "net", s.empty, "proxy-conns", "100", "1000", "6000") }()
+	peak := 0
+	for range 80 { // up to 4 s for the flood to build up
+		if n := open(); n > peak {
+			peak = n
+		}
+		if peak >= base+4000 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, err := s.h.Bundle("ro")
+	must(t, err)
+	env := s.h.Call(ctx, b, "run", map[string]any{"case": "read", "args": []any{filepath.Join(s.ro, "hello.txt")}},
+		host.Caller{Workspace: s.ro, User: "escape"}, host.CallOptions{})
+	r := <-done
+	t.Logf("host descriptors: %d before, %d at the peak (soft limit %d); the flood: %s", base, peak, lowered.Cur, r.Detail)
+	if !env.OK {
+		t.Errorf("while one call held proxy connections, another call failed: %+v", env.Error)
 	}
 }

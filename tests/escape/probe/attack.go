@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,6 +15,44 @@ func init() {
 	cases["rlimit-core"] = raiseCoreLimit
 	cases["inotify-hold"] = inotifyHold
 	cases["inotify-one"] = inotifyOne
+	cases["proxy-conns"] = proxyConns
+}
+
+// proxyConns K N MS forks K children (raw clone, no exec: the sandbox needs no exec grant) that
+// each open up to N connections to the egress HTTP proxy (127.0.0.1:3128, served by clihost on the
+// host) and hold them; the probe reports after MS milliseconds, and its children die with the
+// sandbox. Each child has its own descriptor table, so the call may hold K × RLIMIT_NOFILE
+// connections, each a descriptor (and a goroutine) in the host process.
+func proxyConns(args []string) report {
+	if r := need(args, 3); r != nil {
+		return *r
+	}
+	k, _ := strconv.Atoi(args[0])
+	n, _ := strconv.Atoi(args[1])
+	ms, _ := strconv.Atoi(args[2])
+	// struct sockaddr_in for 127.0.0.1:3128, built before the fork (the children run no Go code).
+	sa := [16]byte{unix.AF_INET, 0, 3128 >> 8, 3128 & 0xff, 127, 0, 0, 1}
+	forked := 0
+	for ; forked < k; forked++ {
+		pid, _, errno := unix.RawSyscall6(unix.SYS_CLONE, uintptr(unix.SIGCHLD), 0, 0, 0, 0, 0)
+		if errno != 0 {
+			break
+		}
+		if pid == 0 {
+			for range n {
+				fd, _, errno := unix.RawSyscall(unix.SYS_SOCKET, unix.AF_INET, unix.SOCK_STREAM, 0)
+				if errno != 0 {
+					break
+				}
+				unix.RawSyscall(unix.SYS_CONNECT, fd, uintptr(unsafe.Pointer(&sa[0])), uintptr(len(sa)))
+			}
+			for {
+				unix.RawSyscall6(unix.SYS_PPOLL, 0, 0, 0, 0, 0, 0)
+			}
+		}
+	}
+	time.Sleep(time.Duration(ms) * time.Millisecond)
+	return report{Result: "allowed", Step: "connect", Detail: fmt.Sprintf("%d children connecting", forked)}
 }
 
 // raiseCoreLimit raises RLIMIT_CORE's soft limit to its hard limit. allowed means the CLI may now
