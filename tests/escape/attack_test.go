@@ -14,6 +14,7 @@ import (
 
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/registry"
 	"golang.org/x/sys/unix"
 )
 
@@ -210,4 +211,57 @@ func TestProxyConnectionsPerCall(t *testing.T) {
 	if !env.OK {
 		t.Errorf("while one call held proxy connections, another call failed: %+v", env.Error)
 	}
+}
+
+// TestBundleInWritableWorkspace (attack review of issue 10): bundles usually live in the project
+// (.cli/, the default bundle directory and the layout docs/authoring.md shows), that is, inside
+// the workspace a tool may write. Nothing masks the bundle directories, so a tool with fs.write on
+// the workspace rewrites its own CLI.md, and the next call (after clihostd's reload on the
+// change, or the next clihostctl run) runs under the sandbox the tool chose: here it grants
+// itself a file outside the workspace (in the attack, ~/.gitconfig: code execution at the user's
+// next git command). The rewrite must be refused. Positive control: the same call writes an
+// ordinary file of the workspace.
+func TestBundleInWritableWorkspace(t *testing.T) {
+	requireCorpus(t)
+	ws := fixture.Workspace(t)
+	const grant = `write: ["./**"]`
+	sb := `
+  network: { egress: [] }
+  fs: { read: ["./**"], ` + grant + ` }
+  exec: { allow: false }
+  env: { pass: [] }`
+	write(t, filepath.Join(ws, ".cli"), probeFiles("selfedit", sb))
+	write(t, ws, map[string]string{"ordinary.txt": "ordinary\n"})
+	fixture.GiveToAgent(t, ws)
+	load := func() *host.Host {
+		src, err := registry.DirSource(filepath.Join(ws, ".cli"))
+		must(t, err)
+		reg, err := registry.Load(src)
+		must(t, err)
+		return host.New(reg, host.Options{LookupEnv: func(k string) (string, bool) {
+			if k == "PATH" {
+				return probeDir + ":/usr/bin:/bin", true
+			}
+			return "", false
+		}})
+	}
+	h := load()
+	allowed("").check(t, callOn(t, h, "selfedit", ws, "write", filepath.Join(ws, "ordinary.txt")))
+
+	// A file outside every grant that the agent uid owns (as ~/.gitconfig is the user's).
+	victim, err := os.MkdirTemp(outside, "victim-")
+	must(t, err)
+	t.Cleanup(func() { os.RemoveAll(victim) })
+	target := filepath.Join(victim, "gitconfig")
+	write(t, victim, map[string]string{"gitconfig": "[user]\n\tname = victim\n"})
+	must(t, os.Chmod(victim, 0o755))
+	fixture.GiveToAgent(t, victim)
+	manifest := filepath.Join(ws, ".cli", "selfedit", "CLI.md")
+	r := callOn(t, h, "selfedit", ws, "replace", manifest, grant, `write: ["./**", "`+target+`"]`)
+	if r.Result == "denied" && (r.Errno == "EROFS" || r.Errno == "EACCES") {
+		return
+	}
+	// The rewrite went through: show what it gives the next call.
+	r2 := callOn(t, load(), "selfedit", ws, "write", target)
+	t.Errorf("a call rewrote its own bundle's CLI.md (%+v); the next call, under the sandbox it chose, wrote %s outside the workspace: %+v", r, target, r2)
 }

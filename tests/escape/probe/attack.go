@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -16,6 +17,23 @@ func init() {
 	cases["inotify-hold"] = inotifyHold
 	cases["inotify-one"] = inotifyOne
 	cases["proxy-conns"] = proxyConns
+	cases["replace"] = replace
+}
+
+// replace PATH OLD NEW rewrites the file PATH with the first OLD replaced by NEW (allowed: the file
+// now holds NEW).
+func replace(args []string) report {
+	if r := need(args, 3); r != nil {
+		return *r
+	}
+	b, err := os.ReadFile(args[0])
+	if err != nil {
+		return result("read", err)
+	}
+	if !strings.Contains(string(b), args[1]) {
+		return report{Result: "denied", Step: "read", Detail: "no " + strconv.Quote(args[1]) + " in the file"}
+	}
+	return result("write", os.WriteFile(args[0], []byte(strings.Replace(string(b), args[1], args[2], 1)), 0o644))
 }
 
 // proxyConns K N MS forks K children (raw clone, no exec: the sandbox needs no exec grant) that
