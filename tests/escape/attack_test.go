@@ -265,3 +265,54 @@ func TestBundleInWritableWorkspace(t *testing.T) {
 	r2 := callOn(t, load(), "selfedit", ws, "write", target)
 	t.Errorf("a call rewrote its own bundle's CLI.md (%+v); the next call, under the sandbox it chose, wrote %s outside the workspace: %+v", r, target, r2)
 }
+
+// TestDenyOverBudget (attack review of issue 10): sandbox.Compile expands deny globs (fs.deny
+// "**/.env") and searches writable roots for nested git directories within a budget (10000
+// matches, 100000 visited entries); past it, the rest is "left to Landlock" (Policy.DenyGlobs),
+// but nothing enforces DenyGlobs: the denied files are readable and writable, and a nested
+// repository's .git/hooks and .git/config are writable (a hook the user's next git commit runs).
+// A workspace past the budget is common (node_modules) and one call with a write grant makes one
+// in seconds. The call must either be refused or keep the denies: reading zzz/.env gets nothing,
+// writing zzz/repo/.git/hooks/pre-commit fails.
+func TestDenyOverBudget(t *testing.T) {
+	s := newSuite(t)
+	ws := fixture.Workspace(t)
+	write(t, ws, map[string]string{
+		"zzz/.env":                  "TOKEN=denied-by-glob\n",
+		"zzz/repo/.git/HEAD":        "ref: refs/heads/main\n",
+		"zzz/repo/.git/config":      "[core]\n\trepositoryformatversion = 0\n",
+		"zzz/repo/.git/hooks/.keep": "",
+	})
+	// 100500 empty files, walked before zzz.
+	must(t, os.Mkdir(filepath.Join(ws, "aaa"), 0o755))
+	for i := range 100500 {
+		f, err := os.Create(filepath.Join(ws, "aaa", "f"+itoa(i)))
+		must(t, err)
+		f.Close()
+	}
+	fixture.GiveToAgent(t, ws)
+	call := func(id, probeCase string, args ...any) (host.Envelope, report) {
+		b, err := s.h.Bundle(id)
+		must(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		env := s.h.Call(ctx, b, "run", map[string]any{"case": probeCase, "args": args}, host.Caller{Workspace: ws, User: "escape"}, host.CallOptions{})
+		var r report
+		if env.OK {
+			raw, _ := json.Marshal(env.Value)
+			must(t, json.Unmarshal(raw, &r))
+		}
+		return env, r
+	}
+	env, r := call("ro", "read", filepath.Join(ws, "zzz", ".env"))
+	if env.OK && r.Result == "allowed" && r.Detail != "" {
+		t.Errorf("fs.deny **/.env over the budget: the call read %q", r.Detail)
+	}
+	t.Logf("read zzz/.env: ok=%v %+v %v", env.OK, r, env.Error)
+	hook := filepath.Join(ws, "zzz", "repo", ".git", "hooks", "pre-commit")
+	env, r = call("rw", "write", hook)
+	t.Logf("write the nested hook: ok=%v %+v %v", env.OK, r, env.Error)
+	if _, err := os.Stat(hook); err == nil {
+		t.Errorf("a nested repository's hook was written past the budget: %s", hook)
+	}
+}
