@@ -169,9 +169,12 @@ func TestInotifyInstancesPerCall(t *testing.T) {
 // ordinary call, which must succeed.
 func TestProxyConnectionsPerCall(t *testing.T) {
 	s := newSuite(t)
+	// open counts this process's descriptors; -1 when it cannot open one to count them (EMFILE).
 	open := func() int {
 		ents, err := os.ReadDir("/proc/self/fd")
-		must(t, err)
+		if err != nil {
+			return -1
+		}
 		return len(ents)
 	}
 	var old unix.Rlimit
@@ -192,9 +195,12 @@ func TestProxyConnectionsPerCall(t *testing.T) {
 	go func() { done <- callOn(t, s.h, "net", s.empty, "proxy-conns", "100", "1000", "6000") }()
 	peak := 0
 	for range 80 { // up to 4 s for the flood to build up
-		if n := open(); n > peak {
-			peak = n
+		n := open()
+		if n < 0 {
+			peak = int(lowered.Cur)
+			break
 		}
+		peak = max(peak, n)
 		if peak >= base+4000 {
 			break
 		}
