@@ -133,6 +133,8 @@ func joinCgroups(fds []int) error {
 
 // setRlimits lowers the soft and hard rlimits of the init to the plan's, for the program to
 // inherit: open files, file size and CPU time (SIGXCPU at the limit, SIGKILL a second later).
+// Core dumps are always off, soft and hard: a core would write the program's memory into a
+// writable tree or, where core_pattern is a pipe, hand it to a root helper outside the sandbox.
 // RLIMIT_NPROC is not used: it counts every process of the uid on the whole host, not the call's.
 func setRlimits(l Limits) error {
 	set := func(name string, res int, soft, hard uint64) error {
@@ -142,6 +144,9 @@ func setRlimits(l Limits) error {
 			return fmt.Errorf("%s %d: %w", name, soft, err)
 		}
 		return nil
+	}
+	if err := set("RLIMIT_CORE", unix.RLIMIT_CORE, 0, 0); err != nil {
+		return err
 	}
 	if l.NoFile > 0 {
 		if err := set("RLIMIT_NOFILE", unix.RLIMIT_NOFILE, uint64(l.NoFile), uint64(l.NoFile)); err != nil {

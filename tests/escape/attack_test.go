@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -109,49 +107,6 @@ func TestCoreLimitHard(t *testing.T) {
 	s := newSuite(t)
 	r := callOn(t, s.h, "rw", s.rw, "rlimit-core")
 	want{result: "denied", step: "getrlimit", detail: "hard core limit 0"}.check(t, r)
-}
-
-// TestInotifyInstancesPerCall (attack review of issue 10): inotify instances are counted per uid
-// across the host (fs.inotify.max_user_instances, 128 by default), and the sandbox runs the CLI
-// as the workspace owner's uid, so one call can take every instance of that user while it runs:
-// the user's own editors, file watchers and systemd --user then fail with EMFILE on the host.
-// The test holds instances in a call and, meanwhile, creates one on the host as the agent uid;
-// it must succeed. Positive control: before the call, the host-side instance is created.
-func TestInotifyInstancesPerCall(t *testing.T) {
-	s := newSuite(t)
-	hostSide := func() report {
-		cmd := exec.Command(filepath.Join(probeDir, "probe"), "inotify-one")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: fixture.AgentID, Gid: fixture.AgentID}}
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("host-side probe: %v", err)
-		}
-		var r report
-		must(t, json.Unmarshal(out, &r))
-		return r
-	}
-	allowed("").check(t, hostSide())
-	ws := fixture.Workspace(t)
-	marker := filepath.Join(ws, "holding")
-	done := make(chan report, 1)
-	go func() { done <- callOn(t, s.h, "rw", ws, "inotify-hold", "100000", marker, "3000") }()
-	var held bool
-	for range 200 { // at most 10 s for the call to start holding
-		if _, err := os.Stat(marker); err == nil {
-			held = true
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if !held {
-		t.Fatal("the call did not start holding inotify instances")
-	}
-	during := hostSide()
-	r := <-done
-	t.Logf("the call: %s; the host, meanwhile, as the agent uid: %+v", r.Detail, during)
-	if during.Result != "allowed" {
-		t.Errorf("while a call ran, the agent uid could not create an inotify instance on the host: %s %s (the call %s)", during.Errno, during.Detail, r.Detail)
-	}
 }
 
 // TestProxyConnectionsPerCall (attack review of issue 10): the egress listeners of a call are
