@@ -145,7 +145,7 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin, ws str
 	}
 	pathVar, _ := h.opts.LookupEnv("PATH")
 	pol, err := sandbox.Compile(sandbox.Input{Bundle: b, Tool: tool, Binary: bin, Workspace: ws, Home: who.home,
-		PATH: pathVar, LookupEnv: h.opts.LookupEnv, ExtraDeny: h.opts.Sandbox.ExtraDeny})
+		PATH: pathVar, LookupEnv: h.opts.LookupEnv, ExtraDeny: h.opts.Sandbox.ExtraDeny, Protect: h.protected(bin)})
 	if err != nil {
 		return nil, nil, sandboxError(b, err)
 	}
@@ -165,6 +165,27 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin, ws str
 		*env = append(*env, "PATH="+absolutePath(pathVar))
 	}
 	return &plan, pol, nil
+}
+
+// protected are the paths no call may change although a workspace may hold them: the folder of
+// every bundle loaded from disk (its manifests and vendored binaries, which the next call reads
+// back: a tool rewriting its own CLI.md would choose its next sandbox), every vendored binary
+// (wherever its install entry points) and bin, the binary this call runs. The embedded catalog
+// has no folder; the daemon's state directory is masked (SandboxOptions.ExtraDeny).
+func (h *Host) protected(bin string) []string {
+	out := []string{bin}
+	for _, b := range h.reg.Bundles() {
+		if b.OSDir == "" || !filepath.IsAbs(b.OSDir) {
+			continue
+		}
+		out = append(out, b.OSDir)
+		for _, m := range b.CLI.Install {
+			if m.Method == manifest.MethodVendored {
+				out = append(out, filepath.Join(b.OSDir, filepath.FromSlash(m.Path)))
+			}
+		}
+	}
+	return out
 }
 
 // sweep removes what a finished call created at deny paths the kernel could not mask and
