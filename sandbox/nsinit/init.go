@@ -299,9 +299,7 @@ func cloneTrees(p Plan, paths *pathTable) ([]tree, error) {
 		}
 		fd, err := cloneAt(src)
 		if err != nil {
-			for _, t := range trees {
-				unix.Close(t.fd)
-			}
+			closeTrees(trees)
 			return nil, fmt.Errorf("%s: %w", w.path, err)
 		}
 		attr := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
