@@ -145,7 +145,7 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin, ws str
 	}
 	pathVar, _ := h.opts.LookupEnv("PATH")
 	pol, err := sandbox.Compile(sandbox.Input{Bundle: b, Tool: tool, Binary: bin, Workspace: ws, Home: who.home,
-		PATH: pathVar, LookupEnv: h.opts.LookupEnv, ExtraDeny: h.opts.Sandbox.ExtraDeny})
+		PATH: pathVar, LookupEnv: h.opts.LookupEnv, ExtraDeny: h.opts.Sandbox.ExtraDeny, Protect: ProtectedPaths(h.reg.Bundles(), bin)})
 	if err != nil {
 		return nil, nil, sandboxError(b, err)
 	}
@@ -165,6 +165,28 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin, ws str
 		*env = append(*env, "PATH="+absolutePath(pathVar))
 	}
 	return &plan, pol, nil
+}
+
+// ProtectedPaths are the paths no call may change although a workspace may hold them
+// (sandbox.Input.Protect): the folder of every bundle of bundles loaded from disk (its manifests
+// and vendored binaries, which later calls read back: a tool rewriting its own CLI.md would choose
+// its next sandbox), every vendored binary (wherever its install entry points) and bin, the binary
+// the call runs. The embedded catalog has no folder; the daemon's state directory is masked
+// (SandboxOptions.ExtraDeny).
+func ProtectedPaths(bundles []*manifest.Bundle, bin string) []string {
+	out := []string{bin}
+	for _, b := range bundles {
+		if b.CLI == nil || !filepath.IsAbs(b.OSDir) {
+			continue
+		}
+		out = append(out, b.OSDir)
+		for _, m := range b.CLI.Install {
+			if m.Method == manifest.MethodVendored {
+				out = append(out, filepath.Join(b.OSDir, filepath.FromSlash(m.Path)))
+			}
+		}
+	}
+	return out
 }
 
 // sweep removes what a finished call created at deny paths the kernel could not mask and

@@ -34,23 +34,32 @@ type Source struct {
 }
 
 // DirSource is a source for a directory on disk. dir may be a bundle folder, a tree holding
-// bundles at any depth, or a CLI.md file.
+// bundles at any depth, or a CLI.md file. A relative dir is shown as given, but the bundles'
+// folders on disk (Source.OSPath, manifest.Bundle.OSDir) are absolute: vendored binaries are
+// run, and bundle folders protected, by absolute path.
 func DirSource(dir string) (Source, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
 		return Source{}, fmt.Errorf("bundle source %s: %w", dir, unwrap(err))
 	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return Source{}, fmt.Errorf("bundle source %s: %w", dir, err)
+	}
 	root, only := dir, ""
 	if !st.IsDir() {
 		root, only = filepath.Dir(dir), filepath.Base(dir)
+		abs = filepath.Dir(abs)
 	}
-	onDisk := func(p string) string {
-		if p == "." {
-			return filepath.Clean(root)
+	under := func(base string) func(string) string {
+		return func(p string) string {
+			if p == "." {
+				return filepath.Clean(base)
+			}
+			return filepath.Join(base, filepath.FromSlash(p))
 		}
-		return filepath.Join(root, filepath.FromSlash(p))
 	}
-	src := Source{Name: dir, FS: os.DirFS(root), Root: ".", Display: onDisk, OSPath: onDisk}
+	src := Source{Name: dir, FS: os.DirFS(abs), Root: ".", Display: under(root), OSPath: under(abs)}
 	if only != "" {
 		src.Root = only
 	}

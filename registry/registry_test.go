@@ -167,6 +167,22 @@ func TestDefaultSources(t *testing.T) {
 	if err != nil || len(srcs) != 2 || srcs[0].Name != LocalDir || !srcs[1].Embedded {
 		t.Fatalf("defaults = %+v, %v; want ./.cli then embedded", srcs, err)
 	}
+	// The relative ./.cli is shown as given, but its bundles' folders on disk are absolute (a
+	// vendored binary is run by absolute path).
+	reg, err := Load(srcs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := reg.Get("local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := filepath.Abs(filepath.Join(LocalDir, "local")); local.OSDir != want {
+		t.Errorf("OSDir = %q, want %q", local.OSDir, want)
+	}
+	if want := filepath.Join(LocalDir, "local", "CLI.md"); local.File != want {
+		t.Errorf("File = %q, want %q (as given)", local.File, want)
+	}
 	t.Setenv(EnvBundles, filepath.Join(root, "env1")+string(os.PathListSeparator)+filepath.Join(root, "work", ".cli"))
 	srcs, err = DefaultSources(nil)
 	if err != nil || len(srcs) != 2 || srcs[0].Name != filepath.Join(root, "env1") {

@@ -6,6 +6,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"net/url"
 	"os"
@@ -66,18 +67,17 @@ type Policy struct {
 	// inside a Deny path are dropped (deny wins); a Subtree rule that contains a Deny path is kept,
 	// and the enforcing layer splits it around the denied node (research/sandbox.md §5.3).
 	Rules []PathRule `json:"rules"`
-	// Deny are absolute paths to mask: fs.deny expanded at compile time within the budget, the
+	// Deny are absolute paths to mask: fs.deny expanded at compile time (completely, or Compile
+	// fails), the
 	// mandatory denies (credentials, shell startup files, daemon sockets, the git and editor files
 	// of writable roots) and Input.ExtraDeny. A path is listed with its parent directories
 	// resolved; when it is itself a symlink, its target is listed as well; a path inside another
 	// listed path is left out (masking a directory masks what it holds). Paths that do not exist
 	// are kept: the enforcing layer masks or refuses them (research/sandbox.md §5.5).
 	Deny []string `json:"deny"`
-	// DenyGlobs are absolute deny patterns that could not be fully expanded (over the budget, or
-	// a directory that could not be read). Each denies its matches and everything beneath them,
-	// but only the matches that existed at compile time and fit the budget are in Deny: later or
-	// further matches are covered only by Landlock not granting them.
-	DenyGlobs []string `json:"deny_globs,omitempty"`
+	// Protect are the paths of Input.Protect that lie inside a writable root (resolved, existing,
+	// outside every Deny path): the enforcing layer keeps them read-only and pins them in place.
+	Protect []string `json:"protect,omitempty"`
 	// Exec are the files that may be executed, symlinks resolved: the binary, its ELF interpreter
 	// (PT_INTERP) or script interpreter (#!), recursively, and, when exec.allow is true, the
 	// exec.spawn binaries found on Input.PATH with their interpreters. A `#!/usr/bin/env prog`
@@ -92,6 +92,9 @@ type Policy struct {
 	// kernel cannot mask them (a mask needs a mount point, which would have to be created on the
 	// host), so the program may create them; Sweep removes what it created once it has exited.
 	Absent []string `json:"absent,omitempty"`
+	// present are the identities of the Deny paths inside a writable root that existed at compile
+	// time (see Sweep).
+	present map[string]fileID
 	// git is the state of the writable roots' git control files before the call (SnapshotGit).
 	git *gitSnapshot
 	// gitGlobal are git's per-user files (~/.gitconfig, $XDG_CONFIG_HOME/git/config and
@@ -135,8 +138,13 @@ type Input struct {
 	LookupEnv func(string) (string, bool)
 	// DenyBudget is the most paths one deny glob may expand to; 0 means DefaultDenyBudget. Every
 	// compile-time walk (deny globs, the search for nested git directories) also stops after
-	// reading ten times as many directory entries.
+	// reading walkFactor times as many directory entries. A deny glob that cannot be fully
+	// expanded fails the compilation.
 	DenyBudget int
+	// Protect are absolute files or directories the call must not change although they may lie
+	// in a writable root: the host's bundle folders (manifests, vendored binaries), which it reads
+	// back for later calls. Those inside a writable root are kept read-only (Policy.Protect).
+	Protect []string
 	// ExtraDeny are absolute paths the caller always masks, such as clihostd's own control socket
 	// and state directory.
 	ExtraDeny []string
@@ -146,8 +154,10 @@ type Input struct {
 const DefaultDenyBudget = 10000
 
 // walkFactor bounds a compile-time walk to walkFactor×budget directory entries, so that a huge
-// tree cannot make compilation slow even when few entries match.
-const walkFactor = 10
+// tree cannot make compilation slow even when few entries match: with the default budget, the
+// number of entries the git rule reads (DefaultGitGuardBudget), so that an ordinary large tree
+// (node_modules) fits.
+const walkFactor = DefaultGitGuardBudget / DefaultDenyBudget
 
 // compiler holds the state of one Compile.
 type compiler struct {
@@ -161,7 +171,6 @@ type compiler struct {
 	declared []string // resolved static roots of the allow patterns (see exceptedCredential)
 	exec     map[string]bool
 	denies   map[string]bool
-	globs    map[string]bool
 	notes    map[string]bool
 }
 
@@ -194,7 +203,7 @@ func newCompiler(in Input) (*compiler, error) {
 	}
 	c := &compiler{in: in, budget: in.DenyBudget,
 		access: map[PathRule]Access{}, writable: map[string]bool{}, exec: map[string]bool{},
-		denies: map[string]bool{}, globs: map[string]bool{}, notes: map[string]bool{}}
+		denies: map[string]bool{}, notes: map[string]bool{}}
 	if c.budget == 0 {
 		c.budget = DefaultDenyBudget
 	}
@@ -269,9 +278,17 @@ func (c *compiler) compile() (*Policy, error) {
 	}
 	p := &Policy{Binary: bin, Exec: slices.Sorted(maps.Keys(c.exec)), Rules: c.rules()}
 	p.Runtime = c.keepAllowed(runtime, "runtime")
+	protect, err := c.protectPaths()
+	if err != nil {
+		return nil, err
+	}
 	for _, w := range slices.Sorted(maps.Keys(c.writable)) {
 		if d := c.deniedBy(w); d != "" {
 			c.note("fs.write %s lies inside the denied path %s: not writable (deny wins)", w, d)
+			continue
+		}
+		if pr, ok := coveringAny(w, protect); ok {
+			c.note("fs.write %s lies inside %s, which clihost reads bundles from: not writable", w, pr)
 			continue
 		}
 		p.Writable = append(p.Writable, w)
@@ -284,7 +301,12 @@ func (c *compiler) compile() (*Policy, error) {
 		}
 	}
 	p.Absent = absentInWritable(p.Deny, p.Writable)
-	p.DenyGlobs = slices.Sorted(maps.Keys(c.globs))
+	p.present = presentInWritable(p.Deny, p.Writable)
+	for _, pr := range protect {
+		if writableRoot(pr, p.Writable) != "" && c.deniedBy(pr) == "" {
+			p.Protect = append(p.Protect, pr)
+		}
+	}
 	if p.Egress, p.Ingress, err = network(eff.Network); err != nil {
 		return nil, err
 	}
@@ -301,6 +323,36 @@ func (c *compiler) compile() (*Policy, error) {
 	p.TTY = eff.TTY != nil && eff.TTY.Required
 	p.Notes = slices.Sorted(maps.Keys(c.notes))
 	return p, nil
+}
+
+// protectPaths resolves Input.Protect: the paths that exist, symbolic links resolved, sorted.
+func (c *compiler) protectPaths() ([]string, error) {
+	var out []string
+	for _, p := range c.in.Protect {
+		if !filepath.IsAbs(p) {
+			return nil, fmt.Errorf("protected path %q is not an absolute path", p)
+		}
+		r, err := filepath.EvalSymlinks(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("protected path: %w", err)
+		}
+		out = append(out, r)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+// coveringAny returns the first of dirs that p lies within.
+func coveringAny(p string, dirs []string) (string, bool) {
+	for _, d := range dirs {
+		if within(p, d) {
+			return d, true
+		}
+	}
+	return "", false
 }
 
 // hardLinks returns the link count of p when it is a regular file, else 0.

@@ -182,8 +182,9 @@ func (c *compiler) addDeny(p string) error {
 
 // denyPattern expands one fs.deny pattern. A trailing /** is dropped (masking a directory masks
 // everything beneath it); a literal is denied as is; a glob is expanded against the filesystem
-// from its static prefix, within the budget, and recorded in DenyGlobs when the expansion is
-// incomplete.
+// from its static prefix. A glob that cannot be expanded completely (more matches than the
+// budget, more entries than the walk may read, an unreadable directory) is an error: nothing
+// would mask its other matches (fail closed).
 func (c *compiler) denyPattern(p string) error {
 	if _, err := manifest.ClassifyPattern(p); err != nil {
 		return err
@@ -211,12 +212,14 @@ func (c *compiler) denyPattern(p string) error {
 		return err
 	}
 	if !complete {
-		glob := filepath.Join(root, rest)
-		c.globs[glob] = true
-		c.note("fs.deny %q: expansion stopped at the budget (%d matches, %d entries visited) or an unreadable directory; %s is left to Landlock", p, c.budget, c.budget*walkFactor, glob)
+		return fmt.Errorf("%w: %s could not be expanded completely (at most %d matches and %d directory entries read, every directory readable): "+
+			"its other matches would not be masked; narrow the fs.read/fs.write grants or the fs.deny pattern", ErrDenyIncomplete, filepath.Join(root, rest), c.budget, c.budget*walkFactor)
 	}
 	return nil
 }
+
+// ErrDenyIncomplete is returned by Compile when an fs.deny glob cannot be fully expanded.
+var ErrDenyIncomplete = errors.New("deny pattern over the expansion bound")
 
 // expand calls fn for each match of pattern under root (symlinks are not followed), with rel the
 // match's path relative to root. It stops after c.budget matches or c.budget×walkFactor visited
@@ -268,8 +271,9 @@ func (b *budgetFS) ReadDir(name string) ([]fs.DirEntry, error) {
 }
 
 // writableMasks masks the git directory w lies in, if any, and, when w is a directory,
-// writableRootMasks under it and every git directory found beneath it within the budget
-// (falling back to DenyGlobs).
+// writableRootMasks under it and every git directory found beneath it within the walk bound.
+// Past the bound, the git rule (SnapshotGit and Sweep, which read the same number of entries and
+// refuse a larger root) judges the git metadata the call leaves instead.
 func (c *compiler) writableMasks(w string) error {
 	if i := strings.LastIndex(w+"/", "/.git/"); i >= 0 {
 		if err := c.gitDirMasks(w[:i+len("/.git")]); err != nil {
@@ -289,10 +293,7 @@ func (c *compiler) writableMasks(w string) error {
 		return err
 	}
 	if !complete {
-		for _, name := range []string{"hooks", "config"} {
-			c.globs[filepath.Join(w, "**/.git", name)] = true
-		}
-		c.note("writable root %s: the search for nested git directories stopped at the budget; their hooks and config are left to Landlock", w)
+		c.note("writable root %s: the search for nested git directories stopped at %d entries or an unreadable directory; the git rule checks their hooks and config after the call", w, c.budget*walkFactor)
 	}
 	return nil
 }
@@ -360,10 +361,7 @@ func (c *compiler) gitDirMasks(g string) error {
 		return err
 	}
 	if !complete {
-		for _, name := range []string{"hooks", "config", "config.worktree"} {
-			c.globs[filepath.Join(root, "{modules,worktrees}/**", name)] = true
-		}
-		c.note("git directory %s: the search for submodule and worktree git directories stopped at the budget; their hooks and config are left to Landlock", root)
+		c.note("git directory %s: the search for submodule and worktree git directories stopped at the budget; the git rule checks their hooks and config after the call", root)
 	}
 	return nil
 }

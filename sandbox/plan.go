@@ -17,7 +17,8 @@ type Identity struct {
 // caller fills in the program (Path, Args, Dir, Env). The mapping:
 //
 //   - Runtime and read-only Rules → ReadOnly; Writable → ReadWrite (roots that exist; the notes name
-//     the others); Exec → Exec; Deny → Deny.
+//     the others); Exec → Exec; Deny → Deny; Protect → Protect; Absent → Absent (so that the init
+//     refuses a deny path removed since Compile).
 //   - A Rule on a directory without Subtree (a literal pattern naming a directory) would mean "this
 //     directory, listing only"; the init grants directories as whole trees, so such a rule is left
 //     out: narrower than declared, never wider (a note says so).
@@ -32,6 +33,8 @@ func (p *Policy) Plan(id Identity) (nsinit.Plan, []string) {
 		UID: id.UID, GID: id.GID,
 		Exec:        slices.Clone(p.Exec),
 		Deny:        slices.Clone(p.Deny),
+		Protect:     slices.Clone(p.Protect),
+		Absent:      slices.Clone(p.Absent),
 		NoNetwork:   len(p.Egress) == 0,
 		Seccomp:     true,
 		NoExecMemfd: true,

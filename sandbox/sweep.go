@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+
+	"golang.org/x/sys/unix"
 )
 
 // absentInWritable returns the deny paths that lie strictly inside one of the writable roots and do
@@ -19,6 +22,42 @@ func absentInWritable(deny, writable []string) []string {
 		}
 		if _, err := os.Lstat(d); errors.Is(err, fs.ErrNotExist) {
 			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// fileID identifies a file: its device, inode and birth time (inode numbers are reused at once
+// on ext4; the birth time tells a new file from the removed one; zero where the filesystem does
+// not record it).
+type fileID struct {
+	dev, ino  uint64
+	sec, nsec int64
+}
+
+// lstatID returns the identity of p itself (not following a final symbolic link).
+func lstatID(p string) (fileID, bool) {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_INO|unix.STATX_BTIME, &st); err != nil {
+		return fileID{}, false
+	}
+	id := fileID{dev: unix.Mkdev(st.Dev_major, st.Dev_minor), ino: st.Ino}
+	if st.Mask&unix.STATX_BTIME != 0 {
+		id.sec, id.nsec = st.Btime.Sec, int64(st.Btime.Nsec)
+	}
+	return id, true
+}
+
+// presentInWritable returns the identities of the deny paths that lie strictly inside one of the
+// writable roots and exist now: the files the masks are to cover.
+func presentInWritable(deny, writable []string) map[string]fileID {
+	out := map[string]fileID{}
+	for _, d := range deny {
+		if root := writableRoot(d, writable); root == "" || root == d {
+			continue
+		}
+		if id, ok := lstatID(d); ok {
+			out[d] = id
 		}
 	}
 	return out
@@ -39,10 +78,25 @@ func writableRoot(p string, writable []string) string {
 // and sample hooks.
 var gitControlNames = []string{"hooks", "config", "config.worktree"}
 
+// replaced returns the deny paths inside writable roots that existed at Compile and are another
+// file now: removed while the call ran (a mask in the sandbox goes with the mount point when
+// another process removes it on the host) and created again, possibly by the call, unmasked.
+func (p *Policy) replaced() []string {
+	var out []string
+	for _, d := range slices.Sorted(maps.Keys(p.present)) {
+		if id, ok := lstatID(d); ok && id != p.present[d] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // Sweep runs after a call's processes have all exited. It removes whatever the call created at
 // p.Absent: deny paths inside writable roots (editor task files, and, when the policy has no git
 // snapshot, a git hook directory or config) that the kernel could not mask because they did not
-// exist yet, and that the user's own tools would otherwise run later, outside the sandbox. When
+// exist yet, and that the user's own tools would otherwise run later, outside the sandbox; and
+// whatever now stands at such a deny path that existed at Compile but is another file now (see
+// replaced). When
 // SnapshotGit ran before the call, it then applies the git rule (see gitguard.go) and returns what
 // it neutralised. The removed paths and the findings are for warnings in the call's result.
 //
@@ -51,7 +105,7 @@ var gitControlNames = []string{"hooks", "config", "config.worktree"}
 // that root.
 func Sweep(p *Policy) (removed []string, git []GitFinding, err error) {
 	var errs []error
-	for _, a := range p.Absent {
+	for _, a := range slices.Concat(p.Absent, p.replaced()) {
 		if p.git != nil && filepath.Base(filepath.Dir(a)) == ".git" && slices.Contains(gitControlNames, filepath.Base(a)) {
 			continue
 		}

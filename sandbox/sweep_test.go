@@ -94,3 +94,30 @@ func TestSweepLeavesANewRepositoryToTheGitRule(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepRemovesAReplacedDenyPath: a deny path that existed at Compile (masked in the sandbox)
+// but was removed while the call ran (the mask goes with its mount point) and made again is
+// removed after the call; one that is still the same directory is left alone.
+func TestSweepRemovesAReplacedDenyPath(t *testing.T) {
+	f := newFixture(t)
+	mkdir(t, filepath.Join(f.ws, ".vscode"))
+	write(t, filepath.Join(f.ws, ".idea/workspace.xml"), "<x/>", 0o644)
+	p := f.compile(f.input(fsSandbox([]string{"./**"}, []string{"./**"}, nil)))
+	wantNotIn(t, "Absent", p.Absent, filepath.Join(f.ws, ".vscode"))
+	// Removed and made again (on ext4 the new directory usually gets the same inode number).
+	if err := os.Remove(filepath.Join(f.ws, ".vscode")); err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(f.ws, ".vscode/tasks.json"), "{}", 0o644)
+	write(t, filepath.Join(f.ws, ".idea/other.xml"), "<x/>", 0o644) // the user's own change
+	removed, _, err := Sweep(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{filepath.Join(f.ws, ".vscode")}; !slices.Equal(removed, want) {
+		t.Fatalf("removed %v, want %v", removed, want)
+	}
+	if _, err := os.Stat(filepath.Join(f.ws, ".idea/other.xml")); err != nil {
+		t.Errorf("the unchanged deny path's content: %v", err)
+	}
+}

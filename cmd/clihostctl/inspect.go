@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/sandbox"
 )
@@ -78,6 +79,10 @@ func runInspect(o *inspectOptions) error {
 		out.Findings = manifest.Findings{}
 	}
 	binary, lookErr := exec.LookPath(b.CLI.Bin)
+	bundles := []*manifest.Bundle{b}
+	if reg, err := o.globalOptions.registry(); err == nil {
+		bundles = append(bundles, reg.Bundles()...)
+	}
 	ws, _ := os.Getwd()
 	home, _ := os.UserHomeDir()
 	for _, t := range b.Tools {
@@ -88,7 +93,7 @@ func runInspect(o *inspectOptions) error {
 			if lookErr != nil {
 				it.PolicyError = fmt.Sprintf("%s is not installed here: %v", b.CLI.Bin, lookErr)
 			} else if p, err := sandbox.Compile(sandbox.Input{Bundle: b, Tool: t, Binary: binary, Workspace: ws, Home: home,
-				PATH: os.Getenv("PATH"), LookupEnv: os.LookupEnv}); err != nil {
+				PATH: os.Getenv("PATH"), LookupEnv: os.LookupEnv, Protect: host.ProtectedPaths(bundles, binary)}); err != nil {
 				it.PolicyError = err.Error()
 			} else {
 				it.Policy = p

@@ -112,10 +112,14 @@ func buildNamespaces(p Plan, paths *pathTable) (string, error) {
 	if err != nil {
 		return "mount: clone trees", err
 	}
+	protected, err := cloneProtected(p, paths)
+	if err != nil {
+		closeTrees(trees)
+		return "mount: clone protected trees", err
+	}
 	defer func() {
-		for _, t := range trees {
-			unix.Close(t.fd)
-		}
+		closeTrees(trees)
+		closeTrees(protected)
 	}()
 	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 		return "mount: /proc", err
@@ -153,6 +157,11 @@ func buildNamespaces(p Plan, paths *pathTable) (string, error) {
 			return "mount: bind " + t.path, err
 		}
 	}
+	for _, t := range protected {
+		if err := attachTree(t, tmp.Dev); err != nil {
+			return "mount: protect " + t.path, err
+		}
+	}
 	if within(p.Dir, "/tmp") && p.Dir != "/tmp" {
 		// A working directory under the host's /tmp that the plan does not bind (the program may
 		// not read it) still has to exist to be entered: an empty directory in the sandbox's /tmp
@@ -172,7 +181,7 @@ func buildNamespaces(p Plan, paths *pathTable) (string, error) {
 			return "mount: egress files", err
 		}
 	}
-	if err := pinDenyAncestors(p, paths); err != nil {
+	if err := pinAncestors(p, paths); err != nil {
 		return "mount: pin", err
 	}
 	if err := maskDenied(p.Deny, paths, trees); err != nil {
@@ -290,9 +299,7 @@ func cloneTrees(p Plan, paths *pathTable) ([]tree, error) {
 		}
 		fd, err := cloneAt(src)
 		if err != nil {
-			for _, t := range trees {
-				unix.Close(t.fd)
-			}
+			closeTrees(trees)
 			return nil, fmt.Errorf("%s: %w", w.path, err)
 		}
 		attr := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
@@ -305,6 +312,40 @@ func cloneTrees(p Plan, paths *pathTable) ([]tree, error) {
 		trees = append(trees, tree{path: w.path, fd: fd, src: paths.st[w.path], attr: attr})
 	}
 	return trees, nil
+}
+
+// cloneProtected copies the Protect paths openPlan resolved, read-only (nosuid, nodev, and noexec
+// unless an Exec file lies inside), to be attached over themselves after the ReadWrite roots,
+// parents first. Missing ones are skipped.
+func cloneProtected(p Plan, paths *pathTable) ([]tree, error) {
+	ordered := slices.SortedStableFunc(slices.Values(p.Protect), func(a, b string) int {
+		return strings.Count(a, "/") - strings.Count(b, "/")
+	})
+	var trees []tree
+	for _, path := range ordered {
+		src, ok := paths.fd(path)
+		if !ok {
+			continue
+		}
+		fd, err := cloneAt(src)
+		if err != nil {
+			closeTrees(trees)
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		attr := uint64(unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
+		if !anyWithin(p.Exec, path) {
+			attr |= unix.MOUNT_ATTR_NOEXEC
+		}
+		trees = append(trees, tree{path: path, fd: fd, src: paths.st[path], attr: attr})
+	}
+	return trees, nil
+}
+
+// closeTrees closes the detached mounts of trees.
+func closeTrees(trees []tree) {
+	for _, t := range trees {
+		unix.Close(t.fd)
+	}
 }
 
 // anyWithin reports whether one of paths lies within dir.
@@ -341,21 +382,23 @@ func attachTree(t tree, tmpDev uint64) error {
 	return nil
 }
 
-// pinDenyAncestors bind-mounts onto itself every directory between a writable root and an existing
-// deny path inside it (ws/.git for ws/.git/hooks). A mount point cannot be renamed or removed
-// (EBUSY), and the deny path itself becomes one when it is masked, so the program cannot move a
-// masked path aside and put its own in its place (a .git/hooks of its choosing). Landlock does not
-// split writable roots (see grants), so this pinning and the masks are what keep those paths. The
-// directories are resolved without symbolic links, in the sandbox's view.
-func pinDenyAncestors(p Plan, paths *pathTable) error {
+// pinAncestors bind-mounts onto itself every directory between a writable root and an existing
+// deny path or protected path inside it (ws/.git for ws/.git/hooks, ws/.cli for ws/.cli/gh). A
+// mount point cannot be renamed or removed (EBUSY), and the deny path itself becomes one when it
+// is masked (a protected path when it is bound read-only), so the program cannot move a masked or
+// protected path aside and put its own in its place (a .git/hooks or a bundle of its choosing).
+// Landlock does not split writable roots (see grants), so this pinning, the masks and the
+// read-only binds are what keep those paths. The directories are resolved without symbolic links,
+// in the sandbox's view.
+func pinAncestors(p Plan, paths *pathTable) error {
 	pins := map[string]bool{}
-	for _, d := range p.Deny {
+	for _, d := range slices.Concat(p.Deny, p.Protect) {
 		root, ok := coveringPath(d, p.ReadWrite)
 		if !ok || root == d {
 			continue
 		}
 		if _, ok := paths.fd(d); !ok {
-			continue // nothing to mask, nothing to pin
+			continue // nothing to mask or protect, nothing to pin
 		}
 		for a := filepath.Dir(d); a != root && within(a, root); a = filepath.Dir(a) {
 			pins[a] = true

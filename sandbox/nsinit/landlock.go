@@ -199,7 +199,7 @@ func grants(p Plan, paths *pathTable) (map[string]landlock.AccessFSSet, error) {
 			// A writable root is never split: splitting leaves its directories without the right
 			// to create entries, which breaks every CLI that writes a new file next to a denied
 			// one (git next to .git/hooks). The deny paths inside it are masked and pinned by the
-			// init instead (see pinDenyAncestors); only the denies around the root apply here.
+			// init instead (see pinAncestors); only the denies around the root apply here.
 			exclude = denyOutside(p.Deny, root)
 		}
 		if err := splitGrant(out, paths, "", root, roots[root], exclude); err != nil {

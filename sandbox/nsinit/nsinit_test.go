@@ -296,6 +296,7 @@ exit 0`
 	p := sh(t, script, "/bin/mv", "/bin/rmdir")
 	p.ReadWrite = []string{ws}
 	p.Deny = []string{filepath.Join(ws, ".git/hooks"), filepath.Join(ws, ".env")}
+	p.Absent = []string{filepath.Join(ws, ".env")}
 	r := run(t, p)
 	// A writable tree stays writable next to its deny paths (git writes .git/index beside
 	// .git/hooks; tools write new files beside .git).
@@ -896,5 +897,89 @@ except OSError as e:
 	}
 	if strings.Contains(string(rest), "BOUND-OTHER-PORT") || !strings.Contains(string(rest), "other bind: 13") {
 		t.Errorf("binding a port outside Ingress: %q, want EACCES (13)", rest)
+	}
+}
+
+// TestDenyRemovedAfterCheck: a deny path inside a writable root that is missing when the init
+// resolves it, and was not known absent at the check (Plan.Absent), was removed in between; the
+// sandbox is refused (it would be neither masked nor swept). Control: listed in Absent, the same
+// plan runs.
+func TestDenyRemovedAfterCheck(t *testing.T) {
+	requireRoot(t)
+	ws := filepath.Join(workTree(t, "/var/tmp"), "rw")
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gone := filepath.Join(ws, ".vscode")
+	p := sh(t, "echo ran")
+	p.ReadWrite = []string{ws}
+	p.Deny = []string{gone}
+	r := run(t, p)
+	if r.code != exitFailure || strings.Contains(r.stdout, "ran") || r.failure == nil ||
+		!strings.Contains(r.failure.Error(), "resolve: "+gone) || !strings.Contains(r.failure.Error(), "removed") {
+		t.Fatalf("exit %d, stdout %q, Failure() = %v; want the sandbox refused, naming %s", r.code, r.stdout, r.failure, gone)
+	}
+	p.Absent = []string{gone}
+	if r := run(t, p); !strings.Contains(r.stdout, "ran") {
+		t.Fatalf("known absent: exit %d, stdout %q, Failure() = %v", r.code, r.stdout, r.failure)
+	}
+}
+
+// TestProtectInsideWritableTree: a Protect path inside a writable root (a bundle folder in the
+// workspace) is readable and its Exec file runs, but nothing in it can be written, created or
+// removed (EROFS), and neither it nor its parents can be renamed or removed (EBUSY); the rest of
+// the root stays writable.
+func TestProtectInsideWritableTree(t *testing.T) {
+	requireRoot(t)
+	ws := filepath.Join(workTree(t, "/var/tmp"), "rw")
+	bundle := filepath.Join(ws, ".cli", "tool")
+	if err := os.MkdirAll(filepath.Join(bundle, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "CLI.md"), []byte("manifest\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tool := filepath.Join(bundle, "bin", "tool")
+	if err := os.WriteFile(tool, []byte("#!/bin/sh\necho tool-ran\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := filepath.Walk(ws, func(path string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chown(path, nobody, nobody)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	script := `cd ` + ws + `
+cat .cli/tool/CLI.md
+` + tool + `
+echo x > other && echo ok-beside
+echo x >> .cli/tool/CLI.md && echo ESCAPE-write
+echo x > .cli/tool/new && echo ESCAPE-create
+rm -f .cli/tool/CLI.md && echo ESCAPE-remove
+mv .cli/tool .cli/t2 && echo ESCAPE-rename
+mv .cli c2 && echo ESCAPE-rename-parent
+exit 0`
+	p := sh(t, script, "/bin/cat", "/bin/rm", "/bin/mv")
+	p.Exec = append(p.Exec, tool) // a script: /bin/sh runs it
+	p.ReadWrite = []string{ws}
+	p.Protect = []string{bundle}
+	r := run(t, p)
+	for _, want := range []string{"manifest", "tool-ran", "ok-beside"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout %q lacks %q (stderr %q)", r.stdout, want, r.stderr)
+		}
+	}
+	if strings.Contains(r.stdout, "ESCAPE") {
+		t.Errorf("stdout %q: the protected folder was changed", r.stdout)
+	}
+	for _, want := range []string{"Read-only file system", "Device or resource busy"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr %q lacks %q", r.stderr, want)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(bundle, "CLI.md")); err != nil || string(b) != "manifest\n" {
+		t.Errorf("CLI.md on the host: %q, %v", b, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -101,15 +102,20 @@ func changedError(path, what string) error {
 }
 
 // openPlan resolves every path of p once, in the host's view (before any mount): ReadOnly,
-// ReadWrite and Exec paths must contain no symbolic link at all; a Deny path may be one itself
-// (its link is masked) but its parents may not. Paths that do not exist are left out (a ReadWrite
-// root that does not exist is an error: there is nothing to bind).
+// ReadWrite, Exec and Protect paths must contain no symbolic link at all; a Deny path may be one
+// itself (its link is masked) but its parents may not. Paths that do not exist are left out, but
+// a ReadWrite root that does not exist is an error (there is nothing to bind), and so is a Deny
+// path inside a ReadWrite root that existed at the check (it is not in Absent): removed since, it
+// could be created unmasked, and the host would not sweep it.
 func openPlan(p Plan) (*pathTable, error) {
 	t := newPathTable()
 	for i, list := range p.lists() {
 		for _, path := range *list {
 			fd, err := openNoSymlinks(path)
 			switch {
+			case errors.Is(err, unix.ENOENT) && pathListNames[i] == "Deny" && removedDeny(p, path):
+				t.close()
+				return nil, changedError(path, "the deny path was removed")
 			case errors.Is(err, unix.ENOENT) && pathListNames[i] != "ReadWrite":
 				continue
 			case errors.Is(err, unix.ELOOP):
@@ -130,6 +136,13 @@ func openPlan(p Plan) (*pathTable, error) {
 		}
 	}
 	return t, nil
+}
+
+// removedDeny reports whether the missing Deny path lies inside a ReadWrite root and existed when
+// the policy was checked (it is not in p.Absent).
+func removedDeny(p Plan, path string) bool {
+	_, writable := coveringPath(path, p.ReadWrite)
+	return writable && !slices.Contains(p.Absent, path)
 }
 
 // sameFile reports whether a and b are the same inode.

@@ -42,6 +42,20 @@ type Plan struct {
 	// Exec are the files the program may execute: the binary, its ELF interpreter and every
 	// program it may spawn (with their interpreters). They are also readable.
 	Exec []string
+	// Protect are files or directories inside a ReadWrite root that stay read-only (a bundle's
+	// folder in the workspace: its manifests and vendored binaries, which the host reads back for
+	// later calls). Each is bound read-only over itself (nosuid, nodev, and noexec unless an Exec
+	// file lies inside), after the ReadWrite roots, and the directories between it and its root are
+	// pinned (see pinAncestors): nothing in it can be written, and it cannot be renamed or removed
+	// (EROFS, EBUSY). Landlock grants on it are unchanged (readable where granted, executable where
+	// Exec lists it). Paths outside every ReadWrite root are dropped (they are read-only anyway),
+	// and so are those inside a Deny path or another Protect path.
+	Protect []string
+	// Absent are the Deny paths inside a ReadWrite root that did not exist when the policy was
+	// checked (the host removes what the program creates there after it exits). Any other Deny
+	// path inside a ReadWrite root that the init cannot find was removed after the check, and
+	// could be created unmasked and unswept: the init refuses the sandbox then.
+	Absent []string
 	// Deny are paths masked in the sandbox (an empty, read-only directory, mode 0555, over
 	// directories, an empty, read-only file, mode 0444, over anything else: walkers go through, and
 	// nothing denied can be read) and never granted, even inside an allowed tree: ReadOnly and
@@ -120,17 +134,18 @@ type envelope struct {
 }
 
 // planProtocol changes whenever the plan's meaning changes.
-const planProtocol = 3
+const planProtocol = 4
 
 // maxPlanSize bounds the encoded plan (it must fit into one pipe buffer, see writePlan).
 const maxPlanSize = 1 << 20
 
 // pathListNames names the path lists of a Plan, in error messages.
-var pathListNames = [...]string{"ReadOnly", "ReadWrite", "Exec", "Deny"}
+var pathListNames = [...]string{"ReadOnly", "ReadWrite", "Exec", "Deny", "Protect"}
 
-// lists returns pointers to the four path lists of p, in the order of pathListNames.
-func (p *Plan) lists() [4]*[]string {
-	return [4]*[]string{&p.ReadOnly, &p.ReadWrite, &p.Exec, &p.Deny}
+// lists returns pointers to the path lists of p that the init resolves, in the order of
+// pathListNames.
+func (p *Plan) lists() [5]*[]string {
+	return [5]*[]string{&p.ReadOnly, &p.ReadWrite, &p.Exec, &p.Deny, &p.Protect}
 }
 
 // prepare checks p and returns a copy with its path lists de-duplicated, and with ReadOnly and
@@ -165,6 +180,11 @@ func prepare(p Plan, root bool) (Plan, error) {
 		}
 		*list = checked
 	}
+	for _, a := range out.Absent {
+		if err := checkPath(a); err != nil {
+			return Plan{}, fmt.Errorf("nsinit: Absent: %w", err)
+		}
+	}
 	for _, port := range out.Ingress {
 		if port < 1 || port > 65535 {
 			return Plan{}, fmt.Errorf("nsinit: Ingress port %d is not a TCP port", port)
@@ -197,6 +217,7 @@ func prepare(p Plan, root bool) (Plan, error) {
 	}
 	out.ReadOnly = withoutDenied(out.ReadOnly, out.Deny)
 	out.ReadWrite = withoutDenied(out.ReadWrite, out.Deny)
+	out.Protect = protectedIn(withoutDenied(out.Protect, out.Deny), out.ReadWrite)
 	return out, nil
 }
 
@@ -240,6 +261,22 @@ func withoutDenied(list, deny []string) []string {
 		if _, denied := coveringPath(p, deny); !denied {
 			out = append(out, p)
 		}
+	}
+	return out
+}
+
+// protectedIn returns the paths of protect that lie within a writable root and within no other
+// path of protect.
+func protectedIn(protect, writable []string) []string {
+	var out []string
+	for _, p := range protect {
+		if _, ok := coveringPath(p, writable); !ok {
+			continue
+		}
+		if slices.ContainsFunc(protect, func(q string) bool { return q != p && within(p, q) }) {
+			continue
+		}
+		out = append(out, p)
 	}
 	return out
 }
