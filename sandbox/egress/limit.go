@@ -105,9 +105,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return &limitedConn{Conn: c, release: l.lim.release}, nil
 		}
 		d := l.p.localDecision(c, l.via)
-		c.Close()
 		d.Reason = fmt.Sprintf("connection limit %d reached", l.lim.max)
 		l.p.log(d)
+		c.Close()
 	}
 }
 
