@@ -182,6 +182,7 @@ func (p *Policy) acceptLoop(ctx context.Context, ln net.Listener, via string, ha
 		p.begin()
 		go func() {
 			defer p.end()
+			defer c.Close() // frees the connection's slot whatever the handler did
 			handle(c)
 		}()
 	}
