@@ -93,6 +93,7 @@ type EgressPolicy struct {
 	Allow     []string       `json:"allow"`
 	Ports     []int          `json:"ports"`
 	AdmitNets []netip.Prefix `json:"admit_nets,omitempty"`
+	MaxConns  int            `json:"max_conns,omitempty"`
 }
 
 // AuthResult is a scope's auth state after login or logout.

@@ -38,6 +38,10 @@ type SandboxOptions struct {
 	// EgressPorts are the destination ports a bundle's egress hosts may be reached on; empty means
 	// DefaultEgressPorts.
 	EgressPorts []int
+	// EgressMaxConns caps the egress connections one call holds at once, all its proxies and its
+	// transparent capture together (clihostd --egress-max-conns); below 1 means
+	// egress.DefaultMaxConns.
+	EgressMaxConns int
 	// Limits are the operator's per-call resource limits (clihostd --limit-*): a zero field takes
 	// DefaultLimits's value, a negative one means no limit. Bundles and tools may narrow them.
 	Limits nsinit.Limits
@@ -57,7 +61,7 @@ func (h *Host) egressPolicy(pol *sandbox.Policy, cliID, callID string) *egress.P
 	if len(ports) == 0 {
 		ports = DefaultEgressPorts
 	}
-	return &egress.Policy{Allow: pol.Egress, Ports: ports, AdmitNets: h.opts.Sandbox.AdmitNets,
+	return &egress.Policy{Allow: pol.Egress, Ports: ports, AdmitNets: h.opts.Sandbox.AdmitNets, MaxConns: h.opts.Sandbox.EgressMaxConns,
 		Log: func(d egress.Decision) {
 			rec := EgressDecision{Type: "cli.egress", CallID: callID, CLIID: cliID, Host: d.Host, Port: d.Port,
 				Allowed: d.Allowed, Reason: d.Reason, Via: d.Via, TS: timestamp(time.Now())}

@@ -35,7 +35,8 @@ func runLogin(ctx context.Context, info control.LoginInfo, ws string) error {
 	var pol *egress.Policy
 	if info.Egress != nil {
 		plan.UseEgress()
-		pol = &egress.Policy{Allow: info.Egress.Allow, Ports: info.Egress.Ports, AdmitNets: info.Egress.AdmitNets}
+		pol = &egress.Policy{Allow: info.Egress.Allow, Ports: info.Egress.Ports, AdmitNets: info.Egress.AdmitNets,
+			MaxConns: info.Egress.MaxConns}
 	}
 	// The git rule (see docs/operations.md): what the login command writes in its writable roots
 	// is judged once it has exited.

@@ -138,7 +138,7 @@ func start(ctx context.Context, log *slog.Logger, c config) (*daemon, error) {
 // is off or this host cannot build it (calls are then refused with sandbox_unavailable).
 func sandboxOptions(log *slog.Logger, c config, stateDir, socket string) (host.SandboxOptions, error) {
 	// The state directory's secrets and records, never its bin/ (the installed CLIs run from there).
-	o := host.SandboxOptions{Off: c.sandbox == "off", ExtraDeny: []string{socket}, Limits: c.limits}
+	o := host.SandboxOptions{Off: c.sandbox == "off", ExtraDeny: []string{socket}, Limits: c.limits, EgressMaxConns: c.maxConns}
 	for _, name := range []string{"state.db", "token", "secrets.key"} {
 		o.ExtraDeny = append(o.ExtraDeny, filepath.Join(stateDir, name))
 	}

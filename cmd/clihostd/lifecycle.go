@@ -133,7 +133,7 @@ func (d *daemon) LoginInfo(ctx context.Context, req control.ScopeRequest) (contr
 		info.EnvPass, info.EnvSet = e.Pass, e.Set
 	}
 	if p := lenv.Egress; p != nil {
-		info.Egress = &control.EgressPolicy{Allow: p.Allow, Ports: p.Ports, AdmitNets: p.AdmitNets}
+		info.Egress = &control.EgressPolicy{Allow: p.Allow, Ports: p.Ports, AdmitNets: p.AdmitNets, MaxConns: p.MaxConns}
 	}
 	return info, nil
 }

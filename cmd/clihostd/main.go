@@ -21,6 +21,7 @@ import (
 
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/registry"
+	"github.com/clihost/clihost/sandbox/egress"
 	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
@@ -46,6 +47,7 @@ type config struct {
 	admit     stringList    // --egress-admit: CIDR ranges allowed names may resolve to
 	limits    nsinit.Limits // --limit-*: the operator's per-call resource limits (host.SandboxOptions.Limits)
 	ports     string        // --egress-ports: comma-separated destination ports
+	maxConns  int           // --egress-max-conns: egress connections one call may hold at once
 
 	auditMaxSize byteSize // --audit-max-size: the audit log's size before it is rotated
 	auditKeep    int      // --audit-keep: rotated audit logs kept
@@ -72,6 +74,7 @@ func run(args []string, stderr io.Writer) int {
 	fs.StringVar(&c.agentUser, "agent-user", "", "when clihostd runs as root: the user bundle processes run as (default: each workspace's owner, or nobody when root owns it)")
 	fs.Var(&c.admit, "egress-admit", "a CIDR range (repeatable) that bundles' allowed hosts may resolve to although it is loopback, private or link-local (e.g. a test network); IP literals stay refused")
 	fs.StringVar(&c.ports, "egress-ports", "80,443,22", "the destination ports bundles' egress hosts may be reached on")
+	fs.IntVar(&c.maxConns, "egress-max-conns", egress.DefaultMaxConns, "the egress connections one call may hold at once, its HTTP proxy, SOCKS5 server and transparent capture together; past it a new connection is closed at once and audited as refused")
 	c.auditMaxSize = host.AuditMaxSize
 	fs.Var(&c.auditMaxSize, "audit-max-size", "rotate the audit log (<state>/audit.jsonl) when it would grow past this size (bytes, or with a KiB, MiB or GiB suffix)")
 	fs.IntVar(&c.auditKeep, "audit-keep", host.AuditKeep, "how many rotated audit logs (audit.jsonl.1 … .N) to keep; 0 keeps none")
@@ -85,6 +88,10 @@ func run(args []string, stderr io.Writer) int {
 	}
 	if c.auditKeep < 0 {
 		fmt.Fprintf(stderr, "clihostd: --audit-keep %d: want 0 or more\n", c.auditKeep)
+		return 2
+	}
+	if c.maxConns < 1 {
+		fmt.Fprintf(stderr, "clihostd: --egress-max-conns %d: want 1 or more\n", c.maxConns)
 		return 2
 	}
 	if c.drain < 0 {

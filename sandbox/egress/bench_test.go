@@ -184,13 +184,13 @@ func relayConn(b *testing.B, port int) func() (net.Conn, *bufio.Reader) {
 	up := "127.0.0.1:" + strconv.Itoa(port)
 	var p Policy // no Serve session: nothing tracked, nothing logged
 	relay := serve(b, func(ctx context.Context, ln net.Listener) error {
-		return p.acceptLoop(ctx, ln, func(c net.Conn) {
+		return p.acceptLoop(ctx, ln, "relay", func(c net.Conn) {
 			s, err := net.Dial("tcp", up)
 			if err != nil {
 				c.Close()
 				return
 			}
-			splice(ctx, c, nil, s)
+			splice(ctx, c, nil, s, 0)
 		})
 	})
 	return directConnTo(b, relay)

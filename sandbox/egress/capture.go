@@ -14,8 +14,6 @@ const (
 	// tlsPort is the captured port whose connections must open with a TLS ClientHello
 	// whose server name, if any, matches the name the destination stands for.
 	tlsPort = 443
-	// helloTimeout bounds the wait for a ClientHello.
-	helloTimeout = 10 * time.Second
 	// maxClientHello bounds the ClientHello the capture reads (a post-quantum key share
 	// makes it ~1.5 KiB; 64 KiB is the protocol's practical ceiling).
 	maxClientHello = 64 << 10
@@ -27,9 +25,12 @@ const (
 // as a connection to the name on the same port (Policy.Check) and, if allowed, spliced to
 // the checked address; on sniPort the TLS ClientHello is read first, and a server name that
 // differs from the name refuses the connection (the bytes read are replayed upstream). Any
-// other destination is closed. Every decision is passed to Log (Via "capture").
+// other destination is closed. Every decision is passed to Log (Via "capture"). The ClientHello
+// must arrive within HeadTimeout (a client that sends nothing is taken to speak a protocol where
+// the server speaks first); a tunnel idle for IdleTimeout is closed; connections past MaxConns
+// are refused (see Policy.limit).
 func (p *Policy) serveCapture(ctx context.Context, ln net.Listener, sniPort int) error {
-	return p.acceptLoop(ctx, ln, func(c net.Conn) { p.captureConn(ctx, c, sniPort) })
+	return p.acceptLoop(ctx, ln, "capture", func(c net.Conn) { p.captureConn(ctx, c, sniPort) })
 }
 
 // captureConn decides and serves one captured connection.
@@ -57,7 +58,7 @@ func (p *Policy) captureConn(ctx context.Context, c net.Conn, sniPort int) {
 	var pending []byte
 	if d.Port == sniPort {
 		var names []string
-		pending, names, err = readClientHello(c, helloTimeout)
+		pending, names, err = readClientHello(c, p.headTimeout())
 		if err != nil {
 			refuse(fmt.Sprintf("TLS ClientHello to %s (%s): %v", name, dst, err))
 			return
@@ -82,7 +83,7 @@ func (p *Policy) captureConn(ctx context.Context, c net.Conn, sniPort int) {
 		c.Close()
 		return
 	}
-	splice(ctx, c, pending, up)
+	splice(ctx, c, pending, up, p.idleTimeout())
 }
 
 // readClientHello reads from c what it takes to see the first TLS handshake message, and

@@ -52,6 +52,12 @@ type Policy struct {
 	// connect to exactly that address: a test redirecting to a local server, or a host that
 	// must dial from a particular source address or with a socket mark.
 	Dial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
+	// MaxConns caps the connections a Serve session holds at once, across the HTTP proxy, the
+	// SOCKS5 server and the transparent capture (the DNS stub is UDP and holds none): a
+	// connection accepted past it is closed at once, unread, and logged as refused ("connection
+	// limit N reached"). Below 1 means DefaultMaxConns. Each connection costs the serving process
+	// a descriptor (a tunnel, two) and a goroutine until it closes.
+	MaxConns int
 
 	// fake maps the fake addresses of a Serve session's DNS stub back to their names; nil
 	// outside Serve.
@@ -59,6 +65,10 @@ type Policy struct {
 	// track counts a Serve session's connections in progress, so that Serve returns only
 	// once none is left (and Log is no longer called); nil outside Serve.
 	track *sync.WaitGroup
+	// conns is a Serve session's connection count, shared by its listeners; nil outside Serve.
+	conns *connLimit
+	// head and idle replace HeadTimeout and IdleTimeout when set (tests).
+	head, idle time.Duration
 }
 
 // begin records the start of a connection's handling in a Serve session.
@@ -84,7 +94,9 @@ type Decision struct {
 	Reason  string // why it was refused, or how it was allowed
 	// Via is the server that decided: "connect", "http" (absolute-form), "socks5",
 	// "dns" (a query to the DNS stub: Port is 0, Addr the fake address handed out) or
-	// "capture" (a transparently captured connection); empty for a direct Check.
+	// "capture" (a transparently captured connection); empty for a direct Check. A connection
+	// refused when it was accepted (MaxConns) names its server ("http" for the HTTP proxy,
+	// "socks5", "capture"), with the address it was made to as Host and Port.
 	Via string
 }
 
@@ -263,13 +275,21 @@ func (p *Policy) dial(ctx context.Context, d Decision) (net.Conn, error) {
 	return dl.DialContext(dctx, "tcp", addr.String())
 }
 
-// splice copies between a and b until both directions end or ctx is done, then closes both.
+// splice copies between a and b until both directions end, ctx is done, or (idle > 0) no byte
+// has moved through a in either direction for idle (see watchIdle), then closes both.
 // pending holds bytes of a's stream already read (a bufio.Reader's buffer after the handshake);
 // they are written to b first, and a itself is read from then on, so that both directions
-// copy *net.TCPConn to *net.TCPConn and io.Copy takes the kernel's splice(2) path.
-func splice(ctx context.Context, a net.Conn, pending []byte, b net.Conn) {
-	stop := context.AfterFunc(ctx, func() { a.Close(); b.Close() })
+// copy *net.TCPConn to *net.TCPConn and io.Copy takes the kernel's splice(2) path (a and b are
+// closed as given, but copied as rawConn returns them).
+func splice(ctx context.Context, a net.Conn, pending []byte, b net.Conn, idle time.Duration) {
+	closeBoth := func() { a.Close(); b.Close() }
+	stop := context.AfterFunc(ctx, closeBoth)
 	defer stop()
+	ra, rb := rawConn(a), rawConn(b)
+	if idle > 0 {
+		stopIdle := watchIdle(ra, idle, closeBoth)
+		defer stopIdle()
+	}
 	var wg sync.WaitGroup
 	half := func(dst, src net.Conn, pending []byte) {
 		defer wg.Done()
@@ -287,11 +307,10 @@ func splice(ctx context.Context, a net.Conn, pending []byte, b net.Conn) {
 		}
 	}
 	wg.Add(2)
-	go half(b, a, pending)
-	go half(a, b, nil)
+	go half(rb, ra, pending)
+	go half(ra, rb, nil)
 	wg.Wait()
-	a.Close()
-	b.Close()
+	closeBoth()
 }
 
 // parsePort parses a destination port in 1..65535.

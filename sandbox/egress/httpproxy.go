@@ -19,11 +19,14 @@ import (
 //     removed.
 //
 // Anything else (origin-form requests, https:// absolute form, userinfo in the target) is a
-// 400. Every decision is passed to Log.
+// 400. Every decision is passed to Log. A request's line and headers must arrive within
+// HeadTimeout; a connection idle between requests is closed after a minute, a CONNECT tunnel
+// idle for IdleTimeout too; connections past MaxConns are refused (see Policy.limit).
 func (p *Policy) ServeHTTPProxy(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           &httpProxy{p: p, ctx: ctx},
-		ReadHeaderTimeout: 30 * time.Second,
+		ReadHeaderTimeout: p.headTimeout(),
+		IdleTimeout:       keepAliveTimeout,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		// A connection is tracked from its acceptance (StateNew is reported before Serve
 		// can return) to its close; a hijacked one, by the CONNECT handler (see connect).
@@ -38,7 +41,7 @@ func (p *Policy) ServeHTTPProxy(ctx context.Context, ln net.Listener) error {
 	}
 	stop := context.AfterFunc(ctx, func() { srv.Close() })
 	defer stop()
-	err := srv.Serve(ln)
+	err := srv.Serve(p.limit(ln, "http"))
 	if errors.Is(err, http.ErrServerClosed) && ctx.Err() != nil {
 		return nil
 	}
@@ -93,7 +96,8 @@ func (h *httpProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 				return h.p.dial(ctx, d)
 			},
-			DisableKeepAlives: true,
+			DisableKeepAlives:     true,
+			ResponseHeaderTimeout: h.p.idleTimeout(),
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			http.Error(w, "egress proxy: "+err.Error(), http.StatusBadGateway)
@@ -140,5 +144,5 @@ func (h *httpProxy) connect(w http.ResponseWriter, r *http.Request) {
 	// Bytes the client sent after the CONNECT request (a pipelined TLS ClientHello, say)
 	// may sit in rw.Reader; splice forwards them before reading conn directly.
 	pending, _ := rw.Reader.Peek(rw.Reader.Buffered())
-	splice(h.ctx, conn, pending, up)
+	splice(h.ctx, conn, pending, up, h.p.idleTimeout())
 }

@@ -9,8 +9,6 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
-	"syscall"
-	"time"
 )
 
 // The addresses a sandbox reaches egress on, inside its own network namespace (whose only
@@ -97,6 +95,9 @@ func (l *Listeners) all() []io.Closer {
 // l.Transparent. If one of them fails (its listener breaks), Serve stops all of them and
 // returns that error: the sandbox then has no egress at all, never an unchecked one.
 //
+// The servers share one connection cap, p.MaxConns: past it, a new connection to any of them is
+// closed as soon as it is accepted and logged as refused; closing a connection frees its slot.
+//
 // The DNS stub and the capture share one table of fake addresses, private to this call: a
 // query for an allowed name gets an address from FakeNet, and a captured connection to it
 // is checked and forwarded as a connection to the name (see the package documentation and
@@ -111,6 +112,7 @@ func Serve(ctx context.Context, l *Listeners, p *Policy, log func(Decision)) err
 	}
 	pol.fake = newFakeIPs(FakeNet)
 	pol.track = new(sync.WaitGroup)
+	pol.conns = &connLimit{max: int64(pol.maxConns())}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -154,11 +156,15 @@ func Serve(ctx context.Context, l *Listeners, p *Policy, log func(Decision)) err
 }
 
 // acceptLoop accepts connections on ln until ctx is done (it then closes ln and returns nil)
-// or ln fails, and handles each in its own goroutine, tracked by p (see Policy.begin). Every
-// handler must return soon after ctx is done.
-func (p *Policy) acceptLoop(ctx context.Context, ln net.Listener, handle func(net.Conn)) error {
+// or ln fails, and handles each in its own goroutine, tracked by p (see Policy.begin). The
+// connection cap holds (see Policy.limit; via names the server). A shortage (EMFILE, say) is
+// waited out with a growing pause, not returned. Every handler must return soon after ctx is
+// done.
+func (p *Policy) acceptLoop(ctx context.Context, ln net.Listener, via string, handle func(net.Conn)) error {
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
+	ln = p.limit(ln, via)
+	var pause backoff
 	for {
 		c, err := ln.Accept()
 		if err != nil {
@@ -166,30 +172,18 @@ func (p *Policy) acceptLoop(ctx context.Context, ln net.Listener, handle func(ne
 				return nil
 			}
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			if isShortage(err) {
-				time.Sleep(10 * time.Millisecond) // e.g. EMFILE: let connections finish
+			if errors.As(err, &ne) && ne.Timeout() || isShortage(err) {
+				pause.wait() // e.g. EMFILE: let connections finish
 				continue
 			}
 			return err
 		}
+		pause.reset()
 		p.begin()
 		go func() {
 			defer p.end()
+			defer c.Close() // frees the connection's slot whatever the handler did
 			handle(c)
 		}()
 	}
-}
-
-// isShortage reports whether an accept or read error is a shortage that passes (descriptors,
-// buffers, memory) rather than a broken socket.
-func isShortage(err error) bool {
-	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM} {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	return false
 }

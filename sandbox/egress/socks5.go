@@ -23,8 +23,6 @@ const (
 	socksHostUnreach = 0x04
 	socksCmdUnsupp   = 0x07
 	socksATYPUnsupp  = 0x08
-
-	socksHandshakeTimeout = 30 * time.Second
 )
 
 // ServeSOCKS5 runs a SOCKS5 server on ln until ctx is done (it then returns nil) or ln
@@ -32,16 +30,19 @@ const (
 // destination by hostname (ATYP 3, as socks5h:// clients do); IPv4/IPv6 requests go through
 // the same Check, which refuses IP literals outside AdmitNets. A refusal is reply 0x02
 // (connection not allowed by ruleset); a failed dial is 0x04. Every decision is passed to Log.
+// The greeting and request must arrive within HeadTimeout; a tunnel idle for IdleTimeout is
+// closed; connections past MaxConns are refused (see Policy.limit).
 func (p *Policy) ServeSOCKS5(ctx context.Context, ln net.Listener) error {
-	return p.acceptLoop(ctx, ln, func(c net.Conn) { p.serveSOCKSConn(ctx, c) })
+	return p.acceptLoop(ctx, ln, "socks5", func(c net.Conn) { p.serveSOCKSConn(ctx, c) })
 }
 
 func (p *Policy) serveSOCKSConn(ctx context.Context, c net.Conn) {
 	stop := context.AfterFunc(ctx, func() { c.Close() }) // ends the handshake when ctx is done
 	defer stop()
-	_ = c.SetDeadline(time.Now().Add(socksHandshakeTimeout))
+	_ = c.SetDeadline(time.Now().Add(p.headTimeout()))
 	br := bufio.NewReader(c)
 	host, port, code := socksRequest(br, c)
+	_ = c.SetDeadline(time.Time{}) // the lookup and the dial have their own bounds
 	if code != socksOK {
 		if code != socksNoMethod {
 			socksReply(c, code)
@@ -66,9 +67,8 @@ func (p *Policy) serveSOCKSConn(ctx context.Context, c net.Conn) {
 		up.Close()
 		return
 	}
-	_ = c.SetDeadline(time.Time{})
 	pending, _ := br.Peek(br.Buffered()) // data the client sent after its request
-	splice(ctx, c, pending, up)
+	splice(ctx, c, pending, up, p.idleTimeout())
 }
 
 // socksRequest performs the method negotiation and reads a request. It returns the
