@@ -64,9 +64,11 @@ func newCallID() string {
 }
 
 // SweepWarning is the cli.sweep audit entry: one file the sandbox's sweep removed or neutralised
-// after one of the bundle's own commands run outside a call (a call's result carries its own).
+// after a process of the bundle ran: a call's (CallID, the cli.invoked entry's call_id; its result
+// carries the same warnings) or one of the bundle's own commands outside a call.
 type SweepWarning struct {
 	Type    string `json:"type"`
+	CallID  string `json:"call_id,omitempty"`
 	CLIID   string `json:"cli_id"`
 	Warning string `json:"warning"`
 	TS      string `json:"ts"`

@@ -38,7 +38,7 @@ func (h *Host) gate(ctx context.Context, b *manifest.Bundle, workspace string, e
 	res, cerr := versioncheck.Check(ctx, b.CLI.VersionCheck, b.CLI.Bin, runner.Command{Path: path, Dir: workspace, Env: env, Sandbox: plan})
 	// The version check ran in the workspace with the bundle's grants: the git rule applies to what
 	// it wrote (a version check has no result to carry the warnings: they go to the audit log).
-	h.auditSweep(b, sweep(pol))
+	h.auditSweep(b, "", sweep(pol))
 	switch {
 	case cerr != nil && ctx.Err() != nil:
 		return binary{}, &Error{Code: "cancelled", Message: "the call was cancelled during the version check of " + path}

@@ -198,14 +198,15 @@ func (h *Host) lifecycleGuard(b *manifest.Bundle, pol *sandbox.Policy) func() (f
 		if err := pol.SnapshotGit(0); err != nil {
 			return nil, fmt.Errorf("the git check of the workspace: %w", err)
 		}
-		return func() { h.auditSweep(b, sweep(pol)) }, nil
+		return func() { h.auditSweep(b, "", sweep(pol)) }, nil
 	}
 }
 
-// auditSweep writes a cli.sweep audit line for each warning of a sweep no call result carries.
-func (h *Host) auditSweep(b *manifest.Bundle, warnings []string) {
+// auditSweep writes a cli.sweep audit line for each warning of a sweep, tied to the call callID
+// ("" for the bundle's own commands outside a call).
+func (h *Host) auditSweep(b *manifest.Bundle, callID string, warnings []string) {
 	for _, w := range warnings {
-		h.audit.write(SweepWarning{Type: "cli.sweep", CLIID: b.ID(), Warning: w, TS: timestamp(time.Now())})
+		h.audit.write(SweepWarning{Type: "cli.sweep", CallID: callID, CLIID: b.ID(), Warning: w, TS: timestamp(time.Now())})
 	}
 }
 
@@ -265,6 +266,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	// The login commands ran in the workspace too: the git rule applies to what they wrote, before
 	// the tool's own snapshot is taken.
 	lifeWarnings := sweep(lpol)
+	h.auditSweep(b, rec.CallID, lifeWarnings)
 	if e != nil {
 		return Envelope{Error: e, Warnings: lifeWarnings}
 	}
@@ -307,7 +309,9 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	res, err := runner.Run(ctx, runner.Command{Path: bin.path, Args: args, Dir: workspace, Env: env, Timeout: timeout,
 		TTY: eff.TTY != nil && eff.TTY.Required, Stdin: stdin, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), rec.CallID)})
 	stop()
-	warnings := append(lifeWarnings, sweep(pol)...)
+	toolWarnings := sweep(pol)
+	h.auditSweep(b, rec.CallID, toolWarnings)
+	warnings := append(lifeWarnings, toolWarnings...)
 	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, usedSecrets)
 	out.Warnings = append(append(out.Warnings, warnings...), cgroupWarning(res)...)
 	return out

@@ -193,9 +193,13 @@ func ProtectedPaths(bundles []*manifest.Bundle, bin string) []string {
 	return out
 }
 
+// maxSweepWarnings bounds the warnings one sweep reports (and so the cli.sweep audit lines of one
+// process): a call that plants thousands of repositories gets them all neutralised, and a count.
+const maxSweepWarnings = 32
+
 // sweep removes what a finished call created at deny paths the kernel could not mask and
 // neutralises the git metadata it wrote that would make git run a program (see sandbox.Sweep),
-// and returns the warnings the caller must see.
+// and returns the warnings the caller must see, at most maxSweepWarnings and a count of the rest.
 func sweep(pol *sandbox.Policy) []string {
 	if pol == nil {
 		return nil
@@ -210,6 +214,10 @@ func sweep(pol *sandbox.Policy) []string {
 	}
 	if err != nil {
 		out = append(out, "could not check the paths the sandbox protects after the call: "+err.Error())
+	}
+	if len(out) > maxSweepWarnings {
+		more := len(out) - maxSweepWarnings
+		out = append(out[:maxSweepWarnings], fmt.Sprintf("… and %d more files the CLI wrote were removed or moved aside (*.clihost-quarantined*)", more))
 	}
 	return out
 }

@@ -75,7 +75,9 @@ func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 		}
 		proc.Env, proc.Timeout, proc.Sandbox, proc.Egress = env, remaining, plan, h.egressPolicy(pol, b.ID(), sc.rec.CallID)
 		res, err := runner.Run(ctx, proc)
-		warnings = append(append(warnings, sweep(pol)...), cgroupWarning(res)...)
+		swept := sweep(pol)
+		h.auditSweep(b, sc.rec.CallID, swept)
+		warnings = append(append(warnings, swept...), cgroupWarning(res)...)
 		name, mapped := conv.ExitCodes[res.ExitCode]
 		if err != nil || res.Canceled || res.TimedOut || !(name == "ok" || (res.ExitCode == 0 && !mapped)) {
 			out := h.finish(ctx, b, t, res, err, conv, timeout, sc.scope, sc.rec, *sc.used)

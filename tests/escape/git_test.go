@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -486,5 +487,66 @@ func TestGitMetadataLifecycle(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(ws, ".evil", "config.clihost-quarantined")); err != nil {
 		t.Errorf("the skeleton's config was not rewritten: %v", err)
+	}
+}
+
+// TestGitRuleFloodIsBounded: a call that plants 200 repository skeletons, each with a hook, gets
+// every one of them neutralised, but its result carries at most 32 warnings and a count of the
+// rest, and the audit log as many cli.sweep lines, each with the call's call_id (issue 10 §6: nothing
+// a call does may flood clihost's own files).
+func TestGitRuleFloodIsBounded(t *testing.T) {
+	requireCorpus(t)
+	const repos = 200
+	reg := fixture.Registry(t, probeFiles("git", strings.ReplaceAll(sandboxes["git"], "OUTSIDE", outside)))
+	var audit lockedBuffer
+	h := host.New(reg, host.Options{Audit: &audit, LookupEnv: func(k string) (string, bool) {
+		if k == "PATH" {
+			return probeDir + ":/usr/bin:/bin", true
+		}
+		return "", false
+	}})
+	payload := filepath.Join(outside, "payload", "flood")
+	files := map[string]string{}
+	for i := range repos {
+		dir := filepath.Join("r"+strconv.Itoa(i), ".git")
+		for p, c := range skeleton(dir, "[core]\n\trepositoryformatversion = 0\n") {
+			files[p] = c
+		}
+		files[dir+"/hooks/pre-commit"] = "#!/bin/sh\nexit 0\n"
+	}
+	writeTree(t, payload, files)
+	ws := gitWorkspace(t, false)
+	env, r := callEnv(t, h, "git", ws, "copy-tree", payload, ws)
+	allowed("").check(t, r)
+	if len(env.Warnings) != 33 || !strings.Contains(env.Warnings[32], "and 168 more") {
+		t.Errorf("%d warnings, want 32 and a count of the other 168: last %q", len(env.Warnings), env.Warnings[len(env.Warnings)-1])
+	}
+	for i := range repos {
+		if _, err := os.Stat(filepath.Join(ws, "r"+strconv.Itoa(i), ".git", "hooks", "pre-commit")); err == nil {
+			t.Fatalf("repository %d kept its hook", i)
+		}
+	}
+	var callID string
+	sweeps := 0
+	for line := range strings.Lines(audit.b.String()) {
+		var rec struct {
+			Type   string `json:"type"`
+			CallID string `json:"call_id"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		switch rec.Type {
+		case "cli.invoked":
+			callID = rec.CallID
+		case "cli.sweep":
+			sweeps++
+			if rec.CallID == "" {
+				t.Errorf("a cli.sweep line without the call's call_id: %s", line)
+			}
+		}
+	}
+	if sweeps != 33 || callID == "" {
+		t.Errorf("%d cli.sweep lines (want 33) for call %q", sweeps, callID)
 	}
 }
