@@ -161,9 +161,9 @@ func Serve(ctx context.Context, l *Listeners, p *Policy, log func(Decision)) err
 // waited out with a growing pause, not returned. Every handler must return soon after ctx is
 // done.
 func (p *Policy) acceptLoop(ctx context.Context, ln net.Listener, via string, handle func(net.Conn)) error {
+	ln = p.limit(ln, via) // before the AfterFunc: its goroutine reads ln
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
-	ln = p.limit(ln, via)
 	var pause backoff
 	for {
 		c, err := ln.Accept()
