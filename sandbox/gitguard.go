@@ -612,6 +612,10 @@ func judge(c control, dirs map[string]bool, roots []string, prior *priorFile) (*
 	if j.st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return j.neutralise("it is not a regular file (a link or other file in place of one git or another tool reads for programs to run)")
 	}
+	if j.st.Size > maxControlRead {
+		// Only the first maxControlRead bytes would be judged, and the tools read it all.
+		return j.neutralise(fmt.Sprintf("it is larger than the %d bytes clihost checks", maxControlRead))
+	}
 	data, err := readAt(dfd, name)
 	if err != nil {
 		return j.neutralise("it could not be read: " + err.Error())

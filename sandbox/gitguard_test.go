@@ -607,3 +607,24 @@ func TestGitGuardPerUserHooksPathWithoutARepository(t *testing.T) {
 		t.Fatalf("neutralised %q", got)
 	}
 }
+
+// TestGitGuardLargeControlFile: a control file larger than the guard reads (1 MiB of comments,
+// then core.fsmonitor) must not pass as the clean prefix it starts with: it is moved aside whole.
+func TestGitGuardLargeControlFile(t *testing.T) {
+	g := newGuard(t)
+	g.snap()
+	padding := strings.Repeat("# padding padding padding padding padding padding padding padding\n", (maxControlRead/64)+1)
+	g.repo(".git", initConfig)
+	g.write(".git/config", initConfig+padding+"[core]\n\tfsmonitor = /evil\n", 0o644)
+	g.write(".npmrc", padding+"script-shell=/evil\n", 0o644)
+	found := g.check()
+	if got, want := keys(found), []string{".git/config", ".npmrc"}; !slices.Equal(got, want) {
+		t.Fatalf("neutralised %q, want %q", got, want)
+	}
+	for _, rel := range []string{".git/config", ".npmrc"} {
+		if f := found[rel]; !strings.Contains(f.Why, "larger than") {
+			t.Errorf("%s: %+v", rel, f)
+		}
+	}
+	g.exists(".git/config", false)
+}
