@@ -227,14 +227,14 @@ func TestBundleInWritableWorkspace(t *testing.T) {
 	t.Errorf("a call rewrote its own bundle's CLI.md (%+v); the next call, under the sandbox it chose, wrote %s outside the workspace: %+v", r, target, r2)
 }
 
-// TestDenyOverBudget (attack review of issue 10): sandbox.Compile expands deny globs (fs.deny
-// "**/.env") and searches writable roots for nested git directories within a budget (10000
-// matches, 100000 visited entries); past it, the rest is "left to Landlock" (Policy.DenyGlobs),
-// but nothing enforces DenyGlobs: the denied files are readable and writable, and a nested
-// repository's .git/hooks and .git/config are writable (a hook the user's next git commit runs).
-// A workspace past the budget is common (node_modules) and one call with a write grant makes one
-// in seconds. The call must either be refused or keep the denies: reading zzz/.env gets nothing,
-// writing zzz/repo/.git/hooks/pre-commit fails.
+// TestDenyOverBudget (attack review of issue 10): sandbox.Compile used to expand deny globs
+// (fs.deny "**/.env") and search writable roots for nested git directories within a budget, and
+// past it left the rest to a Policy.DenyGlobs list that nothing enforced: denied files became
+// readable and writable, and a nested repository's .git/hooks writable. A workspace past such a
+// budget is common (node_modules). Now deny globs are expanded completely (up to 1,000,000 entries
+// read) or the call is refused, and the git rule checks nested repositories after the call. With
+// 100,500 entries before them, reading zzz/.env gets nothing and writing
+// zzz/repo/.git/hooks/pre-commit fails.
 func TestDenyOverBudget(t *testing.T) {
 	s := newSuite(t)
 	ws := fixture.Workspace(t)
