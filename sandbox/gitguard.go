@@ -95,8 +95,8 @@ type gitSnapshot struct {
 	// includes are the files the configs found include (see includeTargets), judged as configs
 	// after the call whatever the configs then say: an include the call adds is dropped with it.
 	includes []string
-	// linkedHooks are the hook directories reached through a symbolic link before the call (the
-	// owner's), judged after it at their own paths (see hooksElsewhere).
+	// linkedHooks are the hook directories found before the call outside the walk's view (where
+	// the owner's link led, or named by an included file), judged after it at their own paths.
 	linkedHooks []string
 	// found are the directories the snapshot had to make readable, reported with the check's.
 	found []GitFinding
@@ -200,7 +200,8 @@ type scan struct {
 	incomplete []string
 	// includes are the files the configs include (see includeTargets).
 	includes []string
-	// linkedHooks are the hook directories reached through a symbolic link (see hooksElsewhere).
+	// linkedHooks are the hook directories judged after the call at the paths found before it (see
+	// gitSnapshot.linkedHooks).
 	linkedHooks []string
 	// found are the directories made readable or moved aside (see scanner.openDir).
 	found []GitFinding
@@ -330,7 +331,7 @@ type scanner struct {
 	roots    []string
 	hookDirs map[string]bool
 	// linkedHooks collects, in the snapshot, the hook directories reached through a symbolic
-	// link (see hooksElsewhere).
+	// link or named by an included file (see gitSnapshot.linkedHooks).
 	linkedHooks *[]string
 	// errs are the directories that could not be read; the walk goes on past them.
 	errs []error
@@ -501,24 +502,43 @@ func (s *scanner) hooksElsewhere(fd int, path string, names map[string]os.FileMo
 	if names == nil {
 		worktree = "" // the per-user configs alone (fd and path unused): absolute values only
 	}
-	home := s.home()
 	for _, c := range configs {
-		for _, v := range hooksPaths(c) {
-			if rest, ok := strings.CutPrefix(v, "~/"); ok && home != "" {
-				v = filepath.Join(home, rest)
-			}
-			if filepath.IsAbs(v) || worktree != "" {
-				cands = append(cands, absFrom(worktree, v))
-			}
+		cands = append(cands, s.hooksPathDirs(readFollowing(c), worktree)...)
+	}
+	return s.resolveHookDirs(cands, filepath.Join(path, "hooks"))
+}
+
+// hooksPathDirs returns the directories the core.hooksPath values of a config (its content) name:
+// relative to worktree, under ~ from the home; only absolute ones when worktree is empty.
+func (s *scanner) hooksPathDirs(config []byte, worktree string) []string {
+	home := s.home()
+	var out []string
+	entries, _ := parseGitConfig(config)
+	for _, e := range entries {
+		if e.section != "core" || e.sub != "" || e.name != "hookspath" || e.value == "" {
+			continue
+		}
+		v := e.value
+		if rest, ok := strings.CutPrefix(v, "~/"); ok && home != "" {
+			v = filepath.Join(home, rest)
+		}
+		if filepath.IsAbs(v) || worktree != "" {
+			out = append(out, absFrom(worktree, v))
 		}
 	}
+	return out
+}
+
+// resolveHookDirs returns the hook directories cands name that lie in a writable root and are not
+// recorded yet (nor own, the git directory's hooks/), reached through no symbolic link.
+func (s *scanner) resolveHookDirs(cands []string, own string) []string {
 	var out []string
 	for _, c := range cands {
 		// Never through a link: one met on the way is judged itself, as a hook. In the snapshot,
 		// the directory behind it (the owner's link) is recorded too, and judged after the call
 		// at its own path, through no link.
 		r, isLink, ok := firstLink(c)
-		if !ok || r == filepath.Join(path, "hooks") || s.hookDirs[r] || !s.inRoots(r) {
+		if !ok || r == own || s.hookDirs[r] || !s.inRoots(r) {
 			continue
 		}
 		s.hookDirs[r] = true
@@ -590,9 +610,12 @@ func (s *scanner) record(p string, kind controlKind) *control {
 // is recorded (see record): the walk finds no included file as a control file of its own.
 func (s *scanner) includeTargets(ctls []control) []string {
 	type source struct {
-		path  string
-		data  []byte
-		depth int
+		path string
+		data []byte
+		// worktree is where a relative core.hooksPath of the repository the source serves
+		// points from ("" for the per-user configs: only absolute values).
+		worktree string
+		depth    int
 	}
 	var queue []source
 	for _, g := range s.global {
@@ -600,7 +623,11 @@ func (s *scanner) includeTargets(ctls []control) []string {
 	}
 	for _, c := range ctls {
 		if c.kind == ctlConfig && !slices.Contains(s.global, c.path) {
-			queue = append(queue, source{path: c.path, data: c.data})
+			wt := filepath.Dir(c.path)
+			if filepath.Base(wt) == ".git" {
+				wt = filepath.Dir(wt)
+			}
+			queue = append(queue, source{path: c.path, data: c.data, worktree: wt})
 		}
 	}
 	home := s.home()
@@ -609,6 +636,13 @@ func (s *scanner) includeTargets(ctls []control) []string {
 	for len(queue) > 0 {
 		src := queue[0]
 		queue = queue[1:]
+		if src.depth > 0 {
+			// A core.hooksPath the included file sets (the including ones are hooksElsewhere's).
+			for _, d := range s.resolveHookDirs(s.hooksPathDirs(src.data, src.worktree), "") {
+				*s.linkedHooks = append(*s.linkedHooks, d)
+				_ = s.hookDir(d)
+			}
+		}
 		entries, _ := parseGitConfig(src.data)
 		for _, e := range entries {
 			if e.name != "path" || e.value == "" || (e.section != "include" && e.section != "includeif") || (e.section == "include" && e.sub != "") {
@@ -636,7 +670,7 @@ func (s *scanner) includeTargets(ctls []control) []string {
 				seen[t] = true
 				out = append(out, t)
 				if c := s.record(t, ctlConfig); c != nil && src.depth+1 < maxIncludeDepth {
-					queue = append(queue, source{path: t, data: c.data, depth: src.depth + 1})
+					queue = append(queue, source{path: t, data: c.data, worktree: src.worktree, depth: src.depth + 1})
 				}
 			}
 		}
@@ -663,20 +697,6 @@ func readFollowing(path string) []byte {
 	defer f.Close()
 	data, _ := io.ReadAll(io.LimitReader(f, maxControlRead))
 	return data
-}
-
-// hooksPaths returns the core.hooksPath values the config file at path sets. The file is opened
-// following links (the owner's ~/.gitconfig may be one), without blocking, and read up to
-// maxControlRead bytes: only to learn where hooks are.
-func hooksPaths(path string) []string {
-	entries, _ := parseGitConfig(readFollowing(path))
-	var out []string
-	for _, e := range entries {
-		if e.section == "core" && e.sub == "" && e.name == "hookspath" && e.value != "" {
-			out = append(out, e.value)
-		}
-	}
-	return out
 }
 
 // absFrom makes p absolute against base.

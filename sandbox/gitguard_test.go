@@ -923,3 +923,19 @@ func giveTree(t *testing.T, ws string, keep ...string) {
 		return os.Lchown(p, agentUID, agentUID)
 	}))
 }
+
+// TestGitGuardHooksPathInAnIncludedFile: a core.hooksPath the owner set in an included file (a
+// team's shared .gitconfig in the work tree, say) names a hook directory like the repository's own
+// config would: a hook the call writes there is moved aside.
+func TestGitGuardHooksPathInAnIncludedFile(t *testing.T) {
+	g := newGuard(t)
+	g.repo("r/.git", initConfig+"[include]\n\tpath = ../.gitconfig\n")
+	g.write("r/.gitconfig", "[core]\n\thooksPath = .githooks\n", 0o644)
+	g.write("r/.githooks/pre-commit", "#!/bin/sh\nmine\n", 0o755)
+	g.snap()
+	g.write("r/.githooks/post-checkout", "#!/bin/sh\nevil\n", 0o755)
+	if got := keys(g.check()); !slices.Equal(got, []string{"r/.githooks/post-checkout"}) {
+		t.Fatalf("neutralised %q", got)
+	}
+	g.exists("r/.githooks/pre-commit", true)
+}
