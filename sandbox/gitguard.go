@@ -481,8 +481,9 @@ func isHook(name string) bool {
 // hooksElsewhere returns the directories, inside a writable root, from which git runs the hooks
 // of the git directory path besides its own hooks/ directory: the target of hooks/ when it is a
 // symbolic link, and core.hooksPath set by its config or the per-user ones (which existed before
-// the call, or the config's own judgement drops them). Each is resolved; one already recorded is
-// left out. With names nil it looks at the per-user configs alone, for their absolute values.
+// the call, or the config's own judgement drops them). Each is resolved through no symbolic link
+// (see resolveHookDirs); one already recorded is left out. With names nil it looks at the per-user
+// configs alone, for their absolute values.
 func (s *scanner) hooksElsewhere(fd int, path string, names map[string]os.FileMode) []string {
 	var cands []string
 	if mode, ok := names["hooks"]; ok && mode&os.ModeSymlink != 0 {
