@@ -233,6 +233,9 @@ func gitWarning(f sandbox.GitFinding) string {
 		}
 		return msg + fmt.Sprintf(" (git would run programs named there); the original is in %s", f.Moved)
 	}
+	if f.Action == "made readable" {
+		return fmt.Sprintf("gave the directory %s back its owner's read, write and search permission (u+rwx): %s", f.Path, f.Why)
+	}
 	if f.Action == "restored" {
 		return fmt.Sprintf("moved %s, which the CLI changed, to %s and put back what was there before the call: %s", f.Path, f.Moved, f.Why)
 	}

@@ -38,7 +38,11 @@ import (
 // is put back as it was once its new content is moved aside. The same walk records the files
 // other tools read in a directory for programs to run (runConfigs) and quarantines those the call
 // created or changed whose content names one. The per-user git files (~/.gitconfig and the XDG
-// ones) are judged as configs when a writable root holds them.
+// ones) are judged as configs when a writable root holds them, and so are the files the configs
+// include (include.path, includeIf.*.path) when a writable root holds them: those found before the
+// call, at the paths found then, reached through no symbolic link. A directory clihost cannot list
+// (a call of the owner's uid may chmod it, and git needs only search permission to use it) is made
+// readable to its owner and checked, or else moved aside (see scanner.openDir).
 
 // DefaultGitGuardBudget is the most directory entries the snapshot reads in the writable roots of
 // one call: over it, the call is refused (ErrGitGuardBudget). The check after the call has no
@@ -55,6 +59,14 @@ var ErrGitGuardBudget = errors.New("the writable root holds more entries than cl
 // errRootUnreadable marks a writable root the guard could not open: its git metadata cannot be
 // checked, so a snapshot refuses the call.
 var errRootUnreadable = errors.New("cannot be read")
+
+// errDirUnreadable marks a directory in a writable root that the guard can neither list nor make
+// listable, although the CLI (the same uid) can enter it: a snapshot refuses the call.
+var errDirUnreadable = errors.New("cannot be listed by clihost nor made listable, although the CLI can enter it")
+
+// maxIncludeDepth is how deep git follows include.path and includeIf.*.path (its
+// MAX_INCLUDE_DEPTH): a deeper include makes git stop with an error.
+const maxIncludeDepth = 10
 
 // controlKind says how a control file is judged.
 type controlKind uint8
@@ -80,6 +92,14 @@ type control struct {
 // gitSnapshot is the state of the control files of every git directory in the writable roots.
 type gitSnapshot struct {
 	fps map[string]string
+	// includes are the files the configs found include (see includeTargets), judged as configs
+	// after the call whatever the configs then say: an include the call adds is dropped with it.
+	includes []string
+	// linkedHooks are the hook directories found before the call outside the walk's view (where
+	// the owner's link led, or named by an included file), judged after it at their own paths.
+	linkedHooks []string
+	// found are the directories the snapshot had to make readable, reported with the check's.
+	found []GitFinding
 	// prior are the control files as they were, so that a changed one is put back (a config
 	// keeps what it held before).
 	prior map[string]priorFile
@@ -98,7 +118,8 @@ type GitFinding struct {
 	// Path is the file or link the call created or changed.
 	Path string
 	// Action is "rewritten" (a config without the variables Dropped names), "quarantined" (moved
-	// aside) or "restored" (moved aside, and what was there before the call put back).
+	// aside), "restored" (moved aside, and what was there before the call put back) or "made
+	// readable" (a directory clihost could not list, given u+rwx to be checked).
 	Action string
 	// Moved is where the original went (Path + ".clihost-quarantined", or with a number).
 	Moved string
@@ -116,17 +137,18 @@ func (p *Policy) SnapshotGit(budget int) error {
 	if budget <= 0 {
 		budget = DefaultGitGuardBudget
 	}
-	ctls, _, incomplete, err := scanRoots(p.Writable, p.gitGlobal, budget)
-	if errors.Is(err, errRootUnreadable) {
-		return err
+	sc := scanRoots(p.Writable, p.gitGlobal, budget, nil)
+	if errors.Is(sc.err, errRootUnreadable) || errors.Is(sc.err, errDirUnreadable) {
+		return sc.err
 	}
-	// A directory inside a root that cannot be read now is skipped: the check after the call
-	// cannot read it either and names it in its warnings.
-	if len(incomplete) > 0 {
-		return fmt.Errorf("%s: %w (%d entries); narrow fs.write", strings.Join(incomplete, ", "), ErrGitGuardBudget, budget)
+	// A directory this uid can enter but not list refused the call (errDirUnreadable); one it
+	// cannot enter is skipped: nothing the CLI (the same uid, or a root host's agent, who is never
+	// refused what root is) runs can reach inside either.
+	if len(sc.incomplete) > 0 {
+		return fmt.Errorf("%s: %w (%d entries); narrow fs.write", strings.Join(sc.incomplete, ", "), ErrGitGuardBudget, budget)
 	}
-	s := &gitSnapshot{fps: map[string]string{}, prior: map[string]priorFile{}}
-	for _, c := range ctls {
+	s := &gitSnapshot{fps: map[string]string{}, prior: map[string]priorFile{}, includes: sc.includes, linkedHooks: sc.linkedHooks, found: sc.found}
+	for _, c := range sc.ctls {
 		s.fps[c.path] = c.fp
 		if pf, ok := priorOf(c); ok {
 			s.prior[c.path] = pf
@@ -147,13 +169,10 @@ func GitPolicy(writable []string, home string) *Policy {
 // checkGit judges every control file the call created or changed since SnapshotGit.
 func (p *Policy) checkGit() ([]GitFinding, error) {
 	// No budget here: whatever the call wrote is read, at a cost linear in what it wrote.
-	ctls, dirs, _, err := scanRoots(p.Writable, p.gitGlobal, 0)
-	var errs []error
-	if err != nil {
-		errs = append(errs, err)
-	}
-	var found []GitFinding
-	for _, c := range ctls {
+	sc := scanRoots(p.Writable, p.gitGlobal, 0, p.git)
+	errs := []error{sc.err}
+	found := slices.Concat(p.git.found, sc.found)
+	for _, c := range sc.ctls {
 		if p.git.fps[c.path] == c.fp {
 			continue
 		}
@@ -161,7 +180,7 @@ func (p *Policy) checkGit() ([]GitFinding, error) {
 		if pf, ok := p.git.prior[c.path]; ok {
 			prior = &pf
 		}
-		f, err := judge(c, dirs, p.Writable, prior)
+		f, err := judge(c, sc.dirs, p.Writable, prior)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -172,41 +191,106 @@ func (p *Policy) checkGit() ([]GitFinding, error) {
 	return found, errors.Join(errs...)
 }
 
-// scanRoots walks each writable directory root and returns its control files, the git
-// directories found (absolute), and the roots the walk could not finish within budget entries
-// (budget 0: no limit).
-// global are git's per-user files, recorded as configs wherever the walk meets them.
-func scanRoots(roots, global []string, budget int) (ctls []control, dirs map[string]bool, incomplete []string, err error) {
-	dirs = map[string]bool{}
+// scan is what scanRoots found.
+type scan struct {
+	ctls []control
+	// dirs are the git directories found (absolute).
+	dirs map[string]bool
+	// incomplete are the roots the walk could not finish within its budget.
+	incomplete []string
+	// includes are the files the configs include (see includeTargets).
+	includes []string
+	// linkedHooks are the hook directories judged after the call at the paths found before it (see
+	// gitSnapshot.linkedHooks).
+	linkedHooks []string
+	// found are the directories made readable or moved aside (see scanner.openDir).
+	found []GitFinding
+	err   error
+}
+
+// scanRoots walks each writable directory root and returns its control files, within budget
+// entries (0: no limit). global are git's per-user files, recorded as configs wherever the walk
+// meets them. after is nil for the snapshot; for the check after the call it is the snapshot,
+// whose includes are judged again.
+func scanRoots(roots, global []string, budget int, after *gitSnapshot) scan {
+	out := scan{dirs: map[string]bool{}}
 	hookDirs := map[string]bool{}
+	linked := &out.linkedHooks
 	var errs []error
 	for _, r := range roots {
 		fd, err := unix.Open(r, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
-			ctls = append(ctls, fileRoot(r, global)...)
+			out.ctls = append(out.ctls, fileRoot(r, global)...)
 			continue
 		}
 		if errors.Is(err, unix.ENOENT) {
 			continue // not writable in this call (see Plan)
 		}
+		s := &scanner{root: r, left: budget, limited: budget > 0, dirs: out.dirs, global: global, roots: roots, hookDirs: hookDirs,
+			linkedHooks: linked, check: after != nil}
+		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+			fd, err = s.openRoot(r)
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("git check of %s: %w: %w", r, errRootUnreadable, err))
 			continue
 		}
-		s := &scanner{root: r, left: budget, limited: budget > 0, dirs: dirs, global: global, roots: roots, hookDirs: hookDirs}
-		if err := s.dir(fd, r); err != nil {
-			incomplete = append(incomplete, r)
+		if fd >= 0 {
+			if err := s.dir(fd, r); err != nil {
+				out.incomplete = append(out.incomplete, r)
+			}
 		}
-		ctls = append(ctls, s.ctls...)
+		out.ctls = append(out.ctls, s.ctls...)
+		out.found = append(out.found, s.found...)
 		errs = append(errs, s.errs...)
 	}
-	// A per-user core.hooksPath that is absolute (or under ~) serves every repository of the
-	// owner, inside the writable roots or not.
-	s := &scanner{global: global, roots: roots, hookDirs: hookDirs}
+	s := &scanner{global: global, roots: roots, hookDirs: hookDirs, linkedHooks: linked, check: after != nil}
+	s.outsideTheWalk(&out, after)
+	out.ctls = uniqueControls(append(out.ctls, s.ctls...))
+	out.found = append(out.found, s.found...)
+	out.err = errors.Join(append(errs, s.errs...)...)
+	return out
+}
+
+// outsideTheWalk records the control files the walk does not meet as such: the hooks of a per-user
+// core.hooksPath that is absolute (or under ~), which serves every repository of the owner,
+// inside the writable roots or not; the files the configs include; and the hook directories the
+// owner's links lead to. The last two are found in the tree as it is before the call (after nil)
+// and judged after it at the same paths.
+func (s *scanner) outsideTheWalk(out *scan, after *gitSnapshot) {
 	for _, h := range s.hooksElsewhere(-1, "/", nil) {
 		_ = s.hookDir(h) // unlimited: a few hooks
 	}
-	return append(ctls, s.ctls...), dirs, incomplete, errors.Join(append(errs, s.errs...)...)
+	if after == nil {
+		out.includes = s.includeTargets(out.ctls)
+		return
+	}
+	out.includes = after.includes
+	for _, p := range out.includes {
+		s.record(p, ctlConfig)
+	}
+	for _, d := range after.linkedHooks {
+		at, isLink, ok := firstLink(d)
+		switch {
+		case !ok || s.hookDirs[d]:
+		case isLink:
+			s.record(at, ctlHook)
+		default:
+			s.hookDirs[d] = true
+			_ = s.hookDir(d)
+		}
+	}
+}
+
+// uniqueControls keeps the first control of each path: a file can be both a repository's config
+// and a file another config includes.
+func uniqueControls(ctls []control) []control {
+	seen := map[string]bool{}
+	return slices.DeleteFunc(ctls, func(c control) bool {
+		dup := seen[c.path]
+		seen[c.path] = true
+		return dup
+	})
 }
 
 // fileRoot records a writable root that is a file when it is one git or another tool reads for
@@ -246,8 +330,15 @@ type scanner struct {
 	// already recorded (see hooksElsewhere).
 	roots    []string
 	hookDirs map[string]bool
+	// linkedHooks collects, in the snapshot, the hook directories reached through a symbolic
+	// link or named by an included file (see gitSnapshot.linkedHooks).
+	linkedHooks *[]string
 	// errs are the directories that could not be read; the walk goes on past them.
 	errs []error
+	// check is set in the check after the call (a directory that cannot be read is moved
+	// aside), not in the snapshot (it refuses the call); found are what openDir did.
+	check bool
+	found []GitFinding
 }
 
 // gitNames are the entries isGitDir and gitDir look at.
@@ -316,9 +407,8 @@ func (s *scanner) entry(fd int, path string, e os.DirEntry) error {
 	if e.Type()&os.ModeDir == 0 {
 		return nil
 	}
-	child, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		s.errs = append(s.errs, fmt.Errorf("git check: open %s: %w", filepath.Join(path, name), err))
+	child, err := s.openDir(fd, path, name)
+	if err != nil || child < 0 {
 		return nil
 	}
 	return s.dir(child, filepath.Join(path, name))
@@ -391,8 +481,9 @@ func isHook(name string) bool {
 // hooksElsewhere returns the directories, inside a writable root, from which git runs the hooks
 // of the git directory path besides its own hooks/ directory: the target of hooks/ when it is a
 // symbolic link, and core.hooksPath set by its config or the per-user ones (which existed before
-// the call, or the config's own judgement drops them). Each is resolved; one already recorded is
-// left out. With names nil it looks at the per-user configs alone, for their absolute values.
+// the call, or the config's own judgement drops them). Each is resolved through no symbolic link
+// (see resolveHookDirs); one already recorded is left out. With names nil it looks at the per-user
+// configs alone, for their absolute values.
 func (s *scanner) hooksElsewhere(fd int, path string, names map[string]os.FileMode) []string {
 	var cands []string
 	if mode, ok := names["hooks"]; ok && mode&os.ModeSymlink != 0 {
@@ -412,37 +503,193 @@ func (s *scanner) hooksElsewhere(fd int, path string, names map[string]os.FileMo
 	if names == nil {
 		worktree = "" // the per-user configs alone (fd and path unused): absolute values only
 	}
-	home := ""
-	if i := slices.IndexFunc(s.global, func(g string) bool { return filepath.Base(g) == ".gitconfig" }); i >= 0 {
-		home = filepath.Dir(s.global[i])
-	}
 	for _, c := range configs {
-		for _, v := range hooksPaths(c) {
-			if rest, ok := strings.CutPrefix(v, "~/"); ok && home != "" {
-				v = filepath.Join(home, rest)
-			}
-			if filepath.IsAbs(v) || worktree != "" {
-				cands = append(cands, absFrom(worktree, v))
-			}
-		}
+		cands = append(cands, s.hooksPathDirs(readFollowing(c), worktree)...)
 	}
+	return s.resolveHookDirs(cands, filepath.Join(path, "hooks"))
+}
+
+// hooksPathDirs returns the directories the core.hooksPath values of a config (its content) name:
+// relative to worktree, under ~ from the home; only absolute ones when worktree is empty.
+func (s *scanner) hooksPathDirs(config []byte, worktree string) []string {
+	home := s.home()
 	var out []string
-	for _, c := range cands {
-		r, err := filepath.EvalSymlinks(c)
-		if err != nil || r == filepath.Join(path, "hooks") || s.hookDirs[r] ||
-			!slices.ContainsFunc(s.roots, func(w string) bool { return within(r, w) }) {
+	entries, _ := parseGitConfig(config)
+	for _, e := range entries {
+		if e.section != "core" || e.sub != "" || e.name != "hookspath" || e.value == "" {
 			continue
 		}
-		s.hookDirs[r] = true
-		out = append(out, r)
+		v := e.value
+		if rest, ok := strings.CutPrefix(v, "~/"); ok && home != "" {
+			v = filepath.Join(home, rest)
+		}
+		if filepath.IsAbs(v) || worktree != "" {
+			out = append(out, absFrom(worktree, v))
+		}
 	}
 	return out
 }
 
-// hooksPaths returns the core.hooksPath values the config file at path sets. The file is opened
-// following links (the owner's ~/.gitconfig may be one), without blocking, and read up to
-// maxControlRead bytes: only to learn where hooks are.
-func hooksPaths(path string) []string {
+// resolveHookDirs returns the hook directories cands name that lie in a writable root and are not
+// recorded yet (nor own, the git directory's hooks/), reached through no symbolic link.
+func (s *scanner) resolveHookDirs(cands []string, own string) []string {
+	var out []string
+	for _, c := range cands {
+		// Never through a link: one met on the way is judged itself, as a hook. In the snapshot,
+		// the directory behind it (the owner's link) is recorded too, and judged after the call
+		// at its own path, through no link.
+		r, isLink, ok := firstLink(c)
+		if !ok || r == own || s.hookDirs[r] || !s.inRoots(r) {
+			continue
+		}
+		s.hookDirs[r] = true
+		if !isLink {
+			out = append(out, r)
+			continue
+		}
+		s.record(r, ctlHook)
+		if real, err := filepath.EvalSymlinks(c); err == nil && !s.check && !s.hookDirs[real] && s.inRoots(real) {
+			s.hookDirs[real] = true
+			*s.linkedHooks = append(*s.linkedHooks, real)
+			out = append(out, real)
+		}
+	}
+	return out
+}
+
+// inRoots reports whether p lies in one of the writable roots.
+func (s *scanner) inRoots(p string) bool {
+	return slices.ContainsFunc(s.roots, func(w string) bool { return within(p, w) })
+}
+
+// firstLink resolves p (absolute) as resolveNoLinks does, but stops at a symbolic link: it returns
+// the path of the first link met (isLink), or p resolved; ok is false when a component is missing.
+func firstLink(p string) (at string, isLink, ok bool) {
+	cur := "/"
+	for _, comp := range strings.Split(p, "/") {
+		switch comp {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		cur = filepath.Join(cur, comp)
+		st, err := os.Lstat(cur)
+		if err != nil {
+			return "", false, false
+		}
+		if st.Mode()&os.ModeSymlink != 0 {
+			return cur, true, true
+		}
+	}
+	return cur, false, true
+}
+
+// record records the file at p as a control of kind when it lies in a writable root, reached
+// through no symbolic link: the first link on the way is recorded in its place (a link in place
+// of a control file is neutralised when new or changed). It returns the control recorded, if any.
+func (s *scanner) record(p string, kind controlKind) *control {
+	at, _, ok := firstLink(p)
+	if !ok || !s.inRoots(at) || at == "/" {
+		return nil
+	}
+	root := s.roots[slices.IndexFunc(s.roots, func(w string) bool { return within(at, w) })]
+	dfd, err := openBeneath(root, filepath.Dir(at))
+	if err != nil {
+		return nil // changed since: the check walks it again
+	}
+	defer unix.Close(dfd)
+	fp, data := fingerprint(dfd, filepath.Base(at))
+	s.ctls = append(s.ctls, control{path: at, kind: kind, fp: fp, root: root, data: data})
+	return &s.ctls[len(s.ctls)-1]
+}
+
+// includeTargets returns the files the configs among ctls and the per-user configs include
+// (include.path, includeIf.*.path whatever the condition: a relative path from the including
+// file's directory, ~/ from the home), and what those include in turn, as deep as git reads. Each
+// is recorded (see record): the walk finds no included file as a control file of its own.
+func (s *scanner) includeTargets(ctls []control) []string {
+	type source struct {
+		path string
+		data []byte
+		// worktree is where a relative core.hooksPath of the repository the source serves
+		// points from ("" for the per-user configs: only absolute values).
+		worktree string
+		depth    int
+	}
+	var queue []source
+	for _, g := range s.global {
+		queue = append(queue, source{path: g, data: readFollowing(g)})
+	}
+	for _, c := range ctls {
+		if c.kind == ctlConfig && !slices.Contains(s.global, c.path) {
+			wt := filepath.Dir(c.path)
+			if filepath.Base(wt) == ".git" {
+				wt = filepath.Dir(wt)
+			}
+			queue = append(queue, source{path: c.path, data: c.data, worktree: wt})
+		}
+	}
+	home := s.home()
+	seen := map[string]bool{}
+	var out []string
+	for len(queue) > 0 {
+		src := queue[0]
+		queue = queue[1:]
+		if src.depth > 0 {
+			// A core.hooksPath the included file sets (the including ones are hooksElsewhere's).
+			for _, d := range s.resolveHookDirs(s.hooksPathDirs(src.data, src.worktree), "") {
+				*s.linkedHooks = append(*s.linkedHooks, d)
+				_ = s.hookDir(d)
+			}
+		}
+		entries, _ := parseGitConfig(src.data)
+		for _, e := range entries {
+			if e.name != "path" || e.value == "" || (e.section != "include" && e.section != "includeif") || (e.section == "include" && e.sub != "") {
+				continue
+			}
+			v := e.value
+			if rest, ok := strings.CutPrefix(v, "~/"); ok {
+				if home == "" {
+					continue
+				}
+				v = filepath.Join(home, rest)
+			}
+			targets := []string{absFrom(filepath.Dir(src.path), v)}
+			// Through a link (the owner's: this is the tree before the call), the file behind it
+			// too, judged after the call at its own path, through no link.
+			if _, isLink, _ := firstLink(targets[0]); isLink {
+				if real, err := filepath.EvalSymlinks(targets[0]); err == nil {
+					targets = append(targets, real)
+				}
+			}
+			for _, t := range targets {
+				if seen[t] {
+					continue
+				}
+				seen[t] = true
+				out = append(out, t)
+				if c := s.record(t, ctlConfig); c != nil && src.depth+1 < maxIncludeDepth {
+					queue = append(queue, source{path: t, data: c.data, worktree: src.worktree, depth: src.depth + 1})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// home is the home directory ~/ stands for in the per-user configs: that of ~/.gitconfig.
+func (s *scanner) home() string {
+	if i := slices.IndexFunc(s.global, func(g string) bool { return filepath.Base(g) == ".gitconfig" }); i >= 0 {
+		return filepath.Dir(s.global[i])
+	}
+	return ""
+}
+
+// readFollowing reads up to maxControlRead bytes of the file at path, following links (the owner's
+// own ~/.gitconfig may be one) and without blocking: only to learn what it points git at.
+func readFollowing(path string) []byte {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil
@@ -450,14 +697,7 @@ func hooksPaths(path string) []string {
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	data, _ := io.ReadAll(io.LimitReader(f, maxControlRead))
-	entries, _ := parseGitConfig(data)
-	var out []string
-	for _, e := range entries {
-		if e.section == "core" && e.sub == "" && e.name == "hookspath" && e.value != "" {
-			out = append(out, e.value)
-		}
-	}
-	return out
+	return data
 }
 
 // absFrom makes p absolute against base.
@@ -470,9 +710,15 @@ func absFrom(base, p string) string {
 
 // hookDir records the hooks in dir, a directory inside a writable root that git takes hooks from.
 func (s *scanner) hookDir(dir string) error {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	root := s.roots[slices.IndexFunc(s.roots, func(w string) bool { return within(dir, w) })]
+	pfd, err := openBeneath(root, filepath.Dir(dir))
 	if err != nil {
-		s.errs = append(s.errs, fmt.Errorf("git check: open %s: %w", dir, err))
+		s.errs = append(s.errs, fmt.Errorf("git check: %w", err))
+		return nil
+	}
+	defer unix.Close(pfd)
+	fd, err := s.openDir(pfd, filepath.Dir(dir), filepath.Base(dir))
+	if err != nil || fd < 0 {
 		return nil
 	}
 	f := os.NewFile(uintptr(fd), dir)
@@ -484,7 +730,6 @@ func (s *scanner) hookDir(dir string) error {
 	if err != nil {
 		s.errs = append(s.errs, fmt.Errorf("git check: read %s: %w", dir, err))
 	}
-	root := s.roots[slices.IndexFunc(s.roots, func(w string) bool { return within(dir, w) })]
 	for _, e := range entries {
 		if isHook(e.Name()) {
 			fp, data := fingerprint(fd, e.Name())
@@ -496,9 +741,8 @@ func (s *scanner) hookDir(dir string) error {
 
 // subdir records the entries of the git directory's subdirectory name that match.
 func (s *scanner) subdir(gitFD int, path, name string, kind controlKind, match func(string) bool) error {
-	fd, err := unix.Openat(gitFD, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		s.errs = append(s.errs, fmt.Errorf("git check: open %s: %w", path, err))
+	fd, err := s.openDir(gitFD, filepath.Dir(path), name)
+	if err != nil || fd < 0 {
 		return nil
 	}
 	f := os.NewFile(uintptr(fd), path)
@@ -516,6 +760,89 @@ func (s *scanner) subdir(gitFD int, path, name string, kind controlKind, match f
 		}
 	}
 	return nil
+}
+
+// openDir opens the directory name of the directory parent, open at pfd, to list it, never
+// following a link; fd is -1 when there is nothing to list. A directory clihost may not list (a
+// call of the same uid can chmod it: Landlock does not control chmod, and git, run by the owner,
+// needs only search permission to use what is in it) is made readable to its owner (u+rwx, through
+// a descriptor of that very directory) and listed. One that cannot be made readable is skipped when
+// this uid cannot enter it either (nothing the CLI runs can reach inside); otherwise the snapshot
+// refuses the call (errDirUnreadable) and the check moves it aside.
+func (s *scanner) openDir(pfd int, parent, name string) (int, error) {
+	path := filepath.Join(parent, name)
+	fd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err == nil {
+		return fd, nil
+	}
+	if !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.EPERM) {
+		err = fmt.Errorf("git check: open %s: %w", path, err)
+		s.errs = append(s.errs, err)
+		return -1, err
+	}
+	fd, mode, err := reopenReadable(pfd, name)
+	if err == nil {
+		s.found = append(s.found, GitFinding{Path: path, Action: "made readable",
+			Why: fmt.Sprintf("clihost could not list it (mode %04o) to check the git metadata in it, which git can still use", mode)})
+		return fd, nil
+	}
+	if unix.Faccessat(pfd, name, unix.X_OK, unix.AT_EACCESS|unix.AT_SYMLINK_NOFOLLOW) != nil {
+		return -1, nil
+	}
+	if !s.check {
+		err = fmt.Errorf("git check: %s %w (%w); make it readable or narrow fs.write", path, errDirUnreadable, err)
+		s.errs = append(s.errs, err)
+		return -1, err
+	}
+	moved, err := moveAside(pfd, path)
+	if err != nil {
+		err = fmt.Errorf("git check: %s %w: %w", path, errDirUnreadable, err)
+		s.errs = append(s.errs, err)
+		return -1, err
+	}
+	s.found = append(s.found, GitFinding{Path: path, Action: "quarantined", Moved: moved,
+		Why: "clihost can neither list it nor make it listable to check the git metadata in it, and git could use what is in it"})
+	return -1, nil
+}
+
+// reopenReadable gives the directory name of the directory open at pfd, not a link, u+rwx through a
+// descriptor of it, and opens it to list it. mode is its permission bits before.
+func reopenReadable(pfd int, name string) (fd int, mode uint32, err error) {
+	pathFD, err := unix.Openat(pfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, 0, err
+	}
+	defer unix.Close(pathFD)
+	var st unix.Stat_t
+	if err := unix.Fstat(pathFD, &st); err != nil {
+		return -1, 0, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return -1, 0, unix.ENOTDIR
+	}
+	mode = st.Mode & 0o7777
+	// The descriptor's /proc link names that very directory, whatever its path holds now.
+	self := "/proc/self/fd/" + strconv.Itoa(pathFD)
+	if err := unix.Chmod(self, mode|0o700); err != nil {
+		return -1, mode, err
+	}
+	fd, err = unix.Open(self, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	return fd, mode, err
+}
+
+// openRoot opens the writable root r, which could not be opened directly, through its parent (see
+// openDir).
+func (s *scanner) openRoot(r string) (int, error) {
+	pfd, err := unix.Openat2(unix.AT_FDCWD, filepath.Dir(r), &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(pfd)
+	n := len(s.errs)
+	fd, err := s.openDir(pfd, filepath.Dir(r), filepath.Base(r))
+	s.errs = s.errs[:n] // reported by the caller
+	return fd, err
 }
 
 // add records the control file name of the directory open at dirFD.

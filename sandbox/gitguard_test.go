@@ -1,7 +1,9 @@
 package sandbox
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -9,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -627,4 +630,312 @@ func TestGitGuardLargeControlFile(t *testing.T) {
 		}
 	}
 	g.exists(".git/config", false)
+}
+
+// TestGitGuardIncludedConfigs: a file a config includes (include.path, includeIf.*.path; relative
+// to the including file, ~/ from the home, recursively) is judged as a config when a writable root
+// holds it, although no walk finds it as a control file: it keeps what it held and loses what the
+// call added; a link on the way to it, new, is moved aside; and a path the call adds an include
+// for is not judged (the include itself is dropped).
+func TestGitGuardIncludedConfigs(t *testing.T) {
+	g := newGuard(t)
+	g.p.gitGlobal = []string{g.path("home/.gitconfig")}
+	g.repo("r/.git", initConfig+"[include]\n\tpath = ../shared.gitconfig\n[includeIf \"gitdir:/\"]\n\tpath = ../cond.gitconfig\n"+
+		"[include]\n\tpath = ../viaLink/x.gitconfig\n[include]\n\tpath = ../ownersLink/y.gitconfig\n")
+	must(t, os.Symlink("dots", g.path("r/ownersLink"))) // the owner's link to an include
+	g.write("r/dots/y.gitconfig", "[user]\n\temail = me@example.com\n", 0o644)
+	g.write("r/shared.gitconfig", "[user]\n\tname = me\n[include]\n\tpath = nested/deeper.gitconfig\n", 0o644)
+	g.write("r/nested/deeper.gitconfig", "[alias]\n\tst = status\n", 0o644)
+	g.write("home/.gitconfig", "[include]\n\tpath = ~/dotfiles/extra\n", 0o644)
+	g.write("home/dotfiles/extra", "[core]\n\teditor = vim\n", 0o644)
+	must(t, os.MkdirAll(g.path("elsewhere"), 0o755))
+	g.write("README.md", "# project\n", 0o644)
+	g.snap()
+	g.write("r/shared.gitconfig", "[user]\n\tname = me\n[include]\n\tpath = nested/deeper.gitconfig\n[core]\n\tfsmonitor = evil\n", 0o644)
+	g.write("r/nested/deeper.gitconfig", "[alias]\n\tst = status\n[core]\n\tsshCommand = evil\n", 0o644)
+	g.write("r/cond.gitconfig", "[core]\n\tpager = evil\n", 0o644)
+	g.write("home/dotfiles/extra", "[core]\n\teditor = vim\n\tfsmonitor = evil\n", 0o644)
+	must(t, os.Symlink("elsewhere", g.path("r/viaLink")))
+	g.write("elsewhere/x.gitconfig", "[core]\n\tfsmonitor = evil\n", 0o644)
+	g.write("r/dots/y.gitconfig", "[user]\n\temail = me@example.com\n[core]\n\tfsmonitor = evil\n", 0o644)
+	// A new include in the repository's config: dropped with it, and README.md is left alone.
+	g.write("r/.git/config", initConfig+"[include]\n\tpath = ../shared.gitconfig\n[includeIf \"gitdir:/\"]\n\tpath = ../cond.gitconfig\n"+
+		"[include]\n\tpath = ../viaLink/x.gitconfig\n[include]\n\tpath = ../ownersLink/y.gitconfig\n[include]\n\tpath = ../../README.md\n", 0o644)
+	found := g.check()
+	want := []string{"home/dotfiles/extra", "r/.git/config", "r/cond.gitconfig", "r/dots/y.gitconfig", "r/nested/deeper.gitconfig", "r/shared.gitconfig", "r/viaLink"}
+	if got := keys(found); !slices.Equal(got, want) {
+		t.Fatalf("neutralised %q, want %q", got, want)
+	}
+	for rel, content := range map[string]string{
+		"r/shared.gitconfig":        "[user]\n\tname = me\n[include]\n\tpath = nested/deeper.gitconfig\n",
+		"r/nested/deeper.gitconfig": "[alias]\n\tst = status\n",
+		"r/cond.gitconfig":          "",
+		"home/dotfiles/extra":       "[core]\n\teditor = vim\n",
+		"r/dots/y.gitconfig":        "[user]\n\temail = me@example.com\n",
+		"README.md":                 "# project\n",
+	} {
+		if data, err := os.ReadFile(g.path(rel)); err != nil || string(data) != content {
+			t.Errorf("%s: %q %v, want %q", rel, data, err, content)
+		}
+	}
+	if f := found["r/viaLink"]; f.Action != "quarantined" {
+		t.Errorf("the link on the way to an include: %+v", f)
+	}
+	g.exists("r/viaLink", false)
+}
+
+// TestGitGuardIncludeDepth: includes are followed as deep as git follows them (10), no deeper, and
+// a loop ends.
+func TestGitGuardIncludeDepth(t *testing.T) {
+	g := newGuard(t)
+	g.repo(".git", initConfig+"[include]\n\tpath = ../i0\n")
+	for i := range 12 {
+		g.write("i"+strconv.Itoa(i), "[include]\n\tpath = i"+strconv.Itoa(i+1)+"\n[include]\n\tpath = i0\n", 0o644)
+	}
+	g.snap()
+	for i := range 12 {
+		g.write("i"+strconv.Itoa(i), "[include]\n\tpath = i"+strconv.Itoa(i+1)+"\n[include]\n\tpath = i0\n[core]\n\tpager = x\n", 0o644)
+	}
+	var want []string
+	for i := range maxIncludeDepth {
+		want = append(want, "i"+strconv.Itoa(i))
+	}
+	slices.Sort(want)
+	if got := keys(g.check()); !slices.Equal(got, want) {
+		t.Fatalf("neutralised %q, want %q", got, want)
+	}
+}
+
+// TestGitGuardHooksPathThroughALink: a hooks directory reached through a symbolic link
+// (core.hooksPath naming a path with a link on the way) is not followed after the call: a link the
+// call created or changed on the way is neutralised itself, and nothing is read through it; the
+// directory the owner's link led to before the call is judged at its own path.
+func TestGitGuardHooksPathThroughALink(t *testing.T) {
+	g := newGuard(t)
+	g.repo("b/.git", initConfig+"\thooksPath = via/hooks\n")
+	must(t, os.MkdirAll(g.path("b/real/hooks"), 0o755))
+	must(t, os.MkdirAll(g.path("b/other/hooks"), 0o755))
+	g.write("b/other/hooks/pre-commit", "#!/bin/sh\nmine\n", 0o755)
+	must(t, os.Symlink("real", g.path("b/via")))
+	g.snap()
+	// The call writes a hook where the owner's link leads, and repoints the link at a directory
+	// of hooks it chose.
+	g.write("b/real/hooks/post-checkout", "#!/bin/sh\nevil\n", 0o755)
+	must(t, os.Remove(g.path("b/via")))
+	must(t, os.Symlink("other", g.path("b/via")))
+	found := g.check()
+	if got := keys(found); !slices.Equal(got, []string{"b/real/hooks/post-checkout", "b/via"}) {
+		t.Fatalf("neutralised %q", got)
+	}
+	if f := found["b/via"]; f.Action != "restored" {
+		t.Errorf("the repointed link: %+v", f)
+	}
+	if target, err := os.Readlink(g.path("b/via")); err != nil || target != "real" {
+		t.Errorf("b/via → %q %v, want the owner's link back", target, err)
+	}
+	g.exists("b/other/hooks/pre-commit", true)
+}
+
+// unprivilegedChild names the environment variable that makes TestGitGuardUnprivilegedChild the
+// child of TestGitGuardUnreadableDirectories: the workspace it checks.
+const unprivilegedChild = "CLIHOST_GITGUARD_CHILD_WS"
+
+// TestGitGuardUnreadableDirectories: clihost not running as root checks a workspace of its own
+// user, and a call (the same uid: Landlock does not control chmod) writes a commondir to a
+// skeleton, a gitfile, and a hook, then makes the directories holding them unreadable (0311:
+// git, run by the owner, needs only search permission). The check makes them readable again
+// and judges what is in them; a directory it can neither read nor make readable but that the
+// same uid can enter is moved aside. The guard runs as the real unprivileged uid: a copy of this
+// test binary re-executed as AgentUID (TestGitGuardUnprivilegedChild), which owns the workspace;
+// then the owner's real git must not run the program the call chose.
+func TestGitGuardUnreadableDirectories(t *testing.T) {
+	if os.Getuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("needs root to run the guard as another, unprivileged uid")
+		}
+		t.Skip("needs root to run the guard as another, unprivileged uid")
+	}
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal(err)
+	}
+	base := agentDir(t)
+	ws := filepath.Join(base, "ws")
+	marker := filepath.Join(base, "ran")
+	g := &guardFixture{t: t, ws: ws}
+	g.repo(".git", initConfig)
+	g.repo("r/.git", initConfig)
+	must(t, os.MkdirAll(g.path("p/q"), 0o755))
+	g.write("root-owned/keep", "", 0o644) // root's: the agent may enter it at most
+	must(t, os.MkdirAll(g.path("closed"), 0o700))
+	g.write("closed/.git", "gitdir: x\n", 0o644) // root's, 0700: the agent cannot enter it at all
+	giveTree(t, ws, "root-owned", "closed")
+	must(t, os.Chmod(g.path("root-owned"), 0o711))
+	bin := filepath.Join(base, "sandbox.test")
+	data, err := os.ReadFile(os.Args[0])
+	must(t, err)
+	must(t, os.WriteFile(bin, data, 0o755))
+
+	cmd := exec.Command(bin, "-test.run=^TestGitGuardUnprivilegedChild$", "-test.count=1", "-test.v")
+	cmd.Env = []string{unprivilegedChild + "=" + ws, "MARK=touch " + marker + "; :", "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agentUID, Gid: agentUID}}
+	stdin, err := cmd.StdinPipe()
+	must(t, err)
+	stdout, err := cmd.StdoutPipe()
+	must(t, err)
+	must(t, cmd.Start())
+	lines := bufio.NewScanner(stdout)
+	var log strings.Builder
+	// await reads the child's output up to the line step, then lets it go on after next.
+	await := func(step string, next func()) {
+		t.Helper()
+		for lines.Scan() {
+			log.WriteString(lines.Text() + "\n")
+			if lines.Text() == step {
+				next()
+				_, err := stdin.Write([]byte("go\n"))
+				must(t, err)
+				return
+			}
+		}
+		t.Fatalf("the unprivileged guard ended before %q:\n%s", step, log.String())
+	}
+	// The snapshot refuses root-owned (it can be entered, not listed, not made listable); once it
+	// is readable, the snapshot passes; during the call it becomes unlistable again.
+	await("STEP refused", func() { must(t, os.Chmod(g.path("root-owned"), 0o755)) })
+	await("STEP called", func() { must(t, os.Chmod(g.path("root-owned"), 0o711)) })
+	for lines.Scan() {
+		log.WriteString(lines.Text() + "\n")
+	}
+	err = cmd.Wait()
+	t.Logf("the unprivileged guard:\n%s", log.String())
+	if err != nil {
+		t.Fatalf("the unprivileged guard: %v", err)
+	}
+	for _, dir := range [][]string{{"."}, {"p/q"}, {"r", "-c", "user.name=o", "-c", "user.email=o@example.com", "commit", "-q", "--allow-empty", "-m", "x"}} {
+		args := dir[1:]
+		if len(args) == 0 {
+			args = []string{"status"}
+		}
+		c := exec.Command("git", args...)
+		c.Dir, c.Env = g.path(dir[0]), []string{"PATH=/usr/bin:/bin", "HOME=" + base, "GIT_CONFIG_NOSYSTEM=1"}
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agentUID, Gid: agentUID}}
+		gout, _ := c.CombinedOutput()
+		t.Logf("owner: git %q in %s: %s", args, dir[0], gout)
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("the owner's git %q in %s ran the program the call chose", args, dir[0])
+		}
+	}
+	for rel, want := range map[string]os.FileMode{".git": 0o711, "p": 0o711, "r/.git/hooks": 0o711} {
+		if st, err := os.Lstat(g.path(rel)); err != nil || st.Mode().Perm() != want {
+			t.Errorf("%s: %v %v, want mode %o", rel, st, err, want)
+		}
+	}
+	g.exists("root-owned", false)
+	g.exists("root-owned"+quarantineSuffix, true)
+	g.exists("closed/.git", true)
+}
+
+// TestGitGuardUnprivilegedChild is the unprivileged half of TestGitGuardUnreadableDirectories.
+func TestGitGuardUnprivilegedChild(t *testing.T) {
+	ws := os.Getenv(unprivilegedChild)
+	if ws == "" {
+		t.Skip("run by TestGitGuardUnreadableDirectories")
+	}
+	g := &guardFixture{t: t, ws: ws, p: GitPolicy([]string{ws}, "/nonexistent")}
+	stdin := bufio.NewScanner(os.Stdin)
+	step := func(name string) {
+		fmt.Println("STEP " + name)
+		if !stdin.Scan() {
+			t.Fatal("no go-ahead")
+		}
+	}
+	if err := g.p.SnapshotGit(0); !errors.Is(err, errDirUnreadable) || !strings.Contains(err.Error(), g.path("root-owned")) {
+		t.Errorf("the snapshot with an unlistable directory the agent can enter: %v", err)
+	}
+	step("refused")
+	if err := g.p.SnapshotGit(0); err != nil {
+		t.Fatal(err)
+	}
+	fsmonitor := "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = \"" + os.Getenv("MARK") + "\"\n"
+	// The call: a commondir to a skeleton inside .git, then .git made unreadable.
+	g.repo(".git/evil", fsmonitor)
+	g.write(".git/commondir", "evil\n", 0o644)
+	must(t, os.Chmod(g.path(".git"), 0o311))
+	// A gitfile to a skeleton, in a directory made unreadable.
+	g.repo("p/q/.e", fsmonitor)
+	g.write("p/q/.git", "gitdir: .e\n", 0o644)
+	must(t, os.Chmod(g.path("p"), 0o311))
+	// A hook, in a hooks directory made unreadable.
+	g.write("r/.git/hooks/pre-commit", "#!/bin/sh\n"+os.Getenv("MARK")+"\n", 0o755)
+	must(t, os.Chmod(g.path("r/.git/hooks"), 0o311))
+	// root-owned becomes 0711 (the parent does it): the guard cannot list it nor make it
+	// listable, and the same uid can enter it, so it is moved aside.
+	step("called")
+	found := g.check()
+	for _, rel := range keys(found) {
+		t.Logf("%s: %+v", rel, found[rel])
+	}
+	for _, rel := range []string{".git", ".git/evil/config", "p", "p/q/.e/config", "r/.git/hooks", "r/.git/hooks/pre-commit", "root-owned"} {
+		if _, ok := found[rel]; !ok {
+			t.Errorf("nothing reported for %s", rel)
+		}
+	}
+	if f := found[".git"]; f.Action != "made readable" {
+		t.Errorf(".git: %+v", f)
+	}
+	if f := found["root-owned"]; f.Action != "quarantined" {
+		t.Errorf("root-owned: %+v", f)
+	}
+}
+
+// agentUID is who TestGitGuardUnreadableDirectories runs the guard as (fixture.AgentID, which this
+// package's tests cannot import).
+const agentUID = 65534
+
+// agentDir returns a directory outside /tmp's private test directories, which agentUID can reach.
+func agentDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "clihost-gitguard-")
+	must(t, err)
+	t.Cleanup(func() {
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				_ = os.Chmod(p, 0o755)
+			}
+			return nil
+		})
+		os.RemoveAll(dir)
+	})
+	must(t, os.Chmod(dir, 0o777))
+	return dir
+}
+
+// giveTree hands ws to agentUID, but for the top-level entries of ws named in keep.
+func giveTree(t *testing.T, ws string, keep ...string) {
+	t.Helper()
+	must(t, filepath.WalkDir(ws, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if rel, _ := filepath.Rel(ws, p); slices.Contains(keep, strings.SplitN(rel, "/", 2)[0]) {
+			return nil
+		}
+		return os.Lchown(p, agentUID, agentUID)
+	}))
+}
+
+// TestGitGuardHooksPathInAnIncludedFile: a core.hooksPath the owner set in an included file (a
+// team's shared .gitconfig in the work tree, say) names a hook directory like the repository's own
+// config would: a hook the call writes there is moved aside.
+func TestGitGuardHooksPathInAnIncludedFile(t *testing.T) {
+	g := newGuard(t)
+	g.repo("r/.git", initConfig+"[include]\n\tpath = ../.gitconfig\n")
+	g.write("r/.gitconfig", "[core]\n\thooksPath = .githooks\n", 0o644)
+	g.write("r/.githooks/pre-commit", "#!/bin/sh\nmine\n", 0o755)
+	g.snap()
+	g.write("r/.githooks/post-checkout", "#!/bin/sh\nevil\n", 0o755)
+	if got := keys(g.check()); !slices.Equal(got, []string{"r/.githooks/post-checkout"}) {
+		t.Fatalf("neutralised %q", got)
+	}
+	g.exists("r/.githooks/pre-commit", true)
 }

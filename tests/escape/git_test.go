@@ -3,6 +3,7 @@ package escape
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,8 +44,11 @@ type gitVector struct {
 	// directory; a file under a hooks/ directory is executable. MARK in a content is replaced by
 	// the marker command (touch MARKER; :), WS by the workspace.
 	files map[string]string
-	// prepare, when set, adds to the payload dir before the call (ws is the workspace).
+	// prepare, when set, adds to the payload dir or the workspace before the call (ws is the
+	// workspace).
 	prepare func(t *testing.T, ws, payload string)
+	// after, when set, checks the workspace once the owner's git commands ran.
+	after func(t *testing.T, ws string)
 	// owner are the git commands the workspace owner runs afterwards: a directory relative to
 	// the workspace, then git's arguments.
 	owner [][]string
@@ -130,6 +134,36 @@ var gitVectors = []gitVector{
 		}, skeleton(".git/modules/sub", "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = ../../../sub\n\tfsmonitor = \"MARK\"\n")),
 		prepare: gitlinkIndex,
 		owner:   [][]string{{".", "status"}, {"sub", "status"}, {".", "submodule", "update"}}},
+	// The owner's config includes files next to it (include.path and includeIf, relative to the
+	// including file): the call never touches the masked .git/config, it writes the included files.
+	{name: "included-by-the-owners-config", repo: true,
+		files: map[string]string{
+			"shared.gitconfig": sharedGitconfig + "[core]\n\tfsmonitor = \"MARK\"\n",
+			"cond.gitconfig":   "[core]\n\tfsmonitor = \"MARK\"\n",
+		},
+		prepare: ownerIncludes,
+		owner:   [][]string{{".", "status"}},
+		after: func(t *testing.T, ws string) {
+			if got := readFile(t, filepath.Join(ws, "shared.gitconfig")); got != sharedGitconfig {
+				t.Errorf("shared.gitconfig is now %q, want what it held before the call, %q", got, sharedGitconfig)
+			}
+		}},
+}
+
+// sharedGitconfig is a file the owner's .git/config includes, as it was before the call.
+const sharedGitconfig = "[user]\n\tname = owner\n[alias]\n\tst = status\n"
+
+// ownerIncludes makes the workspace's own .git/config include ../shared.gitconfig (which exists,
+// with sharedGitconfig) and, under a condition that holds, ../cond.gitconfig (which does not).
+func ownerIncludes(t *testing.T, ws, _ string) {
+	t.Helper()
+	config := filepath.Join(ws, ".git", "config")
+	f, err := os.OpenFile(config, os.O_APPEND|os.O_WRONLY, 0)
+	must(t, err)
+	_, err = f.WriteString("[include]\n\tpath = ../shared.gitconfig\n[includeIf \"gitdir:" + ws + "/\"]\n\tpath = ../cond.gitconfig\n")
+	must(t, errors.Join(err, f.Close()))
+	must(t, os.WriteFile(filepath.Join(ws, "shared.gitconfig"), []byte(sharedGitconfig), 0o644))
+	fixture.GiveToAgent(t, ws)
 }
 
 // TestGitMetadata covers issue 10 §1: a call with fs.write on the workspace writes git metadata
@@ -173,6 +207,9 @@ func TestGitMetadata(t *testing.T) {
 			}
 			if !anyContains(env.Warnings, "clihost-quarantined") {
 				t.Errorf("no warning names what was neutralised: %q", env.Warnings)
+			}
+			if v.after != nil {
+				v.after(t, ws)
 			}
 		})
 	}
