@@ -8,15 +8,11 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // limitSession serves pol with Serve on an HTTP proxy, a SOCKS5 server and one capture listener
@@ -371,81 +367,4 @@ func TestIdleTimeout(t *testing.T) {
 			t.Errorf("%s: an upload cut short: upstream read %q, %v", name, b, err)
 		}
 	}
-}
-
-// TestAcceptShortage: a server whose accept fails with EMFILE (this process out of descriptors)
-// keeps running and serves the waiting connection once descriptors are free again.
-func TestAcceptShortage(t *testing.T) {
-	f := newFixture(t)
-	servers := []struct {
-		name  string
-		run   func(context.Context, net.Listener) error
-		first string // what the client sends
-	}{
-		{"SOCKS5", f.pol.ServeSOCKS5, "\x05\x01\x00"},
-		{"HTTP proxy", f.pol.ServeHTTPProxy, "CONNECT api.example.test:" + strconv.Itoa(f.port) + " HTTP/1.1\r\nHost: x\r\n\r\n"},
-	}
-	for _, srv := range servers {
-		name := srv.name
-		addr := serve(t, srv.run)
-		c := starveAccept(t, addr)
-		// Descriptors are free again: the connection waiting in the backlog is served.
-		io.WriteString(c, srv.first)
-		c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		if n, err := c.Read(make([]byte, 16)); n == 0 {
-			t.Errorf("%s: nothing served after EMFILE: %v", name, err)
-		}
-		c.Close()
-	}
-}
-
-// starveAccept lowers this process's descriptor limit so that a connection to addr, made then,
-// cannot be accepted (EMFILE), holds it so until the server has retried a few times, restores
-// the limit and returns the client's connection.
-func starveAccept(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	var old unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
-		t.Fatal(err)
-	}
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	low := old
-	low.Cur = uint64(len(ents) + 16)
-	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Setrlimit(unix.RLIMIT_NOFILE, &old)
-	var fill []int
-	defer func() {
-		for _, fd := range fill {
-			unix.Close(fd)
-		}
-	}()
-	full := func() {
-		for {
-			fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-			if err != nil {
-				if !errors.Is(err, syscall.EMFILE) {
-					t.Fatal(err)
-				}
-				return
-			}
-			fill = append(fill, fd)
-		}
-	}
-	full()
-	// One descriptor for the client; the server's accept then has none (descriptors that
-	// earlier tests' connections free meanwhile are taken too).
-	unix.Close(fill[len(fill)-1])
-	fill = fill[:len(fill)-1]
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	full()
-	time.Sleep(100 * time.Millisecond) // the server meets EMFILE and backs off a few times
-	return c
 }
