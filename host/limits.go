@@ -222,14 +222,17 @@ func (v *LimitValue) Set(s string) error {
 	return nil
 }
 
+// sizeUnits are the units ParseSize accepts (upper-cased), by their power of two.
+var sizeUnits = map[string]uint{"": 0, "B": 0,
+	"K": 10, "KB": 10, "KIB": 10, "M": 20, "MB": 20, "MIB": 20, "G": 30, "GB": 30, "GIB": 30, "T": 40, "TB": 40, "TIB": 40}
+
 // ParseSize parses a byte size: a number with an optional binary unit K, M, G or T (KiB, KB and K
 // all mean 1024), spaces allowed around the unit.
 func ParseSize(s string) (int64, error) {
 	s = strings.TrimSpace(s)
 	num := strings.TrimRightFunc(s, func(r rune) bool { return r < '0' || r > '9' })
 	unit := strings.ToUpper(strings.TrimSpace(s[len(num):]))
-	unit = strings.TrimSuffix(strings.TrimSuffix(unit, "B"), "I")
-	shift, ok := map[string]uint{"": 0, "K": 10, "M": 20, "G": 30, "T": 40}[unit]
+	shift, ok := sizeUnits[unit]
 	n, err := strconv.ParseInt(num, 10, 64)
 	if !ok || err != nil || n > (1<<62)>>shift {
 		return 0, fmt.Errorf("bad size %q", s)

@@ -67,3 +67,16 @@ func TestLimitFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "100": 100, "100B": 100, "64K": 64 << 10, "64kib": 64 << 10, " 8 MiB ": 8 << 20, "1G": 1 << 30, "2TB": 2 << 40} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "1I", "1iB", "MiB", "1.5G", "1 parsec", "99999999999G"} {
+		if got, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) = %d, want an error", in, got)
+		}
+	}
+}
