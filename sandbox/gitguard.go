@@ -461,7 +461,7 @@ func (s *scanner) gitDir(fd int, path string, names map[string]os.FileMode) erro
 			s.add(fd, path, d.dir, ctlHook)
 			continue
 		}
-		if err := s.subdir(fd, filepath.Join(path, d.dir), d.dir, d.kind, d.match); err != nil {
+		if err := s.listDir(s.root, fd, filepath.Join(path, d.dir), d.kind, d.match); err != nil {
 			return err
 		}
 	}
@@ -717,31 +717,13 @@ func (s *scanner) hookDir(dir string) error {
 		return nil
 	}
 	defer unix.Close(pfd)
-	fd, err := s.openDir(pfd, filepath.Dir(dir), filepath.Base(dir))
-	if err != nil || fd < 0 {
-		return nil
-	}
-	f := os.NewFile(uintptr(fd), dir)
-	defer f.Close()
-	entries, err := f.ReadDir(-1)
-	if s.left -= len(entries); s.limited && s.left < 0 {
-		return ErrGitGuardBudget
-	}
-	if err != nil {
-		s.errs = append(s.errs, fmt.Errorf("git check: read %s: %w", dir, err))
-	}
-	for _, e := range entries {
-		if isHook(e.Name()) {
-			fp, data := fingerprint(fd, e.Name())
-			s.ctls = append(s.ctls, control{path: filepath.Join(dir, e.Name()), kind: ctlHook, fp: fp, root: root, data: data})
-		}
-	}
-	return nil
+	return s.listDir(root, pfd, dir, ctlHook, isHook)
 }
 
-// subdir records the entries of the git directory's subdirectory name that match.
-func (s *scanner) subdir(gitFD int, path, name string, kind controlKind, match func(string) bool) error {
-	fd, err := s.openDir(gitFD, filepath.Dir(path), name)
+// listDir records, as controls of kind in the writable root root, the entries of the directory
+// path that match; parentFD is path's parent directory, open.
+func (s *scanner) listDir(root string, parentFD int, path string, kind controlKind, match func(string) bool) error {
+	fd, err := s.openDir(parentFD, filepath.Dir(path), filepath.Base(path))
 	if err != nil || fd < 0 {
 		return nil
 	}
@@ -756,7 +738,8 @@ func (s *scanner) subdir(gitFD int, path, name string, kind controlKind, match f
 	}
 	for _, e := range entries {
 		if match(e.Name()) {
-			s.add(fd, path, e.Name(), kind)
+			fp, data := fingerprint(fd, e.Name())
+			s.ctls = append(s.ctls, control{path: filepath.Join(path, e.Name()), kind: kind, fp: fp, root: root, data: data})
 		}
 	}
 	return nil
