@@ -41,6 +41,7 @@ const noCapabilities = "0000000000000000"
 // from. On failure it returns the step that failed.
 func confine(e envelope, paths *pathTable, lifelineFD int) (step string, err error) {
 	p := e.Plan
+	seal := p.NoExecMemfd && sealMemfds(e.UserNS) // read before Landlock and the uid change
 	// Landlock comes first, while this process can still open every path of the plan and list the
 	// directories split around deny paths; the domain survives the uid change below.
 	if err := restrictLandlock(p, paths); err != nil {
@@ -70,7 +71,7 @@ func confine(e envelope, paths *pathTable, lifelineFD int) (step string, err err
 		return "close fds", err
 	}
 	if p.Seccomp {
-		if err := seccomp.Install(seccomp.Options{NoExecMemfd: p.NoExecMemfd}); err != nil {
+		if err := seccomp.Install(seccomp.Options{NoExecMemfd: p.NoExecMemfd, SealMemfds: seal}); err != nil {
 			return "seccomp", err
 		}
 	}
@@ -192,4 +193,18 @@ func verify(p Plan, userNS bool) error {
 		return fmt.Errorf("parent-death signal is %d (%v), want SIGKILL", sig, err)
 	}
 	return nil
+}
+
+// memfdNoexecSysctl is vm.memfd_noexec, per PID namespace and inherited by the namespaces below.
+const memfdNoexecSysctl = "/proc/sys/vm/memfd_noexec"
+
+// sealMemfds reports whether the seccomp filter must refuse memfds that could be made executable:
+// in a user namespace, where the init could not set vm.memfd_noexec, unless the value it inherited
+// from the host is 2 already. An unreadable value counts as not 2.
+func sealMemfds(userNS bool) bool {
+	if !userNS {
+		return false
+	}
+	v, err := readInt(memfdNoexecSysctl)
+	return err != nil || v != 2
 }

@@ -56,7 +56,7 @@ func runInit() int {
 		return fail(exitFailure, "resolve", err)
 	}
 	defer paths.close()
-	if step, err := buildNamespaces(e.Plan, paths); err != nil {
+	if step, err := buildNamespaces(e.Plan, paths, e.UserNS); err != nil {
 		return fail(exitFailure, step, err)
 	}
 	if e.Plan.Egress {
@@ -95,7 +95,7 @@ func runInit() int {
 
 // buildNamespaces sets up the mount, UTS and network namespaces for p, from the descriptors of its
 // paths (see openPlan). On failure it returns the failed step and its error.
-func buildNamespaces(p Plan, paths *pathTable) (string, error) {
+func buildNamespaces(p Plan, paths *pathTable, userNS bool) (string, error) {
 	// Nothing mounted or unmounted here may reach the host, and nothing the host mounts later may
 	// appear here (it would be neither read-only nor masked).
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -127,9 +127,10 @@ func buildNamespaces(p Plan, paths *pathTable) (string, error) {
 	if err := setupDev(devs); err != nil {
 		return "mount: /dev", err
 	}
-	if p.NoExecMemfd {
-		// Per PID namespace and inherited, so it binds the program and everything it starts.
-		if err := os.WriteFile("/proc/sys/vm/memfd_noexec", []byte("2"), 0); err != nil {
+	if p.NoExecMemfd && !userNS {
+		// Per PID namespace and inherited, so it binds the program and everything it starts. (In
+		// a user namespace the seccomp filter stands in for it, see sealMemfds.)
+		if err := os.WriteFile(memfdNoexecSysctl, []byte("2"), 0); err != nil {
 			return "sysctl vm.memfd_noexec", err
 		}
 	}

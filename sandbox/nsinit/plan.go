@@ -85,8 +85,11 @@ type Plan struct {
 	// this a little later (package runner: its timeout, plus the grace between SIGTERM and SIGKILL,
 	// plus a margin), so that this guard acts only when the host could not.
 	Timeout time.Duration
-	// NoExecMemfd sets vm.memfd_noexec=2 in the sandbox's PID namespace (root hosts only) and asks
-	// the seccomp filter to refuse executable memfds and execveat(AT_EMPTY_PATH).
+	// NoExecMemfd makes anonymous in-memory files unexecutable: vm.memfd_noexec=2 in the sandbox's
+	// PID namespace, and the seccomp filter refusing MFD_EXEC and execveat(AT_EMPTY_PATH). In a user
+	// namespace (a host that is not root) that sysctl is the host's and cannot be written: unless
+	// the host has set it to 2 already, the filter then also refuses memfd_create without
+	// MFD_NOEXEC_SEAL (seccomp.Options.SealMemfds).
 	NoExecMemfd bool
 	// Limits are the program's resource limits (see Limits).
 	Limits Limits

@@ -82,7 +82,8 @@ var denied = []uint32{
 //     any other family gets EAFNOSUPPORT, as does socketpair for anything but
 //     AF_UNIX;
 //   - with opts.NoExecMemfd, returns EPERM for memfd_create with MFD_EXEC and
-//     execveat with AT_EMPTY_PATH.
+//     execveat with AT_EMPTY_PATH; with opts.SealMemfds too, for memfd_create
+//     without MFD_NOEXEC_SEAL.
 //
 // Integer arguments are compared on their low 32 bits, which is all the
 // kernel reads for int and unsigned int parameters (and for clone flags), so
@@ -154,7 +155,12 @@ func Filter(opts Options) ([]bpf.RawInstruction, error) {
 		b.jeq(unix.SYS_MEMFD_CREATE, lMemfd, "")
 		b.deferBlock(lMemfd, func() {
 			b.ld(argLow(1))
-			b.jset(unix.MFD_EXEC, lEPERM, lAllow)
+			if opts.SealMemfds {
+				b.jset(unix.MFD_EXEC, lEPERM, "")
+				b.jset(unix.MFD_NOEXEC_SEAL, lAllow, lEPERM)
+			} else {
+				b.jset(unix.MFD_EXEC, lEPERM, lAllow)
+			}
 		})
 		b.jeq(unix.SYS_EXECVEAT, lExecveat, "")
 		b.deferBlock(lExecveat, func() {

@@ -21,9 +21,10 @@ import (
 // "RESULT ok"). Running without the filter as well ("baseline") shows that
 // the filter, not the kernel's own checks, produced the result.
 const (
-	envProbe    = "CLIHOST_SECCOMP_PROBE"
-	envNoFilter = "CLIHOST_SECCOMP_NO_FILTER"
-	envNoMemfd  = "CLIHOST_SECCOMP_NO_EXEC_MEMFD"
+	envProbe     = "CLIHOST_SECCOMP_PROBE"
+	envNoFilter  = "CLIHOST_SECCOMP_NO_FILTER"
+	envNoMemfd   = "CLIHOST_SECCOMP_NO_EXEC_MEMFD"
+	envSealMemfd = "CLIHOST_SECCOMP_SEAL_MEMFDS"
 )
 
 // probe is one experiment run in the helper. It calls install, which
@@ -127,6 +128,7 @@ var probes = map[string]probe{
 	},
 	"memfd_exec":    memfdProbe(unix.MFD_EXEC | unix.MFD_CLOEXEC),
 	"memfd_cloexec": memfdProbe(unix.MFD_CLOEXEC),
+	"memfd_sealed":  memfdProbe(unix.MFD_NOEXEC_SEAL | unix.MFD_CLOEXEC),
 	// fd -1 is EBADF without the filter, so the baseline does not exec.
 	"execveat_empty_path": func(install func()) string {
 		install()
@@ -315,7 +317,7 @@ func TestHelperProcess(t *testing.T) {
 		if os.Getenv(envNoFilter) != "" {
 			return
 		}
-		if err := Install(Options{NoExecMemfd: os.Getenv(envNoMemfd) != ""}); err != nil {
+		if err := Install(Options{NoExecMemfd: os.Getenv(envNoMemfd) != "", SealMemfds: os.Getenv(envSealMemfd) != ""}); err != nil {
 			fmt.Printf("RESULT install: %v\n", err)
 			os.Exit(2)
 		}
@@ -335,6 +337,9 @@ func runProbe(t *testing.T, name string, filtered bool, opts Options) (result, o
 	}
 	if opts.NoExecMemfd {
 		cmd.Env = append(cmd.Env, envNoMemfd+"=1")
+	}
+	if opts.SealMemfds {
+		cmd.Env = append(cmd.Env, envSealMemfd+"=1")
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -357,6 +362,7 @@ func runProbe(t *testing.T, name string, filtered bool, opts Options) (result, o
 
 func TestKernelErrnos(t *testing.T) {
 	memfd := Options{NoExecMemfd: true}
+	sealed := Options{NoExecMemfd: true, SealMemfds: true} // a user namespace's stand-in for vm.memfd_noexec=2
 	tests := []struct {
 		probe string
 		opts  Options
@@ -404,6 +410,10 @@ func TestKernelErrnos(t *testing.T) {
 		{"memfd_exec", memfd, "EPERM", true},
 		{"memfd_exec", Options{}, "ok", false},
 		{"memfd_cloexec", memfd, "ok", false},
+		{"memfd_cloexec", sealed, "EPERM", true},
+		{"memfd_exec", sealed, "EPERM", true},
+		{"memfd_sealed", sealed, "ok", false},
+		{"execveat_empty_path", sealed, "EPERM", true},
 		{"execveat_empty_path", memfd, "EPERM", true},
 		{"execveat_empty_path", Options{}, "EBADF", false},
 		{"nr_minus_one", Options{}, "ENOSYS", false},

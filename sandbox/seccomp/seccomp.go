@@ -26,4 +26,8 @@ type Options struct {
 	// that bypass Landlock's EXECUTE right. Set it when the manifest does
 	// not allow arbitrary exec.
 	NoExecMemfd bool
+	// SealMemfds, with NoExecMemfd, also refuses memfd_create without MFD_NOEXEC_SEAL, so that no
+	// anonymous file is ever executable: the equivalent of vm.memfd_noexec=2 where that sysctl
+	// cannot be set (a sandbox in a user namespace, whose /proc/sys is the host's).
+	SealMemfds bool
 }
