@@ -558,8 +558,14 @@ func (s *scanner) resolveHookDirs(cands []string, own string) []string {
 }
 
 // inRoots reports whether p lies in one of the writable roots.
-func (s *scanner) inRoots(p string) bool {
-	return slices.ContainsFunc(s.roots, func(w string) bool { return within(p, w) })
+func (s *scanner) inRoots(p string) bool { return s.rootOf(p) != "" }
+
+// rootOf returns the writable root p lies in, or "".
+func (s *scanner) rootOf(p string) string {
+	if i := slices.IndexFunc(s.roots, func(w string) bool { return within(p, w) }); i >= 0 {
+		return s.roots[i]
+	}
+	return ""
 }
 
 // firstLink resolves p (absolute) as resolveNoLinks does, but stops at a symbolic link: it returns
@@ -591,10 +597,10 @@ func firstLink(p string) (at string, isLink, ok bool) {
 // of a control file is neutralised when new or changed). It returns the control recorded, if any.
 func (s *scanner) record(p string, kind controlKind) *control {
 	at, _, ok := firstLink(p)
-	if !ok || !s.inRoots(at) || at == "/" {
+	root := s.rootOf(at)
+	if !ok || root == "" || at == "/" {
 		return nil
 	}
-	root := s.roots[slices.IndexFunc(s.roots, func(w string) bool { return within(at, w) })]
 	dfd, err := openBeneath(root, filepath.Dir(at))
 	if err != nil {
 		return nil // changed since: the check walks it again
@@ -710,7 +716,7 @@ func absFrom(base, p string) string {
 
 // hookDir records the hooks in dir, a directory inside a writable root that git takes hooks from.
 func (s *scanner) hookDir(dir string) error {
-	root := s.roots[slices.IndexFunc(s.roots, func(w string) bool { return within(dir, w) })]
+	root := s.rootOf(dir)
 	pfd, err := openBeneath(root, filepath.Dir(dir))
 	if err != nil {
 		s.errs = append(s.errs, fmt.Errorf("git check: %w", err))
@@ -999,23 +1005,8 @@ func resolveNoLinks(base, target string) (string, bool) {
 	if !filepath.IsAbs(target) {
 		target = base + "/" + target
 	}
-	cur := "/"
-	for _, comp := range strings.Split(target, "/") {
-		switch comp {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, comp)
-		st, err := os.Lstat(next)
-		if err != nil || st.Mode()&os.ModeSymlink != 0 {
-			return "", false
-		}
-		cur = next
-	}
-	return cur, true
+	at, isLink, ok := firstLink(target)
+	return at, ok && !isLink
 }
 
 // todoExecs reports whether a rebase or sequencer todo list holds an exec command.
