@@ -135,14 +135,7 @@ func TestSandboxDiesWithItsParent(t *testing.T) {
 // parentChild is TestSandboxDiesWithItsParent's parent: it starts the sandbox, prints its init's
 // pid and waits to be killed.
 func parentChild(t *testing.T, token string) {
-	cmd, err := Command(sleeperPlan(t, token))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	cmd.CloseChildEnds()
+	cmd := startPlan(t, sleeperPlan(t, token))
 	fmt.Printf("init %d\n", cmd.Process.Pid)
 	_ = cmd.Wait()
 	t.Fatalf("the sandbox ended before its parent was killed: %v", cmd.Failure())
@@ -155,14 +148,7 @@ func parentChild(t *testing.T, token string) {
 func TestSandboxEndsWhenTheHostLetsGo(t *testing.T) {
 	requireRoot(t)
 	token := sleepToken(t)
-	cmd, err := Command(sleeperPlan(t, token))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	cmd.CloseChildEnds()
+	cmd := startPlan(t, sleeperPlan(t, token))
 	sleeper := waitSleeper(t, token)
 	was := cmdline(sleeper)
 	cmd.report.Close()
@@ -197,28 +183,14 @@ func waitExit(t *testing.T, cmd *Cmd, bound time.Duration) {
 func TestDeadlineEndsSandbox(t *testing.T) {
 	requireRoot(t)
 	control := sleepToken(t)
-	free, err := Command(sleeperPlan(t, control))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := free.Start(); err != nil {
-		t.Fatal(err)
-	}
-	free.CloseChildEnds()
+	free := startPlan(t, sleeperPlan(t, control))
 	defer func() { _ = free.Process.Kill(); _ = free.Wait(); _ = free.Failure() }()
 
 	token := sleepToken(t)
 	p := sleeperPlan(t, token)
 	p.Timeout = time.Second
-	cmd, err := Command(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	cmd.CloseChildEnds()
+	start := time.Now() // before Command, which stamps the deadline
+	cmd := startPlan(t, p)
 	sleeper := waitSleeper(t, token)
 	was := cmdline(sleeper)
 	waitExit(t, cmd, 30*time.Second)
@@ -243,14 +215,7 @@ func TestKillLeftovers(t *testing.T) {
 		if err := SetOwner(tag); err != nil {
 			t.Fatal(err)
 		}
-		cmd, err := Command(sleeperPlan(t, token))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmd.CloseChildEnds()
+		cmd := startPlan(t, sleeperPlan(t, token))
 		return cmd
 	}
 	mine, other := sleepToken(t), sleepToken(t)
@@ -281,4 +246,19 @@ func TestKillLeftovers(t *testing.T) {
 	if _, err := KillLeftovers(""); err == nil {
 		t.Fatal("KillLeftovers accepted an empty tag")
 	}
+}
+
+// startPlan starts the sandbox of p, failing t when it cannot, and closes the host's copies of the
+// init's descriptors.
+func startPlan(t *testing.T, p Plan) *Cmd {
+	t.Helper()
+	cmd, err := Command(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.CloseChildEnds()
+	return cmd
 }
