@@ -180,15 +180,10 @@ func sandboxOptions(log *slog.Logger, c config, stateDir, socket string) (host.S
 	return o, nil
 }
 
-// logLimits says at start which mechanism holds the per-call memory, process and CPU limits, warns
-// when memory and process counts cannot be limited per call here, and removes the call groups a
-// daemon that is gone left behind, with whatever still runs in them.
+// logLimits says at start which mechanism holds the per-call memory, process and CPU limits, and
+// warns when memory and process counts cannot be limited per call here.
 func logLimits(log *slog.Logger) {
 	m := cgroup.Default()
-	removed, err := m.Reap()
-	if len(removed) > 0 || err != nil {
-		log.Warn("removed the control groups of calls of a daemon that is gone", "groups", removed, "err", err)
-	}
 	mem, pids, cpu := m.Mechanism(cgroup.Memory), m.Mechanism(cgroup.Pids), m.Mechanism(cgroup.CPU)
 	if mem == cgroup.None || pids == cgroup.None {
 		log.Warn("per-call memory or process limits are NOT enforced on this host (no usable cgroup); only rlimits and tmpfs sizes apply",

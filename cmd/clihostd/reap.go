@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/clihost/clihost/sandbox/cgroup"
 	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
@@ -23,7 +24,9 @@ func sandboxOwner(stateDir string) (string, error) {
 }
 
 // reapLeftovers kills the sandboxes a previous daemon on this state directory left running, and
-// tags every sandbox this daemon starts so that a later one can do the same. A sandbox dies with
+// tags every sandbox this daemon starts so that a later one can do the same; then it removes the
+// call control groups whose owner process is gone (any daemon's or in-process clihostctl's), with
+// whatever still runs in them. A sandbox dies with
 // the daemon that started it (see package sandbox/nsinit), so there are none unless that failed;
 // this is the last guard. It kills every sandbox init whose command line is "clihost-sandbox
 // __clihost_init <tag>" with this state directory's tag (sandboxOwner); the kernel then kills
@@ -40,6 +43,9 @@ func (d *daemon) reapLeftovers() error {
 	}
 	if n > 0 {
 		d.log.Warn("killed sandboxes a previous daemon on this state directory left running", "count", n, "owner", tag)
+	}
+	if removed, err := cgroup.Default().Reap(); len(removed) > 0 || err != nil {
+		d.log.Warn("removed the control groups of calls whose owner is gone", "groups", removed, "err", err)
 	}
 	return nsinit.SetOwner(tag)
 }
