@@ -328,7 +328,7 @@ func (c *compiler) compile() (*Policy, error) {
 // protectPaths resolves Input.Protect: the paths that exist, symbolic links resolved, sorted.
 func (c *compiler) protectPaths() ([]string, error) {
 	var out []string
-	for _, p := range c.in.Protect {
+	for _, p := range slices.Concat(c.in.Protect, homePaths(c.home, homeBinDirs)) {
 		if !filepath.IsAbs(p) {
 			return nil, fmt.Errorf("protected path %q is not an absolute path", p)
 		}

@@ -809,3 +809,22 @@ func TestProtect(t *testing.T) {
 	in.Protect = []string{"relative"}
 	compileErr(t, in, "not an absolute path")
 }
+
+// TestHomeAsWorkspace: when the writable workspace is the home directory, the files a shell or a
+// desktop session runs at login are masked (and swept when the call creates them), and the
+// directories on the user's PATH stay read-only, so a call cannot leave a program the user's next
+// login or command runs.
+func TestHomeAsWorkspace(t *testing.T) {
+	f := newFixture(t)
+	f.home = f.ws
+	mkdir(t, filepath.Join(f.ws, ".local/bin"))
+	write(t, filepath.Join(f.ws, ".bash_aliases"), "alias ls=ls\n", 0o644)
+	p := f.compile(f.input(fsSandbox([]string{"./**"}, []string{"./**"}, nil)))
+	wantIn(t, "Protect", p.Protect, filepath.Join(f.ws, ".local/bin"))
+	wantNotIn(t, "Protect", p.Protect, filepath.Join(f.ws, "bin")) // absent: nothing to bind
+	for _, rel := range []string{".bash_aliases", ".config/autostart", ".config/systemd/user", ".config/fish/config.fish"} {
+		wantIn(t, "Deny", p.Deny, filepath.Join(f.ws, rel))
+	}
+	wantIn(t, "Absent", p.Absent, filepath.Join(f.ws, ".config/autostart"))
+	wantNotIn(t, "Absent", p.Absent, filepath.Join(f.ws, ".bash_aliases"))
+}

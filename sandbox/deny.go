@@ -26,12 +26,22 @@ var credentialPaths = []string{
 	".cargo/credentials", ".cargo/credentials.toml", ".config/gh", ".local/share/keyrings",
 }
 
-// shellStartupFiles (relative to home) run as the user at the next login or shell: a write there
-// outlives the sandbox. They are always masked, declared or not (they also often export tokens).
+// shellStartupFiles (relative to home) run as the user at the next login, shell or desktop session:
+// a write there outlives the sandbox. They are always masked, declared or not (they also often
+// export tokens). .bash_aliases is sourced by Debian's .bashrc; the desktop and systemd --user
+// directories start programs at login.
 var shellStartupFiles = []string{
-	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
-	".zshrc", ".zshenv", ".zprofile", ".zlogin",
+	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases", ".profile",
+	".zshrc", ".zshenv", ".zprofile", ".zlogin", ".config/fish/config.fish", ".config/fish/conf.d",
+	".pam_environment", ".xprofile", ".xsessionrc", ".xinitrc", ".config/environment.d",
+	".config/autostart", ".config/systemd/user",
 }
+
+// homeBinDirs (relative to home) are on the user's PATH (Debian's .profile adds them): a program
+// written there would shadow the user's own commands. They stay readable and executable (pipx and
+// pip --user install CLIs there) but are read-only inside every sandbox whose writable trees hold
+// them (Policy.Protect).
+var homeBinDirs = []string{".local/bin", "bin"}
 
 // daemonSockets control container runtimes or the system bus: talking to any of them is root or
 // a way out of the sandbox. Always masked.
@@ -85,9 +95,7 @@ func (c *compiler) mandatoryDenies() error {
 		}
 	}
 	paths := slices.Clone(daemonSockets)
-	for _, rel := range shellStartupFiles {
-		paths = append(paths, filepath.Join(c.home, rel))
-	}
+	paths = append(paths, homePaths(c.home, shellStartupFiles)...)
 	if dir := c.lookupAbs("XDG_RUNTIME_DIR"); dir != "" {
 		for _, rel := range runtimeDirSockets {
 			paths = append(paths, filepath.Join(dir, rel))
@@ -393,4 +401,13 @@ func (c *compiler) gitfileMasks(p string) error {
 		}
 	}
 	return nil
+}
+
+// homePaths joins each of rels to home.
+func homePaths(home string, rels []string) []string {
+	out := make([]string, len(rels))
+	for i, rel := range rels {
+		out[i] = filepath.Join(home, rel)
+	}
+	return out
 }
