@@ -821,7 +821,9 @@ func TestHomeAsWorkspace(t *testing.T) {
 	write(t, filepath.Join(f.ws, ".bash_aliases"), "alias ls=ls\n", 0o644)
 	p := f.compile(f.input(fsSandbox([]string{"./**"}, []string{"./**"}, nil)))
 	wantIn(t, "Protect", p.Protect, filepath.Join(f.ws, ".local/bin"))
-	wantNotIn(t, "Protect", p.Protect, filepath.Join(f.ws, "bin")) // absent: nothing to bind
+	wantNotIn(t, "Protect", p.Protect, filepath.Join(f.ws, "bin")) // absent: nothing to bind …
+	wantIn(t, "Absent", p.Absent, filepath.Join(f.ws, "bin"))      // … and swept when created
+	wantNotIn(t, "Deny", p.Deny, filepath.Join(f.ws, ".local/bin"))
 	for _, rel := range []string{".bash_aliases", ".config/autostart", ".config/systemd/user", ".config/fish/config.fish"} {
 		wantIn(t, "Deny", p.Deny, filepath.Join(f.ws, rel))
 	}

@@ -40,7 +40,8 @@ var shellStartupFiles = []string{
 // homeBinDirs (relative to home) are on the user's PATH (Debian's .profile adds them): a program
 // written there would shadow the user's own commands. They stay readable and executable (pipx and
 // pip --user install CLIs there) but are read-only inside every sandbox whose writable trees hold
-// them (Policy.Protect).
+// them (Policy.Protect); one that does not exist is a deny path, so that a call creating it in a
+// writable tree has it swept.
 var homeBinDirs = []string{".local/bin", "bin"}
 
 // daemonSockets control container runtimes or the system bus: talking to any of them is root or
@@ -96,6 +97,11 @@ func (c *compiler) mandatoryDenies() error {
 	}
 	paths := slices.Clone(daemonSockets)
 	paths = append(paths, homePaths(c.home, shellStartupFiles)...)
+	for _, p := range homePaths(c.home, homeBinDirs) {
+		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+			paths = append(paths, p) // one the call creates is swept; an existing one is protected
+		}
+	}
 	if dir := c.lookupAbs("XDG_RUNTIME_DIR"); dir != "" {
 		for _, rel := range runtimeDirSockets {
 			paths = append(paths, filepath.Join(dir, rel))
