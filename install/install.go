@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -55,9 +56,19 @@ type Options struct {
 	StateDir string
 	// AllowUnverified lets curl installers without verify_sha256 run.
 	AllowUnverified bool
-	// Privileged lets apt, dnf and pacman run (the caller decides; typically euid 0). Install never
-	// uses sudo.
+	// Privileged lets the entries that need root run: apt, dnf, pacman, and pip outside a virtualenv
+	// without user: true (the caller decides; typically euid 0). Install never uses sudo.
 	Privileged bool
+	// HandOff, without Privileged, stops the walk at the first entry that needs root, instead of
+	// skipping it: Install then returns an error wrapping a *NeedsRootError naming the entry, for a
+	// caller that runs it as root itself (RunEntry) and, if that fails, resumes with From past it.
+	HandOff bool
+	// From is the first install entry tried; earlier entries were tried by the caller (HandOff).
+	From int
+	// Output, when set, receives the package manager's output as it runs (RunEntry in clihostctl,
+	// streaming to the administrator's terminal); by default it is captured and only its last lines
+	// end an error.
+	Output io.Writer
 	// OS and Arch are the runtime platform in AIP-29 words (linux, darwin, windows / x64, arm64,
 	// x86, arm); empty means this machine.
 	OS, Arch string
@@ -82,6 +93,9 @@ type Skip struct {
 	Index  int    // position in the bundle's install list
 	Method string // the entry's method
 	Reason string // why it was skipped or how it failed
+	// NeedsRoot is the package manager (apt-get, dnf, pacman, pip) when the entry was skipped only
+	// because it needs root and Options.Privileged is off; "" otherwise.
+	NeedsRoot string
 }
 
 // Result is a successful install, or on error the entries that were tried.
@@ -117,8 +131,11 @@ type flight struct {
 //
 // Entries are skipped (with the reason in Result.Skipped) when the bundle's requires.os/arch or the
 // entry's os/arch do not include the runtime platform, when the method is unknown or the entry is
-// experimental, when the package manager is not on PATH, when apt, dnf or pacman would run without
-// Options.Privileged, and when a curl installer has no verify_sha256 and AllowUnverified is off.
+// experimental, when the package manager is not on PATH, when an entry that needs root (apt, dnf,
+// pacman; pip outside a virtualenv without user: true) would run without Options.Privileged (its
+// Skip.NeedsRoot names the program; with Options.HandOff the walk stops there instead, returning a
+// *NeedsRootError for the caller to run it as root with RunEntry), and when a curl installer has no
+// verify_sha256 and AllowUnverified is off. Entries before Options.From are not tried.
 //
 // The methods:
 //   - apt, dnf, pacman, brew, choco, scoop, pip: the package manager's own install command
@@ -152,6 +169,9 @@ func Install(ctx context.Context, b *manifest.Bundle, o Options) (Result, error)
 	in, err := newInstaller(b, o)
 	if err != nil {
 		return Result{}, err
+	}
+	if in.o.StateDir == "" {
+		return Result{}, fmt.Errorf("install %s: no state directory", in.key)
 	}
 	id := in.o.StateDir + "\x00" + in.key
 	for {
@@ -221,14 +241,13 @@ func newInstaller(b *manifest.Bundle, o Options) (*installer, error) {
 	if b.CLI.Bin == "" {
 		return nil, fmt.Errorf("install %s: the bundle declares no bin", key)
 	}
-	if o.StateDir == "" {
-		return nil, fmt.Errorf("install %s: no state directory", key)
+	if o.StateDir != "" {
+		dir, err := filepath.Abs(o.StateDir)
+		if err != nil {
+			return nil, fmt.Errorf("install %s: state directory: %w", key, err)
+		}
+		o.StateDir = dir
 	}
-	dir, err := filepath.Abs(o.StateDir)
-	if err != nil {
-		return nil, fmt.Errorf("install %s: state directory: %w", key, err)
-	}
-	o.StateDir = dir
 	if o.LookupEnv == nil {
 		o.LookupEnv = os.LookupEnv
 	}
@@ -270,16 +289,29 @@ func (in *installer) run(ctx context.Context) (Result, error) {
 	if len(in.b.CLI.Install) == 0 {
 		return Result{}, fmt.Errorf("install %s: %w: the bundle declares no install entries", in.key, ErrInstallFailed)
 	}
+	if in.o.From < 0 || in.o.From >= len(in.b.CLI.Install) {
+		return Result{}, fmt.Errorf("install %s: %w: no install entry %d (the bundle has %d)", in.key, ErrInstallFailed, in.o.From, len(in.b.CLI.Install))
+	}
 	var res Result
-	for i, e := range in.b.CLI.Install {
+	for i := in.o.From; i < len(in.b.CLI.Install); i++ {
+		e := in.b.CLI.Install[i]
 		path, err := in.entry(ctx, e)
 		if err == nil {
 			res.Index, res.Method, res.BinPath = i, e.Method, path
 			in.log.Info("installed", "bundle", in.key, "entry", i, "method", e.Method, "bin", path)
 			return res, nil
 		}
-		reason := err.Error()
-		res.Skipped = append(res.Skipped, Skip{Index: i, Method: e.Method, Reason: reason})
+		skip := Skip{Index: i, Method: e.Method, Reason: err.Error()}
+		if nr := (*NeedsRootError)(nil); errors.As(err, &nr) {
+			nr.Index = i
+			if in.o.HandOff {
+				in.log.Info("install entry handed to the caller: it needs root", "bundle", in.key, "entry", i, "method", e.Method)
+				return res, fmt.Errorf("install %s: %w", in.key, nr)
+			}
+			skip.NeedsRoot = nr.Tool
+		}
+		reason := skip.Reason
+		res.Skipped = append(res.Skipped, skip)
 		level := slog.LevelWarn // it was tried and failed
 		if strings.HasPrefix(reason, "skipped: ") {
 			level = slog.LevelInfo // it does not apply here

@@ -62,6 +62,9 @@ func (in *installer) toolCommand(e manifest.InstallMethod) toolCommand {
 		c.tools, c.args = []string{"scoop"}, []string{"install", e.Package}
 	case manifest.MethodPip:
 		c.tools, c.args = []string{"pip", "pip3"}, []string{"install", e.Package}
+		// Without --user and outside a virtualenv, pip writes the system's site-packages.
+		_, venv := in.o.LookupEnv("VIRTUAL_ENV")
+		c.root = (e.User == nil || !*e.User) && !venv
 		if e.User != nil && *e.User {
 			c.args = []string{"install", "--user", e.Package}
 			if home, ok := in.o.LookupEnv("HOME"); ok && filepath.IsAbs(home) {
@@ -91,6 +94,9 @@ func (in *installer) toolCommand(e manifest.InstallMethod) toolCommand {
 		c.tools, c.args = []string{"go"}, []string{"install", pkg}
 		c.pass = []string{"GOPROXY", "GOPRIVATE", "GONOPROXY", "GONOSUMDB", "GOSUMDB", "GOINSECURE", "GOTOOLCHAIN"}
 	}
+	if c.root {
+		c.dir = "/" // a system-wide install: nothing of clihost's is its working directory
+	}
 	return c
 }
 
@@ -99,9 +105,12 @@ func (in *installer) packageManager(ctx context.Context, e manifest.InstallMetho
 	if e.Package == "" {
 		return "", errors.New("the entry has no package")
 	}
+	if strings.HasPrefix(e.Package, "-") {
+		return "", fmt.Errorf("package %q starts with '-': it would be read as an option", e.Package)
+	}
 	c := in.toolCommand(e)
 	if c.root && !in.o.Privileged {
-		return "", fmt.Errorf("skipped: %s needs root and this host is not privileged", c.tools[0])
+		return "", &NeedsRootError{Method: e.Method, Package: e.Package, Tool: c.tools[0]}
 	}
 	exe, err := in.lookPath(c.tools...)
 	if err != nil {
@@ -236,6 +245,9 @@ func within(root, p string) bool {
 func (in *installer) exec(ctx context.Context, exe string, args []string, dir string, env []string, timeout time.Duration) error {
 	line := strings.Join(append([]string{filepath.Base(exe)}, args...), " ")
 	in.log.Info("running installer", "bundle", in.key, "cmd", line)
+	if in.o.Output != nil {
+		return in.execStreaming(ctx, exe, args, dir, env, timeout, line)
+	}
 	r, err := runner.Run(ctx, runner.Command{Path: exe, Args: args, Dir: dir, Env: env, Timeout: timeout,
 		StdoutLimit: 1 << 20, StderrLimit: 1 << 20})
 	switch {

@@ -54,7 +54,7 @@ func TestPackageManagers(t *testing.T) {
 			"install -y tool", func(p, _, _ string) string { return p }, ""},
 		{manifest.InstallMethod{Method: "scoop", Package: "tool"}, "scoop", false,
 			"install tool", func(p, _, _ string) string { return p }, ""},
-		{manifest.InstallMethod{Method: "pip", Package: "tool-py"}, "pip", false,
+		{manifest.InstallMethod{Method: "pip", Package: "tool-py"}, "pip", true,
 			"install tool-py", func(p, _, _ string) string { return p }, "PIP_NO_INPUT=1"},
 		{manifest.InstallMethod{Method: "pip", Package: "tool-py", User: &yes}, "pip3", false,
 			"install --user tool-py", func(_, h, _ string) string { return h + "/.local/bin" }, ""},
@@ -232,5 +232,109 @@ esac
 	calls, _ := os.ReadFile(filepath.Join(pathDir, "calls"))
 	if got := strings.Fields(strings.ReplaceAll(string(calls), "\n", " | ")); strings.Join(got, " ") != "install -y --no-install-recommends tool-pkg | update -q | install -y --no-install-recommends tool-pkg |" {
 		t.Fatalf("apt-get calls: %q", calls)
+	}
+}
+
+// TestNeedsRootHandOff walks a bundle as an unprivileged daemon does for `sudo clihostctl install`:
+// the download-free entries before the first one that needs root are tried, the walk stops there
+// with a *NeedsRootError naming it (nothing ran), and a walk resumed past it (From) goes on.
+// Without HandOff the same entry is skipped, its Skip naming the program that needs root.
+func TestNeedsRootHandOff(t *testing.T) {
+	t.Parallel()
+	pathDir := t.TempDir()
+	stub(t, pathDir, "apt-get", pathDir, 0)
+	stub(t, pathDir, "brew", "", 100) // fails
+	o := options(t)
+	o.LookupEnv = envOf(map[string]string{"PATH": pathDir + ":/usr/bin:/bin"})
+	b := bundle(
+		manifest.InstallMethod{Method: "brew", Package: "tool"},
+		manifest.InstallMethod{Method: "apt", Package: "tool-pkg"},
+		manifest.InstallMethod{Method: "pip", Package: "tool-py"},
+		manifest.InstallMethod{Method: "scoop", Package: "tool"},
+	)
+	o.HandOff = true
+	res, err := install.Install(context.Background(), b, o)
+	var nr *install.NeedsRootError
+	if !errors.As(err, &nr) || nr.Index != 1 || nr.Method != "apt" || nr.Package != "tool-pkg" || nr.Tool != "apt-get" {
+		t.Fatalf("hand-off: err = %v (%+v)", err, nr)
+	}
+	if errors.Is(err, install.ErrInstallFailed) || len(res.Skipped) != 1 || res.Skipped[0].Method != "brew" {
+		t.Fatalf("hand-off: the walk before it: %+v, err %v", res.Skipped, err)
+	}
+	if _, err := os.Stat(filepath.Join(pathDir, "apt-get.args")); err == nil {
+		t.Fatal("apt-get ran in an unprivileged install")
+	}
+	o.From = 2
+	if _, err := install.Install(context.Background(), b, o); !errors.As(err, &nr) || nr.Index != 2 || nr.Tool != "pip" {
+		t.Fatalf("resumed at 2: err = %v", err)
+	}
+	o.From = 3
+	if _, err := install.Install(context.Background(), b, o); !errors.Is(err, install.ErrInstallFailed) || errors.As(err, &nr) {
+		t.Fatalf("resumed at 3: err = %v", err)
+	}
+
+	o.HandOff, o.From = false, 0
+	res, err = install.Install(context.Background(), b, o)
+	if !errors.Is(err, install.ErrInstallFailed) {
+		t.Fatalf("no hand-off: err = %v", err)
+	}
+	var got []string
+	for _, s := range res.Skipped {
+		got = append(got, s.NeedsRoot)
+	}
+	if strings.Join(got, ",") != ",apt-get,pip," {
+		t.Fatalf("Skip.NeedsRoot = %q", got)
+	}
+}
+
+// TestRunEntry runs a root entry as clihostctl does under sudo: refused unless Privileged or for an
+// entry that does not need root; run, it streams the package manager's output and its sanitized
+// environment, and Find then locates the binary the way the daemon does before recording it.
+func TestRunEntry(t *testing.T) {
+	t.Parallel()
+	pathDir, binDir := t.TempDir(), t.TempDir()
+	stub(t, pathDir, "apt-get", binDir, 0)
+	env := envOf(map[string]string{"PATH": pathDir + ":" + binDir + ":/usr/bin:/bin", "SECRET_TOKEN": "x"})
+	b := bundle(
+		manifest.InstallMethod{Method: "download", URL: "http://127.0.0.1:1/x"},
+		manifest.InstallMethod{Method: "apt", Package: "tool-pkg"},
+		manifest.InstallMethod{Method: "apt", Package: "-oDebug::pkgProblemResolver=1"},
+	)
+	if _, err := install.Find(b, 1, install.Options{LookupEnv: env}); err == nil {
+		t.Fatal("Find found a binary before the install")
+	}
+	var nr *install.NeedsRootError
+	if _, err := install.RunEntry(context.Background(), b, 1, install.Options{LookupEnv: env}); !errors.As(err, &nr) {
+		t.Fatalf("unprivileged RunEntry: err = %v", err)
+	}
+	if _, err := install.RunEntry(context.Background(), b, 0, install.Options{LookupEnv: env, Privileged: true}); err == nil ||
+		!strings.Contains(err.Error(), "install[0] is not a package-manager entry that needs root") {
+		t.Fatalf("RunEntry of a download: err = %v", err)
+	}
+	if _, err := install.RunEntry(context.Background(), b, 2, install.Options{LookupEnv: env, Privileged: true}); err == nil ||
+		!strings.Contains(err.Error(), "would be read as an option") {
+		t.Fatalf("RunEntry of an option-like package: err = %v", err)
+	}
+	var out strings.Builder
+	res, err := install.RunEntry(context.Background(), b, 1, install.Options{LookupEnv: env, Privileged: true, Output: &out})
+	if err != nil || res.Index != 1 || res.Method != "apt" || res.BinPath != filepath.Join(binDir, binName) {
+		t.Fatalf("RunEntry: %+v, %v", res, err)
+	}
+	args, _ := os.ReadFile(filepath.Join(pathDir, "apt-get.args"))
+	envFile, _ := os.ReadFile(filepath.Join(pathDir, "apt-get.env"))
+	if strings.TrimSpace(string(args)) != "install -y --no-install-recommends tool-pkg" ||
+		strings.Contains(string(envFile), "SECRET_TOKEN") || !strings.Contains(string(envFile), "DEBIAN_FRONTEND=noninteractive") {
+		t.Fatalf("apt-get ran with %q and\n%s", args, envFile)
+	}
+	if p, err := install.Find(b, 1, install.Options{LookupEnv: env}); err != nil || p != res.BinPath {
+		t.Fatalf("Find = %q, %v", p, err)
+	}
+
+	stub(t, pathDir, "apt-get", "", 100)
+	out.Reset()
+	if _, err := install.RunEntry(context.Background(), b, 1, install.Options{LookupEnv: env, Privileged: true, Output: &out}); err == nil ||
+		!strings.Contains(err.Error(), "apt-get install -y --no-install-recommends tool-pkg: exit status 100: E: Unable to locate package") ||
+		!strings.Contains(out.String(), "E: Unable to locate package") {
+		t.Fatalf("a failing apt-get: err = %v, output %q", err, out.String())
 	}
 }
