@@ -138,10 +138,22 @@ func (c *Client) Install(ctx context.Context, req InstallRequest, progress func(
 		}
 		return nil
 	})
-	if err == nil && last.Phase != "done" && last.Phase != "error" {
+	if err == nil && last.Phase != "done" && last.Phase != "error" && last.Phase != "needs_root" {
 		err = errors.New("install stream ended early: the daemon stopped?")
 	}
 	return last, err
+}
+
+// RecordInstall asks the daemon to check and record an install entry the caller ran as root; it
+// returns the daemon's verdict ("done" or "error").
+func (c *Client) RecordInstall(ctx context.Context, req RecordRequest) (InstallEvent, error) {
+	var ev InstallEvent
+	resp, err := c.do(ctx, http.MethodPost, PathInstallRecord, req)
+	if err != nil {
+		return ev, err
+	}
+	defer resp.Body.Close()
+	return ev, json.NewDecoder(resp.Body).Decode(&ev)
 }
 
 // stream posts body and hands each NDJSON line of the response to fn.

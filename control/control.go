@@ -16,12 +16,14 @@ import (
 const (
 	PathStatus  = "/v1/status"  // GET [?bundle=ID]
 	PathInstall = "/v1/install" // POST InstallRequest → NDJSON InstallEvent stream
-	PathCall    = "/v1/call"    // POST CallRequest → host.Envelope
-	PathToken   = "/v1/token"   // GET → TokenInfo
-	PathAudit   = "/v1/audit"   // GET [?follow=1][&rotated=1] → the audit log, NDJSON
-	PathSetup   = "/v1/setup"   // GET ?bundle=&workspace= → SetupInfo; POST SetupRequest → NDJSON SetupEvent stream
-	PathLogin   = "/v1/login"   // GET ?bundle= → LoginInfo; POST ScopeRequest → AuthResult (polls completes_when)
-	PathLogout  = "/v1/logout"  // POST ScopeRequest → AuthResult
+	// PathInstallRecord: POST RecordRequest → InstallEvent; root or the daemon's user only.
+	PathInstallRecord = "/v1/install/record"
+	PathCall          = "/v1/call"   // POST CallRequest → host.Envelope
+	PathToken         = "/v1/token"  // GET → TokenInfo
+	PathAudit         = "/v1/audit"  // GET [?follow=1][&rotated=1] → the audit log, NDJSON
+	PathSetup         = "/v1/setup"  // GET ?bundle=&workspace= → SetupInfo; POST SetupRequest → NDJSON SetupEvent stream
+	PathLogin         = "/v1/login"  // GET ?bundle= → LoginInfo; POST ScopeRequest → AuthResult (polls completes_when)
+	PathLogout        = "/v1/logout" // POST ScopeRequest → AuthResult
 )
 
 // ScopeRequest names a bundle and the workspace whose setup or login it concerns (the user is the
@@ -129,11 +131,18 @@ type InstallRequest struct {
 	Bundle          string `json:"bundle"`
 	AllowUnverified bool   `json:"allow_unverified,omitempty"`
 	Force           bool   `json:"force,omitempty"` // reinstall even when the binary is present
+	// HandOff says the caller runs install entries that need root itself (clihostctl under sudo).
+	// A daemon that is not root honours it only for a root peer: it stops at the first such entry
+	// and ends the stream with Phase "needs_root" naming it, instead of skipping it.
+	HandOff bool `json:"hand_off,omitempty"`
+	// From is the first install entry to try: the caller ran the earlier ones (after a hand-off).
+	From int `json:"from,omitempty"`
 }
 
-// InstallEvent is one line of an install's progress stream; the last has Phase "done" or "error".
+// InstallEvent is one line of an install's progress stream; the last has Phase "done", "error" or
+// (with InstallRequest.HandOff) "needs_root".
 type InstallEvent struct {
-	Phase   string      `json:"phase"` // checking, installing, progress, done, error
+	Phase   string      `json:"phase"` // checking, installing, progress, done, error, needs_root
 	Message string      `json:"message,omitempty"`
 	Done    int64       `json:"done,omitempty"`
 	Total   int64       `json:"total,omitempty"`
@@ -141,6 +150,27 @@ type InstallEvent struct {
 	BinPath string      `json:"bin_path,omitempty"`
 	Version string      `json:"version,omitempty"`
 	Error   *host.Error `json:"error,omitempty"`
+	// NeedsRoot lists install entries the daemon did not run because they need root and it is not
+	// root: with Phase "needs_root", the one entry handed to the caller; with Phase "error" and
+	// error code "needs_root", every such entry the install skipped.
+	NeedsRoot []RootEntry `json:"needs_root,omitempty"`
+}
+
+// RootEntry is an install entry that needs root: a system package manager.
+type RootEntry struct {
+	Index   int    `json:"index"`   // its position in the bundle's install list
+	Method  string `json:"method"`  // apt, dnf, pacman, pip
+	Package string `json:"package"` // what it installs
+	Tool    string `json:"tool"`    // the program that needs root: apt-get, dnf, pacman, pip
+}
+
+// RecordRequest asks the daemon to record install entry Index (its Method) of Bundle after the
+// caller ran it as root. The daemon trusts nothing else from the caller: it finds the binary
+// itself, checks its version in the sandbox, and records what it found.
+type RecordRequest struct {
+	Bundle string `json:"bundle"`
+	Index  int    `json:"index"`
+	Method string `json:"method"`
 }
 
 // CallRequest is a tool call made through the daemon.

@@ -21,6 +21,9 @@ func (f fakeBackend) Install(_ context.Context, req InstallRequest, progress fun
 	progress(InstallEvent{Phase: "progress", Done: 1, Total: 2})
 	return InstallEvent{Phase: "done", Message: "installed " + req.Bundle}
 }
+func (f fakeBackend) RecordInstall(_ context.Context, req RecordRequest) InstallEvent {
+	return InstallEvent{Phase: "done", Method: req.Method}
+}
 
 // Call echoes who called which tool, so the test sees the peer credentials arrive.
 func (f fakeBackend) Call(_ context.Context, req CallRequest, c host.Caller) host.Envelope {

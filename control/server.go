@@ -24,6 +24,7 @@ import (
 type Backend interface {
 	Status(ctx context.Context, bundle string) ([]BundleStatus, error)
 	Install(ctx context.Context, req InstallRequest, progress func(InstallEvent)) InstallEvent
+	RecordInstall(ctx context.Context, req RecordRequest) InstallEvent
 	Call(ctx context.Context, req CallRequest, caller host.Caller) host.Envelope
 	Token() TokenInfo
 	AuditFile() string
@@ -141,6 +142,7 @@ func Handler(b Backend, a Admission) http.Handler {
 		emit := func(ev InstallEvent) { send(ev) }
 		emit(b.Install(r.Context(), req, emit))
 	})
+	mux.HandleFunc("POST "+PathInstallRecord, recordHandler(b, a))
 	mux.HandleFunc("POST "+PathCall, func(w http.ResponseWriter, r *http.Request) {
 		var req CallRequest
 		if err := json.NewDecoder(io.LimitReader(r.Body, 16<<20)).Decode(&req); err != nil {

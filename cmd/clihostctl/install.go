@@ -3,15 +3,20 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/install"
+	"github.com/clihost/clihost/manifest"
 )
 
 func newInstallCmd(g *globalOptions) *cobra.Command {
@@ -22,15 +27,21 @@ func newInstallCmd(g *globalOptions) *cobra.Command {
 		Short: "Install a bundle's CLI through the daemon",
 		Long: `Install asks clihostd to install the CLI: the bundle's install entries are tried in order
 (downloads are verified against verify_sha256 before anything is placed), the version is checked,
-and a mismatch reinstalls once. A CLI already installed in a matching version is left alone.`,
-		Example: "  clihostctl install jq\n  clihostctl install gh --force",
+and a mismatch reinstalls once. A CLI already installed in a matching version is left alone.
+
+Entries that need root (apt, dnf, pacman; pip outside a virtualenv) are run by a root daemon
+itself. When the daemon is not root (the systemd unit runs it as clihost), run this command with
+sudo: clihostctl then runs those entries itself, as root, in the bundle's order, and the daemon
+finds the binary, checks its version in the sandbox and records it.`,
+		Example: "  clihostctl install jq\n  sudo clihostctl install gh\n  clihostctl install gh --force",
 		Args:    exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req.Bundle = args[0]
+			req.HandOff = os.Geteuid() == 0
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			bar := progressBar{w: g.stderr}
-			last, err := g.client().Install(ctx, req, func(ev control.InstallEvent) {
+			last, err := g.install(ctx, req, func(ev control.InstallEvent) {
 				if asJSON {
 					return
 				}
@@ -71,6 +82,115 @@ and a mismatch reinstalls once. A CLI already installed in a matching version is
 	cmd.Flags().BoolVar(&req.Force, "force", false, "reinstall even when a matching version is present")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the final result as JSON")
 	return cmd
+}
+
+// install asks the daemon to install; each entry it hands back because it needs root (the caller
+// is root and the daemon is not) is run here, then recorded by the daemon, or, when it fails, the
+// daemon resumes the bundle's install list after it. It returns the last event.
+func (g *globalOptions) install(ctx context.Context, req control.InstallRequest, progress func(control.InstallEvent)) (control.InstallEvent, error) {
+	c := g.client()
+	var failed []string // entries run here that failed, with why
+	for {
+		last, err := c.Install(ctx, req, progress)
+		if err != nil || last.Phase != "needs_root" {
+			if err == nil && last.Phase == "error" && len(failed) > 0 {
+				last.Message = strings.Join(failed, "; ") + "; " + last.Message
+			}
+			return last, err
+		}
+		if len(last.NeedsRoot) != 1 || last.NeedsRoot[0].Index < req.From {
+			return last, fmt.Errorf("clihostd handed back %v after entry %d: not an entry to run", last.NeedsRoot, req.From)
+		}
+		e := last.NeedsRoot[0]
+		b, err := g.rootBundle(ctx, req.Bundle, e)
+		if err != nil {
+			return last, err
+		}
+		fmt.Fprintf(g.stderr, "clihostd is not root: running install[%d] (%s %s) here as root\n", e.Index, e.Tool, e.Package)
+		if _, err := install.RunEntry(ctx, b, e.Index, install.Options{Privileged: true, Output: g.stderr}); err != nil {
+			if ctx.Err() != nil {
+				return last, err
+			}
+			reason := fmt.Sprintf("install[%d] (%s): %s", e.Index, e.Method, trimInstallPrefix(err))
+			fmt.Fprintln(g.stderr, reason)
+			failed = append(failed, reason)
+			if req.From = e.Index + 1; req.From >= len(b.CLI.Install) {
+				msg := "no install entry succeeded: " + strings.Join(failed, "; ")
+				return control.InstallEvent{Phase: "error", Message: msg, Error: &host.Error{Code: "install_failed", Message: msg,
+					Hint: "each install entry's reason is listed; install the CLI by hand, or fix the bundle's install entries"}}, nil
+			}
+			continue
+		}
+		progress(control.InstallEvent{Phase: "checking", Message: "clihostd is checking and recording " + b.CLI.Bin})
+		return c.RecordInstall(ctx, control.RecordRequest{Bundle: req.Bundle, Index: e.Index, Method: e.Method})
+	}
+}
+
+// rootBundle is the bundle whose install entry e clihostctl runs as root: loaded by clihostctl
+// itself (--bundles, $CLIHOST_BUNDLES, ./.cli and the catalog), never taken from the daemon, which
+// runs as a less privileged user; the daemon's entry must be the same one.
+func (g *globalOptions) rootBundle(ctx context.Context, name string, e control.RootEntry) (*manifest.Bundle, error) {
+	fix := func(why string) error {
+		where := ""
+		if st, err := g.client().Status(ctx, name); err == nil && len(st) == 1 {
+			where = " (clihostd loaded it from " + st[0].File + ")"
+		}
+		return fmt.Errorf("%s%s: run clihostctl with the daemon's bundles, e.g. sudo clihostctl --bundles /etc/clihost/bundles install %s", why, where, name)
+	}
+	reg, err := g.registry()
+	if err != nil {
+		return nil, err
+	}
+	b, err := reg.Get(name)
+	if err != nil {
+		return nil, fix(fmt.Sprintf("clihostctl does not load bundle %s", name))
+	}
+	if b.CLI == nil || e.Index >= len(b.CLI.Install) || b.CLI.Install[e.Index].Method != e.Method || b.CLI.Install[e.Index].Package != e.Package {
+		return nil, fix(fmt.Sprintf("clihostctl's bundle %s (%s) differs from clihostd's: its install[%d] is not %s %s", b.Key(), b.File, e.Index, e.Method, e.Package))
+	}
+	if b.OSDir != "" { // not the catalog built into this binary
+		if err := rootOnly(filepath.Join(b.OSDir, "CLI.md")); err != nil {
+			return nil, fmt.Errorf("not running %s as root from bundle %s: %w (make the bundle folder root's: chown -R root: and chmod go-w)", e.Tool, b.Key(), err)
+		}
+	}
+	return b, nil
+}
+
+// rootOnly checks that only root can change the file at p: it and every directory above it
+// (symlinks resolved) belong to root and are not writable by group or others, except a directory
+// with the sticky bit (/tmp), where others cannot replace root's entries. A bundle folder the
+// daemon's user may write (a compromised daemon) must not choose what root installs.
+func rootOnly(p string) error {
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return err
+	}
+	for cur := real; ; cur = filepath.Dir(cur) {
+		st, err := os.Lstat(cur)
+		if err != nil {
+			return err
+		}
+		sys, ok := st.Sys().(*syscall.Stat_t)
+		switch {
+		case !ok || sys.Uid != 0:
+			return fmt.Errorf("%s does not belong to root", cur)
+		case st.Mode().Perm()&0o022 != 0 && !(st.IsDir() && st.Mode()&os.ModeSticky != 0):
+			return fmt.Errorf("%s is writable by group or others (mode %s)", cur, st.Mode().Perm())
+		}
+		if cur == filepath.Dir(cur) {
+			return nil
+		}
+	}
+}
+
+// trimInstallPrefix drops the "install KEY: install failed: install[i] (method): " an entry's
+// error starts with, and a "skipped: ".
+func trimInstallPrefix(err error) string {
+	s := err.Error()
+	if i := strings.Index(s, "): "); i >= 0 && errors.Is(err, install.ErrInstallFailed) {
+		s = s[i+3:]
+	}
+	return strings.TrimPrefix(s, "skipped: ")
 }
 
 // progressBar draws a download's progress on one terminal line.

@@ -468,11 +468,11 @@ func (d *daemon) Install(ctx context.Context, req control.InstallRequest, progre
 	for attempt := 1; attempt <= 2; attempt++ {
 		progress(control.InstallEvent{Phase: "installing", Message: fmt.Sprintf("installing %s (attempt %d)", b.CLI.Bin, attempt)})
 		res, err := install.Install(ctx, b, install.Options{StateDir: d.stateDir, AllowUnverified: req.AllowUnverified,
-			Privileged: os.Geteuid() == 0, Log: d.log,
+			Privileged: os.Geteuid() == 0, HandOff: handOff(ctx, req), From: req.From, Log: d.log,
 			Progress: func(done, total int64) { progress(control.InstallEvent{Phase: "progress", Done: done, Total: total}) }})
 		if err != nil {
 			d.log.Warn("install failed", "bundle", b.Key(), "err", err)
-			return control.InstallEvent{Phase: "error", Message: err.Error(), Error: &host.Error{Code: "install_failed", Message: err.Error(), Hint: installFailedHint(err)}}
+			return installError(b, res, err)
 		}
 		if _, err := d.store.Put(store.BucketInstall, b.Key(), installRecord{Method: res.Method, BinPath: res.BinPath, InstalledAt: time.Now().UTC()}); err != nil {
 			return control.InstallEvent{Phase: "error", Message: "recording the install: " + err.Error()}

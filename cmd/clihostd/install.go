@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/install"
+	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/store"
+)
+
+// handOff reports whether an install stops at the first entry that needs root and hands it to the
+// caller: the caller asked (clihostctl under sudo does), is root by its SO_PEERCRED credentials,
+// and this daemon is not root (a root daemon runs package managers itself).
+func handOff(ctx context.Context, req control.InstallRequest) bool {
+	p, ok := control.PeerOf(ctx)
+	return req.HandOff && ok && p.UID == 0 && os.Geteuid() != 0
+}
+
+// installError is the last event of an install that did not succeed: the entry handed to a root
+// caller ("needs_root"), the needs_root error when only entries that need root could have
+// installed the CLI, or install_failed.
+func installError(b *manifest.Bundle, res install.Result, err error) control.InstallEvent {
+	if nr := (*install.NeedsRootError)(nil); errors.As(err, &nr) {
+		e := control.RootEntry{Index: nr.Index, Method: nr.Method, Package: nr.Package, Tool: nr.Tool}
+		return control.InstallEvent{Phase: "needs_root", NeedsRoot: []control.RootEntry{e},
+			Message: fmt.Sprintf("install[%d] (%s %s) needs root: clihostctl runs it", e.Index, e.Tool, e.Package)}
+	}
+	var root []control.RootEntry
+	for _, s := range res.Skipped {
+		if s.NeedsRoot != "" {
+			e := b.CLI.Install[s.Index]
+			root = append(root, control.RootEntry{Index: s.Index, Method: s.Method, Package: e.Package, Tool: s.NeedsRoot})
+		}
+	}
+	if len(root) == 0 || !errors.Is(err, install.ErrInstallFailed) || errors.Is(err, context.Canceled) {
+		return control.InstallEvent{Phase: "error", Message: err.Error(), Error: &host.Error{Code: "install_failed", Message: err.Error(), Hint: installFailedHint(err)}}
+	}
+	msg := fmt.Sprintf("%s needs root: run sudo clihostctl install %s", root[0].Tool, b.ID())
+	hint := fmt.Sprintf("clihostd runs as %s, not root, and does not run package managers that need root; "+
+		"under sudo, clihostctl runs %s itself and the daemon then checks and records the CLI. All entries: %s",
+		daemonUser(), root[0].Tool, err.Error())
+	return control.InstallEvent{Phase: "error", Message: msg, NeedsRoot: root,
+		Error: &host.Error{Code: "needs_root", Category: "permission", Message: msg, Hint: hint}}
+}
+
+// RecordInstall implements control.Backend: after a root caller ran install entry req.Index (a
+// package manager this daemon may not run), it finds the binary itself where the install would
+// (the entry's directories, then the daemon's PATH), checks its version in the sandbox as a call
+// would, and records the result as after an install of its own. Nothing the caller says about the
+// binary is used: a binary that is missing or fails the check is refused and nothing is recorded.
+func (d *daemon) RecordInstall(ctx context.Context, req control.RecordRequest) control.InstallEvent {
+	st := d.cur.Load()
+	b, err := st.host.Bundle(req.Bundle)
+	if err != nil {
+		return control.InstallEvent{Phase: "error", Message: err.Error(), Error: &host.Error{Code: "not_found", Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}}
+	}
+	if req.Index < 0 || req.Index >= len(b.CLI.Install) || b.CLI.Install[req.Index].Method != req.Method {
+		return recordRefused(fmt.Sprintf("%s has no install entry %d with method %q", b.Key(), req.Index, req.Method),
+			"clihostctl and clihostd load different versions of the bundle: give clihostctl the daemon's bundles (--bundles)")
+	}
+	if _, ok := install.NeedsRoot(b, req.Index, nil); !ok {
+		return recordRefused(fmt.Sprintf("install[%d] (%s) of %s does not need root: clihostd runs it itself", req.Index, req.Method, b.Key()),
+			"run: clihostctl install "+b.ID())
+	}
+	d.installMu.Lock()
+	defer d.installMu.Unlock()
+	path, err := install.Find(b, req.Index, install.Options{})
+	if err != nil {
+		msg := fmt.Sprintf("clihostd does not find %s after install[%d] (%s): %s", b.CLI.Bin, req.Index, req.Method, strings.TrimPrefix(err.Error(), "skipped: "))
+		return control.InstallEvent{Phase: "error", Message: msg, Error: &host.Error{Code: "not_installed", Message: msg,
+			Hint: "the binary must be on clihostd's PATH (the unit's PATH, not the administrator's); nothing was recorded"}}
+	}
+	var prev installRecord
+	_, hadPrev, _ := d.store.Get(store.BucketInstall, b.Key(), &prev)
+	if _, err := d.store.Put(store.BucketInstall, b.Key(), installRecord{Method: req.Method, BinPath: path, InstalledAt: time.Now().UTC()}); err != nil {
+		return control.InstallEvent{Phase: "error", Message: "recording the install: " + err.Error()}
+	}
+	st.host.Forget(b)
+	vpath, ver, verr := st.host.Verify(ctx, b, d.workspace)
+	if verr != nil {
+		if hadPrev {
+			_, _ = d.store.Put(store.BucketInstall, b.Key(), prev)
+		} else {
+			_ = d.store.Delete(store.BucketInstall, b.Key())
+		}
+		st.host.Forget(b)
+		d.log.Warn("install record refused: the version check failed", "bundle", b.Key(), "bin", path, "err", verr.Message)
+		return control.InstallEvent{Phase: "error", Message: verr.Message, Error: verr}
+	}
+	if _, err := d.store.Put(store.BucketInstall, b.Key(), installRecord{Method: req.Method, BinPath: vpath, Version: ver, InstalledAt: time.Now().UTC()}); err != nil {
+		return control.InstallEvent{Phase: "error", Message: "recording the install: " + err.Error()}
+	}
+	p, _ := control.PeerOf(ctx)
+	d.log.Info("installed", "bundle", b.Key(), "method", req.Method, "bin", vpath, "version", ver, "run_by_uid", p.UID, "run_by_pid", p.PID)
+	return control.InstallEvent{Phase: "done", Message: fmt.Sprintf("installed %s %s with %s", b.CLI.Bin, ver, req.Method),
+		Method: req.Method, BinPath: vpath, Version: ver}
+}
+
+// recordRefused is a record request that names no entry the daemon could record.
+func recordRefused(msg, hint string) control.InstallEvent {
+	return control.InstallEvent{Phase: "error", Message: msg, Error: &host.Error{Code: "record_refused", Message: msg, Hint: hint}}
+}

@@ -1,0 +1,40 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+)
+
+// PeerOf is the control-socket peer whose request ctx belongs to (SO_PEERCRED, recorded by
+// ConnContext); false outside a control request.
+func PeerOf(ctx context.Context) (Peer, bool) {
+	p, ok := ctx.Value(peerKey{}).(Peer)
+	return p, ok
+}
+
+// recordHandler serves PathInstallRecord to root and the daemon's own user only.
+//
+// A record says "an administrator installed this bundle's CLI with a package manager": the daemon
+// then finds the binary itself, checks its version in the sandbox and stores the result, exactly
+// as after an install it ran. The daemon trusts none of the caller's word for the path or the
+// version, so a record cannot make it accept a binary a call would not; still, only the peers that
+// could have run the package manager (root) or that own the state anyway (the daemon's uid) may
+// ask. A member of --group cannot install system packages, so a record from one could only
+// attribute an install to a package manager that never ran: refused.
+func recordHandler(b Backend, a Admission) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if p, _ := PeerOf(r.Context()); p.UID != 0 && p.UID != a.OwnerUID {
+			writeError(w, http.StatusForbidden, "only root or clihostd's own user may record an install",
+				"run: sudo clihostctl install BUNDLE (it runs the package manager as root, then asks the daemon to check and record it)")
+			return
+		}
+		var req RecordRequest
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+			writeError(w, http.StatusBadRequest, "bad install record request: "+err.Error(), "")
+			return
+		}
+		writeJSON(w, b.RecordInstall(r.Context(), req))
+	}
+}
