@@ -471,8 +471,7 @@ func (d *daemon) Install(ctx context.Context, req control.InstallRequest, progre
 			Privileged: os.Geteuid() == 0, HandOff: handOff(ctx, req), From: req.From, Log: d.log,
 			Progress: func(done, total int64) { progress(control.InstallEvent{Phase: "progress", Done: done, Total: total}) }})
 		if err != nil {
-			d.log.Warn("install failed", "bundle", b.Key(), "err", err)
-			return installError(b, res, err)
+			return d.installError(b, res, err)
 		}
 		if _, err := d.store.Put(store.BucketInstall, b.Key(), installRecord{Method: res.Method, BinPath: res.BinPath, InstalledAt: time.Now().UTC()}); err != nil {
 			return control.InstallEvent{Phase: "error", Message: "recording the install: " + err.Error()}

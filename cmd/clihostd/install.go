@@ -26,12 +26,13 @@ func handOff(ctx context.Context, req control.InstallRequest) bool {
 // installError is the last event of an install that did not succeed: the entry handed to a root
 // caller ("needs_root"), the needs_root error when only entries that need root could have
 // installed the CLI, or install_failed.
-func installError(b *manifest.Bundle, res install.Result, err error) control.InstallEvent {
+func (d *daemon) installError(b *manifest.Bundle, res install.Result, err error) control.InstallEvent {
 	if nr := (*install.NeedsRootError)(nil); errors.As(err, &nr) {
 		e := control.RootEntry{Index: nr.Index, Method: nr.Method, Package: nr.Package, Tool: nr.Tool}
 		return control.InstallEvent{Phase: "needs_root", NeedsRoot: []control.RootEntry{e},
 			Message: fmt.Sprintf("install[%d] (%s %s) needs root: clihostctl runs it", e.Index, e.Tool, e.Package)}
 	}
+	d.log.Warn("install failed", "bundle", b.Key(), "err", err)
 	var root []control.RootEntry
 	for _, s := range res.Skipped {
 		if s.NeedsRoot != "" {
