@@ -52,6 +52,27 @@ func DefaultSocket(stateDir string) string {
 	return filepath.Join(stateDir, "clihostd.sock")
 }
 
+// SystemSocket is the control socket of the shipped systemd unit (RuntimeDirectory=clihost):
+// clients use it when no socket is named and none is at their own default, so that
+// `sudo clihostctl …` (sudo drops $CLIHOST_SOCKET) and the socket group's members reach the
+// unit's daemon without --socket.
+const SystemSocket = "/run/clihost/clihostd.sock"
+
+// ClientSocket is the socket a client uses when none is named: def (the caller's DefaultSocket)
+// when a socket is there, else SystemSocket when one is there, else def (whose absence the
+// connection error then names).
+func ClientSocket(def string) string { return firstSocket(def, SystemSocket) }
+
+// firstSocket is the first of paths a socket is at, else paths[0].
+func firstSocket(paths ...string) string {
+	for _, p := range paths {
+		if st, err := os.Stat(p); err == nil && st.Mode().Type() == os.ModeSocket {
+			return p
+		}
+	}
+	return paths[0]
+}
+
 // Client talks to a daemon over its socket.
 type Client struct {
 	Socket string

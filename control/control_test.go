@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -119,4 +120,31 @@ func (f fakeBackend) Login(context.Context, ScopeRequest, string) AuthResult {
 }
 func (f fakeBackend) Logout(context.Context, ScopeRequest, string) AuthResult {
 	return AuthResult{Phase: "unauthed"}
+}
+
+func TestClientSocketFallsBackToTheUnitsSocket(t *testing.T) {
+	dir := t.TempDir()
+	def, system := filepath.Join(dir, "user.sock"), filepath.Join(dir, "system.sock")
+	if got := firstSocket(def, system); got != def {
+		t.Fatalf("no socket anywhere: %q, want the default %q (its absence is the error to report)", got, def)
+	}
+	listen := func(p string) {
+		ln, err := net.Listen("unix", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+	}
+	if err := os.WriteFile(def, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	listen(system)
+	if got := firstSocket(def, system); got != system {
+		t.Fatalf("a plain file at the default, the unit's socket listening: %q, want %q", got, system)
+	}
+	os.Remove(def)
+	listen(def)
+	if got := firstSocket(def, system); got != def {
+		t.Fatalf("both listening: %q, want the caller's own default %q", got, def)
+	}
 }

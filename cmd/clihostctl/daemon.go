@@ -6,7 +6,8 @@ import (
 	"github.com/clihost/clihost/control"
 )
 
-// socketPath is --socket, else $CLIHOST_SOCKET, else the daemon's default.
+// socketPath is --socket, else $CLIHOST_SOCKET, else the daemon's default when a daemon listens
+// there, else the systemd unit's socket (control.ClientSocket).
 func (g *globalOptions) socketPath() string {
 	if g.socket != "" {
 		return g.socket
@@ -16,9 +17,9 @@ func (g *globalOptions) socketPath() string {
 	}
 	state, err := control.DefaultStateDir()
 	if err != nil {
-		return ""
+		return control.ClientSocket("")
 	}
-	return control.DefaultSocket(state)
+	return control.ClientSocket(control.DefaultSocket(state))
 }
 
 // client connects to the daemon's control socket.
