@@ -200,6 +200,17 @@ func (d *daemon) mustCall(t *testing.T, a *account, ws, bundle, tool, input, exp
 	return e
 }
 
+// expectInstalled fails t unless r is `clihostctl install BUNDLE --json` that ended "done" with a
+// version: the daemon verified the CLI (its version check ran as a uid with a HOME of its own).
+func expectInstalled(t *testing.T, what string, r result) {
+	t.Helper()
+	var ev struct{ Phase, Version string }
+	_ = json.Unmarshal([]byte(r.stdout), &ev)
+	if r.code != 0 || ev.Phase != "done" || ev.Version == "" {
+		t.Errorf("%s: the install must end done with the version found (the version check runs as a uid with a HOME of its own); got:\n%v", what, r)
+	}
+}
+
 // markBundle is an operator's bundle "mark" around /usr/bin/touch: its tool file creates the
 // file NAME in the workspace, whose owner then shows, from outside the sandbox, the uid the CLI ran
 // as (inside a user namespace the CLI may see another).
@@ -216,6 +227,26 @@ version: 1.0.0
 inputs: { type: object, additionalProperties: false, properties: { name: { type: string, pattern: "^[a-z0-9-]+$" } }, required: [name] }
 outputs: { type: string }
 runner: { cli: ../../CLI.md, argv: ["${input.name}"], output: { format: text } }
+---
+`,
+	}
+}
+
+// projectBundle is an operator's bundle "project" with one setup step, name, kept in the CLI's
+// environment as CT_PROJECT; its tool show prints it (printenv CT_PROJECT).
+func projectBundle() map[string]string {
+	cli := strings.Replace(fixture.CLI("printenv", "project", "  show: ./tools/show/TOOL.md\n"), "commands:\n",
+		"setup:\n  - { id: name, kind: prompt, type: text, prompt: \"Project name?\", persist: { env: CT_PROJECT } }\ncommands:\n", 1)
+	return map[string]string{
+		"project/CLI.md": cli,
+		"project/tools/show/TOOL.md": `---
+name: Show
+id: project.show
+description: Prints the project name set up for this workspace.
+version: 1.0.0
+inputs: { type: object, additionalProperties: false, properties: {} }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: ["CT_PROJECT"], output: { format: text } }
 ---
 `,
 	}

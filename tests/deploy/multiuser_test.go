@@ -3,6 +3,7 @@ package deploy
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -40,4 +41,22 @@ func TestSeveralUsersOneSocket(t *testing.T) {
 	if uid, ok, _ := d.ranAs(t, nil, ws[alice], "root may name any workspace"); ok && uid != alice.uid {
 		t.Errorf("%s: root's call in %v's workspace ran as uid %d, want the workspace owner's %d", what, alice, uid, alice.uid)
 	}
+
+	t.Run("setup is per user", func(t *testing.T) {
+		// A workspace both members may use; alice sets the bundle up there, bob has not.
+		shared := filepath.Join(dir, "shared")
+		grp, err := lookupGroup(svcGroup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mkdir(t, shared, 0o2770, 0, grp)
+		if r := ctl(t, alice, d.socket, "setup", "project", "--value", "name=alices-project", "--workspace", shared); r.code != 0 {
+			t.Fatalf("%s: clihostctl setup project as %v in %s: %v", what, alice, shared, r)
+		}
+		// printenv exits 0 only when CT_PROJECT is set (its value comes back redacted).
+		d.mustCall(t, alice, shared, "project", "show", `{}`, "her own setup applies")
+		if e := d.call(t, bob, shared, "project", "show", `{}`); e.OK || e.Error == nil || e.Error.Code != "setup_required" || strings.Contains(e.raw.stdout, "alices-project") {
+			t.Errorf("%s: %v's call in the shared workspace must not get %v's setup (setup_required); got:\n%v", what, bob, alice, e.raw)
+		}
+	})
 }

@@ -159,6 +159,10 @@ func TestUnit(t *testing.T) {
 	checkJQ(t, what, jq)
 	expectSocketRefused(t, what, mallory, d.call(t, mallory, ws, "jq", "filter", jqInput))
 
+	t.Run("sudo clihostctl install gh", func(t *testing.T) {
+		needBin(t, "gh")
+		expectInstalled(t, what+": sudo clihostctl install gh (gh from Debian's apt)", ctl(t, nil, d.socket, "install", "gh", "--json"))
+	})
 	t.Run("systemd-analyze verify", func(t *testing.T) { verifyUnit(t) })
 }
 
