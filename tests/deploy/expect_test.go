@@ -112,3 +112,16 @@ func expectSocketRefused(t *testing.T, what string, a *account, e envelope) {
 		t.Errorf("%s: %v (not in the socket's group) should be refused at the control socket; got:\n%v", what, a, e.raw)
 	}
 }
+
+// expectDoctor fails t unless `clihostctl doctor` (as root, against the daemon's socket) exists and
+// reports on the running daemon: its identity (the user it runs as, by name or uid) with the real
+// probe under it. Whether the host is healthy is its exit status (0 or 1), not checked here: the
+// test hosts lack cgroup delegation.
+func expectDoctor(t *testing.T, what string, d *daemon, runsAs *account) {
+	t.Helper()
+	r := ctl(t, nil, d.socket, "doctor")
+	out := r.stdout + r.stderr
+	if (r.code != 0 && r.code != 1) || strings.Contains(out, "unknown command") || !(strings.Contains(out, runsAs.name) || strings.Contains(out, strconv.Itoa(runsAs.uid))) {
+		t.Errorf("%s: clihostctl doctor must report the daemon's identity (%v) and its sandbox probe, exiting 0 (healthy) or 1; got:\n%v", what, runsAs, r)
+	}
+}

@@ -163,6 +163,7 @@ func TestUnit(t *testing.T) {
 		needBin(t, "gh")
 		expectInstalled(t, what+": sudo clihostctl install gh (gh from Debian's apt)", ctl(t, nil, d.socket, "install", "gh", "--json"))
 	})
+	t.Run("clihostctl doctor", func(t *testing.T) { expectDoctor(t, what, d, svc) })
 	t.Run("systemd-analyze verify", func(t *testing.T) { verifyUnit(t) })
 }
 
