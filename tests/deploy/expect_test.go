@@ -108,7 +108,8 @@ func expectWorkspaceDenied(t *testing.T, what string, e envelope, ws string, who
 func expectSocketRefused(t *testing.T, what string, a *account, e envelope) {
 	t.Helper()
 	out := strings.ToLower(e.raw.stdout + e.raw.stderr)
-	if e.OK || e.raw.code == 0 || !(strings.Contains(out, "permission denied") || strings.Contains(out, "403") || strings.Contains(out, "may not use")) {
+	// A call envelope (even a failed one) means the request got past the socket.
+	if e.OK || e.Error != nil || e.raw.code == 0 || !(strings.Contains(out, "permission denied") || strings.Contains(out, "403") || strings.Contains(out, "may not use")) {
 		t.Errorf("%s: %v (not in the socket's group) should be refused at the control socket; got:\n%v", what, a, e.raw)
 	}
 }
