@@ -118,18 +118,12 @@ func (d *daemon) stop(t *testing.T) {
 	}
 }
 
-// bundleStatus is one entry of `clihostctl status --json`.
-type bundleStatus struct {
-	Key, Install, Version, Reason, Sandbox string
-	Ready                                  bool
-}
-
 // status reads `clihostctl status --json` as a (nil: root).
-func (d *daemon) status(t *testing.T, a *account) []bundleStatus {
+func (d *daemon) status(t *testing.T, a *account) statusView {
 	t.Helper()
 	r := ctl(t, a, d.socket, "status", "--json")
-	var st []bundleStatus
-	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || r.code != 0 {
+	st, err := parseStatus(r.stdout)
+	if err != nil || r.code != 0 {
 		t.Fatalf("%s: clihostctl status --json as %v: %v\n%v", d.what, a, err, r)
 	}
 	return st

@@ -4,29 +4,70 @@ package deploy
 // them, kept here so that one place changes if a name does.
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
 )
 
-// sandboxReported is what `clihostctl status --json` says of the kernel sandbox: working when
-// every bundle's "sandbox" is "on" (the daemon's real probe under its own identity found it
-// working), with the first entry's text ("on", "off" or "unavailable: why").
-func sandboxReported(st []bundleStatus) (working bool, text string) {
-	if len(st) == 0 {
+// bundleStatus is one bundle of `clihostctl status --json`.
+type bundleStatus struct {
+	Key, Install, Version, Reason, Sandbox string
+	Ready                                  bool
+}
+
+// statusView is `clihostctl status --json`: the bundles, and the daemon's sandbox probe when the
+// status has one ({"daemon": {"sandbox": {"state": …, "error": …}}, "bundles": […]}; before the
+// probe, status was the bundles' array alone and each bundle's "sandbox" said "on").
+type statusView struct {
+	bundles []bundleStatus
+	probe   *struct{ State, Error string }
+}
+
+// parseStatus reads either shape.
+func parseStatus(out string) (statusView, error) {
+	var v statusView
+	if err := json.Unmarshal([]byte(out), &v.bundles); err == nil {
+		return v, nil
+	}
+	var obj struct {
+		Daemon struct {
+			Sandbox *struct{ State, Error string }
+		}
+		Bundles []bundleStatus
+	}
+	if err := json.Unmarshal([]byte(out), &obj); err != nil {
+		return v, err
+	}
+	v.bundles, v.probe = obj.Bundles, obj.Daemon.Sandbox
+	return v, nil
+}
+
+// sandboxReported is what status says of the kernel sandbox: working when the daemon's real probe
+// under its own identity found it working ("on"), with its text ("on", "off" or "unavailable:
+// why"); without a probe in the status, when every bundle's "sandbox" is "on".
+func sandboxReported(st statusView) (working bool, text string) {
+	if st.probe != nil {
+		text = st.probe.State
+		if st.probe.Error != "" {
+			text += ": " + st.probe.Error
+		}
+		return st.probe.State == "on", text
+	}
+	if len(st.bundles) == 0 {
 		return false, "(no bundles)"
 	}
-	for _, b := range st {
+	for _, b := range st.bundles {
 		if b.Sandbox != "on" {
 			return false, b.Sandbox
 		}
 	}
-	return true, st[0].Sandbox
+	return true, st.bundles[0].Sandbox
 }
 
 // expectSandboxTruthful fails t when status's sandbox disagrees with what a real call found:
 // "on" while calls fail in the sandbox, or anything else while they run.
-func expectSandboxTruthful(t *testing.T, what string, st []bundleStatus, callsWork bool, call envelope) {
+func expectSandboxTruthful(t *testing.T, what string, st statusView, callsWork bool, call envelope) {
 	t.Helper()
 	working, text := sandboxReported(st)
 	switch {
@@ -52,8 +93,9 @@ const builtinCatalog = 16
 
 // expectCatalogPlus fails t unless status lists the built-in catalog (jq among it) and the
 // operator's bundle key: --bundles adds to the catalog instead of replacing it.
-func expectCatalogPlus(t *testing.T, what string, st []bundleStatus, key string) {
+func expectCatalogPlus(t *testing.T, what string, view statusView, key string) {
 	t.Helper()
+	st := view.bundles
 	has := map[string]bool{}
 	for _, b := range st {
 		has[b.Key] = true
