@@ -96,8 +96,9 @@ func (u unit) mode(t *testing.T, key string, def os.FileMode) os.FileMode {
 // with their supplementary groups (setpriv --init-groups), no new privileges and an empty bounding
 // set, its UMask, STATE_DIRECTORY and RUNTIME_DIRECTORY made with the unit's modes and owner, a
 // NOTIFY_SOCKET, and the unit's own ExecStart flags (paths moved under a temporary root). The
-// operator's bundle folder holds one bundle; a member of the socket's group (alice) calls jq in the
-// unit's workspace; mallory, outside the group, is refused. The mount hardening (ProtectSystem=,
+// operator's bundle folder holds one bundle; a member of the socket's group (alice) calls jq and
+// that bundle in the unit's workspace; mallory, outside the group, is refused; root installs gh
+// (sudo clihostctl install) and runs clihostctl doctor against it. The mount hardening (ProtectSystem=,
 // ProtectHome=, PrivateTmp=, ReadWritePaths=) and Delegate= are systemd's and are not reproduced.
 func TestUnit(t *testing.T) {
 	need(t)
@@ -118,8 +119,10 @@ func TestUnit(t *testing.T) {
 	}
 	what := "the systemd unit (User=" + svc.name + ", " + strings.Join(argv[1:], " ") + ")"
 
-	// The operator's folders, as docs/operations.md makes them. The workspace is the group's, so
-	// that both the daemon and the group's members can use it (setgid: files stay the group's).
+	// The operator's folders, as docs/operations.md makes them, except the workspace's mode: 2770
+	// (not install -d's 0755), so that both the daemon and the group's members may use it (a caller
+	// may name only a workspace it could read, write and search itself; setgid keeps files the
+	// group's).
 	bundles, ws := flagValue(argv, "--bundles"), flagValue(argv, "--workspace")
 	mkdir(t, bundles, 0o755, 0, 0)
 	writeBundles(t, bundles, markBundle())
