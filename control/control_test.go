@@ -26,7 +26,7 @@ func (f fakeBackend) Install(_ context.Context, req InstallRequest, progress fun
 func (f fakeBackend) Call(_ context.Context, req CallRequest, c host.Caller) host.Envelope {
 	return host.Envelope{OK: true, Value: c.User + ":" + req.Tool}
 }
-func (f fakeBackend) Token() TokenInfo  { return TokenInfo{Token: "t"} }
+func (f fakeBackend) Token() TokenInfo { return TokenInfo{Token: "t"} }
 func (f fakeBackend) Daemon(_ context.Context, probe bool) DaemonStatus {
 	return DaemonStatus{Version: "test", Sandbox: host.ProbeResult{State: map[bool]string{true: host.ProbeWorks, false: host.ProbeOff}[probe]}}
 }
