@@ -253,10 +253,15 @@ func daemonChecks(d control.DaemonStatus) []Check {
 	return []Check{who, probe}
 }
 
-// stateChecks: the state directory is the daemon's and 0700 (0711 when per-user homes live in it);
-// the token file is the daemon's and 0600.
+// stateChecks: the state directory is the daemon's and 0700 (0711 when per-user homes live in it;
+// another mode is a warning); the token file is the daemon's and 0600 (another mode fails).
 func stateChecks(d control.DaemonStatus) []Check {
 	dir := fileCheck("state directory", d.StateDir, d.UID, []os.FileMode{0o700, 0o711}, "chmod 700 "+d.StateDir)
+	if dir.Status == Fail && strings.Contains(dir.Message, " has mode ") {
+		// Its secrets are files of their own mode (checked below for the token); a wider
+		// directory lets others list them and read the installed binaries.
+		dir.Status = Warn
+	}
 	tok := fileCheck("token file", d.TokenFile, d.UID, []os.FileMode{0o600}, "chmod 600 "+d.TokenFile+" (then restart clihostd: anyone could have read the token; delete the file to make a new one)")
 	return []Check{dir, tok}
 }

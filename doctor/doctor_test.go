@@ -137,3 +137,20 @@ func TestParseExecStart(t *testing.T) {
 		t.Fatalf("%s %v", bin, flags)
 	}
 }
+
+// TestStateChecks: a state directory wider than 0711 is a warning (its files keep their own
+// modes), a token file readable by others fails.
+func TestStateChecks(t *testing.T) {
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "token")
+	if err := os.WriteFile(tok, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got := stateChecks(control.DaemonStatus{UID: os.Geteuid(), StateDir: dir, TokenFile: tok})
+	if len(got) != 2 || got[0].Status != Warn || got[0].Fix != "chmod 700 "+dir || got[1].Status != Fail {
+		t.Fatalf("%+v", got)
+	}
+}
