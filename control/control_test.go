@@ -30,7 +30,10 @@ func (f fakeBackend) RecordInstall(_ context.Context, req RecordRequest) Install
 func (f fakeBackend) Call(_ context.Context, req CallRequest, c host.Caller) host.Envelope {
 	return host.Envelope{OK: true, Value: c.User + ":" + req.Tool}
 }
-func (f fakeBackend) Token() TokenInfo  { return TokenInfo{Token: "t"} }
+func (f fakeBackend) Token() TokenInfo { return TokenInfo{Token: "t"} }
+func (f fakeBackend) Daemon(_ context.Context, probe bool) DaemonStatus {
+	return DaemonStatus{Version: "test", Sandbox: host.ProbeResult{State: map[bool]string{true: host.ProbeWorks, false: host.ProbeOff}[probe]}}
+}
 func (f fakeBackend) AuditFile() string { return f.audit }
 
 func TestAdmission(t *testing.T) {
@@ -73,6 +76,11 @@ func TestSocketRoundTrip(t *testing.T) {
 	st, err := c.Status(ctx, "")
 	if err != nil || len(st) != 1 || st[0].Key != "jq@1" {
 		t.Fatalf("status %+v %v", st, err)
+	}
+	for _, probe := range []bool{false, true} {
+		if d, err := c.Daemon(ctx, probe); err != nil || d.Version != "test" || d.Sandbox.Works() != probe {
+			t.Fatalf("daemon (probe %v): %+v %v", probe, d, err)
+		}
 	}
 	var events int
 	last, err := c.Install(ctx, InstallRequest{Bundle: "jq"}, func(InstallEvent) { events++ })

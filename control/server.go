@@ -33,6 +33,7 @@ type Backend interface {
 	LoginInfo(ctx context.Context, req ScopeRequest) (LoginInfo, error)
 	Login(ctx context.Context, req ScopeRequest, user string) AuthResult
 	Logout(ctx context.Context, req ScopeRequest, user string) AuthResult
+	Daemon(ctx context.Context, probe bool) DaemonStatus
 }
 
 // Peer is the process at the other end of a control connection.
@@ -150,6 +151,9 @@ func Handler(b Backend, a Admission) http.Handler {
 			return
 		}
 		writeJSON(w, b.Call(r.Context(), req, host.Caller{Workspace: req.Workspace, User: peerUser(r)}))
+	})
+	mux.HandleFunc("GET "+PathDaemon, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, b.Daemon(r.Context(), r.URL.Query().Get("probe") == "1"))
 	})
 	mux.HandleFunc("GET "+PathToken, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.Token()) })
 	mux.HandleFunc("GET "+PathSetup, func(w http.ResponseWriter, r *http.Request) {

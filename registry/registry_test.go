@@ -206,3 +206,52 @@ func TestEmbeddedCatalogLoads(t *testing.T) {
 		t.Errorf("%s", f)
 	}
 }
+
+// TestDaemonSources: a daemon's folders add to the built-in catalog (--no-catalog leaves it out),
+// a missing folder is a warning naming it, not a failure, and an empty folder is named by
+// EmptySources.
+func TestDaemonSources(t *testing.T) {
+	root := t.TempDir()
+	writeBundle(t, filepath.Join(root, "ops", "mini"), "mini", "1.0.0")
+	empty, missing := filepath.Join(root, "empty"), filepath.Join(root, "missing")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(root)
+	t.Setenv(EnvBundles, "")
+
+	srcs, warns, err := DaemonSources([]string{filepath.Join(root, "ops"), empty, missing}, true)
+	if err != nil || len(srcs) != 3 || !srcs[2].Embedded {
+		t.Fatalf("sources = %+v, %v; want ops, empty, then the catalog", srcs, err)
+	}
+	want := "bundle folder " + missing + " does not exist: no bundles loaded from it"
+	if len(warns) != 1 || warns[0] != want {
+		t.Fatalf("warnings = %q, want [%q]", warns, want)
+	}
+	reg, err := Load(srcs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.Get("mini"); err != nil {
+		t.Fatalf("the folder's bundle: %v", err)
+	}
+	if _, err := reg.Get("gh"); err != nil {
+		t.Fatalf("the catalog's gh is not served beside the folder: %v", err)
+	}
+	if got := EmptySources(reg, srcs); len(got) != 1 || got[0] != "bundle folder "+empty+" holds no bundles (no CLI.md found)" {
+		t.Fatalf("EmptySources = %q", got)
+	}
+	if got := SourceNames(srcs); len(got) != 3 || got[2] != "the built-in catalog" {
+		t.Fatalf("SourceNames = %q", got)
+	}
+
+	srcs, _, err = DaemonSources([]string{empty}, false)
+	if err != nil || len(srcs) != 1 || srcs[0].Embedded {
+		t.Fatalf("--no-catalog sources = %+v, %v; want the folder only", srcs, err)
+	}
+	t.Setenv(EnvBundles, filepath.Join(root, "ops"))
+	srcs, _, err = DaemonSources(nil, true)
+	if err != nil || len(srcs) != 2 || srcs[0].Name != filepath.Join(root, "ops") || !srcs[1].Embedded {
+		t.Fatalf("$CLIHOST_BUNDLES sources = %+v, %v; want its folder plus the catalog", srcs, err)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -45,15 +46,28 @@ type daemonProc struct {
 	mcp    string // http://127.0.0.1:PORT
 	state  string
 	ws     string // the daemon's --workspace
+
+	mu      sync.Mutex
+	history []string // every line logged so far (waitFor consumes lines, logged searches these)
 }
 
 // startDaemon starts clihostd on a private state directory, socket and loopback port.
 func startDaemon(t *testing.T, state string, extra ...string) *daemonProc {
 	t.Helper()
-	d := &daemonProc{state: state, socket: filepath.Join(state, "ctl.sock"), lines: make(chan string, 1000), ws: t.TempDir()}
+	return startDaemonWith(t, state, t.TempDir(), nil, extra...)
+}
+
+// startDaemonWith starts clihostd as startDaemon does, in workspace ws, after wrap (when not nil)
+// changed how it is started (another user, a wrapper program).
+func startDaemonWith(t *testing.T, state, ws string, wrap func(*exec.Cmd), extra ...string) *daemonProc {
+	t.Helper()
+	d := &daemonProc{state: state, socket: filepath.Join(state, "ctl.sock"), lines: make(chan string, 1000), ws: ws}
 	args := append([]string{"--state", state, "--socket", d.socket, "--http", "127.0.0.1:0", "--workspace", d.ws}, extra...)
 	d.cmd = exec.Command(bin.daemon, args...)
 	d.cmd.Env = []string{"PATH=" + systemPath, "HOME=" + t.TempDir(), "CLIHOST_BUNDLES="}
+	if wrap != nil {
+		wrap(d.cmd)
+	}
 	stderr, err := d.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +79,9 @@ func startDaemon(t *testing.T, state string, extra ...string) *daemonProc {
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
+			d.mu.Lock()
+			d.history = append(d.history, sc.Text())
+			d.mu.Unlock()
 			d.lines <- sc.Text()
 		}
 		close(d.lines)
@@ -110,11 +127,11 @@ type bundleStatus struct {
 func (d *daemonProc) status(t *testing.T, bundle string) bundleStatus {
 	t.Helper()
 	r := d.ctl(t, "status", bundle, "--json")
-	var st []bundleStatus
-	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || len(st) != 1 {
+	var st struct{ Bundles []bundleStatus }
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || len(st.Bundles) != 1 {
 		t.Fatalf("status %s: exit %d %v\n%s%s", bundle, r.code, err, r.stdout, r.stderr)
 	}
-	return st[0]
+	return st.Bundles[0]
 }
 
 // TestDaemonServesStatusMCPAndReloads starts clihostd on the built-in catalog, reads status over

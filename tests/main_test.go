@@ -15,6 +15,7 @@ import (
 var bin struct{ ctl, daemon string }
 
 func TestMain(m *testing.M) {
+	limitedMain() // as the parent of a daemon whose user namespaces are limited (ready_test.go)
 	dir, err := os.MkdirTemp("", "clihost-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

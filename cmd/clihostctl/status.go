@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
 	"github.com/spf13/cobra"
 )
@@ -17,25 +19,37 @@ func newStatusCmd(g *globalOptions) *cobra.Command {
 		Use:   "status [BUNDLE]",
 		Short: "Show each bundle's lifecycle state in the running daemon",
 		Long: `Status asks clihostd for every bundle's state — installed binary and version, setup, auth —
-whether it is ready, and what to do when it is not.`,
+whether it is ready, and what to do when it is not. First it says what a real sandboxed process
+started by the daemon found (the probe runs again when its last result is older than 30s) and how
+many bundles the daemon serves, from where. --json prints {"daemon": …, "bundles": […]}.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := ""
 			if len(args) == 1 {
 				name = args[0]
 			}
-			st, err := g.client().Status(context.Background(), name)
+			ctx := context.Background()
+			d, err := g.client().Daemon(ctx, false)
+			if err != nil {
+				return err
+			}
+			st, err := g.client().Status(ctx, name)
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				enc := json.NewEncoder(g.stdout)
 				enc.SetIndent("", "  ")
-				return enc.Encode(st)
+				return enc.Encode(statusJSON{Daemon: d, Bundles: st})
 			}
-			if len(st) > 0 && st[0].Sandbox != "on" {
-				// The same for every bundle: one line, first, so that nobody misses it.
-				fmt.Fprintf(g.stdout, "WARNING: kernel sandbox %s\n", st[0].Sandbox)
+			// The same for every bundle: first, so that nobody misses it.
+			fmt.Fprintln(g.stdout, sandboxLine(d.Sandbox))
+			fmt.Fprintln(g.stdout, bundlesLine(d.Bundles))
+			for _, w := range d.Bundles.Warnings {
+				fmt.Fprintf(g.stdout, "WARNING: %s\n", w)
+			}
+			if len(st) == 0 {
+				return nil
 			}
 			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "BUNDLE\tINSTALL\tVERSION\tSETUP\tAUTH\tREADY")
@@ -58,6 +72,53 @@ whether it is ready, and what to do when it is not.`,
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// statusJSON is what status --json prints.
+type statusJSON struct {
+	Daemon  control.DaemonStatus   `json:"daemon"`
+	Bundles []control.BundleStatus `json:"bundles"`
+}
+
+// sandboxLine says what the daemon's sandbox probe found: "sandbox: works (…)", or a WARNING with
+// the reason and the hint.
+func sandboxLine(p host.ProbeResult) string {
+	switch p.State {
+	case host.ProbeWorks:
+		return fmt.Sprintf("sandbox: works (a sandboxed process ran as uid %d%s, %s, %s ago)", p.UID, paren(p.User),
+			userNSWords(p.UserNS), time.Since(p.Checked).Round(time.Second))
+	case host.ProbeOff:
+		return "WARNING: kernel sandbox off: the operator ran clihostd --sandbox=off; CLIs run with the daemon's full rights"
+	}
+	return fmt.Sprintf("WARNING: kernel sandbox unavailable: %s\n  every call is refused; %s", p.Error, p.Hint)
+}
+
+// userNSWords says how the sandbox gets its privileges.
+func userNSWords(userNS bool) string {
+	if userNS {
+		return "in a user namespace"
+	}
+	return "from a root daemon"
+}
+
+// bundlesLine says how many bundles the daemon serves and from where.
+func bundlesLine(b control.BundlesLoaded) string {
+	line := fmt.Sprintf("bundles: %d loaded", b.Loaded)
+	if b.Refused > 0 {
+		line += fmt.Sprintf(", %d refused", b.Refused)
+	}
+	if len(b.Sources) == 0 {
+		return line + " (no sources)"
+	}
+	return line + " from " + strings.Join(b.Sources, ", ")
+}
+
+// paren is " (s)", or "" for an empty s.
+func paren(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
 }
 
 func or(a, b string) string {

@@ -47,9 +47,10 @@ type installRecord struct {
 
 // state is one generation of loaded bundles; a reload builds a new one and swaps it in.
 type state struct {
-	reg  *registry.Registry
-	host *host.Host
-	mcp  http.Handler
+	reg     *registry.Registry
+	bundles control.BundlesLoaded // what reg serves, from where, and the warnings about it
+	host    *host.Host
+	mcp     http.Handler
 }
 
 type daemon struct {
@@ -71,6 +72,7 @@ type daemon struct {
 	setup      *setup.Engine
 	auth       *authstate.Machine
 	user       string // MCP calls run as this user's setup and login scope
+	probes     probeCache
 }
 
 // auditRecord appends one JSON record to the audit log.
@@ -131,6 +133,7 @@ func start(ctx context.Context, log *slog.Logger, c config) (*daemon, error) {
 	if err := d.reload(); err != nil {
 		return nil, err
 	}
+	d.probe(ctx, true) // logs what a real sandboxed process finds
 	return d, nil
 }
 
@@ -169,12 +172,10 @@ func sandboxOptions(log *slog.Logger, c config, stateDir, socket string) (host.S
 		}
 		o.EgressPorts = append(o.EgressPorts, port)
 	}
-	switch err := host.SandboxAvailable(); {
-	case o.Off:
+	// Whether the sandbox works is logged by the probe at start (daemon.probe).
+	if o.Off {
 		log.Warn("THE KERNEL SANDBOX IS OFF (--sandbox=off): every CLI runs with this daemon's full rights, without the bundles' filesystem, exec and network limits")
-	case err != nil:
-		log.Error("the kernel sandbox is unavailable on this host: every call will be refused with sandbox_unavailable", "err", err)
-	default:
+	} else {
 		logLimits(log)
 	}
 	return o, nil
@@ -193,33 +194,17 @@ func logLimits(log *slog.Logger) {
 	log.Info("per-call resource limits", "memory", mem, "pids", pids, "cpu", cpu)
 }
 
-// sandboxState is the sandbox as status shows it: on, off, or unavailable with the reason.
-func (d *daemon) sandboxState() string {
-	if d.sandbox.Off {
-		return "off"
-	}
-	if err := host.SandboxAvailable(); err != nil {
-		return "unavailable: " + err.Error()
-	}
-	return "on"
-}
-
 // reload reads the bundle sources again and swaps the new generation in.
 func (d *daemon) reload() error {
-	sources, err := registry.DefaultSources(d.cfg.bundles)
+	reg, sum, err := loadBundles(d.log, d.cfg)
 	if err != nil {
 		return err
 	}
-	reg, err := registry.Load(sources...)
-	if err != nil {
-		return err
-	}
-	refused := logBundles(d.log, reg)
 	h := host.New(reg, host.Options{Audit: d.audit, Locate: d.locate, OnCall: d.metrics.observe, Setup: d.setup, Auth: d.auth,
 		Sandbox: d.sandbox})
-	st := &state{reg: reg, host: h, mcp: mcp.Handler(h, mcp.Options{Caller: host.Caller{Workspace: d.workspace, User: d.user}, Version: version})}
+	st := &state{reg: reg, bundles: sum, host: h, mcp: mcp.Handler(h, mcp.Options{Caller: host.Caller{Workspace: d.workspace, User: d.user}, Version: version})}
 	d.cur.Store(st)
-	d.metrics.setBundles(len(reg.Bundles()), refused)
+	d.metrics.setBundles(sum.Loaded, sum.Refused)
 	return nil
 }
 
@@ -408,7 +393,7 @@ func (d *daemon) Status(ctx context.Context, name string) ([]control.BundleStatu
 func (d *daemon) bundleStatus(ctx context.Context, st *state, e *registry.Entry) control.BundleStatus {
 	b := e.Bundle
 	bs := control.BundleStatus{ID: b.ID(), Major: b.Major(), Key: b.Key(), File: b.File, Tools: len(b.Tools), Setup: "none", Auth: "none",
-		Sandbox: d.sandboxState(), Checked: time.Now().UTC()}
+		Sandbox: d.probe(ctx, false).String(), Checked: time.Now().UTC()}
 	if b.CLI != nil {
 		bs.Name = b.CLI.Name
 		bs.Limits = st.host.LimitMechanisms(b)

@@ -38,6 +38,7 @@ type config struct {
 	stateDir  string
 	socket    string
 	bundles   stringList
+	noCatalog bool // --no-catalog: serve only the --bundles folders
 	workspace string
 	httpAddr  string
 	group     string
@@ -66,7 +67,8 @@ func run(args []string, stderr io.Writer) int {
 	var c config
 	fs.StringVar(&c.stateDir, "state", "", "state directory (default: $STATE_DIRECTORY, else $XDG_STATE_HOME/clihost, else ~/.local/state/clihost)")
 	fs.StringVar(&c.socket, "socket", "", "control socket (default: $RUNTIME_DIRECTORY/clihostd.sock, else $XDG_RUNTIME_DIR/clihost/clihostd.sock, else <state>/clihostd.sock)")
-	fs.Var(&c.bundles, "bundles", "a bundle directory (repeatable); default $CLIHOST_BUNDLES, else ./.cli plus the built-in catalog")
+	fs.Var(&c.bundles, "bundles", "a bundle directory (repeatable), served beside the built-in catalog (a bundle there replaces the catalog's of the same id@major); default $CLIHOST_BUNDLES, else ./.cli")
+	fs.BoolVar(&c.noCatalog, "no-catalog", false, "serve only the --bundles folders, not the built-in catalog")
 	fs.StringVar(&c.workspace, "workspace", "", "the directory tools run in for MCP clients (default: the current directory)")
 	fs.StringVar(&c.httpAddr, "http", "127.0.0.1:8931", "MCP and metrics listener (loopback unless you mean it; port 0 picks one)")
 	fs.StringVar(&c.group, "group", "", "a group whose members may use the control socket, besides its owner and root")
@@ -82,7 +84,7 @@ func run(args []string, stderr io.Writer) int {
 	for _, f := range host.LimitFlags(&c.limits) {
 		fs.Var(f.Value, f.Name, f.Usage)
 	}
-	fs.BoolVar(&c.check, "check", false, "load and validate the bundles, print the result and exit (1 when any bundle is refused)")
+	fs.BoolVar(&c.check, "check", false, "load and validate the bundles, print the result and exit (1 when any bundle is refused or none is loaded)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -121,19 +123,16 @@ func run(args []string, stderr io.Writer) int {
 	return 0
 }
 
-// check loads the bundles once and reports each as loaded or refused.
+// check loads the bundles once and reports each as loaded or refused, and each warning (a missing
+// or empty folder, no bundles at all). It fails when a bundle is refused or none is loaded: a
+// daemon that would serve nothing fails its check.
 func check(log *slog.Logger, c config) int {
-	sources, err := registry.DefaultSources(c.bundles)
+	_, sum, err := loadBundles(log, c)
 	if err != nil {
 		log.Error("loading bundles failed", "err", err)
 		return 1
 	}
-	reg, err := registry.Load(sources...)
-	if err != nil {
-		log.Error("loading bundles failed", "err", err)
-		return 1
-	}
-	if logBundles(log, reg) > 0 {
+	if sum.Refused > 0 || sum.Loaded == 0 {
 		return 1
 	}
 	return 0

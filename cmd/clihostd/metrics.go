@@ -14,6 +14,8 @@ type metrics struct {
 	mu       sync.Mutex
 	bundles  int
 	refused  int
+	probeOK  int // 1 when the last sandbox probe ran its process, else 0
+	probed   bool
 	calls    map[[2]string]int64 // {bundle, ok} → count
 	duration map[string]float64  // bundle → seconds
 }
@@ -25,6 +27,16 @@ func newMetrics() *metrics {
 func (m *metrics) setBundles(loaded, refused int) {
 	m.mu.Lock()
 	m.bundles, m.refused = loaded, refused
+	m.mu.Unlock()
+}
+
+// setProbe records the last sandbox probe.
+func (m *metrics) setProbe(p host.ProbeResult) {
+	m.mu.Lock()
+	m.probed, m.probeOK = true, 0
+	if p.Works() {
+		m.probeOK = 1
+	}
 	m.mu.Unlock()
 }
 
@@ -45,6 +57,9 @@ func (m *metrics) write(w io.Writer) {
 	defer m.mu.Unlock()
 	fmt.Fprintf(w, "# HELP clihost_bundles Bundles loaded and served.\n# TYPE clihost_bundles gauge\nclihost_bundles %d\n", m.bundles)
 	fmt.Fprintf(w, "# HELP clihost_bundles_refused Bundles refused for lint errors or duplicate ids.\n# TYPE clihost_bundles_refused gauge\nclihost_bundles_refused %d\n", m.refused)
+	if m.probed {
+		fmt.Fprintf(w, "# HELP clihost_sandbox_works Whether the last sandbox probe ran a sandboxed process (1) or not (0: calls fail, or the sandbox is off).\n# TYPE clihost_sandbox_works gauge\nclihost_sandbox_works %d\n", m.probeOK)
+	}
 	fmt.Fprintf(w, "# HELP clihost_calls_total Tool calls by bundle and outcome.\n# TYPE clihost_calls_total counter\n")
 	keys := make([][2]string, 0, len(m.calls))
 	for k := range m.calls {

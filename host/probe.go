@@ -1,0 +1,144 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/runner"
+	"github.com/clihost/clihost/sandbox/nsinit"
+)
+
+// Probe states.
+const (
+	ProbeWorks       = "on"          // a sandboxed process ran and exited 0
+	ProbeOff         = "off"         // the operator turned the sandbox off (--sandbox=off)
+	ProbeUnavailable = "unavailable" // the sandbox could not be built, or the probe failed in it
+)
+
+// ProbeResult is what starting one real sandboxed process found: the state, who it ran as, and
+// the exact failure when it did not run.
+type ProbeResult struct {
+	State string `json:"state"` // ProbeWorks, ProbeOff or ProbeUnavailable
+	// Error is the failure as a call would have got it (its message); Hint what to do.
+	Error string `json:"error,omitempty"`
+	Hint  string `json:"hint,omitempty"`
+	// UID, GID and User are whom the probe ran as (the identity calls in the workspace run as).
+	UID  int    `json:"uid"`
+	GID  int    `json:"gid"`
+	User string `json:"user,omitempty"`
+	// UserNS says whether the sandbox is built inside a user namespace (the daemon is not root).
+	UserNS bool `json:"user_namespace"`
+	// Workspace is the directory the probe ran in.
+	Workspace string `json:"workspace"`
+	// Limits are the per-call resource limits and the mechanism holding each on this host.
+	Limits  []LimitMechanism `json:"limits,omitempty"`
+	Checked time.Time        `json:"checked"`
+	Took    time.Duration    `json:"took_ns"`
+}
+
+// Works reports whether the probe's process ran sandboxed.
+func (p ProbeResult) Works() bool { return p.State == ProbeWorks }
+
+// String is the state as one line: "on", "off", or "unavailable: why".
+func (p ProbeResult) String() string {
+	if p.Error != "" {
+		return p.State + ": " + p.Error
+	}
+	return p.State
+}
+
+// probeTimeout bounds the probe's process; it exits at once when it runs at all.
+const probeTimeout = 10 * time.Second
+
+// probeHint is the hint of a probe that failed for a reason of the host rather than of a bundle.
+const probeHint = "calls are refused until this is fixed: run clihostctl doctor; the sandbox needs Linux ≥ 6.2 with Landlock, " +
+	"seccomp, and root or unprivileged user namespaces (see docs/operations.md, \"The kernel sandbox\"); an operator may run " +
+	"clihostd --sandbox=off at their own risk"
+
+// probeBundle is the bundle the probe runs as: it may read the workspace, as a tool such as jq
+// does, and nothing else beyond the runtime's files; no network.
+func probeBundle() *manifest.Bundle {
+	return &manifest.Bundle{CLI: &manifest.CLI{ID: "clihost-probe", Version: "1.0.0", Bin: "test",
+		Sandbox: manifest.Sandbox{FS: &manifest.FS{Read: []string{"./**"}, Write: []string{}}}}}
+}
+
+// probeArgs make test(1) check that the process may read and search its working directory, the
+// workspace: access(2) asks the permission bits and ACLs for the process's uid (Landlock does not
+// take part), so a workspace the call's identity cannot use fails the probe as it fails calls.
+var probeArgs = []string{"-r", ".", "-a", "-x", "."}
+
+// Probe starts one trivial program (test -r . -a -x .) in workspace ws through the path every call
+// takes: the identity a call in ws runs as, the sandbox compiled and planned as for a call
+// (namespaces, masks, Landlock, seccomp, the uid change, the per-call limits, no network), started
+// by the runner. It reports the state and, when it did not run, the exact error a call would get.
+func (h *Host) Probe(ctx context.Context, ws string) (res ProbeResult) {
+	start := time.Now()
+	res = ProbeResult{State: ProbeUnavailable, Workspace: ws, UserNS: os.Geteuid() != 0, Checked: start.UTC(),
+		Limits: h.LimitMechanisms(nil)}
+	defer func() { res.Took = time.Since(start) }()
+	if h.opts.Sandbox.Off {
+		res.State = ProbeOff
+		return res
+	}
+	if who, err := h.identityFor(ws); err == nil {
+		res.UID, res.GID, res.User = who.id.UID, who.id.GID, userName(who.id.UID)
+	}
+	bin, err := testBinary()
+	if err != nil {
+		res.Error, res.Hint = err.Error(), "install coreutils (the probe runs test)"
+		return res
+	}
+	env := []string{"PATH=/usr/bin:/bin"}
+	plan, _, e := h.confine(probeBundle(), nil, bin, ws, &env)
+	if e != nil {
+		res.Error, res.Hint = e.Message, probeHint
+		return res
+	}
+	run, err := runner.Run(ctx, runner.Command{Path: bin, Args: probeArgs, Dir: ws, Env: env, Timeout: probeTimeout, Sandbox: plan})
+	switch {
+	case err != nil:
+		res.Error, res.Hint = err.Error(), probeHint
+	case run.ExitCode == 1 && len(run.Stderr) == 0:
+		res.Error = fmt.Sprintf("uid %d%s cannot read and search the workspace %s: calls there fail", res.UID, paren(res.User), ws)
+		res.Hint = "give that user the workspace (setfacl -m u:USER:rwX -R WS, or chown), run clihostd --agent-user NAME " +
+			"with a user that has it, or start clihostd with a --workspace that user owns"
+	case run.ExitCode != 0:
+		res.Error = fmt.Sprintf("the probe (%s) exited %d in the sandbox: %s", bin, run.ExitCode, strings.TrimSpace(string(run.Stderr)))
+		res.Hint = probeHint
+	default:
+		res.State = ProbeWorks
+	}
+	return res
+}
+
+// testBinary finds test, the probe's program.
+func testBinary() (string, error) {
+	for _, p := range []string{"/usr/bin/test", "/bin/test"} {
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%w: the probe program test is not in /usr/bin or /bin", nsinit.ErrUnavailable)
+}
+
+// userName is the name of uid in the password database, or "" when it has none.
+func userName(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return ""
+}
+
+// paren is " (s)", or "" for an empty s.
+func paren(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
