@@ -37,7 +37,7 @@ func needRoot(t *testing.T, tools ...string) {
 	t.Helper()
 	why := ""
 	if os.Geteuid() != 0 {
-		why = "needs root (setpriv, apt-get)"
+		why = "needs root (it runs daemons as other users)"
 	}
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil && why == "" {

@@ -18,17 +18,6 @@ import (
 // nobody is the unprivileged uid and gid the tests run daemons as.
 const nobody = 65534
 
-// needRoot skips t unless it runs as root (it starts daemons as other users), except under
-// CI=true, where it fails.
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("this test needs root under CI=true")
-		}
-		t.Skip("needs root")
-	}
-}
 
 // nobodyDir returns a new directory (state and workspace) that nobody owns, in a place nobody can
 // reach, and lets nobody run the built binaries.
