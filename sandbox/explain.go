@@ -38,27 +38,28 @@ type origin struct {
 // the sandbox does not grant (outside the workspace, not in fs.read), a path it grants read-only
 // (not in fs.write, or a bundle folder clihost protects), a file it may not execute, or, when the
 // sandbox grants the access, the file's own owner and mode. It reads the filesystem as the host
-// sees it now. It is "" for a nil policy or an empty path.
+// sees it now; a path the sandbox does not grant is named as given (made absolute), never by what
+// its symbolic links resolve to on the host. It is "" for a nil policy or an empty path.
 func (p *Policy) Explain(path string) string {
 	if p == nil || path == "" {
 		return ""
 	}
-	abs := p.absolute(path)
+	shown, abs := p.absolute(path)
 	o := p.origin
 	if d, ok := p.deniedBy(abs); ok {
 		why := cmp.Or(o.why[d], "a mandatory deny")
 		if d == abs {
-			return fmt.Sprintf("%s is masked by %s", abs, why)
+			return fmt.Sprintf("%s is masked by %s", shown, why)
 		}
-		return fmt.Sprintf("%s is masked by %s (%s)", abs, why, d)
+		return fmt.Sprintf("%s is masked by %s (%s)", shown, why, d)
 	}
 	for _, special := range []string{"/proc", "/dev"} {
-		if within(abs, special) {
-			return fmt.Sprintf("%s is not reachable: the sandbox mounts its own %s", abs, special)
+		if within(shown, special) {
+			return fmt.Sprintf("%s is not reachable: the sandbox mounts its own %s", shown, special)
 		}
 	}
 	if pr, ok := coveringAny(abs, p.Protect); ok {
-		return fmt.Sprintf("%s is read-only in the sandbox: clihost reads bundles from %s", abs, pr)
+		return fmt.Sprintf("%s is read-only in the sandbox: clihost reads bundles from %s", shown, pr)
 	}
 	if !p.readable(abs) {
 		where := ""
@@ -66,7 +67,7 @@ func (p *Policy) Explain(path string) string {
 			where = fmt.Sprintf(" is outside the workspace %s and", o.workspace)
 		}
 		return fmt.Sprintf("%s%s is not in the sandbox.fs.read of %s (it grants %s); the sandbox refused it",
-			abs, where, o.subject, patterns(o.read, "nothing beyond the runtime files"))
+			shown, where, o.subject, patterns(o.read, "nothing beyond the runtime files"))
 	}
 	if !slices.Contains(p.Exec, abs) && isExecutableFile(abs) {
 		return fmt.Sprintf("the sandbox of %s grants reading %s, not executing it (it is not the bundle's bin or an exec.spawn program)%s",
@@ -79,17 +80,17 @@ func (p *Policy) Explain(path string) string {
 	return fmt.Sprintf("the sandbox of %s grants %s (read and write)%s", o.subject, abs, ownPermissions(abs, "; "))
 }
 
-// absolute makes path absolute against the workspace, with the symlinks of its existing part
-// resolved as the rules' paths are.
-func (p *Policy) absolute(path string) string {
+// absolute makes path absolute against the workspace: shown is that path cleaned, abs the same
+// with the symlinks of its existing part resolved, as the rules' paths are.
+func (p *Policy) absolute(path string) (shown, abs string) {
 	if !filepath.IsAbs(path) && p.origin.workspace != "" {
 		path = filepath.Join(p.origin.workspace, path)
 	}
-	path = filepath.Clean(path)
-	if r, err := resolve(path); err == nil {
-		return r
+	shown = filepath.Clean(path)
+	if r, err := resolve(shown); err == nil {
+		return shown, r
 	}
-	return path
+	return shown, shown
 }
 
 // deniedBy returns the Deny path abs is or lies inside.

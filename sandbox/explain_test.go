@@ -56,3 +56,17 @@ func TestExplainWritableMaskAndTool(t *testing.T) {
 		t.Errorf("Explain(/opt) = %q: the tool is not named", got)
 	}
 }
+
+// TestExplainDoesNotResolveRefusedPaths: a refused path is named as given, not by the target its
+// symbolic link has on the host (which the sandbox does not show).
+func TestExplainDoesNotResolveRefusedPaths(t *testing.T) {
+	f := newFixture(t)
+	outside := realTemp(t)
+	write(t, filepath.Join(outside, "hidden-target"), "x", 0o644)
+	symlink(t, filepath.Join(outside, "hidden-target"), filepath.Join(outside, "link"))
+	p := f.compile(f.input(fsSandbox([]string{"./**"}, nil, nil)))
+	got := p.Explain(filepath.Join(outside, "link"))
+	if !strings.HasPrefix(got, filepath.Join(outside, "link")+" is outside the workspace") || strings.Contains(got, "hidden-target") {
+		t.Fatalf("Explain = %q", got)
+	}
+}
