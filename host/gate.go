@@ -9,7 +9,9 @@ import (
 	"strings"
 
 	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/output"
 	"github.com/clihost/clihost/runner"
+	"github.com/clihost/clihost/sandbox"
 	"github.com/clihost/clihost/sandbox/nsinit"
 	"github.com/clihost/clihost/versioncheck"
 )
@@ -49,14 +51,32 @@ func (h *Host) gate(ctx context.Context, b *manifest.Bundle, workspace string, e
 		return binary{}, &Error{Code: "version_mismatch", Message: fmt.Sprintf("the version check of %s could not run: %v", path, cerr), Hint: "fix the bundle's version_check or the installed binary"}
 	}
 	if !res.OK {
-		return binary{}, &Error{Code: "version_mismatch", Message: fmt.Sprintf("%s: %s", path, res.Reason),
-			Hint: fmt.Sprintf("the bundle needs %s %q; install a matching version (%s)", b.CLI.Bin, res.Range, installHint(b))}
+		return binary{}, versionError(b, path, res, pol, redactor(secretValues(b, h.opts.LookupEnv, nil)))
 	}
 	bin := binary{path: path, version: res.Version, modTime: st.ModTime(), size: st.Size()}
 	h.mu.Lock()
 	h.verified[b.Key()] = bin
 	h.mu.Unlock()
 	return bin, nil
+}
+
+// versionError reports a failed version check: a version out of range or unparseable names the
+// range to install; a version command that failed carries its exit code and its stderr's tail
+// (redacted), and a path it was refused is explained against the sandbox it ran in.
+func versionError(b *manifest.Bundle, path string, res versioncheck.Result, pol *sandbox.Policy, r redactor) *Error {
+	e := &Error{Code: "version_mismatch", Message: r.text(fmt.Sprintf("%s: %s", path, res.Reason)),
+		Hint: fmt.Sprintf("the bundle needs %s %q; install a matching version (%s)", b.CLI.Bin, res.Range, installHint(b))}
+	if res.Captured != "" || res.ExitCode == 0 {
+		return e // a version out of range, or output that is not a version
+	}
+	exit := res.ExitCode
+	e.ExitCode, e.Stderr = &exit, r.text(res.Stderr)
+	e.Hint = fmt.Sprintf("%s failed before printing its version: its stderr says why", b.CLI.Bin)
+	if p, _ := output.Refusal(res.Stderr); p != "" && pol != nil {
+		e.Category = output.CategoryPermission
+		e.Hint = r.text(pol.Explain(p))
+	}
+	return e
 }
 
 // resolve finds the bundle's bin: a vendored install entry inside the bundle folder first, then the

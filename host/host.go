@@ -312,14 +312,15 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	toolWarnings := sweep(pol)
 	h.auditSweep(b, rec.CallID, toolWarnings)
 	warnings := append(lifeWarnings, toolWarnings...)
-	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, usedSecrets)
+	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, usedSecrets, pol)
 	out.Warnings = append(append(out.Warnings, warnings...), cgroupWarning(res)...)
 	return out
 }
 
-// finish turns a finished (or unstartable) process into the call's envelope.
+// finish turns a finished (or unstartable) process into the call's envelope. pol is the sandbox
+// it ran in (nil when off): a refused path is explained against it.
 func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, res runner.Result, err error, conv output.Convention,
-	timeout time.Duration, scope authstate.Scope, rec *Invoked, usedSecrets []string) Envelope {
+	timeout time.Duration, scope authstate.Scope, rec *Invoked, usedSecrets []string, pol *sandbox.Policy) Envelope {
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return fail("cancelled", "the call was cancelled before its process started", "")
@@ -354,6 +355,12 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 		Category: f.Category, Retryable: f.Retryable, Fallback: f.Fallback, RetryAfterMS: f.RetryAfterMS}
 	if res.TimedOut {
 		e.Message = fmt.Sprintf("the command did not finish within %s and was stopped", timeout)
+	}
+	switch {
+	case f.Category == output.CategoryPermission && f.Path != "" && pol != nil:
+		e.Hint = r.text(pol.Explain(f.Path))
+	case f.Category == output.CategoryAuthentication:
+		e.Hint = "the CLI reports that it is not logged in or that its credentials expired; " + loginHint(b)
 	}
 	if h.expired(b, scope, exit, rec.UserID) {
 		e.Code, e.Category = "auth_required", "authentication"

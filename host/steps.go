@@ -80,7 +80,7 @@ func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 		warnings = append(append(warnings, swept...), cgroupWarning(res)...)
 		name, mapped := conv.ExitCodes[res.ExitCode]
 		if err != nil || res.Canceled || res.TimedOut || !(name == "ok" || (res.ExitCode == 0 && !mapped)) {
-			out := h.finish(ctx, b, t, res, err, conv, timeout, sc.scope, sc.rec, *sc.used)
+			out := h.finish(ctx, b, t, res, err, conv, timeout, sc.scope, sc.rec, *sc.used, pol)
 			if out.Error != nil {
 				out.Error.Message = fmt.Sprintf("step %d (%s): %s", i, filepath.Base(proc.Path), out.Error.Message)
 			}
@@ -105,7 +105,7 @@ func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 	if conv.Format == output.FormatText && isJSONDocument(combined) {
 		conv.Format = output.FormatJSON
 	}
-	out := h.finish(ctx, b, t, runner.Result{Stdout: []byte(combined), StdoutTruncated: truncated}, nil, conv, timeout, sc.scope, sc.rec, *sc.used)
+	out := h.finish(ctx, b, t, runner.Result{Stdout: []byte(combined), StdoutTruncated: truncated}, nil, conv, timeout, sc.scope, sc.rec, *sc.used, nil)
 	out.Warnings = append(warnings, out.Warnings...)
 	return out
 }

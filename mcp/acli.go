@@ -10,6 +10,7 @@ import (
 	"github.com/clihost/clihost/acli"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/output"
 )
 
 // acliHandler serves the single `cli` tool: discovery commands answer from the bundle, other
@@ -64,7 +65,7 @@ func acliError(e *host.Error) *acli.Error {
 		code = acli.Timeout
 	case e.Category == "rate_limit":
 		code = acli.RateLimited
-	case e.Code == "auth_required" || e.Category == "authentication":
+	case e.Code == "auth_required" || e.Category == "authentication" || e.Category == output.CategoryPermission:
 		code = acli.PermissionDenied
 	}
 	msg := e.Message

@@ -2,6 +2,7 @@ package output
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -74,9 +75,12 @@ const DefaultRetryAfterMS = 1000
 // Classify puts an error text in one of the ten categories, checked in the protocol's order, with
 // its retry and fallback guidance. A retryable error that names a wait ("retry after 30 seconds")
 // carries it in RetryAfterMS; a rate limit that names none gets DefaultRetryAfterMS.
-func Classify(text string) Class {
+func Classify(text string) Class { return classifyText(text) }
+
+// classifyText is Classify without the categories named in skip.
+func classifyText(text string, skip ...string) Class {
 	for _, c := range categories {
-		if !c.pattern.MatchString(text) {
+		if slices.Contains(skip, c.name) || !c.pattern.MatchString(text) {
 			continue
 		}
 		cl := Class{Category: c.name, Retryable: c.retry, Fallback: c.fallback}

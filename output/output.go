@@ -41,11 +41,14 @@ type Convention struct {
 	ExitCodes    map[int]string // exit code → name; a code named "ok" is success
 	Stream       string         // where the result is: stdout, stderr or mixed
 	ErrorStream  string         // where error messages are
+	// Auth says the bundle declares auth: only then may a failure's text make it an authentication
+	// error (a bundle without auth has nothing to log in to).
+	Auth bool
 }
 
 // For merges a bundle's output block with a tool's runner.output.
 func For(cli *manifest.CLI, tool *manifest.Tool) Convention {
-	c := Convention{Format: FormatText, Stream: "stdout", ErrorStream: "stderr", ExitCodes: map[int]string{}}
+	c := Convention{Format: FormatText, Stream: "stdout", ErrorStream: "stderr", ExitCodes: map[int]string{}, Auth: cli.Auth != nil}
 	defaultFormat := FormatText
 	if o := cli.Output; o != nil {
 		if o.DefaultFormat != "" {
@@ -121,7 +124,8 @@ type Failure struct {
 	Message      string
 	Hint         string
 	Stderr       string // an ANSI-stripped excerpt
-	Category     string // quota, rate_limit, authentication, validation, network, server, timeout, not_found, configuration, unknown
+	Category     string // quota, rate_limit, authentication, validation, network, server, timeout, not_found, configuration, permission, unknown
+	Path         string // the path whose access was refused (category permission), as the CLI printed it; "" when none was named
 	Retryable    bool
 	Fallback     bool
 	RetryAfterMS int64
@@ -256,14 +260,40 @@ func classify(c Convention, p Process, code, message string) *Failure {
 		}
 	}
 	f := &Failure{Code: code, Message: message, Stderr: excerpt(errText)}
-	cl := Classify(code + "\n" + errText)
+	cl := classifyCall(c, code, errText)
 	f.Category, f.Retryable, f.Fallback, f.RetryAfterMS = cl.Category, cl.Retryable, cl.Fallback, cl.RetryAfterMS
-	f.Hint = hintFor(code, cl.Category, p.ExitCode)
+	if cl.Category == CategoryPermission {
+		f.Path, _ = Refusal(errText)
+	}
+	f.Hint = hintFor(code, f.Category, f.Path, p.ExitCode)
 	return f
 }
 
-func hintFor(code, category string, exit int) string {
+// classifyCall classifies a tool's failure. A refused access (EACCES, EPERM, EROFS: see Refusal) is
+// a permission problem whatever else the text says, unless the process timed out or was killed. A
+// bundle without auth is never an authentication failure from its text (only from an exit code
+// the bundle names auth_required): the authentication patterns are skipped, and a bare
+// "permission denied" is a permission problem.
+func classifyCall(c Convention, code, errText string) Class {
+	path, refused := Refusal(errText)
+	if code == "timeout" || code == "killed" {
+		refused = false
+	}
+	if refused && (path != "" || !c.Auth) {
+		return Class{Category: CategoryPermission}
+	}
+	if c.Auth || code == "auth_required" {
+		return Classify(code + "\n" + errText)
+	}
+	return classifyText(code+"\n"+errText, CategoryAuthentication)
+}
+
+func hintFor(code, category, path string, exit int) string {
 	switch {
+	case category == CategoryPermission && path != "":
+		return fmt.Sprintf("access to %s was refused (permission denied): the bundle's sandbox (fs.read, fs.write, fs.deny) or the file's own permissions do not allow it", path)
+	case category == CategoryPermission:
+		return "the CLI was refused an operation (permission denied): the bundle's sandbox or the files' own permissions do not allow it"
 	case code == "auth_required" || category == "authentication":
 		return "the CLI is not logged in or its credentials expired; log in (clihostctl login) and retry"
 	case code == "timeout":

@@ -115,6 +115,8 @@ type Policy struct {
 	// Notes explain what was dropped or narrowed and why: refused variables, spawn names not found
 	// on PATH, wildcards that matched nothing, rules inside a denied path.
 	Notes []string `json:"notes,omitempty"`
+	// origin is what Explain needs to name the rule that refuses a path.
+	origin origin
 }
 
 // Input is what Compile needs to know about one call.
@@ -171,6 +173,7 @@ type compiler struct {
 	declared []string // resolved static roots of the allow patterns (see exceptedCredential)
 	exec     map[string]bool
 	denies   map[string]bool
+	why      map[string]string // denied path → the reason it is denied (why*), for Explain
 	notes    map[string]bool
 }
 
@@ -203,7 +206,7 @@ func newCompiler(in Input) (*compiler, error) {
 	}
 	c := &compiler{in: in, budget: in.DenyBudget,
 		access: map[PathRule]Access{}, writable: map[string]bool{}, exec: map[string]bool{},
-		denies: map[string]bool{}, notes: map[string]bool{}}
+		denies: map[string]bool{}, why: map[string]string{}, notes: map[string]bool{}}
 	if c.budget == 0 {
 		c.budget = DefaultDenyBudget
 	}
@@ -234,6 +237,14 @@ func (c *compiler) subject() string {
 		return c.in.Bundle.Key()
 	}
 	return c.in.Bundle.Key() + " " + c.in.Tool.CommandPath()
+}
+
+// described names the bundle and tool for Explain: "jq@1 (tool filter)".
+func (c *compiler) described() string {
+	if c.in.Tool == nil {
+		return c.in.Bundle.Key()
+	}
+	return c.in.Bundle.Key() + " (tool " + c.in.Tool.CommandPath() + ")"
 }
 
 func (c *compiler) note(format string, args ...any) { c.notes[fmt.Sprintf(format, args...)] = true }
@@ -276,7 +287,8 @@ func (c *compiler) compile() (*Policy, error) {
 		}
 		c.grant(PathRule{Path: e}, Read|Exec)
 	}
-	p := &Policy{Binary: bin, Exec: slices.Sorted(maps.Keys(c.exec)), Rules: c.rules()}
+	p := &Policy{Binary: bin, Exec: slices.Sorted(maps.Keys(c.exec)), Rules: c.rules(),
+		origin: origin{subject: c.described(), workspace: c.ws, read: fsb.Read, write: fsb.Write, why: c.why}}
 	p.Runtime = c.keepAllowed(runtime, "runtime")
 	protect, err := c.protectPaths()
 	if err != nil {

@@ -82,7 +82,7 @@ func (c *compiler) mandatoryDenies() error {
 			c.note("mandatory deny of ~/%s lifted: the manifest declares it", rel)
 			continue
 		}
-		if err := c.addDeny(p); err != nil {
+		if err := c.denyFor(p, whyCredential); err != nil {
 			return err
 		}
 	}
@@ -91,34 +91,35 @@ func (c *compiler) mandatoryDenies() error {
 			c.note("mandatory deny of %s lifted: the manifest declares a path in it", p)
 			continue
 		}
-		if err := c.addDeny(p); err != nil {
+		if err := c.denyFor(p, whyRunState); err != nil {
 			return err
 		}
 	}
-	paths := slices.Clone(daemonSockets)
-	paths = append(paths, homePaths(c.home, shellStartupFiles)...)
+	paths := map[string][]string{whySocket: daemonSockets, whyStartup: homePaths(c.home, shellStartupFiles)}
 	for _, p := range homePaths(c.home, homeBinDirs) {
 		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
-			paths = append(paths, p) // one the call creates is swept; an existing one is protected
+			paths[whyHomeBin] = append(paths[whyHomeBin], p) // one the call creates is swept; an existing one is protected
 		}
 	}
 	if dir := c.lookupAbs("XDG_RUNTIME_DIR"); dir != "" {
 		for _, rel := range runtimeDirSockets {
-			paths = append(paths, filepath.Join(dir, rel))
+			paths[whySession] = append(paths[whySession], filepath.Join(dir, rel))
 		}
 	}
 	if sock := c.lookupAbs("SSH_AUTH_SOCK"); sock != "" {
-		paths = append(paths, sock)
+		paths[whySession] = append(paths[whySession], sock)
 	}
 	for _, p := range c.in.ExtraDeny {
 		if !filepath.IsAbs(p) {
 			return fmt.Errorf("extra deny %q is not an absolute path", p)
 		}
-		paths = append(paths, p)
+		paths[whyHost] = append(paths[whyHost], p)
 	}
-	for _, p := range paths {
-		if err := c.addDeny(p); err != nil {
-			return err
+	for _, why := range slices.Sorted(maps.Keys(paths)) {
+		for _, p := range paths[why] {
+			if err := c.denyFor(p, why); err != nil {
+				return err
+			}
 		}
 	}
 	for _, w := range slices.Sorted(maps.Keys(c.writable)) {
@@ -180,18 +181,27 @@ func outermost(denies map[string]bool) []string {
 	return out
 }
 
-// addDeny masks p: its parent directories resolved, and also its target when p is a symlink.
-func (c *compiler) addDeny(p string) error {
+// denyFor masks p: its parent directories resolved, and also its target when p is a symlink. why
+// (one of the why* reasons) is recorded for Policy.Explain.
+func (c *compiler) denyFor(p, why string) error {
 	dir, err := resolve(filepath.Dir(p))
 	if err != nil {
 		return fmt.Errorf("deny %s: %w", p, err)
 	}
 	lexical := filepath.Join(dir, filepath.Base(p))
-	c.denies[lexical] = true
+	c.markDenied(lexical, why)
 	if target, err := filepath.EvalSymlinks(lexical); err == nil {
-		c.denies[target] = true
+		c.markDenied(target, why)
 	}
 	return nil
+}
+
+// markDenied adds p to the denied paths, keeping the first reason given for it.
+func (c *compiler) markDenied(p, why string) {
+	c.denies[p] = true
+	if _, ok := c.why[p]; !ok && why != "" {
+		c.why[p] = why
+	}
 }
 
 // denyPattern expands one fs.deny pattern. A trailing /** is dropped (masking a directory masks
@@ -212,7 +222,7 @@ func (c *compiler) denyPattern(p string) error {
 		return err
 	}
 	if !strings.ContainsAny(abs, globMeta) {
-		return c.addDeny(abs)
+		return c.denyFor(abs, whyFSDeny)
 	}
 	base, rest := doublestar.SplitPattern(abs)
 	root, err := resolve(base)
@@ -220,7 +230,7 @@ func (c *compiler) denyPattern(p string) error {
 		return err
 	}
 	complete, err := c.expand(root, rest, func(rel string) error {
-		return c.addDeny(filepath.Join(root, rel))
+		return c.denyFor(filepath.Join(root, rel), whyFSDeny)
 	})
 	if err != nil {
 		return err
@@ -298,7 +308,7 @@ func (c *compiler) writableMasks(w string) error {
 		return nil
 	}
 	for _, rel := range writableRootMasks {
-		if err := c.addDeny(filepath.Join(w, rel)); err != nil {
+		if err := c.denyFor(filepath.Join(w, rel), whyWritableMask); err != nil {
 			return err
 		}
 	}
@@ -352,7 +362,7 @@ func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 // git directories inside it (a directory holding HEAD under modules/ or worktrees/).
 func (c *compiler) gitDirMasks(g string) error {
 	for _, name := range []string{"hooks", "config"} {
-		if err := c.addDeny(filepath.Join(g, name)); err != nil {
+		if err := c.denyFor(filepath.Join(g, name), whyWritableMask); err != nil {
 			return err
 		}
 	}
@@ -364,7 +374,7 @@ func (c *compiler) gitDirMasks(g string) error {
 		sub := filepath.Join(root, filepath.Dir(rel))
 		for _, name := range []string{"hooks", "config", "config.worktree"} {
 			if _, err := os.Lstat(filepath.Join(sub, name)); err == nil {
-				if err := c.addDeny(filepath.Join(sub, name)); err != nil {
+				if err := c.denyFor(filepath.Join(sub, name), whyWritableMask); err != nil {
 					return err
 				}
 			}

@@ -7,10 +7,13 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/output"
 	"github.com/clihost/clihost/runner"
 )
 
@@ -23,8 +26,16 @@ type Result struct {
 	Version  string // the normalised semver, e.g. "2.40.1"
 	Range    string // the range it was checked against
 	OK       bool   // the version is inside the range
-	Reason   string // why not, when !OK
+	Reason   string // why not, when !OK: a command that failed names its exit code and stderr's tail
+	ExitCode int    // the version command's exit code
+	Stderr   string // the last lines of its stderr (StderrTailLines lines, StderrTailBytes bytes at most), ANSI stripped
 }
+
+// The bounds of Result.Stderr.
+const (
+	StderrTailLines = 10
+	StderrTailBytes = 2 << 10
+)
 
 // Check runs vc against the bundle's binary: proc says how (Path is the resolved bin; Dir, Env and
 // Sandbox are used as given; Check sets the arguments, the timeout and the capture limits). The
@@ -57,8 +68,9 @@ func Check(ctx context.Context, vc manifest.VersionCheck, bin string, proc runne
 	if err != nil {
 		return res, fmt.Errorf("run %s: %w", vc.Cmd, err)
 	}
+	res.ExitCode, res.Stderr = r.ExitCode, tail(string(r.Stderr))
 	if r.TimedOut {
-		res.Reason = fmt.Sprintf("%q did not finish within %s", vc.Cmd, timeout)
+		res.Reason = fmt.Sprintf("%q did not finish within %s%s", vc.Cmd, timeout, stderrPart(res.Stderr))
 		return res, nil
 	}
 	captured, ok := pattern.Find(string(r.Stdout))
@@ -66,7 +78,7 @@ func Check(ctx context.Context, vc manifest.VersionCheck, bin string, proc runne
 		captured, ok = pattern.Find(string(r.Stderr))
 	}
 	if !ok {
-		res.Reason = fmt.Sprintf("the output of %q (exit %d) does not match %q", vc.Cmd, r.ExitCode, vc.Parse)
+		res.Reason = noMatch(vc, r, res.Stderr)
 		return res, nil
 	}
 	res.Captured = captured
@@ -82,4 +94,53 @@ func Check(ctx context.Context, vc manifest.VersionCheck, bin string, proc runne
 	}
 	res.OK = true
 	return res, nil
+}
+
+// noMatch says why a version command's output held no version: the command failed (its exit code
+// and stderr), printed nothing, or printed something else (its first line).
+func noMatch(vc manifest.VersionCheck, r runner.Result, stderr string) string {
+	if r.ExitCode != 0 {
+		return fmt.Sprintf("%q failed with exit code %d%s", vc.Cmd, r.ExitCode, stderrPart(stderr))
+	}
+	out := strings.TrimSpace(output.StripANSI(string(r.Stdout)))
+	if out == "" {
+		out = strings.TrimSpace(output.StripANSI(string(r.Stderr)))
+	}
+	if out == "" {
+		return fmt.Sprintf("%q exited 0 and printed nothing", vc.Cmd)
+	}
+	first, _, _ := strings.Cut(out, "\n")
+	if len(first) > 200 {
+		first = strings.ToValidUTF8(first[:200], "") + "…"
+	}
+	return fmt.Sprintf("the output of %q does not match %q; it begins %q", vc.Cmd, vc.Parse, first)
+}
+
+// stderrPart is ": stderr: TAIL", or a note that stderr was empty.
+func stderrPart(tail string) string {
+	if tail == "" {
+		return " (its stderr is empty)"
+	}
+	return "; its stderr ends: " + tail
+}
+
+// tail returns the last StderrTailLines lines of s, at most StderrTailBytes bytes, ANSI stripped
+// and trimmed; "…" marks a cut.
+func tail(s string) string {
+	s = strings.TrimSpace(output.StripANSI(s))
+	cut := false
+	if lines := strings.Split(s, "\n"); len(lines) > StderrTailLines {
+		s, cut = strings.Join(lines[len(lines)-StderrTailLines:], "\n"), true
+	}
+	if len(s) > StderrTailBytes {
+		s, cut = s[len(s)-StderrTailBytes:], true
+		for len(s) > 0 && !utf8.RuneStart(s[0]) {
+			s = s[1:]
+		}
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if cut {
+		return "…" + s
+	}
+	return s
 }

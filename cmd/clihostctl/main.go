@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/clihost/clihost/sandbox/nsinit"
+	_ "github.com/clihost/clihost/sandbox/nsinit/entry" // this executable is also the sandbox's init: it runs first
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -20,7 +20,6 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
-	nsinit.Main() // this executable is also the sandbox's init and stage 2
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -23,6 +23,8 @@ import (
 	"github.com/clihost/clihost/registry"
 	"github.com/clihost/clihost/sandbox/egress"
 	"github.com/clihost/clihost/sandbox/nsinit"
+
+	_ "github.com/clihost/clihost/sandbox/nsinit/entry" // this executable is also the sandbox's init: it runs first
 )
 
 // version is set at build time with -ldflags "-X main.version=…".
@@ -57,7 +59,6 @@ type config struct {
 }
 
 func main() {
-	nsinit.Main() // this executable is also the sandbox's init and stage 2
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/clihost/clihost/sandbox/egress"
+	"github.com/clihost/clihost/sandbox/egress/addr"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,11 +39,11 @@ func (s listenSpec) String() string {
 func listenSpecs() []listenSpec {
 	lo := [4]byte{127, 0, 0, 1}
 	specs := []listenSpec{
-		{unix.SOCK_STREAM, lo, egress.HTTPProxyPort},
-		{unix.SOCK_STREAM, lo, egress.SOCKSPort},
-		{unix.SOCK_DGRAM, lo, egress.DNSPort},
+		{unix.SOCK_STREAM, lo, addr.HTTPProxyPort},
+		{unix.SOCK_STREAM, lo, addr.SOCKSPort},
+		{unix.SOCK_DGRAM, lo, addr.DNSPort},
 	}
-	for _, p := range egress.CapturePorts() {
+	for _, p := range addr.CapturePorts() {
 		specs = append(specs, listenSpec{unix.SOCK_STREAM, [4]byte{}, p})
 	}
 	return specs
@@ -53,7 +53,7 @@ func listenSpecs() []listenSpec {
 // proxies and the capture ports. In the sandbox's network namespace only the init's listeners,
 // served by the host, are behind them.
 func egressConnectPorts() []int {
-	return append([]int{egress.HTTPProxyPort, egress.SOCKSPort}, egress.CapturePorts()...)
+	return append([]int{addr.HTTPProxyPort, addr.SOCKSPort}, addr.CapturePorts()...)
 }
 
 // egressFile is a file an Egress sandbox sees in place of the host's.
@@ -103,14 +103,14 @@ func (e *egressConn) close() {
 // Listeners returns the egress sockets the init created inside the sandbox's network namespace
 // (Plan.Egress), for the host to serve (egress.Serve): the HTTP proxy on 127.0.0.1:3128, the
 // SOCKS5 server on 127.0.0.1:1080, the DNS stub on UDP 127.0.0.1:53 and the transparent capture
-// on 0.0.0.0:80, :443 and :22 (egress.CapturePorts order), all as the sandbox sees them. The
+// on 0.0.0.0:80, :443 and :22 (addr.CapturePorts order), all as the sandbox sees them. The
 // caller owns them (egress.Serve closes them when it returns).
 //
 // Call it once, after Start. It blocks until the init has sent the sockets, which it does before
 // the program starts, or has exited (building the sandbox failed: the error says so, and Failure
 // after Wait names the step). It does not wait for CloseChildEnds: it closes the init's end of the
 // socket pair itself. It fails when the plan has no Egress, before Start, and on a second call.
-func (c *Cmd) Listeners() (*egress.Listeners, error) {
+func (c *Cmd) Listeners() (*addr.Listeners, error) {
 	if c.egress == nil {
 		return nil, errors.New("nsinit: Listeners: the plan has no Egress")
 	}
@@ -185,7 +185,7 @@ func (e *egressConn) receive() ([]int, error) {
 
 // listenersFromFDs checks that fds are exactly the sockets of listenSpecs, in any order, and
 // wraps them. It takes ownership of fds: they are closed on every path (the listeners hold dups).
-func listenersFromFDs(fds []int) (*egress.Listeners, error) {
+func listenersFromFDs(fds []int) (*addr.Listeners, error) {
 	files := make([]*os.File, len(fds)) // closed once, through the File (no finalizer closes them again)
 	for i, fd := range fds {
 		files[i] = os.NewFile(uintptr(fd), "egress listener")
@@ -211,7 +211,7 @@ func listenersFromFDs(fds []int) (*egress.Listeners, error) {
 		}
 		bySpec[i] = files[k]
 	}
-	l := &egress.Listeners{}
+	l := &addr.Listeners{}
 	for i, f := range bySpec {
 		var err error
 		if specs[i].typ == unix.SOCK_DGRAM {

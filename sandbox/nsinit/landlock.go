@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/clihost/clihost/sandbox/egress"
+	"github.com/clihost/clihost/sandbox/egress/addr"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
@@ -111,7 +111,7 @@ func netRules(cfg landlock.Config, mode netMode, ingress []int) []landlock.Rule 
 		rules = append(rules, landlock.ConnectTCP(uint16(p)))
 	}
 	if cfg.HandledAccessNet&ll.AccessNetConnectSendUDP != 0 {
-		rules = append(rules, landlock.ConnectSendUDP(egress.DNSPort))
+		rules = append(rules, landlock.ConnectSendUDP(addr.DNSPort))
 	}
 	if cfg.HandledAccessNet&ll.AccessNetBindUDP != 0 {
 		rules = append(rules, landlock.BindUDP(0)) // the autobind of a client socket

@@ -29,7 +29,8 @@
 // after printing one line "clihost sandbox: <step>: <error>" to stderr and to the report pipe
 // (Cmd.Failure). The program is never exec'd with a layer missing.
 //
-// Every binary that starts sandboxed processes must call Main first thing in main (and in TestMain).
+// Every binary that starts sandboxed processes must call Main first thing in main (and in TestMain),
+// or import package nsinit/entry, which calls it before the rest of the program is initialised.
 package nsinit
 
 import (
@@ -244,7 +245,8 @@ func closeFiles(files []*os.File) {
 }
 
 // Main must be called first thing in main (and in TestMain) of every binary that may start
-// sandboxed processes. When this process is a sandbox init (argv[1] is the marker Command uses),
+// sandboxed processes, or earlier: a program importing package nsinit/entry calls it from that
+// package's initialisation, before its other large packages are initialised. When this process is a sandbox init (argv[1] is the marker Command uses),
 // Main never returns: it runs the init and exits with the program's status. Otherwise it returns
 // immediately.
 func Main() {

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/clihost/clihost/sandbox/egress"
+	"github.com/clihost/clihost/sandbox/egress/addr"
 	"io"
 	"os"
 	"path/filepath"
@@ -66,8 +66,8 @@ type Plan struct {
 	NoNetwork bool
 	// Egress gives the program the host's egress servers (package sandbox/egress): before it
 	// confines itself, the init creates their listening sockets inside the sandbox's network namespace
-	// (egress.HTTPProxyPort and egress.SOCKSPort on 127.0.0.1, UDP egress.DNSPort on 127.0.0.1,
-	// egress.CapturePorts on 0.0.0.0) and sends them to the host (Cmd.Listeners), and mounts a
+	// (addr.HTTPProxyPort and addr.SOCKSPort on 127.0.0.1, UDP addr.DNSPort on 127.0.0.1,
+	// addr.CapturePorts on 0.0.0.0) and sends them to the host (Cmd.Listeners), and mounts a
 	// generated, read-only /etc/resolv.conf ("nameserver 127.0.0.1") and /etc/hosts (localhost
 	// and the sandbox's hostname). Landlock (ABI v4 or later, else the sandbox is refused) then lets the program
 	// connect to those TCP ports only, and bind no TCP port. Incompatible with NoNetwork.
@@ -113,10 +113,10 @@ type Limits struct {
 func (l Limits) cgroupLimits() bool { return l.MemoryBytes > 0 || l.Pids > 0 || l.CPU > 0 }
 
 // UseEgress gives the plan the host's egress (Egress set, NoNetwork cleared) and adds the proxy
-// variables (egress.ProxyEnv) to a copy of Env, after the others, so that they win.
+// variables (addr.ProxyEnv) to a copy of Env, after the others, so that they win.
 func (p *Plan) UseEgress() {
 	p.Egress, p.NoNetwork = true, false
-	p.Env = append(slices.Clone(p.Env), egress.ProxyEnv()...)
+	p.Env = append(slices.Clone(p.Env), addr.ProxyEnv()...)
 }
 
 // envelope is what is written to the plan pipe: the plan plus what the host decided about it.

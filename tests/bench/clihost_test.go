@@ -13,6 +13,9 @@ import (
 	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
+// helperPath is the clihost-sandbox helper TestMain built.
+var helperPath string
+
 // TestMain builds the clihost-sandbox helper and has host.Call start every sandbox with it, as an
 // installed clihostd does (the test binary itself stays able to act as the init, as a fallback).
 func TestMain(m *testing.M) {
@@ -23,6 +26,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	helper := filepath.Join(dir, nsinit.HelperName)
+	helperPath = helper
 	build := exec.Command("go", "build", "-o", helper, "github.com/clihost/clihost/cmd/clihost-sandbox")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
