@@ -18,7 +18,6 @@ import (
 // nobody is the unprivileged uid and gid the tests run daemons as.
 const nobody = 65534
 
-
 // nobodyDir returns a new directory (state and workspace) that nobody owns, in a place nobody can
 // reach, and lets nobody run the built binaries.
 func nobodyDir(t *testing.T) string {
