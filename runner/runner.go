@@ -165,6 +165,11 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		if stdin != nil {
 			stdin.Close()
 		}
+		if sandboxed != nil {
+			// What failed to start is the sandbox's init (its clone into new namespaces: a user
+			// namespace limit, a kernel refusing them), not the CLI.
+			return Result{}, fmt.Errorf("runner: cannot start %s in %s: %w: %w", c.Path, c.Dir, nsinit.ErrUnavailable, err)
+		}
 		return Result{}, fmt.Errorf("runner: cannot start %s in %s: %w", c.Path, c.Dir, err)
 	}
 	stopStdin := feed(stdin, c.Stdin)
