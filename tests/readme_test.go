@@ -129,9 +129,13 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = daemon.Process.Kill(); _ = daemon.Wait() })
 	ready := make(chan bool, 1)
+	helperNote := false // the daemon says, before it is ready, that it runs without the helper
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
+			if strings.Contains(sc.Text(), "no clihost-sandbox helper beside clihostd") {
+				helperNote = true
+			}
 			if strings.Contains(sc.Text(), "clihostd ready") {
 				ready <- true
 			}
@@ -140,6 +144,9 @@ func TestReadmeQuickStart(t *testing.T) {
 	}()
 	if !<-ready {
 		t.Fatal("clihostd exited before it was ready")
+	}
+	if !helperNote {
+		t.Error("clihostd started without the clihost-sandbox helper beside it and did not say so (each call is slower: the README and the log must tell)")
 	}
 
 	seen := map[string]bool{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/registry"
+	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
 // probeMaxAge is how long a sandbox probe's result stands before status runs it again.
@@ -54,6 +56,11 @@ func logProbe(log *slog.Logger, p host.ProbeResult) {
 			}
 		}
 		log.Info("kernel sandbox works", args...)
+		if exe, ok := nsinit.Starter(); !ok {
+			log.Info("no "+nsinit.HelperName+" helper beside clihostd: each sandbox starts from clihostd itself, about 1.2× slower per call",
+				"searched", filepath.Join(filepath.Dir(exe), nsinit.HelperName),
+				"hint", "build both into one folder (go run cannot): go build -o DIR/ ./cmd/clihostd ./cmd/clihost-sandbox")
+		}
 	case host.ProbeUnavailable:
 		log.Error("kernel sandbox does NOT work: every call will be refused", "err", p.Error, "uid", p.UID, "user", p.User,
 			"user_namespace", p.UserNS, "workspace", p.Workspace, "hint", p.Hint)

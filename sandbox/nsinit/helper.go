@@ -57,6 +57,18 @@ func executable() string {
 	return selfExe
 }
 
+// Starter reports what Command starts for each sandbox: the helper's path and true, or the host's
+// own executable (os.Executable, or /proc/self/exe when it cannot be named) and false.
+func Starter() (path string, isHelper bool) {
+	if p := executable(); p != selfExe {
+		return p, true
+	}
+	if self, err := os.Executable(); err == nil {
+		return self, false
+	}
+	return selfExe, false
+}
+
 // checkHelper refuses a helper that someone other than root or this process's user could have
 // replaced: it must be an absolute path to a regular, executable file owned by root or by this
 // user and writable by neither group nor others, in a directory with the same properties.
