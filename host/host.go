@@ -170,8 +170,20 @@ func (h *Host) envOf(e *manifest.Env, extra ...string) []string {
 // Verify resolves a bundle's binary and checks its version, as a call would, as the host's own work
 // (see identityFor). It returns the binary's path and version, or the error a call would get
 // (not_installed, version_mismatch).
+//
+// The check needs no workspace of its own: when the uid it runs as may not use workspace (a root
+// host's private folder, no --agent-user), it runs in that uid's home instead, so that installing and
+// checking a CLI works on such a host; calls in that workspace are still refused.
 func (h *Host) Verify(ctx context.Context, b *manifest.Bundle, workspace string) (path, version string, err *Error) {
-	bin, err := h.gate(ctx, b, Caller{Workspace: workspace}, h.envOf(b.CLI.Sandbox.Env))
+	c := Caller{Workspace: workspace}
+	if !h.opts.Sandbox.Off {
+		if _, e := h.identityFor(workspace, nil); e != nil && e.Code == "workspace_denied" {
+			if home, herr := h.homeFor(h.runAs(workspace, nil)); herr == nil {
+				c.Workspace = home
+			}
+		}
+	}
+	bin, err := h.gate(ctx, b, c, h.envOf(b.CLI.Sandbox.Env))
 	return bin.path, bin.version, err
 }
 
