@@ -122,6 +122,10 @@ func start(ctx context.Context, log *slog.Logger, c config) (*daemon, error) {
 	if d.workspace, err = filepath.Abs(d.workspace); err != nil {
 		return nil, err
 	}
+	// Without symbolic links, as control requests name it (setup and login scopes key on it).
+	if real, err := filepath.EvalSymlinks(d.workspace); err == nil {
+		d.workspace = real
+	}
 	if d.socketPath = c.socket; d.socketPath == "" {
 		d.socketPath = control.DefaultSocket(d.stateDir)
 	}
