@@ -260,7 +260,7 @@ func TestControlCallerNamesOnlyItsOwnWorkspace(t *testing.T) {
 // TestRootHostPrivateWorkspace: a root daemon whose workspace is root's own private folder (as
 // /root/project is). Without an agent user no one but root may use it: every call is refused,
 // before anything runs, with workspace_denied naming the workspace, the uid and the fix (it used
-// to fail as "exec /usr/bin/jq: permission denied").
+// to fail as "exec /usr/bin/jq: permission denied"); status still finds jq installed.
 func TestRootHostPrivateWorkspace(t *testing.T) {
 	fixture.Need(t, "jq")
 	fixture.NeedRoot(t)
@@ -272,6 +272,14 @@ func TestRootHostPrivateWorkspace(t *testing.T) {
 	if env.OK || env.Error == nil || env.Error.Code != "workspace_denied" || !strings.Contains(env.Error.Message, ws) ||
 		!strings.Contains(env.Error.Message, "65534") || !strings.Contains(env.Error.Hint, "--agent-user") || !strings.Contains(env.Error.Hint, "setfacl -m u:") {
 		t.Fatalf("root's private workspace: %+v\n%s", env.Error, r.stdout)
+	}
+	// The daemon's own version check (status, install) runs in nobody's kept home instead: the CLI
+	// is found installed on such a host.
+	if st := d.status(t, "jq"); st.Install != "installed" || st.Version == "" {
+		t.Fatalf("status on a root host with a private workspace: %+v", st)
+	}
+	if st, err := os.Stat(filepath.Join(d.state, "homes", "65534")); err != nil || st.Mode().Perm() != 0o700 || st.Sys().(*syscall.Stat_t).Uid != 65534 {
+		t.Fatalf("nobody's kept home: %v %v", st, err)
 	}
 }
 
