@@ -238,8 +238,8 @@ func (h *Host) keptHome(id sandbox.Identity) (string, error) {
 	return home, nil
 }
 
-// searchable makes dir exist (0711) and lets every user search it (but not list or read it): the
-// state directory's files stay 0600 and are masked in every sandbox.
+// searchable makes dir exist with mode 0711: every user may search it, no one but its owner list
+// or change it (the state directory's files stay 0600 and are masked in every sandbox).
 func searchable(dir string) error {
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return err
@@ -248,8 +248,8 @@ func searchable(dir string) error {
 	if err != nil {
 		return err
 	}
-	if st.Mode().Perm()&0o001 == 0 {
-		return os.Chmod(dir, st.Mode().Perm()|0o011)
+	if st.Mode().Perm() != 0o711 {
+		return os.Chmod(dir, 0o711)
 	}
 	return nil
 }

@@ -77,13 +77,16 @@ func TestHomeFor(t *testing.T) {
 	if st, _ := os.Stat(want); int(st.Sys().(*syscall.Stat_t).Uid) != nobodyID {
 		t.Errorf("%s is not nobody's", want)
 	}
-	// A home that is the state directory (the unit's clihost user) or lies in it is not used.
-	inState := &Host{opts: Options{Sandbox: SandboxOptions{StateDir: filepath.Dir(member.Home)}}}
-	if home, err := inState.homeFor(sandbox.Identity{UID: member.UID, GID: member.GID}); err != nil || home == member.Home {
-		t.Fatalf("a home inside the state directory: %q %v", home, err)
+	// A home that is the state directory (the unit's clihost user, /var/lib/clihost) is not used.
+	inState := &Host{opts: Options{Sandbox: SandboxOptions{StateDir: member.Home}}}
+	t.Cleanup(func() {
+		os.RemoveAll(filepath.Join(member.Home, "homes"))
+		os.Chmod(member.Home, 0o700)
+	})
+	kept := filepath.Join(member.Home, "homes", strconv.Itoa(member.UID))
+	if home, err := inState.homeFor(sandbox.Identity{UID: member.UID, GID: member.GID}); err != nil || home != kept {
+		t.Fatalf("a home that is the state directory: %q %v, want %s", home, err, kept)
 	}
-	os.RemoveAll(filepath.Join(filepath.Dir(member.Home), "homes", strconv.Itoa(member.UID)))
-	os.Remove(filepath.Join(filepath.Dir(member.Home), "homes"))
 }
 
 // TestSafeDirectory: the workspace is git's safe.directory only for a uid that does not own it, as

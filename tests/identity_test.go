@@ -281,6 +281,13 @@ func TestRootHostPrivateWorkspace(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(d.state, "homes", "65534")); err != nil || st.Mode().Perm() != 0o700 || st.Sys().(*syscall.Stat_t).Uid != 65534 {
 		t.Fatalf("nobody's kept home: %v %v", st, err)
 	}
+	// The state directory is searchable (bin/, homes/), never listable; its files stay private.
+	want := map[string]os.FileMode{"": 0o711, "state.db": 0o600, "token": 0o600, "secrets.key": 0o600, "audit.jsonl": 0o600}
+	for name, mode := range want {
+		if st, err := os.Stat(filepath.Join(d.state, name)); err != nil || st.Mode().Perm() != mode {
+			t.Errorf("%s/%s: %v %v, want %v", d.state, name, st.Mode(), err, mode)
+		}
+	}
 }
 
 // TestRootHostAgentUserGranted: the fix the refusal names: clihostd --agent-user NAME, and NAME
