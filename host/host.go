@@ -172,15 +172,18 @@ func (h *Host) envOf(e *manifest.Env, extra ...string) []string {
 // (not_installed, version_mismatch).
 //
 // The check needs no workspace of its own: when the uid it runs as may not use workspace (a root
-// host's private folder, no --agent-user), it runs in that uid's home instead, so that installing and
-// checking a CLI works on such a host; calls in that workspace are still refused.
+// host's private folder, no --agent-user), it runs in a folder that uid may use (checkDir), so that
+// installing and checking a CLI work on such a host; calls in that workspace are still refused.
 func (h *Host) Verify(ctx context.Context, b *manifest.Bundle, workspace string) (path, version string, err *Error) {
 	c := Caller{Workspace: workspace}
 	if !h.opts.Sandbox.Off {
 		if _, e := h.identityFor(workspace, nil); e != nil && e.Code == "workspace_denied" {
-			if home, herr := h.homeFor(h.runAs(workspace, nil)); herr == nil {
-				c.Workspace = home
+			dir, done, derr := h.checkDir(h.runAs(workspace, nil))
+			if derr != nil {
+				return "", "", &Error{Code: "internal", Message: "a folder for the version check: " + derr.Error()}
 			}
+			defer done()
+			c.Workspace = dir
 		}
 	}
 	bin, err := h.gate(ctx, b, c, h.envOf(b.CLI.Sandbox.Env))

@@ -172,7 +172,8 @@ func userName(uid int) string {
 
 // homeFor is the home ~ stands for in a root host's process running as id: the password
 // database's home of the uid when it exists, is a directory the uid owns, and does not overlap the
-// state directory; else the home the host keeps for the uid.
+// state directory; else the home the host keeps for the uid when the uid can reach it; else
+// /nonexistent.
 func (h *Host) homeFor(id sandbox.Identity) (string, error) {
 	if u, err := user.LookupId(strconv.Itoa(id.UID)); err == nil && filepath.IsAbs(u.HomeDir) {
 		home := filepath.Clean(u.HomeDir)
@@ -182,7 +183,16 @@ func (h *Host) homeFor(id sandbox.Identity) (string, error) {
 			}
 		}
 	}
-	return h.keptHome(id)
+	home, err := h.keptHome(id)
+	if err != nil {
+		return "", err
+	}
+	// A state directory the uid cannot reach (root's default, under /root): no home rather than an
+	// unreadable one (a CLI treats a missing config as empty, an unreadable one as an error).
+	if access.CheckDir(home, access.Who{UID: id.UID, GID: id.GID, Groups: id.Groups}) != nil {
+		return "/nonexistent", nil
+	}
+	return home, nil
 }
 
 // overlapsState reports whether dir is, contains or lies inside the state directory.
@@ -297,4 +307,23 @@ func lookupVar(env []string, name string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// checkDir is where a version check runs as id when the workspace is not usable: id's home when id
+// may use it, else a new temporary folder id owns, removed by done.
+func (h *Host) checkDir(id sandbox.Identity) (dir string, done func(), err error) {
+	who := access.Who{UID: id.UID, GID: id.GID, Groups: id.Groups}
+	if home, err := h.homeFor(id); err == nil && access.CheckDir(home, who) == nil {
+		return home, func() {}, nil
+	}
+	dir, err = os.MkdirTemp("", "clihost-check-")
+	if err != nil {
+		return "", nil, err
+	}
+	done = func() { _ = os.RemoveAll(dir) }
+	if err := os.Chown(dir, id.UID, id.GID); err != nil {
+		done()
+		return "", nil, err
+	}
+	return dir, done, nil
 }

@@ -50,8 +50,8 @@ func TestRunAs(t *testing.T) {
 }
 
 // TestHomeFor: the uid's own home when it is usable; else one the host keeps under its state
-// directory (0700, the uid's), the state directory then searchable but not readable; a passwd home
-// inside the state directory is not used.
+// directory (0700, the uid's), the state directory then searchable but not readable, when the uid
+// can reach it, else none; a passwd home that is the state directory is not used.
 func TestHomeFor(t *testing.T) {
 	fixture.NeedRoot(t)
 	member := fixture.User(t, "clihost-t-member")
@@ -63,7 +63,12 @@ func TestHomeFor(t *testing.T) {
 	if home, err := h.homeFor(sandbox.Identity{UID: member.UID, GID: member.GID}); err != nil || home != member.Home {
 		t.Fatalf("member: %q %v, want %s", home, err, member.Home)
 	}
-	home, err := h.homeFor(sandbox.Identity{UID: nobodyID, GID: nobodyID}) // /nonexistent
+	// A state directory nobody cannot reach (t.TempDir's folder is 0700, as /root is): no home.
+	if home, err := h.homeFor(sandbox.Identity{UID: nobodyID, GID: nobodyID}); err != nil || home != "/nonexistent" {
+		t.Fatalf("nobody, state unreachable: %q %v", home, err)
+	}
+	fixture.Reachable(t, filepath.Dir(state))
+	home, err := h.homeFor(sandbox.Identity{UID: nobodyID, GID: nobodyID}) // passwd: /nonexistent
 	want := filepath.Join(state, "homes", strconv.Itoa(nobodyID))
 	if err != nil || home != want {
 		t.Fatalf("nobody: %q %v, want %s", home, err, want)
@@ -105,5 +110,31 @@ func TestSafeDirectory(t *testing.T) {
 	}
 	if env := safeDirectory([]string{"GIT_CONFIG_COUNT=x"}, ws, owner+1); !slices.Equal(env, []string{"GIT_CONFIG_COUNT=x"}) {
 		t.Errorf("an invalid count was rewritten: %v", env)
+	}
+}
+
+// TestCheckDir: a version check that may not use the workspace runs in the uid's home, or, when
+// that is unusable too (a state directory under /root), in a temporary folder the uid owns,
+// removed afterwards.
+func TestCheckDir(t *testing.T) {
+	fixture.NeedRoot(t)
+	state := filepath.Join(t.TempDir(), "state") // its folder is 0700: nobody cannot reach it
+	h := &Host{opts: Options{Sandbox: SandboxOptions{StateDir: state}}}
+	nobody := sandbox.Identity{UID: nobodyID, GID: nobodyID}
+	dir, done, err := h.checkDir(nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil || int(st.Sys().(*syscall.Stat_t).Uid) != nobodyID || filepath.Dir(dir) != filepath.Clean(os.TempDir()) {
+		t.Fatalf("check folder %s: %v %v", dir, st, err)
+	}
+	done()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("%s was not removed: %v", dir, err)
+	}
+	fixture.Reachable(t, filepath.Dir(state))
+	if dir, _, err := h.checkDir(nobody); err != nil || dir != filepath.Join(state, "homes", strconv.Itoa(nobodyID)) {
+		t.Fatalf("with a reachable state directory: %q %v", dir, err)
 	}
 }
