@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bufio"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -335,5 +336,72 @@ func TestRootHostAgentUserGranted(t *testing.T) {
 	env = parseEnvelope(t, d.ctl(t, "call", "env", "show", "--workspace", ws))
 	if !env.OK || !strings.Contains(env.Value.(string), "HOME="+agent.Home+"\n") {
 		t.Fatalf("the agent's HOME: %+v %v", env.Error, env.Value)
+	}
+}
+
+// TestUnprivilegedDaemonChecksTheCallersWorkspace: the shipped unit's deployment, a daemon that is
+// not root (here the agent user) with a socket group. It cannot take the caller's identity, so it
+// decides from mode bits: a member naming the owner's private folder is refused, and so is a folder
+// whose ACL it cannot evaluate; the member's own shared folder passes the check.
+func TestUnprivilegedDaemonChecksTheCallersWorkspace(t *testing.T) {
+	fixture.Need(t, "curl", "setfacl")
+	fixture.NeedRoot(t)
+	fixture.Group(t, sockGroup)
+	agent := fixture.User(t, agentName, sockGroup)
+	owner := fixture.User(t, ownerName)
+	member := fixture.User(t, memberName, sockGroup, shareGroup)
+	victim := filepath.Join(owner.Home, "private")
+	privateDir(t, victim, owner.UID, owner.GID, 0o700)
+	if err := os.Chmod(filepath.Dir(bin.ctl), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	base := t.TempDir()
+	fixture.Reachable(t, base)
+	state, ws, sock := filepath.Join(base, "state"), filepath.Join(base, "ws"), filepath.Join(base, "run", "ctl.sock")
+	for _, dir := range []string{state, ws, filepath.Dir(sock)} {
+		privateDir(t, dir, agent.UID, agent.GID, 0o755)
+	}
+	shared := filepath.Join(base, "shared") // the member's group may use it
+	privateDir(t, shared, owner.UID, member.Groups[1], 0o770)
+	acl := filepath.Join(base, "acl") // granted to the member by an ACL the daemon does not read
+	privateDir(t, acl, owner.UID, owner.GID, 0o700)
+	if out, err := exec.Command("setfacl", "-m", "u:"+memberName+":rwx", acl).CombinedOutput(); err != nil {
+		t.Fatalf("setfacl: %v: %s", err, out)
+	}
+
+	cmd := exec.Command(bin.daemon, "--state", state, "--socket", sock, "--http", "127.0.0.1:0", "--workspace", ws, "--group", sockGroup,
+		"--bundles", identityBundles(t))
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=" + systemPath, "HOME=" + agent.Home, "CLIHOST_BUNDLES="}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(agent.UID), Gid: uint32(agent.GID), Groups: groupsOf(agent)}}
+	d := &daemonProc{cmd: cmd, lines: make(chan string, 1000), socket: sock, state: state, ws: ws}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			d.lines <- sc.Text()
+		}
+		close(d.lines)
+	}()
+	d.waitFor(t, "clihostd ready")
+
+	for _, dir := range []string{owner.Home, victim, acl} {
+		r := d.rawAs(t, member, "/v1/call", `{"bundle": "id", "tool": "who", "workspace": "`+dir+`"}`)
+		env := parseEnvelope(t, r)
+		if env.Error == nil || env.Error.Code != "workspace_denied" || !strings.Contains(env.Error.Message, memberName) {
+			t.Errorf("member naming %s on an unprivileged daemon: %s", dir, r.stdout)
+		}
+	}
+	// The shared folder passes the check (whatever the call then meets on this host).
+	r := d.rawAs(t, member, "/v1/call", `{"bundle": "id", "tool": "who", "workspace": "`+shared+`"}`)
+	if env := parseEnvelope(t, r); env.Error != nil && env.Error.Code == "workspace_denied" {
+		t.Errorf("member naming its group's folder: %s", r.stdout)
 	}
 }
