@@ -264,9 +264,9 @@ func (c *Client) Setup(ctx context.Context, req SetupRequest, visit func(SetupEv
 }
 
 // LoginInfo returns the login command to run in the person's terminal.
-func (c *Client) LoginInfo(ctx context.Context, bundle string) (LoginInfo, error) {
+func (c *Client) LoginInfo(ctx context.Context, bundle, workspace string) (LoginInfo, error) {
 	var info LoginInfo
-	return info, c.getJSON(ctx, PathLogin+"?bundle="+url.QueryEscape(bundle), &info)
+	return info, c.getJSON(ctx, PathLogin+"?bundle="+url.QueryEscape(bundle)+"&workspace="+url.QueryEscape(workspace), &info)
 }
 
 // Login asks the daemon to confirm a login (it polls completes_when).

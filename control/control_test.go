@@ -2,10 +2,12 @@ package control
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,9 +28,10 @@ func (f fakeBackend) RecordInstall(_ context.Context, req RecordRequest) Install
 	return InstallEvent{Phase: "done", Method: req.Method}
 }
 
-// Call echoes who called which tool, so the test sees the peer credentials arrive.
+// Call echoes who called which tool, so the test sees the peer credentials arrive: user name, uid,
+// gid and supplementary groups, the workspace, and the tool.
 func (f fakeBackend) Call(_ context.Context, req CallRequest, c host.Caller) host.Envelope {
-	return host.Envelope{OK: true, Value: c.User + ":" + req.Tool}
+	return host.Envelope{OK: true, Value: fmt.Sprintf("%s %d %d %v %s:%s", c.User, c.Peer.UID, c.Peer.GID, c.Peer.Groups, c.Workspace, req.Tool)}
 }
 func (f fakeBackend) Token() TokenInfo { return TokenInfo{Token: "t"} }
 func (f fakeBackend) Daemon(_ context.Context, probe bool) DaemonStatus {
@@ -38,13 +41,21 @@ func (f fakeBackend) AuditFile() string { return f.audit }
 
 func TestAdmission(t *testing.T) {
 	a := Admission{OwnerUID: 1000, GroupID: -1}
-	for p, want := range map[Peer]bool{{UID: 0}: true, {UID: 1000}: true, {UID: 1001, GID: 1001}: false} {
-		if got := a.admits(p); got != want {
-			t.Errorf("admits(%+v) = %v, want %v", p, got, want)
+	for _, c := range []struct {
+		p    Peer
+		want bool
+	}{{Peer{UID: 0}, true}, {Peer{UID: 1000}, true}, {Peer{UID: 1001, GID: 1001}, false}, {Peer{UID: 1001, GID: 1001, Groups: []int{4242}}, false}} {
+		if got := a.admits(c.p); got != c.want {
+			t.Errorf("admits(%+v) = %v, want %v", c.p, got, c.want)
 		}
 	}
 	if !(Admission{OwnerUID: 1000, GroupID: 4242}).admits(Peer{UID: 1001, GID: 4242}) {
 		t.Error("a member of the configured group was refused")
+	}
+	// A supplementary group the peer's process holds (SO_PEERGROUPS), even if the user database
+	// has no such user.
+	if !(Admission{OwnerUID: 1000, GroupID: 4242}).admits(Peer{UID: 424242, GID: 1001, Groups: []int{7, 4242}}) {
+		t.Error("a process in the configured group (supplementary) was refused")
 	}
 }
 
@@ -87,9 +98,12 @@ func TestSocketRoundTrip(t *testing.T) {
 	if err != nil || last.Phase != "done" || events != 2 {
 		t.Fatalf("install %+v %v (%d events)", last, err, events)
 	}
-	env, err := c.Call(ctx, CallRequest{Bundle: "jq", Tool: "eval"})
-	if err != nil || !env.OK || !strings.HasSuffix(env.Value.(string), ":eval") {
-		t.Fatalf("call %+v %v", env, err)
+	env, err := c.Call(ctx, CallRequest{Bundle: "jq", Tool: "eval", Workspace: "/w"})
+	groups, _ := os.Getgroups()
+	slices.Sort(groups)
+	want := fmt.Sprintf(" %d %d %v /w:eval", os.Geteuid(), os.Getegid(), groups)
+	if err != nil || !env.OK || !strings.HasSuffix(env.Value.(string), want) {
+		t.Fatalf("call %+v %v, want the value to end in %q", env, err, want)
 	}
 	var b strings.Builder
 	if err := c.Audit(ctx, false, false, &b); err != nil || !strings.Contains(b.String(), "cli.invoked") {
@@ -113,20 +127,20 @@ func TestNoDaemon(t *testing.T) {
 	}
 }
 
-func (f fakeBackend) SetupInfo(_ context.Context, req ScopeRequest, user string) (SetupInfo, error) {
-	return SetupInfo{Bundle: req.Bundle, Workspace: user}, nil
+func (f fakeBackend) SetupInfo(_ context.Context, req ScopeRequest, c host.Caller) (SetupInfo, error) {
+	return SetupInfo{Bundle: req.Bundle, Workspace: c.User}, nil
 }
-func (f fakeBackend) Setup(_ context.Context, req SetupRequest, _ string, emit func(SetupEvent)) SetupEvent {
+func (f fakeBackend) Setup(_ context.Context, req SetupRequest, _ host.Caller, emit func(SetupEvent)) SetupEvent {
 	emit(SetupEvent{Phase: "visit", Step: "pick", URL: "http://127.0.0.1:1/cb"})
 	return SetupEvent{Phase: "done", Steps: []SetupStep{{ID: "pick", Done: req.Values["pick"] != ""}}}
 }
-func (f fakeBackend) LoginInfo(_ context.Context, req ScopeRequest) (LoginInfo, error) {
+func (f fakeBackend) LoginInfo(_ context.Context, req ScopeRequest, _ host.Caller) (LoginInfo, error) {
 	return LoginInfo{Bundle: req.Bundle, Argv: []string{"/bin/true"}}, nil
 }
-func (f fakeBackend) Login(context.Context, ScopeRequest, string) AuthResult {
+func (f fakeBackend) Login(context.Context, ScopeRequest, host.Caller) AuthResult {
 	return AuthResult{Phase: "authed"}
 }
-func (f fakeBackend) Logout(context.Context, ScopeRequest, string) AuthResult {
+func (f fakeBackend) Logout(context.Context, ScopeRequest, host.Caller) AuthResult {
 	return AuthResult{Phase: "unauthed"}
 }
 

@@ -11,9 +11,11 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -28,16 +30,22 @@ type Backend interface {
 	Call(ctx context.Context, req CallRequest, caller host.Caller) host.Envelope
 	Token() TokenInfo
 	AuditFile() string
-	SetupInfo(ctx context.Context, req ScopeRequest, user string) (SetupInfo, error)
-	Setup(ctx context.Context, req SetupRequest, user string, emit func(SetupEvent)) SetupEvent
-	LoginInfo(ctx context.Context, req ScopeRequest) (LoginInfo, error)
-	Login(ctx context.Context, req ScopeRequest, user string) AuthResult
-	Logout(ctx context.Context, req ScopeRequest, user string) AuthResult
+	// The scope methods get the caller with the request's workspace ("" for the daemon's): the
+	// backend must refuse a workspace the caller may not use (host.WorkspaceDenied).
+	SetupInfo(ctx context.Context, req ScopeRequest, caller host.Caller) (SetupInfo, error)
+	Setup(ctx context.Context, req SetupRequest, caller host.Caller, emit func(SetupEvent)) SetupEvent
+	LoginInfo(ctx context.Context, req ScopeRequest, caller host.Caller) (LoginInfo, error)
+	Login(ctx context.Context, req ScopeRequest, caller host.Caller) AuthResult
+	Logout(ctx context.Context, req ScopeRequest, caller host.Caller) AuthResult
 	Daemon(ctx context.Context, probe bool) DaemonStatus
 }
 
-// Peer is the process at the other end of a control connection.
-type Peer struct{ UID, GID, PID int }
+// Peer is the process at the other end of a control connection: its uid, gid and pid
+// (SO_PEERCRED) and supplementary groups (SO_PEERGROUPS), as they were when it connected.
+type Peer struct {
+	UID, GID, PID int
+	Groups        []int
+}
 
 type peerKey struct{}
 
@@ -54,7 +62,7 @@ func (a Admission) admits(p Peer) bool {
 	if a.GroupID < 0 {
 		return false
 	}
-	if p.GID == a.GroupID {
+	if p.GID == a.GroupID || slices.Contains(p.Groups, a.GroupID) {
 		return true
 	}
 	u, err := user.LookupId(strconv.Itoa(p.UID))
@@ -101,8 +109,9 @@ func Listen(path string, gid int) (net.Listener, error) {
 	return ln, nil
 }
 
-// ConnContext records the peer's credentials (SO_PEERCRED) on each connection; use it as
-// http.Server.ConnContext.
+// ConnContext records the peer's credentials (SO_PEERCRED) and supplementary groups
+// (SO_PEERGROUPS) on each connection; use it as http.Server.ConnContext. A connection whose
+// credentials cannot be read carries none, and is refused.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
@@ -113,13 +122,39 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 		return ctx
 	}
 	var cred *unix.Ucred
+	var groups []int
+	var gerr error
 	_ = raw.Control(func(fd uintptr) {
 		cred, err = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		groups, gerr = peerGroups(int(fd))
 	})
-	if err != nil || cred == nil {
+	if err != nil || cred == nil || gerr != nil {
 		return ctx
 	}
-	return context.WithValue(ctx, peerKey{}, Peer{UID: int(cred.Uid), GID: int(cred.Gid), PID: int(cred.Pid)})
+	return context.WithValue(ctx, peerKey{}, Peer{UID: int(cred.Uid), GID: int(cred.Gid), PID: int(cred.Pid), Groups: groups})
+}
+
+// peerGroups reads the peer's supplementary groups (SO_PEERGROUPS: an array of gid_t; ERANGE with
+// the size needed when the buffer is too small).
+func peerGroups(fd int) ([]int, error) {
+	buf := make([]uint32, 64)
+	for {
+		size := uint32(len(buf) * 4)
+		_, _, e := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(fd), unix.SOL_SOCKET, unix.SO_PEERGROUPS,
+			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&size)), 0)
+		if e == unix.ERANGE && int(size/4) > len(buf) && size <= 1<<20 {
+			buf = make([]uint32, size/4)
+			continue
+		}
+		if e != 0 {
+			return nil, fmt.Errorf("SO_PEERGROUPS: %w", e)
+		}
+		out := make([]int, 0, size/4)
+		for _, g := range buf[:size/4] {
+			out = append(out, int(g))
+		}
+		return out, nil
+	}
 }
 
 // Handler serves the API for b to the peers a admits.
@@ -150,7 +185,7 @@ func Handler(b Backend, a Admission) http.Handler {
 			writeError(w, http.StatusBadRequest, "bad call request: "+err.Error(), "")
 			return
 		}
-		writeJSON(w, b.Call(r.Context(), req, host.Caller{Workspace: req.Workspace, User: peerUser(r)}))
+		writeJSON(w, b.Call(r.Context(), req, callerOf(r, req.Workspace)))
 	})
 	mux.HandleFunc("GET "+PathDaemon, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, b.Daemon(r.Context(), r.URL.Query().Get("probe") == "1"))
@@ -158,7 +193,7 @@ func Handler(b Backend, a Admission) http.Handler {
 	mux.HandleFunc("GET "+PathToken, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.Token()) })
 	mux.HandleFunc("GET "+PathSetup, func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		info, err := b.SetupInfo(r.Context(), ScopeRequest{Bundle: q.Get("bundle"), Workspace: q.Get("workspace")}, peerUser(r))
+		info, err := b.SetupInfo(r.Context(), ScopeRequest{Bundle: q.Get("bundle"), Workspace: q.Get("workspace")}, callerOf(r, q.Get("workspace")))
 		if err != nil {
 			writeError(w, http.StatusNotFound, err.Error(), "")
 			return
@@ -173,24 +208,25 @@ func Handler(b Backend, a Admission) http.Handler {
 		}
 		send := stream(w)
 		emit := func(ev SetupEvent) { send(ev) }
-		emit(b.Setup(r.Context(), req, peerUser(r), emit))
+		emit(b.Setup(r.Context(), req, callerOf(r, req.Workspace), emit))
 	})
 	mux.HandleFunc("GET "+PathLogin, func(w http.ResponseWriter, r *http.Request) {
-		info, err := b.LoginInfo(r.Context(), ScopeRequest{Bundle: r.URL.Query().Get("bundle")})
+		q := r.URL.Query()
+		info, err := b.LoginInfo(r.Context(), ScopeRequest{Bundle: q.Get("bundle"), Workspace: q.Get("workspace")}, callerOf(r, q.Get("workspace")))
 		if err != nil {
 			writeError(w, http.StatusNotFound, err.Error(), "")
 			return
 		}
 		writeJSON(w, info)
 	})
-	for path, fn := range map[string]func(context.Context, ScopeRequest, string) AuthResult{PathLogin: b.Login, PathLogout: b.Logout} {
+	for path, fn := range map[string]func(context.Context, ScopeRequest, host.Caller) AuthResult{PathLogin: b.Login, PathLogout: b.Logout} {
 		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
 			var req ScopeRequest
 			if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
 				writeError(w, http.StatusBadRequest, "bad request: "+err.Error(), "")
 				return
 			}
-			writeJSON(w, fn(r.Context(), req, peerUser(r)))
+			writeJSON(w, fn(r.Context(), req, callerOf(r, req.Workspace)))
 		})
 	}
 	mux.HandleFunc("GET "+PathAudit, func(w http.ResponseWriter, r *http.Request) {
@@ -222,6 +258,12 @@ func stream(w http.ResponseWriter) func(v any) {
 			flusher.Flush()
 		}
 	}
+}
+
+// callerOf is the connection's peer as the host knows a caller, naming workspace ws.
+func callerOf(r *http.Request, ws string) host.Caller {
+	p, _ := r.Context().Value(peerKey{}).(Peer)
+	return host.Caller{Workspace: ws, User: peerUser(r), Peer: &host.CallerID{UID: p.UID, GID: p.GID, Groups: slices.Clone(p.Groups)}}
 }
 
 // peerUser names the connection's user: the user name of its uid, or the uid.

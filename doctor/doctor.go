@@ -244,6 +244,11 @@ func daemonChecks(d control.DaemonStatus) []Check {
 			how = "from a root daemon"
 		}
 		probe.Message = fmt.Sprintf("clihostd started a sandboxed process as uid %d%s, %s, in %s", p.UID, paren(p.User), how, p.Workspace)
+		if p.WorkspaceDenied != "" {
+			probe.Status, probe.Fix = Warn, p.Hint
+			probe.Message = fmt.Sprintf("clihostd started a sandboxed process as uid %d%s, %s, but MCP clients' calls are refused: %s",
+				p.UID, paren(p.User), how, p.WorkspaceDenied)
+		}
 	case host.ProbeOff:
 		probe.Status, probe.Message = Warn, "the kernel sandbox is OFF (clihostd --sandbox=off): CLIs run with the daemon's full rights"
 		probe.Fix = "remove --sandbox=off from clihostd's command line"

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/sandbox"
 	"github.com/clihost/clihost/sandbox/egress"
 	"golang.org/x/net/dns/dnsmessage"
@@ -210,7 +211,7 @@ func TestEgressAuditFloodIsBounded(t *testing.T) {
 	}})
 	b := bundle(t, h, "dnsflood")
 	env := h.Call(context.Background(), b, "run", js(t, fmt.Sprintf(`{"repeats": "%d", "distinct": "%d"}`, repeats, distinct)),
-		Caller{Workspace: t.TempDir()}, CallOptions{})
+		Caller{Workspace: fixture.Workspace(t)}, CallOptions{})
 	if !env.OK || env.Value != strconv.Itoa(repeats+distinct) {
 		t.Fatalf("the flood did not run to the end: %+v %+v", env, env.Error)
 	}

@@ -17,8 +17,10 @@ import (
 )
 
 // gate finds the bundle's binary (a vendored path inside the bundle folder, else PATH) and checks its
-// version, remembering a passed check until the file changes.
-func (h *Host) gate(ctx context.Context, b *manifest.Bundle, workspace string, env []string) (binary, *Error) {
+// version in c's workspace as c (see identityFor), remembering a passed check until the file
+// changes.
+func (h *Host) gate(ctx context.Context, b *manifest.Bundle, c Caller, env []string) (binary, *Error) {
+	workspace := c.Workspace
 	path, err := h.resolve(b)
 	if err != nil {
 		return binary{}, err
@@ -33,7 +35,7 @@ func (h *Host) gate(ctx context.Context, b *manifest.Bundle, workspace string, e
 	if ok && cached.path == path && cached.modTime.Equal(st.ModTime()) && cached.size == st.Size() {
 		return cached, nil
 	}
-	plan, pol, e := h.confine(b, nil, path, workspace, &env)
+	plan, pol, e := h.confine(b, nil, path, c, &env)
 	if e != nil {
 		return binary{}, e
 	}

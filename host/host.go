@@ -54,6 +54,9 @@ type Options struct {
 type Caller struct {
 	Workspace string
 	User      string
+	// Peer is the control-socket process that asked (its uid and groups); nil for an MCP agent and
+	// for the host's own work. It decides whom a root host runs the call's processes as.
+	Peer *CallerID
 }
 
 // Host runs the tools of a registry's bundles.
@@ -164,22 +167,41 @@ func (h *Host) envOf(e *manifest.Env, extra ...string) []string {
 	return env
 }
 
-// Verify resolves a bundle's binary and checks its version, as a call would. It returns the binary's
-// path and version, or the error a call would get (not_installed, version_mismatch).
+// Verify resolves a bundle's binary and checks its version, as a call would, as the host's own work
+// (see identityFor). It returns the binary's path and version, or the error a call would get
+// (not_installed, version_mismatch).
+//
+// The check needs no workspace of its own: when the uid it runs as may not use workspace (a root
+// host's private folder, no --agent-user), it runs in a folder that uid may use (checkDir), so that
+// installing and checking a CLI work on such a host; calls in that workspace are still refused.
 func (h *Host) Verify(ctx context.Context, b *manifest.Bundle, workspace string) (path, version string, err *Error) {
-	bin, err := h.gate(ctx, b, workspace, h.envOf(b.CLI.Sandbox.Env))
+	c := Caller{Workspace: workspace}
+	if !h.opts.Sandbox.Off {
+		if _, e := h.identityFor(workspace, nil); e != nil && e.Code == "workspace_denied" {
+			dir, done, derr := h.checkDir(h.runAs(workspace, nil))
+			if derr != nil {
+				return "", "", &Error{Code: "internal", Message: "a folder for the version check: " + derr.Error()}
+			}
+			defer done()
+			c.Workspace = dir
+		}
+	}
+	bin, err := h.gate(ctx, b, c, h.envOf(b.CLI.Sandbox.Env))
 	return bin.path, bin.version, err
 }
 
-// LifecycleEnv says how the bundle's own commands (setup steps, login and its checks) run in
-// workspace ws: the verified binary, the bundle's environment plus PATH, and the bundle's sandbox.
-func (h *Host) LifecycleEnv(ctx context.Context, b *manifest.Bundle, ws string) (authstate.Env, *Error) {
-	path, _, verr := h.Verify(ctx, b, ws)
+// LifecycleEnv says how the bundle's own commands (setup steps, login and its checks) run in c's
+// workspace (absolute) for c: the verified binary, the bundle's environment plus PATH, and the
+// bundle's sandbox, run as identityFor decides for c.
+func (h *Host) LifecycleEnv(ctx context.Context, b *manifest.Bundle, c Caller) (authstate.Env, *Error) {
+	ws := c.Workspace
+	bin, verr := h.gate(ctx, b, c, h.envOf(b.CLI.Sandbox.Env))
 	if verr != nil {
 		return authstate.Env{}, verr
 	}
+	path := bin.path
 	env := h.envOf(b.CLI.Sandbox.Env, "PATH")
-	plan, pol, e := h.confine(b, nil, path, ws, &env)
+	plan, pol, e := h.confine(b, nil, path, c, &env)
 	if e != nil {
 		return authstate.Env{}, e
 	}
@@ -243,8 +265,9 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	}
 	eff := manifest.EffectiveSandbox(b.CLI.Sandbox, t.Tool.Sandbox)
 	env := h.envOf(eff.Env)
+	c.Workspace = workspace
 
-	bin, gateErr := h.gate(ctx, b, workspace, env)
+	bin, gateErr := h.gate(ctx, b, c, env)
 	if gateErr != nil {
 		return Envelope{Error: gateErr}
 	}
@@ -257,7 +280,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	if h.opts.Auth != nil && b.CLI.Auth != nil && b.CLI.Auth.Login != nil {
 		// Login checks and refreshes run the bundle's own commands, in the bundle's sandbox.
 		var e *Error
-		if lenv.Sandbox, lpol, e = h.confine(b, nil, bin.path, workspace, &lenv.Env); e != nil {
+		if lenv.Sandbox, lpol, e = h.confine(b, nil, bin.path, c, &lenv.Env); e != nil {
 			return Envelope{Error: e}
 		}
 		lenv.Egress = h.egressPolicy(lpol, b.ID(), rec.CallID)
@@ -283,7 +306,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 		return v, ok
 	}
 	if len(t.Tool.Runner.Steps) > 0 {
-		out := h.runSteps(ctx, stepCall{b: b, t: t, input: input, workspace: workspace, env: env, bin: bin, secrets: secrets,
+		out := h.runSteps(ctx, stepCall{b: b, t: t, input: input, workspace: workspace, peer: c.Peer, env: env, bin: bin, secrets: secrets,
 			used: &usedSecrets, scope: scope, rec: rec, opts: opts})
 		out.Warnings = append(lifeWarnings, out.Warnings...)
 		return out
@@ -301,7 +324,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	rec.ArgvCount = len(args)
 
 	timeout := callTimeout(b, t)
-	plan, pol, e := h.confine(b, t, bin.path, workspace, &env)
+	plan, pol, e := h.confine(b, t, bin.path, c, &env)
 	if e != nil {
 		return Envelope{Error: e}
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/user"
-	"strconv"
 	"strings"
 	"time"
 
@@ -34,8 +32,12 @@ type ProbeResult struct {
 	User string `json:"user,omitempty"`
 	// UserNS says whether the sandbox is built inside a user namespace (the daemon is not root).
 	UserNS bool `json:"user_namespace"`
-	// Workspace is the directory the probe ran in.
+	// Workspace is the daemon's workspace, where the probe runs.
 	Workspace string `json:"workspace"`
+	// WorkspaceDenied, when set, says that the identity calls without a caller run as (MCP clients,
+	// root callers) may not use the workspace: the probe then ran in a folder that identity owns,
+	// and those calls are refused with workspace_denied (this message; Hint says what to do).
+	WorkspaceDenied string `json:"workspace_denied,omitempty"`
 	// Limits are the per-call resource limits and the mechanism holding each on this host.
 	Limits  []LimitMechanism `json:"limits,omitempty"`
 	Checked time.Time        `json:"checked"`
@@ -86,8 +88,20 @@ func (h *Host) Probe(ctx context.Context, ws string) (res ProbeResult) {
 		res.State = ProbeOff
 		return res
 	}
-	if who, err := h.identityFor(ws); err == nil {
-		res.UID, res.GID, res.User = who.id.UID, who.id.GID, userName(who.id.UID)
+	id := h.runAs(ws, nil)
+	res.UID, res.GID, res.User = id.UID, id.GID, userName(id.UID)
+	dir := ws
+	if _, e := h.identityFor(ws, nil); e != nil && e.Code == "workspace_denied" {
+		// The sandbox may work although this identity may not use the workspace: probe it where
+		// that identity may (as Verify does), and say what the workspace's calls will get.
+		res.WorkspaceDenied, res.Hint = e.Message, e.Hint
+		d, done, err := h.checkDir(id)
+		if err != nil {
+			res.Error = "a folder for the probe: " + err.Error()
+			return res
+		}
+		defer done()
+		dir = d
 	}
 	bin, err := testBinary()
 	if err != nil {
@@ -95,17 +109,17 @@ func (h *Host) Probe(ctx context.Context, ws string) (res ProbeResult) {
 		return res
 	}
 	env := []string{"PATH=/usr/bin:/bin"}
-	plan, _, e := h.confine(probeBundle(), nil, bin, ws, &env)
+	plan, _, e := h.confine(probeBundle(), nil, bin, Caller{Workspace: dir}, &env)
 	if e != nil {
 		res.Error, res.Hint = e.Message, probeHint
 		return res
 	}
-	run, err := runner.Run(ctx, runner.Command{Path: bin, Args: probeArgs, Dir: ws, Env: env, Timeout: probeTimeout, Sandbox: plan})
+	run, err := runner.Run(ctx, runner.Command{Path: bin, Args: probeArgs, Dir: dir, Env: env, Timeout: probeTimeout, Sandbox: plan})
 	switch {
 	case err != nil:
 		res.Error, res.Hint = err.Error(), probeHint
 	case run.ExitCode == 1 && len(run.Stderr) == 0:
-		res.Error = fmt.Sprintf("uid %d%s cannot read and search the workspace %s: calls there fail", res.UID, paren(res.User), ws)
+		res.Error = fmt.Sprintf("uid %d%s cannot read and search the workspace %s: calls there fail", res.UID, paren(res.User), dir)
 		res.Hint = "give that user the workspace (setfacl -m u:USER:rwX -R WS, or chown), run clihostd --agent-user NAME " +
 			"with a user that has it, or start clihostd with a --workspace that user owns"
 	case run.ExitCode != 0:
@@ -125,14 +139,6 @@ func testBinary() (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%w: the probe program test is not in /usr/bin or /bin", nsinit.ErrUnavailable)
-}
-
-// userName is the name of uid in the password database, or "" when it has none.
-func userName(uid int) string {
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
-		return u.Username
-	}
-	return ""
 }
 
 // paren is " (s)", or "" for an empty s.

@@ -4,13 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/clihost/clihost/manifest"
@@ -28,9 +24,15 @@ type SandboxOptions struct {
 	// ExtraDeny are absolute paths masked in every sandbox, such as clihostd's control socket and
 	// state directory.
 	ExtraDeny []string
-	// AgentUID and AgentGID are who bundle processes run as when the host runs as root (clihost
-	// never runs a CLI as root). Zero: the workspace's owner when that is not root, else nobody.
+	// AgentUID and AgentGID are who bundle processes run as when the host runs as root and no
+	// control-socket caller other than root asked (MCP agents, root callers, the host's own work);
+	// clihost never runs a CLI as root. Zero: the workspace's owner when that is not root, else
+	// nobody. See identityFor.
 	AgentUID, AgentGID int
+	// StateDir is the daemon's state directory (clihostd --state; clihostctl's default one when it
+	// calls in-process): a uid without a usable home of its own gets <StateDir>/homes/<uid>, and no
+	// home may overlap it. Empty: such a uid's home is /nonexistent.
+	StateDir string
 	// AdmitNets are address ranges egress may reach although they are loopback, private,
 	// link-local or metadata addresses (which are refused otherwise): an operator setting, for test
 	// hosts on a private network.
@@ -77,9 +79,6 @@ func (h *Host) egressPolicy(pol *sandbox.Policy, cliID, callID string) *egress.P
 const SandboxOffWarning = "the kernel sandbox is OFF on this host (clihostd --sandbox=off): this CLI ran with the full rights of " +
 	"the host user, without the bundle's filesystem, exec and network limits"
 
-// nobodyID is the identity of last resort on a root host: the kernel's overflow uid and gid.
-const nobodyID = 65534
-
 // probeOnce caches whether this host can build the sandbox at all.
 var probeOnce = sync.OnceValue(nsinit.Check)
 
@@ -87,55 +86,15 @@ var probeOnce = sync.OnceValue(nsinit.Check)
 // the missing piece. The kernel is probed once per process.
 func SandboxAvailable() error { return probeOnce() }
 
-// identity is whom bundle processes run as, and the home directory ~ stands for.
-type identity struct {
-	id   sandbox.Identity
-	home string
-}
-
-// identityFor decides who runs a process whose workspace is ws. A host that is not root runs it as
-// itself (in a user namespace, without capabilities), with its own home. A root host runs it as the
-// configured agent, else as the workspace's owner unless that is root, else as nobody; ~ is then
-// that user's home from the password database.
-func (h *Host) identityFor(ws string) (identity, error) {
-	if os.Geteuid() != 0 {
-		home, ok := h.opts.LookupEnv("HOME")
-		if !ok || !filepath.IsAbs(home) {
-			var err error
-			if home, err = os.UserHomeDir(); err != nil {
-				return identity{}, fmt.Errorf("the calling user's home directory: %w", err)
-			}
-		}
-		return identity{id: sandbox.Identity{UID: os.Geteuid(), GID: os.Getegid()}, home: filepath.Clean(home)}, nil
-	}
-	uid, gid := h.opts.Sandbox.AgentUID, h.opts.Sandbox.AgentGID
-	if uid == 0 {
-		uid, gid = nobodyID, nobodyID
-		if st, err := os.Stat(ws); err == nil {
-			if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 {
-				uid, gid = int(sys.Uid), int(sys.Gid)
-			}
-		}
-	}
-	if gid == 0 {
-		gid = nobodyID
-	}
-	home := "/nonexistent"
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil && filepath.IsAbs(u.HomeDir) {
-		home = filepath.Clean(u.HomeDir)
-		if g, err := strconv.Atoi(u.Gid); err == nil && g != 0 && uid != nobodyID && h.opts.Sandbox.AgentGID == 0 {
-			gid = g
-		}
-	}
-	return identity{id: sandbox.Identity{UID: uid, GID: gid}, home: home}, nil
-}
-
 // confine compiles the sandbox of one process of bundle b (tool nil: the bundle's own commands)
-// running bin in workspace ws, and returns the plan runner needs, with HOME set in *env to the
-// home ~ stands for unless the manifest set it, and the policy (for Sweep). It returns a nil plan
-// when the operator turned the sandbox off; a sandbox_unavailable error when this host cannot
-// build it or the bundle's sandbox cannot be enforced here.
-func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin, ws string, env *[]string) (*nsinit.Plan, *sandbox.Policy, *Error) {
+// running bin in c's workspace (absolute) for c, and returns the plan runner needs, with HOME set
+// in *env to the home ~ stands for unless the manifest set it (and the workspace as git's
+// safe.directory when the process's uid does not own it), and the policy (for Sweep). It returns a
+// nil plan when the operator turned the sandbox off; workspace_denied when the uid the process
+// would run as may not use the workspace; sandbox_unavailable when this host cannot build the
+// sandbox or the bundle's sandbox cannot be enforced here.
+func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string, c Caller, env *[]string) (*nsinit.Plan, *sandbox.Policy, *Error) {
+	ws := c.Workspace
 	if h.opts.Sandbox.Off {
 		return nil, nil, nil
 	}
@@ -143,9 +102,9 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin, ws str
 		return nil, nil, &Error{Code: "sandbox_unavailable", Message: err.Error(),
 			Hint: "run clihost on Linux ≥ 6.2 with Landlock enabled (lsm=landlock), as root or with unprivileged user namespaces; an operator may run clihostd --sandbox=off at their own risk"}
 	}
-	who, err := h.identityFor(ws)
-	if err != nil {
-		return nil, nil, sandboxError(b, err)
+	who, idErr := h.identityFor(ws, c.Peer)
+	if idErr != nil {
+		return nil, nil, idErr
 	}
 	pathVar, _ := h.opts.LookupEnv("PATH")
 	pol, err := sandbox.Compile(sandbox.Input{Bundle: b, Tool: tool, Binary: bin, Workspace: ws, Home: who.home,
@@ -163,6 +122,7 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin, ws str
 	if !hasVar(*env, "HOME") {
 		*env = append(*env, "HOME="+who.home)
 	}
+	*env = safeDirectory(*env, ws, who.id.UID)
 	if !hasVar(*env, "PATH") {
 		// `#!/usr/bin/env node` scripts (npm's CLIs) and CLIs that run their exec.spawn helpers
 		// by name look them up on PATH; Landlock decides what may actually run.

@@ -27,8 +27,9 @@ type stepCall struct {
 	t         *manifest.ToolEntry
 	input     map[string]any
 	workspace string
-	env       []string // the tool's environment (sandbox env, setup's values)
-	bin       binary   // the bundle's verified bin
+	peer      *CallerID // the control-socket caller, nil for others (see identityFor)
+	env       []string  // the tool's environment (sandbox env, setup's values)
+	bin       binary    // the bundle's verified bin
 	secrets   argv.Secrets
 	used      *[]string // secret values used so far, for redaction
 	scope     authstate.Scope
@@ -69,7 +70,7 @@ func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 				Hint: "narrow the request or raise the tool's timeout_ms"}, Warnings: warnings}
 		}
 		env := proc.Env
-		plan, pol, e := h.confine(b, t, proc.Path, sc.workspace, &env)
+		plan, pol, e := h.confine(b, t, proc.Path, Caller{Workspace: sc.workspace, Peer: sc.peer}, &env)
 		if e != nil {
 			return Envelope{Error: e, Warnings: warnings}
 		}

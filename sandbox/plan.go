@@ -11,6 +11,7 @@ import (
 // programs as itself, inside a user namespace, without capabilities.)
 type Identity struct {
 	UID, GID int
+	Groups   []int // supplementary groups
 }
 
 // Plan turns the policy into the path lists and switches of the sandbox's init (nsinit.Plan); the
@@ -30,7 +31,7 @@ type Identity struct {
 // The notes say what was left out and why.
 func (p *Policy) Plan(id Identity) (nsinit.Plan, []string) {
 	plan := nsinit.Plan{
-		UID: id.UID, GID: id.GID,
+		UID: id.UID, GID: id.GID, Groups: slices.Clone(id.Groups),
 		Exec:        slices.Clone(p.Exec),
 		Deny:        slices.Clone(p.Deny),
 		Protect:     slices.Clone(p.Protect),

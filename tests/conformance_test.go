@@ -90,7 +90,7 @@ func TestConformance(t *testing.T) {
 		}
 	}
 
-	base := serveMCP(t, t.TempDir(), "--bundles", "testdata/conformance")
+	base := serveMCP(t, fixture.Workspace(t), "--bundles", "testdata/conformance")
 	url := base + "/mcp/conformance"
 
 	for _, r := range conformanceRuns {

@@ -54,14 +54,17 @@ type daemonProc struct {
 // startDaemon starts clihostd on a private state directory, socket and loopback port.
 func startDaemon(t *testing.T, state string, extra ...string) *daemonProc {
 	t.Helper()
-	return startDaemonWith(t, state, t.TempDir(), nil, extra...)
+	return startDaemonWith(t, state, fixture.Workspace(t), nil, extra...)
 }
 
 // startDaemonWith starts clihostd as startDaemon does, in workspace ws, after wrap (when not nil)
 // changed how it is started (another user, a wrapper program).
 func startDaemonWith(t *testing.T, state, ws string, wrap func(*exec.Cmd), extra ...string) *daemonProc {
 	t.Helper()
+	// The workspace is the agent's (a root daemon runs its MCP clients' CLIs as its owner), and the
+	// state directory reachable by it (installed CLIs and kept homes are there).
 	d := &daemonProc{state: state, socket: filepath.Join(state, "ctl.sock"), lines: make(chan string, 1000), ws: ws}
+	fixture.Reachable(t, filepath.Dir(state))
 	args := append([]string{"--state", state, "--socket", d.socket, "--http", "127.0.0.1:0", "--workspace", d.ws}, extra...)
 	d.cmd = exec.Command(bin.daemon, args...)
 	d.cmd.Env = []string{"PATH=" + systemPath, "HOME=" + t.TempDir(), "CLIHOST_BUNDLES="}
@@ -281,7 +284,7 @@ func TestDaemonInstallSurvivesKill9(t *testing.T) {
 	if st.Install != "installed" || st.Version != "1.2.3" || !strings.HasPrefix(st.BinPath, state) {
 		t.Fatalf("after install: %+v", st)
 	}
-	r := d.ctl(t, "call", "hello", "greet", "--input", `{"who": "world"}`)
+	r := d.ctl(t, "call", "hello", "greet", "--workspace", d.ws, "--input", `{"who": "world"}`)
 	if r.code != 0 || !strings.Contains(r.stdout, `"value": "hi greet world\n"`) {
 		t.Fatalf("call through the daemon: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}

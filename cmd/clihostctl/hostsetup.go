@@ -52,7 +52,9 @@ func (o *hostOptions) openHost(g *globalOptions) (h *host.Host, caller host.Call
 		deny = append(deny, rotate.Names(auditPath, host.AuditKeep)...)
 	}
 	caller = host.Caller{Workspace: ws, User: currentUser()}
-	return host.New(reg, host.Options{Audit: audit, Sandbox: host.SandboxOptions{ExtraDeny: deny, Limits: o.limits}}), caller, closeAudit, nil
+	// The default state directory keeps the homes of uids without one (a root clihostctl's agent).
+	state, _ := control.DefaultStateDir()
+	return host.New(reg, host.Options{Audit: audit, Sandbox: host.SandboxOptions{ExtraDeny: deny, Limits: o.limits, StateDir: state}}), caller, closeAudit, nil
 }
 
 // clihostPaths are clihost's own files that a sandboxed tool must never see: the default state

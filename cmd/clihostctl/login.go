@@ -32,7 +32,7 @@ authed for your user in the workspace.`,
 				return err
 			}
 			c := g.client()
-			info, err := c.LoginInfo(ctx, args[0])
+			info, err := c.LoginInfo(ctx, args[0], ws)
 			if err != nil {
 				return err
 			}

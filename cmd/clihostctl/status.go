@@ -85,8 +85,12 @@ type statusJSON struct {
 func sandboxLine(p host.ProbeResult) string {
 	switch p.State {
 	case host.ProbeWorks:
-		return fmt.Sprintf("sandbox: works (a sandboxed process ran as uid %d%s, %s, %s ago)", p.UID, paren(p.User),
+		line := fmt.Sprintf("sandbox: works (a sandboxed process ran as uid %d%s, %s, %s ago)", p.UID, paren(p.User),
 			userNSWords(p.UserNS), time.Since(p.Checked).Round(time.Second))
+		if p.WorkspaceDenied != "" {
+			line += fmt.Sprintf("\nWARNING: MCP clients' calls are refused: %s\n  %s", p.WorkspaceDenied, p.Hint)
+		}
+		return line
 	case host.ProbeOff:
 		return "WARNING: kernel sandbox off: the operator ran clihostd --sandbox=off; CLIs run with the daemon's full rights"
 	}

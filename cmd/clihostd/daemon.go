@@ -124,6 +124,10 @@ func start(ctx context.Context, log *slog.Logger, c config) (*daemon, error) {
 	if d.workspace, err = filepath.Abs(d.workspace); err != nil {
 		return nil, err
 	}
+	// Without symbolic links, as control requests name it (setup and login scopes key on it).
+	if real, err := filepath.EvalSymlinks(d.workspace); err == nil {
+		d.workspace = real
+	}
 	if d.socketPath = c.socket; d.socketPath == "" {
 		d.socketPath = control.DefaultSocket(d.stateDir)
 	}
@@ -141,7 +145,7 @@ func start(ctx context.Context, log *slog.Logger, c config) (*daemon, error) {
 // is off or this host cannot build it (calls are then refused with sandbox_unavailable).
 func sandboxOptions(log *slog.Logger, c config, stateDir, socket string) (host.SandboxOptions, error) {
 	// The state directory's secrets and records, never its bin/ (the installed CLIs run from there).
-	o := host.SandboxOptions{Off: c.sandbox == "off", ExtraDeny: []string{socket}, Limits: c.limits, EgressMaxConns: c.maxConns}
+	o := host.SandboxOptions{Off: c.sandbox == "off", ExtraDeny: []string{socket}, Limits: c.limits, EgressMaxConns: c.maxConns, StateDir: stateDir}
 	for _, name := range []string{"state.db", "token", "secrets.key"} {
 		o.ExtraDeny = append(o.ExtraDeny, filepath.Join(stateDir, name))
 	}
@@ -495,9 +499,11 @@ func (d *daemon) Call(ctx context.Context, req control.CallRequest, caller host.
 			return host.Envelope{Error: &host.Error{Code: "input_invalid", Message: "input is not a JSON object: " + err.Error()}}
 		}
 	}
-	if caller.Workspace == "" {
-		caller.Workspace = d.workspace
+	ws, herr := d.workspaceFor(caller)
+	if herr != nil {
+		return host.Envelope{Error: herr}
 	}
+	caller.Workspace = ws
 	return st.host.Call(ctx, b, req.Tool, input, caller, host.CallOptions{})
 }
 

@@ -15,26 +15,95 @@ import (
 	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/internal/access"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/setup"
 	"github.com/clihost/clihost/store"
 )
 
-// scopeFor resolves a request's bundle and scope (the daemon's workspace when none is given).
-func (d *daemon) scopeFor(req control.ScopeRequest, user string) (*manifest.Bundle, authstate.Scope, *host.Host, error) {
+// scopeFor resolves a request's bundle and scope, and the caller with its workspace resolved (see
+// workspaceFor).
+func (d *daemon) scopeFor(req control.ScopeRequest, c host.Caller) (*manifest.Bundle, authstate.Scope, *host.Host, host.Caller, *host.Error) {
 	st := d.cur.Load()
 	b, err := st.host.Bundle(req.Bundle)
 	if err != nil {
-		return nil, authstate.Scope{}, nil, err
+		return nil, authstate.Scope{}, nil, c, &host.Error{Code: "not_found", Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}
 	}
-	ws := req.Workspace
+	c.Workspace = req.Workspace
+	ws, herr := d.workspaceFor(c)
+	if herr != nil {
+		return nil, authstate.Scope{}, nil, c, herr
+	}
+	c.Workspace = ws
+	return b, authstate.Scope{Bundle: b.Key(), Workspace: ws, User: c.User}, st.host, c, nil
+}
+
+// workspaceFor resolves the workspace a control-socket caller names (the daemon's --workspace when
+// it names none) to an absolute path without symbolic links, and refuses it with workspace_denied
+// unless the caller could read, write and search it itself (as its uid and groups; the kernel
+// decides when the daemon is root). Root callers may name any workspace.
+func (d *daemon) workspaceFor(c host.Caller) (string, *host.Error) {
+	ws := c.Workspace
 	if ws == "" {
 		ws = d.workspace
 	}
-	if ws, err = filepath.Abs(ws); err != nil {
-		return nil, authstate.Scope{}, nil, err
+	abs, err := filepath.Abs(ws)
+	if err != nil {
+		return "", &host.Error{Code: "input_invalid", Message: fmt.Sprintf("workspace %q: %v", ws, err)}
 	}
-	return b, authstate.Scope{Bundle: b.Key(), Workspace: ws, User: user}, st.host, nil
+	if c.Peer != nil && c.Peer.UID != 0 {
+		// The path as named: the kernel follows its links as the caller would.
+		if cerr := access.CheckDir(abs, access.Who{UID: c.Peer.UID, GID: c.Peer.GID, Groups: c.Peer.Groups}); cerr != nil {
+			return "", host.WorkspaceDenied(abs, *c.Peer, cerr)
+		}
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil || !isDir(real) {
+		return "", &host.Error{Code: "input_invalid", Message: fmt.Sprintf("workspace %q is not a directory", ws), Hint: "pass an existing directory as the workspace"}
+	}
+	return real, nil
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
+
+// scopeError is a scope request's refusal as the API's plain errors carry it.
+func scopeError(e *host.Error) error {
+	if e.Hint == "" {
+		return fmt.Errorf("%s: %s", e.Code, e.Message)
+	}
+	return fmt.Errorf("%s: %s; %s", e.Code, e.Message, e.Hint)
+}
+
+// scopeCaller is who a stored scope's own commands (a background refresh) run for: the scope's
+// user when it is a user other than root and the daemon's own (its logins were made as itself),
+// else no one (the daemon's own work).
+func (d *daemon) scopeCaller(name string) *host.CallerID {
+	if name == d.user {
+		return nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		if u, err = user.LookupId(name); err != nil {
+			return nil
+		}
+	}
+	uid, err1 := strconv.Atoi(u.Uid)
+	gid, err2 := strconv.Atoi(u.Gid)
+	if err1 != nil || err2 != nil || uid == 0 {
+		return nil
+	}
+	id := &host.CallerID{UID: uid, GID: gid}
+	if ids, err := u.GroupIds(); err == nil {
+		for _, s := range ids {
+			if g, err := strconv.Atoi(s); err == nil && g != gid {
+				id.Groups = append(id.Groups, g)
+			}
+		}
+	}
+	return id
 }
 
 func stepInfo(b *manifest.Bundle, status []setup.StepStatus) []control.SetupStep {
@@ -54,10 +123,10 @@ func stepInfo(b *manifest.Bundle, status []setup.StepStatus) []control.SetupStep
 }
 
 // SetupInfo implements control.Backend.
-func (d *daemon) SetupInfo(_ context.Context, req control.ScopeRequest, user string) (control.SetupInfo, error) {
-	b, s, _, err := d.scopeFor(req, user)
-	if err != nil {
-		return control.SetupInfo{}, err
+func (d *daemon) SetupInfo(_ context.Context, req control.ScopeRequest, c host.Caller) (control.SetupInfo, error) {
+	b, s, _, _, herr := d.scopeFor(req, c)
+	if herr != nil {
+		return control.SetupInfo{}, scopeError(herr)
 	}
 	status, err := d.setup.Status(b, s)
 	if err != nil {
@@ -79,12 +148,12 @@ func (v visitor) Visit(_ context.Context, step manifest.SetupStep, url string) e
 }
 
 // Setup implements control.Backend.
-func (d *daemon) Setup(ctx context.Context, req control.SetupRequest, user string, emit func(control.SetupEvent)) control.SetupEvent {
-	b, s, h, err := d.scopeFor(req.ScopeRequest, user)
-	if err != nil {
-		return control.SetupEvent{Phase: "error", Error: &host.Error{Code: "not_found", Message: err.Error()}}
+func (d *daemon) Setup(ctx context.Context, req control.SetupRequest, c host.Caller, emit func(control.SetupEvent)) control.SetupEvent {
+	b, s, h, c, herr := d.scopeFor(req.ScopeRequest, c)
+	if herr != nil {
+		return control.SetupEvent{Phase: "error", Error: herr}
 	}
-	env, verr := h.LifecycleEnv(ctx, b, s.Workspace)
+	env, verr := h.LifecycleEnv(ctx, b, c)
 	if verr != nil {
 		return control.SetupEvent{Phase: "error", Error: verr}
 	}
@@ -97,15 +166,15 @@ func (d *daemon) Setup(ctx context.Context, req control.SetupRequest, user strin
 		}
 		return control.SetupEvent{Phase: "error", Steps: stepInfo(b, status), Error: e}
 	}
-	d.log.Info("setup complete", "bundle", b.Key(), "user", user, "workspace", s.Workspace)
+	d.log.Info("setup complete", "bundle", b.Key(), "user", c.User, "workspace", s.Workspace)
 	return control.SetupEvent{Phase: "done", Steps: stepInfo(b, status)}
 }
 
 // LoginInfo implements control.Backend.
-func (d *daemon) LoginInfo(ctx context.Context, req control.ScopeRequest) (control.LoginInfo, error) {
-	b, s, h, err := d.scopeFor(req, "")
-	if err != nil {
-		return control.LoginInfo{}, err
+func (d *daemon) LoginInfo(ctx context.Context, req control.ScopeRequest, c host.Caller) (control.LoginInfo, error) {
+	b, s, h, c, herr := d.scopeFor(req, c)
+	if herr != nil {
+		return control.LoginInfo{}, scopeError(herr)
 	}
 	if b.CLI.Auth == nil || b.CLI.Auth.Login == nil {
 		return control.LoginInfo{}, fmt.Errorf("bundle %s declares no login", b.Key())
@@ -114,7 +183,7 @@ func (d *daemon) LoginInfo(ctx context.Context, req control.ScopeRequest) (contr
 	if err != nil {
 		return control.LoginInfo{}, err
 	}
-	lenv, verr := h.LifecycleEnv(ctx, b, s.Workspace)
+	lenv, verr := h.LifecycleEnv(ctx, b, c)
 	if verr != nil {
 		return control.LoginInfo{}, fmt.Errorf("%s: %s", verr.Message, verr.Hint)
 	}
@@ -140,12 +209,12 @@ func (d *daemon) LoginInfo(ctx context.Context, req control.ScopeRequest) (contr
 
 // Login implements control.Backend: the person ran login.cmd in their terminal; the daemon now
 // polls completes_when.
-func (d *daemon) Login(ctx context.Context, req control.ScopeRequest, user string) control.AuthResult {
-	b, s, h, err := d.scopeFor(req, user)
-	if err != nil {
-		return control.AuthResult{Error: &host.Error{Code: "not_found", Message: err.Error()}}
+func (d *daemon) Login(ctx context.Context, req control.ScopeRequest, c host.Caller) control.AuthResult {
+	b, s, h, c, herr := d.scopeFor(req, c)
+	if herr != nil {
+		return control.AuthResult{Error: herr}
 	}
-	env, verr := h.LifecycleEnv(ctx, b, s.Workspace)
+	env, verr := h.LifecycleEnv(ctx, b, c)
 	if verr != nil {
 		return control.AuthResult{Error: verr}
 	}
@@ -163,10 +232,10 @@ func (d *daemon) Login(ctx context.Context, req control.ScopeRequest, user strin
 }
 
 // Logout implements control.Backend.
-func (d *daemon) Logout(_ context.Context, req control.ScopeRequest, user string) control.AuthResult {
-	b, s, _, err := d.scopeFor(req, user)
-	if err != nil {
-		return control.AuthResult{Error: &host.Error{Code: "not_found", Message: err.Error()}}
+func (d *daemon) Logout(_ context.Context, req control.ScopeRequest, c host.Caller) control.AuthResult {
+	b, s, _, _, herr := d.scopeFor(req, c)
+	if herr != nil {
+		return control.AuthResult{Error: herr}
 	}
 	if err := d.auth.Logout(b, s); err != nil {
 		return control.AuthResult{Error: &host.Error{Code: "internal", Message: err.Error()}}
@@ -214,7 +283,7 @@ func (d *daemon) refreshDue(ctx context.Context) {
 			if wait, due := d.auth.Due(b, s); !due || wait > 0 {
 				return nil
 			}
-			env, verr := st.host.LifecycleEnv(ctx, b, s.Workspace)
+			env, verr := st.host.LifecycleEnv(ctx, b, host.Caller{Workspace: s.Workspace, User: user, Peer: d.scopeCaller(user)})
 			if verr != nil {
 				return nil
 			}

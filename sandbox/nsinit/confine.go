@@ -118,7 +118,7 @@ func restrictLandlock(p Plan, paths *pathTable) error {
 }
 
 // dropPrivileges locks the securebits, empties the capability bounding and ambient sets, switches to
-// the plan's uid and gid with no supplementary groups (not in a user namespace, where the only mapped
+// the plan's uid, gid and supplementary groups (not in a user namespace, where the only mapped
 // id is the host user's), and clears the inheritable, permitted and effective sets. Securebits,
 // bounding set and capsets are per thread: this must run on the thread that execs.
 func dropPrivileges(p Plan, userNS bool) error {
@@ -138,7 +138,7 @@ func dropPrivileges(p Plan, userNS bool) error {
 		return fmt.Errorf("clear ambient capabilities: %w", err)
 	}
 	if !userNS {
-		if err := syscall.Setgroups([]int{}); err != nil {
+		if err := syscall.Setgroups(p.Groups); err != nil {
 			return fmt.Errorf("setgroups: %w", err)
 		}
 		if err := syscall.Setresgid(p.GID, p.GID, p.GID); err != nil {
@@ -182,7 +182,7 @@ func verify(p Plan, userNS bool) error {
 		u, g := strconv.Itoa(p.UID), strconv.Itoa(p.GID)
 		want["Uid"] = strings.Join([]string{u, u, u, u}, "\t")
 		want["Gid"] = strings.Join([]string{g, g, g, g}, "\t")
-		want["Groups"] = ""
+		want["Groups"] = groupsLine(p.Groups)
 	}
 	for k, v := range want {
 		if got, ok := status[k]; !ok || got != v {
@@ -207,4 +207,14 @@ func sealMemfds(userNS bool) bool {
 	}
 	v, err := readInt(memfdNoexecSysctl)
 	return err != nil || v != 2
+}
+
+// groupsLine is the Groups line of /proc/PID/status for groups (sorted, without duplicates, as the
+// plan's checks left them).
+func groupsLine(groups []int) string {
+	words := make([]string, len(groups))
+	for i, g := range groups {
+		words[i] = strconv.Itoa(g)
+	}
+	return strings.Join(words, " ")
 }

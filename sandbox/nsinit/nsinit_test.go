@@ -413,6 +413,22 @@ func TestUIDDropped(t *testing.T) {
 	}
 }
 
+// TestSupplementaryGroups: a root host gives the program the plan's supplementary groups (a caller's
+// groups, with which a workspace may be shared), and no others; group 0 is refused.
+func TestSupplementaryGroups(t *testing.T) {
+	requireRoot(t)
+	p := sh(t, "id -u; id -g; id -G", "/usr/bin/id")
+	p.Groups = []int{4242, 100, 4242}
+	r := run(t, p)
+	if r.code != 0 || r.stdout != "65534\n65534\n65534 100 4242\n" {
+		t.Fatalf("id: exit %d, stdout %q; want groups 65534 100 4242", r.code, r.stdout)
+	}
+	p.Groups = []int{0}
+	if _, err := Command(p); err == nil || !strings.Contains(err.Error(), "root's group") {
+		t.Fatalf("group 0: %v", err)
+	}
+}
+
 func TestProcessStatus(t *testing.T) {
 	requireRoot(t)
 	for _, withSeccomp := range []bool{false, true} {

@@ -34,6 +34,9 @@ type Plan struct {
 	// (e.g. 65534); neither may be 0 then. They are ignored when the host is not root: the program
 	// then runs as the host user, mapped to uid 0 of a new user namespace, without capabilities.
 	UID, GID int
+	// Groups are the program's supplementary groups when the host process is root (none when
+	// empty); 0 is refused. Ignored when the host is not root.
+	Groups []int
 	// ReadOnly are files or directories (directories: the whole subtree) the program may read.
 	ReadOnly []string
 	// ReadWrite are files or directories the program may read and write. They are bind-mounted
@@ -170,7 +173,13 @@ func prepare(p Plan, root bool) (Plan, error) {
 	if root && (p.UID <= 0 || p.GID <= 0) {
 		return Plan{}, fmt.Errorf("nsinit: UID %d / GID %d: the program must not run as root", p.UID, p.GID)
 	}
+	for _, g := range p.Groups {
+		if g <= 0 {
+			return Plan{}, fmt.Errorf("nsinit: supplementary group %d: the program must not run with root's group", g)
+		}
+	}
 	out := p
+	out.Groups = slices.Compact(slices.Sorted(slices.Values(p.Groups)))
 	for i, list := range out.lists() {
 		checked := make([]string, 0, len(*list))
 		for _, path := range *list {

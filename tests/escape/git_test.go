@@ -506,7 +506,7 @@ func TestGitMetadataLifecycle(t *testing.T) {
 	must(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	env, herr := s.h.LifecycleEnv(ctx, b, ws)
+	env, herr := s.h.LifecycleEnv(ctx, b, host.Caller{Workspace: ws})
 	if herr != nil {
 		t.Fatalf("LifecycleEnv: %+v", herr)
 	}

@@ -1,0 +1,140 @@
+package host
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/sandbox"
+)
+
+// TestRunAs: whom a root host runs a process as, for each kind of caller (docs/operations.md,
+// "Identity: who runs, HOME, which workspace").
+func TestRunAs(t *testing.T) {
+	fixture.NeedRoot(t)
+	member := fixture.User(t, "clihost-t-member", "clihost-t-share")
+	agent := fixture.User(t, "clihost-t-agent", "clihost-t-share")
+	owned := fixture.Workspace(t) // nobody's
+	rootOwned := t.TempDir()
+	userOwned := t.TempDir()
+	if err := os.Chown(userOwned, member.UID, 4242); err != nil {
+		t.Fatal(err)
+	}
+	plain := &Host{opts: Options{}}
+	withAgent := &Host{opts: Options{Sandbox: SandboxOptions{AgentUID: agent.UID, AgentGID: agent.GID}}}
+	for _, c := range []struct {
+		name   string
+		h      *Host
+		ws     string
+		caller *CallerID
+		want   sandbox.Identity
+	}{
+		{"non-root caller", withAgent, rootOwned, &CallerID{UID: member.UID, GID: member.GID, Groups: []int{0, 77}}, sandbox.Identity{UID: member.UID, GID: member.GID, Groups: []int{77}}},
+		{"root caller, agent user", withAgent, userOwned, &CallerID{}, sandbox.Identity{UID: agent.UID, GID: agent.GID, Groups: agent.Groups}},
+		{"MCP agent, agent user", withAgent, userOwned, nil, sandbox.Identity{UID: agent.UID, GID: agent.GID, Groups: agent.Groups}},
+		{"workspace owner (passwd gid and groups)", plain, userOwned, nil, sandbox.Identity{UID: member.UID, GID: member.GID, Groups: member.Groups}},
+		{"root's workspace: nobody", plain, rootOwned, &CallerID{}, sandbox.Identity{UID: nobodyID, GID: nobodyID}},
+		{"nobody's workspace", plain, owned, nil, sandbox.Identity{UID: nobodyID, GID: nobodyID}},
+	} {
+		got := c.h.runAs(c.ws, c.caller)
+		// The test users persist across tests and may be in more groups than this one made.
+		missing := slices.ContainsFunc(c.want.Groups, func(g int) bool { return !slices.Contains(got.Groups, g) })
+		if got.UID != c.want.UID || got.GID != c.want.GID || missing || slices.Contains(got.Groups, 0) || len(c.want.Groups) == 0 && len(got.Groups) > 0 {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestHomeFor: the uid's own home when it is usable; else one the host keeps under its state
+// directory (0700, the uid's), the state directory then searchable but not readable, when the uid
+// can reach it, else none; a passwd home that is the state directory is not used.
+func TestHomeFor(t *testing.T) {
+	fixture.NeedRoot(t)
+	member := fixture.User(t, "clihost-t-member")
+	state := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	h := &Host{opts: Options{Sandbox: SandboxOptions{StateDir: state}}}
+	if home, err := h.homeFor(sandbox.Identity{UID: member.UID, GID: member.GID}); err != nil || home != member.Home {
+		t.Fatalf("member: %q %v, want %s", home, err, member.Home)
+	}
+	// A state directory nobody cannot reach (t.TempDir's folder is 0700, as /root is): no home.
+	if home, err := h.homeFor(sandbox.Identity{UID: nobodyID, GID: nobodyID}); err != nil || home != "/nonexistent" {
+		t.Fatalf("nobody, state unreachable: %q %v", home, err)
+	}
+	fixture.Reachable(t, filepath.Dir(state))
+	home, err := h.homeFor(sandbox.Identity{UID: nobodyID, GID: nobodyID}) // passwd: /nonexistent
+	want := filepath.Join(state, "homes", strconv.Itoa(nobodyID))
+	if err != nil || home != want {
+		t.Fatalf("nobody: %q %v, want %s", home, err, want)
+	}
+	for p, mode := range map[string]os.FileMode{state: 0o711, filepath.Dir(want): 0o711, want: 0o700} {
+		st, err := os.Stat(p)
+		if err != nil || st.Mode().Perm() != mode {
+			t.Errorf("%s: %v %v, want %v", p, st.Mode(), err, mode)
+		}
+	}
+	if st, _ := os.Stat(want); int(st.Sys().(*syscall.Stat_t).Uid) != nobodyID {
+		t.Errorf("%s is not nobody's", want)
+	}
+	// A home that is the state directory (the unit's clihost user, /var/lib/clihost) is not used.
+	inState := &Host{opts: Options{Sandbox: SandboxOptions{StateDir: member.Home}}}
+	t.Cleanup(func() {
+		os.RemoveAll(filepath.Join(member.Home, "homes"))
+		os.Chmod(member.Home, 0o700)
+	})
+	kept := filepath.Join(member.Home, "homes", strconv.Itoa(member.UID))
+	if home, err := inState.homeFor(sandbox.Identity{UID: member.UID, GID: member.GID}); err != nil || home != kept {
+		t.Fatalf("a home that is the state directory: %q %v, want %s", home, err, kept)
+	}
+}
+
+// TestSafeDirectory: the workspace is git's safe.directory only for a uid that does not own it, as
+// one more GIT_CONFIG entry after those env holds.
+func TestSafeDirectory(t *testing.T) {
+	ws := t.TempDir()
+	owner := os.Geteuid()
+	if env := safeDirectory([]string{"A=1"}, ws, owner); !slices.Equal(env, []string{"A=1"}) {
+		t.Errorf("the owner: %v", env)
+	}
+	got := safeDirectory([]string{"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=core.pager", "GIT_CONFIG_VALUE_0=cat"}, ws, owner+1)
+	want := []string{"GIT_CONFIG_COUNT=2", "GIT_CONFIG_KEY_0=core.pager", "GIT_CONFIG_VALUE_0=cat",
+		"GIT_CONFIG_KEY_1=safe.directory", "GIT_CONFIG_VALUE_1=" + ws}
+	if !slices.Equal(got, want) {
+		t.Errorf("appended: %v, want %v", got, want)
+	}
+	if env := safeDirectory([]string{"GIT_CONFIG_COUNT=x"}, ws, owner+1); !slices.Equal(env, []string{"GIT_CONFIG_COUNT=x"}) {
+		t.Errorf("an invalid count was rewritten: %v", env)
+	}
+}
+
+// TestCheckDir: a version check that may not use the workspace runs in the uid's home, or, when
+// that is unusable too (a state directory under /root), in a temporary folder the uid owns,
+// removed afterwards.
+func TestCheckDir(t *testing.T) {
+	fixture.NeedRoot(t)
+	state := filepath.Join(t.TempDir(), "state") // its folder is 0700: nobody cannot reach it
+	h := &Host{opts: Options{Sandbox: SandboxOptions{StateDir: state}}}
+	nobody := sandbox.Identity{UID: nobodyID, GID: nobodyID}
+	dir, done, err := h.checkDir(nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil || int(st.Sys().(*syscall.Stat_t).Uid) != nobodyID || filepath.Dir(dir) != filepath.Clean(os.TempDir()) {
+		t.Fatalf("check folder %s: %v %v", dir, st, err)
+	}
+	done()
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("%s was not removed: %v", dir, err)
+	}
+	fixture.Reachable(t, filepath.Dir(state))
+	if dir, _, err := h.checkDir(nobody); err != nil || dir != filepath.Join(state, "homes", strconv.Itoa(nobodyID)) {
+		t.Fatalf("with a reachable state directory: %q %v", dir, err)
+	}
+}

@@ -1,0 +1,224 @@
+// Package access answers one question for clihostd: may the user uid, with primary group gid and
+// supplementary groups, read, write and search the directory dir? The daemon asks it before it
+// lets a control-socket caller name a workspace, and before it runs anything in a workspace as a
+// uid other than its own (docs/operations.md, "Identity: who runs, HOME, which workspace").
+//
+// A root process asks the kernel: on an OS thread of its own it switches that thread's filesystem
+// uid and gid and its supplementary groups to the user's with raw system calls (setgroups,
+// setfsgid, setfsuid: glibc and Go's syscall.Setgroups would change every thread of the process),
+// which also drops the thread's filesystem capabilities, then calls faccessat2 with AT_EACCESS, so
+// that modes, ACLs, read-only mounts and every directory on the path count exactly as they would
+// for the user. The thread is never given back to the Go scheduler: it exits with its goroutine.
+//
+// A process that is not root cannot take another identity. For its own uid it asks the kernel as
+// itself; for another uid it reads the mode bits of the directory and the search bits of every
+// directory above it, and fails closed where a POSIX ACL could decide otherwise (an ACL on a
+// directory the user does not own).
+package access
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Who is the identity access is checked for.
+type Who struct {
+	UID, GID int
+	Groups   []int // supplementary groups
+}
+
+// DeniedError says that who may not use a directory, and why.
+type DeniedError struct {
+	Dir    string
+	Reason string
+}
+
+func (e *DeniedError) Error() string { return e.Dir + ": " + e.Reason }
+
+// ErrDenied matches every DeniedError (errors.Is).
+var ErrDenied = errors.New("access denied")
+
+// Is reports whether target is ErrDenied.
+func (e *DeniedError) Is(target error) bool { return target == ErrDenied }
+
+// CheckDir returns nil when who may read, write and search the directory dir (an absolute path,
+// symbolic links followed as the kernel follows them for that user), a *DeniedError when it may
+// not, and another error when the question could not be answered (which callers treat as denied).
+func CheckDir(dir string, who Who) error {
+	if !filepath.IsAbs(dir) {
+		return fmt.Errorf("access: %q is not an absolute path", dir)
+	}
+	if os.Geteuid() == 0 {
+		return kernelAs(dir, who)
+	}
+	if who.UID == os.Geteuid() {
+		return kernelSelf(dir)
+	}
+	return modeBits(dir, who)
+}
+
+// rwx is what a workspace needs: read, write and search.
+const rwx = unix.R_OK | unix.W_OK | unix.X_OK
+
+// kernelSelf asks the kernel whether this process may use dir.
+func kernelSelf(dir string) error {
+	if err := isDir(dir); err != nil {
+		return err
+	}
+	return denied(dir, unix.Faccessat2(unix.AT_FDCWD, dir, rwx, unix.AT_EACCESS))
+}
+
+// kernelAs asks the kernel, on a locked OS thread that takes who's filesystem identity and is
+// never unlocked (it exits with the goroutine), whether who may use dir.
+func kernelAs(dir string, who Who) error {
+	if who.UID < 0 || who.GID < 0 {
+		return fmt.Errorf("access: invalid identity %d:%d", who.UID, who.GID)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// No UnlockOSThread: this thread's credentials are not the process's any more.
+		errc <- asOnThread(dir, who)
+	}()
+	return <-errc
+}
+
+// asOnThread switches the calling (locked) thread to who's groups, fsgid and fsuid and checks dir.
+func asOnThread(dir string, who Who) error {
+	groups := make([]uint32, 0, len(who.Groups))
+	for _, g := range who.Groups {
+		if g < 0 {
+			return fmt.Errorf("access: invalid group %d", g)
+		}
+		groups = append(groups, uint32(g))
+	}
+	var ptr unsafe.Pointer
+	if len(groups) > 0 {
+		ptr = unsafe.Pointer(&groups[0])
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(groups)), uintptr(ptr), 0); e != 0 {
+		return fmt.Errorf("access: setgroups: %w", e)
+	}
+	// setfsgid and setfsuid return the previous id and cannot report failure: read back.
+	unix.RawSyscall(unix.SYS_SETFSGID, uintptr(who.GID), 0, 0)
+	if prev, _, _ := unix.RawSyscall(unix.SYS_SETFSGID, ^uintptr(0), 0, 0); int(prev) != who.GID {
+		return fmt.Errorf("access: setfsgid %d did not take (%d)", who.GID, prev)
+	}
+	unix.RawSyscall(unix.SYS_SETFSUID, uintptr(who.UID), 0, 0)
+	if prev, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, ^uintptr(0), 0, 0); int(prev) != who.UID {
+		return fmt.Errorf("access: setfsuid %d did not take (%d)", who.UID, prev)
+	}
+	if err := isDir(dir); err != nil {
+		return err
+	}
+	return denied(dir, unix.Faccessat2(unix.AT_FDCWD, dir, rwx, unix.AT_EACCESS))
+}
+
+// isDir checks that dir is a directory (as the calling thread sees it).
+func isDir(dir string) error {
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrPermission):
+		return &DeniedError{Dir: dir, Reason: "a directory on its path may not be searched"}
+	case err != nil:
+		return &DeniedError{Dir: dir, Reason: "not found: " + errText(err)}
+	case !st.IsDir():
+		return &DeniedError{Dir: dir, Reason: "not a directory"}
+	}
+	return nil
+}
+
+// denied turns faccessat2's answer into nil or a DeniedError.
+func denied(dir string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return &DeniedError{Dir: dir, Reason: "no read, write and search permission"}
+	case errors.Is(err, unix.EROFS):
+		return &DeniedError{Dir: dir, Reason: "on a read-only file system"}
+	}
+	return &DeniedError{Dir: dir, Reason: errText(err)}
+}
+
+func errText(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// modeBits decides from mode bits alone: search on every directory from / down to dir (following
+// symbolic links), read, write and search on dir; any ACL on a directory who does not own denies.
+func modeBits(dir string, who Who) error {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return &DeniedError{Dir: dir, Reason: "cannot be resolved: " + errText(err)}
+	}
+	path := "/"
+	parts := splitPath(real)
+	for i := 0; i <= len(parts); i++ {
+		if i > 0 {
+			path = filepath.Join(path, parts[i-1])
+		}
+		want := uint32(1) // search
+		if i == len(parts) {
+			want = 7
+		}
+		if err := modeAllows(path, who, want); err != nil {
+			return &DeniedError{Dir: dir, Reason: err.Error()}
+		}
+	}
+	return nil
+}
+
+// splitPath returns the names of a clean absolute path's components.
+func splitPath(p string) []string {
+	return slices.DeleteFunc(strings.Split(p, "/"), func(s string) bool { return s == "" })
+}
+
+// modeAllows checks the permission bits want (4 read, 2 write, 1 search) of path for who.
+func modeAllows(path string, who Who, want uint32) error {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return fmt.Errorf("%s: %s", path, errText(err))
+	}
+	if st.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		return fmt.Errorf("%s is not a directory", path)
+	}
+	owner := int(st.Uid) == who.UID
+	if !owner {
+		switch _, err := unix.Getxattr(path, "system.posix_acl_access", nil); {
+		case err == nil:
+			return fmt.Errorf("%s has an access control list: the daemon (not root) cannot evaluate it for uid %d", path, who.UID)
+		case !errors.Is(err, unix.ENODATA) && !errors.Is(err, unix.EOPNOTSUPP):
+			return fmt.Errorf("%s: reading its access control list: %s", path, errText(err))
+		}
+	}
+	var bits uint32
+	switch {
+	case owner:
+		bits = st.Mode >> 6 & 7
+	case int(st.Gid) == who.GID || slices.Contains(who.Groups, int(st.Gid)):
+		bits = st.Mode >> 3 & 7
+	default:
+		bits = st.Mode & 7
+	}
+	if bits&want != want {
+		if want == 1 {
+			return fmt.Errorf("%s may not be searched by uid %d", path, who.UID)
+		}
+		return fmt.Errorf("no read, write and search permission for uid %d", who.UID)
+	}
+	return nil
+}

@@ -1,0 +1,128 @@
+package access
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/clihost/clihost/internal/fixture"
+)
+
+// tree builds, under a fresh root-owned folder (mode 0755):
+//
+//	own/       owner's, 0700
+//	group/     root's, group share, 0770
+//	closed/    root's, 0700, holding open/ (0777): reachable by no one but root
+//	acl/       root's, 0700, with an ACL granting the member rwx
+//	link       → own/
+//	via/       owner's, 0755, holding a link x → ../group
+func tree(t *testing.T, owner, member fixture.TestUser, share int, withACL bool) string {
+	t.Helper()
+	base := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Chmod(filepath.Dir(base), 0o755)) // t.TempDir's own folder is 0700
+	must(os.Chmod(base, 0o755))
+	mk := func(rel string, uid, gid int, mode os.FileMode) {
+		p := filepath.Join(base, rel)
+		must(os.Mkdir(p, mode))
+		must(os.Chown(p, uid, gid))
+		must(os.Chmod(p, mode))
+	}
+	mk("own", owner.UID, owner.GID, 0o700)
+	mk("group", 0, share, 0o770)
+	mk("closed", 0, 0, 0o700)
+	mk("closed/open", 0, 0, 0o777)
+	mk("acl", 0, 0, 0o700)
+	mk("via", owner.UID, owner.GID, 0o755)
+	must(os.Symlink("own", filepath.Join(base, "link")))
+	must(os.Symlink("../group", filepath.Join(base, "via", "x")))
+	if withACL {
+		if out, err := exec.Command("setfacl", "-m", "u:"+member.Name+":rwx", filepath.Join(base, "acl")).CombinedOutput(); err != nil {
+			t.Fatalf("setfacl: %v: %s", err, out)
+		}
+	}
+	return base
+}
+
+func users(t *testing.T) (owner, member, outsider fixture.TestUser, share int) {
+	fixture.NeedRoot(t)
+	owner = fixture.User(t, "clihost-t-owner")
+	member = fixture.User(t, "clihost-t-member", "clihost-t-share")
+	outsider = fixture.User(t, "clihost-t-outside")
+	return owner, member, outsider, member.Groups[0]
+}
+
+func who(u fixture.TestUser) Who { return Who{UID: u.UID, GID: u.GID, Groups: u.Groups} }
+
+// TestCheckDirKernel: the root daemon's check, as the kernel decides it for each user.
+func TestCheckDirKernel(t *testing.T) {
+	fixture.Need(t, "setfacl")
+	owner, member, outsider, share := users(t)
+	base := tree(t, owner, member, share, true)
+	for _, c := range []struct {
+		dir  string
+		u    fixture.TestUser
+		want bool
+	}{
+		{"own", owner, true}, {"own", member, false}, {"own", outsider, false},
+		{"group", member, true}, {"group", owner, false}, {"group", outsider, false},
+		{"closed/open", owner, false}, {"closed/open", member, false}, // a 0700 parent
+		{"acl", member, true}, {"acl", owner, false}, // an ACL grant
+		{"link", owner, true}, {"link", member, false}, // a symlink to own/
+		{"via/x", member, true}, {"via/x", outsider, false}, // a symlink inside the path
+	} {
+		err := CheckDir(filepath.Join(base, c.dir), who(c.u))
+		if got := err == nil; got != c.want {
+			t.Errorf("%s as %s: %v, want allowed=%v", c.dir, c.u.Name, err, c.want)
+		}
+		if err != nil && !errors.Is(err, ErrDenied) {
+			t.Errorf("%s as %s: %v is not ErrDenied", c.dir, c.u.Name, err)
+		}
+	}
+	// The checks ran on threads of their own: this process is still fully root.
+	if err := CheckDir(filepath.Join(base, "closed/open"), Who{}); err != nil {
+		t.Fatalf("root: %v", err)
+	}
+	if _, err := os.ReadDir(filepath.Join(base, "own")); err != nil {
+		t.Fatalf("the process lost root's rights: %v", err)
+	}
+}
+
+// TestCheckDirModeBits: the non-root daemon's check agrees with the kernel on modes, ancestors and
+// symlinks, and refuses where an ACL could decide otherwise unless the user owns the directory.
+func TestCheckDirModeBits(t *testing.T) {
+	fixture.Need(t, "setfacl")
+	owner, member, outsider, share := users(t)
+	base := tree(t, owner, member, share, true)
+	for _, c := range []struct {
+		dir  string
+		u    fixture.TestUser
+		want bool
+	}{
+		{"own", owner, true}, {"own", member, false}, {"own", outsider, false},
+		{"group", member, true}, {"group", owner, false}, {"group", outsider, false},
+		{"closed/open", owner, false}, {"closed/open", member, false},
+		{"acl", member, false}, {"acl", owner, false}, // fail closed: an ACL not evaluated
+		{"link", owner, true}, {"link", member, false},
+		{"via/x", member, true}, {"via/x", outsider, false},
+	} {
+		err := modeBits(filepath.Join(base, c.dir), who(c.u))
+		if got := err == nil; got != c.want {
+			t.Errorf("%s as %s: %v, want allowed=%v", c.dir, c.u.Name, err, c.want)
+		}
+	}
+	// The owner of a directory with an ACL: the owner bits decide.
+	if err := os.Chown(filepath.Join(base, "acl"), owner.UID, owner.GID); err != nil {
+		t.Fatal(err)
+	}
+	if err := modeBits(filepath.Join(base, "acl"), who(owner)); err != nil {
+		t.Errorf("owner of a directory with an ACL: %v", err)
+	}
+}
