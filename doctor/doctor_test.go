@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/host"
 )
 
 // TestHealthy: exit status follows the worst check; --strict fails on warnings.
@@ -152,5 +153,24 @@ func TestStateChecks(t *testing.T) {
 	got := stateChecks(control.DaemonStatus{UID: os.Geteuid(), StateDir: dir, TokenFile: tok})
 	if len(got) != 2 || got[0].Status != Warn || got[0].Fix != "chmod 700 "+dir || got[1].Status != Fail {
 		t.Fatalf("%+v", got)
+	}
+}
+
+// TestProbeChecks: a working probe is ok; one whose workspace the daemon's calls may not use is a
+// warning carrying the fix; a probe that failed fails with its hint.
+func TestProbeChecks(t *testing.T) {
+	works := host.ProbeResult{State: host.ProbeWorks, UID: 65534, User: "nobody", Workspace: "/srv/ws"}
+	denied := works
+	denied.WorkspaceDenied, denied.Hint = "uid 65534 (nobody) may not use the workspace /root/p", "run clihostd --agent-user NAME"
+	failed := host.ProbeResult{State: host.ProbeUnavailable, Error: "clone: no space left on device", Hint: "run clihostctl doctor"}
+	for _, tc := range []struct {
+		p    host.ProbeResult
+		want Status
+		fix  string
+	}{{works, OK, ""}, {denied, Warn, "run clihostd --agent-user NAME"}, {failed, Fail, "run clihostctl doctor"}} {
+		c := daemonChecks(control.DaemonStatus{Sandbox: tc.p})[1]
+		if c.Name != "sandbox probe" || c.Status != tc.want || c.Fix != tc.fix {
+			t.Errorf("%+v: %+v, want %s with fix %q", tc.p, c, tc.want, tc.fix)
+		}
 	}
 }

@@ -39,10 +39,11 @@ func TestProbeRunsASandboxedProcess(t *testing.T) {
 	}
 }
 
-// TestProbeReportsTheFailureACallWouldGet: on a root host calls in root's folders run as nobody.
-// A 0700 workspace fails the probe with the error a call gets (the program cannot even be
-// started there); a 0711 one (searchable, not readable) fails it naming the uid and the
-// workspace. With the sandbox off the probe says off and starts nothing.
+// TestProbeReportsTheFailureACallWouldGet: on a root host calls without a caller in root's folders
+// run as nobody, who may not use a 0700 or 0711 (searchable, not readable) workspace: the probe
+// still finds the sandbox working (it runs where nobody may) and reports the workspace_denied MCP
+// clients' calls get there, with the fix. With the sandbox off the probe says off and starts
+// nothing.
 func TestProbeReportsTheFailureACallWouldGet(t *testing.T) {
 	needSandbox(t)
 	if os.Geteuid() != 0 {
@@ -50,20 +51,22 @@ func TestProbeReportsTheFailureACallWouldGet(t *testing.T) {
 	}
 	h := New(fixture.Registry(t, fixture.True()), Options{})
 	ws := t.TempDir() // root's
-	if err := os.Chmod(ws, 0o700); err != nil {
+	for _, mode := range []os.FileMode{0o700, 0o711} {
+		if err := os.Chmod(ws, mode); err != nil {
+			t.Fatal(err)
+		}
+		p := h.Probe(context.Background(), ws)
+		if !p.Works() || p.Error != "" || p.UID != fixture.AgentID || p.Workspace != ws ||
+			!strings.Contains(p.WorkspaceDenied, ws) || !strings.Contains(p.WorkspaceDenied, "65534") || !strings.Contains(p.Hint, "--agent-user") {
+			t.Fatalf("%o: probe = %+v, want the sandbox working and the workspace denied to uid %d with the fix", mode, p, fixture.AgentID)
+		}
+	}
+	fixture.Reachable(t, ws)
+	if err := os.Chmod(ws, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	p := h.Probe(context.Background(), ws)
-	if p.Works() || p.State != ProbeUnavailable || !strings.Contains(p.Error, "sandbox unavailable: exec /usr/bin/test: permission denied") ||
-		p.Hint == "" || p.UID != fixture.AgentID {
-		t.Fatalf("0700: probe = %+v, want the exec refused as uid %d", p, fixture.AgentID)
-	}
-	if err := os.Chmod(ws, 0o711); err != nil {
-		t.Fatal(err)
-	}
-	p = h.Probe(context.Background(), ws)
-	if want := "uid 65534 (nobody) cannot read and search the workspace " + ws + ": calls there fail"; p.State != ProbeUnavailable || p.Error != want {
-		t.Fatalf("0711: probe = %+v, want %q", p, want)
+	if p := h.Probe(context.Background(), ws); !p.Works() || p.WorkspaceDenied != "" {
+		t.Fatalf("0777 (the positive control): probe = %+v, want it working with no workspace warning", p)
 	}
 	off := New(fixture.Registry(t, fixture.True()), Options{Sandbox: SandboxOptions{Off: true}})
 	if p := off.Probe(context.Background(), ws); p.State != ProbeOff || p.Error != "" {
