@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -136,5 +137,39 @@ func TestCheckDir(t *testing.T) {
 	fixture.Reachable(t, filepath.Dir(state))
 	if dir, _, err := h.checkDir(nobody); err != nil || dir != filepath.Join(state, "homes", strconv.Itoa(nobodyID)) {
 		t.Fatalf("with a reachable state directory: %q %v", dir, err)
+	}
+}
+
+// TestWithHome: the process's HOME is its identity's home; a HOME env.pass copied from the host
+// (root's, on a root host) is replaced; one the manifest set to its own value is kept.
+func TestWithHome(t *testing.T) {
+	lookup := func(k string) (string, bool) {
+		if k == "HOME" {
+			return "/root", true
+		}
+		return "", false
+	}
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{nil, "HOME=/home/alice"},
+		{[]string{"PATH=/usr/bin", "HOME=/root"}, "HOME=/home/alice"},
+		{[]string{"HOME=/opt/tool-home"}, "HOME=/opt/tool-home"},
+	} {
+		got := withHome(slices.Clone(tc.env), "/home/alice", lookup)
+		var homes []string
+		for _, kv := range got {
+			if strings.HasPrefix(kv, "HOME=") {
+				homes = append(homes, kv)
+			}
+		}
+		if len(homes) != 1 || homes[0] != tc.want {
+			t.Errorf("withHome(%q) = %q, want exactly %q", tc.env, got, tc.want)
+		}
+	}
+	// A developer's own daemon: its HOME is the process's home and stays.
+	if got := withHome([]string{"HOME=/root"}, "/root", lookup); len(got) != 1 || got[0] != "HOME=/root" {
+		t.Errorf("same home: %q", got)
 	}
 }

@@ -119,9 +119,7 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string,
 	}
 	plan, _ := pol.Plan(who.id)
 	plan.Limits = h.limitsFor(b, tool)
-	if !hasVar(*env, "HOME") {
-		*env = append(*env, "HOME="+who.home)
-	}
+	*env = withHome(*env, who.home, h.opts.LookupEnv)
 	*env = safeDirectory(*env, ws, who.id.UID)
 	if !hasVar(*env, "PATH") {
 		// `#!/usr/bin/env node` scripts (npm's CLIs) and CLIs that run their exec.spawn helpers
@@ -129,6 +127,23 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string,
 		*env = append(*env, "PATH="+absolutePath(pathVar))
 	}
 	return &plan, pol, nil
+}
+
+// withHome gives env the HOME ~ stands for: home, unless the manifest set HOME to a value of its
+// own. A HOME that env.pass copied from the host is the host's home, not the process's (on a root
+// host root's, which the uid the process runs as cannot read: gh then fails reading
+// /root/.config/gh), so it is replaced too.
+func withHome(env []string, home string, lookup func(string) (string, bool)) []string {
+	hostHome, _ := lookup("HOME")
+	for i, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "HOME="); ok {
+			if v == hostHome && v != home {
+				env[i] = "HOME=" + home
+			}
+			return env
+		}
+	}
+	return append(env, "HOME="+home)
 }
 
 // ProtectedPaths are the paths no call may change although a workspace may hold them
