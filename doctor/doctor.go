@@ -170,7 +170,7 @@ func cgroupCheck(limits []host.LimitMechanism) Check {
 		m := cgroup.Detect()
 		mech["memory"], mech["pids"], reason = string(m.Mechanism(cgroup.Memory)), string(m.Mechanism(cgroup.Pids)), m.Reason()
 	}
-	msg := fmt.Sprintf("per-call limits: memory by %s, processes by %s", mech["memory"], mech["pids"])
+	msg := fmt.Sprintf("per-call limits: memory %s, processes %s", enforcedBy(mech["memory"]), enforcedBy(mech["pids"]))
 	if mech["memory"] == string(cgroup.None) || mech["pids"] == string(cgroup.None) {
 		if reason != "" {
 			msg += " (" + reason + ")"
@@ -181,12 +181,20 @@ func cgroupCheck(limits []host.LimitMechanism) Check {
 	return Check{Name: "cgroups", Status: OK, Message: msg}
 }
 
+// enforcedBy names the mechanism that holds a limit, or says it is not enforced.
+func enforcedBy(mechanism string) string {
+	if mechanism == "" || mechanism == string(cgroup.None) {
+		return "NOT enforced"
+	}
+	return "by " + mechanism
+}
+
 // helperCheck looks for clihost-sandbox beside the binaries and compares its build with this one.
 func helperCheck(binDir string) Check {
 	p := filepath.Join(binDir, nsinit.HelperName)
 	st, err := os.Stat(p)
 	if err != nil {
-		return Check{Name: "helper", Status: Warn, Message: fmt.Sprintf("%s not found: sandboxes start by re-executing clihostd, about 1.7× slower", p),
+		return Check{Name: "helper", Status: Warn, Message: fmt.Sprintf("%s not found: sandboxes start by re-executing clihostd, about 1.2× slower per call (docs/BENCHMARKS.md)", p),
 			Fix: "install clihost-sandbox beside clihostd and clihostctl (go build -o " + binDir + " ./cmd/clihost-sandbox)"}
 	}
 	if err := trustworthy(p, st); err != nil {

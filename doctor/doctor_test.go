@@ -174,3 +174,16 @@ func TestProbeChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestCgroupCheckSaysWhatIsNotEnforced: a limit no cgroup holds reads "NOT enforced", not "by none".
+func TestCgroupCheckSaysWhatIsNotEnforced(t *testing.T) {
+	none := []host.LimitMechanism{{Limit: "memory", Mechanism: "none"}, {Limit: "pids", Mechanism: "none"}}
+	c := cgroupCheck(none)
+	if c.Status != Warn || c.Message != "per-call limits: memory NOT enforced, processes NOT enforced: only rlimits and tmpfs sizes apply" {
+		t.Fatalf("no cgroup: %+v", c)
+	}
+	v2 := []host.LimitMechanism{{Limit: "memory", Mechanism: "cgroup v2"}, {Limit: "pids", Mechanism: "cgroup v2"}}
+	if c := cgroupCheck(v2); c.Status != OK || c.Message != "per-call limits: memory by cgroup v2, processes by cgroup v2" {
+		t.Fatalf("cgroup v2: %+v", c)
+	}
+}
