@@ -258,18 +258,21 @@ func TestUnitDaemonSudoInstall(t *testing.T) {
 	deb := probeDeb(t, root)
 	bundleWith(t, root, "aptprobe", probeBin, probeBin+` (\d+\.\d+\.\d+)`, `{ method: apt, package: "`+deb+`" }`)
 	d := startUnitDaemon(t, root)
+	bundleDir := filepath.Join(root, "bundles", "aptprobe")
+	// The hint names the daemon's bundle folder: clihostctl under sudo runs only bundles it loads.
+	wantHint := "apt-get needs root: run sudo clihostctl --bundles " + bundleDir + " install aptprobe"
 
 	if st := d.status(t, "aptprobe"); st.Install != "missing" {
 		t.Fatalf("before the install: %+v", st)
 	}
 	r := d.as(t, d.uid, d.gid, "install", "aptprobe")
-	if r.code != 1 || !strings.Contains(r.stderr, "install failed: apt-get needs root: run sudo clihostctl install aptprobe") {
+	if r.code != 1 || !strings.Contains(r.stderr, "install failed: "+wantHint) {
 		t.Fatalf("the daemon's user: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = d.as(t, d.uid, d.gid, "install", "aptprobe", "--json")
 	var ev control.InstallEvent
 	if err := json.Unmarshal([]byte(r.stdout), &ev); err != nil || r.code != 1 || ev.Phase != "error" || ev.Error == nil ||
-		ev.Error.Code != "needs_root" || ev.Message != "apt-get needs root: run sudo clihostctl install aptprobe" ||
+		ev.Error.Code != "needs_root" || ev.Message != wantHint ||
 		len(ev.NeedsRoot) != 1 || ev.NeedsRoot[0] != (control.RootEntry{Index: 0, Method: "apt", Package: deb, Tool: "apt-get"}) {
 		t.Fatalf("the daemon's user, --json: exit %d %v\n%s%s", r.code, err, r.stdout, r.stderr)
 	}
@@ -279,7 +282,6 @@ func TestUnitDaemonSudoInstall(t *testing.T) {
 
 	// Root runs package managers only from bundles only root can change: a bundle folder the
 	// daemon's user may write (a compromised daemon could edit it) chooses nothing root installs.
-	bundleDir := filepath.Join(root, "bundles", "aptprobe")
 	if err := os.Chown(bundleDir, d.uid, d.gid); err != nil {
 		t.Fatal(err)
 	}

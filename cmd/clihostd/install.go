@@ -43,12 +43,21 @@ func (d *daemon) installError(b *manifest.Bundle, res install.Result, err error)
 	if len(root) == 0 || !errors.Is(err, install.ErrInstallFailed) || errors.Is(err, context.Canceled) {
 		return control.InstallEvent{Phase: "error", Message: err.Error(), Error: &host.Error{Code: "install_failed", Message: err.Error(), Hint: installFailedHint(err)}}
 	}
-	msg := fmt.Sprintf("%s needs root: run sudo clihostctl install %s", root[0].Tool, b.ID())
+	msg := fmt.Sprintf("%s needs root: run %s", root[0].Tool, sudoInstall(b))
 	hint := fmt.Sprintf("clihostd runs as %s, not root, and does not run package managers that need root; "+
 		"under sudo, clihostctl runs %s itself and the daemon then checks and records the CLI. All entries: %s",
 		daemonUser(), root[0].Tool, err.Error())
 	return control.InstallEvent{Phase: "error", Message: msg, NeedsRoot: root,
 		Error: &host.Error{Code: "needs_root", Category: "permission", Message: msg, Hint: hint}}
+}
+
+// sudoInstall is the command that installs b as root: clihostctl under sudo runs only bundles it
+// loads itself, so a bundle the daemon loaded from a folder is named with --bundles.
+func sudoInstall(b *manifest.Bundle) string {
+	if b.OSDir == "" {
+		return "sudo clihostctl install " + b.ID()
+	}
+	return "sudo clihostctl --bundles " + b.OSDir + " install " + b.ID()
 }
 
 // RecordInstall implements control.Backend: after a root caller ran install entry req.Index (a
