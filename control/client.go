@@ -63,6 +63,23 @@ const SystemSocket = "/run/clihost/clihostd.sock"
 // connection error then names).
 func ClientSocket(def string) string { return firstSocket(def, SystemSocket) }
 
+// socketAdmits says whom a control socket admits, for a caller it refused.
+const socketAdmits = "the daemon admits its own user, root and the members of its --group " +
+	"(the systemd unit's: group clihost); ask an administrator to add you to that group, then log in again"
+
+// unreachableSystemSocket notes, for a caller that found no daemon on socket, that the systemd
+// unit's socket may be there but is hidden from it (its folder is not searchable by the caller):
+// "no clihostd is running" alone would be untrue.
+func unreachableSystemSocket(socket string) string {
+	if socket == SystemSocket {
+		return ""
+	}
+	if _, err := os.Stat(SystemSocket); errors.Is(err, os.ErrPermission) {
+		return "; the systemd unit's socket " + SystemSocket + " may be running but this user may not reach it: " + socketAdmits
+	}
+	return ""
+}
+
 // firstSocket is the first of paths a socket is at, else paths[0].
 func firstSocket(paths ...string) string {
 	for _, p := range paths {
@@ -104,7 +121,10 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (*http.R
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("%w on %s", ErrNoDaemon, c.Socket)
+			return nil, fmt.Errorf("%w on %s%s", ErrNoDaemon, c.Socket, unreachableSystemSocket(c.Socket))
+		}
+		if errors.Is(err, syscall.EACCES) {
+			return nil, fmt.Errorf("control socket %s: %w (%s)", c.Socket, err, socketAdmits)
 		}
 		return nil, fmt.Errorf("control socket %s: %w", c.Socket, err)
 	}

@@ -154,6 +154,10 @@ func expectSocketRefused(t *testing.T, what string, a *account, e envelope) {
 	if e.OK || e.Error != nil || e.raw.code == 0 || !(strings.Contains(out, "permission denied") || strings.Contains(out, "403") || strings.Contains(out, "may not use")) {
 		t.Errorf("%s: %v (not in the socket's group) should be refused at the control socket; got:\n%v", what, a, e.raw)
 	}
+	// Refused by the kernel (the socket or its folder), the error says whom the daemon admits.
+	if strings.Contains(out, "permission denied") && !strings.Contains(out, "members of its --group") {
+		t.Errorf("%s: %v refused at the control socket without saying whom it admits; got:\n%v", what, a, e.raw)
+	}
 }
 
 // expectDoctor fails t unless `clihostctl doctor` (as root, against the daemon's socket) exists and
