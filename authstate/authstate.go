@@ -271,13 +271,27 @@ func (m *Machine) Login(ctx context.Context, b *manifest.Bundle, s Scope, env En
 	deadline := time.Now().Add(wait)
 	tick := time.NewTicker(PollInterval)
 	defer tick.Stop()
+	last := "not checked yet"
+	// ended fails the login when ctx is done: the caller's own wait ending (a deadline) is a login
+	// not confirmed, with why the last check failed; anything else is a cancellation.
+	ended := func() (State, error) {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fail(fmt.Sprintf("login not confirmed before the wait ended (%s)", last), errors.New("login not confirmed"))
+		}
+		return fail("login cancelled", context.Cause(ctx))
+	}
 	for {
 		ok, reason, err := probe(ctx, b, a, env, min(CheckTimeout, max(time.Until(deadline), PollInterval)))
+		if reason != "" {
+			last = reason
+		} else if err != nil {
+			last = err.Error()
+		}
 		switch {
 		case ok:
 			return m.authed(s, reason)
 		case ctx.Err() != nil:
-			return fail("login cancelled", context.Cause(ctx))
+			return ended()
 		case err != nil && !errors.Is(err, errInconclusive):
 			return fail("the login check could not run", err)
 		case !time.Now().Before(deadline):
@@ -288,7 +302,7 @@ func (m *Machine) Login(ctx context.Context, b *manifest.Bundle, s Scope, env En
 		}
 		select {
 		case <-ctx.Done():
-			return fail("login cancelled", context.Cause(ctx))
+			return ended()
 		case <-tick.C:
 		}
 	}

@@ -243,6 +243,15 @@ func TestLoginFailures(t *testing.T) {
 		t.Fatalf("cancelled: %+v %v", st, err)
 	}
 	f.expect(Unauthed)(f.m.Get(f.b, f.s))
+	// The caller's own wait (clihostctl login --wait) ending is not a cancellation: the reason says
+	// the login was not confirmed, and why the last check failed.
+	ctx, cancel = context.WithTimeout(f.ctx, 300*time.Millisecond)
+	defer cancel()
+	st, err = f.m.Login(ctx, f.b, f.s, f.env, ok)
+	if err == nil || st.Phase != Unauthed || !strings.HasPrefix(st.Reason, "login not confirmed before the wait ended (") ||
+		!strings.Contains(st.Reason, "exited 1; logged in is exit 0") || !strings.Contains(err.Error(), "login not confirmed") {
+		t.Fatalf("the caller's wait ended: %+v %v", st, err)
+	}
 	// Without completes_when the login command's success is the login's.
 	f.b.CLI.Auth.Login.CompletesWhen = nil
 	f.expect(Authed)(f.m.Login(f.ctx, f.b, f.s, f.env, ok))

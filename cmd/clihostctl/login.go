@@ -13,6 +13,10 @@ import (
 	"github.com/clihost/clihost/control"
 )
 
+// failedLoginWait bounds how long the daemon checks the login state after the login command
+// failed: a login finished elsewhere (in a browser) shows at once; nothing else will come.
+const failedLoginWait = 10 * time.Second
+
 func newLoginCmd(g *globalOptions) *cobra.Command {
 	var workspace string
 	var wait time.Duration
@@ -38,7 +42,8 @@ authed for your user in the workspace.`,
 			}
 			fmt.Fprintf(g.stderr, "running %v\n", info.Argv)
 			if err := runLogin(ctx, info, ws); err != nil {
-				fmt.Fprintf(g.stderr, "clihostctl: the login command failed: %v; checking the login state anyway\n", err)
+				wait = min(wait, failedLoginWait)
+				fmt.Fprintf(g.stderr, "clihostctl: the login command failed: %v; checking the login state anyway (for at most %s)\n", err, wait)
 			}
 			res, err := c.Login(ctx, control.ScopeRequest{Bundle: args[0], Workspace: ws, WaitSeconds: int(wait.Seconds())})
 			if err != nil {
@@ -48,7 +53,7 @@ authed for your user in the workspace.`,
 		},
 	}
 	cmd.Flags().StringVar(&workspace, "workspace", "", "the workspace the login is for (default: the current directory)")
-	cmd.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long the daemon waits for the login to be confirmed")
+	cmd.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long the daemon waits for the login to be confirmed (at most 10s when the login command failed)")
 	return cmd
 }
 
