@@ -275,24 +275,38 @@ func (h *Host) reachableState() error {
 }
 
 // safeDirectory adds ws, and only ws, as git's safe.directory to env when the process runs as a
-// uid other than the workspace's owner (git refuses a repository it does not own: "dubious
-// ownership"), through GIT_CONFIG_COUNT/KEY/VALUE (git's command scope, which safe.directory
-// honours), after the entries env holds already. A host that is not root runs the process as
-// itself mapped to root of a user namespace: its own files are the process's there.
+// uid other than the owner of the workspace or of the .git in it (git refuses a repository whose
+// work tree or git directory it does not own: "dubious ownership"; under the unit the daemon's
+// user owns the workspace and a member of its group the repository made there), through
+// GIT_CONFIG_COUNT/KEY/VALUE (git's command scope, which safe.directory honours), after the
+// entries env holds already. A host that is not root runs the process as itself mapped to root of
+// a user namespace: its own files are the process's there.
 func safeDirectory(env []string, ws string, uid int) []string {
-	st, err := os.Stat(ws)
+	if !ownedBy(ws, uid, os.Stat) || !ownedBy(filepath.Join(ws, ".git"), uid, os.Lstat) {
+		return addSafeDirectory(env, ws)
+	}
+	return env
+}
+
+// ownedBy reports whether the file at p, as stat finds it, belongs to uid; a missing file does.
+func ownedBy(p string, uid int, stat func(string) (os.FileInfo, error)) bool {
+	st, err := stat(p)
 	if err != nil {
-		return env
+		return true
 	}
 	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !ok || int(sys.Uid) == uid {
-		return env
-	}
+	return !ok || int(sys.Uid) == uid
+}
+
+// addSafeDirectory appends ws as one more safe.directory entry of git's command scope.
+func addSafeDirectory(env []string, ws string) []string {
 	n := 0
 	if v, ok := lookupVar(env, "GIT_CONFIG_COUNT"); ok {
-		if n, err = strconv.Atoi(v); err != nil || n < 0 {
+		c, err := strconv.Atoi(v)
+		if err != nil || c < 0 {
 			return env // git refuses such a count itself; it is not ours to repair
 		}
+		n = c
 	}
 	env = setEnv(env, "GIT_CONFIG_KEY_"+strconv.Itoa(n), "safe.directory")
 	env = setEnv(env, "GIT_CONFIG_VALUE_"+strconv.Itoa(n), ws)

@@ -112,6 +112,21 @@ func TestSafeDirectory(t *testing.T) {
 	if env := safeDirectory([]string{"GIT_CONFIG_COUNT=x"}, ws, owner+1); !slices.Equal(env, []string{"GIT_CONFIG_COUNT=x"}) {
 		t.Errorf("an invalid count was rewritten: %v", env)
 	}
+	// The unit's workspace: the uid owns it, a member of the group owns the repository made there.
+	fixture.NeedRoot(t)
+	if err := os.Mkdir(filepath.Join(ws, ".git"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if env := safeDirectory(nil, ws, owner); !slices.Equal(env, nil) {
+		t.Errorf("the owner of the workspace and its .git: %v", env)
+	}
+	if err := os.Lchown(filepath.Join(ws, ".git"), owner+1, -1); err != nil {
+		t.Fatal(err)
+	}
+	want = []string{"GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=" + ws, "GIT_CONFIG_COUNT=1"}
+	if got := safeDirectory(nil, ws, owner); !slices.Equal(got, want) {
+		t.Errorf("a .git another uid owns: %v, want %v", got, want)
+	}
 }
 
 // TestCheckDir: a version check that may not use the workspace runs in the uid's home, or, when

@@ -162,6 +162,24 @@ func TestUnit(t *testing.T) {
 	checkJQ(t, what, jq)
 	expectSocketRefused(t, what, mallory, d.call(t, mallory, ws, "jq", "filter", jqInput))
 
+	// A repository a member made in the workspace: its .git is the member's, while the git bundle
+	// runs as the daemon's user, who owns the workspace; git's ownership check must not refuse it.
+	t.Run("git in a member's repository", func(t *testing.T) {
+		needBin(t, "git")
+		git := func(args ...string) {
+			run(t, alice, ws, append([]string{"git", "-c", "safe.directory=*", "-c", "user.name=T",
+				"-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main"}, args...)...)
+		}
+		git("init", "-q")
+		git("add", "data.json")
+		git("commit", "-q", "-m", "first")
+		e := d.mustCall(t, alice, ws, "git", "status", `{}`, "a member's repository in the unit's workspace")
+		// data.json is committed; what the operator's bundle wrote earlier is untracked.
+		if got := e.text(); !strings.HasPrefix(got, "## main\n") || strings.Contains(got, "data.json") {
+			t.Errorf("%s: git status in a member's repository printed %q, want the branch main and data.json committed", what, got)
+		}
+	})
+
 	t.Run("sudo clihostctl install gh", func(t *testing.T) {
 		needBin(t, "gh")
 		expectInstalled(t, what+": sudo clihostctl install gh (gh from Debian's apt)", ctl(t, nil, d.socket, "install", "gh", "--json"))
