@@ -276,7 +276,7 @@ func (m *Machine) Login(ctx context.Context, b *manifest.Bundle, s Scope, env En
 	// not confirmed, with why the last check failed; anything else is a cancellation.
 	ended := func() (State, error) {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fail(fmt.Sprintf("login not confirmed before the wait ended (%s)", last), errors.New("login not confirmed"))
+			return fail(fmt.Sprintf("login not confirmed (%s)", last), errors.New("the wait ended"))
 		}
 		return fail("login cancelled", context.Cause(ctx))
 	}

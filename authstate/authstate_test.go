@@ -248,8 +248,8 @@ func TestLoginFailures(t *testing.T) {
 	ctx, cancel = context.WithTimeout(f.ctx, 300*time.Millisecond)
 	defer cancel()
 	st, err = f.m.Login(ctx, f.b, f.s, f.env, ok)
-	if err == nil || st.Phase != Unauthed || !strings.HasPrefix(st.Reason, "login not confirmed before the wait ended (") ||
-		!strings.Contains(st.Reason, "exited 1; logged in is exit 0") || !strings.Contains(err.Error(), "login not confirmed") {
+	if err == nil || st.Phase != Unauthed || !strings.HasPrefix(st.Reason, "login not confirmed (") ||
+		!strings.Contains(st.Reason, "exited 1; logged in is exit 0") || !strings.HasSuffix(err.Error(), "): the wait ended") {
 		t.Fatalf("the caller's wait ended: %+v %v", st, err)
 	}
 	// Without completes_when the login command's success is the login's.

@@ -75,7 +75,7 @@ func unreachableSystemSocket(socket string) string {
 		return ""
 	}
 	if _, err := os.Stat(SystemSocket); errors.Is(err, os.ErrPermission) {
-		return "; the systemd unit's socket " + SystemSocket + " may be running but this user may not reach it: " + socketAdmits
+		return "; the systemd unit's socket " + SystemSocket + " is out of this user's reach (a daemon may listen there): " + socketAdmits
 	}
 	return ""
 }
