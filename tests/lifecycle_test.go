@@ -1,10 +1,13 @@
 package tests
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/clihost/clihost/control"
 )
 
 // TestDaemonSetupLoginSurviveKill9 takes a bundle through setup (a secret persisted to the CLI's
@@ -101,6 +104,11 @@ runner: { cli: ../../CLI.md, argv: [-n, -r, "env.ACCT_TOKEN | length"] }
 	}
 	if r := d2.ctl(t, append([]string{"logout", "acct"}, ws2...)...); r.code != 0 || !strings.Contains(r.stdout, "unauthed") {
 		t.Fatalf("logout: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	var res control.AuthResult
+	if r := d2.ctl(t, append([]string{"logout", "acct", "--json"}, ws2...)...); r.code != 0 ||
+		json.Unmarshal([]byte(r.stdout), &res) != nil || res.Phase != "unauthed" || res.Error != nil {
+		t.Fatalf("logout --json: exit %d %s %s", r.code, r.stdout, r.stderr)
 	}
 	if r := d2.ctl(t, append([]string{"call", "acct", "whoami"}, ws2...)...); !strings.Contains(r.stdout, "auth_required") {
 		t.Fatalf("call after logout: %s", r.stdout)

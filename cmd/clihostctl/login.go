@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/signal"
@@ -20,6 +21,7 @@ const failedLoginWait = 10 * time.Second
 func newLoginCmd(g *globalOptions) *cobra.Command {
 	var workspace string
 	var wait time.Duration
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "login BUNDLE",
 		Short: "Log a bundle's CLI in: run its login command here, then let the daemon confirm it",
@@ -49,16 +51,18 @@ authed for your user in the workspace.`,
 			if err != nil {
 				return err
 			}
-			return printAuth(g, args[0], res, "authed")
+			return printAuth(g, args[0], res, "authed", asJSON)
 		},
 	}
 	cmd.Flags().StringVar(&workspace, "workspace", "", "the workspace the login is for (default: the current directory)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the daemon's result as JSON ({phase, reason, error})")
 	cmd.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long the daemon waits for the login to be confirmed (at most 10s when the login command failed)")
 	return cmd
 }
 
 func newLogoutCmd(g *globalOptions) *cobra.Command {
 	var workspace string
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "logout BUNDLE",
 		Short: "Mark a bundle logged out for your user in the workspace",
@@ -72,17 +76,33 @@ func newLogoutCmd(g *globalOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printAuth(g, args[0], res, "unauthed")
+			return printAuth(g, args[0], res, "unauthed", asJSON)
 		},
 	}
 	cmd.Flags().StringVar(&workspace, "workspace", "", "the workspace (default: the current directory)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the daemon's result as JSON ({phase, reason, error})")
 	return cmd
 }
 
-// printAuth prints the state after login or logout; anything but want exits 1.
-func printAuth(g *globalOptions, bundle string, res control.AuthResult, want string) error {
+// printAuth prints the state after login or logout (asJSON: the daemon's result as JSON); anything
+// but want exits 1.
+func printAuth(g *globalOptions, bundle string, res control.AuthResult, want string, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(g.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return err
+		}
+		if res.Error != nil || res.Phase != want {
+			return exitError{1}
+		}
+		return nil
+	}
 	if res.Error != nil {
 		fmt.Fprintf(g.stderr, "clihostctl: %s: %s\n", res.Error.Code, res.Error.Message)
+		if res.Error.Hint != "" {
+			fmt.Fprintf(g.stderr, "hint: %s\n", res.Error.Hint)
+		}
 		return exitError{1}
 	}
 	fmt.Fprintf(g.stdout, "%s: %s", bundle, res.Phase)
