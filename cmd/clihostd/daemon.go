@@ -423,7 +423,7 @@ func (d *daemon) bundleStatus(ctx context.Context, st *state, e *registry.Entry)
 		if pending, err := d.setup.Pending(b, scope); err != nil || len(pending) > 0 {
 			bs.Setup = "pending"
 			if bs.Ready {
-				bs.Ready, bs.Reason = false, "setup is not complete; run: clihostctl setup "+b.ID()
+				bs.Ready, bs.Reason = false, "setup is not complete; run: "+d.agentCommand(ctx, "setup", b.ID())
 			}
 		}
 	}
@@ -431,10 +431,35 @@ func (d *daemon) bundleStatus(ctx context.Context, st *state, e *registry.Entry)
 		a, err := d.auth.Get(b, scope)
 		bs.Auth = string(a.Phase)
 		if (err != nil || a.Phase != authstate.Authed) && bs.Ready {
-			bs.Ready, bs.Reason = false, "not logged in; run: clihostctl login "+b.ID()
+			bs.Ready, bs.Reason = false, "not logged in; run: "+d.agentCommand(ctx, "login", b.ID())
 		}
 	}
 	return bs
+}
+
+// agentCommand is the clihostctl command (setup or login) that prepares what status reports, the
+// MCP agents' scope: the daemon's user in its --workspace. A caller that is another user runs it
+// as the daemon's user (sudo -u clihost under the unit) or, on a root daemon, as root (sudo).
+func (d *daemon) agentCommand(ctx context.Context, verb, id string) string {
+	cmd := "clihostctl " + verb + " " + id + " --workspace " + shellWord(d.workspace)
+	p, ok := control.PeerOf(ctx)
+	switch {
+	case !ok || p.UID == os.Geteuid():
+		return cmd
+	case os.Geteuid() == 0:
+		return "sudo " + cmd
+	default:
+		return "sudo -u " + shellWord(d.user) + " " + cmd
+	}
+}
+
+// shellWord is s as one word of a shell command line: as it is when it holds only characters no
+// shell treats specially, else single-quoted.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@%,=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // Install implements control.Backend: it installs when the binary is missing or fails its version

@@ -149,6 +149,14 @@ func TestUnit(t *testing.T) {
 
 	st := d.status(t, alice)
 	expectCatalogPlus(t, what, st, "mark@1")
+	// What status tells a member to run must prepare what it reports, the agents' scope: as the
+	// daemon's user, in the daemon's workspace.
+	for _, b := range st.bundles {
+		want := "not logged in; run: sudo -u " + svc.name + " clihostctl login gh --workspace " + ws
+		if b.Key == "gh@1" && b.Install == "installed" && b.Reason != want {
+			t.Errorf("%s: status as %v says gh is %q, want %q", what, alice, b.Reason, want)
+		}
+	}
 	// The operator's bundle is loaded with or without the catalog: it shows whether the sandbox works.
 	uid, ok, mark := d.ranAs(t, alice, ws, "the operator's bundle from the --bundles folder runs in the sandbox")
 	if ok && uid != svc.uid {
