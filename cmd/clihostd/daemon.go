@@ -415,7 +415,7 @@ func (d *daemon) bundleStatus(ctx context.Context, st *state, e *registry.Entry)
 	case err.Code == "sandbox_unavailable":
 		bs.Install, bs.Reason = "unverified", err.Message+"; "+err.Hint
 	default:
-		bs.Install, bs.Reason = "missing", fmt.Sprintf("%s; or run: clihostctl install %s", err.Message, b.ID())
+		bs.Install, bs.Reason = "missing", fmt.Sprintf("%s; run: clihostctl install %s", err.Message, b.ID())
 	}
 	scope := authstate.Scope{Bundle: b.Key(), Workspace: d.workspace, User: d.user}
 	if len(b.CLI.Setup) > 0 {
