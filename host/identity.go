@@ -144,6 +144,17 @@ func deniedError(ws string, uid int, caller *CallerID, err error) *Error {
 	return &Error{Code: "workspace_denied", Category: "permission", Message: msg, Hint: hint}
 }
 
+// binaryDenied is the refusal of a binary the uid a process would run as may not execute (a CLI
+// installed under root's 0700 home, such as a pyenv shim, on a root host): code binary_denied,
+// category permission, naming the binary, the uid and the folder it cannot search.
+func binaryDenied(bin string, uid int, err error) *Error {
+	name := userName(uid)
+	return &Error{Code: "binary_denied", Category: "permission",
+		Message: fmt.Sprintf("uid %d (%s), whom this process would run as, cannot execute %s: %s", uid, name, bin, reason(err)),
+		Hint: fmt.Sprintf("install the CLI where %s can run it (a system package, or a prefix outside a private home such as /opt or /usr/local), "+
+			"or run clihostd --agent-user NAME with a user who can", name)}
+}
+
 // WorkspaceDenied is the refusal of a control-socket caller who names a workspace it may not use
 // itself (code workspace_denied, category permission).
 func WorkspaceDenied(ws string, caller CallerID, err error) *Error {

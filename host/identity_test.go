@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -186,5 +187,60 @@ func TestWithHome(t *testing.T) {
 	// A developer's own daemon: its HOME is the process's home and stays.
 	if got := withHome([]string{"HOME=/root"}, "/root", lookup); len(got) != 1 || got[0] != "HOME=/root" {
 		t.Errorf("same home: %q", got)
+	}
+}
+
+// TestBinaryUnderAPrivateHome: on a root host a CLI found under root's 0700 home (a pyenv shim) is
+// refused before anything starts, with binary_denied naming the binary, the uid and the folder
+// that uid cannot search — not a bare "exec: permission denied" blamed on the bundle's sandbox.
+// The same binary on a path every user reaches runs (the positive control).
+func TestBinaryUnderAPrivateHome(t *testing.T) {
+	needSandbox(t)
+	fixture.NeedRoot(t)
+	base := t.TempDir()
+	fixture.Reachable(t, base)
+	home := filepath.Join(base, "root")
+	shims, open := filepath.Join(home, ".pyenv", "shims"), filepath.Join(base, "bin")
+	for _, d := range []string{shims, open} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile("/usr/bin/true")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "true"), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	reg := fixture.Registry(t, fixture.True())
+	b, err := reg.Get("true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := fixture.Workspace(t)
+	for _, tc := range []struct {
+		dir  string
+		code string
+	}{{shims, "binary_denied"}, {open, ""}} {
+		h := New(reg, Options{LookupEnv: func(k string) (string, bool) {
+			if k == "PATH" {
+				return tc.dir, true
+			}
+			return "", false
+		}})
+		env := h.Call(context.Background(), b, "run", map[string]any{}, Caller{Workspace: ws}, CallOptions{})
+		switch {
+		case tc.code == "" && !env.OK:
+			t.Errorf("true in %s: %+v, want it to run", tc.dir, env.Error)
+		case tc.code == "":
+		case env.OK || env.Error.Code != tc.code || env.Error.Category != "permission" ||
+			!strings.Contains(env.Error.Message, filepath.Join(shims, "true")) || !strings.Contains(env.Error.Message, home+" may not be searched") ||
+			!strings.Contains(env.Error.Message, "uid 65534") || !strings.Contains(env.Error.Hint, "--agent-user"):
+			t.Errorf("true in %s: %+v, want %s naming the binary, uid 65534 and %s", tc.dir, env.Error, tc.code, home)
+		}
 	}
 }

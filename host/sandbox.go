@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/clihost/clihost/internal/access"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/sandbox"
 	"github.com/clihost/clihost/sandbox/egress"
@@ -105,6 +107,13 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string,
 	who, idErr := h.identityFor(ws, c.Peer)
 	if idErr != nil {
 		return nil, nil, idErr
+	}
+	if os.Geteuid() == 0 {
+		// A root host runs the binary as another uid: one it cannot reach would fail inside the
+		// sandbox as a bare "exec: permission denied", blamed on the bundle's sandbox block.
+		if err := access.CheckExec(bin, access.Who{UID: who.id.UID, GID: who.id.GID, Groups: who.id.Groups}); err != nil {
+			return nil, nil, binaryDenied(bin, who.id.UID, err)
+		}
 	}
 	pathVar, _ := h.opts.LookupEnv("PATH")
 	pol, err := sandbox.Compile(sandbox.Input{Bundle: b, Tool: tool, Binary: bin, Workspace: ws, Home: who.home,

@@ -80,6 +80,17 @@ func kernelSelf(dir string) error {
 // kernelAs asks the kernel, on a locked OS thread that takes who's filesystem identity and is
 // never unlocked (it exits with the goroutine), whether who may use dir.
 func kernelAs(dir string, who Who) error {
+	return onThreadAs(who, func() error {
+		if err := isDir(dir); err != nil {
+			return err
+		}
+		return denied(dir, unix.Faccessat2(unix.AT_FDCWD, dir, rwx, unix.AT_EACCESS))
+	})
+}
+
+// onThreadAs runs check on a locked OS thread switched to who's groups, fsgid and fsuid; the
+// thread is never unlocked (it exits with its goroutine).
+func onThreadAs(who Who, check func() error) error {
 	if who.UID < 0 || who.GID < 0 {
 		return fmt.Errorf("access: invalid identity %d:%d", who.UID, who.GID)
 	}
@@ -87,13 +98,17 @@ func kernelAs(dir string, who Who) error {
 	go func() {
 		runtime.LockOSThread()
 		// No UnlockOSThread: this thread's credentials are not the process's any more.
-		errc <- asOnThread(dir, who)
+		if err := becomeOnThread(who); err != nil {
+			errc <- err
+			return
+		}
+		errc <- check()
 	}()
 	return <-errc
 }
 
-// asOnThread switches the calling (locked) thread to who's groups, fsgid and fsuid and checks dir.
-func asOnThread(dir string, who Who) error {
+// becomeOnThread switches the calling (locked) thread to who's groups, fsgid and fsuid.
+func becomeOnThread(who Who) error {
 	groups := make([]uint32, 0, len(who.Groups))
 	for _, g := range who.Groups {
 		if g < 0 {
@@ -117,10 +132,45 @@ func asOnThread(dir string, who Who) error {
 	if prev, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, ^uintptr(0), 0, 0); int(prev) != who.UID {
 		return fmt.Errorf("access: setfsuid %d did not take (%d)", who.UID, prev)
 	}
-	if err := isDir(dir); err != nil {
-		return err
+	return nil
+}
+
+// CheckExec returns nil when who may execute the file at path (absolute), a *DeniedError naming
+// the first directory on its path who may not search, or the file itself, when it may not, and
+// another error when the question could not be answered. A root process asks the kernel as who
+// (as CheckDir does); another process can only ask for itself, and answers nil for another uid
+// (it never runs anything as another uid).
+func CheckExec(path string, who Who) error {
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("access: %q is not an absolute path", path)
 	}
-	return denied(dir, unix.Faccessat2(unix.AT_FDCWD, dir, rwx, unix.AT_EACCESS))
+	switch {
+	case os.Geteuid() == 0:
+		return onThreadAs(who, func() error { return execAllowed(path) })
+	case who.UID == os.Geteuid():
+		return execAllowed(path)
+	}
+	return nil
+}
+
+// execAllowed asks the kernel, as the calling thread, whether path may be executed, and when not,
+// which directory on its path (as named, then as its links lead) may not be searched.
+func execAllowed(path string) error {
+	err := unix.Faccessat2(unix.AT_FDCWD, path, unix.X_OK, unix.AT_EACCESS)
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, unix.EACCES) {
+		dir := "/"
+		for _, name := range splitPath(filepath.Dir(path)) {
+			dir = filepath.Join(dir, name)
+			if unix.Faccessat2(unix.AT_FDCWD, dir, unix.X_OK, unix.AT_EACCESS) != nil {
+				return &DeniedError{Dir: path, Reason: dir + " may not be searched"}
+			}
+		}
+		return &DeniedError{Dir: path, Reason: "not executable for this user"}
+	}
+	return &DeniedError{Dir: path, Reason: errText(err)}
 }
 
 // isDir checks that dir is a directory (as the calling thread sees it).

@@ -126,3 +126,49 @@ func TestCheckDirModeBits(t *testing.T) {
 		t.Errorf("owner of a directory with an ACL: %v", err)
 	}
 }
+
+// TestCheckExec: a root host asks, as the uid a CLI will run as, whether it may execute the CLI's
+// binary; a binary under a folder that uid cannot search (a pyenv shim in root's 0700 home) is
+// refused naming that folder, a file without x bits naming the file; the same binary where every
+// user may reach it is allowed.
+func TestCheckExec(t *testing.T) {
+	_, _, outsider, _ := users(t)
+	base := t.TempDir()
+	if err := os.Chmod(filepath.Dir(base), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := filepath.Join(base, "root")                   // root's home, 0700
+	shim := filepath.Join(home, ".pyenv", "shims", "aws") // 0755 inside
+	open := filepath.Join(base, "bin", "aws")             // 0755 on a reachable path
+	plain := filepath.Join(base, "bin", "data")           // 0644
+	for _, d := range []string{filepath.Dir(shim), filepath.Dir(open)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for p, mode := range map[string]os.FileMode{shim: 0o755, open: 0o755, plain: 0o644} {
+		if err := os.WriteFile(p, []byte("#!/bin/sh\n"), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	who := Who{UID: outsider.UID, GID: outsider.GID, Groups: outsider.Groups}
+	var de *DeniedError
+	if err := CheckExec(shim, who); !errors.As(err, &de) || de.Reason != home+" may not be searched" {
+		t.Errorf("the shim in root's home: %v, want %s named as the folder that may not be searched", err, home)
+	}
+	if err := CheckExec(plain, who); !errors.As(err, &de) || de.Reason != "not executable for this user" {
+		t.Errorf("a 0644 file: %v, want not executable", err)
+	}
+	if err := CheckExec(open, who); err != nil {
+		t.Errorf("a 0755 binary on a reachable path: %v, want allowed", err)
+	}
+	if err := CheckExec(shim, Who{}); err != nil {
+		t.Errorf("root itself: %v, want allowed", err)
+	}
+}
