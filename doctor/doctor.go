@@ -253,7 +253,7 @@ func daemonChecks(d control.DaemonStatus) []Check {
 		}
 		probe.Message = fmt.Sprintf("clihostd started a sandboxed process as uid %d%s, %s, in %s", p.UID, paren(p.User), how, p.Workspace)
 		if p.WorkspaceDenied != "" {
-			probe.Status, probe.Fix = Warn, p.Hint
+			probe.Status, probe.Fix = Fail, p.Hint
 			probe.Message = fmt.Sprintf("clihostd started a sandboxed process as uid %d%s, %s, but MCP clients' calls are refused: %s",
 				p.UID, paren(p.User), how, p.WorkspaceDenied)
 		}

@@ -157,7 +157,7 @@ func TestStateChecks(t *testing.T) {
 }
 
 // TestProbeChecks: a working probe is ok; one whose workspace the daemon's calls may not use is a
-// warning carrying the fix; a probe that failed fails with its hint.
+// failure carrying the fix (every MCP call there is refused); a probe that failed fails with its hint.
 func TestProbeChecks(t *testing.T) {
 	works := host.ProbeResult{State: host.ProbeWorks, UID: 65534, User: "nobody", Workspace: "/srv/ws"}
 	denied := works
@@ -167,7 +167,7 @@ func TestProbeChecks(t *testing.T) {
 		p    host.ProbeResult
 		want Status
 		fix  string
-	}{{works, OK, ""}, {denied, Warn, "run clihostd --agent-user NAME"}, {failed, Fail, "run clihostctl doctor"}} {
+	}{{works, OK, ""}, {denied, Fail, "run clihostd --agent-user NAME"}, {failed, Fail, "run clihostctl doctor"}} {
 		c := daemonChecks(control.DaemonStatus{Sandbox: tc.p})[1]
 		if c.Name != "sandbox probe" || c.Status != tc.want || c.Fix != tc.fix {
 			t.Errorf("%+v: %+v, want %s with fix %q", tc.p, c, tc.want, tc.fix)
