@@ -346,6 +346,10 @@ func readiness(s control.BundleStatus) Check {
 	} else if s.Reason != "" {
 		msg += ": " + s.Reason
 	}
+	if s.Install == "missing" {
+		// A catalog CLI nobody installed is a choice, not a fault: its tools answer not_installed.
+		return Check{Name: name, Status: OK, Message: "not installed (its tools answer not_installed)", Fix: fix}
+	}
 	return Check{Name: name, Status: Warn, Message: msg, Fix: fix}
 }
 

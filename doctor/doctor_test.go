@@ -59,11 +59,18 @@ func TestFileCheck(t *testing.T) {
 	}
 }
 
-// TestReadiness: a bundle that is not ready is a warning whose fix is the command its reason names.
+// TestReadiness: a bundle that is installed but not ready is a warning whose fix is the command its
+// reason names; one nobody installed is no fault (ok, with the install command as its fix).
 func TestReadiness(t *testing.T) {
-	c := readiness(control.BundleStatus{Key: "gh@1", Install: "missing", Setup: "none", Auth: "unknown",
-		Reason: "gh is not installed: not found on PATH; or run: clihostctl install gh"})
-	if c.Status != Warn || c.Fix != "clihostctl install gh" || c.Message != "not ready (install missing, setup none, auth unknown): gh is not installed: not found on PATH" {
+	c := readiness(control.BundleStatus{Key: "gh@1", Install: "version_mismatch", Setup: "none", Auth: "unknown",
+		Reason: "/usr/bin/gh: \"gh --version\" failed with exit code 1; run: clihostctl install gh --force"})
+	if c.Status != Warn || c.Fix != "clihostctl install gh --force" ||
+		c.Message != `not ready (install version_mismatch, setup none, auth unknown): /usr/bin/gh: "gh --version" failed with exit code 1` {
+		t.Fatalf("%+v", c)
+	}
+	c = readiness(control.BundleStatus{Key: "gh@1", Install: "missing", Setup: "none", Auth: "unknown",
+		Reason: "gh is not installed: not found on PATH; run: clihostctl install gh"})
+	if c.Status != OK || c.Fix != "clihostctl install gh" || c.Message != "not installed (its tools answer not_installed)" {
 		t.Fatalf("%+v", c)
 	}
 	c = readiness(control.BundleStatus{Key: "jq@1", Name: "jq", Version: "1.6.0", BinPath: "/usr/bin/jq", Ready: true})

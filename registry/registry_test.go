@@ -238,8 +238,15 @@ func TestDaemonSources(t *testing.T) {
 	if _, err := reg.Get("gh"); err != nil {
 		t.Fatalf("the catalog's gh is not served beside the folder: %v", err)
 	}
-	if got := EmptySources(reg, srcs); len(got) != 1 || got[0] != "bundle folder "+empty+" holds no bundles (no CLI.md found)" {
-		t.Fatalf("EmptySources = %q", got)
+	if warns, got := EmptySources(reg, srcs); len(warns) != 0 || len(got) != 1 || got[0] != empty {
+		t.Fatalf("EmptySources = %q, %q; want no warning and the empty folder %s", warns, got, empty)
+	}
+	// A folder with something in it but no bundle (a CLI.md one level too deep) is a warning.
+	if err := os.MkdirAll(filepath.Join(empty, "nested", "gh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if warns, got := EmptySources(reg, srcs); len(warns) != 1 || warns[0] != "bundle folder "+empty+" holds no bundles (no CLI.md found)" || len(got) != 0 {
+		t.Fatalf("EmptySources = %q, %q; want the folder without bundles as a warning", warns, got)
 	}
 	if got := SourceNames(srcs); len(got) != 3 || got[2] != "the built-in catalog" {
 		t.Fatalf("SourceNames = %q", got)

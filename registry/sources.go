@@ -97,20 +97,26 @@ func envDirs() []string {
 	return dirs
 }
 
-// EmptySources names the directory sources from which reg holds no bundle at all (an empty
-// folder, or one whose bundles all lie elsewhere), as warnings.
-func EmptySources(reg *Registry, srcs []Source) []string {
+// EmptySources names the directory sources from which reg holds no bundle at all: warnings for
+// folders that hold something but no bundle (a CLI.md one level too deep, a typo), and empty, the
+// folders with nothing in them at all (as the docs create /etc/clihost/bundles: a note, not a
+// problem, while other sources serve bundles).
+func EmptySources(reg *Registry, srcs []Source) (warnings, empty []string) {
 	seen := map[string]bool{}
 	for _, e := range reg.Entries() {
 		seen[e.Source] = true
 	}
-	var out []string
 	for _, s := range srcs {
-		if !s.Embedded && !seen[s.Name] {
-			out = append(out, fmt.Sprintf("bundle folder %s holds no bundles (no CLI.md found)", s.Name))
+		if s.Embedded || seen[s.Name] {
+			continue
 		}
+		if ents, err := os.ReadDir(s.Name); err == nil && len(ents) == 0 {
+			empty = append(empty, s.Name)
+			continue
+		}
+		warnings = append(warnings, fmt.Sprintf("bundle folder %s holds no bundles (no CLI.md found)", s.Name))
 	}
-	return out
+	return warnings, empty
 }
 
 // SourceNames are the sources as a list of names: folders, and "the built-in catalog".

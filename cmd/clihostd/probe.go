@@ -75,7 +75,8 @@ func (d *daemon) Daemon(ctx context.Context, probe bool) control.DaemonStatus {
 }
 
 // loadBundles loads the daemon's bundle sources (registry.DaemonSources) and logs each bundle,
-// each missing or empty folder, and, when nothing is served, "no bundles loaded" with the sources
+// each missing folder or one without bundles (an empty one is a warning only when nothing else
+// serves bundles), and, when nothing is served, "no bundles loaded" with the sources
 // searched and what to do.
 func loadBundles(log *slog.Logger, c config) (*registry.Registry, control.BundlesLoaded, error) {
 	srcs, warnings, err := registry.DaemonSources(c.bundles, !c.noCatalog)
@@ -87,7 +88,15 @@ func loadBundles(log *slog.Logger, c config) (*registry.Registry, control.Bundle
 		return nil, control.BundlesLoaded{}, err
 	}
 	sum := control.BundlesLoaded{Refused: logBundles(log, reg), Loaded: len(reg.Bundles()), Sources: registry.SourceNames(srcs)}
-	sum.Warnings = append(warnings, registry.EmptySources(reg, srcs)...)
+	strays, empty := registry.EmptySources(reg, srcs)
+	sum.Warnings = append(warnings, strays...)
+	for _, dir := range empty {
+		if sum.Loaded == 0 {
+			sum.Warnings = append(sum.Warnings, "bundle folder "+dir+" is empty")
+		} else {
+			log.Info("bundle folder is empty", "folder", dir)
+		}
+	}
 	for _, w := range sum.Warnings {
 		log.Warn("bundle folder", "warning", w)
 	}
