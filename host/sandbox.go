@@ -128,6 +128,7 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string,
 	}
 	plan, _ := pol.Plan(who.id)
 	plan.Limits = h.limitsFor(b, tool)
+	plan.Umask = sharedUmask(ws)
 	*env = withHome(*env, who.home, h.opts.LookupEnv)
 	*env = safeDirectory(*env, ws, who.id.UID)
 	if !hasVar(*env, "PATH") {
@@ -136,6 +137,17 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string,
 		*env = append(*env, "PATH="+absolutePath(pathVar))
 	}
 	return &plan, pol, nil
+}
+
+// sharedUmask is the umask of a process in workspace ws: 0o007 when ws is shared with its group
+// (the group may read, write and search it, as the unit's clihost:clihost 2770 workspace), so that
+// what a CLI writes there stays usable by the group's members whatever the daemon's own umask
+// (the unit's 0077); else 0, the daemon's.
+func sharedUmask(ws string) int {
+	if st, err := os.Stat(ws); err == nil && st.IsDir() && st.Mode().Perm()&0o070 == 0o070 {
+		return 0o007
+	}
+	return 0
 }
 
 // withHome gives env the HOME ~ stands for: home, unless the manifest set HOME to a value of its

@@ -117,11 +117,15 @@ func restrictLandlock(p Plan, paths *pathTable) error {
 	return cfg.Restrict(append(rules, netRules(cfg, mode, p.Ingress)...)...)
 }
 
-// dropPrivileges locks the securebits, empties the capability bounding and ambient sets, switches to
-// the plan's uid, gid and supplementary groups (not in a user namespace, where the only mapped
-// id is the host user's), and clears the inheritable, permitted and effective sets. Securebits,
-// bounding set and capsets are per thread: this must run on the thread that execs.
+// dropPrivileges sets the plan's umask, locks the securebits, empties the capability bounding and
+// ambient sets, switches to the plan's uid, gid and supplementary groups (not in a user namespace,
+// where the only mapped id is the host user's), and clears the inheritable, permitted and
+// effective sets. Securebits, bounding set and capsets are per thread: this must run on the thread
+// that execs.
 func dropPrivileges(p Plan, userNS bool) error {
+	if p.Umask != 0 {
+		unix.Umask(p.Umask & 0o777)
+	}
 	if err := unix.Prctl(unix.PR_SET_SECUREBITS, lockedSecurebits, 0, 0, 0); err != nil {
 		return fmt.Errorf("securebits: %w", err)
 	}

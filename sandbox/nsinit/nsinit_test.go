@@ -1001,3 +1001,19 @@ exit 0`
 		t.Errorf("CLI.md on the host: %q, %v", b, err)
 	}
 }
+
+// TestUmask: the plan's umask is the program's; without one the program keeps the host's.
+func TestUmask(t *testing.T) {
+	requireRoot(t)
+	p := plan(t, "/bin/sh", []string{"-c", "umask"})
+	p.Umask = 0o007
+	if r := run(t, p); r.code != 0 || r.stdout != "0007\n" {
+		t.Fatalf("Umask 0o007: exit %d, stdout %q, want 0007", r.code, r.stdout)
+	}
+	old := syscall.Umask(0o027)
+	defer syscall.Umask(old)
+	p.Umask = 0
+	if r := run(t, p); r.code != 0 || r.stdout != "0027\n" {
+		t.Fatalf("no Umask: exit %d, stdout %q, want the host's 0027", r.code, r.stdout)
+	}
+}

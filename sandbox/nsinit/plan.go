@@ -37,6 +37,9 @@ type Plan struct {
 	// Groups are the program's supplementary groups when the host process is root (none when
 	// empty); 0 is refused. Ignored when the host is not root.
 	Groups []int
+	// Umask, when not 0, is the program's file mode creation mask (e.g. 0o007 in a workspace its
+	// group shares); 0 keeps the host's.
+	Umask int
 	// ReadOnly are files or directories (directories: the whole subtree) the program may read.
 	ReadOnly []string
 	// ReadWrite are files or directories the program may read and write. They are bind-mounted
@@ -140,7 +143,7 @@ type envelope struct {
 }
 
 // planProtocol changes whenever the plan's meaning changes.
-const planProtocol = 4
+const planProtocol = 5
 
 // maxPlanSize bounds the encoded plan (it must fit into one pipe buffer, see writePlan).
 const maxPlanSize = 1 << 20

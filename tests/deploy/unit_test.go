@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -165,6 +166,14 @@ func TestUnit(t *testing.T) {
 	expectSandboxTruthful(t, what, st, ok, mark)
 	if working, text := sandboxReported(st); !working {
 		t.Errorf("%s: status says the sandbox is %q; under the shipped unit it must work", what, text)
+	}
+	// What a CLI writes in the group's workspace stays the group's, whatever the unit's UMask=0077
+	// (touch creates 0666 less the umask: 0660 with the workspace's 0007, 0600 with the unit's).
+	shared := "shared-mark"
+	if e := d.mustCall(t, alice, ws, "mark", "file", fmt.Sprintf(`{"name": %q}`, shared), "a CLI writes a file in the group's workspace"); e.OK {
+		if fi, err := os.Lstat(filepath.Join(ws, shared)); err != nil || fi.Mode().Perm() != 0o660 {
+			t.Errorf("%s: a file a CLI wrote in the group's 2770 workspace: %v %v, want mode 0660 (the group's members use it too)", what, fi, err)
+		}
 	}
 	jq := d.mustCall(t, alice, ws, "jq", "filter", jqInput, "a member of the socket's group calls the built-in jq in the unit's workspace")
 	checkJQ(t, what, jq)
