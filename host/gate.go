@@ -68,8 +68,15 @@ func (h *Host) gate(ctx context.Context, b *manifest.Bundle, c Caller, env []str
 func versionError(b *manifest.Bundle, path string, res versioncheck.Result, pol *sandbox.Policy, r redactor) *Error {
 	e := &Error{Code: "version_mismatch", Message: r.text(fmt.Sprintf("%s: %s", path, res.Reason)),
 		Hint: fmt.Sprintf("the bundle needs %s %q; install a matching version (%s)", b.CLI.Bin, res.Range, installHint(b))}
-	if res.Captured != "" || res.ExitCode == 0 {
-		return e // a version out of range, or output that is not a version
+	if res.Captured != "" {
+		return e // a version out of range
+	}
+	if res.ExitCode == 0 {
+		// Output the bundle's parse pattern does not match: another program of that name, or a
+		// version_check that does not fit this build of the CLI.
+		e.Hint = fmt.Sprintf("%s printed no version the bundle's version_check.parse recognises: check that %s is the CLI the bundle expects, "+
+			"or fix the bundle's version_check (clihostctl inspect %s)", path, path, b.ID())
+		return e
 	}
 	exit := res.ExitCode
 	e.ExitCode, e.Stderr = &exit, r.text(res.Stderr)

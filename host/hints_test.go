@@ -290,3 +290,20 @@ runner: { cli: ../../CLI.md, argv: [version] }
 		}
 	}
 }
+
+// TestVersionOutputNotRecognised: a version command that exits 0 with output the bundle's parse
+// pattern does not match quotes the output and says to check the program or the version_check,
+// not to "install a matching version" (Debian's hello prints no number the pattern wants).
+func TestVersionOutputNotRecognised(t *testing.T) {
+	cli := strings.Replace(fixture.CLI("true", "true", "  run: ./tools/run/TOOL.md\n"),
+		`parse: 'true \(GNU coreutils\) (\d+\.\d+)'`, `parse: 'truly (\d+\.\d+\.\d+)'`, 1)
+	files := fixture.True()
+	files["true/CLI.md"] = cli
+	h := New(fixture.Registry(t, files), Options{})
+	b := bundle(t, h, "true")
+	_, _, e := h.Verify(context.Background(), b, fixture.Workspace(t))
+	if e == nil || e.Code != "version_mismatch" || !strings.Contains(e.Message, `it begins "true (GNU coreutils)`) ||
+		strings.Contains(e.Hint, "install a matching version") || !strings.Contains(e.Hint, "version_check.parse") {
+		t.Fatalf("%+v, want version_mismatch quoting the output with a hint about the program or its version_check", e)
+	}
+}
