@@ -187,6 +187,7 @@ func TestDaemonServesStatusMCPAndReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.waitFor(t, "clihostd stopping")
+	d.waitFor(t, `level=INFO msg="clihostd stopped"`)
 	if err := d.cmd.Wait(); err != nil {
 		t.Fatalf("exit: %v", err)
 	}

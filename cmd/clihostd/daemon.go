@@ -291,6 +291,11 @@ loop:
 	d.log.Info("clihostd stopping: draining calls", "drain_timeout", d.cfg.drain)
 	_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
 	d.drain(cancelCalls, ctlSrv, httpSrv)
+	if serveErr != nil {
+		d.log.Error("clihostd stopped", "err", serveErr)
+	} else {
+		d.log.Info("clihostd stopped")
+	}
 	return serveErr
 }
 
