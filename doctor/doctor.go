@@ -312,7 +312,7 @@ func fileCheck(name, path string, uid int, modes []os.FileMode, fix string) Chec
 // empty folder), and each one's readiness with its fix.
 func bundleChecks(ctx context.Context, c *control.Client, d control.DaemonStatus) []Check {
 	b := d.Bundles
-	sum := Check{Name: "bundles", Status: OK, Message: fmt.Sprintf("%d loaded from %s", b.Loaded, strings.Join(b.Sources, ", "))}
+	sum := Check{Name: "bundles", Status: OK, Message: fmt.Sprintf("%d loaded (sources: %s)", b.Loaded, strings.Join(b.Sources, ", "))}
 	if b.Refused > 0 {
 		sum.Status, sum.Message = Warn, sum.Message+fmt.Sprintf("; %d refused", b.Refused)
 		sum.Fix = "clihostd -check (with the daemon's flags) and clihostctl lint FOLDER say why"

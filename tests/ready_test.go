@@ -189,7 +189,7 @@ func TestZeroBundlesIsAWarningEverywhere(t *testing.T) {
 	if st.Bundles.Loaded != 0 || len(st.Bundles.Warnings) != 2 || !strings.HasPrefix(st.Bundles.Warnings[1], "no bundles loaded (searched: "+empty+")") {
 		t.Fatalf("status --json: %+v", st.Bundles)
 	}
-	if !strings.Contains(text, "bundles: 0 loaded from "+empty+"\n") || !strings.Contains(text, "WARNING: no bundles loaded") {
+	if !strings.Contains(text, "bundles: 0 loaded (sources: "+empty+")\n") || !strings.Contains(text, "WARNING: no bundles loaded") {
 		t.Fatalf("status:\n%s", text)
 	}
 	if m := d.metrics(t); !strings.Contains(m, "\nclihost_bundles 0\n") || !strings.Contains(m, "\nclihost_sandbox_works 1\n") {

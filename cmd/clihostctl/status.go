@@ -114,7 +114,7 @@ func bundlesLine(b control.BundlesLoaded) string {
 	if len(b.Sources) == 0 {
 		return line + " (no sources)"
 	}
-	return line + " from " + strings.Join(b.Sources, ", ")
+	return line + " (sources: " + strings.Join(b.Sources, ", ") + ")"
 }
 
 // paren is " (s)", or "" for an empty s.
