@@ -164,6 +164,16 @@ func WorkspaceDenied(ws string, caller CallerID, err error) *Error {
 		Hint:    fmt.Sprintf("name a workspace you may read, write and search yourself, or have its owner grant it to you (setfacl -m u:%s:rwX -R %s)", name, ws)}
 }
 
+// workspaceChanged refuses a control-socket caller's workspace ws whose path no longer leads to the
+// directory that was checked for the caller: the daemon resolved ws (no symbolic links) and checked
+// it, and it now resolves to now. A caller who can change a folder on the path (turn it into a
+// symbolic link) must not get a directory it was never checked for.
+func workspaceChanged(ws, now string) *Error {
+	return &Error{Code: "workspace_denied", Category: "permission",
+		Message: fmt.Sprintf("the workspace %s changed after its access check (it now leads to %s): refused", ws, now),
+		Hint:    "name a workspace whose path nobody changes during the call (no symbolic link swapped into it)"}
+}
+
 // reason is why access.CheckDir refused, without repeating the path.
 func reason(err error) string {
 	var de *access.DeniedError

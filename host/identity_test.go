@@ -244,3 +244,30 @@ func TestBinaryUnderAPrivateHome(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkspaceChangedAfterCheck: a control-socket caller's workspace reaches the host resolved
+// (clihostd resolved and checked it); a path that no longer resolves to itself when the sandbox is
+// compiled was changed after the check (a symbolic link swapped in by the caller, pointing at a
+// folder the caller was never checked for) and is refused; the same call with the resolved path
+// runs (positive control). Before the fix the sandbox followed the link and the call ran there.
+func TestWorkspaceChangedAfterCheck(t *testing.T) {
+	fixture.Need(t, "true")
+	h, _ := writeBundle(t, fixture.True(), Options{})
+	ws := fixture.Workspace(t)
+	link := filepath.Join(filepath.Dir(ws), "swapped")
+	if err := os.Symlink(ws, link); err != nil {
+		t.Fatal(err)
+	}
+	peer := &CallerID{UID: os.Geteuid(), GID: os.Getegid()}
+	if os.Geteuid() == 0 {
+		peer = &CallerID{UID: fixture.AgentID, GID: fixture.AgentID}
+	}
+	b := bundle(t, h, "true")
+	if env := h.Call(context.Background(), b, "run", map[string]any{}, Caller{Workspace: ws, Peer: peer}, CallOptions{}); !env.OK {
+		t.Fatalf("positive control, the resolved workspace: %+v", env.Error)
+	}
+	env := h.Call(context.Background(), b, "run", map[string]any{}, Caller{Workspace: link, Peer: peer}, CallOptions{})
+	if env.OK || env.Error == nil || env.Error.Code != "workspace_denied" || !strings.Contains(env.Error.Message, "changed after its access check") {
+		t.Fatalf("a workspace path that resolves elsewhere than checked: want workspace_denied (changed), got %+v", env)
+	}
+}

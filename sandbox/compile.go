@@ -119,6 +119,11 @@ type Policy struct {
 	origin origin
 }
 
+// Workspace is the workspace the policy was compiled for, as Compile resolved it (symbolic links
+// followed); "" when the call has none. A caller that checked a workspace path before Compile
+// compares it with this: a difference means the path was changed between the two.
+func (p *Policy) Workspace() string { return p.origin.workspace }
+
 // Input is what Compile needs to know about one call.
 type Input struct {
 	Bundle *manifest.Bundle

@@ -51,15 +51,24 @@ func (d *daemon) workspaceFor(c host.Caller) (string, *host.Error) {
 	if err != nil {
 		return "", &host.Error{Code: "input_invalid", Message: fmt.Sprintf("workspace %q: %v", ws, err)}
 	}
-	if c.Peer != nil && c.Peer.UID != 0 {
-		// The path as named: the kernel follows its links as the caller would.
-		if cerr := access.CheckDir(abs, access.Who{UID: c.Peer.UID, GID: c.Peer.GID, Groups: c.Peer.Groups}); cerr != nil {
-			return "", host.WorkspaceDenied(abs, *c.Peer, cerr)
-		}
-	}
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil || !isDir(real) {
+		if c.Peer != nil && c.Peer.UID != 0 {
+			// Not resolvable by the daemon: say what the caller's own check says, if it refuses.
+			if cerr := access.CheckDir(abs, access.Who{UID: c.Peer.UID, GID: c.Peer.GID, Groups: c.Peer.Groups}); cerr != nil {
+				return "", host.WorkspaceDenied(abs, *c.Peer, cerr)
+			}
+		}
 		return "", &host.Error{Code: "input_invalid", Message: fmt.Sprintf("workspace %q is not a directory", ws), Hint: "pass an existing directory as the workspace"}
+	}
+	if c.Peer != nil && c.Peer.UID != 0 {
+		// The resolved path, the one the call will use: checking the path as named and then
+		// resolving it again let a caller who owns a symbolic link on it point it at its own
+		// folder for the check and at another user's for the call. The sandbox then refuses the
+		// call when the path resolves differently when it is compiled (host: workspace changed).
+		if cerr := access.CheckDir(real, access.Who{UID: c.Peer.UID, GID: c.Peer.GID, Groups: c.Peer.Groups}); cerr != nil {
+			return "", host.WorkspaceDenied(abs, *c.Peer, cerr)
+		}
 	}
 	return real, nil
 }
