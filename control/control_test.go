@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -168,5 +169,34 @@ func TestClientSocketFallsBackToTheUnitsSocket(t *testing.T) {
 	listen(def)
 	if got := firstSocket(def, system); got != def {
 		t.Fatalf("both listening: %q, want the caller's own default %q", got, def)
+	}
+}
+
+// TestTokenOnlyForRootAndOwner: the MCP bearer token goes to root and the daemon's own user; a
+// member of --group, admitted to the socket, is refused it (403): with it, the member would run
+// CLIs as the agent in the daemon's workspace, which it may not name itself. Before the fix every
+// admitted peer got it.
+func TestTokenOnlyForRootAndOwner(t *testing.T) {
+	a := Admission{OwnerUID: 1000, GroupID: 4242}
+	h := Handler(fakeBackend{}, a)
+	for _, c := range []struct {
+		name string
+		peer Peer
+		want int
+	}{
+		{"root", Peer{UID: 0, GID: 0}, http.StatusOK},
+		{"the daemon's user", Peer{UID: 1000, GID: 1000}, http.StatusOK},
+		{"a member of --group", Peer{UID: 1001, GID: 1001, Groups: []int{4242}}, http.StatusForbidden},
+	} {
+		req := httptest.NewRequest(http.MethodGet, PathToken, nil)
+		req = req.WithContext(context.WithValue(req.Context(), peerKey{}, c.peer))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != c.want {
+			t.Errorf("%s: GET %s: HTTP %d, want %d (%s)", c.name, PathToken, rec.Code, c.want, rec.Body.String())
+		}
+		if c.want != http.StatusOK && strings.Contains(rec.Body.String(), `"token"`) {
+			t.Errorf("%s: the token was sent: %s", c.name, rec.Body.String())
+		}
 	}
 }

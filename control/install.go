@@ -38,3 +38,19 @@ func recordHandler(b Backend, a Admission) http.HandlerFunc {
 		writeJSON(w, b.RecordInstall(r.Context(), req))
 	}
 }
+
+// tokenHandler serves PathToken to root and the daemon's own user only: the bearer token of the MCP
+// endpoints, the one secret the token file (0600, the daemon's) keeps from everyone else. An MCP
+// client runs as the agent (--agent-user, the workspace's owner, or the daemon's own uid) in the
+// daemon's --workspace; handing the token to a member of --group would let that member run CLIs
+// as the agent in a workspace the member may not use itself, which the control socket refuses it.
+func tokenHandler(b Backend, a Admission) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if p, _ := PeerOf(r.Context()); p.UID != 0 && p.UID != a.OwnerUID {
+			writeError(w, http.StatusForbidden, "only root or clihostd's own user may read the MCP bearer token",
+				"the token lets its holder act as the daemon's agent in its workspace: ask the operator (sudo clihostctl token)")
+			return
+		}
+		writeJSON(w, b.Token())
+	}
+}

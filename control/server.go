@@ -190,7 +190,7 @@ func Handler(b Backend, a Admission) http.Handler {
 	mux.HandleFunc("GET "+PathDaemon, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, b.Daemon(r.Context(), r.URL.Query().Get("probe") == "1"))
 	})
-	mux.HandleFunc("GET "+PathToken, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, b.Token()) })
+	mux.HandleFunc("GET "+PathToken, tokenHandler(b, a))
 	mux.HandleFunc("GET "+PathSetup, func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		info, err := b.SetupInfo(r.Context(), ScopeRequest{Bundle: q.Get("bundle"), Workspace: q.Get("workspace")}, callerOf(r, q.Get("workspace")))
