@@ -156,31 +156,83 @@ func (g *globalOptions) rootBundle(ctx context.Context, name string, e control.R
 	return b, nil
 }
 
-// rootOnly checks that only root can change the file at p: it and every directory above it
-// (symlinks resolved) belong to root and are not writable by group or others, except a directory
-// with the sticky bit (/tmp), where others cannot replace root's entries. A bundle folder the
-// daemon's user may write (a compromised daemon) must not choose what root installs.
+// rootOnly checks that only root can change the file at p, or what p names: p is resolved one
+// component at a time from /, and every directory an entry is looked up in, every symbolic link
+// followed and the file itself must belong to root and not be writable by group or others (a
+// directory with the sticky bit, /tmp, may be: others cannot replace root's entries there). A
+// bundle folder the daemon's user may write (a compromised daemon) must not choose what root
+// installs. Checking only the fully resolved path let a user who can write a folder on the named
+// path (or on a link's way) swap a symbolic link to root's own bundle in after clihostctl had
+// read the user's file: the check then passed on root's.
 func rootOnly(p string) error {
-	real, err := filepath.EvalSymlinks(p)
+	abs, err := filepath.Abs(p)
 	if err != nil {
 		return err
 	}
-	for cur := real; ; cur = filepath.Dir(cur) {
-		st, err := os.Lstat(cur)
+	if err := rootEntry("/"); err != nil {
+		return err
+	}
+	cur, rest, links := "/", splitNames(abs), 0
+	for len(rest) > 0 {
+		name := rest[0]
+		rest = rest[1:]
+		next := filepath.Join(cur, name)
+		if name == ".." {
+			cur = next // a folder above one already checked: on the checked path
+			continue
+		}
+		if err := rootEntry(next); err != nil {
+			return err
+		}
+		st, err := os.Lstat(next)
 		if err != nil {
 			return err
 		}
-		sys, ok := st.Sys().(*syscall.Stat_t)
-		switch {
-		case !ok || sys.Uid != 0:
-			return fmt.Errorf("%s does not belong to root", cur)
-		case st.Mode().Perm()&0o022 != 0 && !(st.IsDir() && st.Mode()&os.ModeSticky != 0):
-			return fmt.Errorf("%s is writable by group or others (mode %s)", cur, st.Mode().Perm())
+		if st.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
 		}
-		if cur == filepath.Dir(cur) {
-			return nil
+		if links++; links > 40 {
+			return fmt.Errorf("%s: too many symbolic links", abs)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return err
+		}
+		if filepath.IsAbs(target) {
+			cur = "/"
+		}
+		rest = append(splitNames(target), rest...)
+	}
+	return nil
+}
+
+// splitNames is the names of p's components ("." and empty ones left out, ".." kept).
+func splitNames(p string) []string {
+	var out []string
+	for _, n := range strings.Split(p, "/") {
+		if n != "" && n != "." {
+			out = append(out, n)
 		}
 	}
+	return out
+}
+
+// rootEntry checks one file, directory or symbolic link (not followed): root's, and not writable
+// by group or others unless it is a sticky directory or a link (whose mode means nothing).
+func rootEntry(p string) error {
+	st, err := os.Lstat(p)
+	if err != nil {
+		return err
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	switch {
+	case !ok || sys.Uid != 0:
+		return fmt.Errorf("%s does not belong to root", p)
+	case st.Mode()&os.ModeSymlink == 0 && st.Mode().Perm()&0o022 != 0 && !(st.IsDir() && st.Mode()&os.ModeSticky != 0):
+		return fmt.Errorf("%s is writable by group or others (mode %s)", p, st.Mode().Perm())
+	}
+	return nil
 }
 
 // trimInstallPrefix drops the "install KEY: install failed: install[i] (method): " an entry's

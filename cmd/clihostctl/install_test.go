@@ -1,0 +1,59 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/clihost/clihost/internal/fixture"
+)
+
+// TestRootOnly: sudo clihostctl install runs a package manager as root from a bundle on disk only
+// when nobody but root can change what the bundle's path names. A symbolic link in a folder another
+// user may write (the named path, or one a link leads through) is refused even when it leads to a
+// root-only CLI.md: that user could have swapped it in after clihostctl read its own file there.
+// Before the fix only the fully resolved path was checked, and both links passed.
+func TestRootOnly(t *testing.T) {
+	fixture.NeedRoot(t)
+	base := t.TempDir() // root's, 0700 under the sticky /tmp
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rootDir := filepath.Join(base, "root")
+	userDir := filepath.Join(base, "user")
+	for _, d := range []string{rootDir, userDir} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(userDir, fixture.AgentID, fixture.AgentID); err != nil {
+		t.Fatal(err)
+	}
+	cli := filepath.Join(rootDir, "CLI.md")
+	if err := os.WriteFile(cli, []byte("---\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A link in the user's folder to root's file; a link in root's folder through a link in the
+	// user's folder; a root-owned link to root's file (positive control).
+	if err := os.Symlink(cli, filepath.Join(userDir, "CLI.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(userDir, "CLI.md"), filepath.Join(rootDir, "via-user")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("CLI.md", filepath.Join(rootDir, "own-link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{cli, filepath.Join(rootDir, "own-link"), filepath.Join(rootDir, "..", "root", "CLI.md")} {
+		if err := rootOnly(p); err != nil {
+			t.Errorf("positive control %s: %v", p, err)
+		}
+	}
+	for _, p := range []string{filepath.Join(userDir, "CLI.md"), filepath.Join(rootDir, "via-user")} {
+		err := rootOnly(p)
+		if err == nil || !strings.Contains(err.Error(), userDir+" does not belong to root") {
+			t.Errorf("%s: %v, want %s named as not root's", p, err, userDir)
+		}
+	}
+}
