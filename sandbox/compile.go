@@ -95,6 +95,9 @@ type Policy struct {
 	// present are the identities of the Deny paths inside a writable root that existed at compile
 	// time (see Sweep).
 	present map[string]fileID
+	// roots are the identities of the writable roots at compile time: Sweep works in a root only
+	// when its path still leads, without symbolic links, to the same directory.
+	roots map[string]fileID
 	// git is the state of the writable roots' git control files before the call (SnapshotGit).
 	git *gitSnapshot
 	// gitGlobal are git's per-user files (~/.gitconfig, $XDG_CONFIG_HOME/git/config and
@@ -319,6 +322,7 @@ func (c *compiler) compile() (*Policy, error) {
 	}
 	p.Absent = absentInWritable(p.Deny, p.Writable)
 	p.present = presentInWritable(p.Deny, p.Writable)
+	p.roots = rootIDs(p.Writable)
 	for _, pr := range protect {
 		if writableRoot(pr, p.Writable) != "" && c.deniedBy(pr) == "" {
 			p.Protect = append(p.Protect, pr)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -102,7 +103,9 @@ func (p *Policy) replaced() []string {
 //
 // Each removal happens through an os.Root opened on the writable root, so a symbolic link the
 // program planted on the way (ws/bare → /home/user/repo) can never make it remove anything outside
-// that root.
+// that root; and the root is opened without following symbolic links and must be the directory
+// Compile saw, so that the workspace's owner cannot swap the workspace itself for a link to
+// another user's project before Sweep (which a root daemon runs as root) removes in it.
 func Sweep(p *Policy) (removed []string, git []GitFinding, err error) {
 	var errs []error
 	for _, a := range slices.Concat(p.Absent, p.replaced()) {
@@ -118,7 +121,7 @@ func Sweep(p *Policy) (removed []string, git []GitFinding, err error) {
 			errs = append(errs, err)
 			continue
 		}
-		root, err := os.OpenRoot(w)
+		root, err := p.openRoot(w)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sweep %s: %w", w, err))
 			continue
@@ -138,4 +141,39 @@ func Sweep(p *Policy) (removed []string, git []GitFinding, err error) {
 		errs = append(errs, err)
 	}
 	return removed, git, errors.Join(errs...)
+}
+
+// rootIDs returns the identities of the writable roots that are directories now.
+func rootIDs(writable []string) map[string]fileID {
+	out := map[string]fileID{}
+	for _, w := range writable {
+		if id, ok := lstatID(w); ok {
+			out[w] = id
+		}
+	}
+	return out
+}
+
+// openRoot opens the writable root w for Sweep: resolved without any symbolic link (Compile
+// resolved them all) and the very directory Compile recorded, else an error saying it changed.
+func (p *Policy) openRoot(w string) (*os.Root, error) {
+	fd, err := unix.Openat2(unix.AT_FDCWD, w, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return nil, fmt.Errorf("the writable root changed after the policy check (it no longer leads to a directory without symbolic links): %w", err)
+	}
+	defer unix.Close(fd)
+	var st unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_INO|unix.STATX_BTIME, &st); err != nil {
+		return nil, err
+	}
+	id := fileID{dev: unix.Mkdev(st.Dev_major, st.Dev_minor), ino: st.Ino}
+	if st.Mask&unix.STATX_BTIME != 0 {
+		id.sec, id.nsec = st.Btime.Sec, int64(st.Btime.Nsec)
+	}
+	if want, ok := p.roots[w]; !ok || want != id {
+		return nil, errors.New("the writable root changed after the policy check (another directory stands at its path now): nothing removed in it")
+	}
+	// The descriptor's own directory, whatever its path names by now.
+	return os.OpenRoot("/proc/self/fd/" + strconv.Itoa(fd))
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -119,5 +120,34 @@ func TestSweepRemovesAReplacedDenyPath(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(f.ws, ".idea/other.xml")); err != nil {
 		t.Errorf("the unchanged deny path's content: %v", err)
+	}
+}
+
+// TestSweepNeverFollowsASwappedWritableRoot: the workspace's owner (outside the sandbox, after the
+// call's processes exited) replaced the workspace itself with a symbolic link to another user's
+// project. Sweep, which a root daemon runs as root, must not remove that project's .vscode (an
+// absent deny path of the workspace at Compile): it refuses the changed root. Before the fix
+// os.OpenRoot followed the link and RemoveAll took the other project's folder.
+func TestSweepNeverFollowsASwappedWritableRoot(t *testing.T) {
+	f := newFixture(t)
+	victim := realTemp(t)
+	task := filepath.Join(victim, ".vscode/tasks.json")
+	write(t, task, "{}", 0o644)
+	p := f.compile(f.input(fsSandbox([]string{"./**"}, []string{"./**"}, nil)))
+	wantIn(t, "Absent", p.Absent, filepath.Join(f.ws, ".vscode"))
+	moved := f.ws + ".moved"
+	if err := os.Rename(f.ws, moved); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(f.ws); os.Rename(moved, f.ws) })
+	if err := os.Symlink(victim, f.ws); err != nil {
+		t.Fatal(err)
+	}
+	removed, _, err := Sweep(p)
+	if _, serr := os.Stat(task); serr != nil {
+		t.Fatalf("Sweep removed %v through the swapped workspace (err %v): %s is gone", removed, err, task)
+	}
+	if err == nil || !strings.Contains(err.Error(), "changed") {
+		t.Errorf("Sweep over a swapped writable root: err %v, want it to say the root changed", err)
 	}
 }
