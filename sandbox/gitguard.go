@@ -693,10 +693,23 @@ func (s *scanner) home() string {
 	return ""
 }
 
-// readFollowing reads up to maxControlRead bytes of the file at path, following links (the owner's
-// own ~/.gitconfig may be one) and without blocking: only to learn what it points git at.
+// readFollowing reads up to maxControlRead bytes of the regular file at path, following links (the
+// owner's own ~/.gitconfig may be one) and without blocking: only to learn what it points git at.
+// The file is looked up with O_PATH first and opened for reading only when that is a regular file:
+// a root daemon reads the caller's per-user configs, and a link from there to a device
+// (/dev/watchdog) must not get root to open it (opening a device acts).
 func readFollowing(path string) []byte {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	pfd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if unix.Fstat(pfd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil
+	}
+	// The very file looked up, whatever path now names.
+	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil
 	}
