@@ -50,12 +50,12 @@ finds the binary, checks its version in the sandbox and records it.`,
 					bar.update(ev.Done, ev.Total)
 				case "checking", "installing":
 					bar.done()
-					fmt.Fprintln(g.stderr, ev.Message)
+					fmt.Fprintln(g.stderr, plain(ev.Message))
 				}
 			})
 			bar.done()
 			if err != nil {
-				return err
+				return errors.New(plain(err.Error()))
 			}
 			if asJSON {
 				enc := json.NewEncoder(g.stdout)
@@ -64,13 +64,13 @@ finds the binary, checks its version in the sandbox and records it.`,
 					return err
 				}
 			} else if last.Phase == "done" {
-				fmt.Fprintln(g.stdout, last.Message)
+				fmt.Fprintln(g.stdout, plain(last.Message))
 			}
 			if last.Phase != "done" {
 				if !asJSON {
-					fmt.Fprintf(g.stderr, "clihostctl: install failed: %s\n", last.Message)
+					fmt.Fprintf(g.stderr, "clihostctl: install failed: %s\n", plain(last.Message))
 					if last.Error != nil && last.Error.Hint != "" {
-						fmt.Fprintf(g.stderr, "hint: %s\n", last.Error.Hint)
+						fmt.Fprintf(g.stderr, "hint: %s\n", plain(last.Error.Hint))
 					}
 				}
 				return exitError{1}
@@ -106,7 +106,7 @@ func (g *globalOptions) install(ctx context.Context, req control.InstallRequest,
 		if err != nil {
 			return last, err
 		}
-		fmt.Fprintf(g.stderr, "clihostd is not root: running install[%d] (%s %s) here as root\n", e.Index, e.Tool, e.Package)
+		fmt.Fprintf(g.stderr, "clihostd is not root: running install[%d] (%s %s) here as root\n", e.Index, plain(e.Tool), e.Package)
 		if _, err := install.RunEntry(ctx, b, e.Index, install.Options{Privileged: true, Output: g.stderr}); err != nil {
 			if ctx.Err() != nil {
 				return last, err
@@ -233,6 +233,31 @@ func rootEntry(p string) error {
 		return fmt.Errorf("%s is writable by group or others (mode %s)", p, st.Mode().Perm())
 	}
 	return nil
+}
+
+// plain is text from the daemon made safe to print on a terminal: control characters other than
+// newline and tab (ESC starting a terminal escape sequence, BEL, the C1 controls, DEL) are shown as
+// \xNN. Under sudo, clihostctl prints as root what whoever listens on the control socket says (the
+// daemon's user owns /run/clihost): a compromised daemon must not drive root's terminal (retitle
+// it, rewrite what was printed, or answer-back sequences some terminals type into the shell).
+func plain(s string) string {
+	if !strings.ContainsFunc(s, isControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if isControl(r) {
+			fmt.Fprintf(&b, "\\x%02x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// isControl reports whether r is a control character other than newline and tab.
+func isControl(r rune) bool {
+	return r != '\n' && r != '\t' && (r < 0x20 || r >= 0x7f && r < 0xa0)
 }
 
 // trimInstallPrefix drops the "install KEY: install failed: install[i] (method): " an entry's

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"encoding/json"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/fixture"
 )
 
@@ -54,6 +59,44 @@ func TestRootOnly(t *testing.T) {
 		err := rootOnly(p)
 		if err == nil || !strings.Contains(err.Error(), userDir+" does not belong to root") {
 			t.Errorf("%s: %v, want %s named as not root's", p, err, userDir)
+		}
+	}
+}
+
+// TestInstallPrintsNoTerminalEscapes: under sudo, clihostctl install prints on root's terminal what
+// whatever listens on the control socket says, and the daemon's user owns that socket's folder. A
+// fake daemon's messages with terminal escape sequences (retitle the window, clear the screen,
+// BEL) come out as visible \xNN text, never as the raw bytes. Before the fix they were printed raw.
+func TestInstallPrintsNoTerminalEscapes(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "fake.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil := "\x1b]0;pwned\x07\x1b[2J\u009b31m"
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+control.PathInstall, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		enc := json.NewEncoder(w)
+		_ = enc.Encode(control.InstallEvent{Phase: "checking", Message: "checking " + evil})
+		_ = enc.Encode(control.InstallEvent{Phase: "error", Message: "failed " + evil,
+			Error: &host.Error{Code: "install_failed", Message: "failed", Hint: "hint " + evil}})
+	})
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	code, out, errOut := runCtl(t, "--socket", sock, "install", "jq")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1; stderr %q", code, errOut)
+	}
+	for _, s := range []string{out, errOut} {
+		if strings.ContainsAny(s, "\x1b\x07\u009b") {
+			t.Fatalf("raw control characters reached the terminal: %q", s)
+		}
+	}
+	for _, want := range []string{`checking \x1b]0;pwned\x07\x1b[2J\x9b31m`, `failed \x1b]0;pwned`, `hint: hint \x1b]0;pwned`} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr %q lacks %q", errOut, want)
 		}
 	}
 }
