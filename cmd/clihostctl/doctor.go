@@ -63,9 +63,9 @@ var doctorMarks = map[doctor.Status]string{doctor.OK: "ok  ", doctor.Warn: "warn
 // printDoctor prints one line per check, and the fix indented below it.
 func printDoctor(g *globalOptions, r doctor.Report) {
 	for _, c := range r.Checks {
-		fmt.Fprintf(g.stdout, "%s  %s: %s\n", doctorMarks[c.Status], c.Name, c.Message)
+		fmt.Fprintf(g.stdout, "%s  %s: %s\n", doctorMarks[c.Status], c.Name, plain(c.Message))
 		if c.Fix != "" && c.Status != doctor.OK {
-			fmt.Fprintf(g.stdout, "      fix: %s\n", c.Fix)
+			fmt.Fprintf(g.stdout, "      fix: %s\n", plain(c.Fix))
 		}
 	}
 	switch r.Worst() {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/doctor"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/fixture"
 )
@@ -98,5 +99,18 @@ func TestInstallPrintsNoTerminalEscapes(t *testing.T) {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("stderr %q lacks %q", errOut, want)
 		}
+	}
+}
+
+// TestDoctorPrintsNoTerminalEscapes: doctor (run as root) prints what the daemon reports (its
+// workspace, its probe's error and hint) without raw control characters. Before the fix it
+// printed them raw.
+func TestDoctorPrintsNoTerminalEscapes(t *testing.T) {
+	var out strings.Builder
+	g := &globalOptions{stdout: &out, stderr: &out}
+	printDoctor(g, doctor.Report{Checks: []doctor.Check{{Name: "daemon", Status: doctor.Fail,
+		Message: "workspace /w\x1b]0;pwned\x07", Fix: "fix \x1b[2J"}}})
+	if strings.ContainsAny(out.String(), "\x1b\x07") || !strings.Contains(out.String(), `/w\x1b]0;pwned\x07`) {
+		t.Fatalf("doctor printed %q", out.String())
 	}
 }
