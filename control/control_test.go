@@ -200,3 +200,31 @@ func TestTokenOnlyForRootAndOwner(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowUnverifiedOnlyForRootAndOwner: an install that lets a curl installer without a checksum
+// run (as root, on a root daemon) is the operator's decision: a member of --group asking for it is
+// refused (403) before the backend runs anything; the same member's ordinary install goes through.
+// Before the fix the member's allow_unverified reached the installer.
+func TestAllowUnverifiedOnlyForRootAndOwner(t *testing.T) {
+	h := Handler(fakeBackend{}, Admission{OwnerUID: 1000, GroupID: 4242})
+	for _, c := range []struct {
+		name       string
+		peer       Peer
+		unverified bool
+		want       int
+	}{
+		{"root", Peer{UID: 0}, true, http.StatusOK},
+		{"the daemon's user", Peer{UID: 1000, GID: 1000}, true, http.StatusOK},
+		{"a member, verified only", Peer{UID: 1001, GID: 1001, Groups: []int{4242}}, false, http.StatusOK},
+		{"a member, unverified", Peer{UID: 1001, GID: 1001, Groups: []int{4242}}, true, http.StatusForbidden},
+	} {
+		body := fmt.Sprintf(`{"bundle":"jq","allow_unverified":%v}`, c.unverified)
+		req := httptest.NewRequest(http.MethodPost, PathInstall, strings.NewReader(body))
+		req = req.WithContext(context.WithValue(req.Context(), peerKey{}, c.peer))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != c.want {
+			t.Errorf("%s: HTTP %d, want %d (%s)", c.name, rec.Code, c.want, rec.Body.String())
+		}
+	}
+}

@@ -174,6 +174,13 @@ func Handler(b Backend, a Admission) http.Handler {
 			writeError(w, http.StatusBadRequest, "bad install request: "+err.Error(), "")
 			return
 		}
+		if p, _ := PeerOf(r.Context()); req.AllowUnverified && p.UID != 0 && p.UID != a.OwnerUID {
+			// Running an installer script nobody checked (as root on a root daemon) is the
+			// operator's decision, not a socket group member's.
+			writeError(w, http.StatusForbidden, "only root or clihostd's own user may allow unverified installers",
+				"install without --allow-unverified, or ask the operator")
+			return
+		}
 		send := stream(w)
 		emit := func(ev InstallEvent) { send(ev) }
 		emit(b.Install(r.Context(), req, emit))
