@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/clihost/clihost/host"
 )
 
@@ -307,4 +309,32 @@ func (c *Client) authCall(ctx context.Context, path string, req ScopeRequest) (A
 	}
 	defer resp.Body.Close()
 	return res, json.NewDecoder(resp.Body).Decode(&res)
+}
+
+// DaemonUID is the uid of the process listening on the socket, as the kernel recorded it when that
+// process called listen(2) (SO_PEERCRED on a connection to it): who the daemon is, whatever it
+// says about itself.
+func (c *Client) DaemonUID(ctx context.Context) (int, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.Socket)
+	if err != nil {
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED) {
+			return -1, fmt.Errorf("%w on %s", ErrNoDaemon, c.Socket)
+		}
+		return -1, fmt.Errorf("control socket %s: %w", c.Socket, err)
+	}
+	defer conn.Close()
+	raw, err := conn.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return -1, err
+	}
+	if cerr != nil {
+		return -1, fmt.Errorf("control socket %s: SO_PEERCRED: %w", c.Socket, cerr)
+	}
+	return int(cred.Uid), nil
 }

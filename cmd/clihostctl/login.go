@@ -38,6 +38,9 @@ authed for your user in the workspace.`,
 				return err
 			}
 			c := g.client()
+			if err := runsWhatDaemonSays(ctx, c); err != nil {
+				return err
+			}
 			info, err := c.LoginInfo(ctx, args[0], ws)
 			if err != nil {
 				return err
@@ -112,6 +115,25 @@ func printAuth(g *globalOptions, bundle string, res control.AuthResult, want str
 	fmt.Fprintln(g.stdout)
 	if res.Phase != want {
 		return exitError{1}
+	}
+	return nil
+}
+
+// runsWhatDaemonSays refuses, for a clihostctl running as root, a daemon that is not root: login
+// runs the command and the sandbox plan the daemon sends, and root must not run what a less
+// privileged user chose (the unit's daemon runs as clihost, whose user owns /run/clihost: a
+// compromised daemon user could answer there with any command and no sandbox).
+func runsWhatDaemonSays(ctx context.Context, c *control.Client) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	uid, err := c.DaemonUID(ctx)
+	if err != nil {
+		return err
+	}
+	if uid != 0 {
+		return fmt.Errorf("clihostd on %s runs as uid %d, not root: clihostctl running as root does not run a login command "+
+			"a less privileged daemon sends; run clihostctl login as the user whose login it is (not with sudo)", c.Socket, uid)
 	}
 	return nil
 }

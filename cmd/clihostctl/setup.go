@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -97,8 +98,10 @@ func runSetup(o *setupOptions) error {
 		values[s.ID] = v
 	}
 	last, err := c.Setup(ctx, control.SetupRequest{ScopeRequest: scope, Values: values, Force: o.force}, func(ev control.SetupEvent) {
-		fmt.Fprintf(o.stderr, "step %s: open this URL to continue (waiting for it to call back):\n  %s\n", ev.Step, ev.URL)
-		_ = exec.Command("xdg-open", ev.URL).Start() // best effort: a desktop opens it
+		fmt.Fprintf(o.stderr, "step %s: open this URL to continue (waiting for it to call back):\n  %s\n", plain(ev.Step), plain(ev.URL))
+		if webURL(ev.URL) {
+			_ = exec.Command("xdg-open", ev.URL).Start() // best effort: a desktop opens it
+		}
 	})
 	if err != nil {
 		return err
@@ -178,4 +181,12 @@ func ask(o *setupOptions, in *bufio.Reader, s control.SetupStep) (string, error)
 		}
 	}
 	return v, nil
+}
+
+// webURL reports whether u is an http or https URL with a host: the only kind a setup step's visit
+// hands to xdg-open. The URL comes from the daemon (another user: the unit's clihost), and
+// xdg-open runs a file:, a local path or a .desktop file with whatever opens it.
+func webURL(u string) bool {
+	p, err := url.Parse(u)
+	return err == nil && (p.Scheme == "http" || p.Scheme == "https") && p.Host != "" && !strings.HasPrefix(u, "-")
 }

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/internal/fixture"
+)
+
+// listenAs creates a unix socket listening at path whose credentials (what SO_PEERCRED tells a
+// client) are uid's: listen(2) runs on a thread of this process that took uid as its effective
+// uid with a raw system call (that thread only) and is never given back.
+func listenAs(t *testing.T, path string, uid int) net.Listener {
+	t.Helper()
+	type res struct {
+		ln  net.Listener
+		err error
+	}
+	c := make(chan res, 1)
+	go func() {
+		runtime.LockOSThread()
+		// No UnlockOSThread: the thread's credentials are not the process's any more.
+		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, ^uintptr(0), uintptr(uid), ^uintptr(0)); e != 0 {
+			c <- res{err: e}
+			return
+		}
+		ln, err := net.Listen("unix", path)
+		c <- res{ln, err}
+	}()
+	r := <-c
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	return r.ln
+}
+
+// TestRootLoginRunsNothingAnUnprivilegedDaemonChose: clihostctl login runs the command (and the
+// sandbox plan) the daemon sends. Under sudo against the unit's daemon (User=clihost, whose user
+// owns /run/clihost), a compromised daemon user could send any command, sandbox off, and root ran
+// it. Root's clihostctl now refuses to run what a daemon that is not root chose. Before the fix the
+// fake daemon's command ran as root.
+func TestRootLoginRunsNothingAnUnprivilegedDaemonChose(t *testing.T) {
+	fixture.NeedRoot(t)
+	dir := t.TempDir()
+	fixture.Reachable(t, dir)
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	mark := filepath.Join(dir, "ran-as-root")
+	serve := func(uid int) string {
+		sock := filepath.Join(dir, "fake"+strconv.Itoa(uid)+".sock")
+		ln := listenAs(t, sock, uid)
+		srv := &http.Server{Handler: fakeLoginDaemon(mark)}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		return sock
+	}
+	code, _, errOut := runCtl(t, "--socket", serve(fixture.AgentID), "login", "gh", "--workspace", dir)
+	if _, err := os.Stat(mark); err == nil {
+		t.Fatalf("root ran the command an unprivileged daemon sent (exit %d): %s", code, errOut)
+	}
+	if code == 0 || !strings.Contains(errOut, "not root") {
+		t.Fatalf("exit %d, want a refusal naming the daemon's uid as not root; stderr %q", code, errOut)
+	}
+	// Positive control: the same answer from a root daemon runs (a root daemon chooses root's sandbox).
+	if code, _, errOut := runCtl(t, "--socket", serve(0), "login", "gh", "--workspace", dir); code != 0 {
+		t.Fatalf("positive control, a root daemon: exit %d: %s", code, errOut)
+	}
+	if _, err := os.Stat(mark); err != nil {
+		t.Fatalf("positive control, a root daemon: its login command did not run: %v", err)
+	}
+}
+
+// fakeLoginDaemon answers a login with a command that writes mark, unsandboxed, and then "authed".
+func fakeLoginDaemon(mark string) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+control.PathLogin, func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(control.LoginInfo{Bundle: "gh", Argv: []string{"/bin/sh", "-c", "id -u > " + mark}})
+	})
+	mux.HandleFunc("POST "+control.PathLogin, func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(control.AuthResult{Phase: "authed"})
+	})
+	return mux
+}
+
+// TestSetupOpensOnlyWebURLs: a setup step's visit URL comes from the daemon and clihostctl hands
+// it to xdg-open, which opens a file: URL or a local .desktop file with whatever runs it. Only
+// http(s) URLs are opened: a fake xdg-open on PATH records what it gets; the https URL (positive
+// control) reaches it, the file: URL never does (none within a second after it). Before the fix
+// both were opened.
+func TestSetupOpensOnlyWebURLs(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "opened")
+	script := "#!/bin/sh\nprintf '%s\\n' \"$1\" >> " + log + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "xdg-open"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	opened := func() string { b, _ := os.ReadFile(log); return string(b) }
+	for _, c := range []struct {
+		url  string
+		open bool
+	}{{"https://example.invalid/device", true}, {"file:///tmp/evil.desktop", false}} {
+		sock := filepath.Join(dir, "fake.sock")
+		os.Remove(sock)
+		os.Remove(log)
+		ln, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("GET "+control.PathSetup, func(w http.ResponseWriter, r *http.Request) {
+			_ = json.NewEncoder(w).Encode(control.SetupInfo{Bundle: "x"})
+		})
+		mux.HandleFunc("POST "+control.PathSetup, func(w http.ResponseWriter, r *http.Request) {
+			enc := json.NewEncoder(w)
+			_ = enc.Encode(control.SetupEvent{Phase: "visit", Step: "s", URL: c.url})
+			_ = enc.Encode(control.SetupEvent{Phase: "done"})
+		})
+		srv := &http.Server{Handler: mux}
+		go srv.Serve(ln)
+		code, _, errOut := runCtl(t, "--socket", sock, "setup", "x", "--workspace", dir)
+		srv.Close()
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", c.url, code, errOut)
+		}
+		got := false
+		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline) && !got; time.Sleep(20 * time.Millisecond) {
+			got = strings.Contains(opened(), c.url)
+		}
+		if got != c.open {
+			t.Errorf("%s: handed to xdg-open %v, want %v (opened: %q)", c.url, got, c.open, opened())
+		}
+	}
+}
