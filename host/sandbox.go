@@ -117,7 +117,7 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string,
 	}
 	pathVar, _ := h.opts.LookupEnv("PATH")
 	pol, err := sandbox.Compile(sandbox.Input{Bundle: b, Tool: tool, Binary: bin, Workspace: ws, Home: who.home,
-		PATH: pathVar, LookupEnv: h.opts.LookupEnv, ExtraDeny: h.opts.Sandbox.ExtraDeny, Protect: ProtectedPaths(h.reg.Bundles(), bin)})
+		PATH: pathVar, LookupEnv: h.opts.LookupEnv, ExtraDeny: h.opts.Sandbox.ExtraDeny, Protect: append(ProtectedPaths(h.reg.Bundles(), bin), h.reg.Dirs()...)})
 	if err != nil {
 		return nil, nil, sandboxError(b, err)
 	}
@@ -175,7 +175,8 @@ func withHome(env []string, home string, lookup func(string) (string, bool)) []s
 // and vendored binaries, which later calls read back: a tool rewriting its own CLI.md would choose
 // its next sandbox), every vendored binary (wherever its install entry points) and bin, the binary
 // the call runs. The embedded catalog has no folder; the daemon's state directory is masked
-// (SandboxOptions.ExtraDeny).
+// (SandboxOptions.ExtraDeny). confine adds the folders bundles are loaded from (registry Dirs): a
+// call adding a bundle there would choose that bundle's sandbox.
 func ProtectedPaths(bundles []*manifest.Bundle, bin string) []string {
 	out := []string{bin}
 	for _, b := range bundles {

@@ -122,6 +122,7 @@ type Entry struct {
 type Registry struct {
 	entries []*Entry
 	byKey   map[string]*Entry
+	dirs    []string // the folders on disk the bundles were loaded from (see Dirs)
 	// Findings are registry-level problems, such as a duplicate id@major.
 	Findings manifest.Findings
 }
@@ -164,6 +165,11 @@ func Load(sources ...Source) (*Registry, error) {
 	close(work)
 	wg.Wait()
 	r := &Registry{byKey: map[string]*Entry{}}
+	for _, src := range sources {
+		if !src.Embedded && src.OSPath != nil {
+			r.dirs = append(r.dirs, src.OSPath(src.Root))
+		}
+	}
 	for _, j := range jobs {
 		r.add(&Entry{Bundle: j.bundle, Source: j.src.Name}, j.src.Embedded)
 	}
@@ -213,6 +219,11 @@ func (r *Registry) remove(e *Entry) {
 
 // Entries returns every loaded bundle in load order, including ones with errors and duplicates.
 func (r *Registry) Entries() []*Entry { return r.entries }
+
+// Dirs are the paths on disk the directory sources were loaded from (a folder searched for
+// bundles, or a single CLI.md), absolute. A daemon reloads from them, so calls must not write
+// there: a new bundle chooses its own sandbox.
+func (r *Registry) Dirs() []string { return r.dirs }
 
 // Bundles returns the indexed bundles (one per id@major) sorted by key.
 func (r *Registry) Bundles() []*manifest.Bundle {

@@ -150,6 +150,9 @@ func sandboxOptions(log *slog.Logger, c config, stateDir, socket string) (host.S
 		o.ExtraDeny = append(o.ExtraDeny, filepath.Join(stateDir, name))
 	}
 	o.ExtraDeny = append(o.ExtraDeny, rotate.Names(filepath.Join(stateDir, "audit.jsonl"), c.auditKeep)...)
+	if dir, ok := absentLocalBundles(c); ok {
+		o.ExtraDeny = append(o.ExtraDeny, dir)
+	}
 	if c.agentUser != "" {
 		u, err := user.Lookup(c.agentUser)
 		if err != nil {
@@ -544,3 +547,22 @@ func (d *daemon) Token() control.TokenInfo {
 
 // AuditFile implements control.Backend.
 func (d *daemon) AuditFile() string { return d.auditPath }
+
+// absentLocalBundles is ./.cli (absolute) when it is where this daemon takes bundles from at its
+// next start (no --bundles, no $CLIHOST_BUNDLES) and it does not exist now. It is then a deny path:
+// a call that creates it in its workspace has it removed afterwards (sandbox.Sweep), so that no
+// tool plants bundles, with sandboxes of their own choosing, for the daemon's next start. An
+// existing ./.cli is loaded, and kept read-only in calls like every bundle source (host.confine).
+func absentLocalBundles(c config) (string, bool) {
+	if len(c.bundles) > 0 || os.Getenv(registry.EnvBundles) != "" {
+		return "", false
+	}
+	dir, err := filepath.Abs(registry.LocalDir)
+	if err != nil {
+		return "", false
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		return "", false
+	}
+	return dir, true
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -45,5 +46,37 @@ func TestAuditFlags(t *testing.T) {
 		if !slices.Contains(o.ExtraDeny, filepath.Join(state, name)) {
 			t.Errorf("%s is not masked: %v", name, o.ExtraDeny)
 		}
+	}
+}
+
+// TestAbsentLocalBundlesAreSwept: a daemon that would load ./.cli at its next start (no --bundles,
+// no $CLIHOST_BUNDLES) and has none now denies ./.cli in calls, so that one a tool creates there is
+// swept away after the call; an existing ./.cli (loaded, kept read-only) and named bundle folders
+// are not denied. Before the fix nothing kept a tool from planting bundles for the next start.
+func TestAbsentLocalBundlesAreSwept(t *testing.T) {
+	t.Setenv("CLIHOST_BUNDLES", "")
+	dir := t.TempDir()
+	t.Chdir(dir)
+	state := t.TempDir()
+	opts := func(c config) []string {
+		c.ports = "443"
+		o, err := sandboxOptions(slog.New(slog.DiscardHandler), c, state, filepath.Join(state, "s.sock"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o.ExtraDeny
+	}
+	local := filepath.Join(dir, ".cli")
+	if deny := opts(config{}); !slices.Contains(deny, local) {
+		t.Errorf("no ./.cli: %s is not denied: %v", local, deny)
+	}
+	if deny := opts(config{bundles: []string{"/etc/clihost/bundles"}}); slices.Contains(deny, local) {
+		t.Errorf("--bundles given: %s is denied: %v", local, deny)
+	}
+	if err := os.Mkdir(local, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if deny := opts(config{}); slices.Contains(deny, local) {
+		t.Errorf("an existing ./.cli (a bundle source) is masked: %v", deny)
 	}
 }
