@@ -174,6 +174,29 @@ func workspaceChanged(ws, now string) *Error {
 		Hint:    "name a workspace whose path nobody changes during the call (no symbolic link swapped into it)"}
 }
 
+// writableBy refuses, on a root host, a call whose writable roots (fs.write, ~ and symbolic links
+// resolved) include one the uid it runs as may not write itself: a link in that uid's home
+// (~/.cache/gh → another user's project) would otherwise make the host, which is root, act there
+// after the call (the sweep of absent deny paths, the git rule's moves). A root that does not
+// exist is left to the sandbox. A host that is not root acts as the uid that runs the call.
+func writableBy(roots []string, id sandbox.Identity) *Error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	who := access.Who{UID: id.UID, GID: id.GID, Groups: id.Groups}
+	for _, w := range roots {
+		if _, err := os.Lstat(w); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err := access.CheckWrite(w, who); err != nil {
+			return &Error{Code: "path_denied", Category: "permission",
+				Message: fmt.Sprintf("%s, which the bundle's sandbox lets this call write (fs.write), is not writable by uid %d (%s), whom the call runs as: %s", w, id.UID, userName(id.UID), reason(err)),
+				Hint:    "a symbolic link in that user's home may lead there: point it at a folder that user owns, or remove it"}
+		}
+	}
+	return nil
+}
+
 // reason is why access.CheckDir refused, without repeating the path.
 func reason(err error) string {
 	var de *access.DeniedError

@@ -271,3 +271,50 @@ func TestWorkspaceChangedAfterCheck(t *testing.T) {
 		t.Fatalf("a workspace path that resolves elsewhere than checked: want workspace_denied (changed), got %+v", env)
 	}
 }
+
+// TestWritableRootsTheUIDCannotWrite: on a root host, a call's writable roots are resolved as root
+// (~ and symbolic links followed): a link in the home of the uid a call runs as can lead one into
+// another user's folder, where the host (root) acts after the call (it sweeps absent deny paths,
+// the git rule moves files). Such a call is refused (path_denied) naming the folder and the uid;
+// the same link to a folder the uid owns is fine (positive control). Before the fix the call ran.
+func TestWritableRootsTheUIDCannotWrite(t *testing.T) {
+	fixture.NeedRoot(t)
+	fixture.Need(t, "true")
+	state := filepath.Join(t.TempDir(), "state")
+	fixture.Reachable(t, filepath.Dir(state))
+	h, _ := writeBundle(t, fixture.True(), Options{Sandbox: SandboxOptions{StateDir: state}})
+	b := bundle(t, h, "true")
+	b.CLI.Sandbox.FS.Write = []string{"~/.cache/x/**"}
+	ws := fixture.Workspace(t) // nobody's: the call runs as nobody, HOME <state>/homes/65534
+	id := sandbox.Identity{UID: fixture.AgentID, GID: fixture.AgentID}
+	home, err := h.keptHome(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(home, ".cache")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	victim := t.TempDir() // root's
+	fixture.Reachable(t, victim)
+	own := fixture.Workspace(t)
+	for _, target := range []string{own, victim} {
+		os.Remove(filepath.Join(cache, "x"))
+		if err := os.Symlink(target, filepath.Join(cache, "x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(filepath.Join(cache, "x"), fixture.AgentID, fixture.AgentID); err != nil {
+			t.Fatal(err)
+		}
+		env := h.Call(context.Background(), b, "run", map[string]any{}, Caller{Workspace: ws}, CallOptions{})
+		if target == own {
+			if !env.OK {
+				t.Fatalf("positive control, ~/.cache/x → a folder the uid owns: %+v", env.Error)
+			}
+			continue
+		}
+		if env.OK || env.Error == nil || env.Error.Code != "path_denied" || !strings.Contains(env.Error.Message, victim) {
+			t.Fatalf("~/.cache/x → root's folder: want path_denied naming %s, got %+v", victim, env)
+		}
+	}
+}

@@ -124,6 +124,9 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string,
 	if c.Peer != nil && pol.Workspace() != filepath.Clean(ws) {
 		return nil, nil, workspaceChanged(ws, pol.Workspace())
 	}
+	if e := writableBy(pol.Writable, who.id); e != nil {
+		return nil, nil, e
+	}
 	// The git rule: record the writable roots' git metadata now, so that sweep can judge what the
 	// call changes (a root too large to check refuses the call: it could not be checked after).
 	if err := pol.SnapshotGit(0); err != nil {

@@ -88,6 +88,37 @@ func kernelAs(dir string, who Who) error {
 	})
 }
 
+// CheckWrite returns nil when who may write the file or directory at path (symbolic links followed
+// as the kernel follows them for that user; a directory also needs search), a *DeniedError when it
+// may not, and another error when the question could not be answered. Only root can ask it for a
+// uid other than its own.
+func CheckWrite(path string, who Who) error {
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("access: %q is not an absolute path", path)
+	}
+	check := func() error {
+		st, err := os.Stat(path)
+		if err != nil {
+			return &DeniedError{Dir: path, Reason: errText(err)}
+		}
+		mode := uint32(unix.W_OK)
+		if st.IsDir() {
+			mode |= unix.X_OK
+		}
+		if err := unix.Faccessat2(unix.AT_FDCWD, path, mode, unix.AT_EACCESS); err != nil {
+			return &DeniedError{Dir: path, Reason: "not writable: " + errText(err)}
+		}
+		return nil
+	}
+	switch {
+	case os.Geteuid() == 0:
+		return onThreadAs(who, check)
+	case who.UID == os.Geteuid():
+		return check()
+	}
+	return fmt.Errorf("access: uid %d cannot check %s for uid %d", os.Geteuid(), path, who.UID)
+}
+
 // onThreadAs runs check on a locked OS thread switched to who's groups, fsgid and fsuid; the
 // thread is never unlocked (it exits with its goroutine).
 func onThreadAs(who Who, check func() error) error {
