@@ -274,6 +274,8 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	rec.BinaryVersion = bin.version
 
 	scope := authstate.Scope{Bundle: b.Key(), Workspace: workspace, User: c.User}
+	loginScope := scope
+	loginScope.User = LoginUser(c.User)
 	var usedSecrets []string
 	lenv := authstate.Env{BinPath: bin.path, Dir: workspace, Env: slices.Clone(env)}
 	var lpol *sandbox.Policy
@@ -285,7 +287,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 		}
 		lenv.Egress = h.egressPolicy(lpol, b.ID(), rec.CallID)
 	}
-	e := h.lifecycle(ctx, b, scope, lenv, &env, &usedSecrets)
+	e := h.lifecycle(ctx, b, scope, loginScope, lenv, &env, &usedSecrets)
 	// The login commands ran in the workspace too: the git rule applies to what they wrote, before
 	// the tool's own snapshot is taken.
 	lifeWarnings := sweep(lpol)
@@ -307,7 +309,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	}
 	if len(t.Tool.Runner.Steps) > 0 {
 		out := h.runSteps(ctx, stepCall{b: b, t: t, input: input, workspace: workspace, peer: c.Peer, env: env, bin: bin, secrets: secrets,
-			used: &usedSecrets, scope: scope, rec: rec, opts: opts})
+			used: &usedSecrets, scope: loginScope, rec: rec, opts: opts})
 		out.Warnings = append(lifeWarnings, out.Warnings...)
 		return out
 	}
@@ -335,7 +337,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	toolWarnings := sweep(pol)
 	h.auditSweep(b, rec.CallID, toolWarnings)
 	warnings := append(lifeWarnings, toolWarnings...)
-	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, usedSecrets, pol)
+	out := h.finish(ctx, b, t, res, err, conv, timeout, loginScope, rec, usedSecrets, pol)
 	out.Warnings = append(append(out.Warnings, warnings...), cgroupWarning(res)...)
 	return out
 }
@@ -392,9 +394,10 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 	return Envelope{ExitCode: &exit, Error: e}
 }
 
-// lifecycle checks setup and login before a call (when the host has a setup engine and an auth
-// machine) and adds what setup persisted to the call's environment and the values to redact.
-func (h *Host) lifecycle(ctx context.Context, b *manifest.Bundle, scope authstate.Scope, lenv authstate.Env, env *[]string, sensitive *[]string) *Error {
+// lifecycle checks setup (in scope, the caller's) and login (in loginScope, see LoginUser) before a
+// call (when the host has a setup engine and an auth machine) and adds what setup persisted to the
+// call's environment and the values to redact.
+func (h *Host) lifecycle(ctx context.Context, b *manifest.Bundle, scope, loginScope authstate.Scope, lenv authstate.Env, env *[]string, sensitive *[]string) *Error {
 	if h.opts.Setup != nil && len(b.CLI.Setup) > 0 {
 		pending, err := h.opts.Setup.Pending(b, scope)
 		if err != nil {
@@ -418,7 +421,7 @@ func (h *Host) lifecycle(ctx context.Context, b *manifest.Bundle, scope authstat
 		}
 	}
 	if h.opts.Auth != nil && b.CLI.Auth != nil && b.CLI.Auth.Login != nil {
-		st, err := h.opts.Auth.BeforeCall(ctx, b, scope, lenv)
+		st, err := h.opts.Auth.BeforeCall(ctx, b, loginScope, lenv)
 		if err != nil {
 			return &Error{Code: "auth_required", Message: "the login state could not be checked: " + err.Error(), Hint: loginHint(b)}
 		}
@@ -446,6 +449,20 @@ func (h *Host) expired(b *manifest.Bundle, scope authstate.Scope, exit int, user
 	h.audit.write(AuthExpired{Type: "cli.auth_expired", CLIID: b.ID(), UserID: user, TS: timestamp(time.Now())})
 	return true
 }
+
+// LoginUser is the user whose login of a CLI a call by caller uses. A host that is not root runs
+// every CLI as its own user, with one HOME, so what a CLI's login writes there (gh's hosts.yml)
+// serves every caller: the login is the host user's, kept in its scope, whoever calls. On a root
+// host each caller's CLIs run as that caller, with its own HOME and its own login.
+func LoginUser(caller string) string {
+	if os.Geteuid() == 0 {
+		return caller
+	}
+	return hostUser()
+}
+
+// hostUser is this process's user name, or its uid when it has none.
+var hostUser = sync.OnceValue(func() string { return userName(os.Geteuid()) })
 
 func loginHint(b *manifest.Bundle) string {
 	if a := b.CLI.Auth; a != nil && a.Login != nil {

@@ -31,8 +31,8 @@ type stepCall struct {
 	env       []string  // the tool's environment (sandbox env, setup's values)
 	bin       binary    // the bundle's verified bin
 	secrets   argv.Secrets
-	used      *[]string // secret values used so far, for redaction
-	scope     authstate.Scope
+	used      *[]string       // secret values used so far, for redaction
+	scope     authstate.Scope // the login's scope (LoginUser), for a login that expired
 	rec       *Invoked
 	opts      CallOptions
 }

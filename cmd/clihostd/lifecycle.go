@@ -38,6 +38,33 @@ func (d *daemon) scopeFor(req control.ScopeRequest, c host.Caller) (*manifest.Bu
 	return b, authstate.Scope{Bundle: b.Key(), Workspace: ws, User: c.User}, st.host, c, nil
 }
 
+// loginScopeFor is scopeFor for the login requests (login, its info, logout): the scope is the
+// login user's (host.LoginUser). A daemon that is not root runs every CLI as its own user with one
+// HOME, so a CLI's login is that user's and serves every caller: only that user may log it in or
+// out (root's clihostctl refuses to run a login such a daemon chose); anyone else would put their
+// own account where every caller's calls use it.
+func (d *daemon) loginScopeFor(req control.ScopeRequest, c host.Caller) (*manifest.Bundle, authstate.Scope, *host.Host, host.Caller, *host.Error) {
+	b, s, h, c, herr := d.scopeFor(req, c)
+	if herr != nil {
+		return b, s, h, c, herr
+	}
+	if os.Geteuid() != 0 && c.Peer != nil && c.Peer.UID != os.Geteuid() {
+		return nil, s, nil, c, sharedLoginError(b, c.User, d.workspace)
+	}
+	s.User = host.LoginUser(c.User)
+	return b, s, h, c, nil
+}
+
+// sharedLoginError refuses a login by a caller other than a non-root daemon's own user.
+func sharedLoginError(b *manifest.Bundle, caller, ws string) *host.Error {
+	me := daemonUser()
+	return &host.Error{Code: "login_refused", Category: "permission",
+		Message: fmt.Sprintf("this clihostd runs as %s, not root: every CLI runs as %s with one HOME, so %s's login is %s's and serves every caller; %s may not log it in or out",
+			me, me, b.ID(), me, caller),
+		Hint: fmt.Sprintf("the operator logs it in for everyone: sudo -u %s clihostctl login %s --workspace %s "+
+			"(for logins of each user's own, run clihostd as root: each caller's CLIs then run as that caller)", me, b.ID(), ws)}
+}
+
 // workspaceFor resolves the workspace a control-socket caller names (the daemon's --workspace when
 // it names none) to an absolute path without symbolic links, and refuses it with workspace_denied
 // unless the caller could read, write and search it itself (as its uid and groups; the kernel
@@ -181,7 +208,7 @@ func (d *daemon) Setup(ctx context.Context, req control.SetupRequest, c host.Cal
 
 // LoginInfo implements control.Backend.
 func (d *daemon) LoginInfo(ctx context.Context, req control.ScopeRequest, c host.Caller) (control.LoginInfo, error) {
-	b, s, h, c, herr := d.scopeFor(req, c)
+	b, s, h, c, herr := d.loginScopeFor(req, c)
 	if herr != nil {
 		return control.LoginInfo{}, scopeError(herr)
 	}
@@ -219,7 +246,7 @@ func (d *daemon) LoginInfo(ctx context.Context, req control.ScopeRequest, c host
 // Login implements control.Backend: the person ran login.cmd in their terminal; the daemon now
 // polls completes_when.
 func (d *daemon) Login(ctx context.Context, req control.ScopeRequest, c host.Caller) control.AuthResult {
-	b, s, h, c, herr := d.scopeFor(req, c)
+	b, s, h, c, herr := d.loginScopeFor(req, c)
 	if herr != nil {
 		return control.AuthResult{Error: herr}
 	}
@@ -242,7 +269,7 @@ func (d *daemon) Login(ctx context.Context, req control.ScopeRequest, c host.Cal
 
 // Logout implements control.Backend.
 func (d *daemon) Logout(_ context.Context, req control.ScopeRequest, c host.Caller) control.AuthResult {
-	b, s, _, _, herr := d.scopeFor(req, c)
+	b, s, _, _, herr := d.loginScopeFor(req, c)
 	if herr != nil {
 		return control.AuthResult{Error: herr}
 	}

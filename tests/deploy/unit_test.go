@@ -175,6 +175,12 @@ func TestUnit(t *testing.T) {
 			t.Errorf("%s: a file a CLI wrote in the group's 2770 workspace: %v %v, want mode 0660 (the group's members use it too)", what, fi, err)
 		}
 	}
+	// Every CLI runs as the daemon's user with one HOME: a member's own login would serve every
+	// caller (bob acting as alice on GitHub). Only the daemon's user logs the CLIs in.
+	if r := ctl(t, alice, d.socket, "login", "gh", "--workspace", ws); r.code == 0 || !strings.Contains(r.stderr, "may not log it in or out") ||
+		!strings.Contains(r.stderr, "sudo -u "+svc.name+" clihostctl login gh --workspace") {
+		t.Errorf("%s: a member's clihostctl login gh: exit %d, stderr %q; want it refused (the login would be every caller's) with the operator's command", what, r.code, r.stderr)
+	}
 	jq := d.mustCall(t, alice, ws, "jq", "filter", jqInput, "a member of the socket's group calls the built-in jq in the unit's workspace")
 	checkJQ(t, what, jq)
 	expectSocketRefused(t, what, mallory, d.call(t, mallory, ws, "jq", "filter", jqInput))
