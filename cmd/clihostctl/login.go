@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"os/user"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -38,11 +40,11 @@ authed for your user in the workspace.`,
 				return err
 			}
 			c := g.client()
-			if err := runsWhatDaemonSays(ctx, c); err != nil {
-				return err
-			}
 			info, err := c.LoginInfo(ctx, args[0], ws)
 			if err != nil {
+				return err // a daemon that is not root refuses other users' logins, naming the operator's command
+			}
+			if err := runsWhatDaemonSays(ctx, c); err != nil {
 				return err
 			}
 			fmt.Fprintf(g.stderr, "running %v\n", info.Argv)
@@ -119,21 +121,39 @@ func printAuth(g *globalOptions, bundle string, res control.AuthResult, want str
 	return nil
 }
 
-// runsWhatDaemonSays refuses, for a clihostctl running as root, a daemon that is not root: login
-// runs the command and the sandbox plan the daemon sends, and root must not run what a less
-// privileged user chose (the unit's daemon runs as clihost, whose user owns /run/clihost: a
-// compromised daemon user could answer there with any command and no sandbox).
+// runsWhatDaemonSays refuses a daemon whose login command clihostctl must not run: login runs the
+// command and the sandbox plan the daemon sends, as the user running clihostctl (see
+// trustsDaemon).
 func runsWhatDaemonSays(ctx context.Context, c *control.Client) error {
-	if os.Geteuid() != 0 {
-		return nil
-	}
 	uid, err := c.DaemonUID(ctx)
 	if err != nil {
 		return err
 	}
-	if uid != 0 {
+	return trustsDaemon(uid, os.Geteuid(), c.Socket)
+}
+
+// trustsDaemon says whether a clihostctl running as self may run what a daemon running as
+// daemonUID chose: only a root daemon's, or its own user's. Root must not run what a less
+// privileged user chose (the unit's daemon runs as clihost, whose user owns /run/clihost: a
+// compromised daemon user could answer there with any command and no sandbox), nor may a socket
+// group's member (the same daemon would run code as the member); such a daemon's logins are its
+// own user's anyway (it refuses other callers' logins).
+func trustsDaemon(daemonUID, self int, socket string) error {
+	switch {
+	case daemonUID == 0 || daemonUID == self:
+		return nil
+	case self == 0:
 		return fmt.Errorf("clihostd on %s runs as uid %d, not root: clihostctl running as root does not run a login command "+
-			"a less privileged daemon sends; run clihostctl login as the user whose login it is (not with sudo)", c.Socket, uid)
+			"a less privileged daemon sends; run clihostctl login as the daemon's user (sudo -u %s clihostctl login …)", socket, daemonUID, userOrUID(daemonUID))
 	}
-	return nil
+	return fmt.Errorf("clihostd on %s runs as uid %d, neither root nor you (uid %d): its CLIs' logins are that user's, and clihostctl "+
+		"runs no login command another user's daemon sends; the operator runs: sudo -u %s clihostctl login …", socket, daemonUID, self, userOrUID(daemonUID))
+}
+
+// userOrUID is uid's user name, or the uid.
+func userOrUID(uid int) string {
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		return u.Username
+	}
+	return strconv.Itoa(uid)
 }

@@ -144,3 +144,22 @@ func TestSetupOpensOnlyWebURLs(t *testing.T) {
 		}
 	}
 }
+
+// TestTrustsDaemon: clihostctl runs a login a daemon chose only when that daemon is root or runs as
+// clihostctl's own user; root and a socket group's member refuse a daemon of another, unprivileged
+// user (whose logins are that user's anyway), naming it.
+func TestTrustsDaemon(t *testing.T) {
+	for _, tc := range []struct {
+		daemon, self int
+		ok           bool
+		says         string
+	}{
+		{0, 0, true, ""}, {0, 1000, true, ""}, {998, 998, true, ""},
+		{998, 0, false, "not root"}, {998, 1000, false, "neither root nor you (uid 1000)"},
+	} {
+		err := trustsDaemon(tc.daemon, tc.self, "/run/clihost/clihostd.sock")
+		if (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("daemon uid %d, clihostctl uid %d: %v, want ok=%v saying %q", tc.daemon, tc.self, err, tc.ok, tc.says)
+		}
+	}
+}
