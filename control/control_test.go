@@ -172,31 +172,40 @@ func TestClientSocketFallsBackToTheUnitsSocket(t *testing.T) {
 	}
 }
 
-// TestTokenOnlyForRootAndOwner: the MCP bearer token goes to root and the daemon's own user; a
+// TestTokenOnlyForRootAndOwner (and the audit log, which records every caller's calls): the MCP bearer token goes to root and the daemon's own user; a
 // member of --group, admitted to the socket, is refused it (403): with it, the member would run
 // CLIs as the agent in the daemon's workspace, which it may not name itself. Before the fix every
 // admitted peer got it.
 func TestTokenOnlyForRootAndOwner(t *testing.T) {
 	a := Admission{OwnerUID: 1000, GroupID: 4242}
-	h := Handler(fakeBackend{}, a)
-	for _, c := range []struct {
-		name string
-		peer Peer
-		want int
-	}{
-		{"root", Peer{UID: 0, GID: 0}, http.StatusOK},
-		{"the daemon's user", Peer{UID: 1000, GID: 1000}, http.StatusOK},
-		{"a member of --group", Peer{UID: 1001, GID: 1001, Groups: []int{4242}}, http.StatusForbidden},
-	} {
-		req := httptest.NewRequest(http.MethodGet, PathToken, nil)
-		req = req.WithContext(context.WithValue(req.Context(), peerKey{}, c.peer))
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		if rec.Code != c.want {
-			t.Errorf("%s: GET %s: HTTP %d, want %d (%s)", c.name, PathToken, rec.Code, c.want, rec.Body.String())
-		}
-		if c.want != http.StatusOK && strings.Contains(rec.Body.String(), `"token"`) {
-			t.Errorf("%s: the token was sent: %s", c.name, rec.Body.String())
+	audit := filepath.Join(t.TempDir(), "audit.jsonl")
+	if err := os.WriteFile(audit, []byte(`{"type":"cli.invoked","user_id":"alice"}`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := Handler(fakeBackend{audit: audit}, a)
+	for _, path := range []string{PathToken, PathAudit} {
+		for _, c := range []struct {
+			name string
+			peer Peer
+			want int
+		}{
+			{"root", Peer{UID: 0, GID: 0}, http.StatusOK},
+			{"the daemon's user", Peer{UID: 1000, GID: 1000}, http.StatusOK},
+			{"a member of --group", Peer{UID: 1001, GID: 1001, Groups: []int{4242}}, http.StatusForbidden},
+		} {
+			req := httptest.NewRequest(http.MethodGet, path, nil)
+			req = req.WithContext(context.WithValue(req.Context(), peerKey{}, c.peer))
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != c.want {
+				t.Errorf("%s: GET %s: HTTP %d, want %d (%s)", c.name, path, rec.Code, c.want, rec.Body.String())
+			}
+			if c.want != http.StatusOK && (strings.Contains(rec.Body.String(), `"token"`) || strings.Contains(rec.Body.String(), "alice")) {
+				t.Errorf("%s: GET %s sent it: %s", c.name, path, rec.Body.String())
+			}
+			if c.want == http.StatusOK && path == PathAudit && !strings.Contains(rec.Body.String(), `"user_id":"alice"`) {
+				t.Errorf("%s: GET %s: the audit log was not served: %s", c.name, path, rec.Body.String())
+			}
 		}
 	}
 }

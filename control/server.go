@@ -237,6 +237,12 @@ func Handler(b Backend, a Admission) http.Handler {
 		})
 	}
 	mux.HandleFunc("GET "+PathAudit, func(w http.ResponseWriter, r *http.Request) {
+		if p, _ := PeerOf(r.Context()); p.UID != 0 && p.UID != a.OwnerUID {
+			// Every caller's calls are in it (users, tools, workspaces, egress): the operator's.
+			writeError(w, http.StatusForbidden, "only root or clihostd's own user may read the audit log",
+				"it records every caller's calls: ask the operator (sudo clihostctl audit)")
+			return
+		}
 		q := r.URL.Query()
 		serveAudit(w, r, b.AuditFile(), q.Get("follow") == "1", q.Get("rotated") == "1")
 	})
