@@ -323,7 +323,8 @@ func containerCommand(line string) (string, bool) {
 // Restrict*= settings), Delegate=, Type=notify and the watchdog are systemd's own here. A member of
 // group clihost calls jq through the control socket in the unit's workspace; status shows the
 // sandbox probe working and the catalog served; doctor is healthy; an MCP client calls jq over
-// HTTP with the token; systemctl reload and stop work, and the stop is clean.
+// HTTP with the token; systemctl reload loads an operator's bundle; the watchdog is fed; and
+// systemctl stop ends it cleanly.
 func TestSystemdUnit(t *testing.T) {
 	need(t)
 	needBin(t, "systemd-nspawn", "nsenter", "pgrep", "curl", "jq")
@@ -438,6 +439,25 @@ func TestSystemdUnit(t *testing.T) {
 		if got := strings.TrimSpace(m.must(t, "", "stat", "-c", "%U:%G %a", ws+"/shared-mark").stdout); got != "clihost:clihost 660" {
 			t.Errorf("the file mark wrote in %s is %q, want clihost:clihost 660", ws, got)
 		}
+	})
+
+	// WatchdogSec=30s: the daemon pings at half of it; systemd records each ping's time.
+	t.Run("watchdog", func(t *testing.T) {
+		show := func(p string) string {
+			return strings.TrimSpace(m.run(t, "", "systemctl", "show", "-p", p, "--value", "clihostd").stdout)
+		}
+		if got := show("WatchdogUSec"); got != "30s" {
+			t.Fatalf("clihostd.service's WatchdogUSec is %q, want 30s (WatchdogSec=30s)", got)
+		}
+		first := show("WatchdogTimestampMonotonic")
+		deadline := time.Now().Add(40 * time.Second)
+		for time.Now().Before(deadline) {
+			if show("WatchdogTimestampMonotonic") != first {
+				return
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Errorf("systemd recorded no WATCHDOG=1 from clihostd in 40s (WatchdogSec=30s; the daemon pings every 15s)")
 	})
 
 	t.Run("stop", func(t *testing.T) {
