@@ -216,6 +216,21 @@ func (m *nspawn) waitJournal(t *testing.T, want string) {
 	t.Errorf("the unit's journal never said %q:\n%s", want, m.journal(t))
 }
 
+// waitStatus polls `clihostctl status --json` as user (at most 60s) until it lists the bundle key.
+func (m *nspawn) waitStatus(t *testing.T, user, key string) {
+	t.Helper()
+	var last []string
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		st, err := parseStatus(m.as(t, user, "", "clihostctl", "status", "--json").stdout)
+		if last = keys(st.bundles); err == nil && slices.Contains(last, key) {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("clihostctl status as %s never listed %s (last: %v):\n%s", user, key, last, m.journal(t))
+}
+
 // waitState polls `systemctl is-active clihostd` (at most 60s) until it leaves the transitional
 // states, and returns what it settled on.
 func (m *nspawn) waitState(t *testing.T) string {
@@ -429,7 +444,7 @@ func TestSystemdUnit(t *testing.T) {
 		if state := m.waitState(t); state != "active" {
 			t.Errorf("clihostd.service is %q after systemctl reload, want active", state)
 		}
-		m.waitJournal(t, "bundle=mark@1")
+		m.waitStatus(t, "alice", "mark@1")
 		r := m.as(t, "alice", "", "clihostctl", "call", "mark", "file", "--input", `{"name": "shared-mark"}`, "--workspace", ws)
 		var e envelope
 		if err := jsonUnmarshal(r.stdout, &e); err != nil || !e.OK {
@@ -468,10 +483,7 @@ func TestSystemdUnit(t *testing.T) {
 		if state := m.waitState(t); state != "inactive" {
 			t.Errorf("clihostd.service is %q after systemctl stop, want inactive (a clean exit)", state)
 		}
-		j := m.journal(t)
-		if !strings.Contains(j, "level=INFO msg=\"clihostd stopped\"") {
-			t.Errorf("the journal has no clean 'clihostd stopped':\n%s", j)
-		}
+		m.waitJournal(t, `level=INFO msg="clihostd stopped"`)
 		if res := strings.TrimSpace(m.run(t, "", "systemctl", "show", "-p", "Result", "--value", "clihostd").stdout); res != "success" {
 			t.Errorf("clihostd.service's Result after stop is %q, want success", res)
 		}
