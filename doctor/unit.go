@@ -52,7 +52,7 @@ func unitChecks(ctx context.Context, o Options) []Check {
 	}
 	if u.user != "" && !exists(user.Lookup, u.user) {
 		add(Check{Name: "systemd unit", Status: Fail, Message: fmt.Sprintf("User=%s does not exist", u.user),
-			Fix: "useradd --system --home-dir /var/lib/clihost " + u.user})
+			Fix: "useradd --system --user-group --home-dir /var/lib/clihost --shell /usr/sbin/nologin " + u.user})
 	}
 	for _, g := range append([]string{u.group}, u.flags["--group"]...) {
 		if g != "" && !exists(user.LookupGroup, g) {
