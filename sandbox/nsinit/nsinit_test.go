@@ -1017,3 +1017,29 @@ func TestUmask(t *testing.T) {
 		t.Fatalf("no Umask: exit %d, stdout %q, want the host's 0027", r.code, r.stdout)
 	}
 }
+
+// TestNoSetUIDFiles: with the seccomp filter a program cannot leave a set-user-ID file in a
+// writable tree (outside the sandbox, whose mounts are nosuid, it would run as the program's uid
+// for whoever runs it): chmod u+s fails with EPERM and leaves no S_ISUID on disk; chmod 755 and
+// g+s on a directory (git init --shared) work.
+func TestNoSetUIDFiles(t *testing.T) {
+	requireRoot(t)
+	rw := filepath.Join(workTree(t, "/var/tmp"), "rw")
+	script := fmt.Sprintf(`cd %s && echo x > f && chmod 755 f && echo chmod-755-ok
+chmod u+s f 2>&1; echo "chmod-u+s=$?"
+mkdir d && chmod g+s d && echo chmod-dir-g+s-ok
+exit 0`, rw)
+	p := sh(t, script, "/bin/chmod", "/bin/mkdir")
+	p.ReadWrite = []string{rw}
+	p.Seccomp = true
+	r := run(t, p)
+	for _, want := range []string{"chmod-755-ok\n", "Operation not permitted", "chmod-u+s=1\n", "chmod-dir-g+s-ok\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s\nstderr: %s", want, r.stdout, r.stderr)
+		}
+	}
+	st, err := os.Stat(filepath.Join(rw, "f"))
+	if err != nil || st.Mode()&os.ModeSetuid != 0 || st.Mode().Perm() != 0o755 {
+		t.Errorf("f after the program: %v %v, want 0755 without S_ISUID", st.Mode(), err)
+	}
+}

@@ -19,6 +19,14 @@ const lX32 label = "x32"
 // architecture.
 var archDenied = []uint32{unix.SYS_IOPL, unix.SYS_IOPERM}
 
+// archModeSyscalls are the syscalls that set a mode which exist only on this architecture.
+var archModeSyscalls = []modeSyscall{
+	{nr: unix.SYS_CHMOD, mode: 1},
+	{nr: unix.SYS_MKNOD, mode: 1},
+	{nr: unix.SYS_CREAT, mode: 1},
+	{nr: unix.SYS_OPEN, flags: 1, mode: 2, creates: true},
+}
+
 // emitABICheck kills x32 syscalls. It runs with the syscall number in A.
 // Syscall number -1 is let through: it is not an x32 call, and the kernel
 // answers it with ENOSYS.

@@ -83,3 +83,17 @@ func TestKernelForeignABI(t *testing.T) {
 		})
 	}
 }
+
+// archSetUIDCases are TestFilterSetUID's cases for the syscalls only amd64 has.
+func archSetUIDCases() []vmCase {
+	return []vmCase{
+		{"chmod 4755", unix.SYS_CHMOD, []uint64{0, 0o4755}, actEPERM},
+		{"chmod 755", unix.SYS_CHMOD, []uint64{0, 0o755}, actAllow},
+		{"creat 4755", unix.SYS_CREAT, []uint64{0, 0o4755}, actEPERM},
+		{"creat 644", unix.SYS_CREAT, []uint64{0, 0o644}, actAllow},
+		{"mknod S_IFREG|4755", unix.SYS_MKNOD, []uint64{0, unix.S_IFREG | 0o4755, 0}, actEPERM},
+		{"open O_CREAT 4755", unix.SYS_OPEN, []uint64{0, unix.O_CREAT | unix.O_WRONLY, 0o4755}, actEPERM},
+		{"open O_CREAT 600", unix.SYS_OPEN, []uint64{0, unix.O_CREAT | unix.O_WRONLY, 0o600}, actAllow},
+		{"open O_RDONLY", unix.SYS_OPEN, []uint64{0, unix.O_RDONLY, 0}, actAllow},
+	}
+}

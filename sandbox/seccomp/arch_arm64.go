@@ -12,6 +12,10 @@ const nativeAuditArch = unix.AUDIT_ARCH_AARCH64
 // architecture (none on arm64: it has no iopl or ioperm).
 var archDenied []uint32
 
+// archModeSyscalls are the syscalls that set a mode which exist only on this architecture: none
+// (arm64 has only the *at family).
+var archModeSyscalls []modeSyscall
+
 // emitABICheck is empty on arm64: the architecture check alone rejects
 // every non-native ABI.
 func emitABICheck(*builder) {}

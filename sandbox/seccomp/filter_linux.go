@@ -61,6 +61,31 @@ var denied = []uint32{
 	unix.SYS_SETTIMEOFDAY, unix.SYS_CLOCK_SETTIME, unix.SYS_CLOCK_ADJTIME, unix.SYS_ADJTIMEX,
 }
 
+// modeSyscall is a syscall that sets or creates a file mode: the index of its mode argument and,
+// for the open family (creates), of the flags that say whether it creates a file at all.
+type modeSyscall struct {
+	nr          uint32
+	mode, flags uint32
+	creates     bool
+}
+
+// modeSyscalls are the syscalls of every supported architecture that set a mode (see
+// archModeSyscalls for the rest).
+var modeSyscalls = []modeSyscall{
+	{nr: unix.SYS_FCHMOD, mode: 1},
+	{nr: unix.SYS_FCHMODAT, mode: 2},
+	{nr: sysFchmodat2, mode: 2},
+	{nr: unix.SYS_MKNODAT, mode: 2},
+	{nr: unix.SYS_OPENAT, flags: 2, mode: 3, creates: true},
+}
+
+// sysFchmodat2 and sysOpenat2 are fchmodat2(2) (Linux 6.6) and openat2(2), numbered alike on
+// every architecture (x/sys/unix does not name fchmodat2).
+const (
+	sysFchmodat2 = 452
+	sysOpenat2   = unix.SYS_OPENAT2
+)
+
 // Filter returns the BPF program that Install loads, ready to be passed to
 // seccomp(2) or to a tool that takes a compiled filter (bwrap --seccomp).
 //
@@ -81,6 +106,10 @@ var denied = []uint32{
 //     for AF_NETLINK with NETLINK_ROUTE only (EPROTONOSUPPORT otherwise);
 //     any other family gets EAFNOSUPPORT, as does socketpair for anything but
 //     AF_UNIX;
+//   - returns EPERM for chmod, fchmod, fchmodat, fchmodat2, mknod and
+//     mknodat with S_ISUID in the mode, and for creat, and open and openat
+//     with O_CREAT or O_TMPFILE, with S_ISUID in the mode; ENOSYS for
+//     openat2, whose mode seccomp cannot read;
 //   - with opts.NoExecMemfd, returns EPERM for memfd_create with MFD_EXEC and
 //     execveat with AT_EMPTY_PATH; with opts.SealMemfds too, for memfd_create
 //     without MFD_NOEXEC_SEAL.
@@ -144,6 +173,24 @@ func Filter(opts Options) ([]bpf.RawInstruction, error) {
 		b.ld(argLow(2))
 		b.jeq(netlinkRoute, lAllow, lEPROTONOSUPPORT)
 	})
+
+	// A set-user-ID file left in a writable tree would run, outside the sandbox (whose mounts are
+	// nosuid), as the uid the CLI ran as, for whoever runs it: no mode with S_ISUID is set or
+	// created. openat2 carries its mode in memory seccomp cannot read: ENOSYS, so that libc and
+	// Go fall back to openat.
+	for _, m := range append(modeSyscalls, archModeSyscalls...) {
+		l := label(fmt.Sprintf("mode%d", m.nr))
+		b.jeq(m.nr, l, "")
+		b.deferBlock(l, func() {
+			if m.creates {
+				b.ld(argLow(m.flags))
+				b.jset(unix.O_CREAT|unix.O_TMPFILE, "", lAllow)
+			}
+			b.ld(argLow(m.mode))
+			b.jset(unix.S_ISUID, lEPERM, lAllow)
+		})
+	}
+	b.jeq(sysOpenat2, lENOSYS, "")
 
 	b.jeq(unix.SYS_SOCKETPAIR, lSocketpair, "")
 	b.deferBlock(lSocketpair, func() {

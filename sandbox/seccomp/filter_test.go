@@ -340,3 +340,29 @@ func TestBuilderRejectsBadJumps(t *testing.T) {
 		t.Error("jump of 256: no error")
 	}
 }
+
+// TestFilterSetUID: no mode with S_ISUID is set or created (a set-user-ID file left in the
+// workspace would run as the CLI's uid for whoever runs it outside the sandbox); other modes,
+// S_ISGID (git init --shared sets it on directories) and opens that create nothing pass; openat2,
+// whose mode seccomp cannot read, gets ENOSYS.
+func TestFilterSetUID(t *testing.T) {
+	const at = uint64(0xffffff9c) // AT_FDCWD's low 32 bits
+	cases := []vmCase{
+		{"fchmod 4755", unix.SYS_FCHMOD, []uint64{3, 0o4755}, actEPERM},
+		{"fchmod 4755, high bits", unix.SYS_FCHMOD, []uint64{3, 1<<32 | 0o4755}, actEPERM},
+		{"fchmod 2775", unix.SYS_FCHMOD, []uint64{3, 0o2775}, actAllow},
+		{"fchmod 755", unix.SYS_FCHMOD, []uint64{3, 0o755}, actAllow},
+		{"fchmodat 4711", unix.SYS_FCHMODAT, []uint64{at, 0, 0o4711}, actEPERM},
+		{"fchmodat 644", unix.SYS_FCHMODAT, []uint64{at, 0, 0o644}, actAllow},
+		{"fchmodat2 6755", sysFchmodat2, []uint64{at, 0, 0o6755, 0}, actEPERM},
+		{"mknodat S_IFREG|4755", unix.SYS_MKNODAT, []uint64{at, 0, unix.S_IFREG | 0o4755, 0}, actEPERM},
+		{"mknodat S_IFIFO|644", unix.SYS_MKNODAT, []uint64{at, 0, unix.S_IFIFO | 0o644, 0}, actAllow},
+		{"openat O_CREAT 4755", unix.SYS_OPENAT, []uint64{at, 0, unix.O_CREAT | unix.O_WRONLY, 0o4755}, actEPERM},
+		{"openat O_TMPFILE 4755", unix.SYS_OPENAT, []uint64{at, 0, unix.O_TMPFILE | unix.O_RDWR, 0o4755}, actEPERM},
+		{"openat O_CREAT 644", unix.SYS_OPENAT, []uint64{at, 0, unix.O_CREAT | unix.O_WRONLY, 0o644}, actAllow},
+		{"openat O_RDONLY, a stray mode", unix.SYS_OPENAT, []uint64{at, 0, unix.O_RDONLY, 0o4755}, actAllow},
+		{"openat2", sysOpenat2, []uint64{at, 0, 0, 24}, actENOSYS},
+	}
+	cases = append(cases, archSetUIDCases()...)
+	checkCases(t, newVM(t, Options{}), cases)
+}
