@@ -88,7 +88,7 @@ func TestChecksumMismatchPlacesNothing(t *testing.T) {
 	wrong := sum([]byte("something else"))
 	o := options(t)
 	bundleDir := t.TempDir()
-	os.WriteFile(filepath.Join(bundleDir, binName), toolScript, 0o755)
+	writeExec(t, filepath.Join(bundleDir, binName), toolScript)
 	b := bundle(
 		manifest.InstallMethod{Method: "download", URL: u, ExtractBin: binName, VerifySHA256: strings.ToUpper(wrong)},
 		manifest.InstallMethod{Method: "vendored", Path: binName}, // would succeed: must not be tried

@@ -242,3 +242,17 @@ func (r recorder) WithGroup(string) slog.Handler      { return r }
 type counter struct{ n atomic.Int64 }
 
 func (c *counter) inc() int64 { return c.n.Add(1) }
+
+// writeExec writes an executable file (mode 0755) through another process, install(1): a file this
+// test process held open for writing could be inherited by a child a parallel test forks at that
+// moment, and exec'ing it would then fail with ETXTBSY ("text file busy") until that child execs.
+func writeExec(t *testing.T, path string, content []byte) {
+	t.Helper()
+	src := filepath.Join(t.TempDir(), filepath.Base(path))
+	if err := os.WriteFile(src, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("install", "-m", "0755", src, path).CombinedOutput(); err != nil {
+		t.Fatalf("install %s: %v: %s", path, err, out)
+	}
+}

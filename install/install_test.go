@@ -83,9 +83,9 @@ func TestVendored(t *testing.T) {
 	dir := t.TempDir()
 	outside := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "bin"), 0o755)
-	os.WriteFile(filepath.Join(dir, "bin", binName), toolScript, 0o755)
+	writeExec(t, filepath.Join(dir, "bin", binName), toolScript)
 	os.WriteFile(filepath.Join(dir, "bin", "plain"), toolScript, 0o644)
-	os.WriteFile(filepath.Join(outside, "tool"), toolScript, 0o755)
+	writeExec(t, filepath.Join(outside, "tool"), toolScript)
 	os.Symlink(filepath.Join(outside, "tool"), filepath.Join(dir, "bin", "escape"))
 	os.Symlink(binName, filepath.Join(dir, "bin", "inside"))
 

@@ -26,9 +26,7 @@ func stub(t *testing.T, dir, name, target string, code int) {
 	if code != 0 {
 		script += fmt.Sprintf("echo 'E: Unable to locate package' >&2\nexit %d\n", code)
 	}
-	if err := os.WriteFile(filepath.Join(dir, name), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	writeExec(t, filepath.Join(dir, name), []byte(script))
 }
 
 func TestPackageManagers(t *testing.T) {
@@ -143,7 +141,7 @@ func TestNpmLocalTarball(t *testing.T) {
 	os.MkdirAll(filepath.Join(pkg, "bin"), 0o755)
 	os.WriteFile(filepath.Join(pkg, "package.json"),
 		[]byte(`{"name":"clihosttesttool","version":"1.0.0","bin":{"clihosttesttool":"bin/cli.js"}}`), 0o644)
-	os.WriteFile(filepath.Join(pkg, "bin", "cli.js"), []byte("#!/usr/bin/env node\nconsole.log('clihosttesttool 1.0.0')\n"), 0o755)
+	writeExec(t, filepath.Join(pkg, "bin", "cli.js"), []byte("#!/usr/bin/env node\nconsole.log('clihosttesttool 1.0.0')\n"))
 	offline := []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "npm_config_registry=http://127.0.0.1:9/", "npm_config_update_notifier=false"}
 	pack := exec.Command(npm, "pack", "--pack-destination", work)
 	pack.Dir, pack.Env = pkg, offline
@@ -219,9 +217,7 @@ install)
   printf '#!/bin/sh\necho clihosttesttool 1.0.0\n' > %[1]s/%[2]s; chmod 755 %[1]s/%[2]s ;;
 esac
 `, pathDir, binName)
-	if err := os.WriteFile(filepath.Join(pathDir, "apt-get"), []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	writeExec(t, filepath.Join(pathDir, "apt-get"), []byte(script))
 	o := options(t)
 	o.Privileged = true
 	o.LookupEnv = envOf(map[string]string{"PATH": pathDir + ":/usr/bin:/bin", "HOME": t.TempDir()})
