@@ -91,6 +91,12 @@ type Record struct {
 
 // Open opens (creating if needed, dir 0700, file 0600) <dir>/state.db.
 //
+// Only a missing state.db is created. One that exists but is empty, not a
+// regular file, unreadable, truncated or fails bbolt's consistency check
+// (run at every Open) is refused with an error wrapping ErrCorrupt that names
+// the file and how to restore it; it is never replaced. No bbolt panic
+// escapes Open.
+//
 // When another process has it open, Open returns, after o.LockTimeout, an
 // error wrapping ErrLocked that names the directory, says another clihostd
 // (or clihostctl) is using it and how to find that process: the pid recorded
@@ -106,9 +112,13 @@ func Open(dir string, o Options) (*Store, error) {
 	}
 	dir = abs
 	path := filepath.Join(dir, DBFile)
+	fresh, err := preflight(path)
+	if err != nil {
+		return nil, err
+	}
 	if o.ReadOnly {
-		if _, err := os.Stat(path); err != nil {
-			return nil, fmt.Errorf("store: open %s read-only: %w (start clihostd once to create it, or check the state directory)", path, err)
+		if fresh {
+			return nil, fmt.Errorf("store: open %s read-only: %w (start clihostd once to create it, or check the state directory)", path, os.ErrNotExist)
 		}
 	} else if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("store: create state directory: %w", err)
@@ -122,10 +132,13 @@ func Open(dir string, o Options) (*Store, error) {
 	default:
 		timeout += flockRetryStep // bbolt gives up one retry step early
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout, ReadOnly: o.ReadOnly})
+	db, err := openChecked(path, fresh, &bolt.Options{Timeout: timeout, ReadOnly: o.ReadOnly})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, lockedErr(dir)
+		}
+		if errors.Is(err, ErrCorrupt) {
+			return nil, err
 		}
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -133,13 +146,15 @@ func Open(dir string, o Options) (*Store, error) {
 	if o.ReadOnly {
 		return s, nil
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range []string{BucketInstall, BucketSetup, BucketAuth, BucketMeta, bucketSecrets} {
-			if _, err := tx.CreateBucketIfNotExists([]byte(b)); err != nil {
-				return fmt.Errorf("create bucket %q: %w", b, err)
+	err = guard(path, func() error {
+		return db.Update(func(tx *bolt.Tx) error {
+			for _, b := range []string{BucketInstall, BucketSetup, BucketAuth, BucketMeta, bucketSecrets} {
+				if _, err := tx.CreateBucketIfNotExists([]byte(b)); err != nil {
+					return fmt.Errorf("create bucket %q: %w", b, err)
+				}
 			}
-		}
-		return nil
+			return nil
+		})
 	})
 	if err != nil {
 		_ = db.Close()
