@@ -93,7 +93,9 @@ func checkConsistency(db *bolt.DB, path string) error {
 			}
 			var errs []string
 			for err := range tx.Check() {
-				errs = append(errs, err.Error())
+				// bbolt's checker recovers its own assertion failures and
+				// reports them as "panic: …"; say what they are instead.
+				errs = append(errs, strings.Replace(err.Error(), "panic: ", "bbolt assertion: ", 1))
 			}
 			if len(errs) > 0 {
 				if len(errs) > 5 {
@@ -144,8 +146,8 @@ type CheckReport struct {
 // CheckFile checks the bbolt database at path (a state.db or a backup of one)
 // read-only: it must exist, be a non-empty regular file, open, match its
 // meta page's size and pass bbolt's consistency check. The error wraps
-// ErrCorrupt when the file is damaged, ErrLocked (via bbolt's timeout) when
-// a writer holds it.
+// ErrCorrupt when the file is damaged, os.ErrNotExist when it is missing and
+// ErrLocked when a writer holds it.
 func CheckFile(path string) (CheckReport, error) {
 	rep := CheckReport{Path: path, Keys: map[string]int{}}
 	fresh, err := preflight(path)
@@ -153,9 +155,12 @@ func CheckFile(path string) (CheckReport, error) {
 		return rep, err
 	}
 	if fresh {
-		return rep, corrupt(path, "it does not exist")
+		return rep, fmt.Errorf("store: check %s: %w", path, os.ErrNotExist)
 	}
 	db, err := openChecked(path, false, &bolt.Options{ReadOnly: true, Timeout: defaultLockTimeout})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return rep, lockedErr(filepath.Dir(path))
+	}
 	if err != nil {
 		return rep, err
 	}
@@ -171,4 +176,26 @@ func CheckFile(path string) (CheckReport, error) {
 		})
 	})
 	return rep, err
+}
+
+// Check runs bbolt's consistency check over the open database (as Open did),
+// in a read transaction: writers are not blocked. The error wraps ErrCorrupt.
+func (s *Store) Check() error {
+	return checkConsistency(s.db, s.Path())
+}
+
+// Backup writes a consistent copy of the database to w, online (bbolt's
+// Tx.WriteTo in a read transaction: writers are not blocked), and returns
+// the bytes written.
+func (s *Store) Backup(w io.Writer) (n int64, err error) {
+	err = guard(s.Path(), func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			n, err = tx.WriteTo(w)
+			return err
+		})
+	})
+	if err != nil {
+		return n, fmt.Errorf("store: backup %s: %w", s.Path(), err)
+	}
+	return n, nil
 }
