@@ -94,6 +94,7 @@ func Run(ctx context.Context, o Options) Report {
 		add(daemonChecks(d)...)
 		add(cgroupCheck(d.Sandbox.Limits))
 		add(stateChecks(d)...)
+		add(stateDBCheck(ctx, o.Client))
 		add(bundleChecks(ctx, o.Client, d)...)
 	}
 	add(unitChecks(ctx, o)...)
