@@ -85,6 +85,7 @@ func run(args []string, stderr io.Writer) int {
 	for _, f := range host.LimitFlags(&c.limits) {
 		fs.Var(f.Value, f.Name, f.Usage)
 	}
+	checkStateFlag := fs.Bool("check-state", false, "check the state database (<state>/state.db) with bbolt's consistency check, print a report and exit (1 when it is damaged or unreadable)")
 	fs.BoolVar(&c.check, "check", false, "load and validate the bundles, print the result and exit (1 when any bundle is refused or none is loaded)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -104,6 +105,9 @@ func run(args []string, stderr io.Writer) int {
 	if c.sandbox != "on" && c.sandbox != "off" {
 		fmt.Fprintf(stderr, "clihostd: --sandbox %q: want on or off\n", c.sandbox)
 		return 2
+	}
+	if *checkStateFlag {
+		return checkState(os.Stdout, stderr, c.stateDir)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	if c.check {
