@@ -1,0 +1,218 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/clihost/clihost/store"
+)
+
+// stateWithMarker makes a state directory whose state.db holds a meta record the tests look for
+// after a restore, and enough records to span several data pages.
+func stateWithMarker(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "state")
+	s, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Put(store.BucketMeta, "marker", "before the damage"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		if _, err := s.Put(store.BucketInstall, "filler-"+strings.Repeat("x", i%50)+"@"+string(rune('a'+i%26))+string(rune('a'+i/26)), strings.Repeat("p", 200)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// garble writes a byte pattern over [off, off+n) of path.
+func garble(t *testing.T, path string, off, n int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(bytes.Repeat([]byte{0xA5, 0x17, 0xFF, 0x00}, int(n/4)), off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stateDamage are the ways an operator finds a state.db damaged.
+var stateDamage = map[string]func(t *testing.T, db string){
+	"meta pages overwritten": func(t *testing.T, db string) { garble(t, db, 0, 2*int64(os.Getpagesize())) },
+	"a data page overwritten": func(t *testing.T, db string) {
+		garble(t, db, 4*int64(os.Getpagesize()), int64(os.Getpagesize()))
+	},
+	"all data pages overwritten": func(t *testing.T, db string) {
+		fi, _ := os.Stat(db)
+		garble(t, db, 2*int64(os.Getpagesize()), fi.Size()-2*int64(os.Getpagesize()))
+	},
+	"zero length": func(t *testing.T, db string) { truncate(t, db, func(int64) int64 { return 0 }) },
+	"truncated":   func(t *testing.T, db string) { truncate(t, db, func(n int64) int64 { return n / 3 }) },
+	"directory in its place": func(t *testing.T, db string) {
+		if err := os.Remove(db); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(db, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	},
+}
+
+func truncate(t *testing.T, path string, to func(int64) int64) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, to(fi.Size())); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runDaemonToExit runs the built clihostd on state and waits (at most a minute) for it to exit.
+func runDaemonToExit(t *testing.T, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin.daemon, args...)
+	cmd.Env = []string{"PATH=" + systemPath, "HOME=" + t.TempDir(), "CLIHOST_BUNDLES="}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("clihostd %v did not exit within a minute: it started on a damaged state.db\n%s", args, errb.String())
+	}
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+// assertRefused: exit 1, a message naming the file and the restore command, no panic or
+// goroutine dump, and the file left as it was.
+func assertRefused(t *testing.T, r result, db string) {
+	t.Helper()
+	if r.code != 1 {
+		t.Errorf("exit %d, want 1\n%s", r.code, r.stderr)
+	}
+	for _, bad := range []string{"panic:", "goroutine "} {
+		if strings.Contains(r.stderr, bad) {
+			t.Errorf("stderr has %q:\n%s", bad, r.stderr)
+		}
+	}
+	for _, want := range []string{db, "damaged or unreadable", "clihostctl state restore"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr does not say %q:\n%s", want, r.stderr)
+		}
+	}
+}
+
+// TestDaemonRefusesDamagedState: the built clihostd, started on each kind of damaged state.db,
+// exits 1 with a message naming the file and how to restore it (never a bbolt panic, never an
+// empty start), leaves the file as it was, and --check-state fails on it too.
+func TestDaemonRefusesDamagedState(t *testing.T) {
+	for name, damage := range stateDamage {
+		t.Run(name, func(t *testing.T) {
+			dir := stateWithMarker(t)
+			db := filepath.Join(dir, store.DBFile)
+			damage(t, db)
+			before := fileSummary(t, db)
+			r := runDaemonToExit(t, "--state", dir, "--socket", filepath.Join(dir, "ctl.sock"), "--http", "127.0.0.1:0", "--no-catalog")
+			assertRefused(t, r, db)
+			if after := fileSummary(t, db); after != before {
+				t.Errorf("state.db changed: %s, was %s", after, before)
+			}
+			assertRefused(t, runDaemonToExit(t, "--check-state", "--state", dir), db)
+		})
+	}
+}
+
+// fileSummary is path's type, size and checksum-free content sample.
+func fileSummary(t *testing.T, path string) string {
+	t.Helper()
+	fi, err := os.Lstat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.IsDir() {
+		return "directory"
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Mode().String() + " " + string(raw)
+}
+
+// TestStateBackupCorruptRestore: back up a running daemon's state over the control socket, damage
+// state.db, see the daemon refuse it, restore (refused while a daemon runs, and from a damaged
+// backup), and the daemon starts again with the old records.
+func TestStateBackupCorruptRestore(t *testing.T) {
+	dir := stateWithMarker(t)
+	db := filepath.Join(dir, store.DBFile)
+	d := startDaemon(t, dir, "--no-catalog")
+	backup := filepath.Join(t.TempDir(), "state.backup")
+	if r := d.ctl(t, "state", "backup", backup); r.code != 0 {
+		t.Fatalf("state backup: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if fi, err := os.Stat(backup); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("backup: %v, mode %v; want 0600", err, fi.Mode())
+	}
+	if r := d.ctl(t, "doctor", "--json"); !strings.Contains(r.stdout, "consistency check passed") {
+		t.Errorf("doctor does not report the state database as consistent:\n%s", r.stdout)
+	}
+	if r := runBin(t, bin.ctl, "", "state", "restore", backup, "--state", dir); r.code != 1 || !strings.Contains(r.stderr, "stop it first") {
+		t.Errorf("restore while the daemon runs: exit %d, want 1 with \"stop it first\"\n%s", r.code, r.stderr)
+	}
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	_ = d.cmd.Wait()
+
+	stateDamage["a data page overwritten"](t, db)
+	assertRefused(t, runDaemonToExit(t, "--state", dir, "--socket", filepath.Join(dir, "ctl.sock"), "--http", "127.0.0.1:0", "--no-catalog"), db)
+
+	bad := filepath.Join(t.TempDir(), "bad.backup")
+	if err := os.WriteFile(bad, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := runBin(t, bin.ctl, "", "state", "restore", bad, "--state", dir); r.code != 1 || !strings.Contains(r.stderr, "not usable") {
+		t.Errorf("restore from an empty backup: exit %d, want 1 with \"not usable\"\n%s", r.code, r.stderr)
+	}
+	r := runBin(t, bin.ctl, "", "state", "restore", backup, "--state", dir)
+	if r.code != 0 {
+		t.Fatalf("state restore: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	kept, _ := filepath.Glob(db + ".broken-*")
+	if len(kept) != 1 {
+		t.Fatalf("kept damaged databases: %v, want one state.db.broken-<time>", kept)
+	}
+	if r := runDaemonToExit(t, "--check-state", "--state", dir); r.code != 0 {
+		t.Fatalf("--check-state after restore: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	d = startDaemon(t, dir, "--no-catalog")
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	_ = d.cmd.Wait()
+	s, err := store.Open(dir, store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var marker string
+	if _, ok, err := s.Get(store.BucketMeta, "marker", &marker); err != nil || !ok || marker != "before the damage" {
+		t.Errorf("marker after restore = %q, %v, %v; want the record from before the damage", marker, ok, err)
+	}
+}
