@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/store"
 )
 
@@ -81,13 +82,16 @@ func truncate(t *testing.T, path string, to func(int64) int64) {
 	}
 }
 
-// runDaemonToExit runs the built clihostd on state and waits (at most a minute) for it to exit.
-func runDaemonToExit(t *testing.T, args ...string) result {
+// runDaemonToExit runs the built clihostd with args, after wrap (when not nil) changed how, and waits (at most a minute) for it to exit.
+func runDaemonToExit(t *testing.T, wrap func(*exec.Cmd), args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin.daemon, args...)
 	cmd.Env = []string{"PATH=" + systemPath, "HOME=" + t.TempDir(), "CLIHOST_BUNDLES="}
+	if wrap != nil {
+		wrap(cmd)
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -132,12 +136,12 @@ func TestDaemonRefusesDamagedState(t *testing.T) {
 			db := filepath.Join(dir, store.DBFile)
 			damage(t, db)
 			before := fileSummary(t, db)
-			r := runDaemonToExit(t, "--state", dir, "--socket", filepath.Join(dir, "ctl.sock"), "--http", "127.0.0.1:0", "--no-catalog")
+			r := runDaemonToExit(t, nil, "--state", dir, "--socket", filepath.Join(dir, "ctl.sock"), "--http", "127.0.0.1:0", "--no-catalog")
 			assertRefused(t, r, db)
 			if after := fileSummary(t, db); after != before {
 				t.Errorf("state.db changed: %s, was %s", after, before)
 			}
-			assertRefused(t, runDaemonToExit(t, "--check-state", "--state", dir), db)
+			assertRefused(t, runDaemonToExit(t, nil, "--check-state", "--state", dir), db)
 		})
 	}
 }
@@ -183,7 +187,7 @@ func TestStateBackupCorruptRestore(t *testing.T) {
 	_ = d.cmd.Wait()
 
 	stateDamage["a data page overwritten"](t, db)
-	assertRefused(t, runDaemonToExit(t, "--state", dir, "--socket", filepath.Join(dir, "ctl.sock"), "--http", "127.0.0.1:0", "--no-catalog"), db)
+	assertRefused(t, runDaemonToExit(t, nil, "--state", dir, "--socket", filepath.Join(dir, "ctl.sock"), "--http", "127.0.0.1:0", "--no-catalog"), db)
 
 	bad := filepath.Join(t.TempDir(), "bad.backup")
 	if err := os.WriteFile(bad, nil, 0o600); err != nil {
@@ -200,7 +204,7 @@ func TestStateBackupCorruptRestore(t *testing.T) {
 	if len(kept) != 1 {
 		t.Fatalf("kept damaged databases: %v, want one state.db.broken-<time>", kept)
 	}
-	if r := runDaemonToExit(t, "--check-state", "--state", dir); r.code != 0 {
+	if r := runDaemonToExit(t, nil, "--check-state", "--state", dir); r.code != 0 {
 		t.Fatalf("--check-state after restore: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	d = startDaemon(t, dir, "--no-catalog")
@@ -214,5 +218,43 @@ func TestStateBackupCorruptRestore(t *testing.T) {
 	var marker string
 	if _, ok, err := s.Get(store.BucketMeta, "marker", &marker); err != nil || !ok || marker != "before the damage" {
 		t.Errorf("marker after restore = %q, %v, %v; want the record from before the damage", marker, ok, err)
+	}
+}
+
+// TestDaemonRefusesUnreadableState: a state.db of mode 000, with clihostd running as a non-root
+// user (nobody) that owns it, is refused with exit 1 and the restore message, not replaced.
+func TestDaemonRefusesUnreadableState(t *testing.T) {
+	fixture.NeedRoot(t)
+	dir := stateWithMarker(t)
+	db := filepath.Join(dir, store.DBFile)
+	fixture.Reachable(t, filepath.Dir(dir))
+	if err := os.Chmod(filepath.Dir(bin.daemon), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const nobody = 65534
+	for _, p := range []string{dir, db} {
+		if err := os.Chown(p, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(db, 0); err != nil {
+		t.Fatal(err)
+	}
+	before := fileSummary(t, db)
+	for _, args := range [][]string{
+		{"--state", dir, "--socket", filepath.Join(dir, "ctl.sock"), "--http", "127.0.0.1:0", "--no-catalog"},
+		{"--check-state", "--state", dir},
+	} {
+		r := runDaemonToExit(t, func(c *exec.Cmd) {
+			c.Dir = "/"
+			c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+		}, args...)
+		assertRefused(t, r, db)
+		if !strings.Contains(r.stderr, "cannot read it") {
+			t.Errorf("stderr does not say it cannot read it:\n%s", r.stderr)
+		}
+	}
+	if after := fileSummary(t, db); after != before {
+		t.Errorf("state.db changed")
 	}
 }
