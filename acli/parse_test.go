@@ -357,6 +357,7 @@ func TestOptionErrors(t *testing.T) {
 		{"run --level invalid", "--level must be one of debug, info, warn, not 'invalid'", "Use one of: debug, info, warn"},
 		{"run --level INFO", "must be one of", ""},
 		{"run --mode 4", "--mode must be one of 1, 2, 3", ""},
+		{"run --mode 2.0000000000000000001", "--mode must be one of 1, 2, 3", ""}, // float64 made it 2
 		{"run --mode x", "must be a number", ""},
 		{"run --ids 1,x", "--ids must be an integer, not 'x'", ""},
 		{"run --ids 1,,2", "--ids has an empty item in '1,,2'", ""},
