@@ -2,10 +2,9 @@ package acli
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math"
+	"math/big"
 	"reflect"
 	"sort"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/manifest"
 )
 
@@ -26,8 +26,8 @@ import (
 //   - Arrays: repeated (--k a --k b) and comma-separated (--k a,b), items trimmed and coerced by
 //     the items' type; an empty value (--k=) is an empty array. Items of type object or array are one JSON value
 //     per occurrence and are not split.
-//   - Integers (base 10, within int64) and numbers (decimal, finite) become json.Number; objects are
-//     a JSON object; strings are taken as given, checked for format date-time (RFC 3339), date
+//   - Integers (base 10, any size) and numbers (decimal, finite) become json.Number with every digit
+//     kept (never through a float64); objects and arrays are one JSON value (argv.DecodeValue); strings are taken as given, checked for format date-time (RFC 3339), date
 //     (YYYY-MM-DD) and path (see checkPath). Every value is checked against enum.
 //   - -x works only when a property declares "x-short": "x"; -xVALUE, -x=VALUE and clusters of
 //     boolean shorts (-abc) are accepted. An argument that is a number (-5) is never an option.
@@ -254,23 +254,22 @@ func (p *inputParser) coerce(display string, schema map[string]any, raw string) 
 			return nil, p.invalid(fmt.Sprintf("%s must be true or false, not %s", display, quoteClip(raw)), "Write "+display+" alone for true, or "+display+"=false")
 		}
 	case "integer":
-		n, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil {
+		n, ok := new(big.Int).SetString(raw, 10)
+		if !ok || len(raw) > argv.MaxNumberLength {
 			return nil, p.invalid(fmt.Sprintf("%s must be an integer, not %s", display, quoteClip(raw)), "Use a whole number such as 10 or -5")
 		}
-		v = json.Number(strconv.FormatInt(n, 10))
+		v = json.Number(n.String()) // every digit, however many
 	case "number":
 		f, err := strconv.ParseFloat(raw, 64)
-		if !isNumber(raw) || err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		text, exact := exactNumber(raw)
+		if !isNumber(raw) || err != nil || math.IsInf(f, 0) || math.IsNaN(f) || !exact {
 			return nil, p.invalid(fmt.Sprintf("%s must be a number, not %s", display, quoteClip(raw)), "Use a decimal number such as 3.14, -0.5 or 1e3")
 		}
-		v = json.Number(formatNumber(f))
+		v = json.Number(text)
 	case "object", "array":
 		want := typeOf(schema)
-		dec := json.NewDecoder(strings.NewReader(raw))
-		dec.UseNumber()
-		var x any
-		ok := dec.Decode(&x) == nil && errors.Is(dec.Decode(new(any)), io.EOF)
+		x, err := argv.DecodeValue([]byte(raw))
+		ok := err == nil
 		if _, isObj := x.(map[string]any); ok && want == "object" && !isObj {
 			ok = false
 		} else if _, isArr := x.([]any); ok && want == "array" && !isArr {
@@ -533,22 +532,64 @@ func isNumber(s string) bool {
 	return i == len(s)
 }
 
-// formatNumber writes f as JavaScript would: plain decimals from 1e-6 up to 1e21, else with an
-// exponent (1e-7, 1e+21).
-func formatNumber(f float64) string {
-	if a := math.Abs(f); a == 0 || (a >= 1e-6 && a < 1e21) {
-		return strconv.FormatFloat(f, 'f', -1, 64)
+// exactNumber writes the decimal number s (isNumber's syntax) as JSON in JavaScript's form (plain
+// decimals from 1e-6 up to 1e21, else with an exponent: 1e-7, 1e+21; 5. is 5, .5 is 0.5) from its
+// digits, never through a float64, so that every digit is kept. ok is false when s is not a
+// number within argv's bounds.
+func exactNumber(s string) (text string, ok bool) {
+	if !isNumber(s) || len(s) > argv.MaxNumberLength {
+		return "", false
 	}
-	s := strconv.FormatFloat(f, 'g', -1, 64) // 1e-07: drop the exponent's padding zero
-	return strings.Replace(strings.Replace(s, "e-0", "e-", 1), "e+0", "e+", 1)
+	neg := s[0] == '-'
+	s = strings.TrimLeft(s, "+-")
+	mant, exp := s, 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+		if err != nil || e > argv.MaxNumberExponent || e < -argv.MaxNumberExponent {
+			return "", false
+		}
+		mant, exp = s[:i], e
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	all := strings.TrimLeft(intPart+frac, "0")
+	digits := strings.TrimRight(all, "0")
+	if digits == "" {
+		return "0", true
+	}
+	k := len(digits)
+	n := k + exp - len(frac) + (len(all) - k) // the value is 0.digits × 10^n
+	var out string
+	switch {
+	case k <= n && n <= 21:
+		out = digits + strings.Repeat("0", n-k)
+	case 0 < n && n <= 21:
+		out = digits[:n] + "." + digits[n:]
+	case -6 < n && n <= 0:
+		out = "0." + strings.Repeat("0", -n) + digits
+	default:
+		out = digits[:1]
+		if k > 1 {
+			out += "." + digits[1:]
+		}
+		if n-1 >= 0 {
+			out += "e+" + strconv.Itoa(n-1)
+		} else {
+			out += "e" + strconv.Itoa(n-1)
+		}
+	}
+	if neg {
+		out = "-" + out
+	}
+	return out, true
 }
 
-// inEnum reports whether v is one of enum; numbers compare by value.
+// inEnum reports whether v is one of enum; numbers compare by their exact value (2 is 2.0, and
+// 12345678901234567 is not 12345678901234568).
 func inEnum(enum []any, v any) bool {
-	vf, vNum := number(v)
+	vr, vNum := number(v)
 	for _, x := range enum {
-		if xf, ok := number(x); ok && vNum {
-			if xf == vf {
+		if xr, ok := number(x); ok && vNum {
+			if xr.Cmp(vr) == 0 {
 				return true
 			}
 		} else if reflect.DeepEqual(x, v) {
@@ -558,10 +599,15 @@ func inEnum(enum []any, v any) bool {
 	return false
 }
 
-func number(v any) (float64, bool) {
-	if n, ok := v.(json.Number); ok {
-		f, err := n.Float64()
-		return f, err == nil
+// number is v's exact value when v is a number within argv's bounds (math/big does not take
+// unbounded exponents).
+func number(v any) (*big.Rat, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return nil, false
 	}
-	return 0, false
+	if _, err := argv.DecodeValue([]byte(n)); err != nil {
+		return nil, false
+	}
+	return new(big.Rat).SetString(string(n))
 }

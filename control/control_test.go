@@ -31,7 +31,7 @@ func (f fakeBackend) RecordInstall(_ context.Context, req RecordRequest) Install
 
 // Call echoes who called which tool, so the test sees the peer credentials arrive: user name, uid,
 // gid and supplementary groups, the workspace, and the tool.
-func (f fakeBackend) Call(_ context.Context, req CallRequest, c host.Caller) host.Envelope {
+func (f fakeBackend) Call(_ context.Context, req CallRequest, _ map[string]any, c host.Caller) host.Envelope {
 	return host.Envelope{OK: true, Value: fmt.Sprintf("%s %d %d %v %s:%s", c.User, c.Peer.UID, c.Peer.GID, c.Peer.Groups, c.Workspace, req.Tool)}
 }
 func (f fakeBackend) Token() TokenInfo { return TokenInfo{Token: "t"} }

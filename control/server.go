@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/host"
 )
 
@@ -27,7 +28,8 @@ type Backend interface {
 	Status(ctx context.Context, bundle string) ([]BundleStatus, error)
 	Install(ctx context.Context, req InstallRequest, progress func(InstallEvent)) InstallEvent
 	RecordInstall(ctx context.Context, req RecordRequest) InstallEvent
-	Call(ctx context.Context, req CallRequest, caller host.Caller) host.Envelope
+	// Call runs req with its input decoded by argv.DecodeInput (every digit of a number kept).
+	Call(ctx context.Context, req CallRequest, input map[string]any, caller host.Caller) host.Envelope
 	Token() TokenInfo
 	AuditFile() string
 	// The scope methods get the caller with the request's workspace ("" for the daemon's): the
@@ -192,7 +194,12 @@ func Handler(b Backend, a Admission) http.Handler {
 			writeError(w, http.StatusBadRequest, "bad call request: "+err.Error(), "")
 			return
 		}
-		writeJSON(w, b.Call(r.Context(), req, callerOf(r, req.Workspace)))
+		input, err := argv.DecodeInput(req.Input)
+		if err != nil {
+			writeJSON(w, host.Envelope{Error: &host.Error{Code: "input_invalid", Message: "input: " + err.Error(), Hint: "send the tool's input as one JSON object"}})
+			return
+		}
+		writeJSON(w, b.Call(r.Context(), req, input, callerOf(r, req.Workspace)))
 	})
 	mux.HandleFunc("GET "+PathDaemon, func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, b.Daemon(r.Context(), r.URL.Query().Get("probe") == "1"))

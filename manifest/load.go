@@ -107,6 +107,12 @@ func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
 	if opts.OSPath != nil {
 		b.OSDir = opts.OSPath(path.Dir(cliPath))
 	}
+	root, f := manifestInside(b.OSDir, path.Base(cliPath))
+	if f != nil {
+		f.Pos.File = b.File
+		b.Findings = Findings{*f}
+		return b
+	}
 	data, err := fs.ReadFile(fsys, cliPath)
 	if err != nil {
 		b.Findings = Findings{{Pos: Pos{File: b.File}, Severity: SeverityError, Rule: "file-unreadable", Message: err.Error(), Hint: "check the path and its permissions"}}
@@ -131,6 +137,7 @@ func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
 	}
 	b.CLI = cli
 	l := &linter{b: b, c: c, refs: newCollector(doc), opts: opts, cli: cli}
+	l.root = root
 	// CLI.md's own checks run while the tools load; neither writes what the other reads.
 	done := make(chan struct{})
 	go func() {

@@ -18,6 +18,7 @@ type linter struct {
 	refs *collector // CLI.md findings about commands refs, made while loading tools (merged into c)
 	opts LoadOptions
 	cli  *CLI
+	root string // the bundle folder on disk, symlinks resolved; "" when not on disk (bundlefiles.go)
 }
 
 var (
@@ -49,6 +50,7 @@ func (l *linter) cliRules() {
 	if cli.Runner != nil && cli.Runner.Ref != "" {
 		c.at("/runner", SeverityWarning, "cli-runner-ref", fmt.Sprintf("runner refers to %q: clihost does not read RUNNER.md files, so its limits do not apply", cli.Runner.Ref), "write the block inline: runner: { limits: { memory_mb: 512 } }")
 	}
+	l.cliFileRules()
 	l.installRules()
 	l.versionRules()
 	l.setupRules()
@@ -88,6 +90,9 @@ func (l *linter) vendoredRule(ptr, p string) {
 	if path.IsAbs(p) || strings.HasPrefix(path.Clean(p), "..") {
 		l.c.at(ptr, SeverityError, "install-vendored-path", fmt.Sprintf("vendored path %q leaves the bundle folder", p), "vendored binaries live inside the bundle, e.g. ./bin/tool")
 		return
+	}
+	if !l.outside(l.c, ptr, "vendored binary", p) {
+		return // nothing outside the bundle is looked at
 	}
 	full := path.Join(path.Dir(l.b.fsPath), p)
 	st, err := fs.Stat(l.b.fsys, full)

@@ -47,6 +47,9 @@ func (l *linter) loadTools() {
 			continue
 		}
 		entry.File = l.opts.display(full)
+		if !l.outside(l.refs, leaf.Pointer, "TOOL.md", leaf.Ref) {
+			continue // never read: its text would end up in findings and logs
+		}
 		if prev, ok := first[full]; ok {
 			shared = append(shared, struct{ entry, from *ToolEntry }{entry, prev})
 			l.b.Tools = append(l.b.Tools, entry)
@@ -294,6 +297,9 @@ func (t *toolLinter) runnerRules(tool *Tool) {
 	if doc.Has("/runner/cli") {
 		if got := path.Join(path.Dir(t.fsPath), r.CLI); got != t.b.fsPath {
 			c.at("/runner/cli", SeverityError, "tool-runner-cli", fmt.Sprintf("runner.cli %q resolves to %s, not to the bundle's CLI.md", r.CLI, t.opts.display(got)), "point it back at the bundle, e.g. ../../CLI.md")
+		} else {
+			ref := t.leaf.Ref // as written: each of its folders is resolved on disk
+			t.outside(c, "/runner/cli", "runner.cli", ref[:strings.LastIndexByte(ref, '/')+1]+r.CLI)
 		}
 	}
 	if r.Output != nil {

@@ -18,13 +18,11 @@ import (
 func acliHandler(h *host.Host, b *manifest.Bundle, caller host.Caller) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		start := time.Now()
-		var in struct {
-			Command *string `json:"command"`
-		}
-		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil || in.Command == nil {
+		in, err := arguments(req.Params.Arguments)
+		cmd, ok := in["command"].(string)
+		if err != nil || !ok {
 			return acliResult(acli.Failure("", &acli.Error{Code: acli.ParseError, Message: "the cli tool takes {\"command\": \"...\"}", Hint: "run 'help' to list commands"})), nil
 		}
-		cmd := *in.Command
 		r, aerr := acli.Parse(b, cmd, acli.Options{Workspace: caller.Workspace})
 		if aerr != nil {
 			return acliResult(acli.Failure(cmd, aerr)), nil

@@ -5,7 +5,6 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clihost/clihost/acli"
+	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/manifest"
 )
@@ -84,16 +84,11 @@ func rawJSON(v map[string]any) json.RawMessage {
 	return b
 }
 
-// arguments decodes a call's arguments, keeping numbers exact.
+// arguments decodes a call's arguments as every front end does (argv.DecodeInput).
 func arguments(raw json.RawMessage) (map[string]any, error) {
-	in := map[string]any{}
-	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
-		return in, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&in); err != nil {
-		return nil, fmt.Errorf("arguments must be a JSON object: %w", err)
+	in, err := argv.DecodeInput(raw)
+	if err != nil {
+		return nil, fmt.Errorf("arguments: %w", err)
 	}
 	return in, nil
 }

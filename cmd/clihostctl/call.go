@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
 )
@@ -69,16 +69,11 @@ func runCall(o *callOptions) error {
 		}
 		raw = data
 	}
-	input := map[string]any{}
-	if len(bytes.TrimSpace(raw)) == 0 {
-		raw = []byte("{}")
-	}
-	if len(bytes.TrimSpace(raw)) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		if err := dec.Decode(&input); err != nil {
-			return usageError{fmt.Errorf("--input is not a JSON object: %v", err)}
-		}
+	// Checked here, so that bad input is a usage error before anything runs; the daemon decodes the
+	// same bytes with the same decoder.
+	input, err := argv.DecodeInput(raw)
+	if err != nil {
+		return usageError{fmt.Errorf("--input: %v", err)}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -520,17 +520,11 @@ func installFailedHint(err error) string {
 }
 
 // Call implements control.Backend.
-func (d *daemon) Call(ctx context.Context, req control.CallRequest, caller host.Caller) host.Envelope {
+func (d *daemon) Call(ctx context.Context, req control.CallRequest, input map[string]any, caller host.Caller) host.Envelope {
 	st := d.cur.Load()
 	b, err := st.host.Bundle(req.Bundle)
 	if err != nil {
 		return host.Envelope{Error: &host.Error{Code: "not_found", Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}}
-	}
-	input := map[string]any{}
-	if len(req.Input) > 0 {
-		if err := json.Unmarshal(req.Input, &input); err != nil {
-			return host.Envelope{Error: &host.Error{Code: "input_invalid", Message: "input is not a JSON object: " + err.Error()}}
-		}
 	}
 	ws, herr := d.workspaceFor(caller)
 	if herr != nil {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/registry"
 	"github.com/clihost/clihost/sandbox/egress"
 	"github.com/clihost/clihost/sandbox/nsinit"
@@ -145,6 +146,17 @@ func check(log *slog.Logger, c config) int {
 
 // logBundles logs each bundle as loaded or refused (a bundle with lint errors is refused) and
 // returns how many were refused.
+// firstError is the first error among findings, as lint prints it ("" when there is none: a
+// bundle refused as a duplicate, which the registry's findings name).
+func firstError(fs manifest.Findings) string {
+	for _, f := range fs {
+		if f.Severity == manifest.SeverityError {
+			return f.String()
+		}
+	}
+	return ""
+}
+
 func logBundles(log *slog.Logger, reg *registry.Registry) int {
 	refused := 0
 	for _, e := range reg.Entries() {
@@ -152,7 +164,7 @@ func logBundles(log *slog.Logger, reg *registry.Registry) int {
 		errs, warns := b.Findings.Count()
 		if errs > 0 || !e.Indexed {
 			refused++
-			log.Warn("bundle refused", "bundle", b.Key(), "file", b.File, "errors", errs, "hint", "run: clihostctl lint "+b.Dir)
+			log.Warn("bundle refused", "bundle", b.Key(), "file", b.File, "errors", errs, "reason", firstError(b.Findings), "hint", "run: clihostctl lint "+b.Dir)
 			continue
 		}
 		log.Info("bundle loaded", "bundle", b.Key(), "source", e.Source, "tools", len(b.Tools), "warnings", warns)
