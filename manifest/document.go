@@ -174,13 +174,16 @@ func ParseDocument(file string, data []byte) (doc *Document, findings Findings) 
 	if len(root.Content) == 0 {
 		return fail(1, "frontmatter-empty", "the frontmatter is empty", "declare the manifest's fields between the --- lines")
 	}
+	if aliases := doc.aliasFinding(&root); len(aliases) > 0 {
+		return doc, aliases
+	}
 	top := root.Content[0]
 	if top.Kind != yaml.MappingNode {
 		return fail(top.Line+doc.offset, "frontmatter-not-mapping", "the frontmatter must be a YAML mapping of field names to values", "write one `field: value` per line")
 	}
 	v, err := doc.convert(top, 0)
 	if err != nil {
-		return fail(top.Line+doc.offset, "yaml-structure", err.Error(), "simplify the YAML: no deep nesting or alias cycles")
+		return fail(top.Line+doc.offset, "yaml-structure", err.Error(), "simplify the YAML: no deep nesting")
 	}
 	doc.Root = top
 	doc.Value, _ = v.(map[string]any)

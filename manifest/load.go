@@ -107,7 +107,7 @@ func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
 	if opts.OSPath != nil {
 		b.OSDir = opts.OSPath(path.Dir(cliPath))
 	}
-	data, err := fs.ReadFile(fsys, cliPath)
+	data, err := readManifest(fsys, cliPath)
 	if err != nil {
 		b.Findings = Findings{{Pos: Pos{File: b.File}, Severity: SeverityError, Rule: "file-unreadable", Message: err.Error(), Hint: "check the path and its permissions"}}
 		return b
