@@ -1,10 +1,14 @@
 package manifest
 
 import (
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/fstest"
+	"time"
 )
 
 // bombYAML is the classic billion laughs: nine levels of nine aliases, 9^9 copies of "lol" once
@@ -112,5 +116,36 @@ func TestOversizedFileNotRead(t *testing.T) {
 	}
 	if len(b.Findings) != 1 || b.Findings[0].Rule != "file-too-large" {
 		t.Fatalf("findings %+v", b.Findings)
+	}
+}
+
+// TestFIFOManifestNotOpened makes a bundle's TOOL.md a FIFO nobody writes to: lint reports it as
+// unreadable instead of waiting in open(2) forever.
+func TestFIFOManifestNotOpened(t *testing.T) {
+	dir := t.TempDir()
+	for name, f := range buildBundle(t, nil, nil) {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasSuffix(name, "TOOL.md") {
+			if err := syscall.Mkfifo(p, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan *Bundle, 1)
+	go func() { done <- LoadBundle(os.DirFS(dir), cliFile, LoadOptions{}) }()
+	select {
+	case b := <-done:
+		if len(b.Findings) == 0 || b.Findings[0].Rule != "commands-ref-missing" || !strings.Contains(b.Findings[0].Message, "not a regular file") {
+			t.Fatalf("findings %+v", b.Findings)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("LoadBundle still blocked on the FIFO after 30s")
 	}
 }

@@ -46,8 +46,16 @@ func (d *Document) aliasFinding(n *yaml.Node) Findings {
 }
 
 // readManifest reads a CLI.md or TOOL.md, at most MaxFileSize+1 bytes of it: a larger file (or a
-// device, or a file that keeps growing) is never read whole, and ParseDocument refuses it.
+// file that keeps growing) is never read whole, and ParseDocument refuses it. Only a regular file
+// is opened: opening a FIFO would wait for a writer forever, and a device may never end.
 func readManifest(fsys fs.FS, name string) ([]byte, error) {
+	st, err := fs.Stat(fsys, name)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fmt.Errorf("not a regular file (%s)", st.Mode().Type())}
+	}
 	f, err := fsys.Open(name)
 	if err != nil {
 		return nil, err
