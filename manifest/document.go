@@ -70,9 +70,6 @@ func (d *Document) lookup(ptr string) (key, val *yaml.Node) {
 	}
 	for _, tok := range strings.Split(ptr[1:], "/") {
 		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		for val.Kind == yaml.AliasNode && val.Alias != nil {
-			val = val.Alias
-		}
 		key = nil
 		switch val.Kind {
 		case yaml.MappingNode:
@@ -254,11 +251,6 @@ func (d *Document) convert(n *yaml.Node, depth int) (any, error) {
 		return nil, fmt.Errorf("YAML nested deeper than %d levels", maxDepth)
 	}
 	switch n.Kind {
-	case yaml.AliasNode:
-		if n.Alias == nil {
-			return nil, nil
-		}
-		return d.convert(n.Alias, depth+1)
 	case yaml.DocumentNode:
 		if len(n.Content) == 0 {
 			return nil, nil
