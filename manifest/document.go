@@ -70,9 +70,6 @@ func (d *Document) lookup(ptr string) (key, val *yaml.Node) {
 	}
 	for _, tok := range strings.Split(ptr[1:], "/") {
 		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		for val.Kind == yaml.AliasNode && val.Alias != nil {
-			val = val.Alias
-		}
 		key = nil
 		switch val.Kind {
 		case yaml.MappingNode:
@@ -174,13 +171,16 @@ func ParseDocument(file string, data []byte) (doc *Document, findings Findings) 
 	if len(root.Content) == 0 {
 		return fail(1, "frontmatter-empty", "the frontmatter is empty", "declare the manifest's fields between the --- lines")
 	}
+	if aliases := doc.aliasFinding(&root); len(aliases) > 0 {
+		return doc, aliases
+	}
 	top := root.Content[0]
 	if top.Kind != yaml.MappingNode {
 		return fail(top.Line+doc.offset, "frontmatter-not-mapping", "the frontmatter must be a YAML mapping of field names to values", "write one `field: value` per line")
 	}
 	v, err := doc.convert(top, 0)
 	if err != nil {
-		return fail(top.Line+doc.offset, "yaml-structure", err.Error(), "simplify the YAML: no deep nesting or alias cycles")
+		return fail(top.Line+doc.offset, "yaml-structure", err.Error(), "simplify the YAML: no deep nesting")
 	}
 	doc.Root = top
 	doc.Value, _ = v.(map[string]any)
@@ -251,11 +251,6 @@ func (d *Document) convert(n *yaml.Node, depth int) (any, error) {
 		return nil, fmt.Errorf("YAML nested deeper than %d levels", maxDepth)
 	}
 	switch n.Kind {
-	case yaml.AliasNode:
-		if n.Alias == nil {
-			return nil, nil
-		}
-		return d.convert(n.Alias, depth+1)
 	case yaml.DocumentNode:
 		if len(n.Content) == 0 {
 			return nil, nil

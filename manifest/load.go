@@ -113,7 +113,7 @@ func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
 		b.Findings = Findings{*f}
 		return b
 	}
-	data, err := fs.ReadFile(fsys, cliPath)
+	data, err := readManifest(fsys, cliPath)
 	if err != nil {
 		b.Findings = Findings{{Pos: Pos{File: b.File}, Severity: SeverityError, Rule: "file-unreadable", Message: err.Error(), Hint: "check the path and its permissions"}}
 		return b

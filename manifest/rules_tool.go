@@ -68,7 +68,7 @@ func (l *linter) loadTools() {
 		go func() {
 			defer wg.Done()
 			for j := range work {
-				data, err := fs.ReadFile(l.b.fsys, j.fsPath)
+				data, err := readManifest(l.b.fsys, j.fsPath)
 				if err != nil {
 					j.readErr = err
 					continue

@@ -16,8 +16,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/clihost/clihost/manifest"
 )
 
@@ -209,8 +207,8 @@ func decode(format string, data []byte) (any, error) {
 		}
 		return vals, nil
 	case FormatYAML:
-		var v any
-		if err := yaml.Unmarshal(data, &v); err != nil {
+		v, err := decodeYAML(data)
+		if err != nil {
 			return nil, err
 		}
 		return jsonCompatible(v), nil
