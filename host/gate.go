@@ -44,7 +44,9 @@ func (h *Host) gate(ctx context.Context, b *manifest.Bundle, c Caller, env []str
 	// it wrote (a version check has no result to carry the warnings: they go to the audit log).
 	h.auditSweep(b, "", sweep(pol))
 	switch {
-	case cerr != nil && ctx.Err() != nil:
+	case ctx.Err() != nil:
+		// Cancelled while the version command ran: whatever it returned (an error, or the exit
+		// status of a process the cancel killed) says nothing about its version.
 		return binary{}, &Error{Code: "cancelled", Message: "the call was cancelled during the version check of " + path}
 	case errors.Is(cerr, nsinit.ErrUnavailable):
 		return binary{}, sandboxError(b, cerr)
