@@ -54,7 +54,7 @@ func runLint(o *lintOptions) error {
 		sources := make([]registry.Source, 0, len(o.paths))
 		for _, p := range o.paths {
 			if _, err := os.Stat(p); err != nil {
-				return usageError{fmt.Errorf("lint %s: %w", p, err)}
+				return usageError{fmt.Errorf("lint: %w", err)}
 			}
 			src, err := registry.DirSource(p)
 			if err != nil {
