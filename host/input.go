@@ -8,6 +8,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
 	"github.com/clihost/clihost/internal/wspath"
+	"github.com/clihost/clihost/output"
 )
 
 // applyDefaults fills absent properties that declare a default, recursively into objects the input
@@ -118,7 +119,7 @@ func checkPaths(schema map[string]any, input map[string]any, workspace string) *
 		case err != nil:
 			out = &Error{Code: "input_invalid", Message: err.Error(), Hint: "pass an existing directory as the workspace"}
 		case why != "":
-			out = &Error{Code: "path_traversal_blocked", Pointer: ptr,
+			out = &Error{Code: "path_traversal_blocked", Pointer: ptr, Category: output.CategoryPermission,
 				Message: fmt.Sprintf("input %s %q %s", strings.TrimPrefix(ptr, "/"), v, why),
 				Hint:    "use a relative path inside the workspace, such as src/main.go, without .. that leaves it"}
 		default:

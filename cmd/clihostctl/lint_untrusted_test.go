@@ -52,8 +52,14 @@ func TestLintSecretInArgv(t *testing.T) {
 // TestLintLoaderEnv: env.pass or env.set of a dynamic-loader variable loads code into the CLI; it
 // is an error (sandbox-env-loader) for each such name, and only for those.
 func TestLintLoaderEnv(t *testing.T) {
+	dir := writeMini(t, "env: { pass: [HOME] }", `steps: [{ argv: [run], env: { LD_PRELOAD: /tmp/x.so } }]`)
+	if code, out, errOut := runCtl(t, "lint", dir); code != 1 || !strings.Contains(out, "error: sandbox-env-loader: step 0's env names LD_PRELOAD") {
+		t.Fatalf("step env: exit %d, want 1 with sandbox-env-loader:\n%s%s", code, out, errOut)
+	}
 	for _, env := range []string{
 		"env: { pass: [HOME, LD_PRELOAD] }",
+		"env: { pass: [ld_preload] }",
+		"env: { set: { BASH_ENV: /tmp/x } }",
 		"env: { pass: [LD_LIBRARY_PATH] }",
 		"env: { set: { LD_AUDIT: /tmp/a.so } }",
 		"env: { set: { DYLD_INSERT_LIBRARIES: /tmp/a.dylib } }",
