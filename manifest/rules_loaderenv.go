@@ -5,27 +5,22 @@ import (
 	"strings"
 )
 
-// loaderEnvPrefixes are the variable families a dynamic loader (glibc, musl, macOS dyld), a shell
-// or git reads to load code into a process: a bundle that passes or sets one runs code of its
-// choosing inside every process of the CLI, under the CLI's identity, past the verified binary.
-// The sandbox drops the same names at run time (sandbox.Env); lint makes the bundle's author see it.
-var loaderEnvPrefixes = []string{"LD_", "DYLD_", "BASH_FUNC_", "GIT_CONFIG_KEY_", "GIT_CONFIG_VALUE_"}
+// loaderEnvPrefixes are the variable families a dynamic loader (glibc, musl, macOS dyld) reads to
+// load code into a process: a bundle that passes or sets one runs code of its choosing inside
+// every process of the CLI, under the CLI's identity, past the verified binary. (The sandbox drops
+// these at run time, sandbox.Env; lint makes the bundle's author see it.)
+var loaderEnvPrefixes = []string{"LD_", "DYLD_"}
 
-// loaderEnvNames are single variables with the same effect: GCONV_PATH (iconv modules),
-// GLIBC_TUNABLES, LOCPATH, NLSPATH, HOSTALIASES, MALLOC_TRACE, RESOLV_HOST_CONF, RES_OPTIONS
-// (files libc reads), shell start-up files and xtrace (BASH_ENV, ENV, SHELLOPTS, BASHOPTS, PS4),
-// interpreters' module paths and switches, and git configuration from the environment.
+// loaderEnvNames are single variables through which libc loads code or reads files of the
+// setter's choosing: GCONV_PATH (iconv modules), GLIBC_TUNABLES, LOCPATH, NLSPATH, HOSTALIASES,
+// MALLOC_CHECK_, MALLOC_TRACE, RESOLV_HOST_CONF, RES_OPTIONS.
 var loaderEnvNames = map[string]bool{
 	"GCONV_PATH": true, "GLIBC_TUNABLES": true, "LOCPATH": true, "NLSPATH": true, "HOSTALIASES": true,
 	"MALLOC_CHECK_": true, "MALLOC_TRACE": true, "RESOLV_HOST_CONF": true, "RES_OPTIONS": true,
-	"BASH_ENV": true, "ENV": true, "SHELLOPTS": true, "BASHOPTS": true, "PS4": true,
-	"PYTHONSTARTUP": true, "PYTHONPATH": true, "PYTHONHOME": true, "PERL5OPT": true, "PERL5LIB": true, "PERLLIB": true,
-	"RUBYOPT": true, "RUBYLIB": true, "NODE_OPTIONS": true, "JAVA_TOOL_OPTIONS": true, "_JAVA_OPTIONS": true,
-	"GIT_CONFIG_PARAMETERS": true, "GIT_CONFIG_COUNT": true,
 }
 
 // IsLoaderEnv reports whether name (compared case-insensitively, as the sandbox does) is a
-// variable that makes a program load code or files of the setter's choosing.
+// dynamic-loader (or libc loading) variable.
 func IsLoaderEnv(name string) bool {
 	name = strings.ToUpper(name)
 	if loaderEnvNames[name] {
@@ -39,7 +34,7 @@ func IsLoaderEnv(name string) bool {
 	return false
 }
 
-// loaderEnvRules is the error for every code-loading variable a sandbox's env.pass or env.set
+// loaderEnvRules is the error for every dynamic-loader variable a sandbox's env.pass or env.set
 // names (rule sandbox-env-loader).
 func loaderEnvRules(c *collector, ptr string, e *Env) {
 	if e == nil {
@@ -60,5 +55,5 @@ func loaderEnvRules(c *collector, ptr string, e *Env) {
 const loaderEnvHint = "remove it: the CLI runs as installed; vendor a wrapper binary in the bundle if it really needs a library path"
 
 func loaderEnvMsg(where, name string) string {
-	return fmt.Sprintf("%s names %s, a dynamic-loader (or similar) variable: it loads code into every process the CLI runs; the sandbox drops it", where, name)
+	return fmt.Sprintf("%s names %s, a dynamic-loader variable: it loads code into every process the CLI runs", where, name)
 }

@@ -59,7 +59,6 @@ func TestLintLoaderEnv(t *testing.T) {
 	for _, env := range []string{
 		"env: { pass: [HOME, LD_PRELOAD] }",
 		"env: { pass: [ld_preload] }",
-		"env: { set: { BASH_ENV: /tmp/x } }",
 		"env: { pass: [LD_LIBRARY_PATH] }",
 		"env: { set: { LD_AUDIT: /tmp/a.so } }",
 		"env: { set: { DYLD_INSERT_LIBRARIES: /tmp/a.dylib } }",
