@@ -85,6 +85,7 @@ func Run(ctx context.Context, o Options) Report {
 	add := func(cs ...Check) { r.Checks = append(r.Checks, cs...) }
 	add(kernelChecks()...)
 	add(memfdCheck())
+	add(hidepidCheck())
 	add(helperCheck(o.BinDir))
 	d, err := o.Client.Daemon(ctx, true)
 	if err != nil {

@@ -40,20 +40,24 @@ func permission(t *testing.T, what string, env Envelope, want ...string) {
 	}
 }
 
-// TestRefusedReadNamesThePathAndTheRule runs the catalog's jq and rg on /etc/shadow in the real
-// sandbox: the refusal is a permission error naming /etc/shadow and the rule that refused it
-// (outside the workspace, not in the bundle's fs.read), never a login.
+// TestRefusedReadNamesThePathAndTheRule runs the catalog's jq and rg on /etc/shadow: their file
+// inputs are format: path, so the host refuses the call before the CLI starts, as a permission
+// error (path_traversal_blocked) that names the input and says what to pass, never a login. The
+// sandbox's own refusal and its hint are tested on refusalBundles below.
 func TestRefusedReadNamesThePathAndTheRule(t *testing.T) {
 	fixture.Need(t, "jq", "rg")
 	h, _ := catalogHost(t)
 	ws := fixture.Workspace(t)
 	env := h.Call(context.Background(), bundle(t, h, "jq"), "filter", js(t, `{"filter": ".", "files": ["/etc/shadow"]}`), Caller{Workspace: ws}, CallOptions{})
-	permission(t, "jq /etc/shadow", env, "/etc/shadow is outside the workspace "+ws, "not in the sandbox.fs.read of jq@1 (tool filter)", "./**")
-	if env.Error.Code != "usage_error" || !strings.Contains(env.Error.Stderr, "/etc/shadow: Permission denied") {
-		t.Fatalf("jq /etc/shadow: code %q stderr %q: the exit code's name and jq's stderr are kept", env.Error.Code, env.Error.Stderr)
+	permission(t, "jq /etc/shadow", env, "relative path inside the workspace")
+	if env.Error.Code != "path_traversal_blocked" || env.Error.Pointer != "/files/0" || !strings.Contains(env.Error.Message, `"/etc/shadow" is an absolute path`) {
+		t.Fatalf("jq /etc/shadow: %+v", env.Error)
 	}
 	env = h.Call(context.Background(), bundle(t, h, "rg"), "search", js(t, `{"pattern": "root", "path": "/etc/shadow"}`), Caller{Workspace: ws}, CallOptions{})
-	permission(t, "rg /etc/shadow", env, "/etc/shadow is outside the workspace", "not in the sandbox.fs.read of rg@1 (tool search)")
+	permission(t, "rg /etc/shadow", env, "relative path inside the workspace")
+	if env.Error.Code != "path_traversal_blocked" || env.Error.Pointer != "/path" {
+		t.Fatalf("rg /etc/shadow: %+v", env.Error)
+	}
 }
 
 // refusalBundles are bundles around coreutils' cat (tool read: cat the files) and mkdir (tool mkdir),

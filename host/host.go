@@ -266,6 +266,9 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	eff := manifest.EffectiveSandbox(b.CLI.Sandbox, t.Tool.Sandbox)
 	env := h.envOf(eff.Env)
 	c.Workspace = workspace
+	if e := checkPaths(t.Tool.Inputs, input, workspace); e != nil {
+		return Envelope{Error: e}
+	}
 
 	bin, gateErr := h.gate(ctx, b, c, env)
 	if gateErr != nil {

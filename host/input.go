@@ -6,6 +6,9 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/clihost/clihost/internal/wspath"
+	"github.com/clihost/clihost/output"
 )
 
 // applyDefaults fills absent properties that declare a default, recursively into objects the input
@@ -103,4 +106,26 @@ func firstCause(err error) string {
 		ve = ve.Causes[0]
 	}
 	return orRoot(ve.InstanceLocation) + ": " + ve.Message
+}
+
+// checkPaths refuses (path_traversal_blocked) every input the schema declares `format: path` that
+// leaves workspace (wspath.Check): absolute, ~, .. out of it, or through a symlink out of it. It
+// runs in the host, so tools mode, ACLI and clihostctl call all enforce it.
+func checkPaths(schema map[string]any, input map[string]any, workspace string) *Error {
+	var out *Error
+	_ = wspath.Walk(schema, input, "", func(ptr, v string) error {
+		why, err := wspath.Check(workspace, v)
+		switch {
+		case err != nil:
+			out = &Error{Code: "input_invalid", Message: err.Error(), Hint: "pass an existing directory as the workspace"}
+		case why != "":
+			out = &Error{Code: "path_traversal_blocked", Pointer: ptr, Category: output.CategoryPermission,
+				Message: fmt.Sprintf("input %s %q %s", strings.TrimPrefix(ptr, "/"), v, why),
+				Hint:    "use a relative path inside the workspace, such as src/main.go, without .. that leaves it"}
+		default:
+			return nil
+		}
+		return errors.New(out.Code)
+	})
+	return out
 }

@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/clihost/clihost/internal/fixture"
@@ -27,7 +26,6 @@ sandbox:
 commands:
   read: ./tools/read/TOOL.md
   chain: ./tools/chain/TOOL.md
-  loader: ./tools/loader/TOOL.md
 ---
 `,
 	"cat/tools/read/TOOL.md": `---
@@ -54,19 +52,6 @@ runner:
     - { argv: [], stdin: "{\"got\": \"${steps.0.output}\"}" }
 ---
 `,
-	"cat/tools/loader/TOOL.md": `---
-name: Loader
-id: cat.loader
-description: A step that sets a loader variable is refused.
-version: 1.0.0
-inputs: { type: object, properties: {} }
-outputs: {}
-runner:
-  cli: ../../CLI.md
-  steps:
-    - { argv: [], env: { LD_PRELOAD: /tmp/x.so } }
----
-`,
 }
 
 func TestStdinAndSteps(t *testing.T) {
@@ -86,8 +71,5 @@ func TestStdinAndSteps(t *testing.T) {
 	env := call("chain", map[string]any{"text": "a b"})
 	if raw, _ := json.Marshal(env.Value); !env.OK || string(raw) != `{"got":"a b"}` {
 		t.Errorf("chain: %+v", env)
-	}
-	if env := call("loader", nil); env.OK || env.Error.Code != "bundle_invalid" || !strings.Contains(env.Error.Message, "LD_PRELOAD") {
-		t.Errorf("loader: %+v", env.Error)
 	}
 }

@@ -202,6 +202,7 @@ func (l *linter) sandboxRules(c *collector, ptr string, s *Sandbox) {
 	if s == nil {
 		return
 	}
+	loaderEnvRules(c, ptr, s.Env)
 	if s.Network != nil {
 		for i, h := range s.Network.Egress {
 			if err := CheckEgressHost(h); err != nil {

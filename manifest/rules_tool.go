@@ -373,6 +373,7 @@ func (t *toolLinter) argvRules(ptr string, raw []string, step int, tool *Tool) (
 	for i, tok := range tokens {
 		at := JoinPointer(ptr, i)
 		ok = t.exprRules(at, tok, step, tool) && ok
+		secretInArgvRule(t.c, at, tok)
 		if i == 0 {
 			continue
 		}
@@ -486,6 +487,11 @@ func (t *toolLinter) stepsRules(tool *Tool) {
 			eptr := JoinPointer(ptr, "env", k)
 			if !envNamePattern.MatchString(k) {
 				c.atKey(eptr, SeverityError, "step-env", fmt.Sprintf("step %d sets %q, which is not a variable name", i, k), "names are letters, digits and _, not starting with a digit")
+				ok = false
+				continue
+			}
+			if IsLoaderEnv(k) {
+				c.atKey(eptr, SeverityError, "sandbox-env-loader", loaderEnvMsg(fmt.Sprintf("step %d's env", i), k), loaderEnvHint)
 				ok = false
 				continue
 			}

@@ -57,6 +57,8 @@ func acliError(e *host.Error) *acli.Error {
 	switch {
 	case e.Code == "input_invalid":
 		code = acli.ValidationError
+	case e.Code == "path_traversal_blocked":
+		code = acli.PathTraversalBlocked
 	case e.Code == "not_found":
 		code = acli.CommandNotFound
 	case e.Code == "timeout":

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -69,9 +70,12 @@ func find(checks []doctorCheck, name string) []doctorCheck {
 }
 
 // TestDoctorHealthyDaemon: a root daemon serving one installed bundle on this host passes every
-// check, exits 0 even with --strict, and prints one "ok" line per check.
+// check, exits 0 even with --strict, and prints one "ok" line per check — except `proc hidepid`,
+// which reflects this host's /proc: it warns (and --strict exits 1) exactly when another uid
+// (nobody) can read a root process's command line here.
 func TestDoctorHealthyDaemon(t *testing.T) {
 	needRoot(t)
+	fixture.Need(t, "setpriv")
 	state := t.TempDir()
 	if err := os.Chmod(state, 0o700); err != nil {
 		t.Fatal(err)
@@ -79,15 +83,26 @@ func TestDoctorHealthyDaemon(t *testing.T) {
 	d := startDaemon(t, state, "--no-catalog", "--bundles", fixture.Write(t, fixture.True()))
 	code, checks, text := doctor(t, d.socket, "--strict")
 	for _, c := range checks {
-		if c.Status != "ok" {
+		if c.Status != "ok" && c.Name != "proc hidepid" {
 			t.Errorf("%s: %s %s (fix: %s)", c.Name, c.Status, c.Message, c.Fix)
 		}
 	}
-	if code != 0 || len(find(checks, "sandbox probe")) != 1 || len(find(checks, "bundle true@1")) != 1 || len(find(checks, "token file")) != 1 {
-		t.Fatalf("exit %d\n%s", code, text)
+	var cmdline bytes.Buffer
+	nobody := exec.Command("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "cat", "/proc/1/cmdline")
+	nobody.Stdout = &cmdline
+	exposed := nobody.Run() == nil && cmdline.Len() > 0
+	wantCode, wantEnd := 0, "\nhealthy\n"
+	if exposed {
+		wantCode, wantEnd = 1, "\nhealthy, with warnings\n"
+	}
+	if h := find(checks, "proc hidepid"); len(h) != 1 || (h[0].Status == "warn") != exposed || (exposed && !strings.Contains(h[0].Fix, "hidepid=invisible")) {
+		t.Errorf("proc hidepid: %+v, but nobody reads /proc/1/cmdline: %v", h, exposed)
+	}
+	if code != wantCode || len(find(checks, "sandbox probe")) != 1 || len(find(checks, "bundle true@1")) != 1 || len(find(checks, "token file")) != 1 {
+		t.Fatalf("exit %d, want %d\n%s", code, wantCode, text)
 	}
 	if !strings.Contains(text, "ok    sandbox probe: clihostd started a sandboxed process as uid 65534 (nobody), from a root daemon, in "+d.ws+"\n") ||
-		!strings.HasSuffix(text, "\nhealthy\n") {
+		!strings.HasSuffix(text, wantEnd) {
 		t.Fatalf("text:\n%s", text)
 	}
 }

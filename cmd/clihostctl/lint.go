@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -52,6 +53,9 @@ func runLint(o *lintOptions) error {
 	if len(o.paths) > 0 {
 		sources := make([]registry.Source, 0, len(o.paths))
 		for _, p := range o.paths {
+			if _, err := os.Stat(p); err != nil {
+				return usageError{fmt.Errorf("lint: %w", err)}
+			}
 			src, err := registry.DirSource(p)
 			if err != nil {
 				return err

@@ -153,7 +153,7 @@ func TestUsageErrors(t *testing.T) {
 	if code, _, errOut := runCtl(t, "inspect"); code != 2 || !strings.Contains(errOut, "takes 1 argument") {
 		t.Fatalf("inspect without a bundle: exit %d, %q", code, errOut)
 	}
-	if code, _, errOut := runCtl(t, "lint", "does-not-exist"); code != 1 || !strings.Contains(errOut, "no such file") {
+	if code, _, errOut := runCtl(t, "lint", "does-not-exist"); code != 2 || !strings.Contains(errOut, "no such file") {
 		t.Fatalf("missing path: exit %d, %q", code, errOut)
 	}
 	if code, _, errOut := runCtl(t, "inspect", "--bundles", "testdata/tree", "nosuch"); code != 1 || !strings.Contains(errOut, `no bundle "nosuch"`) {

@@ -3,6 +3,8 @@ package cobra
 import (
 	"fmt"
 	"strings"
+
+	"github.com/clihost/clihost/importer/pathinput"
 )
 
 // DurationPattern is the JSON Schema pattern of a Go duration ("30s", "1h30m", "-5m", "0").
@@ -96,6 +98,13 @@ func FlagProperty(f *Flag) Property {
 	if d := shownDefault(f); d != "" {
 		desc += fmt.Sprintf(" (default %s)", d)
 	}
+	if typ == "string" || typ == "strings" || typ == "stringSlice" || typ == "stringArray" {
+		valueName := ""
+		if !f.TypeKnown {
+			valueName = f.Type
+		}
+		pathinput.Mark(s, f.Name, valueName)
+	}
 	s["description"] = desc
 	return Property{Schema: s, Argv: argv}
 }
@@ -123,6 +132,7 @@ func ArgProperty(a Arg, command string) Property {
 			s["minItems"] = 1
 		}
 	}
+	pathinput.Mark(s, a.Name)
 	return Property{Schema: s, Argv: fmt.Sprintf("${input.%s}", a.Name)}
 }
 

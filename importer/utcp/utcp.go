@@ -39,6 +39,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/clihost/clihost/importer/pathinput"
 	"github.com/clihost/clihost/manifest"
 )
 
@@ -455,6 +456,11 @@ func toolDoc(t *converted, id string, bundlePass []string) ([]byte, error) {
 			props[name] = map[string]any{"type": "string", "description": "UTCP placeholder UTCP_ARG_" + name + "_UTCP_END (not declared in the manual's inputs)"}
 		}
 		required = append(required, name)
+	}
+	for name, raw := range props {
+		if ps, ok := raw.(map[string]any); ok {
+			pathinput.Mark(ps, name)
+		}
 	}
 	inputs["properties"] = props
 	slices.Sort(required)
