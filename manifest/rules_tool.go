@@ -165,6 +165,7 @@ func (t *toolLinter) rules(tool *Tool) {
 	c, doc := t.c, t.c.doc
 	if doc.Has("/inputs") {
 		t.entry.inputSchema = t.compileSchema("/inputs", tool.Inputs, "tool-inputs-schema", true)
+		t.allowDashRules(tool)
 	}
 	if doc.Has("/outputs") {
 		t.entry.outputSchema = t.compileSchema("/outputs", tool.Outputs, "tool-outputs-schema", false)
@@ -363,6 +364,7 @@ func (t *toolLinter) argvRules(ptr string, raw []string, step int, tool *Tool) (
 			}
 		}
 	}
+	t.optionValueRules(ptr, tokens, tool)
 	ok := true
 	for i, tok := range tokens {
 		at := JoinPointer(ptr, i)
