@@ -376,7 +376,7 @@ func (t *toolLinter) argvRules(ptr string, raw []string, step int, tool *Tool) (
 		e := tok.Whole()
 		if isLit && optionToken.MatchString(prev) && e != nil && e.Source == "input" && e.Filter == "" && !required[e.Path[0]] {
 			c.at(at, SeverityWarning, "argv-bare-optional", fmt.Sprintf("%q is followed by the optional input ${input.%s}: when it is absent the option is left dangling", prev, e.Name()),
-				fmt.Sprintf("replace both entries with \"${input.%s | optional('%s')}\"", e.Name(), prev))
+				"replace both entries with "+gluedOptional(prev, e))
 		}
 	}
 	return tokens, ok
