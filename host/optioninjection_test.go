@@ -68,3 +68,24 @@ func TestOptionInjectionThroughCall(t *testing.T) {
 		t.Fatalf("ls -1 sub: %#v %+v", env.Value, env.Error)
 	}
 }
+
+// TestCatalogPassesDashValuesGlued: the catalog glues option values, so a value that starts with
+// '-' reaches its option instead of being refused or read as an option: rg's pattern ("--pre=…" is
+// searched for, not run) and a glob.
+func TestCatalogPassesDashValuesGlued(t *testing.T) {
+	fixture.Need(t, "rg")
+	h, _ := catalogHost(t)
+	ws := fixture.Workspace(t)
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("alpha\nuse --pre=/bin/sh here\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fixture.GiveToAgent(t, ws)
+	env := h.Call(context.Background(), bundle(t, h, "rg"), "search", map[string]any{"pattern": "--pre=/bin/sh", "fixed_strings": true}, Caller{Workspace: ws}, CallOptions{})
+	if !env.OK || !strings.Contains(env.Value.(string), "notes.txt:2:use --pre=/bin/sh here") {
+		t.Fatalf("rg search for --pre=/bin/sh: %#v %+v", env.Value, env.Error)
+	}
+	env = h.Call(context.Background(), bundle(t, h, "rg"), "count", map[string]any{"pattern": "-", "fixed_strings": true, "glob": "-nothing"}, Caller{Workspace: ws}, CallOptions{})
+	if env.OK || env.Error.Code != "no_match" {
+		t.Fatalf("rg count with glob -nothing: %#v %+v", env.Value, env.Error)
+	}
+}
