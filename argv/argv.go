@@ -16,9 +16,15 @@
 //   - an entry mixing text and expressions (--since=${input.d}) substitutes each; when one of its
 //     inputs is absent (and has no default) the whole entry is dropped.
 //
-// Safety: a value the caller supplied that starts with '-' in a positional slot (not right after a
-// literal option, not after a literal "--") is refused, since the CLI would read it as an option;
-// NUL bytes are refused; each argument is at most MaxArgLength bytes and all together MaxTotalLength.
+// Safety: an argument that begins with a value the caller supplied (an input, or a step's output,
+// which may carry one) is refused when that value starts with '-', since the CLI could read it as an
+// option — wherever it stands alone: as a positional, right after a literal option, or as the value
+// of optional('--f'). Only a literal "--" earlier in the template (after which the CLI reads
+// everything as positional), or the input's schema marked manifest.AllowDashKeyword (the author's
+// word that the CLI takes the argument whatever it holds), lets it through. A value glued to a
+// literal prefix ("--opt=${input.x}", optional('--opt=')) cannot be read as an option and is never
+// refused. NUL bytes are refused; each argument is at most MaxArgLength bytes and all together
+// MaxTotalLength.
 package argv
 
 import (
@@ -59,9 +65,13 @@ type Values struct {
 	Input   map[string]any // the call's input, validated, defaults applied
 	Secrets Secrets        // nil: no secrets
 	Steps   []string       // the outputs of the steps run so far, by index (runner.steps)
+	// Schema is the tool's inputs schema, read only for manifest.AllowDashKeyword marks; nil: no
+	// input is marked.
+	Schema map[string]any
 }
 
-// Expand turns the parsed template into arguments using input (already validated, defaults applied).
+// Expand turns the parsed template into arguments using input (already validated, defaults applied),
+// with no input marked manifest.AllowDashKeyword (ExpandValues with Values.Schema reads the marks).
 func Expand(tmpl []manifest.TemplateToken, input map[string]any, secrets Secrets) ([]string, error) {
 	return ExpandValues(tmpl, Values{Input: input, Secrets: secrets})
 }
@@ -137,9 +147,9 @@ func stepOutput(e *manifest.TemplateExpr, steps []string) (string, error) {
 
 // ExpandValues is Expand with step outputs: the argv of one step of runner.steps.
 func ExpandValues(tmpl []manifest.TemplateToken, v Values) ([]string, error) {
-	x := expander{input: v.Input, secrets: v.Secrets, steps: v.Steps}
-	for i, tok := range tmpl {
-		if err := x.token(tmpl, i, tok); err != nil {
+	x := expander{input: v.Input, secrets: v.Secrets, steps: v.Steps, schema: v.Schema}
+	for _, tok := range tmpl {
+		if err := x.token(tok); err != nil {
 			return nil, err
 		}
 	}
@@ -154,41 +164,38 @@ func ExpandValues(tmpl []manifest.TemplateToken, v Values) ([]string, error) {
 }
 
 type expander struct {
-	input      map[string]any
-	secrets    Secrets
-	steps      []string
-	out        []string
-	afterDashs bool // a literal "--" has been emitted: everything after is positional by the CLI's reading
+	input       map[string]any
+	secrets     Secrets
+	steps       []string
+	schema      map[string]any
+	out         []string
+	afterDashes bool // a literal "--" has been emitted: the CLI reads everything after as positional
 }
 
-func (x *expander) token(tmpl []manifest.TemplateToken, i int, tok manifest.TemplateToken) error {
+func (x *expander) token(tok manifest.TemplateToken) error {
 	if lit, ok := tok.Literal(); ok {
 		if lit == "--" {
-			x.afterDashs = true
+			x.afterDashes = true
 		}
 		return x.emit(lit, "", false)
 	}
 	if e := tok.Whole(); e != nil {
-		return x.whole(e, x.positional(tmpl, i))
+		return x.whole(e)
 	}
-	return x.mixed(tok, x.positional(tmpl, i))
+	return x.mixed(tok)
 }
 
-// positional reports whether a whole-entry value at index i lands where the CLI expects a positional
-// argument: not after "--" and not right after a literal option.
-func (x *expander) positional(tmpl []manifest.TemplateToken, i int) bool {
-	if x.afterDashs {
+// guarded reports whether a value of e that begins an argument must not start with '-': always,
+// unless a literal "--" came before or e is an input whose schema is marked AllowDashKeyword.
+func (x *expander) guarded(e *manifest.TemplateExpr) bool {
+	if x.afterDashes {
 		return false
 	}
-	if i > 0 {
-		if prev, ok := tmpl[i-1].Literal(); ok && strings.HasPrefix(prev, "-") && prev != "-" {
-			return false
-		}
-	}
-	return true
+	return e.Source != "input" || !manifest.AllowsDash(x.schema, e.Path)
 }
 
-// emit appends one argument. checkDash marks a caller-supplied value in a positional slot.
+// emit appends one argument. checkDash marks an argument that begins with a caller's value that
+// must not start with '-' (see guarded).
 func (x *expander) emit(a, ptr string, checkDash bool) error {
 	if strings.IndexByte(a, 0) >= 0 {
 		return &Error{Code: "input_invalid", Pointer: ptr, Message: fmt.Sprintf("input %s holds a NUL byte", name(ptr)), Hint: "remove the NUL character"}
@@ -198,22 +205,22 @@ func (x *expander) emit(a, ptr string, checkDash bool) error {
 	}
 	if checkDash && strings.HasPrefix(a, "-") {
 		return &Error{Code: "input_invalid", Pointer: ptr,
-			Message: fmt.Sprintf("input %s starts with '-' (%q) where the CLI expects a positional argument, so it would be read as an option", name(ptr), short(a)),
-			Hint:    "pass a value that does not start with '-'; the bundle can put a literal \"--\" before this argument to allow it"}
+			Message: fmt.Sprintf("input %s starts with '-' (%q) in an argument of its own, where the CLI could read it as an option", name(ptr), short(a)),
+			Hint:    "pass a value that does not start with '-' (a file as ./-name); a bundle that needs such values passes them glued to their option (--opt=${input.x}), after a literal \"--\", or marks the input " + manifest.AllowDashKeyword}
 	}
 	x.out = append(x.out, a)
 	return nil
 }
 
-// emitStep appends a step's output as one argument. Like a caller's value, an output starting
-// with '-' is refused in a positional slot: it may carry what the caller sent.
-func (x *expander) emitStep(out string, e *manifest.TemplateExpr, positional bool) error {
-	if positional && strings.HasPrefix(out, "-") {
+// emitStep appends an argument that begins with a step's output. Like a caller's value, an output
+// starting with '-' is refused unless a literal "--" came before: it may carry what the caller sent.
+func (x *expander) emitStep(a string, e *manifest.TemplateExpr) error {
+	if x.guarded(e) && strings.HasPrefix(a, "-") {
 		return &Error{Code: "input_invalid",
-			Message: fmt.Sprintf("the output of step %s starts with '-' (%q) where the CLI expects a positional argument, so it would be read as an option", e.Path[0], short(out)),
-			Hint:    "the bundle can put a literal \"--\" before this argument to allow it"}
+			Message: fmt.Sprintf("the output of step %s starts with '-' (%q) in an argument of its own, where the CLI could read it as an option", e.Path[0], short(a)),
+			Hint:    "the bundle can glue it to its option (--opt=${steps.N.output}) or put a literal \"--\" before this argument"}
 	}
-	return x.emit(out, "", false)
+	return x.emit(a, "", false)
 }
 
 func name(ptr string) string {
@@ -230,13 +237,13 @@ func short(s string) string {
 	return s
 }
 
-func (x *expander) whole(e *manifest.TemplateExpr, positional bool) error {
+func (x *expander) whole(e *manifest.TemplateExpr) error {
 	if e.Source == "steps" {
 		out, err := stepOutput(e, x.steps)
 		if err != nil {
 			return err
 		}
-		return x.emitStep(out, e, positional)
+		return x.emitStep(out, e)
 	}
 	if e.Source == "secrets" {
 		v, ok := x.lookupSecret(e)
@@ -247,44 +254,23 @@ func (x *expander) whole(e *manifest.TemplateExpr, positional bool) error {
 	}
 	ptr := pointer(e)
 	v, present := lookup(x.input, e.Path)
+	guard := x.guarded(e)
 	switch e.Filter {
 	case "":
 		if !present {
 			return nil
 		}
-		return x.values(v, ptr, positional)
+		return x.values(v, ptr, guard)
 	case manifest.FilterDefault:
 		if !present {
 			return x.emit(e.Args[0], "", false) // the manifest's own value
 		}
-		return x.values(v, ptr, positional)
+		return x.values(v, ptr, guard)
 	case manifest.FilterOptional:
 		if !present {
 			return nil
 		}
-		items, isList := entries(v)
-		if !isList {
-			items = []any{v}
-		}
-		for _, it := range items {
-			s, err := scalar(it)
-			if err != nil {
-				return &Error{Code: "input_invalid", Pointer: ptr, Message: err.Error()}
-			}
-			if flag, ok := strings.CutSuffix(e.Args[0], "="); ok {
-				if err := x.emit(flag+"="+s, ptr, false); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := x.emit(e.Args[0], "", false); err != nil {
-				return err
-			}
-			if err := x.emit(s, ptr, false); err != nil {
-				return err
-			}
-		}
-		return nil
+		return x.optional(e.Args[0], v, ptr, guard)
 	case manifest.FilterFlag:
 		if b, ok := v.(bool); present && ok && b {
 			return x.emit(e.Args[0], "", false)
@@ -298,7 +284,7 @@ func (x *expander) whole(e *manifest.TemplateExpr, positional bool) error {
 		if err != nil {
 			return &Error{Code: "input_invalid", Pointer: ptr, Message: fmt.Sprintf("input %s cannot be encoded as JSON: %v", name(ptr), err)}
 		}
-		return x.emit(string(b), ptr, positional)
+		return x.emit(string(b), ptr, guard)
 	case manifest.FilterJoin:
 		if !present {
 			return nil
@@ -307,13 +293,43 @@ func (x *expander) whole(e *manifest.TemplateExpr, positional bool) error {
 		if err != nil {
 			return &Error{Code: "input_invalid", Pointer: ptr, Message: err.Error()}
 		}
-		return x.emit(s, ptr, positional)
+		return x.emit(s, ptr, guard)
 	}
 	return fmt.Errorf("argv: unknown filter %q (lint should have refused it)", e.Filter)
 }
 
-// values emits a value: one argument, or one per item of an array.
-func (x *expander) values(v any, ptr string, positional bool) error {
+// optional emits optional(flag)'s arguments for a present value: "flag VALUE", or "flagVALUE" as
+// one argument when flag ends with '=', once per item of an array (or entry of an object). A
+// VALUE of its own is checked as emit's checkDash says when guard is set.
+func (x *expander) optional(flag string, v any, ptr string, guard bool) error {
+	items, isList := entries(v)
+	if !isList {
+		items = []any{v}
+	}
+	_, isArray := v.([]any)
+	for i, it := range items {
+		p := ptr
+		if isArray {
+			p = ptr + "/" + strconv.Itoa(i)
+		}
+		s, err := scalar(it)
+		if err != nil {
+			return &Error{Code: "input_invalid", Pointer: p, Message: err.Error()}
+		}
+		if strings.HasSuffix(flag, "=") {
+			err = x.emit(flag+s, p, false)
+		} else if err = x.emit(flag, "", false); err == nil {
+			err = x.emit(s, p, guard) // the value stands alone after the option
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// values emits a value: one argument, or one per item of an array. guard is as emit's checkDash.
+func (x *expander) values(v any, ptr string, guard bool) error {
 	items, isArray := entries(v)
 	if !isArray {
 		items = []any{v}
@@ -327,70 +343,88 @@ func (x *expander) values(v any, ptr string, positional bool) error {
 		if err != nil {
 			return &Error{Code: "input_invalid", Pointer: p, Message: err.Error()}
 		}
-		if err := x.emit(s, p, positional); err != nil {
+		if err := x.emit(s, p, guard); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// mixed substitutes each expression of an entry that also holds literal text.
-func (x *expander) mixed(tok manifest.TemplateToken, positional bool) error {
+// mixed substitutes each expression of an entry that also holds literal text. The entry is checked
+// like a whole-entry value when its first byte comes from a caller's value.
+func (x *expander) mixed(tok manifest.TemplateToken) error {
 	var b strings.Builder
-	var firstPtr string
-	for i, p := range tok.Parts {
-		if p.Expr == nil {
-			b.WriteString(p.Literal)
-			continue
-		}
-		e := p.Expr
-		if e.Source == "steps" {
-			out, err := stepOutput(e, x.steps)
-			if err != nil {
-				return err
-			}
-			if i == 0 && positional && strings.HasPrefix(out, "-") {
-				return x.emitStep(out, e, positional)
-			}
-			b.WriteString(out)
-			continue
-		}
-		if e.Source == "secrets" {
-			v, ok := x.lookupSecret(e)
-			if !ok {
-				return x.secretMissing(e)
-			}
-			b.WriteString(v)
-			continue
-		}
-		ptr := pointer(e)
-		if i == 0 {
-			firstPtr = ptr
-		}
-		v, present := lookup(x.input, e.Path)
-		var s string
-		var err error
-		switch {
-		case !present && e.Filter == manifest.FilterDefault:
-			s = e.Args[0]
-		case !present:
-			return nil // an absent input drops the whole entry
-		case e.Filter == manifest.FilterJSON:
-			var raw []byte
-			raw, err = json.Marshal(v)
-			s = string(raw)
-		case e.Filter == manifest.FilterJoin:
-			s, err = joined(v, e.Args[0])
-		default:
-			s, err = joined(v, ",")
-		}
+	var lead, named *manifest.TemplateExpr // the caller's value that begins the argument; the first input
+	led := false
+	for _, p := range tok.Parts {
+		s, fromCaller, present, err := x.part(p)
 		if err != nil {
-			return &Error{Code: "input_invalid", Pointer: ptr, Message: err.Error()}
+			return err
+		}
+		if !present {
+			return nil // an absent input drops the whole entry
+		}
+		if p.Expr != nil && p.Expr.Source == "input" && named == nil {
+			named = p.Expr
+		}
+		if !led && s != "" {
+			led = true
+			if fromCaller {
+				lead = p.Expr
+			}
 		}
 		b.WriteString(s)
 	}
-	// An entry that starts with a caller's value is checked like a whole-entry value.
-	return x.emit(b.String(), firstPtr, firstPtr != "" && positional)
+	switch {
+	case lead == nil:
+		ptr := ""
+		if named != nil {
+			ptr = pointer(named)
+		}
+		return x.emit(b.String(), ptr, false)
+	case lead.Source == "steps":
+		return x.emitStep(b.String(), lead)
+	}
+	return x.emit(b.String(), pointer(lead), x.guarded(lead))
+}
+
+// part renders one part of a mixed entry: its text, whether the text is a caller's value (an input
+// or a step's output, not the manifest's literal, default or a secret), and false when an absent
+// input drops the entry.
+func (x *expander) part(p manifest.TemplatePart) (text string, fromCaller, present bool, err error) {
+	e := p.Expr
+	switch {
+	case e == nil:
+		return p.Literal, false, true, nil
+	case e.Source == "steps":
+		out, err := stepOutput(e, x.steps)
+		return out, true, true, err
+	case e.Source == "secrets":
+		v, ok := x.lookupSecret(e)
+		if !ok {
+			return "", false, false, x.secretMissing(e)
+		}
+		return v, false, true, nil
+	}
+	v, ok := lookup(x.input, e.Path)
+	switch {
+	case !ok && e.Filter == manifest.FilterDefault:
+		return e.Args[0], false, true, nil
+	case !ok:
+		return "", false, false, nil
+	case e.Filter == manifest.FilterJSON:
+		var raw []byte
+		raw, err = json.Marshal(v)
+		text = string(raw)
+	case e.Filter == manifest.FilterJoin:
+		text, err = joined(v, e.Args[0])
+	default:
+		text, err = joined(v, ",")
+	}
+	if err != nil {
+		return "", false, false, &Error{Code: "input_invalid", Pointer: pointer(e), Message: err.Error()}
+	}
+	return text, true, true, nil
 }
 
 func (x *expander) lookupSecret(e *manifest.TemplateExpr) (string, bool) {

@@ -54,7 +54,7 @@ func TestExpand(t *testing.T) {
 		{"optional absent", []string{"${input.title | optional('--title')}"}, `{}`, nil},
 		{"optional array repeats", []string{"${input.l | optional('--label')}"}, `{"l": ["a", "b"]}`, []string{"--label", "a", "--label", "b"}},
 		{"optional with =", []string{"${input.d | optional('--dry-run=')}"}, `{"d": "server"}`, []string{"--dry-run=server"}},
-		{"optional value may start with dash", []string{"${input.n | optional('--count')}"}, `{"n": -5}`, []string{"--count", "-5"}},
+		{"glued optional value may start with dash", []string{"${input.n | optional('--count=')}"}, `{"n": -5}`, []string{"--count=-5"}},
 		{"flag true", []string{"${input.draft | flag('--draft')}"}, `{"draft": true}`, []string{"--draft"}},
 		{"flag false", []string{"${input.draft | flag('--draft')}"}, `{"draft": false}`, nil},
 		{"flag string true is not true", []string{"${input.draft | flag('--draft')}"}, `{"draft": "true"}`, nil},
@@ -73,7 +73,11 @@ func TestExpand(t *testing.T) {
 		{"secret", []string{"--token", "${secrets.TOKEN}"}, `{}`, []string{"--token", "s3cr3t"}},
 		{"float", []string{"--x", "${input.f}"}, `{"f": 1.5e3}`, []string{"--x", "1.5e3"}},
 		{"bool", []string{"--x", "${input.b}"}, `{"b": false}`, []string{"--x", "false"}},
-		{"after option", []string{"--title", "${input.t}"}, `{"t": "-dash"}`, []string{"--title", "-dash"}},
+		{"glued to its option", []string{"--title=${input.t}"}, `{"t": "-dash"}`, []string{"--title=-dash"}},
+		{"glued to a short option", []string{"-t${input.t}"}, `{"t": "-dash"}`, []string{"-t-dash"}},
+		{"mixed entry led by the manifest's default", []string{"${input.a | default('-x')}${input.b}"}, `{"b": "y"}`, []string{"-xy"}},
+		{"mixed entry led by a later value", []string{"${input.a}${input.b}"}, `{"a": "", "b": "x"}`, []string{"x"}},
+		{"absent default is the manifest's", []string{"${input.a | default('-')}"}, `{}`, []string{"-"}},
 		{"after --", []string{"--", "${input.q}"}, `{"q": "--help"}`, []string{"--", "--help"}},
 		{"metacharacters verbatim", []string{"--", "${input.q}"}, `{"q": "$(touch x); rm -rf / | cat > y && \u0060id\u0060 ${input.q} 'a\"b' \n\t\u202e"}`,
 			[]string{"--", "$(touch x); rm -rf / | cat > y && `id` ${input.q} 'a\"b' \n\t\u202e"}},
@@ -101,6 +105,14 @@ func TestExpandRefuses(t *testing.T) {
 		{"dash in array", "input_invalid", "/files/1", []string{"add", "${input.files}"}, `{"files": ["a", "-rf"]}`},
 		{"dash at start of mixed entry", "input_invalid", "/n", []string{"get", "${input.n}.txt"}, `{"n": "-x"}`},
 		{"dash via json", "input_invalid", "/n", []string{"${input.n | json()}"}, `{"n": -1}`},
+		{"dash after a literal option", "input_invalid", "/t", []string{"--title", "${input.t}"}, `{"t": "-dash"}`},
+		{"dash after a literal short option", "input_invalid", "/path", []string{"-1", "${input.path}"}, `{"path": "--version"}`},
+		{"dash as optional()'s separate value", "input_invalid", "/n", []string{"${input.n | optional('--count')}"}, `{"n": -5}`},
+		{"dash in optional()'s repeated values", "input_invalid", "/l/1", []string{"${input.l | optional('--label')}"}, `{"l": ["a", "--help"]}`},
+		{"dash via join after an option", "input_invalid", "/l", []string{"--json", "${input.l | join(',')}"}, `{"l": ["-x", "y"]}`},
+		{"dash via default given after an option", "input_invalid", "/b", []string{"--base", "${input.b | default('main')}"}, `{"b": "--exec=x"}`},
+		{"dash leading a mixed entry from a later value", "input_invalid", "/b", []string{"${input.a}${input.b}"}, `{"a": "", "b": "-x"}`},
+		{"dash leading a mixed entry after an option", "input_invalid", "/n", []string{"-o", "${input.n}.txt"}, `{"n": "-x"}`},
 		{"NUL", "input_invalid", "/t", []string{"--title", "${input.t}"}, `{"t": "a\u0000b"}`},
 		{"too long", "input_invalid", "/t", []string{"--title", "${input.t}"}, `{"t": "` + strings.Repeat("a", MaxArgLength+1) + `"}`},
 		{"secret missing", "secret_missing", "", []string{"${secrets.NOPE}"}, `{}`},
@@ -134,9 +146,9 @@ func TestExpandSteps(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %q %v, want %q", got, err, want)
 	}
-	// A step output starting with '-' in a positional slot is refused, like a caller's value.
-	for _, tmpl := range []string{"${steps.1.output}", "${steps.1.output}x"} {
-		_, err := ExpandValues(parse(t, tmpl), v)
+	// A step output starting with '-' is refused wherever it stands alone, like a caller's value.
+	for _, tmpl := range [][]string{{"${steps.1.output}"}, {"${steps.1.output}x"}, {"--input", "${steps.1.output}"}, {"${input.tags | default('')}${steps.1.output}"}} {
+		_, err := ExpandValues(parse(t, tmpl...), Values{Input: map[string]any{}, Steps: v.Steps})
 		var ae *Error
 		if !errors.As(err, &ae) || ae.Code != "input_invalid" || !strings.Contains(ae.Message, "step 1") {
 			t.Errorf("%s: %v", tmpl, err)
@@ -179,5 +191,61 @@ func TestExpandString(t *testing.T) {
 	var ae *Error
 	if _, _, err := ExpandString(tok, v); !errors.As(err, &ae) || ae.Code != "secret_missing" {
 		t.Errorf("missing secret: %v", err)
+	}
+}
+
+// TestOptionInjectionAfterLiteralFlag is issue 12's attack: a value right after a literal option
+// that takes no value (ls -1 PATH, rg --count PATTERN) is a positional, so a caller's value there
+// must not become an option. Before the fix the slot after any literal starting with '-' was taken
+// for that option's value and these went through.
+func TestOptionInjectionAfterLiteralFlag(t *testing.T) {
+	for _, c := range []struct {
+		tmpl []string
+		in   string
+	}{
+		{[]string{"-1", "${input.path}"}, "--version"},
+		{[]string{"-1", "${input.path}"}, "-la"},
+		{[]string{"-1", "${input.path}"}, "-R /"},
+		{[]string{"-1", "${input.path}"}, "--help"},
+		{[]string{"--count", "${input.path}", "--", "."}, "--pre=/bin/sh"},
+		{[]string{"--count", "${input.path | optional('--glob')}", "."}, "--pre=/bin/sh"},
+	} {
+		in := map[string]any{"path": c.in}
+		got, err := Expand(parse(t, c.tmpl...), in, nil)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != "input_invalid" || e.Pointer != "/path" {
+			t.Errorf("%q with %q: got %q, %v; want input_invalid at /path", c.tmpl, c.in, got, err)
+			continue
+		}
+		if !strings.Contains(e.Message, "input path") || !strings.Contains(e.Hint, "--opt=${input.x}") || !strings.Contains(e.Hint, manifest.AllowDashKeyword) {
+			t.Errorf("the refusal does not name the input and the fix: %q (%q)", e.Message, e.Hint)
+		}
+	}
+	// The ways a template passes such a value on: glued to its option, after a literal "--", or
+	// as an input whose schema carries the mark.
+	in := map[string]any{"path": "--pre=/bin/sh"}
+	schema := input(t, `{"type": "object", "properties": {"path": {"type": "string", "x-clihost-allow-dash": true}, "o": {"type": "object", "x-clihost-allow-dash": true, "properties": {"p": {"type": "string"}}}}}`)
+	for _, c := range []struct {
+		tmpl   []string
+		schema map[string]any
+		want   []string
+	}{
+		{[]string{"--count", "--regexp=${input.path}", "."}, nil, []string{"--count", "--regexp=--pre=/bin/sh", "."}},
+		{[]string{"--count", "${input.path | optional('--regexp=')}", "."}, nil, []string{"--count", "--regexp=--pre=/bin/sh", "."}},
+		{[]string{"--count", "--", "${input.path}"}, nil, []string{"--count", "--", "--pre=/bin/sh"}},
+		{[]string{"--arg", "x", "${input.path}"}, schema, []string{"--arg", "x", "--pre=/bin/sh"}},
+		{[]string{"${input.path | optional('--arg')}"}, schema, []string{"--arg", "--pre=/bin/sh"}},
+	} {
+		got, err := ExpandValues(parse(t, c.tmpl...), Values{Input: in, Schema: c.schema})
+		if err != nil || !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%q: got %q, %v; want %q", c.tmpl, got, err, c.want)
+		}
+	}
+	// The mark is the input's own: neither a parent's mark nor another input's lets a value through.
+	for _, tmpl := range []string{"${input.o.p}", "${input.q}"} {
+		v := map[string]any{"o": map[string]any{"p": "-x"}, "q": "-x"}
+		if got, err := ExpandValues(parse(t, "--arg", tmpl), Values{Input: v, Schema: schema}); err == nil {
+			t.Errorf("%s: %q went through without a mark of its own", tmpl, got)
+		}
 	}
 }

@@ -316,7 +316,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 		out.Warnings = append(lifeWarnings, out.Warnings...)
 		return out
 	}
-	args, err := argv.Expand(t.Tool.Runner.Parsed, input, secrets)
+	args, err := argv.ExpandValues(t.Tool.Runner.Parsed, argv.Values{Input: input, Secrets: secrets, Schema: t.Tool.Inputs})
 	if err != nil {
 		return Envelope{Error: expandError(err)}
 	}

@@ -39,7 +39,7 @@ func TestEnvScriptsFindTheirInterpreterOnPATH(t *testing.T) {
 	h, _ := writeBundle(t, files, Options{LookupEnv: lookup})
 	b := bundle(t, h, "envtool")
 	env := h.Call(context.Background(), b, "run", js(t, `{"label": "x"}`), Caller{Workspace: fixture.Workspace(t)}, CallOptions{})
-	if !env.OK || !strings.Contains(env.Value.(string), "via env: --label x") {
+	if !env.OK || !strings.Contains(env.Value.(string), "via env: --label=x") {
 		t.Fatalf("%+v %+v", env, env.Error)
 	}
 }

@@ -58,7 +58,7 @@ func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 	truncated := false
 	for i := range steps {
 		s := &steps[i]
-		vals := argv.Values{Input: sc.input, Secrets: sc.secrets, Steps: outputs}
+		vals := argv.Values{Input: sc.input, Secrets: sc.secrets, Steps: outputs, Schema: sc.t.Tool.Inputs}
 		proc, e := h.stepCommand(sc, i, s, vals)
 		if e != nil {
 			return Envelope{Error: e, Warnings: warnings}

@@ -168,6 +168,7 @@ func (t *toolLinter) rules(tool *Tool) {
 	c, doc := t.c, t.c.doc
 	if doc.Has("/inputs") {
 		t.entry.inputSchema = t.compileSchema("/inputs", tool.Inputs, "tool-inputs-schema", true)
+		t.allowDashRules(tool)
 	}
 	if doc.Has("/outputs") {
 		t.entry.outputSchema = t.compileSchema("/outputs", tool.Outputs, "tool-outputs-schema", false)
@@ -369,6 +370,7 @@ func (t *toolLinter) argvRules(ptr string, raw []string, step int, tool *Tool) (
 			}
 		}
 	}
+	t.optionValueRules(ptr, tokens, tool)
 	ok := true
 	for i, tok := range tokens {
 		at := JoinPointer(ptr, i)
@@ -381,7 +383,7 @@ func (t *toolLinter) argvRules(ptr string, raw []string, step int, tool *Tool) (
 		e := tok.Whole()
 		if isLit && optionToken.MatchString(prev) && e != nil && e.Source == "input" && e.Filter == "" && !required[e.Path[0]] {
 			c.at(at, SeverityWarning, "argv-bare-optional", fmt.Sprintf("%q is followed by the optional input ${input.%s}: when it is absent the option is left dangling", prev, e.Name()),
-				fmt.Sprintf("replace both entries with \"${input.%s | optional('%s')}\"", e.Name(), prev))
+				"replace both entries with "+gluedOptional(prev, e))
 		}
 	}
 	return tokens, ok

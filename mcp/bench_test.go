@@ -31,7 +31,7 @@ description: Tool number %d of a large bundle, for benchmarks.
 version: 1.0.0
 inputs: { type: object, additionalProperties: false, properties: { label: { type: string, description: "a label" }, n%d: { type: integer, minimum: 0 } } }
 outputs: { type: string }
-runner: { cli: ../../CLI.md, argv: [%s, "${input.label | optional('--label')}"] }
+runner: { cli: ../../CLI.md, argv: [%s, "${input.label | optional('--label=')}"] }
 ---
 `, i, name, i, i, name)
 	}

@@ -29,7 +29,7 @@ description: A generated tool.
 version: 1.0.0
 inputs: { type: object, additionalProperties: false, properties: { v%d: { type: string } } }
 outputs: { type: string }
-runner: { cli: ../../CLI.md, argv: [%s, "${input.v%d | optional('--v')}"] }
+runner: { cli: ../../CLI.md, argv: [%s, "${input.v%d | optional('--v=')}"] }
 ---
 `, j, id, name, j, name, j)
 		}
