@@ -320,8 +320,7 @@ func (c *compiler) compile() (*Policy, error) {
 			c.note("fs.deny: %s has %d hard links: its content stays readable through its other names inside an allowed tree (masks and Landlock judge names and the trees they lie in, not inodes)", d, n)
 		}
 	}
-	p.Absent = absentInWritable(p.Deny, p.Writable)
-	p.present = presentInWritable(p.Deny, p.Writable)
+	p.Absent, p.present = denyStates(p.Deny, p.Writable)
 	p.roots = rootIDs(p.Writable)
 	for _, pr := range protect {
 		if writableRoot(pr, p.Writable) != "" && c.deniedBy(pr) == "" {

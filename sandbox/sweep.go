@@ -3,7 +3,6 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -13,55 +12,73 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// absentInWritable returns the deny paths that lie strictly inside one of the writable roots and do
-// not exist now.
-func absentInWritable(deny, writable []string) []string {
-	var out []string
-	for _, d := range deny {
-		if root := writableRoot(d, writable); root == "" || root == d {
-			continue
-		}
-		if _, err := os.Lstat(d); errors.Is(err, fs.ErrNotExist) {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// fileID identifies a file: its device, inode and birth time (inode numbers are reused at once
-// on ext4; the birth time tells a new file from the removed one; zero where the filesystem does
-// not record it).
+// fileID identifies a file: its device, inode, birth time and inode generation. Inode numbers are
+// reused at once on ext4, and its birth time comes from the coarse clock (a few milliseconds), so
+// a directory removed and made again within one tick has the same number and birth time; the
+// generation (FS_IOC_GETVERSION, new for every inode ext4 allocates) tells them apart. Fields a
+// filesystem does not record are zero.
 type fileID struct {
 	dev, ino  uint64
 	sec, nsec int64
+	gen       uint32
 }
+
+// fsIocGetVersion is FS_IOC_GETVERSION, _IOR('v', 1, long) on 64-bit Linux (x/sys/unix does not
+// name it): the inode's generation, which the kernel writes as an int.
+const fsIocGetVersion = 0x80087601
 
 // lstatID returns the identity of p itself (not following a final symbolic link).
 func lstatID(p string) (fileID, bool) {
+	id, err := lstatIDErr(p)
+	return id, err == nil
+}
+
+// lstatIDErr is lstatID with the statx error.
+func lstatIDErr(p string) (fileID, error) {
 	var st unix.Statx_t
-	if err := unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_INO|unix.STATX_BTIME, &st); err != nil {
-		return fileID{}, false
+	if err := unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_INO|unix.STATX_BTIME|unix.STATX_TYPE, &st); err != nil {
+		return fileID{}, err
 	}
 	id := fileID{dev: unix.Mkdev(st.Dev_major, st.Dev_minor), ino: st.Ino}
 	if st.Mask&unix.STATX_BTIME != 0 {
 		id.sec, id.nsec = st.Btime.Sec, int64(st.Btime.Nsec)
 	}
-	return id, true
+	if t := st.Mode & unix.S_IFMT; t == unix.S_IFDIR || t == unix.S_IFREG {
+		// Only directories and regular files are opened (never a device or a FIFO), without
+		// following a link that replaced it since the statx.
+		if fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0); err == nil {
+			var st2 unix.Stat_t
+			if unix.Fstat(fd, &st2) == nil && st2.Ino == st.Ino {
+				if g, err := unix.IoctlGetUint32(fd, fsIocGetVersion); err == nil {
+					id.gen = g
+				}
+			}
+			unix.Close(fd)
+		}
+	}
+	return id, nil
 }
 
-// presentInWritable returns the identities of the deny paths that lie strictly inside one of the
-// writable roots and exist now: the files the masks are to cover.
-func presentInWritable(deny, writable []string) map[string]fileID {
-	out := map[string]fileID{}
+// denyStates splits the deny paths that lie strictly inside one of the writable roots into those
+// that do not exist now (absent: swept after the call) and the identities of those that do
+// (present: masked, and swept if another file stands there after the call), from one look at
+// each path: two looks let a path that came and went between them be in neither list, neither
+// masked nor swept.
+func denyStates(deny, writable []string) (absent []string, present map[string]fileID) {
+	present = map[string]fileID{}
 	for _, d := range deny {
 		if root := writableRoot(d, writable); root == "" || root == d {
 			continue
 		}
-		if id, ok := lstatID(d); ok {
-			out[d] = id
+		id, err := lstatIDErr(d)
+		switch {
+		case err == nil:
+			present[d] = id
+		case errors.Is(err, unix.ENOENT):
+			absent = append(absent, d)
 		}
 	}
-	return out
+	return absent, present
 }
 
 // writableRoot returns the writable root p lies in, or "".
@@ -170,6 +187,12 @@ func (p *Policy) openRoot(w string) (*os.Root, error) {
 	id := fileID{dev: unix.Mkdev(st.Dev_major, st.Dev_minor), ino: st.Ino}
 	if st.Mask&unix.STATX_BTIME != 0 {
 		id.sec, id.nsec = st.Btime.Sec, int64(st.Btime.Nsec)
+	}
+	if dfd, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		if g, err := unix.IoctlGetUint32(dfd, fsIocGetVersion); err == nil {
+			id.gen = g
+		}
+		unix.Close(dfd)
 	}
 	if want, ok := p.roots[w]; !ok || want != id {
 		return nil, errors.New("the writable root changed after the policy check (another directory stands at its path now): nothing removed in it")

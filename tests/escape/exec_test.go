@@ -80,16 +80,18 @@ func TestExec(t *testing.T) {
 	s.run(t, table)
 }
 
-// TestEnv covers research/sandbox.md §7 item 15: a bundle asking for the dynamic loader's
-// variables through env.pass and env.set. The manifest linter has no rule against them (the
-// bundle loads without findings: fixture.Registry fails on any), so the runtime must drop them;
-// the harmless variables next to them are the positive controls.
+// TestEnv covers research/sandbox.md §7 item 15: a bundle asking for code-loading variables
+// through env.pass and env.set. The dynamic loader's own are a lint error (sandbox-env-loader,
+// tested in cmd/clihostctl); these (a shell's startup file, python's path, node's options) pass
+// lint (the bundle loads without findings: fixture.Registry fails on any), so the runtime must
+// drop them; the harmless variables next to them are the positive controls.
 func TestEnv(t *testing.T) {
 	s := newSuite(t)
 	s.run(t, []probeCase{
 		{name: "control/set", bundle: "env", probe: "env", args: lit("PROBE_SET"), want: allowed("set by the bundle")},
 		{name: "control/passed", bundle: "env", probe: "env", args: lit("PROBE_PASSED"), want: allowed(hostPassed)},
-		{name: "ld-preload", bundle: "env", probe: "env", args: lit("LD_PRELOAD"), want: want{result: "denied", step: "getenv", detail: "not set"}},
-		{name: "ld-library-path", bundle: "env", probe: "env", args: lit("LD_LIBRARY_PATH"), want: want{result: "denied", step: "getenv", detail: "not set"}},
+		{name: "bash-env", bundle: "env", probe: "env", args: lit("BASH_ENV"), want: want{result: "denied", step: "getenv", detail: "not set"}},
+		{name: "pythonpath", bundle: "env", probe: "env", args: lit("PYTHONPATH"), want: want{result: "denied", step: "getenv", detail: "not set"}},
+		{name: "node-options", bundle: "env", probe: "env", args: lit("NODE_OPTIONS"), want: want{result: "denied", step: "getenv", detail: "not set"}},
 	})
 }

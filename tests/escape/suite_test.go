@@ -20,8 +20,8 @@ import (
 
 // Environment variables the host "has" (host.Options.LookupEnv) for the env bundle's env.pass.
 const (
-	hostLDPreload = "/usr/lib/clihost-escape-preload.so"
-	hostPassed    = "passed from the host"
+	hostBashEnv = "/usr/lib/clihost-escape-bashenv.sh"
+	hostPassed  = "passed from the host"
 )
 
 // sandboxes are the bundles of the corpus, by id: the YAML body of each one's sandbox block. The
@@ -50,14 +50,17 @@ var sandboxes = map[string]string{
   fs: { read: ["./**"], write: [] }
   exec: { allow: true, spawn: ["true", "OUTSIDE/tools/ok.sh"] }
   env: { pass: [] }`,
-	// env: asks for the loader variables through env.pass and env.set, next to harmless ones.
+	// env: asks for code-loading variables through env.pass and env.set, next to harmless ones.
+	// The dynamic loader's own (LD_PRELOAD, LD_LIBRARY_PATH, …) are a lint error
+	// (sandbox-env-loader): such a bundle does not load at all. These load code too (a shell's
+	// startup file, python's and node's) and pass lint, so the runtime must drop them.
 	"env": `
   network: { egress: [] }
   fs: { read: [], write: [] }
   exec: { allow: false }
   env:
-    pass: [LD_PRELOAD, PROBE_PASSED]
-    set: { LD_PRELOAD: /usr/lib/clihost-escape-set.so, LD_LIBRARY_PATH: /tmp, PROBE_SET: "set by the bundle" }`,
+    pass: [BASH_ENV, PROBE_PASSED]
+    set: { BASH_ENV: /usr/lib/clihost-escape-set.sh, PYTHONPATH: /tmp, NODE_OPTIONS: "--require /tmp/x.js", PROBE_SET: "set by the bundle" }`,
 	// net: declares egress, so Landlock's TCP rule is the egress one (connect only to the proxy and
 	// capture ports inside the namespace) instead of deny-all.
 	"net": `
@@ -172,7 +175,7 @@ var rwFiles = map[string]string{
 }
 
 // newSuite builds the workspaces and a host over every bundle in sandboxes. The host finds the
-// probe on its PATH, passes LD_PRELOAD and PROBE_PASSED to bundles that ask, and masks
+// probe on its PATH, passes BASH_ENV and PROBE_PASSED to bundles that ask, and masks
 // outside/state/token in every sandbox (ExtraDeny), as clihostd masks its own token.
 func newSuite(t *testing.T) *suite {
 	t.Helper()
@@ -186,7 +189,7 @@ func newSuite(t *testing.T) *suite {
 	reg := fixture.Registry(t, files)
 	hostEnv := map[string]string{
 		"PATH":         probeDir + ":/usr/bin:/bin",
-		"LD_PRELOAD":   hostLDPreload,
+		"BASH_ENV":     hostBashEnv,
 		"PROBE_PASSED": hostPassed,
 	}
 	opts := host.Options{
