@@ -109,24 +109,12 @@ func ExpandString(tok manifest.TemplateToken, v Values) (s string, present bool,
 			b.WriteString(out)
 			continue
 		}
-		val, ok := lookup(v.Input, e.Path)
-		var text string
-		switch {
-		case !ok && e.Filter == manifest.FilterDefault:
-			text = e.Args[0]
-		case !ok:
-			return "", false, nil
-		case e.Filter == manifest.FilterJSON:
-			var raw []byte
-			raw, err = json.Marshal(val)
-			text = string(raw)
-		case e.Filter == manifest.FilterJoin:
-			text, err = joined(val, e.Args[0])
-		default:
-			text, err = joined(val, ",")
-		}
+		text, _, present, err := inputText(e, v.Input)
 		if err != nil {
-			return "", false, &Error{Code: "input_invalid", Pointer: pointer(e), Message: err.Error()}
+			return "", false, err
+		}
+		if !present {
+			return "", false, nil
 		}
 		b.WriteString(text)
 		if b.Len() > MaxTextLength {
@@ -406,7 +394,14 @@ func (x *expander) part(p manifest.TemplatePart) (text string, fromCaller, prese
 		}
 		return v, false, true, nil
 	}
-	v, ok := lookup(x.input, e.Path)
+	return inputText(e, x.input)
+}
+
+// inputText renders the input expression e against input: its text; whether that text is the
+// caller's (false for a default's literal); whether there is any (false for an absent input
+// without a default); or input_invalid when the value cannot be rendered.
+func inputText(e *manifest.TemplateExpr, input map[string]any) (text string, fromCaller, present bool, err error) {
+	v, ok := lookup(input, e.Path)
 	switch {
 	case !ok && e.Filter == manifest.FilterDefault:
 		return e.Args[0], false, true, nil
