@@ -254,6 +254,7 @@ func Handler(b Backend, a Admission) http.Handler {
 		serveAudit(w, r, b.AuditFile(), q.Get("follow") == "1", q.Get("rotated") == "1")
 	})
 	stateHandlers(mux, b, a)
+	approvalHandlers(mux, b, a)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := r.Context().Value(peerKey{}).(Peer)
 		if !ok || !a.admits(p) {

@@ -1,6 +1,8 @@
 package host
 
 import (
+	"github.com/clihost/clihost/approval"
+
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -30,7 +32,10 @@ type Invoked struct {
 	AuthState     string `json:"auth_state"`
 	OK            bool   `json:"ok"`
 	ErrorCode     string `json:"error_code,omitempty"`
-	TS            string `json:"ts"`
+	// Approval is how the call's approval was decided: who approved what, when (absent when the
+	// tool needed none and no policy rule spoke).
+	Approval *approval.Record `json:"approval,omitempty"`
+	TS       string           `json:"ts"`
 }
 
 // EgressDecision is the cli.egress audit entry: one connection or DNS answer the egress proxy

@@ -43,6 +43,8 @@ type Error struct {
 	Retryable    bool   `json:"retryable,omitempty"`
 	Fallback     bool   `json:"fallback,omitempty"`
 	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
+	// Approval is the pending approval an approval_required call waits for.
+	Approval *ApprovalInfo `json:"approval,omitempty"`
 }
 
 func fail(code, message, hint string) Envelope {

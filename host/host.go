@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clihost/clihost/approval"
 	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/manifest"
@@ -48,6 +49,9 @@ type Options struct {
 	Auth *authstate.Machine
 	// Sandbox says how bundle processes are confined (the kernel sandbox is on unless Sandbox.Off).
 	Sandbox SandboxOptions
+	// Approvals enforces the tools' approval classes and keeps pending approvals; it outlives a
+	// Host (a daemon's reloads share one). Nil: a gate of its own with no policy rules.
+	Approvals *approval.Gate
 }
 
 // Caller is who calls and where: the workspace is the process's working directory.
@@ -86,6 +90,9 @@ func New(reg *registry.Registry, opts Options) *Host {
 	if opts.ProgressEvery <= 0 {
 		opts.ProgressEvery = time.Second
 	}
+	if opts.Approvals == nil {
+		opts.Approvals = approval.NewGate(nil)
+	}
 	return &Host{reg: reg, opts: opts, audit: &auditLog{w: opts.Audit}, verified: map[string]binary{}, limits: operatorLimits(opts.Sandbox.Limits)}
 }
 
@@ -101,10 +108,18 @@ func (h *Host) Bundle(name string) (*manifest.Bundle, error) {
 	return b, nil
 }
 
+// Approvals is the gate that decides which calls need an approval and keeps the pending ones.
+func (h *Host) Approvals() *approval.Gate { return h.opts.Approvals }
+
 // CallOptions adjust one call.
 type CallOptions struct {
 	// Progress is called periodically while the process runs, with the time elapsed.
 	Progress func(elapsed time.Duration)
+	// Via names the front end (approval.ViaMCP, …): approval rules may match it, and an approval
+	// is bound to it.
+	Via string
+	// Approval is the answer the front end collected for this call (an MCP elicitation), or nil.
+	Approval *approval.Answer
 }
 
 // Call runs one tool of b with input (decoded JSON; it is modified: defaults are filled in). tool is
@@ -267,6 +282,9 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	env := h.envOf(eff.Env)
 	c.Workspace = workspace
 	if e := checkPaths(t.Tool.Inputs, input, workspace); e != nil {
+		return Envelope{Error: e}
+	}
+	if e := h.approve(b, t, input, c, opts, rec); e != nil {
 		return Envelope{Error: e}
 	}
 

@@ -15,7 +15,7 @@ import (
 
 // acliHandler serves the single `cli` tool: discovery commands answer from the bundle, other
 // commands are routed to a TOOL.md and run through the host.
-func acliHandler(h *host.Host, b *manifest.Bundle, caller host.Caller) sdk.ToolHandler {
+func acliHandler(h *host.Host, b *manifest.Bundle, caller host.Caller, o Options) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		start := time.Now()
 		in, err := arguments(req.Params.Arguments)
@@ -37,8 +37,11 @@ func acliHandler(h *host.Host, b *manifest.Bundle, caller host.Caller) sdk.ToolH
 			data = acli.Version(b)
 		default:
 			callCtx, release := withHTTPRequest(ctx, req)
-			env := h.Call(callCtx, b, r.Tool.Tool.ID, r.Input, caller, host.CallOptions{Progress: progressFor(ctx, req)})
+			env := h.Call(callCtx, b, r.Tool.Tool.ID, r.Input, caller, host.CallOptions{Progress: progressFor(ctx, req), Via: o.via(), Approval: approvalAnswer(req)})
 			release()
+			if ask := askApproval(env, req, o); ask != nil {
+				return ask, nil
+			}
 			if !env.OK {
 				return acliResult(acli.Failure(cmd, acliError(env.Error))), nil
 			}
@@ -65,11 +68,11 @@ func acliError(e *host.Error) *acli.Error {
 		code = acli.Timeout
 	case e.Category == "rate_limit":
 		code = acli.RateLimited
-	case e.Code == "auth_required" || e.Category == "authentication" || e.Category == output.CategoryPermission:
+	case e.Code == "auth_required" || e.Category == "authentication" || e.Category == output.CategoryPermission || e.Category == "approval":
 		code = acli.PermissionDenied
 	}
 	msg := e.Message
-	if code == acli.ExecutionError {
+	if code == acli.ExecutionError || e.Category == "approval" {
 		msg = e.Code + ": " + msg
 	}
 	return &acli.Error{Code: code, Message: msg, Hint: e.Hint}

@@ -33,7 +33,7 @@ func Handler(h *host.Host, o Options) http.Handler {
 				return s
 			}
 			oo := o
-			oo.ACLI = acliMode
+			oo.ACLI, oo.Stateless = acliMode, true
 			s := NewServer(h, b, oo)
 			servers[key] = s
 			return s

@@ -28,6 +28,9 @@ type Options struct {
 	ACLI     bool        // serve the single `cli` tool instead of one tool per TOOL.md
 	PageSize int         // tools/list page size; 0 means DefaultPageSize
 	Version  string      // clihost's version, reported as the implementation version
+	// Stateless says the server is behind the stateless HTTP handler (set by Handler): it cannot
+	// send requests to 2025-11-25 clients, and its calls are approval.ViaMCP (else ViaStdio).
+	Stateless bool
 }
 
 // NewServer builds the MCP server of one bundle.
@@ -46,14 +49,14 @@ func NewServer(h *host.Host, b *manifest.Bundle, o Options) *sdk.Server {
 			// it does not declare (MCP 2026-07-28 server/discover).
 			Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Prompts: &sdk.PromptCapabilities{}, Resources: &sdk.ResourceCapabilities{}}})
 	if o.ACLI {
-		s.AddTool(&sdk.Tool{Name: acli.ToolName, Description: acli.ToolDescription(b), InputSchema: acli.InputSchema()}, acliHandler(h, b, o.Caller))
+		s.AddTool(&sdk.Tool{Name: acli.ToolName, Description: acli.ToolDescription(b), InputSchema: acli.InputSchema()}, acliHandler(h, b, o.Caller, o))
 		return s
 	}
 	for _, t := range b.Tools {
 		if t.Tool == nil {
 			continue
 		}
-		s.AddTool(toolFor(b, t), toolHandler(h, b, t, o.Caller))
+		s.AddTool(toolFor(b, t), toolHandler(h, b, t, o.Caller, o))
 	}
 	return s
 }
@@ -105,7 +108,7 @@ func progressFor(ctx context.Context, req *sdk.CallToolRequest) func(time.Durati
 	}
 }
 
-func toolHandler(h *host.Host, b *manifest.Bundle, t *manifest.ToolEntry, caller host.Caller) sdk.ToolHandler {
+func toolHandler(h *host.Host, b *manifest.Bundle, t *manifest.ToolEntry, caller host.Caller, o Options) sdk.ToolHandler {
 	structured := t.Tool.Outputs["type"] == "object"
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		in, err := arguments(req.Params.Arguments)
@@ -114,7 +117,10 @@ func toolHandler(h *host.Host, b *manifest.Bundle, t *manifest.ToolEntry, caller
 		}
 		ctx, release := withHTTPRequest(ctx, req)
 		defer release()
-		env := h.Call(ctx, b, t.Tool.ID, in, caller, host.CallOptions{Progress: progressFor(ctx, req)})
+		env := h.Call(ctx, b, t.Tool.ID, in, caller, host.CallOptions{Progress: progressFor(ctx, req), Via: o.via(), Approval: approvalAnswer(req)})
+		if ask := askApproval(env, req, o); ask != nil {
+			return ask, nil
+		}
 		if !env.OK {
 			return failure(env), nil
 		}

@@ -190,6 +190,10 @@ type clientReport struct {
 	Capabilities    map[string]any `json:"capabilities"`
 	Steps           []stepReport   `json:"steps"`
 	Fatal           *stepError     `json:"fatal"`
+	// Elicitations are the questions the client was asked (--elicit).
+	Elicitations []struct {
+		Message string `json:"message"`
+	} `json:"elicitations"`
 }
 
 // runClient runs one client script against tgt and returns its report; a transport or protocol

@@ -1,17 +1,22 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
+	"github.com/clihost/clihost/approval"
 	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
@@ -36,6 +41,11 @@ CLI (never through a shell) in the workspace, and prints the result as JSON:
 TOOL is the TOOL.md id, the command path ("pr list") or its dotted form (pr.list). When clihostd
 runs (see --socket) the call goes through it (its installed binaries, setup, login and audit log);
 otherwise, or with --bundles or --audit, it runs in this process.
+
+A tool whose approval class asks for one (approval: always, on-mutate with mutates, policy:REF,
+or a rule of the approval policy) is asked for on the terminal: the exact bundle, tool and
+arguments, approve with y. Without a terminal the call fails with approval_required and an id
+that root or the daemon's user approves with clihostctl approve ID; then repeat the call.
 Exit status: 0 when the call succeeded, 1 when it failed, 2 on bad usage.`,
 		Example: `  clihostctl call jq filter --input '{"filter": ".name", "files": ["package.json"]}'
   clihostctl call gh "pr list" --input '{"state": "open"}' --workspace ~/src/app`,
@@ -84,8 +94,18 @@ func runCall(o *callOptions) error {
 		if err != nil {
 			return err
 		}
-		env, err := o.client().Call(ctx, control.CallRequest{Bundle: o.bundle, Tool: o.tool, Input: json.RawMessage(raw), Workspace: ws})
+		c := o.client()
+		req := control.CallRequest{Bundle: o.bundle, Tool: o.tool, Input: json.RawMessage(raw), Workspace: ws}
+		env, err := c.Call(ctx, req)
 		if err == nil {
+			if ok, answer := o.confirm(env); ok {
+				if _, err := c.AnswerApproval(ctx, env.Error.Approval.ID, answer); err != nil {
+					return err
+				}
+				if env, err = c.Call(ctx, req); err != nil {
+					return err
+				}
+			}
 			return printEnvelope(o.stdout, env)
 		}
 		if !errors.Is(err, control.ErrNoDaemon) {
@@ -97,7 +117,33 @@ func runCall(o *callOptions) error {
 		return err
 	}
 	defer closeFn()
-	return printEnvelope(o.stdout, h.Call(ctx, b, o.tool, input, caller, host.CallOptions{}))
+	call := func() host.Envelope {
+		return h.Call(ctx, b, o.tool, maps.Clone(input), caller, host.CallOptions{Via: approval.ViaCLI})
+	}
+	env := call()
+	if ok, answer := o.confirm(env); ok {
+		if _, err := h.AnswerApproval(env.Error.Approval.ID, answer, currentUser()+" at the terminal (clihostctl call)"); err != nil {
+			return err
+		}
+		env = call()
+	}
+	return printEnvelope(o.stdout, env)
+}
+
+// confirm asks the person at the terminal about a call that waits for an approval: ok is false
+// when env is not such a call or nobody can be asked (stdin or stderr is not a terminal); then
+// the envelope's hint says how an operator approves it.
+func (o *callOptions) confirm(env host.Envelope) (ok, approve bool) {
+	if env.Error == nil || env.Error.Code != "approval_required" || env.Error.Approval == nil {
+		return false, false
+	}
+	if !term.IsTerminal(int(os.Stdin.Fd())) || !term.IsTerminal(int(os.Stderr.Fd())) {
+		return false, false
+	}
+	fmt.Fprintf(o.stderr, "%s\n%s\nApprove? [y/N] ", env.Error.Message, env.Error.Approval.Question)
+	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
+	answer := strings.ToLower(strings.TrimSpace(line))
+	return true, answer == "y" || answer == "yes"
 }
 
 // printEnvelope prints a call's result; a failed call exits 1.

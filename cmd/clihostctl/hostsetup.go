@@ -7,6 +7,7 @@ import (
 	"os/user"
 	"path/filepath"
 
+	"github.com/clihost/clihost/approval"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/rotate"
@@ -23,11 +24,13 @@ type hostOptions struct {
 	workspace string
 	audit     string
 	limits    nsinit.Limits // --limit-*: the per-call resource limits of in-process calls
+	approvals string        // --approvals: the approval policy of in-process calls
 }
 
 func (o *hostOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.workspace, "workspace", "", "the directory tools run in (default: the current directory)")
 	fs.StringVar(&o.audit, "audit", "", "append audit lines here, rotated at 64 MiB with 5 rotated files kept; - for stderr (default: $CLIHOST_AUDIT, else ~/.local/state/clihost/audit.jsonl)")
+	fs.StringVar(&o.approvals, "approvals", approval.DefaultPolicyFile(), "the approval policy of calls run here without a daemon (docs/operations.md, Approvals)")
 	for _, f := range host.LimitFlags(&o.limits) {
 		fs.Var(f.Value, f.Name, f.Usage)
 	}
@@ -47,14 +50,23 @@ func (o *hostOptions) openHost(g *globalOptions) (h *host.Host, caller host.Call
 	if err != nil {
 		return nil, caller, nil, err
 	}
+	policy, err := approval.LoadPolicy(o.approvals)
+	if err != nil {
+		closeAudit()
+		return nil, caller, nil, err
+	}
 	deny := clihostPaths()
+	if filepath.IsAbs(o.approvals) {
+		deny = append(deny, o.approvals)
+	}
 	if auditPath != "" {
 		deny = append(deny, rotate.Names(auditPath, host.AuditKeep)...)
 	}
 	caller = host.Caller{Workspace: ws, User: currentUser()}
 	// The default state directory keeps the homes of uids without one (a root clihostctl's agent).
 	state, _ := control.DefaultStateDir()
-	return host.New(reg, host.Options{Audit: audit, Sandbox: host.SandboxOptions{ExtraDeny: deny, Limits: o.limits, StateDir: state}}), caller, closeAudit, nil
+	return host.New(reg, host.Options{Audit: audit, Sandbox: host.SandboxOptions{ExtraDeny: deny, Limits: o.limits, StateDir: state},
+		Approvals: approval.NewGate(policy)}), caller, closeAudit, nil
 }
 
 // clihostPaths are clihost's own files that a sandboxed tool must never see: the default state

@@ -47,7 +47,7 @@ else ./.cli plus the catalog built into clihost.`,
 	root.PersistentFlags().StringArrayVar(&g.bundleDirs, "bundles", nil, "a bundle directory: a bundle folder, a tree of bundles or a CLI.md (repeatable)")
 	root.PersistentFlags().StringVar(&g.socket, "socket", "", "clihostd's control socket (default: $CLIHOST_SOCKET, else the daemon's default)")
 	root.AddCommand(newOutputCmd(g), newAskCmd(g), newHealthCmd(g), newLintCmd(g), newInspectCmd(g), newToolsCmd(g), newCallCmd(g), newMCPCmd(g), newServeMCPCmd(g),
-		newStatusCmd(g), newDoctorCmd(g), newInstallCmd(g), newSetupCmd(g), newLoginCmd(g), newLogoutCmd(g), newTokenCmd(g), newAuditCmd(g), newVersionCmd(g), newImportCmd(g), newMCPSelfCmd(g), newStateCmd(g))
+		newStatusCmd(g), newDoctorCmd(g), newInstallCmd(g), newSetupCmd(g), newLoginCmd(g), newLogoutCmd(g), newTokenCmd(g), newApproveCmd(g), newAuditCmd(g), newVersionCmd(g), newImportCmd(g), newMCPSelfCmd(g), newStateCmd(g))
 	return root
 }
 

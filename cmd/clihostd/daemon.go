@@ -23,6 +23,7 @@ import (
 
 	sddaemon "github.com/coreos/go-systemd/v22/daemon"
 
+	"github.com/clihost/clihost/approval"
 	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
@@ -73,6 +74,7 @@ type daemon struct {
 	auth       *authstate.Machine
 	user       string // MCP calls run as this user's setup and login scope
 	probes     probeCache
+	approvals  *approval.Gate // outlives reloads: pending approvals and the key of their requestStates
 }
 
 // auditRecord appends one JSON record to the audit log.
@@ -116,6 +118,12 @@ func start(ctx context.Context, log *slog.Logger, c config) (*daemon, error) {
 	d.setup = &setup.Engine{Store: d.store, Secrets: secrets}
 	d.auth = &authstate.Machine{Store: d.store, Audit: d.auditRecord}
 	d.user = daemonUser()
+	policy, err := approval.LoadPolicy(c.approvals)
+	if err != nil {
+		return nil, fmt.Errorf("%w (fix it, or start with --approvals naming another file)", err)
+	}
+	d.approvals = approval.NewGate(policy)
+	log.Info("approval policy", "file", c.approvals, "rules", len(policy.Rules), "policies", len(policy.Policies))
 	if d.workspace = c.workspace; d.workspace == "" {
 		if d.workspace, err = os.Getwd(); err != nil {
 			return nil, err
@@ -152,6 +160,9 @@ func sandboxOptions(log *slog.Logger, c config, stateDir, socket string) (host.S
 	o.ExtraDeny = append(o.ExtraDeny, rotate.Names(filepath.Join(stateDir, "audit.jsonl"), c.auditKeep)...)
 	if dir, ok := absentLocalBundles(c); ok {
 		o.ExtraDeny = append(o.ExtraDeny, dir)
+	}
+	if filepath.IsAbs(c.approvals) { // whoever writes the policy approves every call
+		o.ExtraDeny = append(o.ExtraDeny, c.approvals)
 	}
 	if c.agentUser != "" {
 		u, err := user.Lookup(c.agentUser)
@@ -207,8 +218,15 @@ func (d *daemon) reload() error {
 	if err != nil {
 		return err
 	}
+	if d.cur.Load() != nil { // the first load is start's
+		policy, err := approval.LoadPolicy(d.cfg.approvals)
+		if err != nil {
+			return err
+		}
+		d.approvals.SetPolicy(policy)
+	}
 	h := host.New(reg, host.Options{Audit: d.audit, Locate: d.locate, OnCall: d.metrics.observe, Setup: d.setup, Auth: d.auth,
-		Sandbox: d.sandbox})
+		Sandbox: d.sandbox, Approvals: d.approvals})
 	st := &state{reg: reg, bundles: sum, host: h, mcp: mcp.Handler(h, mcp.Options{Caller: host.Caller{Workspace: d.workspace, User: d.user}, Version: version})}
 	d.cur.Store(st)
 	d.metrics.setBundles(sum.Loaded, sum.Refused)
@@ -531,7 +549,15 @@ func (d *daemon) Call(ctx context.Context, req control.CallRequest, input map[st
 		return host.Envelope{Error: herr}
 	}
 	caller.Workspace = ws
-	return st.host.Call(ctx, b, req.Tool, input, caller, host.CallOptions{})
+	return st.host.Call(ctx, b, req.Tool, input, caller, host.CallOptions{Via: approval.ViaControl})
+}
+
+// PendingApprovals implements control.ApprovalBackend.
+func (d *daemon) PendingApprovals() []approval.Pending { return d.approvals.List() }
+
+// AnswerApproval implements control.ApprovalBackend; the answer is audited.
+func (d *daemon) AnswerApproval(id string, approve bool, by string) (approval.Pending, error) {
+	return d.cur.Load().host.AnswerApproval(id, approve, by)
 }
 
 // Token implements control.Backend.

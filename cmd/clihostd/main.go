@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/clihost/clihost/approval"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/registry"
@@ -55,6 +56,7 @@ type config struct {
 
 	auditMaxSize byteSize // --audit-max-size: the audit log's size before it is rotated
 	auditKeep    int      // --audit-keep: rotated audit logs kept
+	approvals    string   // --approvals: the operator's approval policy file
 	// drain is how long SIGTERM waits for the calls in flight before it cancels them.
 	drain time.Duration
 }
@@ -82,6 +84,7 @@ func run(args []string, stderr io.Writer) int {
 	c.auditMaxSize = host.AuditMaxSize
 	fs.Var(&c.auditMaxSize, "audit-max-size", "rotate the audit log (<state>/audit.jsonl) when it would grow past this size (bytes, or with a KiB, MiB or GiB suffix)")
 	fs.IntVar(&c.auditKeep, "audit-keep", host.AuditKeep, "how many rotated audit logs (audit.jsonl.1 … .N) to keep; 0 keeps none")
+	fs.StringVar(&c.approvals, "approvals", approval.DefaultPolicyFile(), "the approval policy: which tools run without asking, are asked for or refused (docs/operations.md, Approvals); a missing file means none, one that does not parse stops the daemon")
 	fs.DurationVar(&c.drain, "drain-timeout", 10*time.Second, "on SIGTERM or SIGINT: how long calls in flight may still run before they are canceled (their sandboxes get SIGTERM, then SIGKILL 2s later) and the daemon exits")
 	for _, f := range host.LimitFlags(&c.limits) {
 		fs.Var(f.Value, f.Name, f.Usage)
@@ -138,7 +141,13 @@ func check(log *slog.Logger, c config) int {
 		log.Error("loading bundles failed", "err", err)
 		return 1
 	}
-	if sum.Refused > 0 || sum.Loaded == 0 {
+	policy, perr := approval.LoadPolicy(c.approvals)
+	if perr != nil {
+		log.Error("approval policy refused", "err", perr)
+	} else {
+		log.Info("approval policy", "file", c.approvals, "rules", len(policy.Rules), "policies", len(policy.Policies))
+	}
+	if sum.Refused > 0 || sum.Loaded == 0 || perr != nil {
 		return 1
 	}
 	return 0

@@ -4,15 +4,16 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { run } from "./lib.mjs";
+import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
+import { run, elicitAnswer, httpOptions } from "./lib.mjs";
 
 let negotiated;
 
 await run({
   name: "sdk-v1",
-  async connect(opts, onclose) {
+  async connect(opts, onclose, report) {
     const t = opts.url
-      ? new StreamableHTTPClientTransport(new URL(opts.url))
+      ? new StreamableHTTPClientTransport(new URL(opts.url), httpOptions(opts))
       : new StdioClientTransport({
           command: opts.command,
           args: opts.args,
@@ -24,7 +25,8 @@ await run({
     // setter, so record it here for the report.
     const set = t.setProtocolVersion?.bind(t);
     t.setProtocolVersion = (v) => { negotiated = v; set?.(v); };
-    const c = new Client({ name: "clihost-e2e", version: "0" });
+    const c = new Client({ name: "clihost-e2e", version: "0" }, opts.elicit ? { capabilities: { elicitation: {} } } : undefined);
+    if (opts.elicit) c.setRequestHandler(ElicitRequestSchema, async (req) => elicitAnswer(opts, report, req.params));
     c.onclose = onclose;
     await c.connect(t, { timeout: opts.timeout });
     return c;

@@ -4,13 +4,13 @@
 // for the arguments, the step script and the report.
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
-import { run } from "./lib.mjs";
+import { run, elicitAnswer, httpOptions, retryParams } from "./lib.mjs";
 
 await run({
   name: "sdk-v2",
-  async connect(opts, onclose) {
+  async connect(opts, onclose, report) {
     const t = opts.url
-      ? new StreamableHTTPClientTransport(new URL(opts.url))
+      ? new StreamableHTTPClientTransport(new URL(opts.url), httpOptions(opts))
       : new StdioClientTransport({
           command: opts.command,
           args: opts.args,
@@ -18,7 +18,10 @@ await run({
           env: { ...process.env },
           stderr: "inherit",
         });
-    const c = new Client({ name: "clihost-e2e2", version: "0" }, { versionNegotiation: { mode: "auto" } });
+    const copts = { versionNegotiation: { mode: "auto" } };
+    if (opts.elicit) copts.capabilities = { elicitation: { form: {} } };
+    const c = new Client({ name: "clihost-e2e2", version: "0" }, copts);
+    if (opts.elicit) c.setRequestHandler("elicitation/create", async (req) => elicitAnswer(opts, report, req.params));
     c.onclose = onclose;
     await c.connect(t, { timeout: opts.timeout });
     return c;
@@ -34,11 +37,13 @@ await run({
     // Always go to the server (refresh the response cache) so every run sees the live list.
     return c.listTools(cursor ? { cursor } : undefined, { timeout: opts.timeout, cacheMode: "refresh" });
   },
-  call(c, step, onprogress, opts, signal) {
-    return c.callTool({ name: step.name, arguments: step.arguments ?? {} }, {
+  call(c, step, onprogress, opts, signal, steps) {
+    const params = step.retryOf !== undefined ? retryParams(step, steps) : { name: step.name, arguments: step.arguments ?? {} };
+    return c.callTool(params, {
       timeout: step.timeoutMs ?? opts.timeout,
       onprogress,
       signal,
+      ...(step.manual || step.retryOf !== undefined ? { allowInputRequired: true } : {}),
     });
   },
   ping(c) {

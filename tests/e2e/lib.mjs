@@ -12,6 +12,13 @@
 //                                                   (the step gets "cancelled":true)
 //   {"op":"sleep","ms":500}                          wait
 //   {"op":"ping"}                                    ping (legacy protocol only)
+//   A call step may also carry (SDK v2 only) "manual":true (an input_required result is reported as
+//   it is, not fulfilled), and "retryOf":K with "answer":"accept"|"decline" and "alterState":true:
+//   the call is sent with step K's requestState (one character changed with alterState) and an
+//   elicitation answer to each of step K's inputRequests.
+// --bearer TOKEN sends "Authorization: Bearer TOKEN" (clihostd's MCP endpoints).
+// --elicit accept|decline|cancel declares the elicitation capability and answers every
+// elicitation so (accept with {"approve": true}); the questions are reported in "elicitations".
 // Report: {"client","protocolVersion","serverInfo","capabilities","steps":[...]} where each step
 // result is {"op",...,"result"} or {"op",...,"error":{"code","message","data"}}.
 // A JSON-RPC error answering one step is recorded in that step and the script goes on; the exit
@@ -29,6 +36,8 @@ export function parseArgs(argv) {
       case "--timeout": opts.timeout = Number(argv[++i]); break;
       case "--cwd": opts.cwd = argv[++i]; break;
       case "--url": opts.url = argv[++i]; break;
+      case "--elicit": opts.elicit = argv[++i]; break;
+      case "--bearer": opts.bearer = argv[++i]; break;
       case "--stdio":
         opts.command = argv[i + 1];
         opts.args = argv.slice(i + 2);
@@ -39,6 +48,7 @@ export function parseArgs(argv) {
     }
   }
   if (!opts.url === !opts.command) usage("give exactly one of --url URL or --stdio CMD ARGS...");
+  if (opts.elicit !== undefined && !["accept", "decline", "cancel"].includes(opts.elicit)) usage("--elicit takes accept, decline or cancel");
   if (opts.script === undefined) opts.script = readFileSync(0, "utf8");
   let steps;
   try {
@@ -82,6 +92,33 @@ function isTransportFailure(e, closed) {
   return true; // fetch/HTTP errors, REQUEST_TIMEOUT, CONNECTION_CLOSED, INVALID_RESULT, ...
 }
 
+// elicitAnswer is the answer --elicit gives to an elicitation with params p; the question is
+// recorded in report.elicitations.
+export function elicitAnswer(opts, report, p) {
+  (report.elicitations ??= []).push({ message: p.message, requestedSchema: p.requestedSchema });
+  return opts.elicit === "accept" ? { action: "accept", content: { approve: true } } : { action: opts.elicit };
+}
+
+// httpOptions are the HTTP transport's options: the bearer token's header.
+export function httpOptions(opts) {
+  return opts.bearer ? { requestInit: { headers: { Authorization: `Bearer ${opts.bearer}` } } } : undefined;
+}
+
+// retryParams builds the params of a "retryOf" call step from the earlier step's input_required
+// result.
+export function retryParams(step, steps) {
+  const prev = steps[step.retryOf]?.result ?? {};
+  let state = prev.requestState ?? "";
+  if (step.alterState && state.length > 10) {
+    const i = state.length - 5;
+    state = state.slice(0, i) + (state[i] === "A" ? "B" : "A") + state.slice(i + 1);
+  }
+  const answer = step.answer === "accept" ? { action: "accept", content: { approve: true } } : { action: step.answer ?? "decline" };
+  const inputResponses = {};
+  for (const k of Object.keys(prev.inputRequests ?? {})) inputResponses[k] = answer;
+  return { name: step.name, arguments: step.arguments ?? {}, inputResponses, requestState: state };
+}
+
 // run connects with adapter.connect(), executes the steps and prints the report.
 // adapter: {name, connect(opts) -> client, list(client, cursor), call(client, step, onprogress, opts, signal),
 //           ping(client), info(client) -> {protocolVersion, serverInfo, capabilities}}
@@ -94,7 +131,7 @@ export async function run(adapter, argv) {
     process.stdout.write(JSON.stringify(report) + "\n", () => process.exit(code));
   };
   try {
-    client = await adapter.connect(opts, () => { closed = true; });
+    client = await adapter.connect(opts, () => { closed = true; }, report);
     Object.assign(report, adapter.info(client));
   } catch (e) {
     report.fatal = { phase: "connect", ...errorInfo(e) };
@@ -131,7 +168,7 @@ export async function run(adapter, argv) {
             signal = ac.signal;
           }
           try {
-            out.result = await adapter.call(client, step, onprogress, opts, signal);
+            out.result = await adapter.call(client, step, onprogress, opts, signal, report.steps);
           } catch (e) {
             if (signal?.aborted) {
               out.cancelled = true;

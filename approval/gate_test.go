@@ -1,0 +1,267 @@
+package approval
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func commitReq(msg string) Request {
+	return Request{Bundle: "git", BundleKey: "git@1", Tool: "commit", ToolPath: "commit", Approval: "on-mutate",
+		Mutates: []string{"workspace:.git/**"}, Input: map[string]any{"message": msg}, Via: ViaMCP, User: "agent", Workspace: "/w", PeerUID: -1}
+}
+
+// clock is a gate's time, moved by hand.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { return c.t }
+
+func newTestGate(p *Policy) (*Gate, *clock) {
+	g := NewGate(p)
+	c := &clock{t: time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)}
+	g.now = c.now
+	return g, c
+}
+
+func TestClasses(t *testing.T) {
+	p := &Policy{Policies: map[string]Decision{"release": Deny, "reads": Allow}}
+	for _, tc := range []struct {
+		approval string
+		mutates  []string
+		want     Decision
+	}{
+		{"", nil, Allow},
+		{"auto", []string{"x"}, Allow}, // lint refuses auto with mutates; the class is what it says
+		{"always", nil, Ask},
+		{"on-mutate", nil, Allow},
+		{"on-mutate", []string{"workspace:./**"}, Ask},
+		{"policy:release", nil, Deny},
+		{"policy:reads", nil, Allow},
+		{"policy:unknown", nil, Ask},
+		{"sometimes", nil, Ask},
+	} {
+		if got := p.ClassOf(tc.approval, tc.mutates).Needed; got != tc.want {
+			t.Errorf("ClassOf(%q, %v) = %s, want %s", tc.approval, tc.mutates, got, tc.want)
+		}
+	}
+}
+
+func TestAutoRunsWithoutRecord(t *testing.T) {
+	g, _ := newTestGate(nil)
+	req := commitReq("x")
+	req.Approval, req.Mutates = "auto", nil
+	if out := g.Decide(req, nil); !out.Run || out.Record != nil {
+		t.Fatalf("auto: %+v", out)
+	}
+}
+
+func TestElicitedApprovalRunsOnceForTheSameCall(t *testing.T) {
+	g, _ := newTestGate(nil)
+	out := g.Decide(commitReq("fix"), nil)
+	if out.Run || out.Code != "approval_required" || out.Pending == nil || !out.Elicit {
+		t.Fatalf("first call: %+v", out)
+	}
+	if !strings.Contains(out.Pending.Question(), `{"message":"fix"}`) {
+		t.Errorf("question does not show the arguments: %s", out.Pending.Question())
+	}
+	state := out.Pending.State()
+
+	// The same state for other arguments: refused, and the approval is still usable.
+	if o := g.Decide(commitReq("rm -rf"), &Answer{State: state, Approved: true}); o.Run || o.Code != "approval_invalid" {
+		t.Fatalf("other arguments: %+v", o)
+	}
+	other := commitReq("fix")
+	other.User = "mallory"
+	if o := g.Decide(other, &Answer{State: state, Approved: true}); o.Run || o.Code != "approval_invalid" {
+		t.Fatalf("other caller: %+v", o)
+	}
+	other = commitReq("fix")
+	other.Via = ViaStdio
+	if o := g.Decide(other, &Answer{State: state, Approved: true}); o.Run || o.Code != "approval_invalid" {
+		t.Fatalf("other front end: %+v", o)
+	}
+	o := g.Decide(commitReq("fix"), &Answer{State: state, Approved: true, By: "client"})
+	if !o.Run || o.Record == nil || o.Record.Decision != "approved" || o.Record.By != "client" || o.Record.RequestID != out.Pending.ID {
+		t.Fatalf("approved: %+v %+v", o, o.Record)
+	}
+	// Replayed: refused.
+	if o := g.Decide(commitReq("fix"), &Answer{State: state, Approved: true}); o.Run || o.Code != "approval_invalid" || !strings.Contains(o.Message, "already used") {
+		t.Fatalf("replay: %+v", o)
+	}
+	// A new call asks again, with a new id.
+	if o := g.Decide(commitReq("fix"), nil); o.Code != "approval_required" || o.Pending.ID == out.Pending.ID {
+		t.Fatalf("after use: %+v", o)
+	}
+}
+
+func TestAlteredForeignAndExpiredStatesRefused(t *testing.T) {
+	g, c := newTestGate(nil)
+	state := g.Decide(commitReq("x"), nil).Pending.State()
+	parts := strings.Split(state, ".")
+	flipped := []byte(parts[1])
+	flipped[3] ^= 1
+	for name, s := range map[string]string{
+		"altered body": parts[0] + "." + string(flipped) + "." + parts[2],
+		"altered mac":  parts[0] + "." + parts[1] + "." + strings.Repeat("A", len(parts[2])),
+		"garbage":      "hello",
+		"empty parts":  "ca1..",
+	} {
+		if o := g.Decide(commitReq("x"), &Answer{State: s, Approved: true}); o.Run || o.Code != "approval_invalid" {
+			t.Errorf("%s: %+v", name, o)
+		}
+	}
+	other, _ := newTestGate(nil) // another daemon run: another key
+	if o := other.Decide(commitReq("x"), &Answer{State: state, Approved: true}); o.Run || o.Code != "approval_invalid" {
+		t.Errorf("foreign gate: %+v", o)
+	}
+	c.t = c.t.Add(DefaultTTL + time.Second)
+	if o := g.Decide(commitReq("x"), &Answer{State: state, Approved: true}); o.Run || o.Code != "approval_invalid" || !strings.Contains(o.Message, "expired") {
+		t.Errorf("expired: %+v", o)
+	}
+}
+
+func TestDeclinedIsDenied(t *testing.T) {
+	g, _ := newTestGate(nil)
+	state := g.Decide(commitReq("x"), nil).Pending.State()
+	o := g.Decide(commitReq("x"), &Answer{State: state, Approved: false, By: "client"})
+	if o.Run || o.Code != "approval_denied" || o.Record.Decision != "denied" {
+		t.Fatalf("declined: %+v", o)
+	}
+}
+
+func TestOperatorAnswer(t *testing.T) {
+	g, _ := newTestGate(nil)
+	p := g.Decide(commitReq("x"), nil).Pending
+	if again := g.Decide(commitReq("x"), nil).Pending; again.ID != p.ID {
+		t.Fatalf("the same call made a second pending approval: %s, %s", p.ID, again.ID)
+	}
+	if _, err := g.Answer("ap-nope", true, "root"); err != ErrUnknown {
+		t.Fatalf("unknown id: %v", err)
+	}
+	if _, err := g.Answer(p.ID, true, "root"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Answer(p.ID, false, "root"); err == nil {
+		t.Fatal("a second answer was taken")
+	}
+	// Different arguments do not use it.
+	if o := g.Decide(commitReq("y"), nil); o.Run {
+		t.Fatalf("other arguments ran on the approval: %+v", o)
+	}
+	o := g.Decide(commitReq("x"), nil)
+	if !o.Run || o.Record.By != "root" || o.Record.RequestID != p.ID {
+		t.Fatalf("approved call: %+v", o)
+	}
+	if o := g.Decide(commitReq("x"), nil); o.Run {
+		t.Fatal("an approval was used twice")
+	}
+	// A denial.
+	p2 := g.Decide(commitReq("z"), nil).Pending
+	if _, err := g.Answer(p2.ID, false, "root"); err != nil {
+		t.Fatal(err)
+	}
+	if o := g.Decide(commitReq("z"), nil); o.Run || o.Code != "approval_denied" {
+		t.Fatalf("denied call: %+v", o)
+	}
+}
+
+func TestPolicyRules(t *testing.T) {
+	p, err := ParsePolicy([]byte(`
+rules:
+  - {bundle: git, tool: commit, via: [control], decision: allow}
+  - {bundle: git, tool: "st*", decision: deny}
+  - {bundle: "*", user: ci, decision: allow}
+policies: {release: ask}
+elicitation: false
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := newTestGate(p)
+	req := commitReq("x")
+	if o := g.Decide(req, nil); o.Run || o.Elicit {
+		t.Fatalf("mcp commit (rule is for control only; elicitation off): %+v", o)
+	}
+	req.Via = ViaControl
+	if o := g.Decide(req, nil); !o.Run || o.Record == nil || !strings.Contains(o.Record.By, "rule 1") {
+		t.Fatalf("control commit: %+v", o)
+	}
+	st := commitReq("x")
+	st.Tool, st.ToolPath, st.Approval = "status", "status", "auto"
+	if o := g.Decide(st, nil); o.Run || o.Code != "approval_denied" {
+		t.Fatalf("a deny rule narrows an auto tool: %+v", o)
+	}
+	ci := commitReq("x")
+	ci.User = "ci"
+	if o := g.Decide(ci, nil); !o.Run {
+		t.Fatalf("user rule: %+v", o)
+	}
+}
+
+func TestParsePolicyRefuses(t *testing.T) {
+	for name, doc := range map[string]string{
+		"unknown key":  "rules: [{bundle: git, decison: allow}]",
+		"bad decision": "rules: [{bundle: git, decision: yes}]",
+		"no bundle":    "rules: [{tool: x, decision: allow}]",
+		"bad via":      "rules: [{bundle: git, via: [web], decision: allow}]",
+		"bad pattern":  "rules: [{bundle: '[', decision: allow}]",
+		"alias":        "a: &x {bundle: git, decision: allow}\nrules: [*x]",
+		"bad ref":      "policies: {r: maybe}",
+	} {
+		if _, err := ParsePolicy([]byte(doc)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if p, err := ParsePolicy(nil); err != nil || len(p.Rules) != 0 || !p.ElicitationAllowed() {
+		t.Errorf("empty: %+v %v", p, err)
+	}
+}
+
+func TestLoadPolicyFile(t *testing.T) {
+	dir := t.TempDir()
+	if p, err := LoadPolicy(filepath.Join(dir, "absent.yaml")); err != nil || len(p.Rules) != 0 {
+		t.Fatalf("absent: %+v %v", p, err)
+	}
+	f := filepath.Join(dir, "approvals.yaml")
+	if err := os.WriteFile(f, []byte("rules: [{bundle: git, decision: allow}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := LoadPolicy(f)
+	if err != nil || p.Source != f || len(p.Rules) != 1 {
+		t.Fatalf("load: %+v %v", p, err)
+	}
+	if err := os.Chmod(f, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadPolicy(f); err == nil || !strings.Contains(err.Error(), "writable") {
+		t.Fatalf("world-writable policy: %v", err)
+	}
+	if err := os.Chmod(f, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(f, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadPolicy(f); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+			t.Fatalf("policy owned by another user: %v", err)
+		}
+	}
+	if _, err := LoadPolicy(dir); err == nil {
+		t.Fatal("a directory was read as a policy")
+	}
+}
+
+func TestDisplayInputEscapes(t *testing.T) {
+	s := displayInput(map[string]any{"m": "a\x1b[2Jb\u202ec\n", "n": json.Number("12345678901234567")})
+	if strings.ContainsAny(s, "\x1b\u202e\n") || !strings.Contains(s, "12345678901234567") {
+		t.Fatalf("display: %q", s)
+	}
+	long := displayInput(map[string]any{"m": strings.Repeat("é", 5000)})
+	if len(long) > maxDisplay+40 || !strings.Contains(long, "bytes more") {
+		t.Fatalf("long display: %d bytes", len(long))
+	}
+}

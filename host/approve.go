@@ -1,0 +1,64 @@
+package host
+
+import (
+	"strings"
+	"time"
+
+	"github.com/clihost/clihost/approval"
+	"github.com/clihost/clihost/manifest"
+)
+
+// ApprovalInfo describes, in an approval_required error, the pending approval the call waits for.
+type ApprovalInfo struct {
+	ID       string    `json:"id"`
+	Deadline time.Time `json:"deadline"`
+	Question string    `json:"question"`
+	// Elicit says the operator's policy lets an MCP front end ask its client.
+	Elicit bool `json:"-"`
+	// State is the signed requestState an MCP front end hands its client; never in a result.
+	State string `json:"-"`
+}
+
+// approve applies the tool's approval class (and the operator's policy) to a validated call
+// before anything of it runs: nil lets it run; otherwise the error says what is needed. The
+// decision is recorded in the call's audit line.
+func (h *Host) approve(b *manifest.Bundle, t *manifest.ToolEntry, input map[string]any, c Caller, opts CallOptions, rec *Invoked) *Error {
+	peer := -1
+	if c.Peer != nil {
+		peer = c.Peer.UID
+	}
+	out := h.opts.Approvals.Decide(approval.Request{Bundle: b.ID(), BundleKey: b.Key(), Tool: t.Tool.ID, ToolPath: strings.Join(t.Path, " "),
+		Approval: t.Tool.Approval, Mutates: t.Tool.Mutates, Input: input, Via: opts.Via, User: c.User, Workspace: c.Workspace, PeerUID: peer}, opts.Approval)
+	rec.Approval = out.Record
+	if out.Run {
+		return nil
+	}
+	e := &Error{Code: out.Code, Message: out.Message, Hint: out.Hint, Category: "approval"}
+	if p := out.Pending; p != nil {
+		e.Approval = &ApprovalInfo{ID: p.ID, Deadline: p.Deadline, Question: p.Question(), Elicit: out.Elicit, State: p.State()}
+	}
+	return e
+}
+
+// ApprovalAnswered is the cli.approval audit entry: an operator answered a pending approval. The
+// call that uses the answer writes its own cli.invoked line, whose approval.request_id is ID.
+type ApprovalAnswered struct {
+	Type   string `json:"type"`
+	ID     string `json:"id"`
+	CLIID  string `json:"cli_id"`
+	ToolID string `json:"tool_id"`
+	Answer string `json:"answer"` // approved or denied
+	By     string `json:"by"`
+	TS     string `json:"ts"`
+}
+
+// AnswerApproval records an operator's answer to a pending approval, by (who, for the audit log);
+// the waiting caller repeats its call to use it.
+func (h *Host) AnswerApproval(id string, approve bool, by string) (approval.Pending, error) {
+	p, err := h.opts.Approvals.Answer(id, approve, by)
+	if err != nil {
+		return p, err
+	}
+	h.audit.write(ApprovalAnswered{Type: "cli.approval", ID: p.ID, CLIID: p.Bundle, ToolID: p.Tool, Answer: p.Answer, By: by, TS: timestamp(time.Now())})
+	return p, nil
+}
