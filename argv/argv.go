@@ -28,10 +28,11 @@
 package argv
 
 import (
+	jsonscalar "github.com/clihost/clihost/argv/scalar"
+
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -496,29 +497,6 @@ func joined(v any, sep string) (string, error) {
 	return strings.Join(parts, sep), nil
 }
 
-// Scalar renders a string, number or boolean as one argument: strings as they are, numbers without
-// exponent, booleans as true/false. Anything else (null, arrays, objects) is an error.
-func Scalar(v any) (string, error) {
-	switch t := v.(type) {
-	case string:
-		return t, nil
-	case bool:
-		return strconv.FormatBool(t), nil
-	case json.Number:
-		return t.String(), nil
-	case float64:
-		if math.IsInf(t, 0) || math.IsNaN(t) {
-			return "", fmt.Errorf("number %v cannot be an argument", t)
-		}
-		return strconv.FormatFloat(t, 'f', -1, 64), nil
-	case int:
-		return strconv.Itoa(t), nil
-	case int64:
-		return strconv.FormatInt(t, 10), nil
-	}
-	return "", fmt.Errorf("want a string, number or boolean, got %T", v)
-}
-
 // scalar renders one value as an argument: null as "", objects and arrays as JSON, anything else
 // as Scalar does.
 func scalar(v any) (string, error) {
@@ -526,7 +504,7 @@ func scalar(v any) (string, error) {
 	case nil:
 		return "", nil
 	case string, bool, json.Number, float64, int, int64:
-		return Scalar(v)
+		return jsonscalar.String(v)
 	}
 	b, err := json.Marshal(v)
 	if err != nil {

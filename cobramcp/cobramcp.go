@@ -38,8 +38,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/clihost/clihost/argv"
-	cobraimport "github.com/clihost/clihost/importer/cobra"
+	"github.com/clihost/clihost/argv/scalar"
+	"github.com/clihost/clihost/importer/cobra/usage"
 )
 
 // MCPTool is one tool definition.
@@ -156,7 +156,7 @@ func ArgSpecs(cmd *cobra.Command) []ArgSpec {
 	}
 	var specs []ArgSpec
 	_, rest, _ := strings.Cut(cmd.Use, " ")
-	for _, a := range cobraimport.ParseArgs(rest) {
+	for _, a := range usage.ParseArgs(rest) {
 		specs = append(specs, ArgSpec{Name: a.Name, Type: "string", Required: a.Required, Variadic: a.Variadic,
 			Description: fmt.Sprintf("%s argument", a.Name)})
 	}
@@ -303,7 +303,7 @@ func flagToProperty(f *pflag.Flag) Property {
 		p.Type, p.AdditionalProperties = "object", &Property{Type: "integer"}
 		p.Description += " (key=value pairs)"
 	case "duration":
-		p.Pattern = cobraimport.DurationPattern
+		p.Pattern = usage.DurationPattern
 		p.Description += " (e.g., '5m', '30s')"
 		p.Examples = []string{"30s", "5m", "1h"}
 	case "ip":
@@ -397,7 +397,7 @@ func BuildArgs(cmd *cobra.Command, arguments map[string]any) ([]string, error) {
 			return nil, fmt.Errorf("argument %q takes one value", p.property)
 		}
 		for _, it := range items {
-			s, err := argv.Scalar(it)
+			s, err := scalar.String(it)
 			if err != nil {
 				return nil, fmt.Errorf("argument %q: %w", p.property, err)
 			}
@@ -431,7 +431,7 @@ func flagArgs(f *pflag.Flag, v any) ([]string, error) {
 		}
 		parts := make([]string, 0, len(items))
 		for _, it := range items {
-			s, err := argv.Scalar(it)
+			s, err := scalar.String(it)
 			if err != nil {
 				return nil, err
 			}
@@ -452,7 +452,7 @@ func flagArgs(f *pflag.Flag, v any) ([]string, error) {
 		}
 		parts := make([]string, 0, len(m))
 		for _, k := range slices.Sorted(maps.Keys(m)) {
-			s, err := argv.Scalar(m[k])
+			s, err := scalar.String(m[k])
 			if err != nil {
 				return nil, err
 			}
@@ -464,7 +464,7 @@ func flagArgs(f *pflag.Flag, v any) ([]string, error) {
 	case []any, map[string]any:
 		return nil, fmt.Errorf("want a single value, got %T", v)
 	}
-	s, err := argv.Scalar(v)
+	s, err := scalar.String(v)
 	if err != nil {
 		return nil, err
 	}

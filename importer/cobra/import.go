@@ -12,6 +12,8 @@
 package cobra
 
 import (
+	"github.com/clihost/clihost/importer/cobra/usage"
+
 	"bufio"
 	"context"
 	"debug/buildinfo"
@@ -78,7 +80,7 @@ type Tool struct {
 	Description string
 	Usage       string
 	Flags       []*Flag
-	Args        []Arg
+	Args        []usage.Arg
 	JSON        bool   // the tool asks for JSON with the bundle's JSON flag
 	jsonKey     string // the JSON flag this command has ("--json", "--output json", …)
 }
@@ -285,7 +287,7 @@ func (w *walker) root(ctx context.Context, h *Help) {
 // node handles one command whose help has been read: recurse into its subcommands, or make it a tool.
 func (w *walker) node(ctx context.Context, path []string, h *Help) {
 	w.b.opts.Logf("probing %s %s", w.b.Root, strings.Join(path, " "))
-	usage, group, runnable := w.usage(path, h)
+	usageLine, group, runnable := w.usage(path, h)
 	var children []string
 	if group || len(h.Commands) > 0 {
 		listed, ok := w.p.complete(ctx, append(append([]string(nil), path...), "")...)
@@ -319,7 +321,7 @@ func (w *walker) node(ctx context.Context, path []string, h *Help) {
 		w.note("%s: runnable and has subcommands; only its subcommands are tools", w.b.Root+" "+strings.Join(path, " "))
 		return
 	}
-	t, err := w.tool(ctx, path, h, usage)
+	t, err := w.tool(ctx, path, h, usageLine)
 	if err != nil {
 		w.fail(err)
 		return
@@ -364,9 +366,9 @@ func usageMatches(root string, path []string, h *Help) bool {
 
 // tool builds one runnable command's tool: its flags (with required ones found through
 // __complete) and positionals.
-func (w *walker) tool(ctx context.Context, path []string, h *Help, usage string) (*Tool, error) {
+func (w *walker) tool(ctx context.Context, path []string, h *Help, usageLine string) (*Tool, error) {
 	cmd := strings.Join(append([]string{w.b.Root}, path...), " ")
-	t := &Tool{Path: path, Usage: strings.TrimSpace(cmd + " " + usage)}
+	t := &Tool{Path: path, Usage: strings.TrimSpace(cmd + " " + usageLine)}
 	t.Description = firstParagraph(h.Description)
 	t.Short = firstLine(t.Description)
 	lookup := func(name string) *Flag {
@@ -414,7 +416,7 @@ func (w *walker) tool(ctx context.Context, path []string, h *Help, usage string)
 		}
 		sort.Strings(names)
 	}
-	args := ParseArgs(usage)
+	args := usage.ParseArgs(usageLine)
 	taken := map[string]bool{}
 	for _, n := range names {
 		if n == "help" || (len(path) == 0 && n == "version") {
@@ -597,4 +599,15 @@ func firstLine(s string) string {
 		return s[:i+1]
 	}
 	return s
+}
+
+// groupLine reports whether a usage line (already without the command path) is the "PATH
+// [command]" line of a command group rather than a runnable usage.
+func groupLine(rest string) bool {
+	f := strings.Fields(rest)
+	if len(f) == 0 {
+		return false
+	}
+	w := strings.ToLower(strings.Trim(f[0], "[]<>{}"))
+	return w == "command" || w == "subcommand"
 }

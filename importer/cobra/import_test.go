@@ -1,6 +1,8 @@
 package cobra
 
 import (
+	"github.com/clihost/clihost/importer/cobra/usage"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -126,7 +128,7 @@ func TestImportFixture(t *testing.T) {
 	if !reflect.DeepEqual(types, want) {
 		t.Errorf("flag types\n got %v\nwant %v", types, want)
 	}
-	if want := []Arg{{Name: "name", Required: true}, {Name: "url", Required: true}}; !reflect.DeepEqual(add.Args, want) {
+	if want := []usage.Arg{{Name: "name", Required: true}, {Name: "url", Required: true}}; !reflect.DeepEqual(add.Args, want) {
 		t.Errorf("args %+v", add.Args)
 	}
 	if rm := toolByPath(b, "remote remove"); len(rm.Args) != 1 || !rm.Args[0].Variadic || !rm.Args[0].Required {
@@ -287,7 +289,7 @@ func TestImportKubectl(t *testing.T) {
 	if exec == nil {
 		t.Fatal("no exec")
 	}
-	want := []Arg{{Name: "pod", Required: true}, {Name: "command", Required: true, AfterDash: true}, {Name: "args", Variadic: true, AfterDash: true}}
+	want := []usage.Arg{{Name: "pod", Required: true}, {Name: "command", Required: true, AfterDash: true}, {Name: "args", Variadic: true, AfterDash: true}}
 	if !reflect.DeepEqual(exec.Args, want) {
 		t.Errorf("exec args %+v", exec.Args)
 	}

@@ -1,6 +1,10 @@
 package cobra
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/clihost/clihost/importer/cobra/usage"
+)
 
 // TestPathInputsMarked: a flag or positional whose name (or value name) says it holds a file,
 // path or directory is imported with format: path, so the host keeps it in the workspace; other
@@ -30,12 +34,12 @@ func TestPathInputsMarked(t *testing.T) {
 		}
 	}
 	for _, c := range []struct {
-		a    Arg
+		a    usage.Arg
 		want any
 	}{
-		{Arg{Name: "file"}, "path"},
-		{Arg{Name: "paths", Variadic: true}, "path"},
-		{Arg{Name: "name"}, nil},
+		{usage.Arg{Name: "file"}, "path"},
+		{usage.Arg{Name: "paths", Variadic: true}, "path"},
+		{usage.Arg{Name: "name"}, nil},
 	} {
 		if got := format(ArgProperty(c.a, "x").Schema); got != c.want {
 			t.Errorf("<%s>: format %v, want %v", c.a.Name, got, c.want)

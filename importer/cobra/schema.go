@@ -4,11 +4,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/clihost/clihost/importer/cobra/usage"
 	"github.com/clihost/clihost/importer/pathinput"
 )
-
-// DurationPattern is the JSON Schema pattern of a Go duration ("30s", "1h30m", "-5m", "0").
-const DurationPattern = `^(0|-?([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$`
 
 // Property is the JSON Schema of one flag or positional, and the argv template entry that puts it
 // back on the command line.
@@ -52,7 +50,7 @@ func FlagProperty(f *Flag) Property {
 	case "float", "float32", "float64":
 		s["type"] = "number"
 	case "duration":
-		s["type"], s["pattern"] = "string", DurationPattern
+		s["type"], s["pattern"] = "string", usage.DurationPattern
 		desc += " (a duration such as 30s, 5m or 1h30m)"
 		s["examples"] = []any{"30s", "5m", "1h"}
 	case "ip":
@@ -123,7 +121,7 @@ func shownDefault(f *Flag) string {
 
 // ArgProperty is the schema and argv entry of a positional: a string, or an array of strings for
 // a variadic one (one argument per item).
-func ArgProperty(a Arg, command string) Property {
+func ArgProperty(a usage.Arg, command string) Property {
 	desc := fmt.Sprintf("%s argument of %s", a.Name, command)
 	s := map[string]any{"type": "string", "description": desc}
 	if a.Variadic {

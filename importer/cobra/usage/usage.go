@@ -1,9 +1,16 @@
-package cobra
+// Package usage reads Cobra usage lines ("<name> <url> [flags]") and holds the schema patterns
+// Cobra flag types need. It is a leaf (only the standard library), so that cobramcp, which is
+// linked into other Cobra programs, stays light (issue 13): the Cobra importer and cobramcp both
+// use it.
+package usage
 
 import (
 	"regexp"
 	"strings"
 )
+
+// DurationPattern is the JSON Schema pattern of a Go duration ("30s", "1h30m", "-5m", "0").
+const DurationPattern = `^(0|-?([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$`
 
 // Arg is a positional argument read from a usage line.
 type Arg struct {
@@ -18,17 +25,6 @@ var placeholderWords = map[string]bool{"flags": true, "options": true, "global f
 
 // commandWords stand for a subcommand when written [command] or <command> before any "--".
 var commandWords = map[string]bool{"command": true, "subcommand": true}
-
-// groupLine reports whether a usage line (already without the command path) is the "PATH
-// [command]" line of a command group rather than a runnable usage.
-func groupLine(rest string) bool {
-	f := strings.Fields(rest)
-	if len(f) == 0 {
-		return false
-	}
-	w := strings.ToLower(strings.Trim(f[0], "[]<>{}"))
-	return w == "command" || w == "subcommand"
-}
 
 // ParseArgs reads the positionals of a usage line after the command path: <required>,
 // [optional], name... (variadic), alternatives (A | B) and {A | B} as one argument, and skips
