@@ -328,3 +328,111 @@ runner: { cli: ../../CLI.md, argv: [hello] }
 		t.Errorf("clihostd logged the damage %d times, want once:\n%s", loud, strings.Join(d.history, "\n"))
 	}
 }
+
+// sealedState makes a state directory whose state.db holds the marker record and one secret
+// sealed with its own secrets.key, and returns the directory.
+func sealedState(t *testing.T, secret string) string {
+	t.Helper()
+	dir := stateWithMarker(t)
+	s, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	x, err := store.OpenSecrets(s, filepath.Join(dir, "secrets.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Put("scope", "token", secret); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(store.BucketSetup, "scope", "done"); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestStateRestoreChecksSecretsKey: clihostctl state restore refuses a backup whose secrets were
+// sealed with another secrets.key than the state directory's (or while that key file is missing),
+// naming both files and the two ways on, and changes nothing; with the matching key file it
+// restores and the secret opens; with --force it restores the records without the secrets (and
+// setup ledgers), and clihostd's secret store opens on it with the current key. The replaced
+// state.db is always kept beside the new one.
+func TestStateRestoreChecksSecretsKey(t *testing.T) {
+	backupDir := sealedState(t, "from-the-backup")
+	backup := filepath.Join(backupDir, store.DBFile)
+	target := sealedState(t, "current")
+	db, key := filepath.Join(target, store.DBFile), filepath.Join(target, "secrets.key")
+	before := fileSummary(t, db)
+	restore := func(args ...string) result {
+		return runBin(t, bin.ctl, "", append([]string{"state", "restore", backup, "--state", target}, args...)...)
+	}
+
+	r := restore()
+	for _, want := range []string{"refused, nothing was changed", backup, key, "--force", "secrets.key that was backed up with it", "1 sealed secrets"} {
+		if r.code != 1 || !strings.Contains(r.stderr, want) {
+			t.Errorf("restore under another key: exit %d, want 1 saying %q\n%s", r.code, want, r.stderr)
+		}
+	}
+	if fileSummary(t, db) != before {
+		t.Fatal("state.db changed by a refused restore")
+	}
+	if err := os.Rename(key, key+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if r := restore(); r.code != 1 || !strings.Contains(r.stderr, "does not exist") || !strings.Contains(r.stderr, key) {
+		t.Errorf("restore without a key file: exit %d, want 1 naming the missing %s\n%s", r.code, key, r.stderr)
+	}
+	if fileSummary(t, db) != before {
+		t.Fatal("state.db changed by a refused restore")
+	}
+
+	// The matching key file: restored, the secret opens, the old state.db kept.
+	copyFile(t, filepath.Join(backupDir, "secrets.key"), key, 0o600)
+	if r := restore(); r.code != 0 || !strings.Contains(r.stdout, "state.db.replaced-") {
+		t.Fatalf("restore with the backup's key: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	assertSecret(t, target, "from-the-backup", true)
+	kept, _ := filepath.Glob(db + ".replaced-*")
+	if len(kept) != 1 || fileSummary(t, kept[0]) != before {
+		t.Fatalf("kept: %v, want the replaced state.db as it was", kept)
+	}
+
+	// --force under another key: restored without secrets or setup ledgers; the store opens.
+	if err := os.Rename(key+".away", key); err != nil {
+		t.Fatal(err)
+	}
+	r = restore("--force")
+	if r.code != 0 || !strings.Contains(r.stdout, "its 1 sealed secrets were dropped") {
+		t.Fatalf("restore --force: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	assertSecret(t, target, "", false)
+	if kept, _ := filepath.Glob(db + ".replaced-*"); len(kept) != 2 {
+		t.Errorf("kept: %v, want both replaced databases", kept)
+	}
+}
+
+// assertSecret opens dir's store and secrets as clihostd does and checks the marker record, the
+// secret (want, present) and that the setup ledger is there exactly when the secret is.
+func assertSecret(t *testing.T, dir, want string, present bool) {
+	t.Helper()
+	s, err := store.Open(dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var marker string
+	if _, ok, err := s.Get(store.BucketMeta, "marker", &marker); err != nil || !ok || marker != "before the damage" {
+		t.Errorf("marker = %q, %v, %v", marker, ok, err)
+	}
+	x, err := store.OpenSecrets(s, filepath.Join(dir, "secrets.key"))
+	if err != nil {
+		t.Fatalf("the secret store does not open after the restore: %v", err)
+	}
+	if v, ok, err := x.Get("scope", "token"); err != nil || ok != present || v != want {
+		t.Errorf("secret = %q, %v, %v; want %q, %v", v, ok, err, want, present)
+	}
+	if _, ok, _ := s.Get(store.BucketSetup, "scope", nil); ok != present {
+		t.Errorf("setup ledger present = %v, want %v", ok, present)
+	}
+}
