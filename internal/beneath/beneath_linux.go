@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -175,3 +177,36 @@ func (f *FS) Sub(dir string) (fs.FS, error) {
 
 // Root is the directory's path, as opened.
 func (f *FS) Root() string { return f.root }
+
+// Executable finds the file rel (a slash path relative to dir, as a manifest writes it) beneath
+// dir, following symbolic links only while they stay beneath it (as Open does), and returns its
+// path with every symbolic link resolved, as the kernel found it, when it is an executable regular
+// file. A path that leads out of dir is an error wrapping ErrOutside.
+func Executable(dir, rel string) (string, error) {
+	f, err := Open(dir)
+	if err != nil {
+		return "", err
+	}
+	defer f.dir.Close()
+	name := path.Clean(rel)
+	if !fs.ValidPath(name) {
+		return "", &fs.PathError{Op: "open", Path: rel, Err: ErrOutside}
+	}
+	fd, err := f.openat("open", name, unix.O_PATH)
+	if err != nil {
+		return "", err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return "", &fs.PathError{Op: "stat", Path: rel, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Mode&0o111 == 0 {
+		return "", &fs.PathError{Op: "open", Path: rel, Err: errors.New("not an executable regular file")}
+	}
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil {
+		return "", &fs.PathError{Op: "open", Path: rel, Err: err}
+	}
+	return real, nil
+}

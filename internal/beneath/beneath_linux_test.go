@@ -178,3 +178,30 @@ func TestFS(t *testing.T) {
 		t.Errorf("read %q", b)
 	}
 }
+
+// TestExecutable: an executable file beneath the folder, directly or through a link that stays
+// inside, is found by its real path; one through a link out (or a path with ..) is ErrOutside; a
+// file without execute bits is refused.
+func TestExecutable(t *testing.T) {
+	root := tree(t)
+	if err := os.Chmod(filepath.Join(root, "a.txt"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	real := filepath.Join(root, "a.txt")
+	for _, rel := range []string{"./a.txt", "a.txt"} {
+		if p, err := Executable(root, rel); err != nil || p != real {
+			t.Errorf("Executable(%q) = %q, %v; want %q", rel, p, err, real)
+		}
+	}
+	if p, err := Executable(root, "link-in"); haveOpenat2() && (err != nil || p != real) {
+		t.Errorf("Executable(link-in) = %q, %v; want %q", p, err, real)
+	}
+	for _, rel := range []string{"abs", "rel-out", "../bundle/a.txt", "/bin/sh"} {
+		if p, err := Executable(root, rel); !errors.Is(err, ErrOutside) {
+			t.Errorf("Executable(%q) = %q, %v; want ErrOutside", rel, p, err)
+		}
+	}
+	if _, err := Executable(root, "sub/b.txt"); err == nil || errors.Is(err, ErrOutside) {
+		t.Errorf("Executable(sub/b.txt), mode 0644: %v; want not executable", err)
+	}
+}
