@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/clihost/clihost/internal/beneath"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/output"
 	"github.com/clihost/clihost/runner"
@@ -97,8 +98,12 @@ func (h *Host) resolve(b *manifest.Bundle) (string, *Error) {
 		if m.Method != manifest.MethodVendored || b.OSDir == "" || m.Experimental {
 			continue
 		}
-		p := filepath.Join(b.OSDir, filepath.FromSlash(m.Path))
-		if isExecutable(p) {
+		// Resolved beneath the bundle folder at each call: a symlink swapped in since the load is not run.
+		p, err := beneath.Executable(b.OSDir, m.Path)
+		if errors.Is(err, beneath.ErrOutside) {
+			return "", &Error{Code: "not_installed", Message: fmt.Sprintf("vendored binary: %v", err), Hint: "a symlink in a bundle may only point at another file of the bundle"}
+		}
+		if err == nil {
 			return p, nil
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/clihost/clihost/internal/beneath"
 	"github.com/clihost/clihost/manifest"
 )
 
@@ -34,7 +35,9 @@ type Source struct {
 }
 
 // DirSource is a source for a directory on disk. dir may be a bundle folder, a tree holding
-// bundles at any depth, or a CLI.md file. A relative dir is shown as given, but the bundles'
+// bundles at any depth, or a CLI.md file. Its files are read through a beneath.FS: a read never
+// leaves the folder, whatever symlinks appear in it after the bundle-file-outside check (and Load
+// confines each bundle's reads to its own folder). A relative dir is shown as given, but the bundles'
 // folders on disk (Source.OSPath, manifest.Bundle.OSDir) are absolute: vendored binaries are
 // run, and bundle folders protected, by absolute path.
 func DirSource(dir string) (Source, error) {
@@ -59,7 +62,11 @@ func DirSource(dir string) (Source, error) {
 			return filepath.Join(base, filepath.FromSlash(p))
 		}
 	}
-	src := Source{Name: dir, FS: os.DirFS(abs), Root: ".", Display: under(root), OSPath: under(abs)}
+	fsys, err := beneath.Open(abs)
+	if err != nil {
+		return Source{}, fmt.Errorf("bundle source %s: %w", dir, unwrap(err))
+	}
+	src := Source{Name: dir, FS: fsys, Root: ".", Display: under(root), OSPath: under(abs)}
 	if only != "" {
 		src.Root = only
 	}
@@ -155,7 +162,7 @@ func Load(sources ...Source) (*Registry, error) {
 		go func() {
 			defer wg.Done()
 			for j := range work {
-				j.bundle = manifest.LoadBundle(j.src.FS, j.path, manifest.LoadOptions{Display: j.src.Display, OSPath: j.src.OSPath})
+				j.bundle = loadBundle(j.src, j.path)
 			}
 		}()
 	}
@@ -174,6 +181,28 @@ func Load(sources ...Source) (*Registry, error) {
 		r.add(&Entry{Bundle: j.bundle, Source: j.src.Name}, j.src.Embedded)
 	}
 	return r, nil
+}
+
+// loadBundle loads the bundle whose CLI.md is at cliPath in src, reading through the sub-FS of its
+// folder: for a directory source (a beneath.FS) that is a descriptor of the bundle folder itself,
+// so no read of the bundle's files leaves it, symlinks swapped in after the lint checks included.
+func loadBundle(src Source, cliPath string) *manifest.Bundle {
+	dir := path.Dir(cliPath)
+	opts := manifest.LoadOptions{Display: src.Display, OSPath: src.OSPath}
+	fsys, err := fs.Sub(src.FS, dir)
+	if err != nil || dir == "." {
+		// dir "." is the source itself; an error (the folder swapped for a symlink out of it since
+		// Discover) is reported by the loader's own checks and reads, which the source confines.
+		return manifest.LoadBundle(src.FS, cliPath, opts)
+	}
+	in := func(f func(string) string) func(string) string {
+		if f == nil {
+			return nil
+		}
+		return func(p string) string { return f(path.Join(dir, p)) }
+	}
+	opts.Display, opts.OSPath = in(src.Display), in(src.OSPath)
+	return manifest.LoadBundle(fsys, path.Base(cliPath), opts)
 }
 
 func (r *Registry) add(e *Entry, embedded bool) {

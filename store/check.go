@@ -83,29 +83,32 @@ func guard(path string, fn func() error) (err error) {
 // file's size with the pages its meta page claims.
 func checkConsistency(db *bolt.DB, path string) error {
 	return guard(path, func() error {
-		return db.View(func(tx *bolt.Tx) error {
-			fi, err := os.Stat(path)
-			if err != nil {
-				return corrupt(path, "cannot stat it: %v", err)
-			}
-			if fi.Size() < tx.Size() {
-				return corrupt(path, "it is truncated: %d bytes, its meta page says %d", fi.Size(), tx.Size())
-			}
-			var errs []string
-			for err := range tx.Check() {
-				// bbolt's checker recovers its own assertion failures and
-				// reports them as "panic: …"; say what they are instead.
-				errs = append(errs, strings.Replace(err.Error(), "panic: ", "bbolt assertion: ", 1))
-			}
-			if len(errs) > 0 {
-				if len(errs) > 5 {
-					errs = append(errs[:5], fmt.Sprintf("… %d more", len(errs)-5))
-				}
-				return corrupt(path, "the consistency check failed: %s", strings.Join(errs, "; "))
-			}
-			return nil
-		})
+		return db.View(func(tx *bolt.Tx) error { return consistent(tx, path) })
 	})
+}
+
+// consistent is checkConsistency inside a read transaction.
+func consistent(tx *bolt.Tx, path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return corrupt(path, "cannot stat it: %v", err)
+	}
+	if fi.Size() < tx.Size() {
+		return corrupt(path, "it is truncated: %d bytes, its meta page says %d", fi.Size(), tx.Size())
+	}
+	var errs []string
+	for err := range tx.Check() {
+		// bbolt's checker recovers its own assertion failures and
+		// reports them as "panic: …"; say what they are instead.
+		errs = append(errs, strings.Replace(err.Error(), "panic: ", "bbolt assertion: ", 1))
+	}
+	if len(errs) > 0 {
+		if len(errs) > 5 {
+			errs = append(errs[:5], fmt.Sprintf("… %d more", len(errs)-5))
+		}
+		return corrupt(path, "the consistency check failed: %s", strings.Join(errs, "; "))
+	}
+	return nil
 }
 
 // openChecked opens path with bbolt under guard and checks it. An existing
@@ -179,20 +182,24 @@ func CheckFile(path string) (CheckReport, error) {
 }
 
 // Check runs bbolt's consistency check over the open database (as Open did),
-// in a read transaction: writers are not blocked. The error wraps ErrCorrupt.
+// in a read transaction: writers are not blocked. The error wraps ErrCorrupt;
+// a failed check marks the Store damaged, as a failed transaction does.
 func (s *Store) Check() error {
-	return checkConsistency(s.db, s.Path())
+	err := s.view(func(tx *bolt.Tx) error { return consistent(tx, s.Path()) })
+	var ce *corruptError
+	if errors.As(err, &ce) {
+		return s.markDamaged(ce.reason)
+	}
+	return err
 }
 
 // Backup writes a consistent copy of the database to w, online (bbolt's
 // Tx.WriteTo in a read transaction: writers are not blocked), and returns
 // the bytes written.
 func (s *Store) Backup(w io.Writer) (n int64, err error) {
-	err = guard(s.Path(), func() error {
-		return s.db.View(func(tx *bolt.Tx) error {
-			n, err = tx.WriteTo(w)
-			return err
-		})
+	err = s.view(func(tx *bolt.Tx) error {
+		n, err = tx.WriteTo(w)
+		return err
 	})
 	if err != nil {
 		return n, fmt.Errorf("store: backup %s: %w", s.Path(), err)

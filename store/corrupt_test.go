@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,6 +9,8 @@ import (
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/clihost/clihost/internal/fixture"
 )
 
 // populated returns a state directory whose state.db holds n install records.
@@ -33,25 +34,12 @@ func populated(t *testing.T, n int) string {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-// overwrite writes garbage over [off, off+n) of path.
-func overwrite(t *testing.T, path string, off, n int64) {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteAt(bytes.Repeat([]byte{0xA5, 0x17, 0xFF, 0x00}, int(n/4)), off); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // corruptions damage a populated state directory the ways an operator meets.
 var corruptions = map[string]func(t *testing.T, path string){
-	"meta pages overwritten": func(t *testing.T, path string) { overwrite(t, path, 0, 2*int64(os.Getpagesize())) },
+	"meta pages overwritten": func(t *testing.T, path string) { fixture.Garble(t, path, 0, 2*int64(os.Getpagesize())) },
 	"data pages overwritten": func(t *testing.T, path string) {
 		fi, _ := os.Stat(path)
-		overwrite(t, path, 2*int64(os.Getpagesize()), fi.Size()-2*int64(os.Getpagesize()))
+		fixture.Garble(t, path, 2*int64(os.Getpagesize()), fi.Size()-2*int64(os.Getpagesize()))
 	},
 	"zero length": func(t *testing.T, path string) {
 		if err := os.Truncate(path, 0); err != nil {

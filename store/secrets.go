@@ -204,7 +204,7 @@ func (x *Secrets) checkKey() error {
 	if x.st.readOnly {
 		return nil
 	}
-	err = x.st.db.Update(func(tx *bolt.Tx) error {
+	err = x.st.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists([]byte(bucketSecrets))
 		if err != nil {
 			return err
@@ -260,7 +260,7 @@ func (x *Secrets) open(dbKey string, sealed []byte) ([]byte, error) {
 // rawSecret copies the stored bytes under dbKey (nil when absent).
 func rawSecret(s *Store, dbKey string) ([]byte, error) {
 	var out []byte
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte(bucketSecrets))
 		if b == nil {
 			return nil
@@ -295,7 +295,7 @@ func (x *Secrets) Put(scope, name, value string) error {
 		return fmt.Errorf("store: put secret %q in scope %s: %w", name, describeScope(scope), ErrReadOnly)
 	}
 	sealed := x.seal(k, []byte(value))
-	err = x.st.db.Update(func(tx *bolt.Tx) error {
+	err = x.st.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists([]byte(bucketSecrets))
 		if err != nil {
 			return err
@@ -340,7 +340,7 @@ func (x *Secrets) Delete(scope, name string) error {
 	if x.st.readOnly {
 		return fmt.Errorf("store: delete secret %q in scope %s: %w", name, describeScope(scope), ErrReadOnly)
 	}
-	err = x.st.db.Update(func(tx *bolt.Tx) error {
+	err = x.st.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte(bucketSecrets))
 		if b == nil {
 			return nil
@@ -361,7 +361,7 @@ func (x *Secrets) Names(scope string) ([]string, error) {
 	}
 	prefix := appendNetstring(nil, scope)
 	var names []string
-	err := x.st.db.View(func(tx *bolt.Tx) error {
+	err := x.st.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte(bucketSecrets))
 		if b == nil {
 			return nil

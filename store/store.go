@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -70,6 +71,9 @@ type Options struct {
 	// read-only opens may coexist, but none with a writer. The database must
 	// already exist.
 	ReadOnly bool
+	// OnDamaged, when set, is called once, with the error later calls return,
+	// when a transaction finds the open database damaged (see Damaged).
+	OnDamaged func(error)
 }
 
 // Store is an open state directory. It is safe for concurrent use.
@@ -78,6 +82,9 @@ type Store struct {
 	db       *bolt.DB
 	readOnly bool
 	pidFile  string // written by this Store; "" when none
+
+	damaged   atomic.Pointer[damagedError] // set once a transaction found the file damaged
+	onDamaged func(error)
 }
 
 // Record is a stored value with its version: Version starts at 1 and
@@ -142,7 +149,7 @@ func Open(dir string, o Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	s := &Store{dir: dir, db: db, readOnly: o.ReadOnly}
+	s := &Store{dir: dir, db: db, readOnly: o.ReadOnly, onDamaged: o.OnDamaged}
 	if o.ReadOnly {
 		return s, nil
 	}
@@ -218,7 +225,11 @@ func (s *Store) Close() error {
 		}
 		s.pidFile = ""
 	}
-	if err := s.db.Close(); err != nil {
+	closeDB := s.db.Close
+	if s.Damaged() != nil {
+		closeDB = s.closeDamaged
+	}
+	if err := closeDB(); err != nil {
 		return fmt.Errorf("store: close %s: %w", s.db.Path(), err)
 	}
 	return nil
@@ -305,7 +316,7 @@ func (s *Store) Get(bucket, key string, v any) (rec Record, ok bool, err error) 
 	if err := checkKey(bucket, key); err != nil {
 		return Record{}, false, fmt.Errorf("store: get: %w", err)
 	}
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte(bucket))
 		if b == nil {
 			return nil
@@ -345,7 +356,7 @@ func (s *Store) Put(bucket, key string, v any) (version uint64, err error) {
 	if err != nil {
 		return 0, fmt.Errorf("store: put %s/%q: encode %T: %w", bucket, key, v, err)
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists([]byte(bucket))
 		if err != nil {
 			return err
@@ -375,7 +386,8 @@ func (s *Store) Update(bucket, key string, fn func(cur Record) (next any, err er
 	if err := s.writable("update", bucket, key); err != nil {
 		return 0, err
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	var fnPanic any // fn's own panic: not the database's fault, so it goes on to the caller
+	err = s.update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists([]byte(bucket))
 		if err != nil {
 			return err
@@ -386,7 +398,7 @@ func (s *Store) Update(bucket, key string, fn func(cur Record) (next any, err er
 				return err
 			}
 		}
-		next, err := fn(cur)
+		next, err := callerFn(fn, cur, &fnPanic)
 		if err != nil {
 			return err
 		}
@@ -405,10 +417,28 @@ func (s *Store) Update(bucket, key string, fn func(cur Record) (next any, err er
 		version = cur.Version + 1
 		return b.Put([]byte(key), enc)
 	})
+	if fnPanic != nil {
+		panic(fnPanic)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("store: update %s/%q: %w", bucket, key, err)
 	}
 	return version, nil
+}
+
+// errCallerPanicked rolls back the transaction of an Update whose fn panicked.
+var errCallerPanicked = errors.New("fn panicked")
+
+// callerFn calls an Update's fn, catching its panic into *p (the transaction
+// then rolls back, and Update panics again once it is over) so that it is not
+// taken for bbolt's.
+func callerFn(fn func(Record) (any, error), cur Record, p *any) (next any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			*p, err = r, errCallerPanicked
+		}
+	}()
+	return fn(cur)
 }
 
 // Delete removes bucket/key in one transaction. Deleting a missing key is not
@@ -420,7 +450,7 @@ func (s *Store) Delete(bucket, key string) error {
 	if err := s.writable("delete", bucket, key); err != nil {
 		return err
 	}
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte(bucket))
 		if b == nil {
 			return nil
@@ -446,7 +476,7 @@ func (s *Store) List(bucket, prefix string, fn func(key string, rec Record) erro
 		rec Record
 	}
 	var all []kv
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte(bucket))
 		if b == nil {
 			return nil

@@ -9,12 +9,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
 // bin holds the paths of the binaries built for this test run.
 var bin struct{ ctl, daemon string }
 
 func TestMain(m *testing.M) {
+	nsinit.Main() // as the sandbox's init, for the tests that call a host in process (vendoredswap_test.go)
 	limitedMain() // as the parent of a daemon whose user namespaces are limited (ready_test.go)
 	dir, err := os.MkdirTemp("", "clihost-e2e-")
 	if err != nil {

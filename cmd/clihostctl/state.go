@@ -83,13 +83,18 @@ func backupState(ctx context.Context, c *control.Client, dst string) (int64, err
 
 func newStateRestoreCmd(g *globalOptions) *cobra.Command {
 	var stateDir string
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "restore FILE",
 		Short: "Replace state.db with a backup, while clihostd is stopped",
-		Long: `restore checks the backup FILE with bbolt's consistency check, refuses while a clihostd (or
-anything else) holds the state directory's lock, keeps the current state.db as
-state.db.broken-<time> and puts a copy of FILE in its place (mode 0600, owned like the state
-directory). Start clihostd again afterwards.`,
+		Long: `restore checks the backup FILE with bbolt's consistency check and checks that the state
+directory's secrets.key opens the secrets sealed in it (a backup from another host, or from before
+the key file was replaced, does not: restore the secrets.key kept with that backup first, or pass
+--force to restore without its secrets). It refuses while a clihostd (or anything else) holds the
+state directory's lock, keeps the current state.db beside it as state.db.replaced-<time> (or
+state.db.broken-<time> when it fails the consistency check) and puts a copy of FILE in its place
+(mode 0600, owned like the state directory). Nothing is replaced when a check fails. Start
+clihostd again afterwards.`,
 		Args: exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			if stateDir == "" {
@@ -98,60 +103,132 @@ directory). Start clihostd again afterwards.`,
 					return err
 				}
 			}
-			kept, err := restoreState(args[0], stateDir)
+			res, err := restoreState(args[0], stateDir, force)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(g.stdout, "restored %s from %s", filepath.Join(stateDir, store.DBFile), args[0])
-			if kept != "" {
-				fmt.Fprintf(g.stdout, "; the previous one is kept as %s", kept)
+			if res.kept != "" {
+				fmt.Fprintf(g.stdout, "; the previous one is kept as %s", res.kept)
+			}
+			if res.dropped >= 0 {
+				fmt.Fprintf(g.stdout, "; --force: its %d sealed secrets were dropped (they do not open with %s) and every bundle's setup is pending again",
+					res.dropped, filepath.Join(stateDir, keyFileName))
 			}
 			fmt.Fprintln(g.stdout, "; start clihostd again")
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&stateDir, "state", "", "clihostd's state directory (default: as clihostd's)")
+	cmd.Flags().BoolVar(&force, "force", false, "restore a backup whose secrets do not open with the state directory's secrets.key, dropping those secrets (every setup is then redone)")
 	return cmd
 }
 
+// keyFileName is the secrets key's name in the state directory (as clihostd opens it).
+const keyFileName = "secrets.key"
+
+// restoreResult is what restoreState did.
+type restoreResult struct {
+	kept    string // where the replaced state.db went; "" when there was none
+	dropped int    // secrets dropped under --force; -1 when none were
+}
+
 // restoreState puts a checked copy of backup in place of <dir>/state.db under the state database's
-// lock, keeping the old file as state.db.broken-<time>; it returns that name ("" when there was none).
-func restoreState(backup, dir string) (string, error) {
+// lock, keeping the old file beside it (restoreResult.kept). A backup that fails bbolt's check, or
+// whose sealed secrets do not open with <dir>/secrets.key, is refused before anything changes;
+// force restores the latter with its secrets and setup ledgers dropped.
+func restoreState(backup, dir string, force bool) (restoreResult, error) {
+	res := restoreResult{dropped: -1}
 	if _, err := store.CheckFile(backup); err != nil {
-		return "", fmt.Errorf("state restore: the backup is not usable: %w", err)
+		return res, fmt.Errorf("state restore: the backup is not usable: %w", err)
+	}
+	dropSecrets, err := checkBackupKey(backup, dir, force)
+	if err != nil {
+		return res, err
 	}
 	db := filepath.Join(dir, store.DBFile)
+	keptAs := "replaced"
+	if _, err := store.CheckFile(db); errors.Is(err, store.ErrCorrupt) {
+		keptAs = "broken"
+	}
 	unlock, err := lockState(db)
 	if err != nil {
-		return "", err
+		return res, err
 	}
 	defer unlock()
 	st, err := os.Stat(dir)
 	if err != nil {
-		return "", fmt.Errorf("state restore: %w", err)
+		return res, fmt.Errorf("state restore: %w", err)
 	}
 	tmp := filepath.Join(dir, store.DBFile+".restoring")
 	_ = os.Remove(tmp) // left by an interrupted restore; we hold the lock
-	if err := copyPrivate(backup, tmp, st.Sys().(*syscall.Stat_t)); err != nil {
+	if err := prepareCopy(backup, tmp, st.Sys().(*syscall.Stat_t), dropSecrets, &res); err != nil {
 		_ = os.Remove(tmp)
-		return "", fmt.Errorf("state restore: %w", err)
+		return res, err
 	}
-	if _, err := store.CheckFile(tmp); err != nil {
-		_ = os.Remove(tmp)
-		return "", fmt.Errorf("state restore: the copy is not usable: %w", err)
-	}
-	kept := ""
 	if _, err := os.Lstat(db); err == nil {
-		kept = db + ".broken-" + time.Now().UTC().Format("20060102T150405Z")
-		if err := os.Rename(db, kept); err != nil {
+		if res.kept, err = keepAside(db, keptAs); err != nil {
 			_ = os.Remove(tmp)
-			return "", fmt.Errorf("state restore: keep the old database: %w", err)
+			return res, fmt.Errorf("state restore: keep the old database: %w", err)
 		}
 	}
 	if err := os.Rename(tmp, db); err != nil {
-		return kept, fmt.Errorf("state restore: %w (the old database is %s)", err, kept)
+		return res, fmt.Errorf("state restore: %w (the old database is %s)", err, res.kept)
 	}
-	return kept, syncDir(dir)
+	return res, syncDir(dir)
+}
+
+// checkBackupKey refuses a backup whose sealed secrets do not open with <dir>/secrets.key (or that
+// holds secrets while there is no key file), unless force; it reports whether they must be dropped.
+func checkBackupKey(backup, dir string, force bool) (drop bool, err error) {
+	keyFile := filepath.Join(dir, keyFileName)
+	kc, err := store.CheckSecretsKey(backup, keyFile)
+	mismatch := errors.Is(err, store.ErrDecrypt) || errors.Is(err, os.ErrNotExist)
+	switch {
+	case err == nil:
+		return false, nil
+	case !mismatch:
+		return false, fmt.Errorf("state restore: %w", err)
+	case force:
+		return true, nil
+	}
+	return false, fmt.Errorf("state restore: refused, nothing was changed: %w. The backup %s holds %d sealed secrets that %s cannot open "+
+		"(a backup from another host, or from before the key file was replaced). Put the secrets.key that was backed up with it in place "+
+		"as %s (mode 0600) and restore again, or pass --force to restore without those secrets (they are dropped and every bundle's "+
+		"setup is redone)", err, backup, kc.Sealed, keyFile, keyFile)
+}
+
+// prepareCopy copies backup to tmp (see copyPrivate), drops its secrets when asked, and checks it.
+func prepareCopy(backup, tmp string, owner *syscall.Stat_t, dropSecrets bool, res *restoreResult) error {
+	if err := copyPrivate(backup, tmp, owner); err != nil {
+		return fmt.Errorf("state restore: %w", err)
+	}
+	if dropSecrets {
+		n, err := store.DropSecrets(tmp)
+		if err != nil {
+			return fmt.Errorf("state restore: drop the secrets from the copy: %w", err)
+		}
+		res.dropped = n
+	}
+	if _, err := store.CheckFile(tmp); err != nil {
+		return fmt.Errorf("state restore: the copy is not usable: %w", err)
+	}
+	return nil
+}
+
+// keepAside renames db to db.<what>-<time> (with a counter when that name is taken: a kept
+// database is never overwritten) and returns the new name.
+func keepAside(db, what string) (string, error) {
+	base := db + "." + what + "-" + time.Now().UTC().Format("20060102T150405Z")
+	for i := 0; ; i++ {
+		name := base
+		if i > 0 {
+			name = fmt.Sprintf("%s.%d", base, i)
+		}
+		if _, err := os.Lstat(name); errors.Is(err, os.ErrNotExist) {
+			return name, os.Rename(db, name)
+		}
+	}
 }
 
 // lockState takes the flock clihostd holds on state.db while it runs (bbolt's), without waiting:

@@ -97,7 +97,7 @@ func start(ctx context.Context, log *slog.Logger, c config) (*daemon, error) {
 	if err := os.MkdirAll(d.stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
-	if d.store, err = store.Open(d.stateDir, store.Options{}); err != nil {
+	if d.store, err = store.Open(d.stateDir, store.Options{OnDamaged: d.stateDamaged}); err != nil {
 		return nil, err // ErrLocked says another clihostd runs
 	}
 	if err := d.reapLeftovers(); err != nil {
@@ -147,6 +147,15 @@ func start(ctx context.Context, log *slog.Logger, c config) (*daemon, error) {
 	}
 	d.probe(ctx, true) // logs what a real sandboxed process finds
 	return d, nil
+}
+
+// stateDamaged logs, once, that state.db was found damaged while the daemon runs. The daemon
+// stays up: calls that need no state (no setup, login or secret) and the control API go on, the
+// others fail with the store's error, and nothing reads or writes the file any more. Exiting
+// instead would end every caller's in-flight call and gain nothing: a restart refuses the file
+// (Open's consistency check) with the same advice.
+func (d *daemon) stateDamaged(err error) {
+	d.log.Error("STATE DATABASE DAMAGED: calls that need setup, login or secrets fail until it is restored; the others go on", "err", err)
 }
 
 // sandboxOptions turns the sandbox flags into the host's options, logging loudly when the sandbox
