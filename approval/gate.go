@@ -35,6 +35,7 @@ type Request struct {
 	Input     map[string]any // the validated input, defaults filled in
 	Via       string         // front end (ViaMCP, …)
 	User      string         // the caller's user name
+	Agent     string         // the agent token's name (MCP over the daemon's HTTP), or ""
 	Workspace string         // absolute workspace
 	PeerUID   int            // the control-socket caller's uid, -1 for none
 }
@@ -66,6 +67,7 @@ type Pending struct {
 	Input    string    `json:"input"` // the arguments as JSON, shortened for display
 	Via      string    `json:"via"`
 	User     string    `json:"user,omitempty"`
+	Agent    string    `json:"agent,omitempty"`
 	PeerUID  int       `json:"peer_uid"`
 	Reason   string    `json:"reason"`
 	Created  time.Time `json:"created"`
@@ -255,7 +257,7 @@ func (g *Gate) pendingFor(req Request, binding, reason string) *Pending {
 	}
 	now := g.now()
 	p := &Pending{ID: newID(), Bundle: req.Bundle, Tool: req.Tool, ToolPath: req.ToolPath, Input: displayInput(req.Input), Via: req.Via,
-		User: req.User, PeerUID: req.PeerUID, Reason: reason, Created: now, Deadline: now.Add(g.ttl), binding: binding}
+		User: req.User, Agent: req.Agent, PeerUID: req.PeerUID, Reason: reason, Created: now, Deadline: now.Add(g.ttl), binding: binding}
 	p.state = g.sign(p.ID, binding, p.Deadline)
 	g.pending[p.ID] = p
 	return p
@@ -367,7 +369,7 @@ func (g *Gate) verify(state, binding string) (string, error) {
 
 // bindingOf is what an approval is bound to: everything that makes two calls the same call.
 func bindingOf(req Request, digest string) string {
-	b, _ := json.Marshal([]any{req.BundleKey, req.Tool, req.Template, digest, req.Via, req.User, req.Workspace, req.PeerUID})
+	b, _ := json.Marshal([]any{req.BundleKey, req.Tool, req.Template, digest, req.Via, req.User, req.Agent, req.Workspace, req.PeerUID})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

@@ -70,6 +70,9 @@ type Rule struct {
 	// User is the caller's user name (a control-socket caller, or the user MCP calls run for);
 	// empty: any.
 	User string `yaml:"user"`
+	// Token is the name of the agent token an MCP call over the daemon's HTTP carried
+	// (clihostctl token create NAME; "default" for the first one); empty: any caller.
+	Token string `yaml:"token"`
 	// Decision is allow, ask or deny.
 	Decision Decision `yaml:"decision"`
 }
@@ -223,6 +226,9 @@ func (p *Policy) match(req *Request) (Rule, int, bool) {
 			continue
 		}
 		if r.User != "" && r.User != req.User {
+			continue
+		}
+		if r.Token != "" && r.Token != req.Agent {
 			continue
 		}
 		return r, i, true

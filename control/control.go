@@ -183,6 +183,7 @@ type CallRequest struct {
 
 // TokenInfo tells an admitted user how to reach the MCP endpoints.
 type TokenInfo struct {
+	Name      string `json:"name"` // the agent's name ("default" for the daemon's first token)
 	Token     string `json:"token"`
 	MCPURL    string `json:"mcp_url"` // e.g. http://127.0.0.1:8931/mcp/{bundle}
 	TokenFile string `json:"token_file"`

@@ -24,6 +24,7 @@ type Invoked struct {
 	Subcommand    string `json:"subcommand"`
 	ToolID        string `json:"tool_id"`
 	UserID        string `json:"user_id,omitempty"`
+	Agent         string `json:"agent,omitempty"` // the agent token of an MCP call over HTTP
 	WorkspaceID   string `json:"workspace_id,omitempty"`
 	ArgvTemplate  string `json:"argv_template"`
 	ArgvCount     int    `json:"argv_count"`

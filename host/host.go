@@ -58,6 +58,9 @@ type Options struct {
 type Caller struct {
 	Workspace string
 	User      string
+	// Agent is the name of the agent token an MCP request over HTTP carried ("" otherwise): approval
+	// rules may name it, and the audit line records it.
+	Agent string
 	// Peer is the control-socket process that asked (its uid and groups); nil for an MCP agent and
 	// for the host's own work. It decides whom a root host runs the call's processes as.
 	Peer *CallerID
@@ -128,7 +131,7 @@ type CallOptions struct {
 func (h *Host) Call(ctx context.Context, b *manifest.Bundle, tool string, input map[string]any, c Caller, opts CallOptions) Envelope {
 	start := time.Now()
 	entry := b.Tool(tool)
-	rec := Invoked{Type: "cli.invoked", CallID: newCallID(), CLIID: b.ID(), AuthState: "unknown", UserID: c.User, WorkspaceID: workspaceID(c.Workspace)}
+	rec := Invoked{Type: "cli.invoked", CallID: newCallID(), CLIID: b.ID(), AuthState: "unknown", UserID: c.User, Agent: c.Agent, WorkspaceID: workspaceID(c.Workspace)}
 	if b.CLI != nil {
 		rec.CLIVersion = b.CLI.Version
 	}

@@ -37,7 +37,7 @@ func acliHandler(h *host.Host, b *manifest.Bundle, caller host.Caller, o Options
 			data = acli.Version(b)
 		default:
 			callCtx, release := withHTTPRequest(ctx, req)
-			env := h.Call(callCtx, b, r.Tool.Tool.ID, r.Input, caller, host.CallOptions{Progress: progressFor(ctx, req), Via: o.via(), Approval: approvalAnswer(req)})
+			env := h.Call(callCtx, b, r.Tool.Tool.ID, r.Input, callerOf(caller, req), host.CallOptions{Progress: progressFor(ctx, req), Via: o.via(), Approval: approvalAnswer(req)})
 			release()
 			if ask := askApproval(env, req, o); ask != nil {
 				return ask, nil

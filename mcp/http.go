@@ -41,8 +41,8 @@ func Handler(h *host.Host, o Options) http.Handler {
 	}
 	opts := &sdk.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp/{bundle}", knownBundle(h, tracked(sdk.NewStreamableHTTPHandler(get(false), opts))))
-	mux.Handle("/mcp/{bundle}/acli", knownBundle(h, tracked(sdk.NewStreamableHTTPHandler(get(true), opts))))
+	mux.Handle("/mcp/{bundle}", knownBundle(h, tracked(o.Agent, sdk.NewStreamableHTTPHandler(get(false), opts))))
+	mux.Handle("/mcp/{bundle}/acli", knownBundle(h, tracked(o.Agent, sdk.NewStreamableHTTPHandler(get(true), opts))))
 	return mux
 }
 
@@ -63,16 +63,35 @@ func knownBundle(h *host.Host, next http.Handler) http.Handler {
 // header is always overwritten here, so a client cannot name another request's id.
 const callHeader = "X-Clihost-Call"
 
+// agentHeader carries, from the HTTP layer to a tool handler, the name of the agent token the
+// request carried (Options.Agent); it is always overwritten (or removed) here.
+const agentHeader = "X-Clihost-Agent"
+
+// callerOf is caller with the agent token a request over HTTP carried.
+func callerOf(caller host.Caller, req *sdk.CallToolRequest) host.Caller {
+	if req != nil && req.Extra != nil && req.Extra.Header != nil {
+		caller.Agent = req.Extra.Header.Get(agentHeader)
+	}
+	return caller
+}
+
 var (
 	httpCalls   sync.Map // id → context.Context of the HTTP request
 	httpCallSeq atomic.Uint64
 )
 
-// tracked registers each request's context for withHTTPRequest.
-func tracked(next http.Handler) http.Handler {
+// tracked registers each request's context for withHTTPRequest, and names its agent (agent nil:
+// none) in agentHeader.
+func tracked(agent func(*http.Request) string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := strconv.FormatUint(httpCallSeq.Add(1), 36) + "-" + rand.Text()
 		r.Header.Set(callHeader, id)
+		r.Header.Del(agentHeader)
+		if agent != nil {
+			if name := agent(r); name != "" {
+				r.Header.Set(agentHeader, name)
+			}
+		}
 		httpCalls.Store(id, r.Context())
 		defer httpCalls.Delete(id)
 		next.ServeHTTP(w, r)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -31,6 +32,9 @@ type Options struct {
 	// Stateless says the server is behind the stateless HTTP handler (set by Handler): it cannot
 	// send requests to 2025-11-25 clients, and its calls are approval.ViaMCP (else ViaStdio).
 	Stateless bool
+	// Agent names the agent token an HTTP request carried (the daemon's bearer tokens); nil: none.
+	// Handler writes it into every request, so a client cannot name another agent.
+	Agent func(*http.Request) string
 }
 
 // NewServer builds the MCP server of one bundle.
@@ -117,6 +121,7 @@ func toolHandler(h *host.Host, b *manifest.Bundle, t *manifest.ToolEntry, caller
 		}
 		ctx, release := withHTTPRequest(ctx, req)
 		defer release()
+		caller := callerOf(caller, req)
 		env := h.Call(ctx, b, t.Tool.ID, in, caller, host.CallOptions{Progress: progressFor(ctx, req), Via: o.via(), Approval: approvalAnswer(req)})
 		if ask := askApproval(env, req, o); ask != nil {
 			return ask, nil

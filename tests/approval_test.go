@@ -329,6 +329,7 @@ func TestApprovalPolicyFile(t *testing.T) {
 	bundles := stampBundle(t)
 	policy := filepath.Join(t.TempDir(), "approvals.yaml")
 	if err := os.WriteFile(policy, []byte(`rules:
+  - { bundle: stamp, tool: release, token: ci-bot, decision: allow }
   - { bundle: stamp, tool: make, via: [mcp], decision: allow }
   - { bundle: stamp, tool: peek, decision: deny }
 policies: { release: deny }
@@ -353,8 +354,33 @@ policies: { release: deny }
 		t.Errorf("control call: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	audit, _ := os.ReadFile(filepath.Join(d.state, "audit.jsonl"))
-	if !strings.Contains(string(audit), `"by":"policy `+policy+` rule 1"`) {
-		t.Errorf("audit does not name the rule that approved:\n%s", audit)
+	if !strings.Contains(string(audit), `"by":"policy `+policy+` rule 2"`) || !strings.Contains(string(audit), `"agent":"default"`) {
+		t.Errorf("audit does not name the rule that approved, or the agent:\n%s", audit)
+	}
+
+	// An agent with its own token: a rule naming it lets it run what the default token may not.
+	r = d.ctl(t, "token", "create", "ci-bot")
+	bot := strings.TrimSpace(r.stdout)
+	if r.code != 0 || len(bot) != 64 {
+		t.Fatalf("token create: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	botTarget := target{"http", []string{"--bearer", bot, "--url", d.mcp + "/mcp/stamp"}}
+	rep = runClient(t, "client2.mjs", botTarget, steps[2:])
+	wantRan(t, rep.Steps[0], steps[2])
+	wantFile(t, d.ws, "released", true)
+	audit, _ = os.ReadFile(filepath.Join(d.state, "audit.jsonl"))
+	if !strings.Contains(string(audit), `"agent":"ci-bot"`) || !strings.Contains(string(audit), `"type":"cli.token","name":"ci-bot","change":"created"`) {
+		t.Errorf("audit does not name the agent ci-bot or its token's creation:\n%s", audit)
+	}
+	if r := d.ctl(t, "token", "list"); r.code != 0 || !strings.Contains(r.stdout, "ci-bot") || strings.Contains(r.stdout, bot) {
+		t.Errorf("token list (names, never tokens): exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := d.ctl(t, "token", "revoke", "ci-bot"); r.code != 0 {
+		t.Fatalf("token revoke: exit %d\n%s", r.code, r.stderr)
+	}
+	cmd := exec.Command(nodeBin(t), append([]string{filepath.Join(e2eDir, "client2.mjs"), "--timeout", "20000", "--script", `[{"op":"list"}]`}, botTarget.args...)...)
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "401") {
+		t.Errorf("a revoked token still works: %v\n%s", err, out)
 	}
 
 	// A policy file others may write is refused at start: whoever writes it approves every call.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +27,7 @@ import (
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/install"
+	"github.com/clihost/clihost/internal/agenttoken"
 	"github.com/clihost/clihost/internal/rotate"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/mcp"
@@ -60,8 +60,8 @@ type daemon struct {
 	stateDir   string
 	socketPath string
 	sandbox    host.SandboxOptions // how bundle processes are confined
-	tokenFile  string
-	token      string
+	tokenFile  string              // the default token's file
+	tokens     *agenttoken.Store   // the MCP endpoints' bearer tokens: the default one and one per named agent
 	auditPath  string
 	audit      *rotate.File // one audit line per Write, rotated by size; safe for concurrent use
 	store      *store.Store
@@ -104,7 +104,7 @@ func start(ctx context.Context, log *slog.Logger, c config) (*daemon, error) {
 		return nil, err
 	}
 	d.tokenFile = filepath.Join(d.stateDir, "token")
-	if d.token, err = loadToken(d.tokenFile); err != nil {
+	if d.tokens, err = agenttoken.Open(d.stateDir); err != nil {
 		return nil, err
 	}
 	d.auditPath = filepath.Join(d.stateDir, "audit.jsonl")
@@ -236,7 +236,7 @@ func (d *daemon) reload() error {
 	}
 	h := host.New(reg, host.Options{Audit: d.audit, Locate: d.locate, OnCall: d.metrics.observe, Setup: d.setup, Auth: d.auth,
 		Sandbox: d.sandbox, Approvals: d.approvals})
-	st := &state{reg: reg, bundles: sum, host: h, mcp: mcp.Handler(h, mcp.Options{Caller: host.Caller{Workspace: d.workspace, User: d.user}, Version: version})}
+	st := &state{reg: reg, bundles: sum, host: h, mcp: mcp.Handler(h, mcp.Options{Caller: host.Caller{Workspace: d.workspace, User: d.user}, Version: version, Agent: agentOf})}
 	d.cur.Store(st)
 	d.metrics.setBundles(sum.Loaded, sum.Refused)
 	return nil
@@ -365,15 +365,25 @@ func (d *daemon) drain(cancelCalls context.CancelFunc, srvs ...*http.Server) {
 	}
 }
 
+// agentKey marks an HTTP request's context with the name of the bearer token it carried.
+type agentKey struct{}
+
+// agentOf is the name of the token an MCP request carried (see httpHandler).
+func agentOf(r *http.Request) string {
+	name, _ := r.Context().Value(agentKey{}).(string)
+	return name
+}
+
 // httpHandler serves MCP at /mcp/… and metrics at /metrics, both behind the bearer token.
 func (d *daemon) httpHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := r.Header.Get("Authorization")
-		if subtle.ConstantTimeCompare([]byte(got), []byte("Bearer "+d.token)) != 1 {
+		agent, ok := d.tokens.Match(r.Header.Get("Authorization"))
+		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="clihostd"`)
 			http.Error(w, "missing or wrong bearer token; clihostctl token prints it", http.StatusUnauthorized)
 			return
 		}
+		r = r.WithContext(context.WithValue(r.Context(), agentKey{}, agent))
 		if r.URL.Path == "/metrics" {
 			d.metrics.write(w)
 			return
@@ -571,7 +581,38 @@ func (d *daemon) AnswerApproval(id string, approve bool, by string) (approval.Pe
 
 // Token implements control.Backend.
 func (d *daemon) Token() control.TokenInfo {
-	return control.TokenInfo{Token: d.token, MCPURL: d.httpURL + "/mcp/{bundle}", TokenFile: d.tokenFile}
+	tok, _ := d.tokens.Token(agenttoken.Default)
+	return control.TokenInfo{Name: agenttoken.Default, Token: tok, MCPURL: d.httpURL + "/mcp/{bundle}", TokenFile: d.tokenFile}
+}
+
+// Tokens implements control.TokenBackend.
+func (d *daemon) Tokens() []agenttoken.Info { return d.tokens.List() }
+
+// CreateToken implements control.TokenBackend.
+func (d *daemon) CreateToken(name string) (control.TokenInfo, error) {
+	tok, err := d.tokens.Create(name)
+	if err != nil {
+		return control.TokenInfo{}, err
+	}
+	d.auditRecord(tokenChange{Type: "cli.token", Name: name, Change: "created", TS: time.Now().UTC().Format(time.RFC3339Nano)})
+	return control.TokenInfo{Name: name, Token: tok, MCPURL: d.httpURL + "/mcp/{bundle}", TokenFile: d.tokens.File(name)}, nil
+}
+
+// RevokeToken implements control.TokenBackend.
+func (d *daemon) RevokeToken(name string) error {
+	if err := d.tokens.Revoke(name); err != nil {
+		return err
+	}
+	d.auditRecord(tokenChange{Type: "cli.token", Name: name, Change: "revoked", TS: time.Now().UTC().Format(time.RFC3339Nano)})
+	return nil
+}
+
+// tokenChange is the cli.token audit entry: an agent token was made or revoked.
+type tokenChange struct {
+	Type   string `json:"type"`
+	Name   string `json:"name"`
+	Change string `json:"change"`
+	TS     string `json:"ts"`
 }
 
 // AuditFile implements control.Backend.
