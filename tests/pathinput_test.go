@@ -35,3 +35,73 @@ func TestCatalogPathInputsStayInWorkspace(t *testing.T) {
 		t.Fatalf("control: exit %d %+v\n%s", r.code, e, r.stderr)
 	}
 }
+
+// TestCatalogMorePathInputs calls the other catalog inputs that name workspace files — aws s3-cp's
+// source and destination, curl download's output, yt-dlp download's output template, helm
+// template's chart and values — with paths that leave the workspace. Each is marked `format:
+// path` now: a value its pattern lets through (sub/../../x, a symlink out of the workspace, and
+// for helm's chart ../../x and /etc) is refused with path_traversal_blocked before any CLI runs;
+// before, the CLI got it. ../../etc/passwd and /etc/passwd are refused either way (input_invalid
+// where the pattern refuses a leading . or /). The controls are values inside the workspace, and
+// s3:// and oci:// references, which pass the path check. No call reaches past loopback: URLs
+// name 127.0.0.1:1 inside the sandbox's network namespace.
+func TestCatalogMorePathInputs(t *testing.T) {
+	ws := fixture.Workspace(t)
+	if err := os.Symlink("/etc", filepath.Join(ws, "out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(ws, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fixture.GiveToAgent(t, ws)
+	const url = "https://127.0.0.1:1/x"
+	inputs := []struct {
+		bundle, tool, name, other string // other: the rest of the input object
+		leadingDot                bool   // the pattern allows a leading . or /
+	}{
+		{"aws", "s3.cp", "source", `"destination": "s3://bucket/key"`, false},
+		{"aws", "s3.cp", "destination", `"source": "s3://bucket/key"`, false},
+		{"curl", "download", "output", `"url": "` + url + `"`, false},
+		{"yt-dlp", "download", "output_template", `"url": "` + url + `"`, false},
+		{"helm", "template", "chart", `"release": "web"`, true},
+		{"helm", "template", "values", `"release": "web", "chart": "oci://registry.example/c"`, true},
+	}
+	for _, in := range inputs {
+		for _, c := range []struct{ value, code string }{
+			{"sub/../../../../../../etc/passwd", "path_traversal_blocked"},
+			{"out/passwd", "path_traversal_blocked"},
+			{"../../etc/passwd", map[bool]string{false: "input_invalid", true: "path_traversal_blocked"}[in.leadingDot]},
+			{"/etc/passwd", "input_invalid"},
+		} {
+			if in.leadingDot && c.value == "/etc/passwd" {
+				c.code = "input_invalid" // helm's patterns allow a leading . but not /
+			}
+			input := `{"` + in.name + `": "` + c.value + `", ` + in.other + `}`
+			r := runBin(t, bin.ctl, "", "call", in.bundle, in.tool, "--workspace", ws, "--audit", os.DevNull, "--input", input)
+			e := decodeEnvelope(t, r)
+			if r.code != 1 || e.OK || e.Error == nil || e.Error.Code != c.code || e.Error.Pointer != "/"+in.name {
+				t.Errorf("%s %s %s: exit %d %+v, want %s at /%s", in.bundle, in.tool, input, r.code, e.Error, c.code, in.name)
+			}
+		}
+	}
+	// yt-dlp reads "TYPE:" before a template as the kind of file it names ("infojson:/x" writes the
+	// info JSON to /x), which a lexical check sees as a relative name: the pattern refuses ':'.
+	r := runBin(t, bin.ctl, "", "call", "yt-dlp", "download", "--workspace", ws, "--audit", os.DevNull, "--input", `{"url": "`+url+`", "output_template": "infojson:/etc/x"}`)
+	if e := decodeEnvelope(t, r); e.Error == nil || e.Error.Code != "input_invalid" || e.Error.Pointer != "/output_template" {
+		t.Errorf("yt-dlp TYPE: prefix: exit %d %+v", r.code, e.Error)
+	}
+	// Controls: the path check lets workspace paths and remote references through; these calls
+	// then fail later (no network, no credentials, CLI not installed), never on the path.
+	for _, c := range []struct{ bundle, tool, input string }{
+		{"aws", "s3.cp", `{"source": "sub/a.txt", "destination": "s3://bucket/key"}`},
+		{"aws", "s3.cp", `{"source": "s3://bucket/key", "destination": "sub/a.txt"}`},
+		{"curl", "download", `{"url": "` + url + `", "output": "sub/a.bin"}`},
+		{"yt-dlp", "download", `{"url": "` + url + `", "output_template": "sub/%(id)s.%(ext)s"}`},
+		{"helm", "template", `{"release": "web", "chart": "oci://registry.example/c", "values": "sub/values.yaml"}`},
+	} {
+		r := runBin(t, bin.ctl, "", "call", c.bundle, c.tool, "--workspace", ws, "--audit", os.DevNull, "--input", c.input)
+		if e := decodeEnvelope(t, r); e.Error != nil && (e.Error.Code == "path_traversal_blocked" || e.Error.Code == "input_invalid") {
+			t.Errorf("control %s %s %s: %+v", c.bundle, c.tool, c.input, e.Error)
+		}
+	}
+}
