@@ -2,7 +2,9 @@ package tests
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/clihost/clihost/internal/fixture"
@@ -103,5 +105,44 @@ func TestCatalogMorePathInputs(t *testing.T) {
 		if e := decodeEnvelope(t, r); e.Error != nil && (e.Error.Code == "path_traversal_blocked" || e.Error.Code == "input_invalid") {
 			t.Errorf("control %s %s %s: %+v", c.bundle, c.tool, c.input, e.Error)
 		}
+	}
+}
+
+// TestCatalogGitPathspecMagic calls the catalog's git log with pathspecs that begin with ':', git's
+// pathspec magic: :(top) and :/ name the repository's top instead of the workspace, :! excludes,
+// :(glob) globs. A lexical check sees a relative name in each, and before, git ran with every one
+// of them (exit 0). The host now refuses a leading ':' in every
+// `format: path` input (path_traversal_blocked); the control names a file called ":name" as
+// ./:name, which git reads literally.
+func TestCatalogGitPathspecMagic(t *testing.T) {
+	fixture.Need(t, "git")
+	ws := fixture.Workspace(t)
+	for name, content := range map[string]string{":name": "colon\n", "etc/x": "x\n", "a.txt": "a\n"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"init", "-q"}, {"add", "--", "./:name", "etc/x", "a.txt"}, {"commit", "-q", "-m", "files"}} {
+		cmd := exec.Command("git", append([]string{"-c", "safe.directory=*", "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = ws
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_SYSTEM=/dev/null")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	fixture.GiveToAgent(t, ws)
+	for _, v := range []string{":(top)../x", ":/etc", ":(glob)**", ":!a.txt", ":(exclude)a.txt", ":name"} {
+		input := `{"paths": ["a.txt", "` + v + `"]}`
+		r := runBin(t, bin.ctl, "", "call", "git", "log", "--workspace", ws, "--audit", os.DevNull, "--input", input)
+		if e := decodeEnvelope(t, r); r.code != 1 || e.Error == nil || e.Error.Code != "path_traversal_blocked" || e.Error.Pointer != "/paths/1" {
+			t.Errorf("%s: exit %d %+v\n%s", input, r.code, e.Error, r.stdout)
+		}
+	}
+	r := runBin(t, bin.ctl, "", "call", "git", "log", "--workspace", ws, "--audit", os.DevNull, "--input", `{"paths": ["./:name"]}`)
+	if e := decodeEnvelope(t, r); r.code != 0 || !e.OK || !strings.HasSuffix(e.Value.(string), "\tfiles") {
+		t.Fatalf("control ./:name: exit %d %+v\n%s", r.code, e, r.stderr)
 	}
 }
