@@ -150,6 +150,7 @@ func (l *linter) setupRules() {
 			if n != 1 {
 				l.c.atKey(ptr+"/persist", SeverityError, "setup-persist", fmt.Sprintf("persist declares %d of env, secret_slug and cmd; exactly one is required", n), "pick where the value goes: env: NAME, secret_slug: slug or cmd: \"tool config set k ${value}\"")
 			}
+			envFinding(l.c, ptr+"/persist/env", false, "persist.env", s.Persist.Env, SeverityError)
 		}
 		for _, field := range []struct{ name, val string }{{"cmd", s.Cmd}, {"url", s.URL}, {"prompt", s.Prompt}} {
 			if valuePlaceholer.MatchString(field.val) {
@@ -202,7 +203,7 @@ func (l *linter) sandboxRules(c *collector, ptr string, s *Sandbox) {
 	if s == nil {
 		return
 	}
-	loaderEnvRules(c, ptr, s.Env)
+	envRules(c, ptr, s.Env)
 	if s.Network != nil {
 		for i, h := range s.Network.Egress {
 			if err := CheckEgressHost(h); err != nil {

@@ -492,8 +492,7 @@ func (t *toolLinter) stepsRules(tool *Tool) {
 				ok = false
 				continue
 			}
-			if IsLoaderEnv(k) {
-				c.atKey(eptr, SeverityError, "sandbox-env-loader", loaderEnvMsg(fmt.Sprintf("step %d's env", i), k), loaderEnvHint)
+			if envFinding(c, eptr, true, fmt.Sprintf("step %d's env", i), k, SeverityError) {
 				ok = false
 				continue
 			}

@@ -11,9 +11,10 @@ import (
 
 // TestPlaceholderAfterAnOption: UTCP's own example `ls -la UTCP_ARG_path_UTCP_END` substitutes the
 // value into a bash script, so "--version" there is an option. A command string does not say
-// whether an option takes the word after it (-la takes none; curl has no --opt=VALUE form), so the
-// importer keeps the words as written and never glues them: a value starting with '-' is refused
-// there at call time (issue 12), and a placeholder the manual glues stays glued, taking any value.
+// whether a short option takes the word after it (-la takes none), so the importer keeps a
+// placeholder after a short option as written: a value starting with '-' is refused there at call
+// time (issue 12). A placeholder the manual glues stays glued, taking any value; one after a long
+// option is glued by the importer (TestGlueOptionValues).
 func TestPlaceholderAfterAnOption(t *testing.T) {
 	got, r := translateOne(t, "ls -la UTCP_ARG_path_UTCP_END", "grep --regexp=UTCP_ARG_p_UTCP_END -- UTCP_ARG_path_UTCP_END")
 	if r != nil {

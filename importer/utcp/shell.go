@@ -204,7 +204,47 @@ func (tr *translator) call(c *syntax.CallExpr) (*command, *Refusal) {
 		}
 		out.argv = append(out.argv, t)
 	}
+	out.argv = glueOptionValues(prog, out.argv)
 	return out, nil
+}
+
+// longOption is a literal long option without a value: --name.
+var longOption = regexp.MustCompile(`^--[A-Za-z0-9][A-Za-z0-9-]*$`)
+
+// unglued are programs whose option parsers do not read --name=VALUE as an option and its value
+// (curl and jq take a value only as the next argument, and report --name=VALUE as unknown).
+var unglued = map[string]bool{"curl": true, "jq": true}
+
+// glueOptionValues writes a literal long option and the argument after it as one argument,
+// --name=VALUE, when that argument begins with a placeholder or a step's output: standing alone, a
+// value starting with '-' would be refused at call time (the CLI could read it as an option), and
+// glued the CLI reads it as the option's value whatever it holds. Nothing after a literal "--" is
+// glued (it is positional), nor the arguments of programs in unglued. A short option (-n VALUE) is
+// left as written: -la PATH is as likely as -n VALUE, and -laPATH would be wrong, so a value
+// starting with '-' stays refused there (lint warns: argv-option-value).
+func glueOptionValues(prog string, argv []string) []string {
+	if unglued[path.Base(prog)] {
+		return argv
+	}
+	var out []string
+	for i := 0; i < len(argv); i++ {
+		a := argv[i]
+		if a == "--" {
+			return append(out, argv[i:]...)
+		}
+		if longOption.MatchString(a) && i+1 < len(argv) && startsWithValue(argv[i+1]) {
+			a += "=" + argv[i+1]
+			i++
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// startsWithValue reports whether an argument template begins with a placeholder or a step's
+// output (a literal "${" is written "$${").
+func startsWithValue(arg string) bool {
+	return strings.HasPrefix(arg, "${input.") || strings.HasPrefix(arg, "${steps.")
 }
 
 // cd translates `cd DIR`.

@@ -14,6 +14,11 @@ import (
 //
 //   - is absolute (/x, \x, or a drive such as C:\x or C:x) or starts with ~ (a home directory for
 //     any program that expands it; no shell expands it here),
+//   - starts with ':', which git (and every tool that hands paths to git) reads as pathspec
+//     magic rather than a name: :/x and :(top)x are relative to the repository's top, not the
+//     workspace, :(top)../x, :!x, :(exclude)x, :(glob)** and :(attr:…) change what the path means;
+//     the lexical checks below would see a relative name. A file whose name starts with ':' is
+//     written ./:name, which git and every other program read as that file,
 //   - escapes the workspace once cleaned (.., ../x, a/../../x), or
 //   - resolves outside the workspace through a symlink: the longest prefix of v that exists is
 //     resolved with filepath.EvalSymlinks (so .. after a symlink is taken physically, as the
@@ -32,6 +37,9 @@ func Check(workspace, v string) (why string, err error) {
 	}
 	if strings.HasPrefix(v, "~") {
 		return "starts with ~ (a home directory)", nil
+	}
+	if strings.HasPrefix(v, ":") {
+		return "starts with ':', which git reads as pathspec magic (:/, :(top), :!, …); write a file named :x as ./:x", nil
 	}
 	if c := filepath.ToSlash(filepath.Clean(v)); c == ".." || strings.HasPrefix(c, "../") {
 		return "leaves the workspace", nil

@@ -81,10 +81,10 @@ func TestExec(t *testing.T) {
 }
 
 // TestEnv covers research/sandbox.md §7 item 15: a bundle asking for code-loading variables
-// through env.pass and env.set. The dynamic loader's own are a lint error (sandbox-env-loader,
-// tested in cmd/clihostctl); these (a shell's startup file, python's path, node's options) pass
-// lint (the bundle loads without findings: fixture.Registry fails on any), so the runtime must
-// drop them; the harmless variables next to them are the positive controls.
+// through env.pass and env.set. Lint reports every one (sandbox-env-loader, sandbox-env-refused;
+// tested in manifest and cmd/clihostctl), so newSuite adds these (a shell's startup file, python's
+// path, node's options) after lint, and the runtime must drop them; the harmless variables next
+// to them are the positive controls.
 func TestEnv(t *testing.T) {
 	s := newSuite(t)
 	s.run(t, []probeCase{

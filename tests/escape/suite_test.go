@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -23,6 +24,9 @@ const (
 	hostBashEnv = "/usr/lib/clihost-escape-bashenv.sh"
 	hostPassed  = "passed from the host"
 )
+
+// envRefused are the code-loading variables newSuite adds to the env bundle's env.set after lint.
+var envRefused = map[string]string{"BASH_ENV": "/usr/lib/clihost-escape-set.sh", "PYTHONPATH": "/tmp", "NODE_OPTIONS": "--require /tmp/x.js"}
 
 // sandboxes are the bundles of the corpus, by id: the YAML body of each one's sandbox block. The
 // string OUTSIDE stands for the outside directory. Every bundle runs the same probe.
@@ -50,17 +54,17 @@ var sandboxes = map[string]string{
   fs: { read: ["./**"], write: [] }
   exec: { allow: true, spawn: ["true", "OUTSIDE/tools/ok.sh"] }
   env: { pass: [] }`,
-	// env: asks for code-loading variables through env.pass and env.set, next to harmless ones.
-	// The dynamic loader's own (LD_PRELOAD, LD_LIBRARY_PATH, …) are a lint error
-	// (sandbox-env-loader): such a bundle does not load at all. These load code too (a shell's
-	// startup file, python's and node's) and pass lint, so the runtime must drop them.
+	// env: passes and sets harmless variables; newSuite adds code-loading ones (envRefused) after
+	// lint, as a bundle that got past it would: lint reports every variable the sandbox drops
+	// (sandbox-env-loader, sandbox-env-refused), and a bundle with lint errors does not load, so
+	// the runtime drop is the second line.
 	"env": `
   network: { egress: [] }
   fs: { read: [], write: [] }
   exec: { allow: false }
   env:
-    pass: [BASH_ENV, PROBE_PASSED]
-    set: { BASH_ENV: /usr/lib/clihost-escape-set.sh, PYTHONPATH: /tmp, NODE_OPTIONS: "--require /tmp/x.js", PROBE_SET: "set by the bundle" }`,
+    pass: [PROBE_PASSED]
+    set: { PROBE_SET: "set by the bundle" }`,
 	// net: declares egress, so Landlock's TCP rule is the egress one (connect only to the proxy and
 	// capture ports inside the namespace) instead of deny-all.
 	"net": `
@@ -187,6 +191,10 @@ func newSuite(t *testing.T) *suite {
 		}
 	}
 	reg := fixture.Registry(t, files)
+	env, err := reg.Get("env")
+	must(t, err)
+	env.CLI.Sandbox.Env.Pass = append(env.CLI.Sandbox.Env.Pass, "BASH_ENV")
+	maps.Copy(env.CLI.Sandbox.Env.Set, envRefused)
 	hostEnv := map[string]string{
 		"PATH":         probeDir + ":/usr/bin:/bin",
 		"BASH_ENV":     hostBashEnv,
