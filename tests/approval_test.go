@@ -543,3 +543,20 @@ func readAll(rd *bufio.Reader) (string, error) {
 		b.WriteByte(c)
 	}
 }
+
+// allowPolicy writes an approval policy that lets every tool of bundles run without asking (for
+// tests about something else that call tools whose approval class asks), and returns its path.
+func allowPolicy(t *testing.T, bundles ...string) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("rules:\n")
+	for _, id := range bundles {
+		b.WriteString("  - { bundle: " + id + ", decision: allow }\n")
+	}
+	p := filepath.Join(t.TempDir(), "approvals.yaml")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Reachable(t, filepath.Dir(p))
+	return p
+}
