@@ -114,8 +114,15 @@ type Gate struct {
 
 	mu      sync.Mutex
 	policy  *Policy
-	pending map[string]*Pending  // by id
-	used    map[string]time.Time // consumed ids → their deadline (a replay is refused until then)
+	pending map[string]*Pending // by id
+	used    map[string]spent    // consumed or refused ids (their requestState is refused until its deadline)
+}
+
+// spent is an approval id that may not approve a call any more: used once, or refused by an
+// operator (then a client's later "accept" of the same question is refused too).
+type spent struct {
+	until    time.Time // the approval's deadline: its requestState is refused at least until then
+	deniedBy string    // the operator who refused it; "" when it was used
 }
 
 // NewGate makes a gate with policy (nil: no rules).
@@ -127,7 +134,7 @@ func NewGate(policy *Policy) *Gate {
 	if policy == nil {
 		policy = &Policy{}
 	}
-	return &Gate{key: key, ttl: DefaultTTL, now: time.Now, policy: policy, pending: map[string]*Pending{}, used: map[string]time.Time{}}
+	return &Gate{key: key, ttl: DefaultTTL, now: time.Now, policy: policy, pending: map[string]*Pending{}, used: map[string]spent{}}
 }
 
 // SetPolicy replaces the policy (a reload).
@@ -187,7 +194,7 @@ func (g *Gate) Decide(req Request, ans *Answer) Outcome {
 			continue
 		}
 		delete(g.pending, id)
-		g.used[id] = p.Deadline
+		g.used[id] = spent{until: p.Deadline}
 		rec.RequestID, rec.By, rec.At = id, p.By, stamp(g.now())
 		if p.Answer == "approved" {
 			rec.Decision = "approved"
@@ -220,12 +227,21 @@ func (g *Gate) howToApprove(via string, p *Pending) string {
 // answered checks an answer against the call it claims to answer.
 func (g *Gate) answered(req Request, ans *Answer, binding string, rec *Record) Outcome {
 	id, err := g.verify(ans.State, binding)
+	if err == nil && !g.policy.ElicitationAllowed() {
+		err = errors.New("the operator's approval policy does not let MCP clients approve calls (elicitation: false)")
+	}
 	if err != nil {
 		rec.Decision = "invalid"
 		return Outcome{Code: "approval_invalid", Record: rec, Message: "the approval does not answer this call: " + err.Error(),
 			Hint: "repeat the call without the old answer to be asked again"}
 	}
-	g.used[id] = g.now().Add(g.ttl)
+	if s := g.used[id]; s.deniedBy != "" { // the operator's refusal is final, whatever the client answers
+		delete(g.pending, id)
+		rec.Decision, rec.RequestID, rec.By, rec.At = "denied", id, s.deniedBy, stamp(g.now())
+		return Outcome{Code: "approval_denied", Record: rec, Message: fmt.Sprintf("%s denied this call (approval %s)", s.deniedBy, id),
+			Hint: "do not repeat it; ask the user what to do instead"}
+	}
+	g.used[id] = spent{until: g.now().Add(g.ttl)}
 	delete(g.pending, id)
 	rec.RequestID, rec.By, rec.At = id, ans.By, stamp(g.now())
 	if !ans.Approved {
@@ -304,6 +320,10 @@ func (g *Gate) Answer(id string, approve bool, by string) (Pending, error) {
 	p.Answer, p.By = "denied", by
 	if approve {
 		p.Answer = "approved"
+	} else {
+		// The requestState an MCP client holds for it is refused from now on, even after p
+		// leaves the pending list (expired, or pushed out by newer calls).
+		g.used[id] = spent{until: p.Deadline, deniedBy: by}
 	}
 	return *p, nil
 }
@@ -316,8 +336,8 @@ func (g *Gate) prune() {
 			delete(g.pending, id)
 		}
 	}
-	for id, dl := range g.used {
-		if !now.Before(dl) {
+	for id, s := range g.used {
+		if !now.Before(s.until) {
 			delete(g.used, id)
 		}
 	}
@@ -336,7 +356,8 @@ func (g *Gate) mac(body string) []byte {
 	return m.Sum(nil)
 }
 
-// verify checks a requestState: signed by this gate, for binding, before its deadline, not used.
+// verify checks a requestState: signed by this gate, for binding, before its deadline, not used
+// (an id an operator refused is returned: the caller answers approval_denied).
 func (g *Gate) verify(state, binding string) (string, error) {
 	parts := strings.Split(state, ".")
 	if len(parts) != 3 || parts[0] != "ca1" {
@@ -359,7 +380,7 @@ func (g *Gate) verify(state, binding string) (string, error) {
 	if err != nil || !g.now().Before(time.Unix(sec, 0)) {
 		return "", errors.New("it expired")
 	}
-	if _, used := g.used[id]; used {
+	if s, used := g.used[id]; used && s.deniedBy == "" {
 		return "", fmt.Errorf("approval %s was already used", id)
 	}
 	return id, nil

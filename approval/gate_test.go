@@ -2,6 +2,7 @@ package approval
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -268,5 +269,43 @@ func TestDisplayInputEscapes(t *testing.T) {
 	long := displayInput(map[string]any{"m": strings.Repeat("é", 5000)})
 	if len(long) > maxDisplay+40 || !strings.Contains(long, "bytes more") {
 		t.Fatalf("long display: %d bytes", len(long))
+	}
+}
+
+// An operator's `clihostctl approve --deny` of a call an MCP client was asked about is final: the
+// client's later "accept" with the requestState it holds does not run the call — not even after
+// a flood of other calls pushed the refused one out of the pending list.
+func TestOperatorDenialBeatsTheClientsAnswer(t *testing.T) {
+	for _, flood := range []bool{false, true} {
+		g, c := newTestGate(nil)
+		out := g.Decide(commitReq("push --force"), nil)
+		if _, err := g.Answer(out.Pending.ID, false, "root (uid 0) via clihostctl"); err != nil {
+			t.Fatal(err)
+		}
+		if flood {
+			for i := range maxPending {
+				c.t = c.t.Add(time.Millisecond)
+				g.Decide(commitReq(fmt.Sprint("flood ", i)), nil)
+			}
+			if _, err := g.Get(out.Pending.ID); err == nil {
+				t.Fatal("the refused call is still pending after the flood")
+			}
+		}
+		o := g.Decide(commitReq("push --force"), &Answer{State: out.Pending.State(), Approved: true, By: "client"})
+		if o.Run || o.Code != "approval_denied" || o.Record == nil || !strings.Contains(o.Record.By, "root") {
+			t.Fatalf("flood %v: the client's accept overrode the operator's denial: %+v %+v", flood, o, o.Record)
+		}
+	}
+}
+
+// With elicitation: false (after a reload) a requestState an MCP client was given before does not
+// approve the call any more.
+func TestElicitationOffRefusesClientAnswers(t *testing.T) {
+	g, _ := newTestGate(nil)
+	state := g.Decide(commitReq("x"), nil).Pending.State()
+	off := false
+	g.SetPolicy(&Policy{Elicitation: &off})
+	if o := g.Decide(commitReq("x"), &Answer{State: state, Approved: true}); o.Run || o.Code != "approval_invalid" {
+		t.Fatalf("elicitation off: %+v", o)
 	}
 }

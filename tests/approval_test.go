@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -516,4 +517,91 @@ func readAll(rd *bufio.Reader) (string, error) {
 		}
 		b.WriteByte(c)
 	}
+}
+
+// inputRequired is the input_required result of a "manual" call step.
+type inputRequired struct {
+	ResultType    string `json:"resultType"`
+	RequestState  string `json:"requestState"`
+	InputRequests map[string]struct {
+		Params struct {
+			Message string `json:"message"`
+		} `json:"params"`
+	} `json:"inputRequests"`
+}
+
+// askedState makes a 2026-07-28 client call make(name) without answering: it returns the signed
+// requestState and the pending approval's id named in the question.
+func askedState(t *testing.T, tgt target, name string) (state, id string) {
+	t.Helper()
+	s := makeStep(name)
+	s["manual"] = true
+	rep := runClient(t, "client2.mjs", tgt, []step{s})
+	var ir inputRequired
+	if err := json.Unmarshal(rep.Steps[0].Result, &ir); err != nil || ir.ResultType != "input_required" || ir.RequestState == "" {
+		t.Fatalf("want input_required, got %s", rep.Steps[0].Result)
+	}
+	m := regexp.MustCompile(`approval (ap-[0-9a-f]+)`).FindStringSubmatch(ir.InputRequests["clihost_approval"].Params.Message)
+	if m == nil {
+		t.Fatalf("no approval id in the question: %+v", ir)
+	}
+	return ir.RequestState, m[1]
+}
+
+// answerStep retries make(name) with state and the elicitation answer answer, as sent.
+func answerStep(name, state string, answer map[string]any) step {
+	s := makeStep(name)
+	s["requestState"], s["inputResponses"] = state, map[string]any{"clihost_approval": answer}
+	return s
+}
+
+// A hostile (or merely wrong) MCP client cannot answer its way past an approval: the operator's
+// refusal of the pending call is final, and only {"action":"accept","content":{"approve":true}}
+// approves.
+func TestApprovalHostileClientAnswers(t *testing.T) {
+	requireNodeModules(t)
+	fixture.Need(t, "touch")
+	bundles := stampBundle(t)
+	d := startDaemon(t, t.TempDir(), "--bundles", bundles, "--no-catalog", "--approvals", filepath.Join(t.TempDir(), "none.yaml"))
+	tok, err := os.ReadFile(filepath.Join(d.state, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt := target{"http", []string{"--bearer", strings.TrimSpace(string(tok)), "--elicit", "accept", "--url", d.mcp + "/mcp/stamp"}}
+	accept := map[string]any{"action": "accept", "content": map[string]any{"approve": true}}
+
+	t.Run("operator denied, client accepts", func(t *testing.T) {
+		state, id := askedState(t, tgt, "op-denied")
+		if r := d.ctl(t, "approve", "--deny", id); r.code != 0 || !strings.Contains(r.stdout, "denied") {
+			t.Fatalf("approve --deny: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		s := answerStep("op-denied", state, accept)
+		rep := runClient(t, "client2.mjs", tgt, []step{s})
+		env := wantCode(t, rep.Steps[0], s, "approval_denied")
+		if !strings.Contains(env.Error.Message, "root (uid 0)") {
+			t.Errorf("the denial does not name the operator: %s", env.Error.Message)
+		}
+		wantFile(t, d.ws, "op-denied", false)
+	})
+	t.Run("answers that do not approve", func(t *testing.T) {
+		for name, answer := range map[string]map[string]any{
+			"string":     {"action": "accept", "content": map[string]any{"approve": "true"}},
+			"number":     {"action": "accept", "content": map[string]any{"approve": 1}},
+			"no-content": {"action": "accept"},
+			"upper":      {"action": "ACCEPT", "content": map[string]any{"approve": true}},
+		} {
+			state, _ := askedState(t, tgt, "odd-"+name)
+			s := answerStep("odd-"+name, state, answer)
+			rep := runClient(t, "client2.mjs", tgt, []step{s})
+			wantCode(t, rep.Steps[0], s, "approval_denied")
+			wantFile(t, d.ws, "odd-"+name, false)
+		}
+		// The answer under another key, or none: not an approval either.
+		state, _ := askedState(t, tgt, "odd-key")
+		s := makeStep("odd-key")
+		s["requestState"], s["inputResponses"] = state, map[string]any{"other": accept}
+		rep := runClient(t, "client2.mjs", tgt, []step{s})
+		wantCode(t, rep.Steps[0], s, "approval_denied")
+		wantFile(t, d.ws, "odd-key", false)
+	})
 }
