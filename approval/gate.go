@@ -9,11 +9,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 )
 
 // DefaultTTL is how long a pending approval (and the requestState an MCP client gets for it) is
@@ -403,22 +405,22 @@ func inputDigest(in map[string]any) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// maxDisplay bounds the arguments shown in a question.
-const maxDisplay = 2000
+// maxDisplay bounds the arguments shown in a question; maxShown bounds one string in them, so that
+// one long value does not push the other arguments out of the question.
+const (
+	maxDisplay = 2000
+	maxShown   = 400
+)
 
-// displayInput is the input as JSON for a person to read: control characters escaped (JSON does
-// that below U+0020; the line and paragraph separators and bidi controls here), shortened.
+// displayInput is the input as JSON for a person to read: keys sorted, a string longer than
+// maxShown cut after its quote ("…"…(N bytes more), which JSON never holds), every character a
+// person cannot see — controls, format characters (bidi, zero-width, soft hyphen, byte order
+// mark, tags), variation selectors, spaces other than U+0020, line and paragraph separators — as
+// a \u escape, and the whole shortened.
 func displayInput(in map[string]any) string {
-	b, err := json.Marshal(in)
-	if err != nil {
-		return "(unprintable)"
-	}
-	s := strings.Map(func(r rune) rune {
-		if r == 0x7f || (r >= 0x80 && r < 0xa0) || (r >= 0x200e && r <= 0x200f) || (r >= 0x2028 && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
-			return '?'
-		}
-		return r
-	}, string(b))
+	var b strings.Builder
+	writeDisplay(&b, in)
+	s := escapeInvisible(b.String())
 	if len(s) > maxDisplay {
 		cut := maxDisplay
 		for cut > 0 && !utf8Start(s[cut]) {
@@ -427,6 +429,68 @@ func displayInput(in map[string]any) string {
 		s = s[:cut] + fmt.Sprintf("… (%d bytes more)", len(s)-cut)
 	}
 	return s
+}
+
+// writeDisplay writes v (decoded JSON) as JSON, with long strings cut (see displayInput).
+func writeDisplay(b *strings.Builder, v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		b.WriteByte('{')
+		for i, k := range slices.Sorted(maps.Keys(x)) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeDisplay(b, k)
+			b.WriteByte(':')
+			writeDisplay(b, x[k])
+		}
+		b.WriteByte('}')
+	case []any:
+		b.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeDisplay(b, e)
+		}
+		b.WriteByte(']')
+	case string:
+		cut := len(x)
+		if cut > maxShown {
+			for cut = maxShown; cut > 0 && !utf8Start(x[cut]); cut-- {
+			}
+		}
+		q, _ := json.Marshal(x[:cut])
+		b.Write(q)
+		if cut < len(x) {
+			fmt.Fprintf(b, "…(%d bytes more)", len(x)-cut)
+		}
+	default:
+		q, err := json.Marshal(x)
+		if err != nil {
+			q = []byte("(unprintable)")
+		}
+		b.Write(q)
+	}
+}
+
+// escapeInvisible writes each character of s a person cannot see as a \u escape.
+func escapeInvisible(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Variation_Selector),
+			unicode.Is(unicode.Zs, r) && r != ' ':
+			if r > 0xffff {
+				fmt.Fprintf(&b, `\U%08x`, r)
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func utf8Start(b byte) bool { return b&0xc0 != 0x80 }

@@ -309,3 +309,19 @@ func TestElicitationOffRefusesClientAnswers(t *testing.T) {
 		t.Fatalf("elicitation off: %+v", o)
 	}
 }
+
+// The question shows every argument: one long value does not push the others out of it, and
+// invisible characters (zero-width, soft hyphen, byte order mark, tag characters) are shown as
+// escapes, so two different calls never look the same.
+func TestDisplayInputShowsEveryArgument(t *testing.T) {
+	s := displayInput(map[string]any{"a": strings.Repeat("harmless ", 1000), "z": "--force"})
+	if !strings.Contains(s, `"z":"--force"`) || len(s) > maxDisplay+40 {
+		t.Errorf("a long value hides the next argument (%d bytes): …%s", len(s), s[max(0, len(s)-80):])
+	}
+	for _, r := range []string{"\u200b", "\u00ad", "\ufeff", "\U000E0041", "\u061c", "\u2060"} {
+		s := displayInput(map[string]any{"branch": "ma" + r + "in"})
+		if strings.Contains(s, r) || strings.Contains(s, `"main"`) || s == displayInput(map[string]any{"branch": "ma?in"}) {
+			t.Errorf("%U: shown as %q", []rune(r)[0], s)
+		}
+	}
+}
