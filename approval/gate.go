@@ -33,7 +33,7 @@ type Request struct {
 	ToolPath  string         // command path ("pr merge")
 	Approval  string         // the TOOL.md approval field
 	Mutates   []string       // the TOOL.md mutates field
-	Template  string         // the tool's argv template (an approval does not survive a change to it)
+	Runner    string         // a digest of what the tool runs and how (an approval does not survive a change to it)
 	Input     map[string]any // the validated input, defaults filled in
 	Via       string         // front end (ViaMCP, …)
 	User      string         // the caller's user name
@@ -390,7 +390,7 @@ func (g *Gate) verify(state, binding string) (string, error) {
 
 // bindingOf is what an approval is bound to: everything that makes two calls the same call.
 func bindingOf(req Request, digest string) string {
-	b, _ := json.Marshal([]any{req.BundleKey, req.Tool, req.Template, digest, req.Via, req.User, req.Workspace, req.PeerUID})
+	b, _ := json.Marshal([]any{req.BundleKey, req.Tool, req.Runner, digest, req.Via, req.User, req.Workspace, req.PeerUID})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

@@ -85,9 +85,9 @@ func TestElicitedApprovalRunsOnceForTheSameCall(t *testing.T) {
 		t.Fatalf("other front end: %+v", o)
 	}
 	other = commitReq("fix")
-	other.Template = "commit --amend"
+	other.Runner = "commit --amend"
 	if o := g.Decide(other, &Answer{State: state, Approved: true}); o.Run || o.Code != "approval_invalid" {
-		t.Fatalf("the tool's template changed: %+v", o)
+		t.Fatalf("what the tool runs changed: %+v", o)
 	}
 	o := g.Decide(commitReq("fix"), &Answer{State: state, Approved: true, By: "client"})
 	if !o.Run || o.Record == nil || o.Record.Decision != "approved" || o.Record.By != "client" || o.Record.RequestID != out.Pending.ID {

@@ -605,3 +605,42 @@ func TestApprovalHostileClientAnswers(t *testing.T) {
 		wantFile(t, d.ws, "odd-key", false)
 	})
 }
+
+// An approval is for what the tool runs: when the bundle is reloaded with another program (or
+// stdin, environment, sandbox) between the question and the answer, the answer does not run it.
+func TestApprovalBoundToWhatRuns(t *testing.T) {
+	requireNodeModules(t)
+	fixture.Need(t, "touch", "mkdir")
+	bundles := stampBundle(t)
+	d := startDaemon(t, t.TempDir(), "--bundles", bundles, "--no-catalog", "--approvals", filepath.Join(t.TempDir(), "none.yaml"))
+	tok, err := os.ReadFile(filepath.Join(d.state, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt := target{"http", []string{"--bearer", strings.TrimSpace(string(tok)), "--elicit", "accept", "--url", d.mcp + "/mcp/stamp"}}
+	accept := map[string]any{"action": "accept", "content": map[string]any{"approve": true}}
+	state, _ := askedState(t, tgt, "swapped")
+
+	cli := filepath.Join(bundles, "stamp", "CLI.md")
+	data, err := os.ReadFile(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	swapped := strings.NewReplacer("bin: touch", "bin: mkdir", `cmd: "touch --version"`, `cmd: "mkdir --version"`, `'touch \(GNU`, `'mkdir \(GNU`).Replace(string(data))
+	if err := os.WriteFile(cli, []byte(swapped), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.waitFor(t, "reloading bundles")
+	d.waitFor(t, "bundle loaded")
+
+	s := answerStep("swapped", state, accept)
+	rep := runClient(t, "client2.mjs", tgt, []step{s})
+	wantCode(t, rep.Steps[0], s, "approval_invalid")
+	wantFile(t, d.ws, "swapped", false)
+	// Asked again, for mkdir: approved, it runs.
+	rep, asked := elicitations(t, "client2.mjs", tgt, []step{makeStep("swapped")})
+	wantRan(t, rep.Steps[0], makeStep("swapped"))
+	if st, err := os.Stat(filepath.Join(d.ws, "swapped")); err != nil || !st.IsDir() || len(asked) != 1 {
+		t.Errorf("asked %d times; the new program did not run: %v", len(asked), err)
+	}
+}
