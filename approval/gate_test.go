@@ -216,6 +216,7 @@ func TestParsePolicyRefuses(t *testing.T) {
 		"bad pattern":  "rules: [{bundle: '[', decision: allow}]",
 		"alias":        "a: &x {bundle: git, decision: allow}\nrules: [*x]",
 		"bad ref":      "policies: {r: maybe}",
+		"two docs":     "rules: [{bundle: git, decision: allow}]\n---\nrules: [{bundle: '*', decision: deny}]\n",
 	} {
 		if _, err := ParsePolicy([]byte(doc)); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -322,6 +323,55 @@ func TestDisplayInputShowsEveryArgument(t *testing.T) {
 		s := displayInput(map[string]any{"branch": "ma" + r + "in"})
 		if strings.Contains(s, r) || strings.Contains(s, `"main"`) || s == displayInput(map[string]any{"branch": "ma?in"}) {
 			t.Errorf("%U: shown as %q", []rune(r)[0], s)
+		}
+	}
+}
+
+// Whoever may replace the policy file approves every call: a folder on its path (or on its
+// symlink's target's path) that others may write is refused — a sticky folder (/tmp) only holds
+// it when the entry in it is root's or the daemon's.
+func TestLoadPolicyRefusesAnInsecureFolder(t *testing.T) {
+	dir := t.TempDir()
+	open := filepath.Join(dir, "open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(open, "approvals.yaml")
+	if err := os.WriteFile(f, []byte("rules: [{bundle: git, decision: deny}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.yaml")
+	if err := os.Symlink(f, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{f, link} {
+		if _, err := LoadPolicy(name); err != nil {
+			t.Fatalf("%s in a safe folder: %v", name, err)
+		}
+	}
+	if err := os.Chmod(open, 0o777); err != nil { // chmod: not subject to umask
+		t.Fatal(err)
+	}
+	for _, name := range []string{f, link} {
+		if _, err := LoadPolicy(name); err == nil || !strings.Contains(err.Error(), open) {
+			t.Errorf("%s in a world-writable folder: %v", name, err)
+		}
+	}
+	if err := os.Chmod(open, os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadPolicy(f); err != nil {
+		t.Errorf("a sticky folder, the file root's: %v", err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chmod(open, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(open, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadPolicy(f); err == nil || !strings.Contains(err.Error(), "uid 65534") {
+			t.Errorf("a folder another user owns: %v", err)
 		}
 	}
 }

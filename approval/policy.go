@@ -96,6 +96,9 @@ func LoadPolicy(file string) (*Policy, error) {
 	if err := checkOwner(f, file); err != nil {
 		return nil, err
 	}
+	if err := checkFolders(file); err != nil {
+		return nil, err
+	}
 	data, err := io.ReadAll(io.LimitReader(f, maxPolicySize+1))
 	if err != nil {
 		return nil, fmt.Errorf("approval policy %s: %w", file, err)
@@ -134,6 +137,52 @@ func checkOwner(f *os.File, file string) error {
 	return nil
 }
 
+// checkFolders refuses a policy file that someone other than root or this process's user could
+// replace through a folder on its way: every entry on its path as named (symlinks included) and
+// every folder on its resolved path must be theirs, and no folder group/world-writable unless
+// sticky (then only an entry's owner — checked above — may rename or remove it).
+func checkFolders(file string) error {
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return fmt.Errorf("approval policy %s: %w", file, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return fmt.Errorf("approval policy %s: %w", file, err)
+	}
+	for _, p := range []string{abs, real} {
+		for dir := p; ; {
+			st, err := os.Lstat(dir)
+			if err != nil {
+				return fmt.Errorf("approval policy %s: %w", file, err)
+			}
+			if err := checkEntry(file, dir, st, dir != p); err != nil {
+				return err
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	return nil
+}
+
+// checkEntry checks one entry on the policy file's way (dir: a folder above it).
+func checkEntry(file, name string, st os.FileInfo, dir bool) error {
+	const why = "whoever may replace it approves every call"
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		if uid := int(sys.Uid); uid != 0 && uid != os.Geteuid() {
+			return fmt.Errorf("approval policy %s: %s is owned by uid %d: only root or clihostd's own user may own the file and the folders above it (%s)", file, name, uid, why)
+		}
+	}
+	if dir && st.IsDir() && st.Mode().Perm()&0o022 != 0 && st.Mode()&os.ModeSticky == 0 {
+		return fmt.Errorf("approval policy %s: the folder %s is writable by group or others (mode %v): chmod go-w it, or move the file (%s)", file, name, st.Mode().Perm(), why)
+	}
+	return nil
+}
+
 // DefaultPolicyFile is where clihostd looks for its approval policy without --approvals:
 // /etc/clihost/approvals.yaml for root, else $XDG_CONFIG_HOME/clihost/approvals.yaml
 // (~/.config/clihost/approvals.yaml).
@@ -166,6 +215,10 @@ func ParsePolicy(data []byte) (*Policy, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(p); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
+	}
+	var more yaml.Node
+	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
+		return nil, errors.New("more than one YAML document (---): write one policy; the rules after the first would be ignored")
 	}
 	return p, p.validate()
 }

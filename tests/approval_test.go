@@ -644,3 +644,25 @@ func TestApprovalBoundToWhatRuns(t *testing.T) {
 		t.Errorf("asked %d times; the new program did not run: %v", len(asked), err)
 	}
 }
+
+// A policy file in a folder others may write is refused at start: whoever may replace it (or swap
+// in a symlink to an empty file) approves every call.
+func TestApprovalPolicyInAnOpenFolder(t *testing.T) {
+	bundles := stampBundle(t)
+	open := filepath.Join(t.TempDir(), "open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	policy := filepath.Join(open, "approvals.yaml")
+	if err := os.WriteFile(policy, []byte("rules: [{bundle: '*', decision: deny}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	res := runDaemonToExit(t, nil, "--state", t.TempDir(), "--socket", filepath.Join(t.TempDir(), "s"), "--http", "127.0.0.1:0",
+		"--bundles", bundles, "--no-catalog", "--approvals", policy)
+	if res.code == 0 || !strings.Contains(res.stderr, "the folder "+open+" is writable by group or others") {
+		t.Errorf("policy in a world-writable folder: exit %d\n%s", res.code, res.stderr)
+	}
+}
