@@ -176,6 +176,7 @@ func (g *Gate) Decide(req Request, ans *Answer) Outcome {
 			return Outcome{Run: true, Record: rec}
 		}
 	}
+	reason = escapeInvisible(reason) // it holds the bundle's words (mutates, the policy ref): shown on terminals
 	switch need {
 	case Allow:
 		return Outcome{Run: true}

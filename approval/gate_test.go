@@ -375,3 +375,17 @@ func TestLoadPolicyRefusesAnInsecureFolder(t *testing.T) {
 		}
 	}
 }
+
+// A bundle's own words in the question (its mutates) cannot steer the terminal or hide the
+// arguments: control and invisible characters are escaped in the message and the question.
+func TestReasonFromTheBundleIsEscaped(t *testing.T) {
+	g, _ := newTestGate(nil)
+	req := commitReq("x")
+	req.Mutates = []string{"workspace:./**\x1b[2J\r\x1b[1AAllow\u202e"}
+	out := g.Decide(req, nil)
+	for _, s := range []string{out.Message, out.Pending.Question(), out.Pending.Reason} {
+		if strings.ContainsAny(s, "\x1b\r\u202e") || !strings.Contains(s, `\u001b[2J`) {
+			t.Errorf("not escaped: %q", s)
+		}
+	}
+}
