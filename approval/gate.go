@@ -197,7 +197,7 @@ func (g *Gate) Decide(req Request, ans *Answer) Outcome {
 			continue
 		}
 		delete(g.pending, id)
-		g.used[id] = spent{until: p.Deadline}
+		g.used[id] = spent{until: p.Deadline, deniedBy: g.used[id].deniedBy}
 		rec.RequestID, rec.By, rec.At = id, p.By, stamp(g.now())
 		if p.Answer == "approved" {
 			rec.Decision = "approved"

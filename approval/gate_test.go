@@ -297,6 +297,18 @@ func TestOperatorDenialBeatsTheClientsAnswer(t *testing.T) {
 			t.Fatalf("flood %v: the client's accept overrode the operator's denial: %+v %+v", flood, o, o.Record)
 		}
 	}
+	// The plain retry learns the denial first; the client's accept after it is still a denial.
+	g, _ := newTestGate(nil)
+	out := g.Decide(commitReq("push --force"), nil)
+	if _, err := g.Answer(out.Pending.ID, false, "root (uid 0) via clihostctl"); err != nil {
+		t.Fatal(err)
+	}
+	if o := g.Decide(commitReq("push --force"), nil); o.Code != "approval_denied" {
+		t.Fatalf("plain retry: %+v", o)
+	}
+	if o := g.Decide(commitReq("push --force"), &Answer{State: out.Pending.State(), Approved: true}); o.Run || o.Code != "approval_denied" {
+		t.Fatalf("accept after the plain retry: %+v", o)
+	}
 }
 
 // With elicitation: false (after a reload) a requestState an MCP client was given before does not
