@@ -61,19 +61,21 @@ type Record struct {
 
 // Pending is a call waiting for an approval.
 type Pending struct {
-	ID       string    `json:"id"`
-	Bundle   string    `json:"bundle"`
-	Tool     string    `json:"tool"`
-	ToolPath string    `json:"tool_path"`
-	Input    string    `json:"input"` // the arguments as JSON, shortened for display
-	Via      string    `json:"via"`
-	User     string    `json:"user,omitempty"`
-	PeerUID  int       `json:"peer_uid"`
-	Reason   string    `json:"reason"`
-	Created  time.Time `json:"created"`
-	Deadline time.Time `json:"deadline"`
-	Answer   string    `json:"answer,omitempty"` // "", approved or denied (by an operator)
-	By       string    `json:"by,omitempty"`
+	ID       string `json:"id"`
+	Bundle   string `json:"bundle"`
+	Tool     string `json:"tool"`
+	ToolPath string `json:"tool_path"`
+	Input    string `json:"input"` // the arguments as JSON, shortened for display
+	// Workspace is the folder the call runs in (invisible characters escaped, for display).
+	Workspace string    `json:"workspace"`
+	Via       string    `json:"via"`
+	User      string    `json:"user,omitempty"`
+	PeerUID   int       `json:"peer_uid"`
+	Reason    string    `json:"reason"`
+	Created   time.Time `json:"created"`
+	Deadline  time.Time `json:"deadline"`
+	Answer    string    `json:"answer,omitempty"` // "", approved or denied (by an operator)
+	By        string    `json:"by,omitempty"`
 
 	binding string
 	state   string
@@ -84,8 +86,8 @@ func (p *Pending) State() string { return p.state }
 
 // Question is the text shown to the person asked.
 func (p *Pending) Question() string {
-	return fmt.Sprintf("Allow %s %s with arguments %s? %s. (approval %s, valid until %s)",
-		p.Bundle, p.ToolPath, p.Input, upperFirst(p.Reason), p.ID, p.Deadline.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("Allow %s %s with arguments %s in %s? %s. (approval %s, valid until %s)",
+		p.Bundle, p.ToolPath, p.Input, p.Workspace, upperFirst(p.Reason), p.ID, p.Deadline.UTC().Format(time.RFC3339))
 }
 
 func upperFirst(s string) string {
@@ -273,7 +275,7 @@ func (g *Gate) pendingFor(req Request, binding, reason string) *Pending {
 		delete(g.pending, oldest.ID)
 	}
 	now := g.now()
-	p := &Pending{ID: newID(), Bundle: req.Bundle, Tool: req.Tool, ToolPath: req.ToolPath, Input: displayInput(req.Input), Via: req.Via,
+	p := &Pending{ID: newID(), Bundle: req.Bundle, Tool: req.Tool, ToolPath: req.ToolPath, Input: displayInput(req.Input), Workspace: escapeInvisible(req.Workspace), Via: req.Via,
 		User: req.User, PeerUID: req.PeerUID, Reason: reason, Created: now, Deadline: now.Add(g.ttl), binding: binding}
 	p.state = g.sign(p.ID, binding, p.Deadline)
 	g.pending[p.ID] = p

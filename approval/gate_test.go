@@ -401,3 +401,15 @@ func TestReasonFromTheBundleIsEscaped(t *testing.T) {
 		}
 	}
 }
+
+// The question and the pending list name the workspace the call runs in (a person approves
+// "git add" in one repository, not in any), escaped: a workspace's name is the caller's choice.
+func TestPendingNamesTheWorkspace(t *testing.T) {
+	g, _ := newTestGate(nil)
+	req := commitReq("x")
+	req.Workspace = "/home/u/repo\x1b[2J\u202e"
+	out := g.Decide(req, nil)
+	if out.Pending.Workspace != `/home/u/repo\u001b[2J\u202e` || !strings.Contains(out.Pending.Question(), `in /home/u/repo\u001b[2J\u202e?`) {
+		t.Fatalf("workspace %q; question %q", out.Pending.Workspace, out.Pending.Question())
+	}
+}

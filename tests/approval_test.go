@@ -693,3 +693,23 @@ func TestApprovalQuestionFromAHostileBundle(t *testing.T) {
 	}
 	wantFile(t, ws, "hostile", false)
 }
+
+// clihostctl approve names the workspace each pending call runs in, escaped: its name is the
+// caller's choice, and the list is read on the operator's terminal.
+func TestApprovalListNamesTheWorkspace(t *testing.T) {
+	fixture.Need(t, "touch")
+	bundles := stampBundle(t)
+	d := startDaemon(t, t.TempDir(), "--bundles", bundles, "--no-catalog", "--approvals", filepath.Join(t.TempDir(), "none.yaml"))
+	ws := filepath.Join(d.ws, "repo\x1b[2J\x1b]0;x\a")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := d.ctl(t, "call", "stamp", "make", "--input", `{"name":"where"}`, "--workspace", ws); r.code != 1 || !strings.Contains(r.stdout, "approval_required") {
+		t.Fatalf("call: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r := d.ctl(t, "approve")
+	want := filepath.Join(d.ws, `repo\u001b[2J\u001b]0;x\u0007`)
+	if r.code != 0 || !strings.Contains(r.stdout, "WORKSPACE") || !strings.Contains(r.stdout, want) || strings.ContainsAny(r.stdout, "\x1b\a") {
+		t.Errorf("approve (list): exit %d\n%q", r.code, r.stdout)
+	}
+}
