@@ -22,8 +22,12 @@ import (
 // valid.
 const DefaultTTL = 10 * time.Minute
 
-// maxPending bounds the pending approvals kept; the oldest go first.
-const maxPending = 1024
+// maxPending bounds the pending approvals kept, maxPerCaller those of one caller (front end, user
+// and socket uid), so that one caller's flood does not push the others' out; the oldest go first.
+const (
+	maxPending   = 1024
+	maxPerCaller = 256
+)
 
 // Request is one call to decide.
 type Request struct {
@@ -258,20 +262,29 @@ func (g *Gate) answered(req Request, ans *Answer, binding string, rec *Record) O
 	return Outcome{Run: true, Record: rec}
 }
 
-// pendingFor returns the pending approval of binding, creating it.
+// pendingFor returns the pending approval of binding, creating it. A caller past maxPerCaller
+// pending calls loses its own oldest; past maxPending in all, the oldest goes.
 func (g *Gate) pendingFor(req Request, binding, reason string) *Pending {
+	var oldest, oldestMine *Pending
+	mine := 0
 	for _, p := range g.pending {
 		if p.binding == binding {
 			return p
 		}
-	}
-	if len(g.pending) >= maxPending {
-		var oldest *Pending
-		for _, p := range g.pending {
-			if oldest == nil || p.Created.Before(oldest.Created) {
-				oldest = p
+		if p.Via == req.Via && p.User == req.User && p.PeerUID == req.PeerUID {
+			mine++
+			if oldestMine == nil || p.Created.Before(oldestMine.Created) {
+				oldestMine = p
 			}
 		}
+		if oldest == nil || p.Created.Before(oldest.Created) {
+			oldest = p
+		}
+	}
+	switch {
+	case mine >= maxPerCaller:
+		delete(g.pending, oldestMine.ID)
+	case len(g.pending) >= maxPending:
 		delete(g.pending, oldest.ID)
 	}
 	now := g.now()

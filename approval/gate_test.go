@@ -413,3 +413,31 @@ func TestPendingNamesTheWorkspace(t *testing.T) {
 		t.Fatalf("workspace %q; question %q", out.Pending.Workspace, out.Pending.Question())
 	}
 }
+
+// One caller cannot push the others' pending calls out: a caller (front end, user, socket uid)
+// holds at most maxPerCaller of them, its own oldest going first.
+func TestFloodEvictsOnlyTheFloodersCalls(t *testing.T) {
+	g, c := newTestGate(nil)
+	mcpCall := g.Decide(commitReq("mcp"), nil).Pending
+	if _, err := g.Answer(mcpCall.ID, true, "root"); err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	for i := range maxPending {
+		c.t = c.t.Add(time.Millisecond)
+		req := commitReq(fmt.Sprint("flood ", i))
+		req.Via, req.User, req.PeerUID = ViaControl, "mallory", 1000
+		if p := g.Decide(req, nil).Pending; i == 0 {
+			first = p.ID
+		}
+	}
+	if _, err := g.Get(mcpCall.ID); err != nil {
+		t.Fatalf("another caller's flood pushed the MCP call out: %v", err)
+	}
+	if _, err := g.Get(first); err == nil {
+		t.Fatal("the flooder's oldest call is still pending")
+	}
+	if o := g.Decide(commitReq("mcp"), nil); !o.Run {
+		t.Fatalf("the operator's approval was lost: %+v", o)
+	}
+}
