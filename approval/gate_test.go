@@ -441,3 +441,14 @@ func TestFloodEvictsOnlyTheFloodersCalls(t *testing.T) {
 		t.Fatalf("the operator's approval was lost: %+v", o)
 	}
 }
+
+// A policy:REF tool the policy's policies.REF allows runs, and the audit says which policy let it.
+func TestPolicyRefAllowIsAudited(t *testing.T) {
+	g, _ := newTestGate(&Policy{Policies: map[string]Decision{"release": Allow}, Source: "/etc/clihost/approvals.yaml"})
+	req := commitReq("x")
+	req.Approval = "policy:release"
+	o := g.Decide(req, nil)
+	if !o.Run || o.Record == nil || o.Record.Decision != "approved" || !strings.Contains(o.Record.By, "policies.release") {
+		t.Fatalf("%+v %+v", o, o.Record)
+	}
+}
