@@ -452,3 +452,15 @@ func TestPolicyRefAllowIsAudited(t *testing.T) {
 		t.Fatalf("%+v %+v", o, o.Record)
 	}
 }
+
+// A rule names a tool by any name a call may use — TOOL.md id, command path, dotted path, MCP
+// name — so a deny written as the operator's MCP client shows the tool (pr_merge) holds.
+func TestRuleMatchesEveryNameOfATool(t *testing.T) {
+	for _, name := range []string{"gh.pr-merge", "pr merge", "pr.merge", "pr_merge", "pr_*", "pr.*"} {
+		g, _ := newTestGate(&Policy{Rules: []Rule{{Bundle: "gh", Tool: name, Decision: Deny}}})
+		req := Request{Bundle: "gh", BundleKey: "gh@1", Tool: "gh.pr-merge", ToolPath: "pr merge", Approval: "auto", Via: ViaMCP, PeerUID: -1}
+		if o := g.Decide(req, nil); o.Run || o.Code != "approval_denied" {
+			t.Errorf("rule tool %q: %+v", name, o)
+		}
+	}
+}

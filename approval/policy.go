@@ -63,7 +63,8 @@ type Policy struct {
 type Rule struct {
 	// Bundle is a bundle id (gh) or "*". Required.
 	Bundle string `yaml:"bundle"`
-	// Tool is a TOOL.md id or command path, a glob (path.Match: "pr-*"); empty matches every tool.
+	// Tool is a TOOL.md id, command path ("pr merge"), dotted path or MCP name (pr_merge), a glob
+	// (path.Match: "pr-*"); empty matches every tool.
 	Tool string `yaml:"tool"`
 	// Via lists the front ends the rule applies to (mcp, stdio, control, cli); empty: all.
 	Via []string `yaml:"via"`
@@ -269,7 +270,7 @@ func (p *Policy) match(req *Request) (Rule, int, bool) {
 		if !glob(r.Bundle, req.Bundle) {
 			continue
 		}
-		if r.Tool != "" && !glob(r.Tool, req.Tool) && !glob(r.Tool, req.ToolPath) {
+		if r.Tool != "" && !slices.ContainsFunc(toolNames(req), func(n string) bool { return glob(r.Tool, n) }) {
 			continue
 		}
 		if len(r.Via) > 0 && !slices.Contains(r.Via, req.Via) {
@@ -281,6 +282,12 @@ func (p *Policy) match(req *Request) (Rule, int, bool) {
 		return r, i, true
 	}
 	return Rule{}, -1, false
+}
+
+// toolNames are the names a call may give req's tool: its TOOL.md id, command path ("pr merge"),
+// dotted path (pr.merge) and MCP name (pr_merge). A rule naming any of them matches.
+func toolNames(req *Request) []string {
+	return []string{req.Tool, req.ToolPath, strings.ReplaceAll(req.ToolPath, " ", "."), strings.ReplaceAll(req.ToolPath, " ", "_")}
 }
 
 func glob(pattern, s string) bool {

@@ -713,3 +713,33 @@ func TestApprovalListNamesTheWorkspace(t *testing.T) {
 		t.Errorf("approve (list): exit %d\n%q", r.code, r.stdout)
 	}
 }
+
+// A policy rule may name a tool as a call or an MCP client does (pr_merge, pr.merge): a deny
+// written so holds, even for a tool whose class needs no approval.
+func TestApprovalRuleNamesOfATool(t *testing.T) {
+	fixture.Need(t, "touch")
+	bundles := stampBundle(t)
+	cli := filepath.Join(bundles, "stamp", "CLI.md")
+	data, err := os.ReadFile(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nested := strings.Replace(string(data), "  peek: ./tools/peek/TOOL.md", "  pr:\n    merge: ./tools/peek/TOOL.md", 1)
+	if err := os.WriteFile(cli, []byte(nested), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ws := fixture.Workspace(t)
+	for _, rule := range []string{"pr_merge", "pr.merge", "pr merge", "stamp.peek"} {
+		policy := filepath.Join(t.TempDir(), "approvals.yaml")
+		if err := os.WriteFile(policy, []byte(`rules: [{bundle: stamp, tool: "`+rule+`", decision: deny}]`+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"pr_merge", "pr merge"} {
+			r := runBin(t, bin.ctl, "", "call", "stamp", name, "--bundles", bundles, "--approvals", policy, "--workspace", ws,
+				"--audit", filepath.Join(t.TempDir(), "a.jsonl"), "--input", `{"name":"merged"}`)
+			if r.code != 1 || !strings.Contains(r.stdout, `"approval_denied"`) {
+				t.Errorf("rule tool %q, called as %q: exit %d\n%s%s", rule, name, r.code, r.stdout, r.stderr)
+			}
+		}
+	}
+}
