@@ -464,3 +464,19 @@ func TestRuleMatchesEveryNameOfATool(t *testing.T) {
 		}
 	}
 }
+
+// A rule may name the bundle as id@major too (as the MCP endpoint /mcp/gh@2 does).
+func TestRuleMatchesTheBundleKey(t *testing.T) {
+	for _, name := range []string{"git", "git@1", "git@*"} {
+		g, _ := newTestGate(&Policy{Rules: []Rule{{Bundle: name, Decision: Deny}}})
+		req := commitReq("x")
+		req.Approval = "auto"
+		if o := g.Decide(req, nil); o.Run || o.Code != "approval_denied" {
+			t.Errorf("rule bundle %q: %+v", name, o)
+		}
+	}
+	g, _ := newTestGate(&Policy{Rules: []Rule{{Bundle: "git@2", Decision: Deny}}})
+	if o := g.Decide(commitReq("x"), nil); o.Code != "approval_required" {
+		t.Errorf("another major's rule decided: %+v", o)
+	}
+}

@@ -61,7 +61,7 @@ type Policy struct {
 
 // Rule matches calls and decides them.
 type Rule struct {
-	// Bundle is a bundle id (gh) or "*". Required.
+	// Bundle is a bundle id (gh), id@major (gh@2) or a glob ("*"). Required.
 	Bundle string `yaml:"bundle"`
 	// Tool is a TOOL.md id, command path ("pr merge"), dotted path or MCP name (pr_merge), a glob
 	// (path.Match: "pr-*"); empty matches every tool.
@@ -267,7 +267,7 @@ func (p *Policy) match(req *Request) (Rule, int, bool) {
 		return Rule{}, -1, false
 	}
 	for i, r := range p.Rules {
-		if !glob(r.Bundle, req.Bundle) {
+		if !glob(r.Bundle, req.Bundle) && !glob(r.Bundle, req.BundleKey) {
 			continue
 		}
 		if r.Tool != "" && !slices.ContainsFunc(toolNames(req), func(n string) bool { return glob(r.Tool, n) }) {
