@@ -231,6 +231,9 @@ func (g *Gate) howToApprove(via string, p *Pending) string {
 	case ViaCLI:
 		return "run the call from a terminal to be asked, " + policy
 	case ViaStdio:
+		if !g.policy.ElicitationAllowed() {
+			return fmt.Sprintf("the approval policy lets no MCP client ask its user (elicitation: false): ask the operator to allow the tool in the approval policy (%s)", g.policy.sourceName())
+		}
 		return "this MCP client cannot ask its user (it does not declare elicitation): use one that does, " + policy
 	}
 	return fmt.Sprintf("ask the user to approve it: root or clihostd's user runs `clihostctl approve %s` before %s, then repeat exactly the same call; %s",

@@ -480,3 +480,16 @@ func TestRuleMatchesTheBundleKey(t *testing.T) {
 		t.Errorf("another major's rule decided: %+v", o)
 	}
 }
+
+// With elicitation: false a clihostctl mcp client is not told to switch to a client that asks:
+// no client may, so the hint names the policy.
+func TestStdioHintWithElicitationOff(t *testing.T) {
+	off := false
+	g, _ := newTestGate(&Policy{Elicitation: &off})
+	req := commitReq("x")
+	req.Via = ViaStdio
+	o := g.Decide(req, nil)
+	if strings.Contains(o.Hint, "use one that does") || !strings.Contains(o.Hint, "elicitation: false") {
+		t.Errorf("hint: %s", o.Hint)
+	}
+}
