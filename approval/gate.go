@@ -9,19 +9,25 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 )
 
 // DefaultTTL is how long a pending approval (and the requestState an MCP client gets for it) is
 // valid.
 const DefaultTTL = 10 * time.Minute
 
-// maxPending bounds the pending approvals kept; the oldest go first.
-const maxPending = 1024
+// maxPending bounds the pending approvals kept, maxPerCaller those of one caller (front end, user
+// and socket uid), so that one caller's flood does not push the others' out; the oldest go first.
+const (
+	maxPending   = 1024
+	maxPerCaller = 256
+)
 
 // Request is one call to decide.
 type Request struct {
@@ -31,7 +37,7 @@ type Request struct {
 	ToolPath  string         // command path ("pr merge")
 	Approval  string         // the TOOL.md approval field
 	Mutates   []string       // the TOOL.md mutates field
-	Template  string         // the tool's argv template (an approval does not survive a change to it)
+	Runner    string         // a digest of what the tool runs and how (an approval does not survive a change to it)
 	Input     map[string]any // the validated input, defaults filled in
 	Via       string         // front end (ViaMCP, …)
 	User      string         // the caller's user name
@@ -60,20 +66,22 @@ type Record struct {
 
 // Pending is a call waiting for an approval.
 type Pending struct {
-	ID       string    `json:"id"`
-	Bundle   string    `json:"bundle"`
-	Tool     string    `json:"tool"`
-	ToolPath string    `json:"tool_path"`
-	Input    string    `json:"input"` // the arguments as JSON, shortened for display
-	Via      string    `json:"via"`
-	User     string    `json:"user,omitempty"`
-	Agent    string    `json:"agent,omitempty"`
-	PeerUID  int       `json:"peer_uid"`
-	Reason   string    `json:"reason"`
-	Created  time.Time `json:"created"`
-	Deadline time.Time `json:"deadline"`
-	Answer   string    `json:"answer,omitempty"` // "", approved or denied (by an operator)
-	By       string    `json:"by,omitempty"`
+	ID       string `json:"id"`
+	Bundle   string `json:"bundle"`
+	Tool     string `json:"tool"`
+	ToolPath string `json:"tool_path"`
+	Input    string `json:"input"` // the arguments as JSON, shortened for display
+	// Workspace is the folder the call runs in (invisible characters escaped, for display).
+	Workspace string    `json:"workspace"`
+	Via       string    `json:"via"`
+	User      string    `json:"user,omitempty"`
+	Agent     string    `json:"agent,omitempty"`
+	PeerUID   int       `json:"peer_uid"`
+	Reason    string    `json:"reason"`
+	Created   time.Time `json:"created"`
+	Deadline  time.Time `json:"deadline"`
+	Answer    string    `json:"answer,omitempty"` // "", approved or denied (by an operator)
+	By        string    `json:"by,omitempty"`
 
 	binding string
 	state   string
@@ -84,8 +92,8 @@ func (p *Pending) State() string { return p.state }
 
 // Question is the text shown to the person asked.
 func (p *Pending) Question() string {
-	return fmt.Sprintf("Allow %s %s with arguments %s? %s. (approval %s, valid until %s)",
-		p.Bundle, p.ToolPath, p.Input, upperFirst(p.Reason), p.ID, p.Deadline.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("Allow %s %s with arguments %s in %s? %s. (approval %s, valid until %s)",
+		p.Bundle, p.ToolPath, p.Input, p.Workspace, upperFirst(p.Reason), p.ID, p.Deadline.UTC().Format(time.RFC3339))
 }
 
 func upperFirst(s string) string {
@@ -116,8 +124,15 @@ type Gate struct {
 
 	mu      sync.Mutex
 	policy  *Policy
-	pending map[string]*Pending  // by id
-	used    map[string]time.Time // consumed ids → their deadline (a replay is refused until then)
+	pending map[string]*Pending // by id
+	used    map[string]spent    // consumed or refused ids (their requestState is refused until its deadline)
+}
+
+// spent is an approval id that may not approve a call any more: used once, or refused by an
+// operator (then a client's later "accept" of the same question is refused too).
+type spent struct {
+	until    time.Time // the approval's deadline: its requestState is refused at least until then
+	deniedBy string    // the operator who refused it; "" when it was used
 }
 
 // NewGate makes a gate with policy (nil: no rules).
@@ -129,7 +144,7 @@ func NewGate(policy *Policy) *Gate {
 	if policy == nil {
 		policy = &Policy{}
 	}
-	return &Gate{key: key, ttl: DefaultTTL, now: time.Now, policy: policy, pending: map[string]*Pending{}, used: map[string]time.Time{}}
+	return &Gate{key: key, ttl: DefaultTTL, now: time.Now, policy: policy, pending: map[string]*Pending{}, used: map[string]spent{}}
 }
 
 // SetPolicy replaces the policy (a reload).
@@ -169,8 +184,13 @@ func (g *Gate) Decide(req Request, ans *Answer) Outcome {
 			return Outcome{Run: true, Record: rec}
 		}
 	}
+	reason = escapeInvisible(reason) // it holds the bundle's words (mutates, the policy ref): shown on terminals
 	switch need {
 	case Allow:
+		if ref, ok := strings.CutPrefix(class.Name, "policy:"); ok { // the operator's policy approved it in advance
+			rec.Decision, rec.By, rec.At = "approved", fmt.Sprintf("policy %s policies.%s", g.policy.sourceName(), escapeInvisible(ref)), stamp(g.now())
+			return Outcome{Run: true, Record: rec}
+		}
 		return Outcome{Run: true}
 	case Deny:
 		rec.Decision = "denied"
@@ -189,7 +209,7 @@ func (g *Gate) Decide(req Request, ans *Answer) Outcome {
 			continue
 		}
 		delete(g.pending, id)
-		g.used[id] = p.Deadline
+		g.used[id] = spent{until: p.Deadline, deniedBy: g.used[id].deniedBy}
 		rec.RequestID, rec.By, rec.At = id, p.By, stamp(g.now())
 		if p.Answer == "approved" {
 			rec.Decision = "approved"
@@ -213,6 +233,9 @@ func (g *Gate) howToApprove(via string, p *Pending) string {
 	case ViaCLI:
 		return "run the call from a terminal to be asked, " + policy
 	case ViaStdio:
+		if !g.policy.ElicitationAllowed() {
+			return fmt.Sprintf("the approval policy lets no MCP client ask its user (elicitation: false): ask the operator to allow the tool in the approval policy (%s)", g.policy.sourceName())
+		}
 		return "this MCP client cannot ask its user (it does not declare elicitation): use one that does, " + policy
 	}
 	return fmt.Sprintf("ask the user to approve it: root or clihostd's user runs `clihostctl approve %s` before %s, then repeat exactly the same call; %s",
@@ -222,12 +245,21 @@ func (g *Gate) howToApprove(via string, p *Pending) string {
 // answered checks an answer against the call it claims to answer.
 func (g *Gate) answered(req Request, ans *Answer, binding string, rec *Record) Outcome {
 	id, err := g.verify(ans.State, binding)
+	if err == nil && !g.policy.ElicitationAllowed() {
+		err = errors.New("the operator's approval policy does not let MCP clients approve calls (elicitation: false)")
+	}
 	if err != nil {
 		rec.Decision = "invalid"
 		return Outcome{Code: "approval_invalid", Record: rec, Message: "the approval does not answer this call: " + err.Error(),
 			Hint: "repeat the call without the old answer to be asked again"}
 	}
-	g.used[id] = g.now().Add(g.ttl)
+	if s := g.used[id]; s.deniedBy != "" { // the operator's refusal is final, whatever the client answers
+		delete(g.pending, id)
+		rec.Decision, rec.RequestID, rec.By, rec.At = "denied", id, s.deniedBy, stamp(g.now())
+		return Outcome{Code: "approval_denied", Record: rec, Message: fmt.Sprintf("%s denied this call (approval %s)", s.deniedBy, id),
+			Hint: "do not repeat it; ask the user what to do instead"}
+	}
+	g.used[id] = spent{until: g.now().Add(g.ttl)}
 	delete(g.pending, id)
 	rec.RequestID, rec.By, rec.At = id, ans.By, stamp(g.now())
 	if !ans.Approved {
@@ -239,24 +271,33 @@ func (g *Gate) answered(req Request, ans *Answer, binding string, rec *Record) O
 	return Outcome{Run: true, Record: rec}
 }
 
-// pendingFor returns the pending approval of binding, creating it.
+// pendingFor returns the pending approval of binding, creating it. A caller past maxPerCaller
+// pending calls loses its own oldest; past maxPending in all, the oldest goes.
 func (g *Gate) pendingFor(req Request, binding, reason string) *Pending {
+	var oldest, oldestMine *Pending
+	mine := 0
 	for _, p := range g.pending {
 		if p.binding == binding {
 			return p
 		}
-	}
-	if len(g.pending) >= maxPending {
-		var oldest *Pending
-		for _, p := range g.pending {
-			if oldest == nil || p.Created.Before(oldest.Created) {
-				oldest = p
+		if p.Via == req.Via && p.User == req.User && p.PeerUID == req.PeerUID {
+			mine++
+			if oldestMine == nil || p.Created.Before(oldestMine.Created) {
+				oldestMine = p
 			}
 		}
+		if oldest == nil || p.Created.Before(oldest.Created) {
+			oldest = p
+		}
+	}
+	switch {
+	case mine >= maxPerCaller:
+		delete(g.pending, oldestMine.ID)
+	case len(g.pending) >= maxPending:
 		delete(g.pending, oldest.ID)
 	}
 	now := g.now()
-	p := &Pending{ID: newID(), Bundle: req.Bundle, Tool: req.Tool, ToolPath: req.ToolPath, Input: displayInput(req.Input), Via: req.Via,
+	p := &Pending{ID: newID(), Bundle: req.Bundle, Tool: req.Tool, ToolPath: req.ToolPath, Input: displayInput(req.Input), Workspace: escapeInvisible(req.Workspace), Via: req.Via,
 		User: req.User, Agent: req.Agent, PeerUID: req.PeerUID, Reason: reason, Created: now, Deadline: now.Add(g.ttl), binding: binding}
 	p.state = g.sign(p.ID, binding, p.Deadline)
 	g.pending[p.ID] = p
@@ -306,6 +347,10 @@ func (g *Gate) Answer(id string, approve bool, by string) (Pending, error) {
 	p.Answer, p.By = "denied", by
 	if approve {
 		p.Answer = "approved"
+	} else {
+		// The requestState an MCP client holds for it is refused from now on, even after p
+		// leaves the pending list (expired, or pushed out by newer calls).
+		g.used[id] = spent{until: p.Deadline, deniedBy: by}
 	}
 	return *p, nil
 }
@@ -318,8 +363,8 @@ func (g *Gate) prune() {
 			delete(g.pending, id)
 		}
 	}
-	for id, dl := range g.used {
-		if !now.Before(dl) {
+	for id, s := range g.used {
+		if !now.Before(s.until) {
 			delete(g.used, id)
 		}
 	}
@@ -338,7 +383,8 @@ func (g *Gate) mac(body string) []byte {
 	return m.Sum(nil)
 }
 
-// verify checks a requestState: signed by this gate, for binding, before its deadline, not used.
+// verify checks a requestState: signed by this gate, for binding, before its deadline, not used
+// (an id an operator refused is returned: the caller answers approval_denied).
 func (g *Gate) verify(state, binding string) (string, error) {
 	parts := strings.Split(state, ".")
 	if len(parts) != 3 || parts[0] != "ca1" {
@@ -361,7 +407,7 @@ func (g *Gate) verify(state, binding string) (string, error) {
 	if err != nil || !g.now().Before(time.Unix(sec, 0)) {
 		return "", errors.New("it expired")
 	}
-	if _, used := g.used[id]; used {
+	if s, used := g.used[id]; used && s.deniedBy == "" {
 		return "", fmt.Errorf("approval %s was already used", id)
 	}
 	return id, nil
@@ -369,7 +415,7 @@ func (g *Gate) verify(state, binding string) (string, error) {
 
 // bindingOf is what an approval is bound to: everything that makes two calls the same call.
 func bindingOf(req Request, digest string) string {
-	b, _ := json.Marshal([]any{req.BundleKey, req.Tool, req.Template, digest, req.Via, req.User, req.Agent, req.Workspace, req.PeerUID})
+	b, _ := json.Marshal([]any{req.BundleKey, req.Tool, req.Runner, digest, req.Via, req.User, req.Agent, req.Workspace, req.PeerUID})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -384,22 +430,22 @@ func inputDigest(in map[string]any) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// maxDisplay bounds the arguments shown in a question.
-const maxDisplay = 2000
+// maxDisplay bounds the arguments shown in a question; maxShown bounds one string in them, so that
+// one long value does not push the other arguments out of the question.
+const (
+	maxDisplay = 2000
+	maxShown   = 400
+)
 
-// displayInput is the input as JSON for a person to read: control characters escaped (JSON does
-// that below U+0020; the line and paragraph separators and bidi controls here), shortened.
+// displayInput is the input as JSON for a person to read: keys sorted, a string longer than
+// maxShown cut after its quote ("…"…(N bytes more), which JSON never holds), every character a
+// person cannot see — controls, format characters (bidi, zero-width, soft hyphen, byte order
+// mark, tags), variation selectors, spaces other than U+0020, line and paragraph separators — as
+// a \u escape, and the whole shortened.
 func displayInput(in map[string]any) string {
-	b, err := json.Marshal(in)
-	if err != nil {
-		return "(unprintable)"
-	}
-	s := strings.Map(func(r rune) rune {
-		if r == 0x7f || (r >= 0x80 && r < 0xa0) || (r >= 0x200e && r <= 0x200f) || (r >= 0x2028 && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
-			return '?'
-		}
-		return r
-	}, string(b))
+	var b strings.Builder
+	writeDisplay(&b, in)
+	s := escapeInvisible(b.String())
 	if len(s) > maxDisplay {
 		cut := maxDisplay
 		for cut > 0 && !utf8Start(s[cut]) {
@@ -408,6 +454,68 @@ func displayInput(in map[string]any) string {
 		s = s[:cut] + fmt.Sprintf("… (%d bytes more)", len(s)-cut)
 	}
 	return s
+}
+
+// writeDisplay writes v (decoded JSON) as JSON, with long strings cut (see displayInput).
+func writeDisplay(b *strings.Builder, v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		b.WriteByte('{')
+		for i, k := range slices.Sorted(maps.Keys(x)) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeDisplay(b, k)
+			b.WriteByte(':')
+			writeDisplay(b, x[k])
+		}
+		b.WriteByte('}')
+	case []any:
+		b.WriteByte('[')
+		for i, e := range x {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeDisplay(b, e)
+		}
+		b.WriteByte(']')
+	case string:
+		cut := len(x)
+		if cut > maxShown {
+			for cut = maxShown; cut > 0 && !utf8Start(x[cut]); cut-- {
+			}
+		}
+		q, _ := json.Marshal(x[:cut])
+		b.Write(q)
+		if cut < len(x) {
+			fmt.Fprintf(b, "…(%d bytes more)", len(x)-cut)
+		}
+	default:
+		q, err := json.Marshal(x)
+		if err != nil {
+			q = []byte("(unprintable)")
+		}
+		b.Write(q)
+	}
+}
+
+// escapeInvisible writes each character of s a person cannot see as a \u escape.
+func escapeInvisible(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case unicode.In(r, unicode.Cc, unicode.Cf, unicode.Zl, unicode.Zp, unicode.Variation_Selector),
+			unicode.Is(unicode.Zs, r) && r != ' ':
+			if r > 0xffff {
+				fmt.Fprintf(&b, `\U%08x`, r)
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
 
 func utf8Start(b byte) bool { return b&0xc0 != 0x80 }

@@ -2,6 +2,7 @@ package approval
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,9 +85,9 @@ func TestElicitedApprovalRunsOnceForTheSameCall(t *testing.T) {
 		t.Fatalf("other front end: %+v", o)
 	}
 	other = commitReq("fix")
-	other.Template = "commit --amend"
+	other.Runner = "commit --amend"
 	if o := g.Decide(other, &Answer{State: state, Approved: true}); o.Run || o.Code != "approval_invalid" {
-		t.Fatalf("the tool's template changed: %+v", o)
+		t.Fatalf("what the tool runs changed: %+v", o)
 	}
 	o := g.Decide(commitReq("fix"), &Answer{State: state, Approved: true, By: "client"})
 	if !o.Run || o.Record == nil || o.Record.Decision != "approved" || o.Record.By != "client" || o.Record.RequestID != out.Pending.ID {
@@ -215,6 +216,7 @@ func TestParsePolicyRefuses(t *testing.T) {
 		"bad pattern":  "rules: [{bundle: '[', decision: allow}]",
 		"alias":        "a: &x {bundle: git, decision: allow}\nrules: [*x]",
 		"bad ref":      "policies: {r: maybe}",
+		"two docs":     "rules: [{bundle: git, decision: allow}]\n---\nrules: [{bundle: '*', decision: deny}]\n",
 	} {
 		if _, err := ParsePolicy([]byte(doc)); err == nil {
 			t.Errorf("%s: accepted", name)
@@ -268,5 +270,226 @@ func TestDisplayInputEscapes(t *testing.T) {
 	long := displayInput(map[string]any{"m": strings.Repeat("é", 5000)})
 	if len(long) > maxDisplay+40 || !strings.Contains(long, "bytes more") {
 		t.Fatalf("long display: %d bytes", len(long))
+	}
+}
+
+// An operator's `clihostctl approve --deny` of a call an MCP client was asked about is final: the
+// client's later "accept" with the requestState it holds does not run the call — not even after
+// a flood of other calls pushed the refused one out of the pending list.
+func TestOperatorDenialBeatsTheClientsAnswer(t *testing.T) {
+	for _, flood := range []bool{false, true} {
+		g, c := newTestGate(nil)
+		out := g.Decide(commitReq("push --force"), nil)
+		if _, err := g.Answer(out.Pending.ID, false, "root (uid 0) via clihostctl"); err != nil {
+			t.Fatal(err)
+		}
+		if flood {
+			for i := range maxPending {
+				c.t = c.t.Add(time.Millisecond)
+				g.Decide(commitReq(fmt.Sprint("flood ", i)), nil)
+			}
+			if _, err := g.Get(out.Pending.ID); err == nil {
+				t.Fatal("the refused call is still pending after the flood")
+			}
+		}
+		o := g.Decide(commitReq("push --force"), &Answer{State: out.Pending.State(), Approved: true, By: "client"})
+		if o.Run || o.Code != "approval_denied" || o.Record == nil || !strings.Contains(o.Record.By, "root") {
+			t.Fatalf("flood %v: the client's accept overrode the operator's denial: %+v %+v", flood, o, o.Record)
+		}
+	}
+	// The plain retry learns the denial first; the client's accept after it is still a denial.
+	g, _ := newTestGate(nil)
+	out := g.Decide(commitReq("push --force"), nil)
+	if _, err := g.Answer(out.Pending.ID, false, "root (uid 0) via clihostctl"); err != nil {
+		t.Fatal(err)
+	}
+	if o := g.Decide(commitReq("push --force"), nil); o.Code != "approval_denied" {
+		t.Fatalf("plain retry: %+v", o)
+	}
+	if o := g.Decide(commitReq("push --force"), &Answer{State: out.Pending.State(), Approved: true}); o.Run || o.Code != "approval_denied" {
+		t.Fatalf("accept after the plain retry: %+v", o)
+	}
+}
+
+// With elicitation: false (after a reload) a requestState an MCP client was given before does not
+// approve the call any more.
+func TestElicitationOffRefusesClientAnswers(t *testing.T) {
+	g, _ := newTestGate(nil)
+	state := g.Decide(commitReq("x"), nil).Pending.State()
+	off := false
+	g.SetPolicy(&Policy{Elicitation: &off})
+	if o := g.Decide(commitReq("x"), &Answer{State: state, Approved: true}); o.Run || o.Code != "approval_invalid" {
+		t.Fatalf("elicitation off: %+v", o)
+	}
+}
+
+// The question shows every argument: one long value does not push the others out of it, and
+// invisible characters (zero-width, soft hyphen, byte order mark, tag characters) are shown as
+// escapes, so two different calls never look the same.
+func TestDisplayInputShowsEveryArgument(t *testing.T) {
+	s := displayInput(map[string]any{"a": strings.Repeat("harmless ", 1000), "z": "--force"})
+	if !strings.Contains(s, `"z":"--force"`) || len(s) > maxDisplay+40 {
+		t.Errorf("a long value hides the next argument (%d bytes): …%s", len(s), s[max(0, len(s)-80):])
+	}
+	for _, r := range []string{"\u200b", "\u00ad", "\ufeff", "\U000E0041", "\u061c", "\u2060"} {
+		s := displayInput(map[string]any{"branch": "ma" + r + "in"})
+		if strings.Contains(s, r) || strings.Contains(s, `"main"`) || s == displayInput(map[string]any{"branch": "ma?in"}) {
+			t.Errorf("%U: shown as %q", []rune(r)[0], s)
+		}
+	}
+}
+
+// Whoever may replace the policy file approves every call: a folder on its path (or on its
+// symlink's target's path) that others may write is refused — a sticky folder (/tmp) only holds
+// it when the entry in it is root's or the daemon's.
+func TestLoadPolicyRefusesAnInsecureFolder(t *testing.T) {
+	dir := t.TempDir()
+	open := filepath.Join(dir, "open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(open, "approvals.yaml")
+	if err := os.WriteFile(f, []byte("rules: [{bundle: git, decision: deny}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(dir, "link.yaml")
+	if err := os.Symlink(f, link); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{f, link} {
+		if _, err := LoadPolicy(name); err != nil {
+			t.Fatalf("%s in a safe folder: %v", name, err)
+		}
+	}
+	if err := os.Chmod(open, 0o777); err != nil { // chmod: not subject to umask
+		t.Fatal(err)
+	}
+	for _, name := range []string{f, link} {
+		if _, err := LoadPolicy(name); err == nil || !strings.Contains(err.Error(), open) {
+			t.Errorf("%s in a world-writable folder: %v", name, err)
+		}
+	}
+	if err := os.Chmod(open, os.ModeSticky|0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadPolicy(f); err != nil {
+		t.Errorf("a sticky folder, the file root's: %v", err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chmod(open, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(open, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := LoadPolicy(f); err == nil || !strings.Contains(err.Error(), "uid 65534") {
+			t.Errorf("a folder another user owns: %v", err)
+		}
+	}
+}
+
+// A bundle's own words in the question (its mutates) cannot steer the terminal or hide the
+// arguments: control and invisible characters are escaped in the message and the question.
+func TestReasonFromTheBundleIsEscaped(t *testing.T) {
+	g, _ := newTestGate(nil)
+	req := commitReq("x")
+	req.Mutates = []string{"workspace:./**\x1b[2J\r\x1b[1AAllow\u202e"}
+	out := g.Decide(req, nil)
+	for _, s := range []string{out.Message, out.Pending.Question(), out.Pending.Reason} {
+		if strings.ContainsAny(s, "\x1b\r\u202e") || !strings.Contains(s, `\u001b[2J`) {
+			t.Errorf("not escaped: %q", s)
+		}
+	}
+}
+
+// The question and the pending list name the workspace the call runs in (a person approves
+// "git add" in one repository, not in any), escaped: a workspace's name is the caller's choice.
+func TestPendingNamesTheWorkspace(t *testing.T) {
+	g, _ := newTestGate(nil)
+	req := commitReq("x")
+	req.Workspace = "/home/u/repo\x1b[2J\u202e"
+	out := g.Decide(req, nil)
+	if out.Pending.Workspace != `/home/u/repo\u001b[2J\u202e` || !strings.Contains(out.Pending.Question(), `in /home/u/repo\u001b[2J\u202e?`) {
+		t.Fatalf("workspace %q; question %q", out.Pending.Workspace, out.Pending.Question())
+	}
+}
+
+// One caller cannot push the others' pending calls out: a caller (front end, user, socket uid)
+// holds at most maxPerCaller of them, its own oldest going first.
+func TestFloodEvictsOnlyTheFloodersCalls(t *testing.T) {
+	g, c := newTestGate(nil)
+	mcpCall := g.Decide(commitReq("mcp"), nil).Pending
+	if _, err := g.Answer(mcpCall.ID, true, "root"); err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	for i := range maxPending {
+		c.t = c.t.Add(time.Millisecond)
+		req := commitReq(fmt.Sprint("flood ", i))
+		req.Via, req.User, req.PeerUID = ViaControl, "mallory", 1000
+		if p := g.Decide(req, nil).Pending; i == 0 {
+			first = p.ID
+		}
+	}
+	if _, err := g.Get(mcpCall.ID); err != nil {
+		t.Fatalf("another caller's flood pushed the MCP call out: %v", err)
+	}
+	if _, err := g.Get(first); err == nil {
+		t.Fatal("the flooder's oldest call is still pending")
+	}
+	if o := g.Decide(commitReq("mcp"), nil); !o.Run {
+		t.Fatalf("the operator's approval was lost: %+v", o)
+	}
+}
+
+// A policy:REF tool the policy's policies.REF allows runs, and the audit says which policy let it.
+func TestPolicyRefAllowIsAudited(t *testing.T) {
+	g, _ := newTestGate(&Policy{Policies: map[string]Decision{"release": Allow}, Source: "/etc/clihost/approvals.yaml"})
+	req := commitReq("x")
+	req.Approval = "policy:release"
+	o := g.Decide(req, nil)
+	if !o.Run || o.Record == nil || o.Record.Decision != "approved" || !strings.Contains(o.Record.By, "policies.release") {
+		t.Fatalf("%+v %+v", o, o.Record)
+	}
+}
+
+// A rule names a tool by any name a call may use — TOOL.md id, command path, dotted path, MCP
+// name — so a deny written as the operator's MCP client shows the tool (pr_merge) holds.
+func TestRuleMatchesEveryNameOfATool(t *testing.T) {
+	for _, name := range []string{"gh.pr-merge", "pr merge", "pr.merge", "pr_merge", "pr_*", "pr.*"} {
+		g, _ := newTestGate(&Policy{Rules: []Rule{{Bundle: "gh", Tool: name, Decision: Deny}}})
+		req := Request{Bundle: "gh", BundleKey: "gh@1", Tool: "gh.pr-merge", ToolPath: "pr merge", Approval: "auto", Via: ViaMCP, PeerUID: -1}
+		if o := g.Decide(req, nil); o.Run || o.Code != "approval_denied" {
+			t.Errorf("rule tool %q: %+v", name, o)
+		}
+	}
+}
+
+// A rule may name the bundle as id@major too (as the MCP endpoint /mcp/gh@2 does).
+func TestRuleMatchesTheBundleKey(t *testing.T) {
+	for _, name := range []string{"git", "git@1", "git@*"} {
+		g, _ := newTestGate(&Policy{Rules: []Rule{{Bundle: name, Decision: Deny}}})
+		req := commitReq("x")
+		req.Approval = "auto"
+		if o := g.Decide(req, nil); o.Run || o.Code != "approval_denied" {
+			t.Errorf("rule bundle %q: %+v", name, o)
+		}
+	}
+	g, _ := newTestGate(&Policy{Rules: []Rule{{Bundle: "git@2", Decision: Deny}}})
+	if o := g.Decide(commitReq("x"), nil); o.Code != "approval_required" {
+		t.Errorf("another major's rule decided: %+v", o)
+	}
+}
+
+// With elicitation: false a clihostctl mcp client is not told to switch to a client that asks:
+// no client may, so the hint names the policy.
+func TestStdioHintWithElicitationOff(t *testing.T) {
+	off := false
+	g, _ := newTestGate(&Policy{Elicitation: &off})
+	req := commitReq("x")
+	req.Via = ViaStdio
+	o := g.Decide(req, nil)
+	if strings.Contains(o.Hint, "use one that does") || !strings.Contains(o.Hint, "elicitation: false") {
+		t.Errorf("hint: %s", o.Hint)
 	}
 }

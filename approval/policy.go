@@ -61,9 +61,10 @@ type Policy struct {
 
 // Rule matches calls and decides them.
 type Rule struct {
-	// Bundle is a bundle id (gh) or "*". Required.
+	// Bundle is a bundle id (gh), id@major (gh@2) or a glob ("*"). Required.
 	Bundle string `yaml:"bundle"`
-	// Tool is a TOOL.md id or command path, a glob (path.Match: "pr-*"); empty matches every tool.
+	// Tool is a TOOL.md id, command path ("pr merge"), dotted path or MCP name (pr_merge), a glob
+	// (path.Match: "pr-*"); empty matches every tool.
 	Tool string `yaml:"tool"`
 	// Via lists the front ends the rule applies to (mcp, stdio, control, cli); empty: all.
 	Via []string `yaml:"via"`
@@ -97,6 +98,9 @@ func LoadPolicy(file string) (*Policy, error) {
 	}
 	defer f.Close()
 	if err := checkOwner(f, file); err != nil {
+		return nil, err
+	}
+	if err := checkFolders(file); err != nil {
 		return nil, err
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxPolicySize+1))
@@ -137,6 +141,52 @@ func checkOwner(f *os.File, file string) error {
 	return nil
 }
 
+// checkFolders refuses a policy file that someone other than root or this process's user could
+// replace through a folder on its way: every entry on its path as named (symlinks included) and
+// every folder on its resolved path must be theirs, and no folder group/world-writable unless
+// sticky (then only an entry's owner — checked above — may rename or remove it).
+func checkFolders(file string) error {
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return fmt.Errorf("approval policy %s: %w", file, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return fmt.Errorf("approval policy %s: %w", file, err)
+	}
+	for _, p := range []string{abs, real} {
+		for dir := p; ; {
+			st, err := os.Lstat(dir)
+			if err != nil {
+				return fmt.Errorf("approval policy %s: %w", file, err)
+			}
+			if err := checkEntry(file, dir, st, dir != p); err != nil {
+				return err
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	return nil
+}
+
+// checkEntry checks one entry on the policy file's way (dir: a folder above it).
+func checkEntry(file, name string, st os.FileInfo, dir bool) error {
+	const why = "whoever may replace it approves every call"
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		if uid := int(sys.Uid); uid != 0 && uid != os.Geteuid() {
+			return fmt.Errorf("approval policy %s: %s is owned by uid %d: only root or clihostd's own user may own the file and the folders above it (%s)", file, name, uid, why)
+		}
+	}
+	if dir && st.IsDir() && st.Mode().Perm()&0o022 != 0 && st.Mode()&os.ModeSticky == 0 {
+		return fmt.Errorf("approval policy %s: the folder %s is writable by group or others (mode %v): chmod go-w it, or move the file (%s)", file, name, st.Mode().Perm(), why)
+	}
+	return nil
+}
+
 // DefaultPolicyFile is where clihostd looks for its approval policy without --approvals:
 // /etc/clihost/approvals.yaml for root, else $XDG_CONFIG_HOME/clihost/approvals.yaml
 // (~/.config/clihost/approvals.yaml).
@@ -169,6 +219,10 @@ func ParsePolicy(data []byte) (*Policy, error) {
 	dec.KnownFields(true)
 	if err := dec.Decode(p); err != nil && !errors.Is(err, io.EOF) {
 		return nil, err
+	}
+	var more yaml.Node
+	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
+		return nil, errors.New("more than one YAML document (---): write one policy; the rules after the first would be ignored")
 	}
 	return p, p.validate()
 }
@@ -216,10 +270,10 @@ func (p *Policy) match(req *Request) (Rule, int, bool) {
 		return Rule{}, -1, false
 	}
 	for i, r := range p.Rules {
-		if !glob(r.Bundle, req.Bundle) {
+		if !glob(r.Bundle, req.Bundle) && !glob(r.Bundle, req.BundleKey) {
 			continue
 		}
-		if r.Tool != "" && !glob(r.Tool, req.Tool) && !glob(r.Tool, req.ToolPath) {
+		if r.Tool != "" && !slices.ContainsFunc(toolNames(req), func(n string) bool { return glob(r.Tool, n) }) {
 			continue
 		}
 		if len(r.Via) > 0 && !slices.Contains(r.Via, req.Via) {
@@ -234,6 +288,12 @@ func (p *Policy) match(req *Request) (Rule, int, bool) {
 		return r, i, true
 	}
 	return Rule{}, -1, false
+}
+
+// toolNames are the names a call may give req's tool: its TOOL.md id, command path ("pr merge"),
+// dotted path (pr.merge) and MCP name (pr_merge). A rule naming any of them matches.
+func toolNames(req *Request) []string {
+	return []string{req.Tool, req.ToolPath, strings.ReplaceAll(req.ToolPath, " ", "."), strings.ReplaceAll(req.ToolPath, " ", "_")}
 }
 
 func glob(pattern, s string) bool {

@@ -1,6 +1,9 @@
 package host
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -28,7 +31,7 @@ func (h *Host) approve(b *manifest.Bundle, t *manifest.ToolEntry, input map[stri
 		peer = c.Peer.UID
 	}
 	out := h.opts.Approvals.Decide(approval.Request{Bundle: b.ID(), BundleKey: b.Key(), Tool: t.Tool.ID, ToolPath: strings.Join(t.Path, " "),
-		Approval: t.Tool.Approval, Mutates: t.Tool.Mutates, Template: rec.ArgvTemplate, Input: input, Via: opts.Via, User: c.User, Agent: c.Agent, Workspace: c.Workspace, PeerUID: peer}, opts.Approval)
+		Approval: t.Tool.Approval, Mutates: t.Tool.Mutates, Runner: runnerDigest(b, t), Input: input, Via: opts.Via, User: c.User, Agent: c.Agent, Workspace: c.Workspace, PeerUID: peer}, opts.Approval)
 	rec.Approval = out.Record
 	if out.Run {
 		return nil
@@ -61,4 +64,23 @@ func (h *Host) AnswerApproval(id string, approve bool, by string) (approval.Pend
 	}
 	h.audit.write(ApprovalAnswered{Type: "cli.approval", ID: p.ID, CLIID: p.Bundle, ToolID: p.Tool, Answer: p.Answer, By: by, TS: timestamp(time.Now())})
 	return p, nil
+}
+
+// runnerDigest is what an approval of t is bound to besides its input: everything that decides what
+// the call runs and how — the program and its fixed arguments, the runner (argv or steps, with
+// their programs, directories, environment and stdin; the output convention and limits) and the
+// effective sandbox. A bundle reloaded with any of them changed between the question and the
+// answer asks again.
+func runnerDigest(b *manifest.Bundle, t *manifest.ToolEntry) string {
+	data, err := json.Marshal(struct {
+		Bin     string
+		BinArgs []string
+		Runner  *manifest.ToolRunner
+		Sandbox any
+	}{b.CLI.Bin, b.CLI.BinArgs, t.Tool.Runner, manifest.EffectiveSandbox(b.CLI.Sandbox, t.Tool.Sandbox)})
+	if err != nil {
+		return "unencodable: " + err.Error() // no approval given for it matches another call's
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -559,4 +560,229 @@ func allowPolicy(t *testing.T, bundles ...string) string {
 	}
 	fixture.Reachable(t, filepath.Dir(p))
 	return p
+}
+
+// inputRequired is the input_required result of a "manual" call step.
+type inputRequired struct {
+	ResultType    string `json:"resultType"`
+	RequestState  string `json:"requestState"`
+	InputRequests map[string]struct {
+		Params struct {
+			Message string `json:"message"`
+		} `json:"params"`
+	} `json:"inputRequests"`
+}
+
+// askedState makes a 2026-07-28 client call make(name) without answering: it returns the signed
+// requestState and the pending approval's id named in the question.
+func askedState(t *testing.T, tgt target, name string) (state, id string) {
+	t.Helper()
+	s := makeStep(name)
+	s["manual"] = true
+	rep := runClient(t, "client2.mjs", tgt, []step{s})
+	var ir inputRequired
+	if err := json.Unmarshal(rep.Steps[0].Result, &ir); err != nil || ir.ResultType != "input_required" || ir.RequestState == "" {
+		t.Fatalf("want input_required, got %s", rep.Steps[0].Result)
+	}
+	m := regexp.MustCompile(`approval (ap-[0-9a-f]+)`).FindStringSubmatch(ir.InputRequests["clihost_approval"].Params.Message)
+	if m == nil {
+		t.Fatalf("no approval id in the question: %+v", ir)
+	}
+	return ir.RequestState, m[1]
+}
+
+// answerStep retries make(name) with state and the elicitation answer answer, as sent.
+func answerStep(name, state string, answer map[string]any) step {
+	s := makeStep(name)
+	s["requestState"], s["inputResponses"] = state, map[string]any{"clihost_approval": answer}
+	return s
+}
+
+// A hostile (or merely wrong) MCP client cannot answer its way past an approval: the operator's
+// refusal of the pending call is final, and only {"action":"accept","content":{"approve":true}}
+// approves.
+func TestApprovalHostileClientAnswers(t *testing.T) {
+	requireNodeModules(t)
+	fixture.Need(t, "touch")
+	bundles := stampBundle(t)
+	d := startDaemon(t, t.TempDir(), "--bundles", bundles, "--no-catalog", "--approvals", filepath.Join(t.TempDir(), "none.yaml"))
+	tok, err := os.ReadFile(filepath.Join(d.state, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt := target{"http", []string{"--bearer", strings.TrimSpace(string(tok)), "--elicit", "accept", "--url", d.mcp + "/mcp/stamp"}}
+	accept := map[string]any{"action": "accept", "content": map[string]any{"approve": true}}
+
+	t.Run("operator denied, client accepts", func(t *testing.T) {
+		state, id := askedState(t, tgt, "op-denied")
+		if r := d.ctl(t, "approve", "--deny", id); r.code != 0 || !strings.Contains(r.stdout, "denied") {
+			t.Fatalf("approve --deny: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		s := answerStep("op-denied", state, accept)
+		rep := runClient(t, "client2.mjs", tgt, []step{s})
+		env := wantCode(t, rep.Steps[0], s, "approval_denied")
+		if !strings.Contains(env.Error.Message, "root (uid 0)") {
+			t.Errorf("the denial does not name the operator: %s", env.Error.Message)
+		}
+		wantFile(t, d.ws, "op-denied", false)
+	})
+	t.Run("answers that do not approve", func(t *testing.T) {
+		for name, answer := range map[string]map[string]any{
+			"string":     {"action": "accept", "content": map[string]any{"approve": "true"}},
+			"number":     {"action": "accept", "content": map[string]any{"approve": 1}},
+			"no-content": {"action": "accept"},
+			"upper":      {"action": "ACCEPT", "content": map[string]any{"approve": true}},
+		} {
+			state, _ := askedState(t, tgt, "odd-"+name)
+			s := answerStep("odd-"+name, state, answer)
+			rep := runClient(t, "client2.mjs", tgt, []step{s})
+			wantCode(t, rep.Steps[0], s, "approval_denied")
+			wantFile(t, d.ws, "odd-"+name, false)
+		}
+		// The answer under another key, or none: not an approval either.
+		state, _ := askedState(t, tgt, "odd-key")
+		s := makeStep("odd-key")
+		s["requestState"], s["inputResponses"] = state, map[string]any{"other": accept}
+		rep := runClient(t, "client2.mjs", tgt, []step{s})
+		wantCode(t, rep.Steps[0], s, "approval_denied")
+		wantFile(t, d.ws, "odd-key", false)
+	})
+}
+
+// An approval is for what the tool runs: when the bundle is reloaded with another program (or
+// stdin, environment, sandbox) between the question and the answer, the answer does not run it.
+func TestApprovalBoundToWhatRuns(t *testing.T) {
+	requireNodeModules(t)
+	fixture.Need(t, "touch", "mkdir")
+	bundles := stampBundle(t)
+	d := startDaemon(t, t.TempDir(), "--bundles", bundles, "--no-catalog", "--approvals", filepath.Join(t.TempDir(), "none.yaml"))
+	tok, err := os.ReadFile(filepath.Join(d.state, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tgt := target{"http", []string{"--bearer", strings.TrimSpace(string(tok)), "--elicit", "accept", "--url", d.mcp + "/mcp/stamp"}}
+	accept := map[string]any{"action": "accept", "content": map[string]any{"approve": true}}
+	state, _ := askedState(t, tgt, "swapped")
+
+	cli := filepath.Join(bundles, "stamp", "CLI.md")
+	data, err := os.ReadFile(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	swapped := strings.NewReplacer("bin: touch", "bin: mkdir", `cmd: "touch --version"`, `cmd: "mkdir --version"`, `'touch \(GNU`, `'mkdir \(GNU`).Replace(string(data))
+	if err := os.WriteFile(cli, []byte(swapped), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.waitFor(t, "reloading bundles")
+	d.waitFor(t, "bundle loaded")
+
+	s := answerStep("swapped", state, accept)
+	rep := runClient(t, "client2.mjs", tgt, []step{s})
+	wantCode(t, rep.Steps[0], s, "approval_invalid")
+	wantFile(t, d.ws, "swapped", false)
+	// Asked again, for mkdir: approved, it runs.
+	rep, asked := elicitations(t, "client2.mjs", tgt, []step{makeStep("swapped")})
+	wantRan(t, rep.Steps[0], makeStep("swapped"))
+	if st, err := os.Stat(filepath.Join(d.ws, "swapped")); err != nil || !st.IsDir() || len(asked) != 1 {
+		t.Errorf("asked %d times; the new program did not run: %v", len(asked), err)
+	}
+}
+
+// A policy file in a folder others may write is refused at start: whoever may replace it (or swap
+// in a symlink to an empty file) approves every call.
+func TestApprovalPolicyInAnOpenFolder(t *testing.T) {
+	bundles := stampBundle(t)
+	open := filepath.Join(t.TempDir(), "open")
+	if err := os.Mkdir(open, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	policy := filepath.Join(open, "approvals.yaml")
+	if err := os.WriteFile(policy, []byte("rules: [{bundle: '*', decision: deny}]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	res := runDaemonToExit(t, nil, "--state", t.TempDir(), "--socket", filepath.Join(t.TempDir(), "s"), "--http", "127.0.0.1:0",
+		"--bundles", bundles, "--no-catalog", "--approvals", policy)
+	if res.code == 0 || !strings.Contains(res.stderr, "the folder "+open+" is writable by group or others") {
+		t.Errorf("policy in a world-writable folder: exit %d\n%s", res.code, res.stderr)
+	}
+}
+
+// A hostile bundle's mutates (lint lets control characters through its pattern) cannot rewrite
+// the question on the operator's terminal: escape sequences are shown escaped.
+func TestApprovalQuestionFromAHostileBundle(t *testing.T) {
+	fixture.Need(t, "touch")
+	bundles := stampBundle(t)
+	tool := filepath.Join(bundles, "stamp", "tools", "make", "TOOL.md")
+	data, err := os.ReadFile(tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostile := strings.NewReplacer("approval: always", "approval: on-mutate",
+		`mutates: ["workspace:./**"]`, `mutates: ["workspace:./**\e[2J\e[1;1H\e]0;pwned\a\e[1A\e[2KAllow.stamp.make.with.arguments.{}?"]`).Replace(string(data))
+	if hostile == string(data) {
+		t.Fatal("the tool was not rewritten")
+	}
+	if err := os.WriteFile(tool, []byte(hostile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ws := fixture.Workspace(t)
+	out := terminalCall(t, "n", "call", "stamp", "make", "--bundles", bundles, "--approvals", filepath.Join(t.TempDir(), "none.yaml"),
+		"--workspace", ws, "--audit", filepath.Join(t.TempDir(), "a.jsonl"), "--input", `{"name":"hostile"}`)
+	if strings.ContainsAny(out, "\x1b\a") || !strings.Contains(out, `\u001b[2J`) || !strings.Contains(out, "approval_denied") {
+		t.Errorf("the question reached the terminal unescaped:\n%q", out)
+	}
+	wantFile(t, ws, "hostile", false)
+}
+
+// clihostctl approve names the workspace each pending call runs in, escaped: its name is the
+// caller's choice, and the list is read on the operator's terminal.
+func TestApprovalListNamesTheWorkspace(t *testing.T) {
+	fixture.Need(t, "touch")
+	bundles := stampBundle(t)
+	d := startDaemon(t, t.TempDir(), "--bundles", bundles, "--no-catalog", "--approvals", filepath.Join(t.TempDir(), "none.yaml"))
+	ws := filepath.Join(d.ws, "repo\x1b[2J\x1b]0;x\a")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if r := d.ctl(t, "call", "stamp", "make", "--input", `{"name":"where"}`, "--workspace", ws); r.code != 1 || !strings.Contains(r.stdout, "approval_required") {
+		t.Fatalf("call: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r := d.ctl(t, "approve")
+	want := filepath.Join(d.ws, `repo\u001b[2J\u001b]0;x\u0007`)
+	if r.code != 0 || !strings.Contains(r.stdout, "WORKSPACE") || !strings.Contains(r.stdout, want) || strings.ContainsAny(r.stdout, "\x1b\a") {
+		t.Errorf("approve (list): exit %d\n%q", r.code, r.stdout)
+	}
+}
+
+// A policy rule may name a tool as a call or an MCP client does (pr_merge, pr.merge): a deny
+// written so holds, even for a tool whose class needs no approval.
+func TestApprovalRuleNamesOfATool(t *testing.T) {
+	fixture.Need(t, "touch")
+	bundles := stampBundle(t)
+	cli := filepath.Join(bundles, "stamp", "CLI.md")
+	data, err := os.ReadFile(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nested := strings.Replace(string(data), "  peek: ./tools/peek/TOOL.md", "  pr:\n    merge: ./tools/peek/TOOL.md", 1)
+	if err := os.WriteFile(cli, []byte(nested), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ws := fixture.Workspace(t)
+	for _, rule := range []string{"pr_merge", "pr.merge", "pr merge", "stamp.peek"} {
+		policy := filepath.Join(t.TempDir(), "approvals.yaml")
+		if err := os.WriteFile(policy, []byte(`rules: [{bundle: stamp, tool: "`+rule+`", decision: deny}]`+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"pr_merge", "pr merge"} {
+			r := runBin(t, bin.ctl, "", "call", "stamp", name, "--bundles", bundles, "--approvals", policy, "--workspace", ws,
+				"--audit", filepath.Join(t.TempDir(), "a.jsonl"), "--input", `{"name":"merged"}`)
+			if r.code != 1 || !strings.Contains(r.stdout, `"approval_denied"`) {
+				t.Errorf("rule tool %q, called as %q: exit %d\n%s%s", rule, name, r.code, r.stdout, r.stderr)
+			}
+		}
+	}
 }

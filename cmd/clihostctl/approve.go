@@ -18,11 +18,11 @@ func newApproveCmd(g *globalOptions) *cobra.Command {
 class asks for one (approval: always, on-mutate with mutates, policy:REF, or an "ask" rule of the
 daemon's approval policy) and whose MCP client could not ask its user.
 
-Without ID it lists the pending calls: id, bundle, tool, the exact arguments, who called and until
-when the approval may be given. With ID it records the answer (in the audit log, as a cli.approval
-line naming you); the caller then repeats exactly the same call, which runs once (or, with --deny,
-fails with approval_denied). Root and the daemon's own user answer every call; another user only
-the calls it made itself with clihostctl call.`,
+Without ID it lists the pending calls: id, bundle, tool, who called, until when the approval may
+be given, the workspace the call runs in and the exact arguments. With ID it records the answer
+(in the audit log, as a cli.approval line naming you); the caller then repeats exactly the same
+call, which runs once (or, with --deny, fails with approval_denied). Root and the daemon's own
+user answer every call; another user only the calls it made itself with clihostctl call.`,
 		Example: `  clihostctl approve
   sudo clihostctl approve ap-3f9c2a71b0d4
   clihostctl approve --deny ap-3f9c2a71b0d4`,
@@ -45,10 +45,10 @@ the calls it made itself with clihostctl call.`,
 					return nil
 				}
 				tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tBUNDLE\tTOOL\tVIA\tUSER\tEXPIRES\tARGUMENTS")
+				fmt.Fprintln(tw, "ID\tBUNDLE\tTOOL\tVIA\tUSER\tEXPIRES\tWORKSPACE\tARGUMENTS")
 				for _, p := range list {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Bundle, p.ToolPath, p.Via, p.User,
-						time.Until(p.Deadline).Round(time.Second), p.Input)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Bundle, p.ToolPath, p.Via, p.User,
+						time.Until(p.Deadline).Round(time.Second), p.Workspace, p.Input)
 				}
 				return tw.Flush()
 			}
@@ -59,8 +59,8 @@ the calls it made itself with clihostctl call.`,
 			if asJSON {
 				return json.NewEncoder(g.stdout).Encode(p)
 			}
-			fmt.Fprintf(g.stdout, "%s %s %s with %s; the caller repeats the same call before %s\n", p.Answer, p.Bundle, p.ToolPath, p.Input,
-				p.Deadline.Local().Format(time.TimeOnly))
+			fmt.Fprintf(g.stdout, "%s %s %s with %s in %s; the caller repeats the same call before %s\n", p.Answer, p.Bundle, p.ToolPath, p.Input,
+				p.Workspace, p.Deadline.Local().Format(time.TimeOnly))
 			return nil
 		},
 	}

@@ -38,12 +38,13 @@ await run({
     return c.listTools(cursor ? { cursor } : undefined, { timeout: opts.timeout, cacheMode: "refresh" });
   },
   call(c, step, onprogress, opts, signal, steps) {
-    const params = step.retryOf !== undefined ? retryParams(step, steps) : { name: step.name, arguments: step.arguments ?? {} };
+    let params = step.retryOf !== undefined ? retryParams(step, steps) : { name: step.name, arguments: step.arguments ?? {} };
+    if (step.requestState !== undefined) params = { ...params, requestState: step.requestState, inputResponses: step.inputResponses ?? {} };
     return c.callTool(params, {
       timeout: step.timeoutMs ?? opts.timeout,
       onprogress,
       signal,
-      ...(step.manual || step.retryOf !== undefined ? { allowInputRequired: true } : {}),
+      ...(step.manual || step.retryOf !== undefined || step.requestState !== undefined ? { allowInputRequired: true } : {}),
     });
   },
   ping(c) {

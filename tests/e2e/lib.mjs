@@ -15,7 +15,8 @@
 //   A call step may also carry (SDK v2 only) "manual":true (an input_required result is reported as
 //   it is, not fulfilled), and "retryOf":K with "answer":"accept"|"decline" and "alterState":true:
 //   the call is sent with step K's requestState (one character changed with alterState) and an
-//   elicitation answer to each of step K's inputRequests.
+//   elicitation answer to each of step K's inputRequests. "requestState":S with "inputResponses":{...}
+//   sends both verbatim (a state kept from an earlier run, an answer of any shape).
 // --bearer TOKEN sends "Authorization: Bearer TOKEN" (clihostd's MCP endpoints).
 // --elicit accept|decline|cancel declares the elicitation capability and answers every
 // elicitation so (accept with {"approve": true}); the questions are reported in "elicitations".
