@@ -122,6 +122,8 @@ type Gate struct {
 	ttl time.Duration
 	now func() time.Time
 
+	served bool // pending approvals are answered through the daemon's control socket (Served)
+
 	mu      sync.Mutex
 	policy  *Policy
 	pending map[string]*Pending // by id
@@ -145,6 +147,13 @@ func NewGate(policy *Policy) *Gate {
 		policy = &Policy{}
 	}
 	return &Gate{key: key, ttl: DefaultTTL, now: time.Now, policy: policy, pending: map[string]*Pending{}, used: map[string]spent{}}
+}
+
+// Served says that this gate's pending approvals can be answered with clihostctl approve: it is
+// the daemon's (a gate in another process, such as clihostctl serve-mcp's, is reached by nobody).
+func (g *Gate) Served() *Gate {
+	g.served = true
+	return g
 }
 
 // SetPolicy replaces the policy (a reload).
@@ -237,6 +246,9 @@ func (g *Gate) howToApprove(via string, p *Pending) string {
 			return fmt.Sprintf("the approval policy lets no MCP client ask its user (elicitation: false): ask the operator to allow the tool in the approval policy (%s)", g.policy.sourceName())
 		}
 		return "this MCP client cannot ask its user (it does not declare elicitation): use one that does, " + policy
+	}
+	if !g.served {
+		return "no operator can answer this server's pending calls (it is not clihostd): use an MCP client that declares elicitation, serve the bundle through clihostd, " + policy
 	}
 	return fmt.Sprintf("ask the user to approve it: root or clihostd's user runs `clihostctl approve %s` before %s, then repeat exactly the same call; %s",
 		p.ID, p.Deadline.UTC().Format(time.RFC3339), policy)

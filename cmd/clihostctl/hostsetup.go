@@ -50,6 +50,9 @@ func (o *hostOptions) openHost(g *globalOptions) (h *host.Host, caller host.Call
 	if err != nil {
 		return nil, caller, nil, err
 	}
+	if abs, err := filepath.Abs(o.approvals); err == nil && o.approvals != "" {
+		o.approvals = abs // masked in every sandbox
+	}
 	policy, err := approval.LoadPolicy(o.approvals)
 	if err != nil {
 		closeAudit()

@@ -122,7 +122,7 @@ func start(ctx context.Context, log *slog.Logger, c config) (*daemon, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w (fix it, or start with --approvals naming another file)", err)
 	}
-	d.approvals = approval.NewGate(policy)
+	d.approvals = approval.NewGate(policy).Served()
 	log.Info("approval policy", "file", c.approvals, "rules", len(policy.Rules), "policies", len(policy.Policies))
 	if d.workspace = c.workspace; d.workspace == "" {
 		if d.workspace, err = os.Getwd(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -93,6 +94,9 @@ func run(args []string, stderr io.Writer) int {
 	fs.BoolVar(&c.check, "check", false, "load and validate the bundles, print the result and exit (1 when any bundle is refused or none is loaded)")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if abs, err := filepath.Abs(c.approvals); err == nil && c.approvals != "" {
+		c.approvals = abs // masked in every sandbox, and read again on reloads from wherever
 	}
 	if c.auditKeep < 0 {
 		fmt.Fprintf(stderr, "clihostd: --audit-keep %d: want 0 or more\n", c.auditKeep)
