@@ -38,13 +38,13 @@ the calls it made itself with clihostctl call.`,
 					return err
 				}
 				if asJSON {
-					return json.NewEncoder(g.stdout).Encode(list)
+					return json.NewEncoder(g.io.Out).Encode(list)
 				}
 				if len(list) == 0 {
-					fmt.Fprintln(g.stderr, "no call waits for an approval")
+					fmt.Fprintln(g.io.ErrOut, "no call waits for an approval")
 					return nil
 				}
-				tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+				tw := tabwriter.NewWriter(g.io.Out, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "ID\tBUNDLE\tTOOL\tVIA\tUSER\tEXPIRES\tARGUMENTS")
 				for _, p := range list {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Bundle, p.ToolPath, p.Via, p.User,
@@ -57,9 +57,9 @@ the calls it made itself with clihostctl call.`,
 				return err
 			}
 			if asJSON {
-				return json.NewEncoder(g.stdout).Encode(p)
+				return json.NewEncoder(g.io.Out).Encode(p)
 			}
-			fmt.Fprintf(g.stdout, "%s %s %s with %s; the caller repeats the same call before %s\n", p.Answer, p.Bundle, p.ToolPath, p.Input,
+			fmt.Fprintf(g.io.Out, "%s %s %s with %s; the caller repeats the same call before %s\n", p.Answer, p.Bundle, p.ToolPath, p.Input,
 				p.Deadline.Local().Format(time.TimeOnly))
 			return nil
 		},

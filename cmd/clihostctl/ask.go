@@ -111,7 +111,7 @@ Exit status: 0 when a provider answered, 1 when none did, 2 on bad usage.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			prompt := strings.Join(args, " ")
 			if len(args) == 0 || prompt == "-" {
-				data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxProviderInput))
+				data, err := io.ReadAll(io.LimitReader(g.io.In, maxProviderInput))
 				if err != nil {
 					return err
 				}
@@ -148,15 +148,15 @@ func runAsk(o *askOptions, prompt string) error {
 	defer closeFn()
 	res := askProviders(ctx, h, caller, o, prompt)
 	if o.jsonOut {
-		if err := writeProviderJSON(o.stdout, res); err != nil {
+		if err := writeProviderJSON(o.io.Out, res); err != nil {
 			return err
 		}
 	} else if res.OK {
-		fmt.Fprintln(o.stdout, res.Content)
+		fmt.Fprintln(o.io.Out, res.Content)
 	}
 	if !res.OK {
 		if !o.jsonOut {
-			fmt.Fprintf(o.stderr, "clihostctl: ask: %s: %s: %s\n", res.Error.Provider, res.Error.Category, res.Error.Message)
+			fmt.Fprintf(o.io.ErrOut, "clihostctl: ask: %s: %s: %s\n", res.Error.Provider, res.Error.Category, res.Error.Message)
 		}
 		return exitError{1}
 	}
@@ -192,7 +192,7 @@ func askProviders(ctx context.Context, h *host.Host, caller host.Caller, o *askO
 			if pe.ShouldRetry && n < o.maxAttempts {
 				wait := retryWait(pe, n, o)
 				if !o.jsonOut {
-					fmt.Fprintf(o.stderr, "ask: %s attempt %d: %s; retrying in %s\n", name, n, pe.Category, wait)
+					fmt.Fprintf(o.io.ErrOut, "ask: %s attempt %d: %s; retrying in %s\n", name, n, pe.Category, wait)
 				}
 				select {
 				case <-ctx.Done():
@@ -202,7 +202,7 @@ func askProviders(ctx context.Context, h *host.Host, caller host.Caller, o *askO
 			}
 			if pe.ShouldFallback {
 				if !o.jsonOut {
-					fmt.Fprintf(o.stderr, "ask: %s attempt %d: %s; falling back\n", name, n, pe.Category)
+					fmt.Fprintf(o.io.ErrOut, "ask: %s attempt %d: %s; falling back\n", name, n, pe.Category)
 				}
 				break
 			}

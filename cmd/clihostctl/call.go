@@ -106,7 +106,7 @@ func runCall(o *callOptions) error {
 					return err
 				}
 			}
-			return printEnvelope(o.stdout, env)
+			return printEnvelope(o.io.Out, env)
 		}
 		if !errors.Is(err, control.ErrNoDaemon) {
 			return err
@@ -127,7 +127,7 @@ func runCall(o *callOptions) error {
 		}
 		env = call()
 	}
-	return printEnvelope(o.stdout, env)
+	return printEnvelope(o.io.Out, env)
 }
 
 // confirm asks the person at the terminal about a call that waits for an approval: ok is false
@@ -140,7 +140,7 @@ func (o *callOptions) confirm(env host.Envelope) (ok, approve bool) {
 	if !term.IsTerminal(int(os.Stdin.Fd())) || !term.IsTerminal(int(os.Stderr.Fd())) {
 		return false, false
 	}
-	fmt.Fprintf(o.stderr, "%s\n%s\nApprove? [y/N] ", env.Error.Message, env.Error.Approval.Question)
+	fmt.Fprintf(o.io.ErrOut, "%s\n%s\nApprove? [y/N] ", env.Error.Message, env.Error.Approval.Question)
 	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
 	answer := strings.ToLower(strings.TrimSpace(line))
 	return true, answer == "y" || answer == "yes"

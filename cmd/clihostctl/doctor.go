@@ -37,7 +37,7 @@ warn or FAIL, with what to do. It exits 1 when a check fails (with --strict, als
 			}
 			r := doctor.Run(ctx, doctor.Options{Client: g.client(), BinDir: binDir, UnitPaths: units})
 			if asJSON {
-				enc := json.NewEncoder(g.stdout)
+				enc := json.NewEncoder(g.io.Out)
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(r); err != nil {
 					return err
@@ -63,17 +63,17 @@ var doctorMarks = map[doctor.Status]string{doctor.OK: "ok  ", doctor.Warn: "warn
 // printDoctor prints one line per check, and the fix indented below it.
 func printDoctor(g *globalOptions, r doctor.Report) {
 	for _, c := range r.Checks {
-		fmt.Fprintf(g.stdout, "%s  %s: %s\n", doctorMarks[c.Status], c.Name, plain(c.Message))
+		fmt.Fprintf(g.io.Out, "%s  %s: %s\n", doctorMarks[c.Status], c.Name, plain(c.Message))
 		if c.Fix != "" && c.Status != doctor.OK {
-			fmt.Fprintf(g.stdout, "      fix: %s\n", plain(c.Fix))
+			fmt.Fprintf(g.io.Out, "      fix: %s\n", plain(c.Fix))
 		}
 	}
 	switch r.Worst() {
 	case doctor.OK:
-		fmt.Fprintln(g.stdout, "healthy")
+		fmt.Fprintln(g.io.Out, "healthy")
 	case doctor.Warn:
-		fmt.Fprintln(g.stdout, "healthy, with warnings")
+		fmt.Fprintln(g.io.Out, "healthy, with warnings")
 	default:
-		fmt.Fprintln(g.stdout, "NOT healthy: fix the FAIL lines")
+		fmt.Fprintln(g.io.Out, "NOT healthy: fix the FAIL lines")
 	}
 }

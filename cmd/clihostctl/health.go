@@ -73,7 +73,7 @@ Exit status: 0 healthy, 1 not, 2 on bad usage.`,
 				rep.Healthy = a.OK
 			}
 			if jsonOut {
-				if err := writeProviderJSON(g.stdout, rep); err != nil {
+				if err := writeProviderJSON(g.io.Out, rep); err != nil {
 					return err
 				}
 			} else {
@@ -97,7 +97,7 @@ func printHealth(g *globalOptions, rep healthReport) {
 	if !rep.Healthy {
 		state = "unhealthy"
 	}
-	w := g.stdout
+	w := g.io.Out
 	fmt.Fprintf(w, "%s: %s\n", rep.Bundle, state)
 	switch {
 	case rep.Path != "":

@@ -40,7 +40,7 @@ finds the binary, checks its version in the sandbox and records it.`,
 			req.HandOff = os.Geteuid() == 0
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			bar := progressBar{w: g.stderr}
+			bar := progressBar{w: g.io.ErrOut}
 			last, err := g.install(ctx, req, func(ev control.InstallEvent) {
 				if asJSON {
 					return
@@ -50,7 +50,7 @@ finds the binary, checks its version in the sandbox and records it.`,
 					bar.update(ev.Done, ev.Total)
 				case "checking", "installing":
 					bar.done()
-					fmt.Fprintln(g.stderr, plain(ev.Message))
+					fmt.Fprintln(g.io.ErrOut, plain(ev.Message))
 				}
 			})
 			bar.done()
@@ -58,19 +58,19 @@ finds the binary, checks its version in the sandbox and records it.`,
 				return errors.New(plain(err.Error()))
 			}
 			if asJSON {
-				enc := json.NewEncoder(g.stdout)
+				enc := json.NewEncoder(g.io.Out)
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(last); err != nil {
 					return err
 				}
 			} else if last.Phase == "done" {
-				fmt.Fprintln(g.stdout, plain(last.Message))
+				fmt.Fprintln(g.io.Out, plain(last.Message))
 			}
 			if last.Phase != "done" {
 				if !asJSON {
-					fmt.Fprintf(g.stderr, "clihostctl: install failed: %s\n", plain(last.Message))
+					fmt.Fprintf(g.io.ErrOut, "clihostctl: install failed: %s\n", plain(last.Message))
 					if last.Error != nil && last.Error.Hint != "" {
-						fmt.Fprintf(g.stderr, "hint: %s\n", plain(last.Error.Hint))
+						fmt.Fprintf(g.io.ErrOut, "hint: %s\n", plain(last.Error.Hint))
 					}
 				}
 				return exitError{1}
@@ -106,13 +106,13 @@ func (g *globalOptions) install(ctx context.Context, req control.InstallRequest,
 		if err != nil {
 			return last, err
 		}
-		fmt.Fprintf(g.stderr, "clihostd is not root: running install[%d] (%s %s) here as root\n", e.Index, plain(e.Tool), e.Package)
-		if _, err := install.RunEntry(ctx, b, e.Index, install.Options{Privileged: true, Output: g.stderr}); err != nil {
+		fmt.Fprintf(g.io.ErrOut, "clihostd is not root: running install[%d] (%s %s) here as root\n", e.Index, plain(e.Tool), e.Package)
+		if _, err := install.RunEntry(ctx, b, e.Index, install.Options{Privileged: true, Output: g.io.ErrOut}); err != nil {
 			if ctx.Err() != nil {
 				return last, err
 			}
 			reason := fmt.Sprintf("install[%d] (%s): %s", e.Index, e.Method, trimInstallPrefix(err))
-			fmt.Fprintln(g.stderr, reason)
+			fmt.Fprintln(g.io.ErrOut, reason)
 			failed = append(failed, reason)
 			if req.From = e.Index + 1; req.From >= len(b.CLI.Install) {
 				msg := "no install entry succeeded: " + strings.Join(failed, "; ")

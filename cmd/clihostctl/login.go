@@ -47,10 +47,10 @@ authed for your user in the workspace.`,
 			if err := runsWhatDaemonSays(ctx, c); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stderr, "running %v\n", info.Argv)
-			if err := runLogin(ctx, info, ws); err != nil {
+			fmt.Fprintf(g.io.ErrOut, "running %v\n", info.Argv)
+			if err := runLogin(ctx, g.io, info, ws); err != nil {
 				wait = min(wait, failedLoginWait)
-				fmt.Fprintf(g.stderr, "clihostctl: the login command failed: %v; checking the login state anyway (for at most %s)\n", err, wait)
+				fmt.Fprintf(g.io.ErrOut, "clihostctl: the login command failed: %v; checking the login state anyway (for at most %s)\n", err, wait)
 			}
 			res, err := c.Login(ctx, control.ScopeRequest{Bundle: args[0], Workspace: ws, WaitSeconds: int(wait.Seconds())})
 			if err != nil {
@@ -93,7 +93,7 @@ func newLogoutCmd(g *globalOptions) *cobra.Command {
 // but want exits 1.
 func printAuth(g *globalOptions, bundle string, res control.AuthResult, want string, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(g.stdout)
+		enc := json.NewEncoder(g.io.Out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(res); err != nil {
 			return err
@@ -104,17 +104,17 @@ func printAuth(g *globalOptions, bundle string, res control.AuthResult, want str
 		return nil
 	}
 	if res.Error != nil {
-		fmt.Fprintf(g.stderr, "clihostctl: %s: %s\n", res.Error.Code, res.Error.Message)
+		fmt.Fprintf(g.io.ErrOut, "clihostctl: %s: %s\n", res.Error.Code, res.Error.Message)
 		if res.Error.Hint != "" {
-			fmt.Fprintf(g.stderr, "hint: %s\n", res.Error.Hint)
+			fmt.Fprintf(g.io.ErrOut, "hint: %s\n", res.Error.Hint)
 		}
 		return exitError{1}
 	}
-	fmt.Fprintf(g.stdout, "%s: %s", bundle, res.Phase)
+	fmt.Fprintf(g.io.Out, "%s: %s", bundle, res.Phase)
 	if res.Reason != "" {
-		fmt.Fprintf(g.stdout, " (%s)", res.Reason)
+		fmt.Fprintf(g.io.Out, " (%s)", res.Reason)
 	}
-	fmt.Fprintln(g.stdout)
+	fmt.Fprintln(g.io.Out)
 	if res.Phase != want {
 		return exitError{1}
 	}

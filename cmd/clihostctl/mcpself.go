@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -50,7 +51,8 @@ func selfMCPOptions(g *globalOptions) *cobramcp.Options {
 			return cobramcp.DefaultFilter(c) && c.HasParent() && !c.Parent().HasParent() && selfTools[c.Name()]
 		},
 		Factory: func(stdout, stderr io.Writer) *cobra.Command {
-			root := newRootCmd(stdout, stderr)
+			// No stdin (the bridge's own is the MCP session) and no terminal.
+			root := newRootCmd(newGlobalOptions(&IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}))
 			for _, d := range g.bundleDirs {
 				_ = root.PersistentFlags().Set("bundles", d)
 			}

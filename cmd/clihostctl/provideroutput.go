@@ -40,7 +40,7 @@ true (input tokens from --prompt, else 0). An error the output reports is printe
 		Example: `  claude -p --output-format stream-json --verbose "hi" | clihostctl output parse --format stream-json`,
 		Args:    exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxProviderInput))
+			data, err := io.ReadAll(io.LimitReader(g.io.In, maxProviderInput))
 			if err != nil {
 				return err
 			}
@@ -51,7 +51,7 @@ true (input tokens from --prompt, else 0). An error the output reports is printe
 			if r.Estimated && prompt != "" {
 				r.Usage.InputTokens = output.EstimateTokens(prompt)
 			}
-			return writeProviderJSON(g.stdout, r)
+			return writeProviderJSON(g.io.Out, r)
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", output.ProviderText, "the output format: text, json or stream-json")
@@ -80,7 +80,7 @@ of the text around it; empty input is classified as "Exit code: N".`,
 		Example: `  echo 'HTTP 429 rate_limit_error: retry after 30 seconds' | clihostctl output classify`,
 		Args:    exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxProviderInput))
+			data, err := io.ReadAll(io.LimitReader(g.io.In, maxProviderInput))
 			if err != nil {
 				return err
 			}
@@ -89,7 +89,7 @@ of the text around it; empty input is classified as "Exit code: N".`,
 			if pe.RetryAfterMS > 0 {
 				out.RetryAfterMS = &pe.RetryAfterMS
 			}
-			return writeProviderJSON(g.stdout, out)
+			return writeProviderJSON(g.io.Out, out)
 		},
 	}
 	cmd.Flags().IntVar(&exitCode, "exit-code", 1, "the process's exit code")

@@ -98,7 +98,7 @@ func runSetup(o *setupOptions) error {
 		values[s.ID] = v
 	}
 	last, err := c.Setup(ctx, control.SetupRequest{ScopeRequest: scope, Values: values, Force: o.force}, func(ev control.SetupEvent) {
-		fmt.Fprintf(o.stderr, "step %s: open this URL to continue (waiting for it to call back):\n  %s\n", plain(ev.Step), plain(ev.URL))
+		fmt.Fprintf(o.io.ErrOut, "step %s: open this URL to continue (waiting for it to call back):\n  %s\n", plain(ev.Step), plain(ev.URL))
 		if webURL(ev.URL) {
 			_ = exec.Command("xdg-open", ev.URL).Start() // best effort: a desktop opens it
 		}
@@ -107,7 +107,7 @@ func runSetup(o *setupOptions) error {
 		return err
 	}
 	if o.asJSON {
-		enc := json.NewEncoder(o.stdout)
+		enc := json.NewEncoder(o.io.Out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(last); err != nil {
 			return err
@@ -118,14 +118,14 @@ func runSetup(o *setupOptions) error {
 			if s.Done {
 				mark = "done"
 			}
-			fmt.Fprintf(o.stdout, "%-24s %s\n", s.ID, mark)
+			fmt.Fprintf(o.io.Out, "%-24s %s\n", s.ID, mark)
 		}
 	}
 	if last.Phase != "done" {
 		if !o.asJSON && last.Error != nil {
-			fmt.Fprintf(o.stderr, "clihostctl: %s: %s\n", last.Error.Code, last.Error.Message)
+			fmt.Fprintf(o.io.ErrOut, "clihostctl: %s: %s\n", last.Error.Code, last.Error.Message)
 			if last.Error.Hint != "" {
-				fmt.Fprintf(o.stderr, "hint: %s\n", last.Error.Hint)
+				fmt.Fprintf(o.io.ErrOut, "hint: %s\n", last.Error.Hint)
 			}
 		}
 		return exitError{1}
@@ -137,11 +137,11 @@ func runSetup(o *setupOptions) error {
 func ask(o *setupOptions, in *bufio.Reader, s control.SetupStep) (string, error) {
 	q := s.Prompt
 	if s.Description != "" {
-		fmt.Fprintln(o.stderr, s.Description)
+		fmt.Fprintln(o.io.ErrOut, s.Description)
 	}
 	if len(s.Options) > 0 {
 		for i, opt := range s.Options {
-			fmt.Fprintf(o.stderr, "  %d) %s\n", i+1, opt)
+			fmt.Fprintf(o.io.ErrOut, "  %d) %s\n", i+1, opt)
 		}
 	}
 	if s.Type == "boolean" {
@@ -150,11 +150,11 @@ func ask(o *setupOptions, in *bufio.Reader, s control.SetupStep) (string, error)
 	if s.Default != "" && s.Type != "secret" {
 		q += fmt.Sprintf(" (default %s)", s.Default)
 	}
-	fmt.Fprintf(o.stderr, "%s: ", q)
+	fmt.Fprintf(o.io.ErrOut, "%s: ", q)
 	var v string
 	if s.Type == "secret" {
 		b, err := term.ReadPassword(int(os.Stdin.Fd()))
-		fmt.Fprintln(o.stderr)
+		fmt.Fprintln(o.io.ErrOut)
 		if err != nil {
 			return "", err
 		}

@@ -44,7 +44,7 @@ to them, secrets.key, is not in it: back it up apart).`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "state backed up to %s (%d bytes, consistent)\n", args[0], n)
+			fmt.Fprintf(g.io.Out, "state backed up to %s (%d bytes, consistent)\n", args[0], n)
 			return nil
 		},
 	}
@@ -107,15 +107,15 @@ clihostd again afterwards.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "restored %s from %s", filepath.Join(stateDir, store.DBFile), args[0])
+			fmt.Fprintf(g.io.Out, "restored %s from %s", filepath.Join(stateDir, store.DBFile), args[0])
 			if res.kept != "" {
-				fmt.Fprintf(g.stdout, "; the previous one is kept as %s", res.kept)
+				fmt.Fprintf(g.io.Out, "; the previous one is kept as %s", res.kept)
 			}
 			if res.dropped >= 0 {
-				fmt.Fprintf(g.stdout, "; --force: its %d sealed secrets were dropped (they do not open with %s) and every bundle's setup is pending again",
+				fmt.Fprintf(g.io.Out, "; --force: its %d sealed secrets were dropped (they do not open with %s) and every bundle's setup is pending again",
 					res.dropped, filepath.Join(stateDir, keyFileName))
 			}
-			fmt.Fprintln(g.stdout, "; start clihostd again")
+			fmt.Fprintln(g.io.Out, "; start clihostd again")
 			return nil
 		},
 	}

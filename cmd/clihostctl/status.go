@@ -38,20 +38,20 @@ many bundles the daemon serves, from where. --json prints {"daemon": …, "bundl
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(g.stdout)
+				enc := json.NewEncoder(g.io.Out)
 				enc.SetIndent("", "  ")
 				return enc.Encode(statusJSON{Daemon: d, Bundles: st})
 			}
 			// The same for every bundle: first, so that nobody misses it.
-			fmt.Fprintln(g.stdout, sandboxLine(d.Sandbox))
-			fmt.Fprintln(g.stdout, bundlesLine(d.Bundles))
+			fmt.Fprintln(g.io.Out, sandboxLine(d.Sandbox))
+			fmt.Fprintln(g.io.Out, bundlesLine(d.Bundles))
 			for _, w := range d.Bundles.Warnings {
-				fmt.Fprintf(g.stdout, "WARNING: %s\n", w)
+				fmt.Fprintf(g.io.Out, "WARNING: %s\n", w)
 			}
 			if len(st) == 0 {
 				return nil
 			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(g.io.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "BUNDLE\tINSTALL\tVERSION\tSETUP\tAUTH\tREADY")
 			for _, b := range st {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\n", b.Key, b.Install, or(b.Version, "-"), b.Setup, b.Auth, b.Ready)
@@ -61,11 +61,11 @@ many bundles the daemon serves, from where. --json prints {"daemon": …, "bundl
 			}
 			for _, b := range st {
 				if !b.Ready && b.Reason != "" {
-					fmt.Fprintf(g.stdout, "%s: %s\n", b.Key, b.Reason)
+					fmt.Fprintf(g.io.Out, "%s: %s\n", b.Key, b.Reason)
 				}
 			}
 			if len(st) > 0 && len(st[0].Limits) > 0 {
-				fmt.Fprintln(g.stdout, limitsLine(st[0].Limits))
+				fmt.Fprintln(g.io.Out, limitsLine(st[0].Limits))
 			}
 			return nil
 		},

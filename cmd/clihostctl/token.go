@@ -56,9 +56,9 @@ Root and the daemon's own user only.`,
 				return err
 			}
 			if asJSON {
-				return json.NewEncoder(g.stdout).Encode(list)
+				return json.NewEncoder(g.io.Out).Encode(list)
 			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+			tw := tabwriter.NewWriter(g.io.Out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tCREATED\tFILE")
 			for _, t := range list {
 				fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, t.Created.Local().Format(time.DateTime), t.File)
@@ -74,7 +74,7 @@ Root and the daemon's own user only.`,
 			if _, err := g.client().ChangeToken(cmd.Context(), control.TokenChange{Name: args[0], Revoke: true}); err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stderr, "revoked %s\n", args[0])
+			fmt.Fprintf(g.io.ErrOut, "revoked %s\n", args[0])
 			return nil
 		},
 	}
@@ -88,10 +88,10 @@ Root and the daemon's own user only.`,
 // printToken prints a token on stdout and how to use it on stderr.
 func printToken(g *globalOptions, t control.TokenInfo, asJSON bool) error {
 	if asJSON {
-		return json.NewEncoder(g.stdout).Encode(t)
+		return json.NewEncoder(g.io.Out).Encode(t)
 	}
-	fmt.Fprintf(g.stdout, "%s\n", t.Token)
-	fmt.Fprintf(g.stderr, "MCP endpoints: %s (and …/acli); send \"Authorization: Bearer <token>\"; agent %s; token file: %s\n", t.MCPURL, t.Name, t.TokenFile)
+	fmt.Fprintf(g.io.Out, "%s\n", t.Token)
+	fmt.Fprintf(g.io.ErrOut, "MCP endpoints: %s (and …/acli); send \"Authorization: Bearer <token>\"; agent %s; token file: %s\n", t.MCPURL, t.Name, t.TokenFile)
 	return nil
 }
 
@@ -102,7 +102,7 @@ func newAuditCmd(g *globalOptions) *cobra.Command {
 		Short: "Print the daemon's audit log (one JSON object a line)",
 		Args:  exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.client().Audit(cmd.Context(), follow, rotated, g.stdout)
+			return g.client().Audit(cmd.Context(), follow, rotated, g.io.Out)
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines (across rotations)")

@@ -13,7 +13,7 @@ func newVersionCmd(g *globalOptions) *cobra.Command {
 		Short: "Print clihostctl's version",
 		Args:  exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(g.stdout, "clihostctl %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			_, err := fmt.Fprintf(g.io.Out, "clihostctl %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 			return err
 		},
 	}
