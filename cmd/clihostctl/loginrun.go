@@ -14,12 +14,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// runLogin runs a bundle's login command in this terminal with runner.Run, in the sandbox the
+// runLoginCommand runs a bundle's login command in this terminal with runner.Run, in the sandbox the
 // daemon compiled for it (its egress and ingress served, as the daemon does for calls), with an
 // environment built from this process's (the bundle's env.pass and env.set, PATH, and HOME set to
 // the home the sandbox's ~ stands for). The command's process group gets the terminal's
 // foreground for as long as it runs, when stdin is one; ctx ends it (SIGTERM to its group).
-func runLogin(ctx context.Context, ios *IOStreams, info control.LoginInfo, ws string) error {
+func runLoginCommand(ctx context.Context, ios *IOStreams, info control.LoginInfo, ws string) error {
 	if len(info.Argv) == 0 {
 		return errors.New("empty login command")
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/clihost/clihost/control"
 )
@@ -27,7 +25,8 @@ type setupOptions struct {
 	asJSON    bool
 }
 
-func newSetupCmd(g *globalOptions) *cobra.Command {
+// newSetupCmd is clihostctl setup; runF, when set, runs instead of runSetup (tests).
+func newSetupCmd(g *globalOptions, runF func(*setupOptions) error) *cobra.Command {
 	o := &setupOptions{globalOptions: g}
 	cmd := &cobra.Command{
 		Use:   "setup BUNDLE",
@@ -41,6 +40,9 @@ remembered and not asked again unless --force.`,
 		Args:    exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			o.bundle = args[0]
+			if runF != nil {
+				return runF(o)
+			}
 			return runSetup(o)
 		},
 	}
@@ -79,8 +81,7 @@ func runSetup(o *setupOptions) error {
 	if err != nil {
 		return err
 	}
-	interactive := term.IsTerminal(int(os.Stdin.Fd()))
-	in := bufio.NewReader(os.Stdin)
+	interactive := o.io.IsStdinTTY()
 	for _, s := range info.Steps {
 		if (s.Done && !o.force) || s.Kind != "prompt" {
 			continue
@@ -91,7 +92,7 @@ func runSetup(o *setupOptions) error {
 		if !interactive {
 			return fmt.Errorf("step %s asks %q: pass --value %s=VALUE (stdin is not a terminal)", s.ID, s.Prompt, s.ID)
 		}
-		v, err := ask(o, in, s)
+		v, err := ask(o, s)
 		if err != nil {
 			return err
 		}
@@ -134,7 +135,7 @@ func runSetup(o *setupOptions) error {
 }
 
 // ask puts one prompt step to the person at the terminal.
-func ask(o *setupOptions, in *bufio.Reader, s control.SetupStep) (string, error) {
+func ask(o *setupOptions, s control.SetupStep) (string, error) {
 	q := s.Prompt
 	if s.Description != "" {
 		fmt.Fprintln(o.io.ErrOut, s.Description)
@@ -150,21 +151,13 @@ func ask(o *setupOptions, in *bufio.Reader, s control.SetupStep) (string, error)
 	if s.Default != "" && s.Type != "secret" {
 		q += fmt.Sprintf(" (default %s)", s.Default)
 	}
-	fmt.Fprintf(o.io.ErrOut, "%s: ", q)
-	var v string
+	read := o.prompter.Input
 	if s.Type == "secret" {
-		b, err := term.ReadPassword(int(os.Stdin.Fd()))
-		fmt.Fprintln(o.io.ErrOut)
-		if err != nil {
-			return "", err
-		}
-		v = string(b)
-	} else {
-		line, err := in.ReadString('\n')
-		if err != nil && line == "" {
-			return "", err
-		}
-		v = strings.TrimSpace(line)
+		read = o.prompter.Password
+	}
+	v, err := read(q)
+	if err != nil {
+		return "", err
 	}
 	if n := len(s.Options); n > 0 {
 		var i int
