@@ -1,8 +1,9 @@
 // Package runner spawns one third-party CLI process safely: directly (never through a shell), with an
 // environment built from nothing, stdin on /dev/null, in its own process group, under a wall-clock
 // limit, with capped output capture, and without leaving processes, zombies or file descriptors
-// behind. Command.Stdin, when set, is written to the process's stdin through a pipe instead. With
-// Command.Sandbox set, the process is started through the kernel sandbox of package
+// behind. Command.Stdin, when set, is written to the process's stdin through a pipe instead;
+// Command.Attach runs it on the caller's own files instead (an interactive login in a terminal).
+// With Command.Sandbox set, the process is started through the kernel sandbox of package
 // sandbox/nsinit (namespaces, masks, Landlock, seccomp); building that plan is package sandbox's job.
 // A sandbox also ends on its own: with the host process (whatever kills it), and when Timeout plus
 // Grace plus a margin has passed, even if the host process is alive but stuck.
@@ -12,7 +13,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -56,7 +59,7 @@ type Command struct {
 	Args        []string      // arguments after argv[0]; argv[0] is Path's base name
 	Dir         string        // working directory (the workspace); must be absolute and exist
 	Env         []string      // the complete environment, KEY=VALUE; nil means an empty environment
-	Timeout     time.Duration // wall-clock limit; 0 means DefaultTimeout
+	Timeout     time.Duration // wall-clock limit; 0 means DefaultTimeout (none with Attach)
 	Grace       time.Duration // time between SIGTERM and SIGKILL; 0 means DefaultGrace
 	StdoutLimit int64         // capture cap; 0 means DefaultLimit; bytes beyond are read and discarded
 	StderrLimit int64         // capture cap for stderr, as StdoutLimit
@@ -70,7 +73,8 @@ type Command struct {
 	TTY bool
 	// Sandbox, when set, runs the command inside the kernel sandbox this plan describes (its path
 	// lists, identity and switches); Run fills in its Path, Args, Dir and Env from the Command, and
-	// its Timeout (Timeout plus Grace plus sandboxMargin, the init's own deadline). When
+	// its Timeout (Timeout plus Grace plus sandboxMargin, the init's own deadline; none for an
+	// Attach command without Timeout). When
 	// the sandbox cannot be built, Run returns an error wrapping nsinit.ErrUnavailable and the
 	// program never ran. Nil runs the command unconfined.
 	Sandbox *nsinit.Plan
@@ -79,6 +83,29 @@ type Command struct {
 	// Plan.Egress), Run serves them with egress.Serve for as long as the process runs, and the
 	// program's environment gets the proxy variables (egress.ProxyEnv). Nil: no network at all.
 	Egress *egress.Policy
+	// Attach, when set, runs the command on the caller's own files instead of captured output (it
+	// cannot be combined with Stdin or TTY): Result.Stdout and Stderr stay empty, and the command
+	// has no wall-clock limit unless Timeout is set (the person at the terminal ends it; ctx
+	// cancels it).
+	Attach *Attach
+}
+
+// Attach is the caller's stdio for a Command run in the caller's terminal. Files (a terminal) are
+// the process's own; anything else is copied through pipes by os/exec, for at most drainTimeout
+// once the process has exited.
+type Attach struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Foreground, when set, is called with the command's process group once it has started and
+	// its network is served; what it returns is called once the process has exited. A
+	// terminal's owner passes what gives the terminal to that group and takes it back.
+	Foreground func(pgid int) (restore func())
+}
+
+// EgressPolicy is the egress.Policy of these fields, for a caller that received them over the wire
+// (clihostctl login, from control.EgressPolicy) and passes them on as Command.Egress.
+func EgressPolicy(allow []string, ports []int, admitNets []netip.Prefix, maxConns int) *egress.Policy {
+	return &egress.Policy{Allow: allow, Ports: ports, AdmitNets: admitNets, MaxConns: maxConns}
 }
 
 // Result is a finished process.
@@ -128,7 +155,9 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	if c.Sandbox != nil {
 		plan := *c.Sandbox
 		plan.Path, plan.Args, plan.Dir, plan.Env = c.Path, argv, c.Dir, c.Env
-		plan.Timeout = c.Timeout + c.Grace + sandboxMargin
+		if c.Timeout > 0 {
+			plan.Timeout = c.Timeout + c.Grace + sandboxMargin
+		}
 		if c.Egress != nil {
 			plan.UseEgress()
 		}
@@ -158,9 +187,10 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		}
 	}
 	if err != nil {
-		stdout.r.Close()
-		if stderr != nil {
-			stderr.r.Close()
+		for _, c := range []*capture{stdout, stderr} {
+			if c != nil {
+				c.r.Close()
+			}
 		}
 		if stdin != nil {
 			stdin.Close()
@@ -175,19 +205,23 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	stopStdin := feed(stdin, c.Stdin)
 
 	var readers sync.WaitGroup
-	readers.Go(stdout.read)
-	if stderr != nil {
-		readers.Go(stderr.read)
+	for _, c := range []*capture{stdout, stderr} {
+		if c != nil {
+			readers.Go(c.read)
+		}
 	}
-	stopEgress, egressErr := ServeEgress(sandboxed, c.Egress)
+	stopEgress, egressErr := serveEgress(sandboxed, c.Egress)
 	stopIngress := func() {}
 	if egressErr == nil && sandboxed != nil {
 		if stopIngress, egressErr = sandboxed.ServeIngress(); egressErr != nil {
 			egressErr = fmt.Errorf("ingress: %w", egressErr)
 		}
 	}
+	restore := func() {}
 	if egressErr != nil {
 		signalGroup(cmd.Process.Pid, syscall.SIGKILL) // never run the program without the network it was given
+	} else if c.Attach != nil && c.Attach.Foreground != nil {
+		restore = c.Attach.Foreground(cmd.Process.Pid)
 	}
 	stopCPU := make(chan struct{})
 	var cpuLimit <-chan struct{}
@@ -195,6 +229,7 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		cpuLimit = sandboxed.Group().WatchCPU(stopCPU)
 	}
 	res, cpuHit := supervise(ctx, cmd, c, cpuLimit)
+	restore()
 	close(stopCPU)
 	stopStdin()
 	stopEgress()
@@ -202,7 +237,9 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	res.Duration = time.Since(begin)
 	drain(&readers, stdout, stderr)
 
-	res.Stdout, res.StdoutTruncated = stdout.data, stdout.truncated
+	if stdout != nil {
+		res.Stdout, res.StdoutTruncated = stdout.data, stdout.truncated
+	}
 	if stderr != nil {
 		res.Stderr, res.StderrTruncated = stderr.data, stderr.truncated
 	}
@@ -220,11 +257,10 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	return res, nil
 }
 
-// ServeEgress receives the egress listeners of a started sandbox whose plan has Egress (see
+// serveEgress receives the egress listeners of a started sandbox whose plan has Egress (see
 // nsinit.Plan.UseEgress) and serves them with pol until the returned stop is called (once the
-// process is gone); stop waits until nothing is served any more. Without pol it does nothing. Run
-// does this for its commands; a caller that starts a sandbox itself (clihostctl login) calls it.
-func ServeEgress(sandboxed *nsinit.Cmd, pol *egress.Policy) (stop func(), err error) {
+// process is gone); stop waits until nothing is served any more. Without pol it does nothing.
+func serveEgress(sandboxed *nsinit.Cmd, pol *egress.Policy) (stop func(), err error) {
 	if sandboxed == nil || pol == nil {
 		return func() {}, nil
 	}
@@ -252,11 +288,13 @@ func (c Command) normalize() (Command, error) {
 		return c, fmt.Errorf("runner: %s: negative Timeout, Grace or limit (use 0 for the default)", c.Path)
 	case c.TTY && c.Stdin != nil:
 		return c, fmt.Errorf("runner: %s: Stdin cannot be combined with TTY", c.Path)
+	case c.Attach != nil && (c.TTY || c.Stdin != nil):
+		return c, fmt.Errorf("runner: %s: Attach cannot be combined with Stdin or TTY", c.Path)
 	}
 	if c.Env == nil {
 		c.Env = []string{} // a nil Env would make os/exec inherit the host's environment
 	}
-	if c.Timeout == 0 {
+	if c.Timeout == 0 && c.Attach == nil {
 		c.Timeout = DefaultTimeout
 	}
 	if c.Grace == 0 {
@@ -272,10 +310,17 @@ func (c Command) normalize() (Command, error) {
 }
 
 // attach wires cmd's stdio and process attributes (added to those cmd already has, such as the
-// sandbox's namespaces). It returns the captures to read (stderr is nil for a TTY), the write end
+// sandbox's namespaces). It returns the captures to read (stderr is nil for a TTY, both are nil
+// with c.Attach), the write end
 // of the stdin pipe when c.Stdin is set (else nil) and the child's ends, which the caller closes
 // once the child has started.
 func attach(cmd *exec.Cmd, c Command) (stdout, stderr *capture, stdin *os.File, childEnds []*os.File, err error) {
+	if a := c.Attach; a != nil {
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = a.Stdin, a.Stdout, a.Stderr
+		cmd.WaitDelay = drainTimeout
+		sysProcAttr(cmd).Setpgid = true
+		return nil, nil, nil, nil, nil
+	}
 	if c.TTY {
 		master, slave, err := openPTY()
 		if err != nil {
@@ -447,12 +492,16 @@ func supervise(ctx context.Context, cmd *exec.Cmd, c Command, cpuLimit <-chan st
 		close(exited)
 	}()
 
-	timer := time.NewTimer(c.Timeout)
-	defer timer.Stop()
+	var timeout <-chan time.Time // none for an attached command without Timeout
+	if c.Timeout > 0 {
+		timer := time.NewTimer(c.Timeout)
+		defer timer.Stop()
+		timeout = timer.C
+	}
 	var stopped *bool
 	select {
 	case <-exited:
-	case <-timer.C:
+	case <-timeout:
 		stopped = &res.TimedOut
 	case <-ctx.Done():
 		stopped = &res.Canceled

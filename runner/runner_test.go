@@ -579,3 +579,55 @@ func TestStdin(t *testing.T) {
 		t.Error("Stdin with TTY was accepted")
 	}
 }
+
+// TestAttach runs a sandboxed command on the caller's own files (clihostctl login's way): its
+// output goes there, not into Result; Foreground gets its process group once it runs and gives
+// it back once it has exited; ctx stops an attached command as any other.
+func TestAttach(t *testing.T) {
+	requireSandbox(t)
+	dir := t.TempDir()
+	outFile, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outFile.Close()
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devNull.Close()
+	var given, restored int
+	c := sh(t, `echo out; echo err >&2; exit 4`)
+	c.Dir = "/"
+	c.Sandbox = sandboxPlan()
+	c.Attach = &runner.Attach{Stdin: devNull, Stdout: outFile, Stderr: outFile, Foreground: func(pgid int) func() {
+		given = pgid
+		return func() { restored = given }
+	}}
+	res, err := runner.Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ExitCode != 4 || len(res.Stdout) != 0 || len(res.Stderr) != 0 || res.TimedOut {
+		t.Fatalf("res %+v: want exit 4 and nothing captured", res)
+	}
+	if got, _ := os.ReadFile(outFile.Name()); string(got) != "out\nerr\n" {
+		t.Errorf("the caller's file holds %q, want the command's stdout and stderr", got)
+	}
+	if given <= 0 || restored != given {
+		t.Errorf("Foreground got process group %d, restored %d: want it given, then given back", given, restored)
+	}
+
+	c = sh(t, "touch ready; sleep 300")
+	c.Attach = &runner.Attach{Stdin: devNull, Stdout: outFile, Stderr: outFile}
+	res = run(t, cancelWhenExists(t, filepath.Join(c.Dir, "ready")), c)
+	if !res.Canceled || res.Signal != "SIGTERM" {
+		t.Errorf("canceled attached command: %+v, want Canceled by SIGTERM", res)
+	}
+
+	c = sh(t, "exit 0")
+	c.Attach, c.Stdin = &runner.Attach{}, []byte("x")
+	if _, err := runner.Run(context.Background(), c); err == nil || !strings.Contains(err.Error(), "Attach cannot be combined") {
+		t.Errorf("Attach with Stdin: %v, want refused", err)
+	}
+}

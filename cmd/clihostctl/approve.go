@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"text/tabwriter"
@@ -9,8 +10,16 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func newApproveCmd(g *globalOptions) *cobra.Command {
-	var deny, asJSON bool
+// approveOptions are approve's flags and argument.
+type approveOptions struct {
+	*globalOptions
+	id           string // the call to answer; "" lists the pending ones
+	deny, asJSON bool
+}
+
+// newApproveCmd is clihostctl approve; runF, when set, runs instead of runApprove (tests).
+func newApproveCmd(g *globalOptions, runF func(*approveOptions) error) *cobra.Command {
+	o := &approveOptions{globalOptions: g}
 	cmd := &cobra.Command{
 		Use:   "approve [ID]",
 		Short: "List the calls waiting for an approval, or approve (--deny: refuse) one",
@@ -28,43 +37,54 @@ user answer every call; another user only the calls it made itself with clihostc
   clihostctl approve --deny ap-3f9c2a71b0d4`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c := g.client()
-			if len(args) == 0 {
-				if deny {
-					return usageError{fmt.Errorf("--deny needs the ID of the call to refuse")}
-				}
-				list, err := c.Approvals(cmd.Context())
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					return json.NewEncoder(g.stdout).Encode(list)
-				}
-				if len(list) == 0 {
-					fmt.Fprintln(g.stderr, "no call waits for an approval")
-					return nil
-				}
-				tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tBUNDLE\tTOOL\tVIA\tUSER\tEXPIRES\tWORKSPACE\tARGUMENTS")
-				for _, p := range list {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Bundle, p.ToolPath, p.Via, p.User,
-						time.Until(p.Deadline).Round(time.Second), p.Workspace, p.Input)
-				}
-				return tw.Flush()
+			if len(args) == 1 {
+				o.id = args[0]
 			}
-			p, err := c.AnswerApproval(cmd.Context(), args[0], !deny)
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(o)
 			}
-			if asJSON {
-				return json.NewEncoder(g.stdout).Encode(p)
-			}
-			fmt.Fprintf(g.stdout, "%s %s %s with %s in %s; the caller repeats the same call before %s\n", p.Answer, p.Bundle, p.ToolPath, p.Input,
-				p.Workspace, p.Deadline.Local().Format(time.TimeOnly))
-			return nil
+			return runApprove(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().BoolVar(&deny, "deny", false, "refuse the call instead")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&o.deny, "deny", false, "refuse the call instead")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// runApprove lists the calls waiting for an approval, or answers o.id.
+func runApprove(ctx context.Context, o *approveOptions) error {
+	c := o.client()
+	if o.id == "" {
+		if o.deny {
+			return usageError{fmt.Errorf("--deny needs the ID of the call to refuse")}
+		}
+		list, err := c.Approvals(ctx)
+		if err != nil {
+			return err
+		}
+		if o.asJSON {
+			return json.NewEncoder(o.io.Out).Encode(list)
+		}
+		if len(list) == 0 {
+			fmt.Fprintln(o.io.ErrOut, "no call waits for an approval")
+			return nil
+		}
+		tw := tabwriter.NewWriter(o.io.Out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tBUNDLE\tTOOL\tVIA\tUSER\tAGENT\tEXPIRES\tWORKSPACE\tARGUMENTS")
+		for _, p := range list {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, p.Bundle, p.ToolPath, p.Via, p.User, p.Agent,
+				time.Until(p.Deadline).Round(time.Second), p.Workspace, p.Input)
+		}
+		return tw.Flush()
+	}
+	p, err := c.AnswerApproval(ctx, o.id, !o.deny)
+	if err != nil {
+		return err
+	}
+	if o.asJSON {
+		return json.NewEncoder(o.io.Out).Encode(p)
+	}
+	fmt.Fprintf(o.io.Out, "%s %s %s with %s in %s; the caller repeats the same call before %s\n", p.Answer, p.Bundle, p.ToolPath, p.Input,
+		p.Workspace, p.Deadline.Local().Format(time.TimeOnly))
+	return nil
 }

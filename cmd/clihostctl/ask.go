@@ -86,9 +86,11 @@ type askOptions struct {
 	backoff     time.Duration
 	maxWait     time.Duration
 	jsonOut     bool
+	words       []string // the prompt's words; none or "-" reads it from stdin
 }
 
-func newAskCmd(g *globalOptions) *cobra.Command {
+// newAskCmd is clihostctl ask; runF, when set, runs instead of runAsk (tests).
+func newAskCmd(g *globalOptions, runF func(*askOptions) error) *cobra.Command {
 	o := &askOptions{globalOptions: g}
 	cmd := &cobra.Command{
 		Use:   "ask --providers A,B,C PROMPT",
@@ -108,19 +110,12 @@ PROMPT is the arguments joined by spaces; "-" or none reads it from stdin.
 Exit status: 0 when a provider answered, 1 when none did, 2 on bad usage.`,
 		Example: `  clihostctl ask --providers claude,gemini,codex "Summarise README.md in one sentence"
   git diff | clihostctl ask --providers codex --json -`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			prompt := strings.Join(args, " ")
-			if len(args) == 0 || prompt == "-" {
-				data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxProviderInput))
-				if err != nil {
-					return err
-				}
-				prompt = string(data)
+		RunE: func(_ *cobra.Command, args []string) error {
+			o.words = args
+			if runF != nil {
+				return runF(o)
 			}
-			if strings.TrimSpace(prompt) == "" {
-				return usageError{errors.New("ask needs a prompt (arguments, or - for stdin)")}
-			}
-			return runAsk(o, prompt)
+			return runAsk(o)
 		},
 	}
 	cmd.Flags().StringSliceVar(&o.providers, "providers", nil, "provider bundles to try, in order (comma-separated or repeated)")
@@ -132,7 +127,19 @@ Exit status: 0 when a provider answered, 1 when none did, 2 on bad usage.`,
 	return cmd
 }
 
-func runAsk(o *askOptions, prompt string) error {
+// runAsk runs the prompt through o.providers and prints the answer.
+func runAsk(o *askOptions) error {
+	prompt := strings.Join(o.words, " ")
+	if len(o.words) == 0 || prompt == "-" {
+		data, err := io.ReadAll(io.LimitReader(o.io.In, maxProviderInput))
+		if err != nil {
+			return err
+		}
+		prompt = string(data)
+	}
+	if strings.TrimSpace(prompt) == "" {
+		return usageError{errors.New("ask needs a prompt (arguments, or - for stdin)")}
+	}
 	if len(o.providers) == 0 {
 		return usageError{errors.New("ask needs --providers")}
 	}
@@ -148,15 +155,15 @@ func runAsk(o *askOptions, prompt string) error {
 	defer closeFn()
 	res := askProviders(ctx, h, caller, o, prompt)
 	if o.jsonOut {
-		if err := writeProviderJSON(o.stdout, res); err != nil {
+		if err := writeProviderJSON(o.io.Out, res); err != nil {
 			return err
 		}
 	} else if res.OK {
-		fmt.Fprintln(o.stdout, res.Content)
+		fmt.Fprintln(o.io.Out, res.Content)
 	}
 	if !res.OK {
 		if !o.jsonOut {
-			fmt.Fprintf(o.stderr, "clihostctl: ask: %s: %s: %s\n", res.Error.Provider, res.Error.Category, res.Error.Message)
+			fmt.Fprintf(o.io.ErrOut, "clihostctl: ask: %s: %s: %s\n", res.Error.Provider, res.Error.Category, res.Error.Message)
 		}
 		return exitError{1}
 	}
@@ -192,7 +199,7 @@ func askProviders(ctx context.Context, h *host.Host, caller host.Caller, o *askO
 			if pe.ShouldRetry && n < o.maxAttempts {
 				wait := retryWait(pe, n, o)
 				if !o.jsonOut {
-					fmt.Fprintf(o.stderr, "ask: %s attempt %d: %s; retrying in %s\n", name, n, pe.Category, wait)
+					fmt.Fprintf(o.io.ErrOut, "ask: %s attempt %d: %s; retrying in %s\n", name, n, pe.Category, wait)
 				}
 				select {
 				case <-ctx.Done():
@@ -202,7 +209,7 @@ func askProviders(ctx context.Context, h *host.Host, caller host.Caller, o *askO
 			}
 			if pe.ShouldFallback {
 				if !o.jsonOut {
-					fmt.Fprintf(o.stderr, "ask: %s attempt %d: %s; falling back\n", name, n, pe.Category)
+					fmt.Fprintf(o.io.ErrOut, "ask: %s attempt %d: %s; falling back\n", name, n, pe.Category)
 				}
 				break
 			}

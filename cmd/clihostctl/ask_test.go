@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -60,10 +59,9 @@ func TestProviderSpec(t *testing.T) {
 
 func TestOutputCommands(t *testing.T) {
 	run := func(stdin string, args ...string) (string, error) {
-		var out, errb bytes.Buffer
-		cmd := newRootCmd(&out, &errb)
+		ios, out, _ := testStreams(stdin)
+		cmd := newRootCmd(newGlobalOptions(ios))
 		cmd.SetArgs(args)
-		cmd.SetIn(strings.NewReader(stdin))
 		err := cmd.Execute()
 		return out.String(), err
 	}

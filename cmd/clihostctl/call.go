@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,11 +9,9 @@ import (
 	"maps"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/clihost/clihost/approval"
 	"github.com/clihost/clihost/argv"
@@ -30,7 +27,8 @@ type callOptions struct {
 	inputFile    string
 }
 
-func newCallCmd(g *globalOptions) *cobra.Command {
+// newCallCmd is clihostctl call; runF, when set, runs instead of runCall (tests).
+func newCallCmd(g *globalOptions, runF func(*callOptions) error) *cobra.Command {
 	o := &callOptions{globalOptions: g}
 	cmd := &cobra.Command{
 		Use:   "call BUNDLE TOOL",
@@ -52,6 +50,9 @@ Exit status: 0 when the call succeeded, 1 when it failed, 2 on bad usage.`,
 		Args: exactArgs(2),
 		RunE: func(_ *cobra.Command, args []string) error {
 			o.bundle, o.tool = args[0], args[1]
+			if runF != nil {
+				return runF(o)
+			}
 			return runCall(o)
 		},
 	}
@@ -67,7 +68,7 @@ func runCall(o *callOptions) error {
 	case o.input != "" && o.inputFile != "":
 		return usageError{fmt.Errorf("give --input or --input-file, not both")}
 	case o.inputFile == "-":
-		data, err := io.ReadAll(os.Stdin)
+		data, err := io.ReadAll(o.io.In)
 		if err != nil {
 			return err
 		}
@@ -106,7 +107,7 @@ func runCall(o *callOptions) error {
 					return err
 				}
 			}
-			return printEnvelope(o.stdout, env)
+			return printEnvelope(o.io.Out, env)
 		}
 		if !errors.Is(err, control.ErrNoDaemon) {
 			return err
@@ -127,7 +128,7 @@ func runCall(o *callOptions) error {
 		}
 		env = call()
 	}
-	return printEnvelope(o.stdout, env)
+	return printEnvelope(o.io.Out, env)
 }
 
 // confirm asks the person at the terminal about a call that waits for an approval: ok is false
@@ -137,13 +138,12 @@ func (o *callOptions) confirm(env host.Envelope) (ok, approve bool) {
 	if env.Error == nil || env.Error.Code != "approval_required" || env.Error.Approval == nil {
 		return false, false
 	}
-	if !term.IsTerminal(int(os.Stdin.Fd())) || !term.IsTerminal(int(os.Stderr.Fd())) {
+	if !o.io.CanPrompt() {
 		return false, false
 	}
-	fmt.Fprintf(o.stderr, "%s\n%s\nApprove? [y/N] ", env.Error.Message, env.Error.Approval.Question)
-	line, _ := bufio.NewReader(os.Stdin).ReadString('\n')
-	answer := strings.ToLower(strings.TrimSpace(line))
-	return true, answer == "y" || answer == "yes"
+	fmt.Fprintf(o.io.ErrOut, "%s\n%s\n", env.Error.Message, env.Error.Approval.Question)
+	yes, _ := o.prompter.Confirm("Approve?") // no answer (end of input) is no
+	return true, yes
 }
 
 // printEnvelope prints a call's result; a failed call exits 1.

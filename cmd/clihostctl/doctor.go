@@ -16,9 +16,16 @@ import (
 // doctorTimeout bounds the whole check (the daemon's probe and bundle status included).
 const doctorTimeout = 2 * time.Minute
 
-func newDoctorCmd(g *globalOptions) *cobra.Command {
-	var asJSON, strict bool
-	var units []string
+// doctorOptions are doctor's flags.
+type doctorOptions struct {
+	*globalOptions
+	asJSON, strict bool
+	units          []string
+}
+
+// newDoctorCmd is clihostctl doctor; runF, when set, runs instead of runDoctor (tests).
+func newDoctorCmd(g *globalOptions, runF func(*doctorOptions) error) *cobra.Command {
+	o := &doctorOptions{globalOptions: g}
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check whether this host can run clihost, and say what to fix",
@@ -29,32 +36,40 @@ serves and each one's readiness, and the systemd unit when one is installed. Eac
 warn or FAIL, with what to do. It exits 1 when a check fails (with --strict, also when one warns).`,
 		Args: exactArgs(0),
 		RunE: func(*cobra.Command, []string) error {
+			if runF != nil {
+				return runF(o)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), doctorTimeout)
 			defer cancel()
-			binDir := ""
-			if self, err := os.Executable(); err == nil {
-				binDir = filepath.Dir(self)
-			}
-			r := doctor.Run(ctx, doctor.Options{Client: g.client(), BinDir: binDir, UnitPaths: units})
-			if asJSON {
-				enc := json.NewEncoder(g.stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(r); err != nil {
-					return err
-				}
-			} else {
-				printDoctor(g, r)
-			}
-			if !r.Healthy(strict) {
-				return exitError{1}
-			}
-			return nil
+			return runDoctor(ctx, o)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: {checks: [{name, status, message, fix}]}")
-	cmd.Flags().BoolVar(&strict, "strict", false, "exit 1 on warnings too")
-	cmd.Flags().StringArrayVar(&units, "unit", nil, "check this clihostd.service file instead of the installed one (repeatable: the first that exists)")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print JSON: {checks: [{name, status, message, fix}]}")
+	cmd.Flags().BoolVar(&o.strict, "strict", false, "exit 1 on warnings too")
+	cmd.Flags().StringArrayVar(&o.units, "unit", nil, "check this clihostd.service file instead of the installed one (repeatable: the first that exists)")
 	return cmd
+}
+
+// runDoctor runs the checks and prints them; a failed one (a warning too, with --strict) exits 1.
+func runDoctor(ctx context.Context, o *doctorOptions) error {
+	binDir := ""
+	if self, err := os.Executable(); err == nil {
+		binDir = filepath.Dir(self)
+	}
+	r := doctor.Run(ctx, doctor.Options{Client: o.client(), BinDir: binDir, UnitPaths: o.units})
+	if o.asJSON {
+		enc := json.NewEncoder(o.io.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	} else {
+		printDoctor(o.globalOptions, r)
+	}
+	if !r.Healthy(o.strict) {
+		return exitError{1}
+	}
+	return nil
 }
 
 // doctorMarks are the text output's status columns.
@@ -63,17 +78,17 @@ var doctorMarks = map[doctor.Status]string{doctor.OK: "ok  ", doctor.Warn: "warn
 // printDoctor prints one line per check, and the fix indented below it.
 func printDoctor(g *globalOptions, r doctor.Report) {
 	for _, c := range r.Checks {
-		fmt.Fprintf(g.stdout, "%s  %s: %s\n", doctorMarks[c.Status], c.Name, plain(c.Message))
+		fmt.Fprintf(g.io.Out, "%s  %s: %s\n", doctorMarks[c.Status], c.Name, plain(c.Message))
 		if c.Fix != "" && c.Status != doctor.OK {
-			fmt.Fprintf(g.stdout, "      fix: %s\n", plain(c.Fix))
+			fmt.Fprintf(g.io.Out, "      fix: %s\n", plain(c.Fix))
 		}
 	}
 	switch r.Worst() {
 	case doctor.OK:
-		fmt.Fprintln(g.stdout, "healthy")
+		fmt.Fprintln(g.io.Out, "healthy")
 	case doctor.Warn:
-		fmt.Fprintln(g.stdout, "healthy, with warnings")
+		fmt.Fprintln(g.io.Out, "healthy, with warnings")
 	default:
-		fmt.Fprintln(g.stdout, "NOT healthy: fix the FAIL lines")
+		fmt.Fprintln(g.io.Out, "NOT healthy: fix the FAIL lines")
 	}
 }

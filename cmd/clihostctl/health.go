@@ -34,10 +34,18 @@ type healthError struct {
 // defaultProbePrompt is the test request of `health --probe`.
 const defaultProbePrompt = "Reply with the single word: ok"
 
-func newHealthCmd(g *globalOptions) *cobra.Command {
-	var ho hostOptions
-	var probe, jsonOut bool
-	var prompt string
+// healthOptions are health's flags and argument.
+type healthOptions struct {
+	*globalOptions
+	hostOptions
+	bundle        string
+	probe, asJSON bool
+	prompt        string
+}
+
+// newHealthCmd is clihostctl health; runF, when set, runs instead of runHealth (tests).
+func newHealthCmd(g *globalOptions, runF func(*healthOptions) error) *cobra.Command {
+	o := &healthOptions{globalOptions: g}
 	cmd := &cobra.Command{
 		Use:   "health BUNDLE",
 		Short: "Check a provider bundle: binary present, version in range, optionally a test request",
@@ -50,46 +58,55 @@ Exit status: 0 healthy, 1 not, 2 on bad usage.`,
   clihostctl health gemini --probe --json`,
 		Args: exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
+			o.bundle = args[0]
+			if runF != nil {
+				return runF(o)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			h, b, caller, closeFn, err := ho.openBundle(g, args[0])
-			if err != nil {
-				return err
-			}
-			defer closeFn()
-			rep := healthReport{Bundle: b.Key(), Bin: b.CLI.Bin, Range: b.CLI.VersionCheck.Range}
-			path, version, verr := h.Verify(ctx, b, caller.Workspace)
-			rep.Path, rep.Version = path, version
-			rep.Binary = verr == nil || verr.Code != "not_installed"
-			rep.VersionOK = verr == nil
-			if verr != nil {
-				rep.Error = &healthError{Code: verr.Code, Message: verr.Message, Hint: verr.Hint}
-			}
-			rep.Healthy = verr == nil
-			if probe && rep.Healthy {
-				r, a, _ := callProvider(ctx, h, caller, args[0], prompt)
-				a.Attempt = 1
-				rep.Probe, rep.Answer = &a, r.Content
-				rep.Healthy = a.OK
-			}
-			if jsonOut {
-				if err := writeProviderJSON(g.stdout, rep); err != nil {
-					return err
-				}
-			} else {
-				printHealth(g, rep)
-			}
-			if !rep.Healthy {
-				return exitError{1}
-			}
-			return nil
+			return runHealth(ctx, o)
 		},
 	}
-	cmd.Flags().BoolVar(&probe, "probe", false, "also send a test request through the bundle's provider tool")
-	cmd.Flags().StringVar(&prompt, "prompt", defaultProbePrompt, "the test request's prompt")
-	cmd.Flags().BoolVar(&jsonOut, "json", false, "print the report as JSON")
-	ho.addFlags(cmd.Flags())
+	cmd.Flags().BoolVar(&o.probe, "probe", false, "also send a test request through the bundle's provider tool")
+	cmd.Flags().StringVar(&o.prompt, "prompt", defaultProbePrompt, "the test request's prompt")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the report as JSON")
+	o.addFlags(cmd.Flags())
 	return cmd
+}
+
+// runHealth checks o.bundle through the host and prints the report; an unhealthy bundle exits 1.
+func runHealth(ctx context.Context, o *healthOptions) error {
+	h, b, caller, closeFn, err := o.openBundle(o.globalOptions, o.bundle)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	rep := healthReport{Bundle: b.Key(), Bin: b.CLI.Bin, Range: b.CLI.VersionCheck.Range}
+	path, version, verr := h.Verify(ctx, b, caller.Workspace)
+	rep.Path, rep.Version = path, version
+	rep.Binary = verr == nil || verr.Code != "not_installed"
+	rep.VersionOK = verr == nil
+	if verr != nil {
+		rep.Error = &healthError{Code: verr.Code, Message: verr.Message, Hint: verr.Hint}
+	}
+	rep.Healthy = verr == nil
+	if o.probe && rep.Healthy {
+		r, a, _ := callProvider(ctx, h, caller, o.bundle, o.prompt)
+		a.Attempt = 1
+		rep.Probe, rep.Answer = &a, r.Content
+		rep.Healthy = a.OK
+	}
+	if o.asJSON {
+		if err := writeProviderJSON(o.io.Out, rep); err != nil {
+			return err
+		}
+	} else {
+		printHealth(o.globalOptions, rep)
+	}
+	if !rep.Healthy {
+		return exitError{1}
+	}
+	return nil
 }
 
 func printHealth(g *globalOptions, rep healthReport) {
@@ -97,7 +114,7 @@ func printHealth(g *globalOptions, rep healthReport) {
 	if !rep.Healthy {
 		state = "unhealthy"
 	}
-	w := g.stdout
+	w := g.io.Out
 	fmt.Fprintf(w, "%s: %s\n", rep.Bundle, state)
 	switch {
 	case rep.Path != "":

@@ -12,7 +12,6 @@ import (
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/rotate"
 	"github.com/clihost/clihost/manifest"
-	"github.com/clihost/clihost/sandbox/nsinit"
 	"github.com/spf13/pflag"
 )
 
@@ -23,15 +22,15 @@ const EnvAudit = "CLIHOST_AUDIT"
 type hostOptions struct {
 	workspace string
 	audit     string
-	limits    nsinit.Limits // --limit-*: the per-call resource limits of in-process calls
-	approvals string        // --approvals: the approval policy of in-process calls
+	sandbox   host.SandboxOptions // Limits: --limit-*, the per-call resource limits of in-process calls
+	approvals string              // --approvals: the approval policy of in-process calls
 }
 
 func (o *hostOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.workspace, "workspace", "", "the directory tools run in (default: the current directory)")
 	fs.StringVar(&o.audit, "audit", "", "append audit lines here, rotated at 64 MiB with 5 rotated files kept; - for stderr (default: $CLIHOST_AUDIT, else ~/.local/state/clihost/audit.jsonl)")
 	fs.StringVar(&o.approvals, "approvals", approval.DefaultPolicyFile(), "the approval policy of calls run here without a daemon (docs/operations.md, Approvals)")
-	for _, f := range host.LimitFlags(&o.limits) {
+	for _, f := range host.LimitFlags(&o.sandbox.Limits) {
 		fs.Var(f.Value, f.Name, f.Usage)
 	}
 }
@@ -46,7 +45,7 @@ func (o *hostOptions) openHost(g *globalOptions) (h *host.Host, caller host.Call
 	if err != nil {
 		return nil, caller, nil, err
 	}
-	audit, auditPath, closeAudit, err := openAudit(o.audit, g.stderr)
+	audit, auditPath, closeAudit, err := openAudit(o.audit, g.io.ErrOut)
 	if err != nil {
 		return nil, caller, nil, err
 	}
@@ -68,7 +67,7 @@ func (o *hostOptions) openHost(g *globalOptions) (h *host.Host, caller host.Call
 	caller = host.Caller{Workspace: ws, User: currentUser()}
 	// The default state directory keeps the homes of uids without one (a root clihostctl's agent).
 	state, _ := control.DefaultStateDir()
-	return host.New(reg, host.Options{Audit: audit, Sandbox: host.SandboxOptions{ExtraDeny: deny, Limits: o.limits, StateDir: state},
+	return host.New(reg, host.Options{Audit: audit, Sandbox: host.SandboxOptions{ExtraDeny: deny, Limits: o.sandbox.Limits, StateDir: state},
 		Approvals: approval.NewGate(policy)}), caller, closeAudit, nil
 }
 

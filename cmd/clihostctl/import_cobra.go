@@ -110,7 +110,7 @@ func runImportCobra(ctx context.Context, o *importCobraOptions) error {
 		opts.Install = append(opts.Install, cobraimport.Install{Method: method, Package: pkg})
 	}
 	if o.verbose {
-		opts.Logf = func(format string, args ...any) { fmt.Fprintf(o.stderr, format+"\n", args...) }
+		opts.Logf = func(format string, args ...any) { fmt.Fprintf(o.io.ErrOut, format+"\n", args...) }
 	}
 	if ctx == nil {
 		ctx = context.Background()
@@ -128,11 +128,11 @@ func runImportCobra(ctx context.Context, o *importCobraOptions) error {
 		return err
 	}
 	for _, n := range b.Notes {
-		fmt.Fprintf(o.stderr, "clihostctl: note: %s\n", n)
+		fmt.Fprintf(o.io.ErrOut, "clihostctl: note: %s\n", n)
 	}
-	if err := lintImported(o.stderr, o.out); err != nil {
+	if err := lintImported(o.io.ErrOut, o.out); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.stdout, "imported %s %s as bundle %s: %d tools in %s\n", b.Root, b.Version, b.ID, len(b.Tools), o.out)
+	fmt.Fprintf(o.io.Out, "imported %s %s as bundle %s: %d tools in %s\n", b.Root, b.Version, b.ID, len(b.Tools), o.out)
 	return nil
 }

@@ -50,7 +50,7 @@ func TestImportCobra(t *testing.T) {
 // TestMCPSelf serves clihostctl's own read-only commands through the bridge.
 func TestMCPSelf(t *testing.T) {
 	g := &globalOptions{bundleDirs: []string{"testdata/tree"}}
-	root := newRootCmd(os.Stdout, os.Stderr)
+	root := newRootCmd(newGlobalOptions(systemStreams()))
 	ctx := context.Background()
 	st, ct := sdk.NewInMemoryTransports()
 	if _, err := cobramcp.NewServer(root, selfMCPOptions(g)).Connect(ctx, st, nil); err != nil {

@@ -74,10 +74,10 @@ func runImportUTCP(o *importUTCPOptions) error {
 	b, err := utcp.Convert(data, utcp.Options{ID: id, Name: o.name, Egress: o.egress})
 	if b != nil {
 		for _, r := range b.Refused {
-			fmt.Fprintf(o.stderr, "clihostctl: %v\n", r)
+			fmt.Fprintf(o.io.ErrOut, "clihostctl: %v\n", r)
 		}
 		for _, s := range b.Skipped {
-			fmt.Fprintf(o.stderr, "clihostctl: tool %s skipped: not a cli call template\n", s)
+			fmt.Fprintf(o.io.ErrOut, "clihostctl: tool %s skipped: not a cli call template\n", s)
 		}
 	}
 	if err != nil {
@@ -92,6 +92,6 @@ func runImportUTCP(o *importUTCPOptions) error {
 	if err := b.Write(o.out); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.stdout, "imported %d tool(s) into %s (bundle %s): %s\n", len(b.Tools), o.out, b.ID, strings.Join(b.Tools, ", "))
-	return lintImported(o.stderr, o.out)
+	fmt.Fprintf(o.io.Out, "imported %d tool(s) into %s (bundle %s): %s\n", len(b.Tools), o.out, b.ID, strings.Join(b.Tools, ", "))
+	return lintImported(o.io.ErrOut, o.out)
 }

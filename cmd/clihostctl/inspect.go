@@ -70,7 +70,7 @@ func runInspect(o *inspectOptions) error {
 	}
 	if b.CLI == nil {
 		for _, f := range b.Findings {
-			fmt.Fprintln(o.stderr, f)
+			fmt.Fprintln(o.io.ErrOut, f)
 		}
 		return fmt.Errorf("%s did not parse; run clihostctl lint %s", b.File, b.Dir)
 	}
@@ -102,12 +102,12 @@ func runInspect(o *inspectOptions) error {
 		out.Tools = append(out.Tools, it)
 	}
 	if o.json {
-		enc := json.NewEncoder(o.stdout)
+		enc := json.NewEncoder(o.io.Out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
 	c := b.CLI
-	w := o.stdout
+	w := o.io.Out
 	fmt.Fprintf(w, "%s  %s (%s)\n", out.Key, c.Name, b.File)
 	fmt.Fprintf(w, "  bin:      %s %s\n", c.Bin, strings.Join(c.BinArgs, " "))
 	fmt.Fprintf(w, "  version:  %s  (parse %q, range %q)\n", c.VersionCheck.Cmd, c.VersionCheck.Parse, c.VersionCheck.Range)

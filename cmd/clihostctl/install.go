@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -19,9 +20,16 @@ import (
 	"github.com/clihost/clihost/manifest"
 )
 
-func newInstallCmd(g *globalOptions) *cobra.Command {
-	var req control.InstallRequest
-	var asJSON bool
+// installOptions are install's flags and argument.
+type installOptions struct {
+	*globalOptions
+	req    control.InstallRequest
+	asJSON bool
+}
+
+// newInstallCmd is clihostctl install; runF, when set, runs instead of runInstall (tests).
+func newInstallCmd(g *globalOptions, runF func(*installOptions) error) *cobra.Command {
+	o := &installOptions{globalOptions: g}
 	cmd := &cobra.Command{
 		Use:   "install BUNDLE",
 		Short: "Install a bundle's CLI through the daemon",
@@ -35,53 +43,62 @@ sudo: clihostctl then runs those entries itself, as root, in the bundle's order,
 finds the binary, checks its version in the sandbox and records it.`,
 		Example: "  clihostctl install jq\n  sudo clihostctl install gh\n  clihostctl install gh --force",
 		Args:    exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			req.Bundle = args[0]
-			req.HandOff = os.Geteuid() == 0
+		RunE: func(_ *cobra.Command, args []string) error {
+			o.req.Bundle = args[0]
+			o.req.HandOff = os.Geteuid() == 0
+			if runF != nil {
+				return runF(o)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			bar := progressBar{w: g.stderr}
-			last, err := g.install(ctx, req, func(ev control.InstallEvent) {
-				if asJSON {
-					return
-				}
-				switch ev.Phase {
-				case "progress":
-					bar.update(ev.Done, ev.Total)
-				case "checking", "installing":
-					bar.done()
-					fmt.Fprintln(g.stderr, plain(ev.Message))
-				}
-			})
-			bar.done()
-			if err != nil {
-				return errors.New(plain(err.Error()))
-			}
-			if asJSON {
-				enc := json.NewEncoder(g.stdout)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(last); err != nil {
-					return err
-				}
-			} else if last.Phase == "done" {
-				fmt.Fprintln(g.stdout, plain(last.Message))
-			}
-			if last.Phase != "done" {
-				if !asJSON {
-					fmt.Fprintf(g.stderr, "clihostctl: install failed: %s\n", plain(last.Message))
-					if last.Error != nil && last.Error.Hint != "" {
-						fmt.Fprintf(g.stderr, "hint: %s\n", plain(last.Error.Hint))
-					}
-				}
-				return exitError{1}
-			}
-			return nil
+			return runInstall(ctx, o)
 		},
 	}
-	cmd.Flags().BoolVar(&req.AllowUnverified, "allow-unverified", false, "let curl installer scripts without a checksum run")
-	cmd.Flags().BoolVar(&req.Force, "force", false, "reinstall even when a matching version is present")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the final result as JSON")
+	cmd.Flags().BoolVar(&o.req.AllowUnverified, "allow-unverified", false, "let curl installer scripts without a checksum run")
+	cmd.Flags().BoolVar(&o.req.Force, "force", false, "reinstall even when a matching version is present")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the final result as JSON")
 	return cmd
+}
+
+// runInstall installs o.req.Bundle through the daemon, printing its steps on stderr and the
+// download's progress when stderr is a terminal.
+func runInstall(ctx context.Context, o *installOptions) error {
+	bar := progressBar{w: o.io.ErrOut, draw: o.io.IsStderrTTY()}
+	last, err := o.install(ctx, o.req, func(ev control.InstallEvent) {
+		if o.asJSON {
+			return
+		}
+		switch ev.Phase {
+		case "progress":
+			bar.update(ev.Done, ev.Total)
+		case "checking", "installing":
+			bar.done()
+			fmt.Fprintln(o.io.ErrOut, plain(ev.Message))
+		}
+	})
+	bar.done()
+	if err != nil {
+		return errors.New(plain(err.Error()))
+	}
+	if o.asJSON {
+		enc := json.NewEncoder(o.io.Out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(last); err != nil {
+			return err
+		}
+	} else if last.Phase == "done" {
+		fmt.Fprintln(o.io.Out, plain(last.Message))
+	}
+	if last.Phase != "done" {
+		if !o.asJSON {
+			fmt.Fprintf(o.io.ErrOut, "clihostctl: install failed: %s\n", plain(last.Message))
+			if last.Error != nil && last.Error.Hint != "" {
+				fmt.Fprintf(o.io.ErrOut, "hint: %s\n", plain(last.Error.Hint))
+			}
+		}
+		return exitError{1}
+	}
+	return nil
 }
 
 // install asks the daemon to install; each entry it hands back because it needs root (the caller
@@ -106,13 +123,13 @@ func (g *globalOptions) install(ctx context.Context, req control.InstallRequest,
 		if err != nil {
 			return last, err
 		}
-		fmt.Fprintf(g.stderr, "clihostd is not root: running install[%d] (%s %s) here as root\n", e.Index, plain(e.Tool), e.Package)
-		if _, err := install.RunEntry(ctx, b, e.Index, install.Options{Privileged: true, Output: g.stderr}); err != nil {
+		fmt.Fprintf(g.io.ErrOut, "clihostd is not root: running install[%d] (%s %s) here as root\n", e.Index, plain(e.Tool), e.Package)
+		if _, err := install.RunEntry(ctx, b, e.Index, install.Options{Privileged: true, Output: g.io.ErrOut}); err != nil {
 			if ctx.Err() != nil {
 				return last, err
 			}
 			reason := fmt.Sprintf("install[%d] (%s): %s", e.Index, e.Method, trimInstallPrefix(err))
-			fmt.Fprintln(g.stderr, reason)
+			fmt.Fprintln(g.io.ErrOut, reason)
 			failed = append(failed, reason)
 			if req.From = e.Index + 1; req.From >= len(b.CLI.Install) {
 				msg := "no install entry succeeded: " + strings.Join(failed, "; ")
@@ -270,15 +287,20 @@ func trimInstallPrefix(err error) string {
 	return strings.TrimPrefix(s, "skipped: ")
 }
 
-// progressBar draws a download's progress on one terminal line.
+// progressBar draws a download's progress on one terminal line; it draws nothing unless draw (the
+// line is a terminal).
 type progressBar struct {
-	w      interface{ Write([]byte) (int, error) }
+	w      io.Writer
+	draw   bool
 	active bool
 	last   int
 }
 
 func (p *progressBar) update(done, total int64) {
 	const width = 30
+	if !p.draw {
+		return
+	}
 	if total > 0 {
 		pct := int(done * 100 / total)
 		if p.active && pct == p.last {

@@ -107,7 +107,7 @@ func TestInstallPrintsNoTerminalEscapes(t *testing.T) {
 // printed them raw.
 func TestDoctorPrintsNoTerminalEscapes(t *testing.T) {
 	var out strings.Builder
-	g := &globalOptions{stdout: &out, stderr: &out}
+	g := &globalOptions{io: &IOStreams{Out: &out, ErrOut: &out}}
 	printDoctor(g, doctor.Report{Checks: []doctor.Check{{Name: "daemon", Status: doctor.Fail,
 		Message: "workspace /w\x1b]0;pwned\x07", Fix: "fix \x1b[2J"}}})
 	if strings.ContainsAny(out.String(), "\x1b\x07") || !strings.Contains(out.String(), `/w\x1b]0;pwned\x07`) {

@@ -79,11 +79,11 @@ func runLint(o *lintOptions) error {
 		report.Bundles = append(report.Bundles, bundleSummary{Key: e.Bundle.Key(), File: e.Bundle.File, Tools: len(e.Bundle.Tools)})
 	}
 	report.Errors, report.Warnings = findings.Count()
-	if err := write(o.stdout, report); err != nil {
+	if err := write(o.io.Out, report); err != nil {
 		return err
 	}
 	if o.format == "text" {
-		fmt.Fprintf(o.stderr, "%d bundle(s), %d tool(s): %d error(s), %d warning(s)\n", len(entries), report.toolCount(), report.Errors, report.Warnings)
+		fmt.Fprintf(o.io.ErrOut, "%d bundle(s), %d tool(s): %d error(s), %d warning(s)\n", len(entries), report.toolCount(), report.Errors, report.Warnings)
 	}
 	if report.Errors > 0 || (o.strict && report.Warnings > 0) {
 		return exitError{1}

@@ -20,10 +20,18 @@ import (
 // failed: a login finished elsewhere (in a browser) shows at once; nothing else will come.
 const failedLoginWait = 10 * time.Second
 
-func newLoginCmd(g *globalOptions) *cobra.Command {
-	var workspace string
-	var wait time.Duration
-	var asJSON bool
+// loginOptions are the flags and argument of login and logout.
+type loginOptions struct {
+	*globalOptions
+	bundle    string
+	workspace string
+	wait      time.Duration // login only
+	asJSON    bool
+}
+
+// newLoginCmd is clihostctl login; runF, when set, runs instead of runLogin (tests).
+func newLoginCmd(g *globalOptions, runF func(*loginOptions) error) *cobra.Command {
+	o := &loginOptions{globalOptions: g}
 	cmd := &cobra.Command{
 		Use:   "login BUNDLE",
 		Short: "Log a bundle's CLI in: run its login command here, then let the daemon confirm it",
@@ -33,67 +41,87 @@ authed for your user in the workspace.`,
 		Example: "  clihostctl login gh",
 		Args:    exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
+			o.bundle = args[0]
+			if runF != nil {
+				return runF(o)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			ws, err := (&hostOptions{workspace: workspace}).workspaceDir()
-			if err != nil {
-				return err
-			}
-			c := g.client()
-			info, err := c.LoginInfo(ctx, args[0], ws)
-			if err != nil {
-				return err // a daemon that is not root refuses other users' logins, naming the operator's command
-			}
-			if err := runsWhatDaemonSays(ctx, c); err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stderr, "running %v\n", info.Argv)
-			if err := runLogin(ctx, info, ws); err != nil {
-				wait = min(wait, failedLoginWait)
-				fmt.Fprintf(g.stderr, "clihostctl: the login command failed: %v; checking the login state anyway (for at most %s)\n", err, wait)
-			}
-			res, err := c.Login(ctx, control.ScopeRequest{Bundle: args[0], Workspace: ws, WaitSeconds: int(wait.Seconds())})
-			if err != nil {
-				return err
-			}
-			return printAuth(g, args[0], res, "authed", asJSON)
+			return runLogin(ctx, o)
 		},
 	}
-	cmd.Flags().StringVar(&workspace, "workspace", "", "the workspace the login is for (default: the current directory)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the daemon's result as JSON ({phase, reason, error})")
-	cmd.Flags().DurationVar(&wait, "wait", 2*time.Minute, "how long the daemon waits for the login to be confirmed (at most 10s when the login command failed)")
+	cmd.Flags().StringVar(&o.workspace, "workspace", "", "the workspace the login is for (default: the current directory)")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the daemon's result as JSON ({phase, reason, error})")
+	cmd.Flags().DurationVar(&o.wait, "wait", 2*time.Minute, "how long the daemon waits for the login to be confirmed (at most 10s when the login command failed)")
 	return cmd
 }
 
-func newLogoutCmd(g *globalOptions) *cobra.Command {
-	var workspace string
-	var asJSON bool
+// runLogin runs o.bundle's login command here (runLoginCommand), then asks the daemon to confirm
+// the login.
+func runLogin(ctx context.Context, o *loginOptions) error {
+	ws, err := (&hostOptions{workspace: o.workspace}).workspaceDir()
+	if err != nil {
+		return err
+	}
+	c := o.client()
+	info, err := c.LoginInfo(ctx, o.bundle, ws)
+	if err != nil {
+		return err // a daemon that is not root refuses other users' logins, naming the operator's command
+	}
+	if err := runsWhatDaemonSays(ctx, c); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.io.ErrOut, "running %v\n", info.Argv)
+	wait := o.wait
+	if err := runLoginCommand(ctx, o.io, info, ws); err != nil {
+		wait = min(wait, failedLoginWait)
+		fmt.Fprintf(o.io.ErrOut, "clihostctl: the login command failed: %v; checking the login state anyway (for at most %s)\n", err, wait)
+	}
+	res, err := c.Login(ctx, control.ScopeRequest{Bundle: o.bundle, Workspace: ws, WaitSeconds: int(wait.Seconds())})
+	if err != nil {
+		return err
+	}
+	return printAuth(o.globalOptions, o.bundle, res, "authed", o.asJSON)
+}
+
+// newLogoutCmd is clihostctl logout; runF, when set, runs instead of runLogout (tests).
+func newLogoutCmd(g *globalOptions, runF func(*loginOptions) error) *cobra.Command {
+	o := &loginOptions{globalOptions: g}
 	cmd := &cobra.Command{
 		Use:   "logout BUNDLE",
 		Short: "Mark a bundle logged out for your user in the workspace",
 		Args:  exactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
-			ws, err := (&hostOptions{workspace: workspace}).workspaceDir()
-			if err != nil {
-				return err
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.bundle = args[0]
+			if runF != nil {
+				return runF(o)
 			}
-			res, err := g.client().Logout(context.Background(), control.ScopeRequest{Bundle: args[0], Workspace: ws})
-			if err != nil {
-				return err
-			}
-			return printAuth(g, args[0], res, "unauthed", asJSON)
+			return runLogout(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().StringVar(&workspace, "workspace", "", "the workspace (default: the current directory)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the daemon's result as JSON ({phase, reason, error})")
+	cmd.Flags().StringVar(&o.workspace, "workspace", "", "the workspace (default: the current directory)")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the daemon's result as JSON ({phase, reason, error})")
 	return cmd
+}
+
+// runLogout marks o.bundle logged out.
+func runLogout(ctx context.Context, o *loginOptions) error {
+	ws, err := (&hostOptions{workspace: o.workspace}).workspaceDir()
+	if err != nil {
+		return err
+	}
+	res, err := o.client().Logout(ctx, control.ScopeRequest{Bundle: o.bundle, Workspace: ws})
+	if err != nil {
+		return err
+	}
+	return printAuth(o.globalOptions, o.bundle, res, "unauthed", o.asJSON)
 }
 
 // printAuth prints the state after login or logout (asJSON: the daemon's result as JSON); anything
 // but want exits 1.
 func printAuth(g *globalOptions, bundle string, res control.AuthResult, want string, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(g.stdout)
+		enc := json.NewEncoder(g.io.Out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(res); err != nil {
 			return err
@@ -104,17 +132,17 @@ func printAuth(g *globalOptions, bundle string, res control.AuthResult, want str
 		return nil
 	}
 	if res.Error != nil {
-		fmt.Fprintf(g.stderr, "clihostctl: %s: %s\n", res.Error.Code, res.Error.Message)
+		fmt.Fprintf(g.io.ErrOut, "clihostctl: %s: %s\n", res.Error.Code, res.Error.Message)
 		if res.Error.Hint != "" {
-			fmt.Fprintf(g.stderr, "hint: %s\n", res.Error.Hint)
+			fmt.Fprintf(g.io.ErrOut, "hint: %s\n", res.Error.Hint)
 		}
 		return exitError{1}
 	}
-	fmt.Fprintf(g.stdout, "%s: %s", bundle, res.Phase)
+	fmt.Fprintf(g.io.Out, "%s: %s", bundle, res.Phase)
 	if res.Reason != "" {
-		fmt.Fprintf(g.stdout, " (%s)", res.Reason)
+		fmt.Fprintf(g.io.Out, " (%s)", res.Reason)
 	}
-	fmt.Fprintln(g.stdout)
+	fmt.Fprintln(g.io.Out)
 	if res.Phase != want {
 		return exitError{1}
 	}

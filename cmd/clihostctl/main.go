@@ -5,7 +5,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	_ "github.com/clihost/clihost/sandbox/nsinit/entry" // this executable is also the sandbox's init: it runs first
@@ -20,13 +19,14 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], newGlobalOptions(systemStreams())))
 }
 
 // run executes clihostctl with args and returns the exit code: 0 success, 1 findings or a failed
 // operation, 2 bad usage.
-func run(args []string, stdout, stderr io.Writer) int {
-	cmd := newRootCmd(stdout, stderr)
+func run(args []string, g *globalOptions) int {
+	stderr := g.io.ErrOut
+	cmd := newRootCmd(g)
 	cmd.SetArgs(args)
 	err := cmd.Execute()
 	var ee exitError

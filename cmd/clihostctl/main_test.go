@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -13,8 +12,8 @@ import (
 
 func runCtl(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errb bytes.Buffer
-	code = run(args, &out, &errb)
+	ios, out, errb := testStreams("")
+	code = run(args, newGlobalOptions(ios))
 	return code, out.String(), errb.String()
 }
 

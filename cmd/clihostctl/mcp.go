@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -42,6 +43,22 @@ by its command path (pr_list); --acli serves a single "cli" tool that takes a co
 	return cmd
 }
 
+// stdioTransport is sdk.StdioTransport over ios instead of the process's stdin and stdout: the
+// session ends when In does, and closing it closes In (when it can be closed), never Out.
+func stdioTransport(ios *IOStreams) sdk.Transport {
+	in, ok := ios.In.(io.ReadCloser)
+	if !ok {
+		in = io.NopCloser(ios.In)
+	}
+	return &sdk.IOTransport{Reader: in, Writer: nopWriteCloser{ios.Out}}
+}
+
+// nopWriteCloser is an io.WriteCloser whose Close does nothing.
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// runMCP serves o.bundle's tools over MCP on stdin and stdout.
 func runMCP(o *mcpOptions) error {
 	h, b, caller, closeFn, err := o.openBundle(o.globalOptions, o.bundle)
 	if err != nil {
@@ -51,7 +68,7 @@ func runMCP(o *mcpOptions) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	s := mcp.NewServer(h, b, mcp.Options{Caller: caller, ACLI: o.acli, Version: version})
-	if err := s.Run(ctx, &sdk.StdioTransport{}); err != nil && ctx.Err() == nil {
+	if err := s.Run(ctx, stdioTransport(o.io)); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("mcp server: %w", err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -29,16 +30,18 @@ and arguments (clihostctl_lint takes paths, format, strict, bundles, socket). Ev
 fresh command tree in this process; --bundles given to mcp-self is each call's default.`,
 		Example: `  {"mcpServers": {"clihostctl": {"command": "clihostctl", "args": ["mcp-self", "--bundles", "/srv/bundles"]}}}`,
 		Args:    exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			root := cmd.Root()
-			if err := cobramcp.ServeMCPContext(ctx, root, selfMCPOptions(g)); err != nil && ctx.Err() == nil {
-				return fmt.Errorf("mcp server: %w", err)
-			}
-			return nil
-		},
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runMCPSelf(g, cmd.Root()) },
 	}
+}
+
+// runMCPSelf serves root's read-only commands over MCP on stdin and stdout.
+func runMCPSelf(g *globalOptions, root *cobra.Command) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := cobramcp.NewServer(root, selfMCPOptions(g)).Run(ctx, stdioTransport(g.io)); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("mcp server: %w", err)
+	}
+	return nil
 }
 
 // selfMCPOptions are the bridge options of mcp-self: the read-only commands, each call on a new
@@ -50,7 +53,8 @@ func selfMCPOptions(g *globalOptions) *cobramcp.Options {
 			return cobramcp.DefaultFilter(c) && c.HasParent() && !c.Parent().HasParent() && selfTools[c.Name()]
 		},
 		Factory: func(stdout, stderr io.Writer) *cobra.Command {
-			root := newRootCmd(stdout, stderr)
+			// No stdin (the bridge's own is the MCP session) and no terminal.
+			root := newRootCmd(newGlobalOptions(&IOStreams{In: strings.NewReader(""), Out: stdout, ErrOut: stderr}))
 			for _, d := range g.bundleDirs {
 				_ = root.PersistentFlags().Set("bundles", d)
 			}

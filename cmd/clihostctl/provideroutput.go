@@ -25,8 +25,15 @@ and fallback answers. See docs/providers.md.`,
 	return cmd
 }
 
+// outputOptions are the flags of output parse and output classify.
+type outputOptions struct {
+	*globalOptions
+	format, prompt string // parse
+	exitCode       int    // classify
+}
+
 func newOutputParseCmd(g *globalOptions) *cobra.Command {
-	var format, prompt string
+	o := &outputOptions{globalOptions: g}
 	cmd := &cobra.Command{
 		Use:   "parse",
 		Short: "Read provider output on stdin and print {content, usage, estimated} as JSON",
@@ -39,24 +46,27 @@ Usage comes from the output; without one it is estimated as ceil(characters/4) a
 true (input tokens from --prompt, else 0). An error the output reports is printed as "error".`,
 		Example: `  claude -p --output-format stream-json --verbose "hi" | clihostctl output parse --format stream-json`,
 		Args:    exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxProviderInput))
-			if err != nil {
-				return err
-			}
-			r, err := output.ParseProvider(format, data)
-			if err != nil {
-				return usageError{err}
-			}
-			if r.Estimated && prompt != "" {
-				r.Usage.InputTokens = output.EstimateTokens(prompt)
-			}
-			return writeProviderJSON(g.stdout, r)
-		},
+		RunE:    func(*cobra.Command, []string) error { return runOutputParse(o) },
 	}
-	cmd.Flags().StringVar(&format, "format", output.ProviderText, "the output format: text, json or stream-json")
-	cmd.Flags().StringVar(&prompt, "prompt", "", "the prompt, for the input-token estimate")
+	cmd.Flags().StringVar(&o.format, "format", output.ProviderText, "the output format: text, json or stream-json")
+	cmd.Flags().StringVar(&o.prompt, "prompt", "", "the prompt, for the input-token estimate")
 	return cmd
+}
+
+// runOutputParse parses the provider output on stdin and prints the result.
+func runOutputParse(o *outputOptions) error {
+	data, err := io.ReadAll(io.LimitReader(o.io.In, maxProviderInput))
+	if err != nil {
+		return err
+	}
+	r, err := output.ParseProvider(o.format, data)
+	if err != nil {
+		return usageError{err}
+	}
+	if r.Estimated && o.prompt != "" {
+		r.Usage.InputTokens = output.EstimateTokens(o.prompt)
+	}
+	return writeProviderJSON(o.io.Out, r)
 }
 
 // classifyJSON is what `output classify` prints: retry_after_ms is null when no wait applies.
@@ -68,7 +78,7 @@ type classifyJSON struct {
 }
 
 func newOutputClassifyCmd(g *globalOptions) *cobra.Command {
-	var exitCode int
+	o := &outputOptions{globalOptions: g}
 	cmd := &cobra.Command{
 		Use:   "classify",
 		Short: "Read a failed provider run's output on stdin and print its error category as JSON",
@@ -79,21 +89,24 @@ error reported as JSON (an error event, {"error":…}, a result with is_error) i
 of the text around it; empty input is classified as "Exit code: N".`,
 		Example: `  echo 'HTTP 429 rate_limit_error: retry after 30 seconds' | clihostctl output classify`,
 		Args:    exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			data, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxProviderInput))
-			if err != nil {
-				return err
-			}
-			pe := output.ClassifyProvider(string(data), exitCode)
-			out := classifyJSON{Category: pe.Category, ShouldRetry: pe.ShouldRetry, ShouldFallback: pe.ShouldFallback}
-			if pe.RetryAfterMS > 0 {
-				out.RetryAfterMS = &pe.RetryAfterMS
-			}
-			return writeProviderJSON(g.stdout, out)
-		},
+		RunE:    func(*cobra.Command, []string) error { return runOutputClassify(o) },
 	}
-	cmd.Flags().IntVar(&exitCode, "exit-code", 1, "the process's exit code")
+	cmd.Flags().IntVar(&o.exitCode, "exit-code", 1, "the process's exit code")
 	return cmd
+}
+
+// runOutputClassify classifies the failed run's output on stdin and prints the category.
+func runOutputClassify(o *outputOptions) error {
+	data, err := io.ReadAll(io.LimitReader(o.io.In, maxProviderInput))
+	if err != nil {
+		return err
+	}
+	pe := output.ClassifyProvider(string(data), o.exitCode)
+	out := classifyJSON{Category: pe.Category, ShouldRetry: pe.ShouldRetry, ShouldFallback: pe.ShouldFallback}
+	if pe.RetryAfterMS > 0 {
+		out.RetryAfterMS = &pe.RetryAfterMS
+	}
+	return writeProviderJSON(o.io.Out, out)
 }
 
 func writeProviderJSON(w io.Writer, v any) error {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -12,12 +11,18 @@ import (
 // usageError is a mistake in how the command was called.
 type usageError struct{ error }
 
-// globalOptions are the flags every command shares.
+// globalOptions are the flags every command shares and what every command is given (gh's
+// cmdutil.Factory): its IOStreams and the Prompter that asks on them.
 type globalOptions struct {
 	bundleDirs []string
 	socket     string
-	stdout     io.Writer
-	stderr     io.Writer
+	io         *IOStreams
+	prompter   Prompter
+}
+
+// newGlobalOptions returns the options of a clihostctl reading and writing ios.
+func newGlobalOptions(ios *IOStreams) *globalOptions {
+	return &globalOptions{io: ios, prompter: newPrompter(ios)}
 }
 
 // registry loads the bundles the flags, the environment or the defaults point at.
@@ -29,8 +34,8 @@ func (g *globalOptions) registry() (*registry.Registry, error) {
 	return registry.Load(sources...)
 }
 
-func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
-	g := &globalOptions{stdout: stdout, stderr: stderr}
+// newRootCmd is clihostctl's command tree over g.
+func newRootCmd(g *globalOptions) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "clihostctl",
 		Short: "Lint, inspect and operate clihost CLI bundles",
@@ -41,13 +46,14 @@ else ./.cli plus the catalog built into clihost.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.SetOut(stdout)
-	root.SetErr(stderr)
+	root.SetIn(g.io.In)
+	root.SetOut(g.io.Out)
+	root.SetErr(g.io.ErrOut)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.PersistentFlags().StringArrayVar(&g.bundleDirs, "bundles", nil, "a bundle directory: a bundle folder, a tree of bundles or a CLI.md (repeatable)")
 	root.PersistentFlags().StringVar(&g.socket, "socket", "", "clihostd's control socket (default: $CLIHOST_SOCKET, else the daemon's default)")
-	root.AddCommand(newOutputCmd(g), newAskCmd(g), newHealthCmd(g), newLintCmd(g), newInspectCmd(g), newToolsCmd(g), newCallCmd(g), newMCPCmd(g), newServeMCPCmd(g),
-		newStatusCmd(g), newDoctorCmd(g), newInstallCmd(g), newSetupCmd(g), newLoginCmd(g), newLogoutCmd(g), newTokenCmd(g), newApproveCmd(g), newAuditCmd(g), newVersionCmd(g), newImportCmd(g), newMCPSelfCmd(g), newStateCmd(g))
+	root.AddCommand(newOutputCmd(g), newAskCmd(g, nil), newHealthCmd(g, nil), newLintCmd(g), newInspectCmd(g), newToolsCmd(g), newCallCmd(g, nil), newMCPCmd(g), newServeMCPCmd(g),
+		newStatusCmd(g, nil), newDoctorCmd(g, nil), newInstallCmd(g, nil), newSetupCmd(g, nil), newLoginCmd(g, nil), newLogoutCmd(g, nil), newTokenCmd(g, nil), newApproveCmd(g, nil), newAuditCmd(g), newVersionCmd(g), newImportCmd(g), newMCPSelfCmd(g), newStateCmd(g))
 	return root
 }
 

@@ -61,7 +61,7 @@ func runServeMCP(o *serveMCPOptions) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.stderr, "listening on http://%s\n", ln.Addr())
+	fmt.Fprintf(o.io.ErrOut, "listening on http://%s\n", ln.Addr())
 	srv := &http.Server{Handler: mcp.Handler(h, mcp.Options{Caller: caller, Version: version}), ReadHeaderTimeout: 10 * time.Second}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

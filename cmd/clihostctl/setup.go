@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/clihost/clihost/control"
 )
@@ -27,7 +25,8 @@ type setupOptions struct {
 	asJSON    bool
 }
 
-func newSetupCmd(g *globalOptions) *cobra.Command {
+// newSetupCmd is clihostctl setup; runF, when set, runs instead of runSetup (tests).
+func newSetupCmd(g *globalOptions, runF func(*setupOptions) error) *cobra.Command {
 	o := &setupOptions{globalOptions: g}
 	cmd := &cobra.Command{
 		Use:   "setup BUNDLE",
@@ -41,6 +40,9 @@ remembered and not asked again unless --force.`,
 		Args:    exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
 			o.bundle = args[0]
+			if runF != nil {
+				return runF(o)
+			}
 			return runSetup(o)
 		},
 	}
@@ -79,8 +81,7 @@ func runSetup(o *setupOptions) error {
 	if err != nil {
 		return err
 	}
-	interactive := term.IsTerminal(int(os.Stdin.Fd()))
-	in := bufio.NewReader(os.Stdin)
+	interactive := o.io.IsStdinTTY()
 	for _, s := range info.Steps {
 		if (s.Done && !o.force) || s.Kind != "prompt" {
 			continue
@@ -91,14 +92,14 @@ func runSetup(o *setupOptions) error {
 		if !interactive {
 			return fmt.Errorf("step %s asks %q: pass --value %s=VALUE (stdin is not a terminal)", s.ID, s.Prompt, s.ID)
 		}
-		v, err := ask(o, in, s)
+		v, err := ask(o, s)
 		if err != nil {
 			return err
 		}
 		values[s.ID] = v
 	}
 	last, err := c.Setup(ctx, control.SetupRequest{ScopeRequest: scope, Values: values, Force: o.force}, func(ev control.SetupEvent) {
-		fmt.Fprintf(o.stderr, "step %s: open this URL to continue (waiting for it to call back):\n  %s\n", plain(ev.Step), plain(ev.URL))
+		fmt.Fprintf(o.io.ErrOut, "step %s: open this URL to continue (waiting for it to call back):\n  %s\n", plain(ev.Step), plain(ev.URL))
 		if webURL(ev.URL) {
 			_ = exec.Command("xdg-open", ev.URL).Start() // best effort: a desktop opens it
 		}
@@ -107,7 +108,7 @@ func runSetup(o *setupOptions) error {
 		return err
 	}
 	if o.asJSON {
-		enc := json.NewEncoder(o.stdout)
+		enc := json.NewEncoder(o.io.Out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(last); err != nil {
 			return err
@@ -118,14 +119,14 @@ func runSetup(o *setupOptions) error {
 			if s.Done {
 				mark = "done"
 			}
-			fmt.Fprintf(o.stdout, "%-24s %s\n", s.ID, mark)
+			fmt.Fprintf(o.io.Out, "%-24s %s\n", s.ID, mark)
 		}
 	}
 	if last.Phase != "done" {
 		if !o.asJSON && last.Error != nil {
-			fmt.Fprintf(o.stderr, "clihostctl: %s: %s\n", last.Error.Code, last.Error.Message)
+			fmt.Fprintf(o.io.ErrOut, "clihostctl: %s: %s\n", last.Error.Code, last.Error.Message)
 			if last.Error.Hint != "" {
-				fmt.Fprintf(o.stderr, "hint: %s\n", last.Error.Hint)
+				fmt.Fprintf(o.io.ErrOut, "hint: %s\n", last.Error.Hint)
 			}
 		}
 		return exitError{1}
@@ -134,14 +135,14 @@ func runSetup(o *setupOptions) error {
 }
 
 // ask puts one prompt step to the person at the terminal.
-func ask(o *setupOptions, in *bufio.Reader, s control.SetupStep) (string, error) {
+func ask(o *setupOptions, s control.SetupStep) (string, error) {
 	q := s.Prompt
 	if s.Description != "" {
-		fmt.Fprintln(o.stderr, s.Description)
+		fmt.Fprintln(o.io.ErrOut, s.Description)
 	}
 	if len(s.Options) > 0 {
 		for i, opt := range s.Options {
-			fmt.Fprintf(o.stderr, "  %d) %s\n", i+1, opt)
+			fmt.Fprintf(o.io.ErrOut, "  %d) %s\n", i+1, opt)
 		}
 	}
 	if s.Type == "boolean" {
@@ -150,21 +151,13 @@ func ask(o *setupOptions, in *bufio.Reader, s control.SetupStep) (string, error)
 	if s.Default != "" && s.Type != "secret" {
 		q += fmt.Sprintf(" (default %s)", s.Default)
 	}
-	fmt.Fprintf(o.stderr, "%s: ", q)
-	var v string
+	read := o.prompter.Input
 	if s.Type == "secret" {
-		b, err := term.ReadPassword(int(os.Stdin.Fd()))
-		fmt.Fprintln(o.stderr)
-		if err != nil {
-			return "", err
-		}
-		v = string(b)
-	} else {
-		line, err := in.ReadString('\n')
-		if err != nil && line == "" {
-			return "", err
-		}
-		v = strings.TrimSpace(line)
+		read = o.prompter.Password
+	}
+	v, err := read(q)
+	if err != nil {
+		return "", err
 	}
 	if n := len(s.Options); n > 0 {
 		var i int

@@ -27,7 +27,16 @@ and restores one while the daemon is stopped. Check a database with clihostd --c
 	return cmd
 }
 
+// stateOptions are the flags and argument of state backup and state restore.
+type stateOptions struct {
+	*globalOptions
+	file     string // the backup
+	stateDir string // restore: the state directory ("" for clihostd's default)
+	force    bool   // restore: without the secrets that do not open
+}
+
 func newStateBackupCmd(g *globalOptions) *cobra.Command {
+	o := &stateOptions{globalOptions: g}
 	return &cobra.Command{
 		Use:   "backup FILE",
 		Short: "Copy the running daemon's state.db to FILE (mode 0600), online",
@@ -38,16 +47,22 @@ own user only: the copy holds every install, setup and login record and the seal
 to them, secrets.key, is not in it: back it up apart).`,
 		Args: exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
+			o.file = args[0]
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
-			n, err := backupState(ctx, g.client(), args[0])
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "state backed up to %s (%d bytes, consistent)\n", args[0], n)
-			return nil
+			return runStateBackup(ctx, o)
 		},
 	}
+}
+
+// runStateBackup copies the daemon's state.db to o.file.
+func runStateBackup(ctx context.Context, o *stateOptions) error {
+	n, err := backupState(ctx, o.client(), o.file)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.io.Out, "state backed up to %s (%d bytes, consistent)\n", o.file, n)
+	return nil
 }
 
 // backupState streams the daemon's state.db into a new 0600 file beside dst, checks it and renames
@@ -82,8 +97,7 @@ func backupState(ctx context.Context, c *control.Client, dst string) (int64, err
 }
 
 func newStateRestoreCmd(g *globalOptions) *cobra.Command {
-	var stateDir string
-	var force bool
+	o := &stateOptions{globalOptions: g}
 	cmd := &cobra.Command{
 		Use:   "restore FILE",
 		Short: "Replace state.db with a backup, while clihostd is stopped",
@@ -97,31 +111,38 @@ state.db.broken-<time> when it fails the consistency check) and puts a copy of F
 clihostd again afterwards.`,
 		Args: exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			if stateDir == "" {
-				var err error
-				if stateDir, err = control.DefaultStateDir(); err != nil {
-					return err
-				}
-			}
-			res, err := restoreState(args[0], stateDir, force)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "restored %s from %s", filepath.Join(stateDir, store.DBFile), args[0])
-			if res.kept != "" {
-				fmt.Fprintf(g.stdout, "; the previous one is kept as %s", res.kept)
-			}
-			if res.dropped >= 0 {
-				fmt.Fprintf(g.stdout, "; --force: its %d sealed secrets were dropped (they do not open with %s) and every bundle's setup is pending again",
-					res.dropped, filepath.Join(stateDir, keyFileName))
-			}
-			fmt.Fprintln(g.stdout, "; start clihostd again")
-			return nil
+			o.file = args[0]
+			return runStateRestore(o)
 		},
 	}
-	cmd.Flags().StringVar(&stateDir, "state", "", "clihostd's state directory (default: as clihostd's)")
-	cmd.Flags().BoolVar(&force, "force", false, "restore a backup whose secrets do not open with the state directory's secrets.key, dropping those secrets (every setup is then redone)")
+	cmd.Flags().StringVar(&o.stateDir, "state", "", "clihostd's state directory (default: as clihostd's)")
+	cmd.Flags().BoolVar(&o.force, "force", false, "restore a backup whose secrets do not open with the state directory's secrets.key, dropping those secrets (every setup is then redone)")
 	return cmd
+}
+
+// runStateRestore puts the backup o.file in place of the state directory's state.db.
+func runStateRestore(o *stateOptions) error {
+	stateDir := o.stateDir
+	if stateDir == "" {
+		var err error
+		if stateDir, err = control.DefaultStateDir(); err != nil {
+			return err
+		}
+	}
+	res, err := restoreState(o.file, stateDir, o.force)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.io.Out, "restored %s from %s", filepath.Join(stateDir, store.DBFile), o.file)
+	if res.kept != "" {
+		fmt.Fprintf(o.io.Out, "; the previous one is kept as %s", res.kept)
+	}
+	if res.dropped >= 0 {
+		fmt.Fprintf(o.io.Out, "; --force: its %d sealed secrets were dropped (they do not open with %s) and every bundle's setup is pending again",
+			res.dropped, filepath.Join(stateDir, keyFileName))
+	}
+	fmt.Fprintln(o.io.Out, "; start clihostd again")
+	return nil
 }
 
 // keyFileName is the secrets key's name in the state directory (as clihostd opens it).

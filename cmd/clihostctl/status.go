@@ -13,8 +13,16 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func newStatusCmd(g *globalOptions) *cobra.Command {
-	var asJSON bool
+// statusOptions are status's flags and argument.
+type statusOptions struct {
+	*globalOptions
+	bundle string // "" for every bundle
+	asJSON bool
+}
+
+// newStatusCmd is clihostctl status; runF, when set, runs instead of runStatus (tests).
+func newStatusCmd(g *globalOptions, runF func(*statusOptions) error) *cobra.Command {
+	o := &statusOptions{globalOptions: g}
 	cmd := &cobra.Command{
 		Use:   "status [BUNDLE]",
 		Short: "Show each bundle's lifecycle state in the running daemon",
@@ -24,54 +32,60 @@ started by the daemon found (the probe runs again when its last result is older 
 many bundles the daemon serves, from where. --json prints {"daemon": …, "bundles": […]}.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := ""
 			if len(args) == 1 {
-				name = args[0]
+				o.bundle = args[0]
 			}
-			ctx := context.Background()
-			d, err := g.client().Daemon(ctx, false)
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(o)
 			}
-			st, err := g.client().Status(ctx, name)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(g.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(statusJSON{Daemon: d, Bundles: st})
-			}
-			// The same for every bundle: first, so that nobody misses it.
-			fmt.Fprintln(g.stdout, sandboxLine(d.Sandbox))
-			fmt.Fprintln(g.stdout, bundlesLine(d.Bundles))
-			for _, w := range d.Bundles.Warnings {
-				fmt.Fprintf(g.stdout, "WARNING: %s\n", w)
-			}
-			if len(st) == 0 {
-				return nil
-			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "BUNDLE\tINSTALL\tVERSION\tSETUP\tAUTH\tREADY")
-			for _, b := range st {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\n", b.Key, b.Install, or(b.Version, "-"), b.Setup, b.Auth, b.Ready)
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			for _, b := range st {
-				if !b.Ready && b.Reason != "" {
-					fmt.Fprintf(g.stdout, "%s: %s\n", b.Key, b.Reason)
-				}
-			}
-			if len(st) > 0 && len(st[0].Limits) > 0 {
-				fmt.Fprintln(g.stdout, limitsLine(st[0].Limits))
-			}
-			return nil
+			return runStatus(cmd.Context(), o)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// runStatus prints the daemon's state and each bundle's (o.bundle's only, when set).
+func runStatus(ctx context.Context, o *statusOptions) error {
+	d, err := o.client().Daemon(ctx, false)
+	if err != nil {
+		return err
+	}
+	st, err := o.client().Status(ctx, o.bundle)
+	if err != nil {
+		return err
+	}
+	if o.asJSON {
+		enc := json.NewEncoder(o.io.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(statusJSON{Daemon: d, Bundles: st})
+	}
+	// The same for every bundle: first, so that nobody misses it.
+	fmt.Fprintln(o.io.Out, sandboxLine(d.Sandbox))
+	fmt.Fprintln(o.io.Out, bundlesLine(d.Bundles))
+	for _, w := range d.Bundles.Warnings {
+		fmt.Fprintf(o.io.Out, "WARNING: %s\n", w)
+	}
+	if len(st) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(o.io.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BUNDLE\tINSTALL\tVERSION\tSETUP\tAUTH\tREADY")
+	for _, b := range st {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\n", b.Key, b.Install, or(b.Version, "-"), b.Setup, b.Auth, b.Ready)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, b := range st {
+		if !b.Ready && b.Reason != "" {
+			fmt.Fprintf(o.io.Out, "%s: %s\n", b.Key, b.Reason)
+		}
+	}
+	if len(st[0].Limits) > 0 {
+		fmt.Fprintln(o.io.Out, limitsLine(st[0].Limits))
+	}
+	return nil
 }
 
 // statusJSON is what status --json prints.

@@ -61,12 +61,12 @@ func runTools(o *toolsOptions) error {
 		})
 	}
 	if o.json {
-		enc := json.NewEncoder(o.stdout)
+		enc := json.NewEncoder(o.io.Out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(list)
 	}
 	for _, t := range list {
-		fmt.Fprintf(o.stdout, "%s\n  %s\n", t.Name, firstLine(t.Description))
+		fmt.Fprintf(o.io.Out, "%s\n  %s\n", t.Name, firstLine(t.Description))
 		props, _ := t.InputSchema["properties"].(map[string]any)
 		var names []string
 		for n := range props {
@@ -74,7 +74,7 @@ func runTools(o *toolsOptions) error {
 		}
 		if len(names) > 0 {
 			sort.Strings(names)
-			fmt.Fprintf(o.stdout, "  inputs: %s\n", strings.Join(names, ", "))
+			fmt.Fprintf(o.io.Out, "  inputs: %s\n", strings.Join(names, ", "))
 		}
 	}
 	return nil

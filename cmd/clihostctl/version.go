@@ -12,9 +12,12 @@ func newVersionCmd(g *globalOptions) *cobra.Command {
 		Use:   "version",
 		Short: "Print clihostctl's version",
 		Args:  exactArgs(0),
-		RunE: func(*cobra.Command, []string) error {
-			_, err := fmt.Fprintf(g.stdout, "clihostctl %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-			return err
-		},
+		RunE:  func(*cobra.Command, []string) error { return runVersion(g) },
 	}
+}
+
+// runVersion prints clihostctl's version.
+func runVersion(g *globalOptions) error {
+	_, err := fmt.Fprintf(g.io.Out, "clihostctl %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return err
 }
