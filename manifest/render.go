@@ -31,7 +31,8 @@ func RenderFile(front any, body string) ([]byte, error) {
 
 // SchemaValue returns a JSON Schema as the JSON-compatible value a loaded manifest holds in
 // Tool.Inputs and Tool.Outputs (numbers as json.Number). The schema that accepts everything,
-// which jsonschema-go writes as true, becomes the empty object the manifest format asks for.
+// which jsonschema-go writes as true, is written {} as in the manifest it came from, at the top
+// (the manifest format asks for an object) and wherever a subschema stands.
 func SchemaValue(s *gschema.Schema) (map[string]any, error) {
 	data, err := json.Marshal(s)
 	if err != nil {
@@ -46,7 +47,46 @@ func SchemaValue(s *gschema.Schema) (map[string]any, error) {
 	if err := dec.Decode(&out); err != nil {
 		return nil, fmt.Errorf("JSON Schema %s is not an object: %w", data, err)
 	}
+	trueAsEmpty(out)
 	return out, nil
+}
+
+// The keywords whose value is a subschema, a list of them, or a map of names to them.
+var (
+	subschemaKeys     = []string{"items", "additionalProperties", "additionalItems", "contains", "not", "if", "then", "else", "propertyNames", "unevaluatedItems", "unevaluatedProperties", "contentSchema"}
+	subschemaListKeys = []string{"allOf", "anyOf", "oneOf", "prefixItems"}
+	subschemaMapKeys  = []string{"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
+)
+
+// trueAsEmpty writes the subschemas of s that jsonschema-go wrote as true as {}, which the
+// readers of a loaded manifest (lint, ACLI, the host) take as a schema.
+func trueAsEmpty(s map[string]any) {
+	fix := func(v any) any {
+		if b, ok := v.(bool); ok && b {
+			return map[string]any{}
+		}
+		if m, ok := v.(map[string]any); ok {
+			trueAsEmpty(m)
+		}
+		return v
+	}
+	for _, k := range subschemaKeys {
+		if v, ok := s[k]; ok {
+			s[k] = fix(v)
+		}
+	}
+	for _, k := range subschemaListKeys {
+		list, _ := s[k].([]any)
+		for i, v := range list {
+			list[i] = fix(v)
+		}
+	}
+	for _, k := range subschemaMapKeys {
+		m, _ := s[k].(map[string]any)
+		for name, v := range m {
+			m[name] = fix(v)
+		}
+	}
 }
 
 // MarshalYAML renders a TOOL.md's front matter: the fields the YAML tags name, in the struct's

@@ -73,7 +73,7 @@ func sameAfterRender(t *testing.T, fsys fs.FS, p string, front any, body string)
 
 // TestSchemaValueKeywords: the JSON Schema keywords clihost reads, the x- extensions included,
 // survive jsonschema-go's Schema and SchemaValue unchanged (an empty required list, which means
-// nothing, is dropped).
+// nothing, is dropped; the schema {}, which jsonschema-go writes as true, is {} again).
 func TestSchemaValueKeywords(t *testing.T) {
 	in := `{"type":"object","additionalProperties":false,"required":["a"],"description":"d",
 		"properties":{
@@ -82,7 +82,8 @@ func TestSchemaValueKeywords(t *testing.T) {
 			"l":{"type":"array","items":{"type":"string","format":"path"},"minItems":1,"examples":[["a"]]},
 			"m":{"type":"object","additionalProperties":{"type":"integer"},"propertyNames":{"pattern":"^[^=]+$"}},
 			"u":{"type":["string","null"],"anyOf":[{"format":"ipv4"},{"format":"ipv6"}],"const":"c","x-other":{"k":[1,2]}},
-			"r":{"$ref":"#/$defs/r"}},
+			"r":{"$ref":"#/$defs/r"},
+			"any":{},"anyItems":{"type":"array","items":{}},"anyOf":{"anyOf":[{},{"type":"string"}]}},
 		"$defs":{"r":{"type":"boolean"}}}`
 	var s gschema.Schema
 	if err := json.Unmarshal([]byte(in), &s); err != nil {
