@@ -2,8 +2,11 @@ package manifest
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	gschema "github.com/google/jsonschema-go/jsonschema"
 	"gopkg.in/yaml.v3"
@@ -12,7 +15,7 @@ import (
 // RenderFile renders a CLI.md or TOOL.md: front (a *CLI, a *Tool, or any value the YAML encoder
 // takes) as YAML front matter indented by 2, between "---" lines, then body. A CLI and a Tool are
 // written in the order of their struct's fields; a Tool's JSON Schemas (inputs, outputs) follow its
-// version, their keys sorted.
+// version, each schema's keywords in schemaKeyOrder (properties by name).
 func RenderFile(front any, body string) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.WriteString("---\n")
@@ -57,6 +60,51 @@ var (
 	subschemaListKeys = []string{"allOf", "anyOf", "oneOf", "prefixItems"}
 	subschemaMapKeys  = []string{"properties", "patternProperties", "$defs", "definitions", "dependentSchemas"}
 )
+
+// schemaKeyOrder is the order a rendered schema's keywords take: what it is, what it says, what
+// values it takes, then its parts; keywords not listed follow in name order, x- extensions last.
+var schemaKeyOrder = []string{"$schema", "$id", "$ref", "title", "type", "description", "format", "pattern",
+	"enum", "const", "default", "examples", "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum",
+	"minLength", "maxLength", "minItems", "maxItems", "uniqueItems", "items", "prefixItems", "properties",
+	"patternProperties", "additionalProperties", "propertyNames", "required"}
+
+// orderSchema puts the keywords of the schema node n, and of its subschemas, in schemaKeyOrder.
+func orderSchema(n *yaml.Node) {
+	if n.Kind != yaml.MappingNode {
+		return
+	}
+	rank := func(k string) int {
+		if i := slices.Index(schemaKeyOrder, k); i >= 0 {
+			return i
+		}
+		if strings.HasPrefix(k, "x-") {
+			return len(schemaKeyOrder) + 1
+		}
+		return len(schemaKeyOrder)
+	}
+	pairs := make([][2]*yaml.Node, 0, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		pairs = append(pairs, [2]*yaml.Node{n.Content[i], n.Content[i+1]})
+	}
+	slices.SortStableFunc(pairs, func(a, b [2]*yaml.Node) int { return cmp.Compare(rank(a[0].Value), rank(b[0].Value)) })
+	n.Content = n.Content[:0]
+	for _, p := range pairs {
+		n.Content = append(n.Content, p[0], p[1])
+		k, v := p[0].Value, p[1]
+		switch {
+		case slices.Contains(subschemaKeys, k):
+			orderSchema(v)
+		case slices.Contains(subschemaListKeys, k) && v.Kind == yaml.SequenceNode:
+			for _, c := range v.Content {
+				orderSchema(c)
+			}
+		case slices.Contains(subschemaMapKeys, k) && v.Kind == yaml.MappingNode:
+			for i := 1; i < len(v.Content); i += 2 {
+				orderSchema(v.Content[i])
+			}
+		}
+	}
+}
 
 // trueAsEmpty writes the subschemas of s that jsonschema-go wrote as true as {}, which the
 // readers of a loaded manifest (lint, ACLI, the host) take as a schema.
@@ -110,6 +158,7 @@ func (t Tool) MarshalYAML() (any, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.key, err)
 		}
+		orderSchema(v)
 		schemas = append(schemas, scalarNode(s.key), v)
 	}
 	at := len(n.Content)
