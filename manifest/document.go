@@ -197,24 +197,6 @@ func safeUnmarshal(data []byte, n *yaml.Node) (err error) {
 	return yaml.Unmarshal(data, n)
 }
 
-// RenderFile renders a CLI.md or TOOL.md: front (any value the YAML encoder takes, a *yaml.Node
-// included) as YAML front matter indented by 2, between "---" lines, then body.
-func RenderFile(front any, body string) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.WriteString("---\n")
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(front); err != nil {
-		return nil, err
-	}
-	if err := enc.Close(); err != nil {
-		return nil, err
-	}
-	buf.WriteString("---\n")
-	buf.WriteString(body)
-	return buf.Bytes(), nil
-}
-
 // splitFrontmatter returns the YAML between an opening "---" line and the next "---" or "..." line.
 func splitFrontmatter(data []byte) (front, body []byte, ok bool) {
 	first, rest, found := bytes.Cut(data, []byte("\n"))

@@ -15,11 +15,11 @@ type Tool struct {
 	Version               string         `yaml:"version" json:"version"`
 	Inputs                map[string]any `yaml:"-" json:"inputs"`
 	Outputs               map[string]any `yaml:"-" json:"outputs"`
-	Idempotent            bool           `yaml:"idempotent,omitempty" json:"idempotent,omitempty"`
+	Idempotent            bool           `yaml:"idempotent" json:"idempotent,omitempty"`
 	Mutates               []string       `yaml:"mutates,omitempty" json:"mutates,omitempty"`
 	Requires              *ToolRequires  `yaml:"requires,omitempty" json:"requires,omitempty"`
 	Approval              string         `yaml:"approval,omitempty" json:"approval,omitempty"`
-	RiskLevel             int            `yaml:"risk_level,omitempty" json:"risk_level"`
+	RiskLevel             int            `yaml:"risk_level" json:"risk_level"`
 	CostClass             string         `yaml:"cost_class,omitempty" json:"cost_class,omitempty"`
 	TimeoutMS             int            `yaml:"timeout_ms,omitempty" json:"timeout_ms,omitempty"`
 	Retry                 *Retry         `yaml:"retry,omitempty" json:"retry,omitempty"`

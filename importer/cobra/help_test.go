@@ -141,10 +141,10 @@ func TestFlagProperty(t *testing.T) {
 	for _, c := range cases {
 		p := FlagProperty(&c.f)
 		items := ""
-		if it, ok := p.Schema["items"].(map[string]any); ok {
-			items, _ = it["type"].(string)
+		if p.Schema.Items != nil {
+			items = p.Schema.Items.Type
 		}
-		if p.Schema["type"] != c.typ || items != c.items || p.Argv != c.argv {
+		if p.Schema.Type != c.typ || items != c.items || p.Argv != c.argv {
 			t.Errorf("%s (%s): %v %q", c.f.Name, c.f.Type, p.Schema, p.Argv)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/jsonschema-go/jsonschema"
+
 	"github.com/clihost/clihost/importer/cobra/usage"
 	"github.com/clihost/clihost/importer/pathinput"
 )
@@ -11,7 +13,7 @@ import (
 // Property is the JSON Schema of one flag or positional, and the argv template entry that puts it
 // back on the command line.
 type Property struct {
-	Schema map[string]any
+	Schema *jsonschema.Schema
 	Argv   string
 }
 
@@ -26,7 +28,7 @@ func FlagProperty(f *Flag) Property {
 	if desc == "" {
 		desc = f.Name
 	}
-	s := map[string]any{}
+	s := &jsonschema.Schema{}
 	opt := fmt.Sprintf("${input.%s | optional('--%s=')}", f.Name, f.Name)
 	argv := opt
 	typ := f.Type
@@ -35,60 +37,60 @@ func FlagProperty(f *Flag) Property {
 	}
 	switch typ {
 	case "bool":
-		s["type"] = "boolean"
+		s.Type = "boolean"
 		argv = fmt.Sprintf("${input.%s | flag('--%s')}", f.Name, f.Name)
 		if f.Default == "true" {
 			argv = fmt.Sprintf("--%s=${input.%s}", f.Name, f.Name)
 		}
 	case "int", "int8", "int16", "int32", "int64":
-		s["type"] = "integer"
+		s.Type = "integer"
 	case "uint", "uint8", "uint16", "uint32", "uint64":
-		s["type"], s["minimum"] = "integer", 0
+		s.Type, s.Minimum = "integer", jsonschema.Ptr(0.0)
 	case "count":
-		s["type"], s["minimum"] = "integer", 0
+		s.Type, s.Minimum = "integer", jsonschema.Ptr(0.0)
 		desc += " (a count: the number of times the flag is given)"
 	case "float", "float32", "float64":
-		s["type"] = "number"
+		s.Type = "number"
 	case "duration":
-		s["type"], s["pattern"] = "string", usage.DurationPattern
+		s.Type, s.Pattern = "string", usage.DurationPattern
 		desc += " (a duration such as 30s, 5m or 1h30m)"
-		s["examples"] = []any{"30s", "5m", "1h"}
+		s.Examples = []any{"30s", "5m", "1h"}
 	case "ip":
-		s["type"] = "string"
-		s["anyOf"] = []any{map[string]any{"format": "ipv4"}, map[string]any{"format": "ipv6"}}
+		s.Type = "string"
+		s.AnyOf = []*jsonschema.Schema{{Format: "ipv4"}, {Format: "ipv6"}}
 	case "ipNet":
-		s["type"], s["pattern"] = "string", `^[0-9A-Fa-f:.]+/[0-9]{1,3}$`
+		s.Type, s.Pattern = "string", `^[0-9A-Fa-f:.]+/[0-9]{1,3}$`
 		desc += " (an address range in CIDR notation)"
 	case "ipMask":
-		s["type"] = "string"
+		s.Type = "string"
 	case "bytesHex":
-		s["type"], s["pattern"] = "string", `^([0-9A-Fa-f]{2})*$`
+		s.Type, s.Pattern = "string", `^([0-9A-Fa-f]{2})*$`
 	case "strings", "stringSlice", "ipSlice", "durationSlice":
-		s["type"], s["items"] = "array", map[string]any{"type": "string"}
+		s.Type, s.Items = "array", &jsonschema.Schema{Type: "string"}
 		argv = fmt.Sprintf("--%s=${input.%s | join(',')}", f.Name, f.Name)
 	case "ints", "intSlice", "uints", "uintSlice", "int32Slice", "int64Slice":
-		s["type"], s["items"] = "array", map[string]any{"type": "integer"}
+		s.Type, s.Items = "array", &jsonschema.Schema{Type: "integer"}
 		argv = fmt.Sprintf("--%s=${input.%s | join(',')}", f.Name, f.Name)
 	case "float32Slice", "float64Slice":
-		s["type"], s["items"] = "array", map[string]any{"type": "number"}
+		s.Type, s.Items = "array", &jsonschema.Schema{Type: "number"}
 		argv = fmt.Sprintf("--%s=${input.%s | join(',')}", f.Name, f.Name)
 	case "bools", "boolSlice":
-		s["type"], s["items"] = "array", map[string]any{"type": "boolean"}
+		s.Type, s.Items = "array", &jsonschema.Schema{Type: "boolean"}
 		argv = fmt.Sprintf("--%s=${input.%s | join(',')}", f.Name, f.Name)
 	case "stringArray":
-		s["type"], s["items"] = "array", map[string]any{"type": "string"}
+		s.Type, s.Items = "array", &jsonschema.Schema{Type: "string"}
 	case "stringToString", "stringToInt", "stringToInt64":
 		// An object; each entry is passed as its own --name=key=value (pflag merges them).
 		value := "string"
 		if typ != "stringToString" {
 			value = "integer"
 		}
-		s["type"] = "object"
-		s["additionalProperties"] = map[string]any{"type": value}
-		s["propertyNames"] = map[string]any{"pattern": "^[^=,]+$"}
+		s.Type = "object"
+		s.AdditionalProperties = &jsonschema.Schema{Type: value}
+		s.PropertyNames = &jsonschema.Schema{Pattern: "^[^=,]+$"}
 		desc += " (key=value pairs)"
 	default:
-		s["type"] = "string"
+		s.Type = "string"
 		if f.Type != "" && f.Type != "string" && f.Type != "bool" {
 			desc += fmt.Sprintf(" (value: %s)", f.Type)
 		}
@@ -103,7 +105,7 @@ func FlagProperty(f *Flag) Property {
 		}
 		pathinput.Mark(s, f.Name, valueName)
 	}
-	s["description"] = desc
+	s.Description = desc
 	return Property{Schema: s, Argv: argv}
 }
 
@@ -123,11 +125,11 @@ func shownDefault(f *Flag) string {
 // a variadic one (one argument per item).
 func ArgProperty(a usage.Arg, command string) Property {
 	desc := fmt.Sprintf("%s argument of %s", a.Name, command)
-	s := map[string]any{"type": "string", "description": desc}
+	s := &jsonschema.Schema{Type: "string", Description: desc}
 	if a.Variadic {
-		s = map[string]any{"type": "array", "items": map[string]any{"type": "string"}, "description": desc + " (one or more values)"}
+		s = &jsonschema.Schema{Type: "array", Items: &jsonschema.Schema{Type: "string"}, Description: desc + " (one or more values)"}
 		if a.Required {
-			s["minItems"] = 1
+			s.MinItems = jsonschema.Ptr(1)
 		}
 	}
 	pathinput.Mark(s, a.Name)

@@ -9,47 +9,10 @@ import (
 	"sort"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/clihost/clihost/manifest"
 )
-
-type cliDoc struct {
-	Name         string              `yaml:"name"`
-	ID           string              `yaml:"id"`
-	Description  string              `yaml:"description"`
-	Version      string              `yaml:"version"`
-	Bin          string              `yaml:"bin"`
-	Install      []map[string]string `yaml:"install"`
-	VersionCheck map[string]any      `yaml:"version_check"`
-	Sandbox      sandboxDoc          `yaml:"sandbox"`
-	Output       map[string]any      `yaml:"output"`
-	Commands     *yaml.Node          `yaml:"commands"`
-	Tags         []string            `yaml:"tags"`
-	Metadata     map[string]any      `yaml:"metadata"`
-}
-
-type sandboxDoc struct {
-	Network map[string]any `yaml:"network"`
-	FS      map[string]any `yaml:"fs"`
-	Exec    map[string]any `yaml:"exec"`
-	Env     map[string]any `yaml:"env"`
-}
-
-type toolDoc struct {
-	Name        string         `yaml:"name"`
-	ID          string         `yaml:"id"`
-	Description string         `yaml:"description"`
-	Version     string         `yaml:"version"`
-	Inputs      map[string]any `yaml:"inputs"`
-	Outputs     map[string]any `yaml:"outputs"`
-	Idempotent  bool           `yaml:"idempotent"`
-	RiskLevel   int            `yaml:"risk_level"`
-	Mutates     []string       `yaml:"mutates"`
-	TimeoutMS   int            `yaml:"timeout_ms"`
-	Tags        []string       `yaml:"tags"`
-	Runner      map[string]any `yaml:"runner"`
-}
 
 // Write writes the bundle into dir: dir/CLI.md and dir/tools/NAME/TOOL.md, one per tool. Existing
 // files with those names are replaced; nothing else in dir is touched.
@@ -121,51 +84,18 @@ func (b *Bundle) toolID(t *Tool) string {
 }
 
 func (b *Bundle) cliMD(dirs map[*Tool]string) ([]byte, error) {
-	install := make([]map[string]string, 0, len(b.Install))
-	for _, in := range b.Install {
-		install = append(install, map[string]string{"method": in.Method, "package": in.Package})
-	}
 	desc := b.Description
 	if desc == "" {
 		desc = fmt.Sprintf("The %s command-line program.", b.Root)
 	}
 	desc = clip(desc+fmt.Sprintf(" (Imported from %s %s by clihostctl import cobra: one tool per runnable command.)", b.Root, b.Version), 2000)
 	o := b.opts
-	write := []string{}
-	if o.WriteWorkspace {
-		write = []string{"./**"}
-	}
-	write = append(write, o.Write...)
-	read := append([]string{"./**"}, o.Read...)
-	pass := append([]string{}, o.EnvPass...) // clihost sets HOME to the home ~ stands for
-	if len(o.Spawn) > 0 && !slices.Contains(pass, "PATH") {
-		pass = append(pass, "PATH")
-	}
-	exec := map[string]any{"allow": len(o.Spawn) > 0}
-	if len(o.Spawn) > 0 {
-		exec["spawn"] = o.Spawn
-	}
-	egress := o.Egress
-	if egress == nil {
-		egress = []string{}
-	}
-	output := map[string]any{"default_format": "text", "stream": "stdout", "error_stream": "stderr"}
-	if b.JSONFlag != "" {
-		output["json_flag"] = b.JSONFlag
-		if len(b.JSONFlagArgs) > 0 {
-			output["json_flag_args"] = b.JSONFlagArgs
-		}
-	}
-	doc := cliDoc{
-		Name: clip(b.Name, 80), ID: b.ID, Description: desc, Version: "1.0.0", Bin: b.Bin, Install: install,
-		VersionCheck: map[string]any{"cmd": b.VersionCmd, "parse": b.VersionParse, "range": "^" + padVersion(b.Version), "timeout_ms": 5000},
-		Sandbox: sandboxDoc{
-			Network: map[string]any{"egress": egress},
-			FS:      map[string]any{"read": read, "write": write},
-			Exec:    exec,
-			Env:     map[string]any{"pass": pass, "set": map[string]string{"NO_COLOR": "1", "TERM": "dumb", "PAGER": "cat"}},
-		},
-		Output:   output,
+	doc := &manifest.CLI{
+		Name: clip(b.Name, 80), ID: b.ID, Description: desc, Version: "1.0.0", Bin: b.Bin, Install: b.installMethods(),
+		VersionCheck: manifest.VersionCheck{Cmd: b.VersionCmd, Parse: b.VersionParse, Range: "^" + padVersion(b.Version), TimeoutMS: 5000},
+		Sandbox:      b.sandbox(),
+		Output: &manifest.Output{DefaultFormat: "text", Stream: "stdout", ErrorStream: "stderr",
+			JSONFlag: b.JSONFlag, JSONFlagArgs: b.JSONFlagArgs},
 		Commands: b.commandTree(dirs),
 		Tags:     []string{"imported", "cobra"},
 		Metadata: map[string]any{"clihost.import": map[string]any{"from": "cobra", "program": b.Root, "version": b.Version}},
@@ -203,31 +133,67 @@ func (b *Bundle) cliMD(dirs map[*Tool]string) ([]byte, error) {
 	return manifest.RenderFile(doc, body.String())
 }
 
-func (b *Bundle) commandTree(dirs map[*Tool]string) *yaml.Node {
-	root := &yaml.Node{Kind: yaml.MappingNode}
+func (b *Bundle) installMethods() []manifest.InstallMethod {
+	install := make([]manifest.InstallMethod, 0, len(b.Install))
+	for _, in := range b.Install {
+		install = append(install, manifest.InstallMethod{Method: in.Method, Package: in.Package})
+	}
+	return install
+}
+
+// sandbox is the strict policy the options loosen: the workspace read-only unless
+// --write-workspace, no network, no other programs, no host variables but those passed (clihost
+// sets HOME to the home ~ stands for), and PATH when another program may be started.
+func (b *Bundle) sandbox() manifest.Sandbox {
+	o := b.opts
+	write := []string{}
+	if o.WriteWorkspace {
+		write = []string{"./**"}
+	}
+	write = append(write, o.Write...)
+	pass := append([]string{}, o.EnvPass...)
+	if len(o.Spawn) > 0 && !slices.Contains(pass, "PATH") {
+		pass = append(pass, "PATH")
+	}
+	exec := &manifest.Exec{Allow: new(len(o.Spawn) > 0)}
+	if len(o.Spawn) > 0 {
+		exec.Spawn = o.Spawn
+	}
+	return manifest.Sandbox{
+		Network: &manifest.Network{Egress: append([]string{}, o.Egress...)},
+		FS:      &manifest.FS{Read: append([]string{"./**"}, o.Read...), Write: write},
+		Exec:    exec,
+		Env:     &manifest.Env{Pass: pass, Set: map[string]string{"NO_COLOR": "1", "TERM": "dumb", "PAGER": "cat"}},
+	}
+}
+
+// commandTree is the commands block: every tool's key path, sorted, each leaf its TOOL.md.
+func (b *Bundle) commandTree(dirs map[*Tool]string) manifest.CommandTree {
+	var root manifest.CommandTree
 	tools := append([]*Tool(nil), b.Tools...)
 	sort.SliceStable(tools, func(i, j int) bool {
 		return strings.Join(b.keyPath(tools[i]), "\x00") < strings.Join(b.keyPath(tools[j]), "\x00")
 	})
 	for _, t := range tools {
-		node := root
+		level := &root
 		path := b.keyPath(t)
 		for i, word := range path {
-			var child *yaml.Node
-			for k := 0; k+1 < len(node.Content); k += 2 {
-				if node.Content[k].Value == word {
-					child = node.Content[k+1]
+			var child *manifest.Command
+			for _, c := range *level {
+				if c.Name == word {
+					child = c
 				}
 			}
-			last := i == len(path)-1
 			if child == nil {
-				child = &yaml.Node{Kind: yaml.MappingNode}
-				if last {
-					child = &yaml.Node{Kind: yaml.ScalarNode, Value: "./tools/" + dirs[t] + "/TOOL.md"}
+				child = &manifest.Command{Name: word}
+				if i == len(path)-1 {
+					child.Ref = "./tools/" + dirs[t] + "/TOOL.md"
+				} else {
+					child.Children = []*manifest.Command{}
 				}
-				node.Content = append(node.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: word}, child)
+				*level = append(*level, child)
 			}
-			node = child
+			level = (*manifest.CommandTree)(&child.Children)
 		}
 	}
 	return root
@@ -235,16 +201,51 @@ func (b *Bundle) commandTree(dirs map[*Tool]string) *yaml.Node {
 
 func (b *Bundle) toolMD(t *Tool) ([]byte, error) {
 	cmd := strings.TrimSpace(b.Root + " " + strings.Join(t.Path, " "))
-	props := map[string]any{}
-	var required []string
+	inputs, argv := b.inputs(t, cmd)
+	desc := t.Description
+	if desc == "" {
+		desc = "Runs " + cmd + "."
+	}
+	desc = clip(cmd+": "+desc, 2000)
+	risk, idem := risk(t.Path)
+	outputs := &jsonschema.Schema{Type: "string"}
+	format := "text"
+	if t.JSON {
+		outputs = &jsonschema.Schema{Description: "the JSON the command prints with " + strings.Join(append([]string{b.JSONFlag}, b.JSONFlagArgs...), " ")}
+		format = "json"
+	}
+	doc := &manifest.Tool{
+		Name: clip(cmd, 80), ID: b.toolID(t), Description: desc, Version: "1.0.0",
+		Idempotent: idem, RiskLevel: risk, TimeoutMS: 60000, Tags: []string{"imported"},
+		Runner: &manifest.ToolRunner{CLI: "../../CLI.md", Argv: argv, Output: &manifest.ToolOutput{Format: format}},
+	}
+	var err error
+	if doc.Inputs, err = manifest.SchemaValue(inputs); err != nil {
+		return nil, fmt.Errorf("%s inputs: %w", cmd, err)
+	}
+	if doc.Outputs, err = manifest.SchemaValue(outputs); err != nil {
+		return nil, fmt.Errorf("%s outputs: %w", cmd, err)
+	}
+	body := fmt.Sprintf("Usage: `%s`\n\nImported from `%s --help` (%s %s). Input properties are named after the long\nflags and the usage line's arguments.\n", t.Usage, cmd, b.Root, b.Version)
+	return manifest.RenderFile(doc, body)
+}
+
+// inputs is a tool's inputs schema, one property per flag and positional, and the argv template
+// that puts them back on the command line (positionals after the flags, "--" before the first
+// that follows it in the usage line).
+func (b *Bundle) inputs(t *Tool, cmd string) (*jsonschema.Schema, []string) {
+	s := &jsonschema.Schema{Type: "object", AdditionalProperties: &jsonschema.Schema{Not: &jsonschema.Schema{}},
+		Properties: map[string]*jsonschema.Schema{}}
 	argv := append([]string(nil), t.Path...)
-	for _, f := range t.Flags {
-		p := FlagProperty(f)
-		props[f.Name] = p.Schema
+	add := func(name string, p Property, required bool) {
+		s.Properties[name] = p.Schema
 		argv = append(argv, p.Argv)
-		if f.Required {
-			required = append(required, f.Name)
+		if required {
+			s.Required = append(s.Required, name)
 		}
+	}
+	for _, f := range t.Flags {
+		add(f.Name, FlagProperty(f), f.Required)
 	}
 	dash := false
 	for _, a := range t.Args {
@@ -252,37 +253,9 @@ func (b *Bundle) toolMD(t *Tool) ([]byte, error) {
 			argv = append(argv, "--")
 			dash = true
 		}
-		p := ArgProperty(a, cmd)
-		props[a.Name] = p.Schema
-		argv = append(argv, p.Argv)
-		if a.Required {
-			required = append(required, a.Name)
-		}
+		add(a.Name, ArgProperty(a, cmd), a.Required)
 	}
-	if required == nil {
-		required = []string{}
-	}
-	desc := t.Description
-	if desc == "" {
-		desc = "Runs " + cmd + "."
-	}
-	desc = clip(cmd+": "+desc, 2000)
-	risk, idem := risk(t.Path)
-	outputs := map[string]any{"type": "string"}
-	format := "text"
-	if t.JSON {
-		outputs = map[string]any{"description": "the JSON the command prints with " + strings.Join(append([]string{b.JSONFlag}, b.JSONFlagArgs...), " ")}
-		format = "json"
-	}
-	doc := toolDoc{
-		Name: clip(cmd, 80), ID: b.toolID(t), Description: desc, Version: "1.0.0",
-		Inputs:     map[string]any{"type": "object", "additionalProperties": false, "properties": props, "required": required},
-		Outputs:    outputs,
-		Idempotent: idem, RiskLevel: risk, Mutates: []string{}, TimeoutMS: 60000, Tags: []string{"imported"},
-		Runner: map[string]any{"cli": "../../CLI.md", "argv": argv, "output": map[string]any{"format": format}},
-	}
-	body := fmt.Sprintf("Usage: `%s`\n\nImported from `%s --help` (%s %s). Input properties are named after the long\nflags and the usage line's arguments.\n", t.Usage, cmd, b.Root, b.Version)
-	return manifest.RenderFile(doc, body)
+	return s, argv
 }
 
 var (

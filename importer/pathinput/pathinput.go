@@ -4,7 +4,11 @@
 // dir, … (or one of those words joined by - _ or .).
 package pathinput
 
-import "regexp"
+import (
+	"regexp"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
 
 // words are the name words that say a value is a path.
 var words = regexp.MustCompile(`(?i)(^|[-_.])(file|files|filename|filenames|path|paths|filepath|dir|dirs|directory|directories|folder|kubeconfig)($|[-_.])`)
@@ -14,24 +18,22 @@ func IsPathName(name string) bool { return words.MatchString(name) }
 
 // Mark adds format: path to a string schema, or to an array's string items, when one of names is
 // a path name. A schema that already declares a format is left alone.
-func Mark(s map[string]any, names ...string) {
+func Mark(s *jsonschema.Schema, names ...string) {
 	isPath := false
 	for _, n := range names {
 		isPath = isPath || IsPathName(n)
 	}
-	if !isPath {
+	if !isPath || s == nil {
 		return
 	}
-	switch s["type"] {
+	switch s.Type {
 	case "string":
-		if _, has := s["format"]; !has {
-			s["format"] = "path"
+		if s.Format == "" {
+			s.Format = "path"
 		}
 	case "array":
-		if items, ok := s["items"].(map[string]any); ok && items["type"] == "string" {
-			if _, has := items["format"]; !has {
-				items["format"] = "path"
-			}
+		if s.Items != nil && s.Items.Type == "string" && s.Items.Format == "" {
+			s.Items.Format = "path"
 		}
 	}
 }

@@ -37,7 +37,7 @@ import (
 	"slices"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"github.com/google/jsonschema-go/jsonschema"
 
 	"github.com/clihost/clihost/importer/pathinput"
 	"github.com/clihost/clihost/manifest"
@@ -109,8 +109,8 @@ type manual struct {
 type utcpTool struct {
 	Name         string          `json:"name"`
 	Description  string          `json:"description"`
-	Inputs       map[string]any  `json:"inputs"`
-	Outputs      map[string]any  `json:"outputs"`
+	Inputs       json.RawMessage `json:"inputs"`
+	Outputs      json.RawMessage `json:"outputs"`
 	Tags         []string        `json:"tags"`
 	CallTemplate json.RawMessage `json:"tool_call_template"`
 	Provider     json.RawMessage `json:"tool_provider"` // the pre-1.0 name
@@ -128,23 +128,16 @@ type callTemplate struct {
 	InheritEnvVars *[]string         `json:"inherit_env_vars"`
 }
 
-// stepOut is one runner.steps entry as written.
-type stepOut struct {
-	Bin    string            `yaml:"bin,omitempty"`
-	Argv   []string          `yaml:"argv"`
-	Dir    string            `yaml:"dir,omitempty"`
-	Env    map[string]string `yaml:"env,omitempty"`
-	Append *bool             `yaml:"append_to_final_output,omitempty"`
-}
-
 // converted is one tool ready to write.
 type converted struct {
 	src      utcpTool
 	key      string // the commands key and folder name
-	steps    []stepOut
+	steps    []manifest.ToolStep
 	programs []string // per step
 	pass     []string // env.pass for this tool
 	inputs   map[string]bool
+	// schemas are the manual's inputs and outputs (empty when it has none)
+	inSchema, outSchema *jsonschema.Schema
 }
 
 var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9\-]{1,63}$`)
@@ -209,6 +202,13 @@ func convertTool(t utcpTool, ct callTemplate) (*converted, *Refusal) {
 		return nil, tplRefusal("the call template has no commands")
 	}
 	c := &converted{src: t, inputs: map[string]bool{}}
+	var err error
+	if c.inSchema, err = parseSchema(t.Inputs); err != nil {
+		return nil, tplRefusal("its inputs are not a JSON Schema: " + err.Error())
+	}
+	if c.outSchema, err = parseSchema(t.Outputs); err != nil {
+		return nil, tplRefusal("its outputs are not a JSON Schema: " + err.Error())
+	}
 	dir := ""
 	if ct.WorkingDir != nil && *ct.WorkingDir != "" {
 		wd := path.Clean(*ct.WorkingDir)
@@ -264,7 +264,7 @@ func convertTool(t utcpTool, ct callTemplate) (*converted, *Refusal) {
 			tr.stepOf = append(tr.stepOf, -1)
 			continue
 		}
-		s := stepOut{Argv: cm.argv, Dir: dir, Append: cmd.Append}
+		s := manifest.ToolStep{Argv: cm.argv, Dir: dir, AppendToFinalOutput: cmd.Append}
 		if s.Argv == nil {
 			s.Argv = []string{}
 		}
@@ -369,9 +369,11 @@ func (b *Bundle) render(tools []*converted, m manual, o Options) error {
 	slices.Sort(passAll)
 	passAll = slices.Compact(passAll)
 
-	commands := map[string]string{}
+	var commands manifest.CommandTree
+	for _, t := range slices.SortedFunc(slices.Values(tools), func(x, y *converted) int { return strings.Compare(x.key, y.key) }) {
+		commands = append(commands, &manifest.Command{Name: t.key, Ref: "./tools/" + t.key + "/TOOL.md"})
+	}
 	for _, t := range tools {
-		commands[t.key] = "./tools/" + t.key + "/TOOL.md"
 		doc, err := toolDoc(t, b.ID, passAll)
 		if err != nil {
 			return err
@@ -379,32 +381,22 @@ func (b *Bundle) render(tools []*converted, m manual, o Options) error {
 		b.Files["tools/"+t.key+"/TOOL.md"] = doc
 	}
 	name := cmp.Or(o.Name, o.ID)
-	egress := o.Egress
-	if egress == nil {
-		egress = []string{}
+	cli := &manifest.CLI{
+		Name: name, ID: o.ID, Version: "1.0.0", Bin: bin,
+		Description:  fmt.Sprintf("Tools imported from a UTCP manual (%d CLI tools), run by clihost without a shell: %s.", len(tools), strings.Join(b.Tools, ", ")),
+		Install:      []manifest.InstallMethod{{Method: manifest.MethodApt, Package: path.Base(bin)}},
+		VersionCheck: manifest.VersionCheck{Cmd: path.Base(bin) + " --version", Parse: `(\d+(?:\.\d+)+)`},
+		Sandbox: manifest.Sandbox{
+			Network: &manifest.Network{Egress: append([]string{}, o.Egress...)},
+			FS:      &manifest.FS{Read: []string{"./**"}, Write: []string{"./**"}},
+			Exec:    &manifest.Exec{Allow: new(len(spawn) > 0), Spawn: spawn},
+			Env:     &manifest.Env{Pass: passAll},
+		},
+		Output:   &manifest.Output{DefaultFormat: "text"},
+		Commands: commands,
+		Tags:     []string{"utcp"},
+		Metadata: map[string]any{"utcp": map[string]string{"utcp_version": m.UTCPVersion, "manual_version": m.ManualVersion}},
 	}
-	exec := map[string]any{"allow": len(spawn) > 0}
-	if len(spawn) > 0 {
-		exec["spawn"] = spawn
-	}
-	fm := &frontMatter{Kind: yaml.MappingNode}
-	fm.add("name", name)
-	fm.add("id", o.ID)
-	fm.add("description", fmt.Sprintf("Tools imported from a UTCP manual (%d CLI tools), run by clihost without a shell: %s.", len(tools), strings.Join(b.Tools, ", ")))
-	fm.add("version", "1.0.0")
-	fm.add("bin", bin)
-	fm.add("install", []map[string]string{{"method": "apt", "package": path.Base(bin)}})
-	fm.add("version_check", map[string]string{"cmd": path.Base(bin) + " --version", "parse": `(\d+(?:\.\d+)+)`, "range": ""})
-	fm.add("sandbox", map[string]any{
-		"network": map[string]any{"egress": egress},
-		"fs":      map[string]any{"read": []string{"./**"}, "write": []string{"./**"}},
-		"exec":    exec,
-		"env":     map[string]any{"pass": passAll},
-	})
-	fm.add("output", map[string]string{"default_format": "text"})
-	fm.add("commands", commands)
-	fm.add("tags", []string{"utcp"})
-	fm.add("metadata", map[string]any{"utcp": map[string]string{"utcp_version": m.UTCPVersion, "manual_version": m.ManualVersion}})
 	body := fmt.Sprintf(`## Imported from UTCP
 
 Generated by `+"`clihostctl import utcp`"+`. Each UTCP command string is one step of the tool's
@@ -421,7 +413,7 @@ Generated by `+"`clihostctl import utcp`"+`. Each UTCP command string is one ste
 			body += "- " + r.Error() + "\n"
 		}
 	}
-	doc, err := manifest.RenderFile((*yaml.Node)(fm), body)
+	doc, err := manifest.RenderFile(cli, body)
 	if err != nil {
 		return err
 	}
@@ -431,84 +423,58 @@ Generated by `+"`clihostctl import utcp`"+`. Each UTCP command string is one ste
 
 // toolDoc renders one TOOL.md.
 func toolDoc(t *converted, id string, bundlePass []string) ([]byte, error) {
-	inputs := t.src.Inputs
-	if inputs == nil {
-		inputs = map[string]any{}
+	inputs := *t.inSchema
+	if inputs.Type == "" && inputs.Types == nil {
+		inputs.Type = "object"
 	}
-	inputs = cloneMap(inputs)
-	if _, ok := inputs["type"]; !ok {
-		inputs["type"] = "object"
-	}
-	props, _ := inputs["properties"].(map[string]any)
+	props := maps.Clone(inputs.Properties)
 	if props == nil {
-		props = map[string]any{}
+		props = map[string]*jsonschema.Schema{}
 	}
-	var required []string
-	if req, ok := inputs["required"].([]any); ok {
-		for _, r := range req {
-			if s, ok := r.(string); ok {
-				required = append(required, s)
-			}
-		}
-	}
+	required := slices.Clone(inputs.Required)
 	for _, name := range slices.Sorted(maps.Keys(t.inputs)) {
 		if _, ok := props[name]; !ok {
-			props[name] = map[string]any{"type": "string", "description": "UTCP placeholder UTCP_ARG_" + name + "_UTCP_END (not declared in the manual's inputs)"}
+			props[name] = &jsonschema.Schema{Type: "string", Description: "UTCP placeholder UTCP_ARG_" + name + "_UTCP_END (not declared in the manual's inputs)"}
 		}
 		required = append(required, name)
 	}
-	for name, raw := range props {
-		if ps, ok := raw.(map[string]any); ok {
-			pathinput.Mark(ps, name)
-		}
+	for name, ps := range props {
+		pathinput.Mark(ps, name)
 	}
-	inputs["properties"] = props
+	inputs.Properties = props
 	slices.Sort(required)
-	if required = slices.Compact(required); len(required) > 0 {
-		inputs["required"] = required
-	}
+	inputs.Required = slices.Compact(required)
 	desc := strings.TrimSpace(t.src.Description)
 	if desc == "" {
 		desc = "UTCP tool " + t.src.Name + "."
 	}
-	fm := &frontMatter{Kind: yaml.MappingNode}
-	fm.add("name", t.src.Name)
-	fm.add("id", id+"."+strings.ToLower(strings.ReplaceAll(t.key, "_", "-")))
-	fm.add("description", desc)
-	fm.add("version", "1.0.0")
-	fm.add("inputs", inputs)
-	outputs := t.src.Outputs
-	if outputs == nil {
-		outputs = map[string]any{} // any value
+	tool := &manifest.Tool{
+		Name: t.src.Name, ID: id + "." + strings.ToLower(strings.ReplaceAll(t.key, "_", "-")), Description: desc, Version: "1.0.0",
+		RiskLevel: 1, // UTCP says nothing about effects; the steps may write the workspace
+		Tags:      t.src.Tags,
+		Runner:    &manifest.ToolRunner{CLI: "../../CLI.md", Steps: t.steps},
 	}
-	fm.add("outputs", outputs)
-	fm.add("risk_level", 1) // UTCP says nothing about effects; the steps may write the workspace
-	if len(t.src.Tags) > 0 {
-		fm.add("tags", t.src.Tags)
+	var err error
+	if tool.Inputs, err = manifest.SchemaValue(&inputs); err != nil {
+		return nil, fmt.Errorf("tool %q inputs: %w", t.src.Name, err)
 	}
-	fm.add("runner", map[string]any{"cli": "../../CLI.md", "steps": t.steps})
+	if tool.Outputs, err = manifest.SchemaValue(t.outSchema); err != nil { // {} (any value) when the manual has none
+		return nil, fmt.Errorf("tool %q outputs: %w", t.src.Name, err)
+	}
 	if !slices.Equal(t.pass, bundlePass) {
-		pass := t.pass
-		if pass == nil {
-			pass = []string{}
-		}
-		fm.add("sandbox", map[string]any{"env": map[string]any{"pass": pass}})
+		tool.Sandbox = &manifest.Sandbox{Env: &manifest.Env{Pass: append([]string{}, t.pass...)}}
 	}
-	return manifest.RenderFile((*yaml.Node)(fm), "Imported from UTCP: "+t.src.Name+".\n")
+	return manifest.RenderFile(tool, "Imported from UTCP: "+t.src.Name+".\n")
 }
 
-func cloneMap(m map[string]any) map[string]any {
-	raw, _ := json.Marshal(m)
-	var out map[string]any
-	_ = json.Unmarshal(raw, &out)
-	return out
-}
-
-// frontMatter is a YAML mapping whose keys keep the order they are added in.
-type frontMatter yaml.Node
-
-func (m *frontMatter) add(k string, v any) {
-	var n yaml.Node
-	_ = n.Encode(v)
-	m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Value: k}, &n)
+// parseSchema reads a JSON Schema of the manual; none (absent or null) is the empty schema.
+func parseSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
+	s := &jsonschema.Schema{}
+	if len(raw) == 0 || string(raw) == "null" {
+		return s, nil
+	}
+	if err := json.Unmarshal(raw, s); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
