@@ -113,7 +113,7 @@ func (d *approvalDaemon) mux(t *testing.T) *http.ServeMux {
 		if a.Approve {
 			answer = "approved"
 		}
-		reply(w, 200, `{"id":"ap-1","bundle":"gh","tool_path":"pr merge","input":"{\"number\":1}","answer":"`+answer+`","deadline":"2030-01-01T00:00:00Z"}`)
+		reply(w, 200, `{"id":"ap-1","bundle":"gh","tool_path":"pr merge","input":"{\"number\":1}","workspace":"/srv/ws","answer":"`+answer+`","deadline":"2030-01-01T00:00:00Z"}`)
 	})
 	return mux
 }
@@ -201,7 +201,7 @@ func TestApprove(t *testing.T) {
 	}
 	ios, out, _ = testStreams("")
 	if code := ctl(ios, nil, "--socket", sock, "approve", "ap-1"); code != 0 ||
-		!strings.HasPrefix(out.String(), `approved gh pr merge with {"number":1}; the caller repeats the same call before `) {
+		!strings.HasPrefix(out.String(), `approved gh pr merge with {"number":1} in /srv/ws; the caller repeats the same call before `) {
 		t.Fatalf("approve: exit %d stdout %q", code, out)
 	}
 	ios, out, _ = testStreams("")
