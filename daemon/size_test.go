@@ -1,12 +1,10 @@
-package main
+package daemon
 
 import (
-	"bytes"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -15,30 +13,23 @@ func TestByteSize(t *testing.T) {
 		"65536": 65536, "64KiB": 64 << 10, "64K": 64 << 10, "64MiB": 64 << 20, "64M": 64 << 20,
 		"1GiB": 1 << 30, "2G": 2 << 30, "100B": 100, " 8 MiB ": 8 << 20, "64 MB": 64 << 20, "1TiB": 1 << 40,
 	} {
-		var b byteSize
+		var b ByteSize
 		if err := b.Set(in); err != nil || int64(b) != want {
 			t.Errorf("Set(%q) = %d, %v; want %d", in, b, err, want)
 		}
 	}
 	for _, in := range []string{"", "0", "-1", "0MiB", "1.5MiB", "99999999999G", "MiB", "5 parsecs"} {
-		var b byteSize
+		var b ByteSize
 		if err := b.Set(in); err == nil {
 			t.Errorf("Set(%q) = %d, want an error", in, b)
 		}
 	}
 }
 
-// TestAuditFlags: the rotation flags are checked, and every file of the rotated audit log is
-// masked in the sandbox.
-func TestAuditFlags(t *testing.T) {
-	for _, args := range [][]string{{"--audit-max-size", "0"}, {"--audit-max-size", "lots"}, {"--audit-keep", "-1"}} {
-		var stderr bytes.Buffer
-		if code := run(args, &stderr); code != 2 {
-			t.Errorf("clihostd %s: exit %d, want 2 (%s)", strings.Join(args, " "), code, stderr.String())
-		}
-	}
+// TestAuditMasked: every file of the rotated audit log is masked in the sandbox.
+func TestAuditMasked(t *testing.T) {
 	state := t.TempDir()
-	o, err := sandboxOptions(slog.New(slog.DiscardHandler), config{ports: "443", auditKeep: 2}, state, filepath.Join(state, "s.sock"))
+	o, err := sandboxOptions(slog.New(slog.DiscardHandler), Config{EgressPorts: "443", AuditKeep: 2}, state, filepath.Join(state, "s.sock"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +49,8 @@ func TestAbsentLocalBundlesAreSwept(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
 	state := t.TempDir()
-	opts := func(c config) []string {
-		c.ports = "443"
+	opts := func(c Config) []string {
+		c.EgressPorts = "443"
 		o, err := sandboxOptions(slog.New(slog.DiscardHandler), c, state, filepath.Join(state, "s.sock"))
 		if err != nil {
 			t.Fatal(err)
@@ -67,16 +58,16 @@ func TestAbsentLocalBundlesAreSwept(t *testing.T) {
 		return o.ExtraDeny
 	}
 	local := filepath.Join(dir, ".cli")
-	if deny := opts(config{}); !slices.Contains(deny, local) {
+	if deny := opts(Config{}); !slices.Contains(deny, local) {
 		t.Errorf("no ./.cli: %s is not denied: %v", local, deny)
 	}
-	if deny := opts(config{bundles: []string{"/etc/clihost/bundles"}}); slices.Contains(deny, local) {
+	if deny := opts(Config{Bundles: []string{"/etc/clihost/bundles"}}); slices.Contains(deny, local) {
 		t.Errorf("--bundles given: %s is denied: %v", local, deny)
 	}
 	if err := os.Mkdir(local, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if deny := opts(config{}); slices.Contains(deny, local) {
+	if deny := opts(Config{}); slices.Contains(deny, local) {
 		t.Errorf("an existing ./.cli (a bundle source) is masked: %v", deny)
 	}
 }
