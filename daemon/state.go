@@ -29,7 +29,7 @@ func CheckStateFile(w io.Writer, stateDir string) error {
 		}
 		return fmt.Errorf("check-state: %w", err)
 	}
-	fmt.Fprintf(w, "%s: consistent (%d bytes, %d pages)\n", rep.Path, rep.Size, rep.Pages)
+	fmt.Fprintf(w, "%s: consistent (%d bytes, %d pages, storage version %d)\n", rep.Path, rep.Size, rep.Pages, rep.Version)
 	names := make([]string, 0, len(rep.Keys))
 	for n := range rep.Keys {
 		names = append(names, n)
@@ -37,6 +37,9 @@ func CheckStateFile(w io.Writer, stateDir string) error {
 	sort.Strings(names)
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-8s %d records\n", n, rep.Keys[n])
+	}
+	if rep.Version < store.SchemaVersion {
+		fmt.Fprintf(w, "storage version %d is older than this clihostd's %d: clihostd migrates it when it next starts\n", rep.Version, store.SchemaVersion)
 	}
 	return nil
 }
@@ -46,6 +49,12 @@ func (d *Engine) BackupState(w io.Writer) (int64, error) { return d.store.Backup
 
 // CheckState runs bbolt's consistency check on the open state.db (control.StateBackend).
 func (d *Engine) CheckState() error { return d.store.Check() }
+
+// StateVersion is the open state.db's storage version (control.StateBackend).
+func (d *Engine) StateVersion() int {
+	v, _ := d.store.Version()
+	return v
+}
 
 // StateFile is the state database's path (control.StateBackend).
 func (d *Engine) StateFile() string { return d.store.Path() }
