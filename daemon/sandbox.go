@@ -67,7 +67,7 @@ func sandboxOptions(log *slog.Logger, c Config, stateDir, socket string) (host.S
 		}
 		o.EgressPorts = append(o.EgressPorts, port)
 	}
-	// Whether the sandbox works is logged by the probe at start (daemon.probe).
+	// Whether the sandbox works is logged by the probe at start (Engine.probe).
 	if o.Off {
 		log.Warn("THE KERNEL SANDBOX IS OFF (--sandbox=off): every CLI runs with this daemon's full rights, without the bundles' filesystem, exec and network limits")
 	} else {
