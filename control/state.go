@@ -22,13 +22,16 @@ type StateBackend interface {
 	CheckState() error
 	// StateFile is the state database's path.
 	StateFile() string
+	// StateVersion is the state database's storage version (store.SchemaVersion once open).
+	StateVersion() int
 }
 
 // StateCheck is the result of the consistency check of the daemon's state.db.
 type StateCheck struct {
-	File  string `json:"file"`
-	OK    bool   `json:"ok"`
-	Error string `json:"error,omitempty"`
+	File    string `json:"file"`
+	Version int    `json:"version,omitempty"` // the storage version; 0 from a daemon that does not say
+	OK      bool   `json:"ok"`
+	Error   string `json:"error,omitempty"`
 }
 
 // stateHandlers adds the state endpoints to mux when b keeps a state database.
@@ -38,7 +41,7 @@ func stateHandlers(mux *http.ServeMux, b Backend, a Admission) {
 		return
 	}
 	mux.HandleFunc("GET "+PathStateCheck, func(w http.ResponseWriter, _ *http.Request) {
-		c := StateCheck{File: sb.StateFile(), OK: true}
+		c := StateCheck{File: sb.StateFile(), Version: sb.StateVersion(), OK: true}
 		if err := sb.CheckState(); err != nil {
 			c.OK, c.Error = false, err.Error()
 		}

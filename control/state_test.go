@@ -22,6 +22,7 @@ func (stateBackend) BackupState(w io.Writer) (int64, error) {
 }
 func (s stateBackend) CheckState() error { return s.checkErr }
 func (stateBackend) StateFile() string   { return "/state/state.db" }
+func (stateBackend) StateVersion() int   { return 1 }
 
 // TestStateBackupOnlyForRootAndOwner: the backup holds every scope's records and the sealed
 // secrets: a member of --group gets 403 and none of it; the check is open to every admitted peer.

@@ -18,5 +18,9 @@ func stateDBCheck(ctx context.Context, c *control.Client) Check {
 		return Check{Name: "state database", Status: Fail, Message: s.Error,
 			Fix: fmt.Sprintf("stop clihostd, keep a copy of %s and restore the last backup: clihostctl state restore BACKUP (docs/operations.md, \"State: backups, checks and recovery\")", s.File)}
 	}
-	return Check{Name: "state database", Status: OK, Message: s.File + ": bbolt's consistency check passed"}
+	msg := s.File + ": bbolt's consistency check passed"
+	if s.Version > 0 {
+		msg = fmt.Sprintf("%s: storage version %d, bbolt's consistency check passed", s.File, s.Version)
+	}
+	return Check{Name: "state database", Status: OK, Message: msg}
 }

@@ -144,6 +144,9 @@ type CheckReport struct {
 	Size  int64          // its size in bytes
 	Keys  map[string]int // records per bucket
 	Pages int64          // pages the meta page claims
+	// Version is the storage version the file records (0: from before versions were recorded;
+	// Open migrates it); one newer than SchemaVersion fails the check with ErrNewerSchema.
+	Version int
 }
 
 // CheckFile checks the bbolt database at path (a state.db or a backup of one)
@@ -172,6 +175,13 @@ func CheckFile(path string) (CheckReport, error) {
 		return db.View(func(tx *bolt.Tx) error {
 			rep.Size = tx.Size()
 			rep.Pages = tx.Size() / int64(db.Info().PageSize)
+			v, err := readVersion(tx, path)
+			if err != nil {
+				return err
+			}
+			if rep.Version = v; v > SchemaVersion {
+				return newerError(path, v)
+			}
 			return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 				rep.Keys[string(name)] = b.Stats().KeyN
 				return nil

@@ -151,6 +151,13 @@ func Open(dir string, o Options) (*Store, error) {
 	}
 	s := &Store{dir: dir, db: db, readOnly: o.ReadOnly, onDamaged: o.OnDamaged}
 	if o.ReadOnly {
+		if v, err := s.Version(); err != nil || v > SchemaVersion {
+			_ = db.Close()
+			if err == nil {
+				err = newerError(path, v)
+			}
+			return nil, err
+		}
 		return s, nil
 	}
 	err = guard(path, func() error {
@@ -160,9 +167,14 @@ func Open(dir string, o Options) (*Store, error) {
 					return fmt.Errorf("create bucket %q: %w", b, err)
 				}
 			}
-			return nil
+			_, err := migrate(tx, path)
+			return err
 		})
 	})
+	if errors.Is(err, ErrNewerSchema) || errors.Is(err, ErrCorrupt) {
+		_ = db.Close()
+		return nil, err
+	}
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("store: initialise %s: %w", path, err)
@@ -257,6 +269,9 @@ func checkKey(bucket, key string) error {
 	}
 	if key == "" {
 		return fmt.Errorf("empty key in bucket %q", bucket)
+	}
+	if bucket == BucketMeta && key == storageVersionKey {
+		return fmt.Errorf("key %q of bucket %q is reserved for the storage version", key, bucket)
 	}
 	if len(key) > bolt.MaxKeySize {
 		return fmt.Errorf("key in bucket %q is %d bytes, more than bbolt's %d", bucket, len(key), bolt.MaxKeySize)
@@ -484,8 +499,8 @@ func (s *Store) List(bucket, prefix string, fn func(key string, rec Record) erro
 		p := []byte(prefix)
 		c := b.Cursor()
 		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
-			if v == nil {
-				continue // nested bucket; we create none
+			if v == nil || (bucket == BucketMeta && string(k) == storageVersionKey) {
+				continue // a nested bucket (we create none), or the storage version
 			}
 			r, err := decodeRecord(v)
 			if err != nil {

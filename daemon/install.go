@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func handOff(ctx context.Context, req control.InstallRequest) bool {
 // installError is the last event of an install that did not succeed: the entry handed to a root
 // caller ("needs_root"), the needs_root error when only entries that need root could have
 // installed the CLI, or install_failed.
-func (d *daemon) installError(b *manifest.Bundle, res install.Result, err error) control.InstallEvent {
+func (d *Engine) installError(b *manifest.Bundle, res install.Result, err error) control.InstallEvent {
 	if nr := (*install.NeedsRootError)(nil); errors.As(err, &nr) {
 		e := control.RootEntry{Index: nr.Index, Method: nr.Method, Package: nr.Package, Tool: nr.Tool}
 		return control.InstallEvent{Phase: "needs_root", NeedsRoot: []control.RootEntry{e},
@@ -65,7 +65,7 @@ func sudoInstall(b *manifest.Bundle) string {
 // (the entry's directories, then the daemon's PATH), checks its version in the sandbox as a call
 // would, and records the result as after an install of its own. Nothing the caller says about the
 // binary is used: a binary that is missing or fails the check is refused and nothing is recorded.
-func (d *daemon) RecordInstall(ctx context.Context, req control.RecordRequest) control.InstallEvent {
+func (d *Engine) RecordInstall(ctx context.Context, req control.RecordRequest) control.InstallEvent {
 	st := d.cur.Load()
 	b, err := st.host.Bundle(req.Bundle)
 	if err != nil {
@@ -116,4 +116,53 @@ func (d *daemon) RecordInstall(ctx context.Context, req control.RecordRequest) c
 // recordRefused is a record request that names no entry the daemon could record.
 func recordRefused(msg, hint string) control.InstallEvent {
 	return control.InstallEvent{Phase: "error", Message: msg, Error: &host.Error{Code: "record_refused", Message: msg, Hint: hint}}
+}
+
+// Install implements control.Backend: it installs when the binary is missing or fails its version
+// check, checks the version after installing, reinstalls once on a mismatch, and records the result.
+func (d *Engine) Install(ctx context.Context, req control.InstallRequest, progress func(control.InstallEvent)) control.InstallEvent {
+	st := d.cur.Load()
+	b, err := st.host.Bundle(req.Bundle)
+	if err != nil {
+		return control.InstallEvent{Phase: "error", Message: err.Error(), Error: &host.Error{Code: "not_found", Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}}
+	}
+	d.installMu.Lock()
+	defer d.installMu.Unlock()
+	progress(control.InstallEvent{Phase: "checking", Message: "checking " + b.CLI.Bin})
+	if !req.Force {
+		if path, ver, verr := st.host.Verify(ctx, b, d.workspace); verr == nil {
+			return control.InstallEvent{Phase: "done", Message: fmt.Sprintf("%s %s is already installed at %s", b.CLI.Bin, ver, path), BinPath: path, Version: ver}
+		}
+	}
+	var last *host.Error
+	for attempt := 1; attempt <= 2; attempt++ {
+		progress(control.InstallEvent{Phase: "installing", Message: fmt.Sprintf("installing %s (attempt %d)", b.CLI.Bin, attempt)})
+		res, err := install.Install(ctx, b, install.Options{StateDir: d.stateDir, AllowUnverified: req.AllowUnverified,
+			Privileged: os.Geteuid() == 0, HandOff: handOff(ctx, req), From: req.From, Log: d.log,
+			Progress: func(done, total int64) { progress(control.InstallEvent{Phase: "progress", Done: done, Total: total}) }})
+		if err != nil {
+			return d.installError(b, res, err)
+		}
+		if _, err := d.store.Put(store.BucketInstall, b.Key(), installRecord{Method: res.Method, BinPath: res.BinPath, InstalledAt: time.Now().UTC()}); err != nil {
+			return control.InstallEvent{Phase: "error", Message: "recording the install: " + err.Error()}
+		}
+		st.host.Forget(b)
+		path, ver, verr := st.host.Verify(ctx, b, d.workspace)
+		if verr == nil {
+			_, _ = d.store.Put(store.BucketInstall, b.Key(), installRecord{Method: res.Method, BinPath: path, Version: ver, InstalledAt: time.Now().UTC()})
+			d.log.Info("installed", "bundle", b.Key(), "method", res.Method, "bin", path, "version", ver)
+			return control.InstallEvent{Phase: "done", Message: fmt.Sprintf("installed %s %s with %s", b.CLI.Bin, ver, res.Method), Method: res.Method, BinPath: path, Version: ver}
+		}
+		last = verr
+		req.Force = true
+	}
+	return control.InstallEvent{Phase: "error", Message: last.Message, Error: last}
+}
+
+func installFailedHint(err error) string {
+	var ce *install.ChecksumError
+	if errors.As(err, &ce) {
+		return "the download does not match the bundle's verify_sha256; nothing was installed. Report it to the bundle's author"
+	}
+	return "each install entry's reason is listed; install the CLI by hand, or fix the bundle's install entries"
 }

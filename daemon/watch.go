@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -14,13 +14,13 @@ import (
 
 // watchBundles reloads when files under the bundle directories change (debounced). The built-in
 // catalog never changes. It returns a function that stops watching.
-func (d *daemon) watchBundles(ctx context.Context) func() {
+func (d *Engine) watchBundles(ctx context.Context) func() {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		d.log.Warn("not watching bundle files; reload with SIGHUP", "err", err)
 		return func() {}
 	}
-	dirs := []string(d.cfg.bundles)
+	dirs := []string(d.cfg.Bundles)
 	if len(dirs) == 0 {
 		dirs = filepath.SplitList(os.Getenv(registry.EnvBundles))
 		if len(dirs) == 0 || dirs[0] == "" {
@@ -61,7 +61,7 @@ func (d *daemon) watchBundles(ctx context.Context) func() {
 			case <-fire:
 				fire = nil
 				d.log.Info("reloading bundles (files changed)")
-				if err := d.reload(); err != nil {
+				if err := d.Reload(); err != nil {
 					d.log.Error("reload failed; keeping the previous bundles", "err", err)
 				}
 			}

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"crypto/sha256"
@@ -32,7 +32,7 @@ func sandboxOwner(stateDir string) (string, error) {
 // __clihost_init <tag>" with this state directory's tag (sandboxOwner); the kernel then kills
 // everything else in each sandbox (its PID namespace). It must run once the store's lock is held:
 // then no live daemon owns sandboxes with this tag. It reports how many it killed in the log.
-func (d *daemon) reapLeftovers() error {
+func (d *Engine) reapLeftovers() error {
 	tag, err := sandboxOwner(d.stateDir)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 
 // scopeFor resolves a request's bundle and scope, and the caller with its workspace resolved (see
 // workspaceFor).
-func (d *daemon) scopeFor(req control.ScopeRequest, c host.Caller) (*manifest.Bundle, authstate.Scope, *host.Host, host.Caller, *host.Error) {
+func (d *Engine) scopeFor(req control.ScopeRequest, c host.Caller) (*manifest.Bundle, authstate.Scope, *host.Host, host.Caller, *host.Error) {
 	st := d.cur.Load()
 	b, err := st.host.Bundle(req.Bundle)
 	if err != nil {
@@ -43,7 +43,7 @@ func (d *daemon) scopeFor(req control.ScopeRequest, c host.Caller) (*manifest.Bu
 // HOME, so a CLI's login is that user's and serves every caller: only that user may log it in or
 // out (root's clihostctl refuses to run a login such a daemon chose); anyone else would put their
 // own account where every caller's calls use it.
-func (d *daemon) loginScopeFor(req control.ScopeRequest, c host.Caller) (*manifest.Bundle, authstate.Scope, *host.Host, host.Caller, *host.Error) {
+func (d *Engine) loginScopeFor(req control.ScopeRequest, c host.Caller) (*manifest.Bundle, authstate.Scope, *host.Host, host.Caller, *host.Error) {
 	b, s, h, c, herr := d.scopeFor(req, c)
 	if herr != nil {
 		return b, s, h, c, herr
@@ -69,7 +69,7 @@ func sharedLoginError(b *manifest.Bundle, caller, ws string) *host.Error {
 // it names none) to an absolute path without symbolic links, and refuses it with workspace_denied
 // unless the caller could read, write and search it itself (as its uid and groups; the kernel
 // decides when the daemon is root). Root callers may name any workspace.
-func (d *daemon) workspaceFor(c host.Caller) (string, *host.Error) {
+func (d *Engine) workspaceFor(c host.Caller) (string, *host.Error) {
 	ws := c.Workspace
 	if ws == "" {
 		ws = d.workspace
@@ -116,7 +116,7 @@ func scopeError(e *host.Error) error {
 // scopeCaller is who a stored scope's own commands (a background refresh) run for: the scope's
 // user when it is a user other than root and the daemon's own (its logins were made as itself),
 // else no one (the daemon's own work).
-func (d *daemon) scopeCaller(name string) *host.CallerID {
+func (d *Engine) scopeCaller(name string) *host.CallerID {
 	if name == d.user {
 		return nil
 	}
@@ -159,7 +159,7 @@ func stepInfo(b *manifest.Bundle, status []setup.StepStatus) []control.SetupStep
 }
 
 // SetupInfo implements control.Backend.
-func (d *daemon) SetupInfo(_ context.Context, req control.ScopeRequest, c host.Caller) (control.SetupInfo, error) {
+func (d *Engine) SetupInfo(_ context.Context, req control.ScopeRequest, c host.Caller) (control.SetupInfo, error) {
 	b, s, _, _, herr := d.scopeFor(req, c)
 	if herr != nil {
 		return control.SetupInfo{}, scopeError(herr)
@@ -184,7 +184,7 @@ func (v visitor) Visit(_ context.Context, step manifest.SetupStep, url string) e
 }
 
 // Setup implements control.Backend.
-func (d *daemon) Setup(ctx context.Context, req control.SetupRequest, c host.Caller, emit func(control.SetupEvent)) control.SetupEvent {
+func (d *Engine) Setup(ctx context.Context, req control.SetupRequest, c host.Caller, emit func(control.SetupEvent)) control.SetupEvent {
 	b, s, h, c, herr := d.scopeFor(req.ScopeRequest, c)
 	if herr != nil {
 		return control.SetupEvent{Phase: "error", Error: herr}
@@ -207,7 +207,7 @@ func (d *daemon) Setup(ctx context.Context, req control.SetupRequest, c host.Cal
 }
 
 // LoginInfo implements control.Backend.
-func (d *daemon) LoginInfo(ctx context.Context, req control.ScopeRequest, c host.Caller) (control.LoginInfo, error) {
+func (d *Engine) LoginInfo(ctx context.Context, req control.ScopeRequest, c host.Caller) (control.LoginInfo, error) {
 	b, s, h, c, herr := d.loginScopeFor(req, c)
 	if herr != nil {
 		return control.LoginInfo{}, scopeError(herr)
@@ -245,7 +245,7 @@ func (d *daemon) LoginInfo(ctx context.Context, req control.ScopeRequest, c host
 
 // Login implements control.Backend: the person ran login.cmd in their terminal; the daemon now
 // polls completes_when.
-func (d *daemon) Login(ctx context.Context, req control.ScopeRequest, c host.Caller) control.AuthResult {
+func (d *Engine) Login(ctx context.Context, req control.ScopeRequest, c host.Caller) control.AuthResult {
 	b, s, h, c, herr := d.loginScopeFor(req, c)
 	if herr != nil {
 		return control.AuthResult{Error: herr}
@@ -268,7 +268,7 @@ func (d *daemon) Login(ctx context.Context, req control.ScopeRequest, c host.Cal
 }
 
 // Logout implements control.Backend.
-func (d *daemon) Logout(_ context.Context, req control.ScopeRequest, c host.Caller) control.AuthResult {
+func (d *Engine) Logout(_ context.Context, req control.ScopeRequest, c host.Caller) control.AuthResult {
 	b, s, _, _, herr := d.loginScopeFor(req, c)
 	if herr != nil {
 		return control.AuthResult{Error: herr}
@@ -291,7 +291,7 @@ func daemonUser() string {
 
 // refreshLoop runs due auth refreshes in the background (AIP-29: refresh runs eagerly while authed),
 // checking every interval until ctx ends. A failed refresh moves the scope to unauthed.
-func (d *daemon) refreshLoop(ctx context.Context, interval time.Duration) {
+func (d *Engine) refreshLoop(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -304,7 +304,7 @@ func (d *daemon) refreshLoop(ctx context.Context, interval time.Duration) {
 	}
 }
 
-func (d *daemon) refreshDue(ctx context.Context) {
+func (d *Engine) refreshDue(ctx context.Context) {
 	st := d.cur.Load()
 	for _, b := range st.reg.Bundles() {
 		if b.CLI == nil || b.CLI.Auth == nil || b.CLI.Auth.Refresh == nil || b.Findings.HasErrors() {

@@ -1,17 +1,15 @@
-package main
+package daemon
 
 import (
 	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
-	"github.com/clihost/clihost/registry"
 	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
@@ -27,7 +25,7 @@ type probeCache struct {
 // probe returns what one real sandboxed process in the daemon's workspace found: the last result
 // when it is younger than probeMaxAge (unless fresh), else a new one. A new result whose state or
 // error differs from the last is logged.
-func (d *daemon) probe(ctx context.Context, fresh bool) host.ProbeResult {
+func (d *Engine) probe(ctx context.Context, fresh bool) host.ProbeResult {
 	d.probes.mu.Lock()
 	defer d.probes.mu.Unlock()
 	last := d.probes.last
@@ -68,49 +66,8 @@ func logProbe(log *slog.Logger, p host.ProbeResult) {
 }
 
 // Daemon implements control.Backend.
-func (d *daemon) Daemon(ctx context.Context, probe bool) control.DaemonStatus {
-	return control.DaemonStatus{Version: version, PID: os.Getpid(), UID: os.Geteuid(), GID: os.Getegid(), User: daemonUser(),
+func (d *Engine) Daemon(ctx context.Context, probe bool) control.DaemonStatus {
+	return control.DaemonStatus{Version: d.cfg.Version, PID: os.Getpid(), UID: os.Geteuid(), GID: os.Getegid(), User: daemonUser(),
 		StateDir: d.stateDir, Socket: d.socketPath, TokenFile: d.tokenFile, Workspace: d.workspace,
 		Sandbox: d.probe(ctx, probe), Bundles: d.cur.Load().bundles}
 }
-
-// loadBundles loads the daemon's bundle sources (registry.DaemonSources) and logs each bundle,
-// each missing folder or one without bundles (an empty one is a warning only when nothing else
-// serves bundles), and, when nothing is served, "no bundles loaded" with the sources
-// searched and what to do.
-func loadBundles(log *slog.Logger, c config) (*registry.Registry, control.BundlesLoaded, error) {
-	srcs, warnings, err := registry.DaemonSources(c.bundles, !c.noCatalog)
-	if err != nil {
-		return nil, control.BundlesLoaded{}, err
-	}
-	reg, err := registry.Load(srcs...)
-	if err != nil {
-		return nil, control.BundlesLoaded{}, err
-	}
-	sum := control.BundlesLoaded{Refused: logBundles(log, reg), Loaded: len(reg.Bundles()), Sources: registry.SourceNames(srcs)}
-	strays, empty := registry.EmptySources(reg, srcs)
-	sum.Warnings = append(warnings, strays...)
-	for _, dir := range empty {
-		if sum.Loaded == 0 {
-			sum.Warnings = append(sum.Warnings, "bundle folder "+dir+" is empty")
-		} else {
-			log.Info("bundle folder is empty", "folder", dir)
-		}
-	}
-	for _, w := range sum.Warnings {
-		log.Warn("bundle folder", "warning", w)
-	}
-	if sum.Loaded == 0 {
-		sources := strings.Join(sum.Sources, ", ")
-		if sources == "" {
-			sources = "none"
-		}
-		sum.Warnings = append(sum.Warnings, "no bundles loaded (searched: "+sources+"): clihostd serves nothing")
-		log.Warn("no bundles loaded", "sources", sources, "hint", noBundlesHint)
-	}
-	return reg, sum, nil
-}
-
-// noBundlesHint is what to do about a daemon that serves nothing.
-const noBundlesHint = "put bundle folders (each with a CLI.md) in a --bundles folder, or drop --no-catalog to serve the built-in catalog; " +
-	"then reload (SIGHUP, or systemctl reload clihostd); clihostctl lint FOLDER says why a bundle is refused"

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestFlagsRefused: the flags that must be positive, or one of a few words, are refused with exit
+// code 2 before anything starts.
+func TestFlagsRefused(t *testing.T) {
+	for _, args := range [][]string{
+		{"--egress-max-conns", "0"}, {"--egress-max-conns", "-5"}, {"--egress-max-conns", "many"},
+		{"--audit-max-size", "0"}, {"--audit-max-size", "lots"}, {"--audit-keep", "-1"},
+		{"--drain-timeout", "-1s"}, {"--sandbox", "maybe"},
+	} {
+		var stderr bytes.Buffer
+		if code := run(args, &stderr); code != 2 {
+			t.Errorf("clihostd %s: exit %d, want 2 (%s)", strings.Join(args, " "), code, stderr.String())
+		}
+	}
+}
+
+// TestFlagsReachConfig: the flags the command turns into the engine's configuration arrive there.
+func TestFlagsReachConfig(t *testing.T) {
+	o, code := parse([]string{"--egress-max-conns", "7", "--audit-max-size", "64KiB", "--sandbox", "off",
+		"--bundles", "/a", "--bundles", "/b", "--egress-admit", "10.0.0.0/8"}, &bytes.Buffer{})
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	c := o.cfg
+	if c.EgressMaxConns != 7 || c.AuditMaxSize != 64<<10 || !c.SandboxOff || strings.Join(c.Bundles, ",") != "/a,/b" ||
+		strings.Join(c.EgressAdmit, ",") != "10.0.0.0/8" || c.Version != version {
+		t.Errorf("config %+v", c)
+	}
+}

@@ -1,0 +1,99 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/clihost/clihost/authstate"
+	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/registry"
+)
+
+// Status implements control.Backend.
+func (d *Engine) Status(ctx context.Context, name string) ([]control.BundleStatus, error) {
+	st := d.cur.Load()
+	var out []control.BundleStatus
+	for _, e := range st.reg.Entries() {
+		b := e.Bundle
+		if name != "" && b.ID() != name && b.Key() != name {
+			continue
+		}
+		out = append(out, d.bundleStatus(ctx, st, e))
+	}
+	if name != "" && len(out) == 0 {
+		_, err := st.reg.Get(name)
+		return nil, err
+	}
+	return out, nil
+}
+
+func (d *Engine) bundleStatus(ctx context.Context, st *state, e *registry.Entry) control.BundleStatus {
+	b := e.Bundle
+	bs := control.BundleStatus{ID: b.ID(), Major: b.Major(), Key: b.Key(), File: b.File, Tools: len(b.Tools), Setup: "none", Auth: "none",
+		Sandbox: d.probe(ctx, false).String(), Checked: time.Now().UTC()}
+	if b.CLI != nil {
+		bs.Name = b.CLI.Name
+		bs.Limits = st.host.LimitMechanisms(b)
+	}
+	if b.Findings.HasErrors() || !e.Indexed {
+		bs.Install, bs.Reason = "invalid", "the bundle has lint errors and is not served; run: clihostctl lint "+b.Dir
+		return bs
+	}
+	path, ver, err := st.host.Verify(ctx, b, d.workspace)
+	switch {
+	case err == nil:
+		bs.Install, bs.BinPath, bs.Version, bs.Ready = "installed", path, ver, true
+	case err.Code == "version_mismatch":
+		bs.Install, bs.Reason = "version_mismatch", err.Message+"; "+err.Hint
+	case err.Code == "sandbox_unavailable":
+		bs.Install, bs.Reason = "unverified", err.Message+"; "+err.Hint
+	default:
+		bs.Install, bs.Reason = "missing", fmt.Sprintf("%s; run: clihostctl install %s", err.Message, b.ID())
+	}
+	scope := authstate.Scope{Bundle: b.Key(), Workspace: d.workspace, User: d.user}
+	if len(b.CLI.Setup) > 0 {
+		bs.Setup = "done"
+		if pending, err := d.setup.Pending(b, scope); err != nil || len(pending) > 0 {
+			bs.Setup = "pending"
+			if bs.Ready {
+				bs.Ready, bs.Reason = false, "setup is not complete; run: "+d.agentCommand(ctx, "setup", b.ID())
+			}
+		}
+	}
+	if b.CLI.Auth != nil && b.CLI.Auth.Login != nil {
+		a, err := d.auth.Get(b, scope)
+		bs.Auth = string(a.Phase)
+		if (err != nil || a.Phase != authstate.Authed) && bs.Ready {
+			bs.Ready, bs.Reason = false, "not logged in; run: "+d.agentCommand(ctx, "login", b.ID())
+		}
+	}
+	return bs
+}
+
+// agentCommand is the clihostctl command (setup or login) that prepares what status reports, the
+// MCP agents' scope: the daemon's user in its --workspace. A caller that is another user runs it
+// as the daemon's user (sudo -u clihost under the unit) or, on a root daemon, as root (sudo).
+func (d *Engine) agentCommand(ctx context.Context, verb, id string) string {
+	cmd := "clihostctl " + verb + " " + id + " --workspace " + shellWord(d.workspace)
+	p, ok := control.PeerOf(ctx)
+	switch {
+	case !ok || p.UID == os.Geteuid():
+		return cmd
+	case os.Geteuid() == 0:
+		return "sudo " + cmd
+	default:
+		return "sudo -u " + shellWord(d.user) + " " + cmd
+	}
+}
+
+// shellWord is s as one word of a shell command line: as it is when it holds only characters no
+// shell treats specially, else single-quoted.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+:@%,=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
