@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/runner"
 	"github.com/clihost/clihost/sandbox/nsinit"
 )
@@ -468,13 +469,7 @@ func TestHostDeathKillsChild(t *testing.T) {
 // requireSandbox skips t where the kernel sandbox cannot run (not root, outside CI); in CI it must.
 func requireSandbox(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("the sandbox tests need root in CI")
-	}
-	t.Skip("the sandbox tests need root")
+	fixture.NeedRoot(t)
 }
 
 // sandboxPlan lets /bin/sh (and what it loads) run as nobody, reading only the runtime libraries.

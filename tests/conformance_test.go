@@ -49,6 +49,7 @@ type baselineFile struct {
 var ansiRE = regexp.MustCompile("\x1b\\[[0-9;]*m")
 
 func TestConformance(t *testing.T) {
+	fixture.Slow(t)
 	requireNodeModules(t)
 	fixture.Need(t, "jq")
 	node := nodeBin(t)

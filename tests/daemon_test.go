@@ -141,7 +141,7 @@ func (d *daemonProc) status(t *testing.T, bundle string) bundleStatus {
 // the control socket, calls MCP over HTTP with and without the token, reloads and stops it.
 func TestDaemonServesStatusMCPAndReloads(t *testing.T) {
 	d := startDaemon(t, t.TempDir())
-	if _, err := exec.LookPath("jq"); err == nil || os.Getenv("CI") == "true" { // .ci/run installs jq
+	if _, err := exec.LookPath("jq"); err == nil || fixture.CI() { // .ci/run installs jq
 		if st := d.status(t, "jq"); st.Install != "installed" || !st.Ready || st.Version == "" {
 			t.Fatalf("jq status %+v", st)
 		}

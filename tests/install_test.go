@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/internal/fixture"
 )
 
 // The tests here run clihostd as the shipped unit does: as an unprivileged user (setpriv), whose
@@ -32,25 +33,12 @@ const daemonUserName = "clihostinst"
 // probeBin is the command the test package installs into /usr/bin.
 const probeBin = "clihost-apt-probe"
 
-// needRoot skips a test that needs root and the Debian tools, except in CI, where it fails.
+// needRoot skips a test that needs root (it runs daemons as other users) and the Debian tools,
+// except in CI, where it fails.
 func needRoot(t *testing.T, tools ...string) {
 	t.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "needs root (it runs daemons as other users)"
-	}
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil && why == "" {
-			why = "needs " + tool
-		}
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
+	fixture.NeedRoot(t)
+	fixture.Need(t, tools...)
 }
 
 // daemonUser returns the uid and gid of the tests' unprivileged daemon user, creating it (a system
@@ -253,6 +241,7 @@ runner: { cli: ../../CLI.md, argv: [greet, "${input.who}"] }
 // daemon records it after its own version check: status shows it installed, with its version, and
 // a call runs it.
 func TestUnitDaemonSudoInstall(t *testing.T) {
+	fixture.Slow(t)
 	needRoot(t, "setpriv", "apt-get", "dpkg-deb")
 	root := installTree(t)
 	deb := probeDeb(t, root)

@@ -37,10 +37,7 @@ func requireNodeModules(t *testing.T) {
 	t.Helper()
 	for _, p := range []string{"@modelcontextprotocol/sdk/package.json", "@modelcontextprotocol/client/package.json"} {
 		if _, err := os.Stat(filepath.Join(e2eDir, "node_modules", p)); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("tests/e2e/node_modules is missing %s under CI=true: run `npm ci` in tests/e2e", p)
-			}
-			t.Skipf("tests/e2e/node_modules missing (%v); run `npm ci --no-audit --no-fund` in tests/e2e", err)
+			fixture.Missing(t, "tests/e2e/node_modules is missing %s (%v): run `npm ci --no-audit --no-fund` in tests/e2e", p, err)
 		}
 	}
 }
@@ -705,6 +702,7 @@ func forEachTarget(t *testing.T, ws, base, bundle string, acliMode bool, f func(
 const jqData = `{"items":[{"id":1,"state":"open","name":"a"},{"id":2,"state":"closed","name":"b"},{"id":3,"state":"open","name":"c"}]}`
 
 func TestMCPJQ(t *testing.T) {
+	fixture.Slow(t)
 	requireNodeModules(t)
 	fixture.Need(t, "jq")
 	ws := fixture.Workspace(t)
@@ -824,6 +822,7 @@ func gitRepo(t *testing.T) (string, []string) {
 }
 
 func TestMCPGit(t *testing.T) {
+	fixture.Slow(t)
 	requireNodeModules(t)
 	fixture.Need(t, "git")
 	ws, env := gitRepo(t)
@@ -876,6 +875,7 @@ func TestMCPGit(t *testing.T) {
 // ---- rg ----
 
 func TestMCPRipgrep(t *testing.T) {
+	fixture.Slow(t)
 	requireNodeModules(t)
 	fixture.Need(t, "rg")
 	ws := fixture.Workspace(t)
@@ -1005,10 +1005,11 @@ func processesWith(marker string) []string {
 // notifications/cancelled in a separate POST, then disconnects when it closes 2 s later. Either
 // way the server can no longer deliver a result, so the child must not run on to its timeout.
 func TestMCPCancel(t *testing.T) {
+	fixture.Slow(t)
 	requireNodeModules(t)
 	fixture.Need(t, "jq")
 	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
-		t.Skip("needs /proc")
+		fixture.Missing(t, "no /proc: %v", err)
 	}
 	ws := fixture.Workspace(t)
 	fixtures := []string{"--bundles", "testdata/conformance"}
@@ -1056,6 +1057,7 @@ func TestMCPCancel(t *testing.T) {
 // TestMCPProgress calls a tool that runs for about 3.6 s with a progress token: clihost reports
 // progress once a second, so at least three increasing notifications arrive before the result.
 func TestMCPProgress(t *testing.T) {
+	fixture.Slow(t)
 	requireNodeModules(t)
 	fixture.Need(t, "jq")
 	ws := fixture.Workspace(t)
@@ -1135,6 +1137,7 @@ func acliQuote(s string) string {
 }
 
 func TestMCPInjectionCorpus(t *testing.T) {
+	fixture.Slow(t)
 	requireNodeModules(t)
 	fixture.Need(t, "jq", "rg")
 	ws := fixture.Workspace(t)

@@ -62,7 +62,7 @@ func trackedCopy(t *testing.T) string {
 	t.Helper()
 	out, err := exec.Command("git", "-C", "..", "ls-files", "-z").Output()
 	if err != nil {
-		t.Skipf("not a git checkout: %v", err)
+		fixture.Missing(t, "not a git checkout: %v", err)
 	}
 	dst := t.TempDir()
 	for _, rel := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {

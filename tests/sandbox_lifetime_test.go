@@ -291,14 +291,8 @@ func startMCPCall(t *testing.T, d *daemonProc, script string) <-chan mcpResult {
 func requireSandbox(t *testing.T) {
 	t.Helper()
 	fixture.Need(t, "bash", "sleep", "setsid")
-	err := nsinit.Check()
-	if err == nil && os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("the sandbox lifetime tests need root and the kernel sandbox under CI: %v", err)
-	}
-	t.Skipf("the sandbox lifetime tests need root and the kernel sandbox: %v", err)
+	fixture.NeedRoot(t)
+	fixture.NeedSandbox(t, nsinit.Check())
 }
 
 // TestNoSandboxOutlivesKill9 SIGKILLs clihostd while 20 calls run programs that ignore SIGTERM and
