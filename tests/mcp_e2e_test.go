@@ -999,11 +999,12 @@ func processesWith(marker string) []string {
 	return pids
 }
 
-// TestMCPCancel aborts a call to a tool that would spin for 30 s and checks that the CLI process
-// is gone soon after. Over stdio the client sends notifications/cancelled. Over HTTP the
-// 2026-07-28 client (SDK v2) aborts the POST; the 2025-11-25 client (SDK v1) sends
-// notifications/cancelled in a separate POST, then disconnects when it closes 2 s later. Either
-// way the server can no longer deliver a result, so the child must not run on to its timeout.
+// TestMCPCancel aborts a call to a tool that would spin for 30 s, once the test has seen its CLI
+// process run (the client cancels when the test creates a file), and checks that the process is
+// gone soon after. Over stdio the client sends notifications/cancelled. Over HTTP the 2026-07-28
+// client (SDK v2) aborts the POST; the 2025-11-25 client (SDK v1) sends notifications/cancelled in
+// a separate POST, then disconnects when it closes 2 s later. Either way the server can no longer
+// deliver a result, so the child must not run on to its timeout.
 func TestMCPCancel(t *testing.T) {
 	fixture.Slow(t)
 	requireNodeModules(t)
@@ -1016,13 +1017,15 @@ func TestMCPCancel(t *testing.T) {
 	base := serveMCP(t, ws, fixtures...)
 	forEachTarget(t, ws, base, "e2e-errors", false, func(t *testing.T, client string, tgt target) {
 		marker := fmt.Sprintf("spin-%s-%s-%d", tgt.name, strings.TrimSuffix(client, ".mjs"), time.Now().UnixNano())
+		cancelFile := filepath.Join(t.TempDir(), "cancel")
 		steps := []step{
-			{"op": "call", "name": "spin", "arguments": map[string]any{"marker": marker}, "cancelAfterMs": 1500},
+			{"op": "call", "name": "spin", "arguments": map[string]any{"marker": marker}, "cancelWhenFile": cancelFile},
 			{"op": "sleep", "ms": 2000}, // the client stays connected while the server cleans up
 		}
 		started := make(chan bool, 1)
-		go func() { // the process must exist while the call runs, or the check below proves nothing
-			for deadline := time.Now().Add(1400 * time.Millisecond); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		go func() { // the process must exist when the call is cancelled, or the check below proves nothing
+			defer os.WriteFile(cancelFile, nil, 0o644) // the client cancels the call now
+			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 				if len(processesWith(marker)) > 0 {
 					started <- true
 					return
@@ -1043,7 +1046,7 @@ func TestMCPCancel(t *testing.T) {
 				return
 			}
 		}
-		t.Errorf("request %s (protocol %s) cancelled after 1.5s: its jq process (pids %v) still runs 3.5s after the cancel (the client disconnected 2s after it)", callDesc(steps[0]), rep.ProtocolVersion, left)
+		t.Errorf("request %s (protocol %s) cancelled once its jq process ran: the process (pids %v) still runs 5s after the client's report (the client disconnected 2s after the cancel)", callDesc(steps[0]), rep.ProtocolVersion, left)
 		for _, pid := range left { // started by the server this test started
 			if n, err := strconv.Atoi(pid); err == nil {
 				if p, err := os.FindProcess(n); err == nil {
