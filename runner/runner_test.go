@@ -443,9 +443,7 @@ func TestHostDeathKillsChild(t *testing.T) {
 	host := exec.Command(os.Args[0], "-test.run=^$")
 	host.Env = append(os.Environ(), "RUNNER_TEST_HOST_DIR="+dir)
 	host.Stderr = os.Stderr
-	if err := host.Start(); err != nil {
-		t.Fatal(err)
-	}
+	proc := fixture.Start(t, host) // killed when the test ends, however it ends
 	var pid int
 	for deadline := time.Now().Add(hangLimit); ; time.Sleep(10 * time.Millisecond) {
 		if b, err := os.ReadFile(filepath.Join(dir, "pid")); err == nil {
@@ -453,8 +451,6 @@ func TestHostDeathKillsChild(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			host.Process.Kill()
-			host.Wait()
 			t.Fatal("helper host never started its child")
 		}
 	}
@@ -462,7 +458,7 @@ func TestHostDeathKillsChild(t *testing.T) {
 		t.Fatalf("child %d is not running before the host dies", pid)
 	}
 	host.Process.Kill()
-	host.Wait()
+	proc.Wait()
 	waitGone(t, pid)
 }
 

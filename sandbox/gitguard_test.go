@@ -772,7 +772,7 @@ func TestGitGuardUnreadableDirectories(t *testing.T) {
 	must(t, err)
 	stdout, err := cmd.StdoutPipe()
 	must(t, err)
-	must(t, cmd.Start())
+	child := fx.Start(t, cmd)
 	lines := bufio.NewScanner(stdout)
 	var log strings.Builder
 	// await reads the child's output up to the line step, then lets it go on after next.
@@ -796,7 +796,7 @@ func TestGitGuardUnreadableDirectories(t *testing.T) {
 	for lines.Scan() {
 		log.WriteString(lines.Text() + "\n")
 	}
-	err = cmd.Wait()
+	err = child.Wait()
 	t.Logf("the unprivileged guard:\n%s", log.String())
 	if err != nil {
 		t.Fatalf("the unprivileged guard: %v", err)

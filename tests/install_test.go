@@ -104,10 +104,7 @@ func startUnitDaemon(t *testing.T, root string) *unitDaemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.cmd.Process.Kill(); _ = p.cmd.Wait() })
+	p.proc = fixture.Start(t, p.cmd)
 	go func() {
 		buf := make([]byte, 0, 64<<10)
 		var line bytes.Buffer

@@ -94,7 +94,7 @@ runner: { cli: ../../CLI.md, argv: [-n, -r, "env.ACCT_TOKEN | length"] }
 	if err := d.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	_ = d.cmd.Wait()
+	_ = d.proc.Wait()
 	d2 := startDaemon(t, state, "--bundles", dir, "--workspace", d.ws) // the same workspace again
 	ws2 := []string{"--workspace", d.ws}
 	if st := d2.status(t, "acct"); !st.Ready {

@@ -72,6 +72,13 @@ func mcpEnv() []string { return append(os.Environ(), "CLIHOST_BUNDLES=") }
 // test failed.
 func serveMCP(t *testing.T, workspace string, extra ...string) string {
 	t.Helper()
+	base, _ := startServeMCP(t, workspace, extra...)
+	return base
+}
+
+// startServeMCP is serveMCP that also returns the server's process.
+func startServeMCP(t *testing.T, workspace string, extra ...string) (string, *fixture.Proc) {
+	t.Helper()
 	args := append([]string{"serve-mcp", "--listen", "127.0.0.1:0", "--workspace", workspace}, extra...)
 	cmd := exec.Command(bin.ctl, args...)
 	cmd.Env = mcpEnv()
@@ -79,9 +86,7 @@ func serveMCP(t *testing.T, workspace string, extra ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p := fixture.Start(t, cmd)
 	var mu sync.Mutex
 	var logBuf bytes.Buffer
 	first := make(chan string, 1)
@@ -104,9 +109,9 @@ func serveMCP(t *testing.T, workspace string, extra ...string) string {
 			close(first)
 		}
 	}()
-	t.Cleanup(func() {
+	t.Cleanup(func() { // runs before fixture.Start's: kill, then read the rest of the log
 		cmd.Process.Kill()
-		cmd.Wait()
+		p.Wait()
 		<-done
 		if t.Failed() {
 			mu.Lock()
@@ -117,18 +122,18 @@ func serveMCP(t *testing.T, workspace string, extra ...string) string {
 	select {
 	case line, ok := <-first:
 		if !ok {
-			cmd.Wait()
+			p.Wait()
 			t.Fatalf("clihostctl %s exited without printing its address", strings.Join(args, " "))
 		}
 		const prefix = "listening on "
 		if !strings.HasPrefix(line, prefix+"http://127.0.0.1:") {
 			t.Fatalf("clihostctl serve-mcp: first stderr line is %q, want %q", line, prefix+"http://127.0.0.1:PORT")
 		}
-		return strings.TrimSpace(strings.TrimPrefix(line, prefix))
+		return strings.TrimSpace(strings.TrimPrefix(line, prefix)), p
 	case <-time.After(30 * time.Second):
 		t.Fatalf("clihostctl %s: no address on stderr after 30s", strings.Join(args, " "))
 	}
-	return ""
+	return "", p
 }
 
 // ---- running a client script ----

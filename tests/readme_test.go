@@ -124,10 +124,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := daemon.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = daemon.Process.Kill(); _ = daemon.Wait() })
+	fixture.Start(t, daemon)
 	ready := make(chan bool, 1)
 	helperNote := false // the daemon says, before it is ready, that it runs without the helper
 	go func() {

@@ -220,6 +220,7 @@ func TestImportNotCobra(t *testing.T) {
 // TestImportGH imports Debian's gh (gh's own help layout, backquoted value names) and calls its
 // offline config list tool through the host.
 func TestImportGH(t *testing.T) {
+	fixture.Slow(t)
 	need(t, "gh")
 	b, reg, _ := importTo(t, Options{Bin: "gh", Read: []string{"~/.config/gh/**"}})
 	if len(b.Tools) < 50 {

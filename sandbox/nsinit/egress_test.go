@@ -308,6 +308,7 @@ func TestEgressInitFailure(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() }) // on t.Fatal below
 	cmd.CloseChildEnds()
 	done := make(chan error, 1)
 	go func() {

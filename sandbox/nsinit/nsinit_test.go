@@ -550,6 +550,7 @@ func TestSIGTERMStopsProgram(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() }) // on t.Fatal below; the wait goroutine reaps it
 	cmd.CloseChildEnds()
 	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "ready\n" {
 		t.Fatalf("read %q, %v", line, err)
@@ -882,6 +883,7 @@ except OSError as e:
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() }) // on t.Fatal below
 	cmd.CloseChildEnds()
 	stop, err := cmd.ServeIngress()
 	if err != nil {
