@@ -238,7 +238,6 @@ runner: { cli: ../../CLI.md, argv: [greet, "${input.who}"] }
 // daemon records it after its own version check: status shows it installed, with its version, and
 // a call runs it.
 func TestUnitDaemonSudoInstall(t *testing.T) {
-	fixture.Slow(t)
 	needRoot(t, "setpriv", "apt-get", "dpkg-deb")
 	root := installTree(t)
 	deb := probeDeb(t, root)

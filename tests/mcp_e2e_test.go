@@ -707,7 +707,6 @@ func forEachTarget(t *testing.T, ws, base, bundle string, acliMode bool, f func(
 const jqData = `{"items":[{"id":1,"state":"open","name":"a"},{"id":2,"state":"closed","name":"b"},{"id":3,"state":"open","name":"c"}]}`
 
 func TestMCPJQ(t *testing.T) {
-	fixture.Slow(t)
 	requireNodeModules(t)
 	fixture.Need(t, "jq")
 	ws := fixture.Workspace(t)
@@ -827,7 +826,6 @@ func gitRepo(t *testing.T) (string, []string) {
 }
 
 func TestMCPGit(t *testing.T) {
-	fixture.Slow(t)
 	requireNodeModules(t)
 	fixture.Need(t, "git")
 	ws, env := gitRepo(t)
@@ -880,7 +878,6 @@ func TestMCPGit(t *testing.T) {
 // ---- rg ----
 
 func TestMCPRipgrep(t *testing.T) {
-	fixture.Slow(t)
 	requireNodeModules(t)
 	fixture.Need(t, "rg")
 	ws := fixture.Workspace(t)
@@ -1011,7 +1008,6 @@ func processesWith(marker string) []string {
 // a separate POST, then disconnects when it closes 2 s later. Either way the server can no longer
 // deliver a result, so the child must not run on to its timeout.
 func TestMCPCancel(t *testing.T) {
-	fixture.Slow(t)
 	requireNodeModules(t)
 	fixture.Need(t, "jq")
 	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
