@@ -264,8 +264,10 @@ func TestEnvelope(t *testing.T) {
 	}
 }
 
-// Every example in every shipped TOOL.md, rendered as an ACLI command, parses back to the same input.
+// Every example in every shipped TOOL.md can be rendered as an ACLI command (help shows it), and
+// parses back to the same input.
 func TestExamplesRoundTrip(t *testing.T) {
+	examples := 0
 	for _, name := range []string{"gh", "git", "jq", "rg", "kubectl", "ffmpeg", "yt-dlp", "curl", "helm", "aws"} {
 		b := shipped(t, name)
 		for _, e := range b.Tools {
@@ -273,9 +275,10 @@ func TestExamplesRoundTrip(t *testing.T) {
 				t.Fatalf("%s %s did not load", name, e.CommandPath())
 			}
 			for _, ex := range e.Tool.Examples {
+				examples++
 				cmd, ok := renderExample(e, ex.Input)
 				if !ok {
-					t.Logf("%s %s: example %q cannot be written as options", name, e.CommandPath(), ex.Name)
+					t.Errorf("%s %s: example %q cannot be written as options, so help leaves it out", name, e.CommandPath(), ex.Name)
 					continue
 				}
 				req, err := Parse(b, cmd, Options{})
@@ -289,8 +292,16 @@ func TestExamplesRoundTrip(t *testing.T) {
 			}
 		}
 	}
+	if examples == 0 {
+		t.Fatal("the shipped bundles have no examples: the loop above checked nothing")
+	}
 	b := kit(t)
 	var run = b.Tools[0]
+	// The negative control: the kit's third example cannot be written as options, and help leaves
+	// it out.
+	if cmd, ok := renderExample(run, run.Tool.Examples[2].Input); ok {
+		t.Errorf("kit example 3 rendered as %q, want it refused", cmd)
+	}
 	got := toolExamples(run, 0)
 	want := []string{
 		`run --count=-5 --dry-run=false --level info --meta '{"k":[1,"x,y"]}' --name 'it'\''s a test' --ratio 0.5 --tags a,b --verbose`,

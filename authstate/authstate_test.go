@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	fx "github.com/clihost/clihost/internal/fixture"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -403,9 +404,7 @@ func TestKillDurability(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		child := fx.Start(t, cmd)
 		sc := bufio.NewScanner(out)
 		var last uint64
 		acks := 0
@@ -427,7 +426,7 @@ func TestKillDurability(t *testing.T) {
 		for sc.Scan() { // what the child acknowledged before it died
 			readAck()
 		}
-		_ = cmd.Wait()
+		_ = child.Wait()
 		if acks == 0 {
 			t.Fatalf("the child acknowledged nothing: %v", sc.Err())
 		}

@@ -30,9 +30,10 @@ func BenchmarkCall(b *testing.B) {
 }
 
 func BenchmarkPlainExec(b *testing.B) {
+	fixture.Need(b, "true")
 	path, err := exec.LookPath("true")
 	if err != nil {
-		b.Skip(err)
+		b.Fatal(err)
 	}
 	ws := fixture.Workspace(b)
 	for b.Loop() {
@@ -49,9 +50,7 @@ func BenchmarkPlainExec(b *testing.B) {
 // of each, alternately, so that both see the same machine; it reports the mean of each
 // (on-ns/call, off-ns/call) and the cost of the limits (limits-%).
 func BenchmarkCallLimits(b *testing.B) {
-	if err := SandboxAvailable(); err != nil {
-		b.Skip(err)
-	}
+	fixture.NeedSandbox(b, SandboxAvailable())
 	none := nsinit.Limits{MemoryBytes: -1, Pids: -1, CPU: -1, NoFile: -1, FileSize: -1, TmpfsBytes: -1}
 	off, _ := writeBundle(b, fixture.True(), Options{Sandbox: SandboxOptions{Limits: none}})
 	on, _ := writeBundle(b, fixture.True(), Options{})

@@ -194,12 +194,7 @@ func auditRecords(t *testing.T, audit []byte) map[string][]map[string]any {
 // bounded number of audit lines and bytes, and its summary counts every query, the repeated
 // name with its exact count.
 func TestEgressAuditFloodIsBounded(t *testing.T) {
-	if err := SandboxAvailable(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the sandbox is unavailable under CI=true: %v", err)
-		}
-		t.Skip(err)
-	}
+	needSandbox(t)
 	const repeats, distinct = 10000, 2000
 	files, path := floodBundle(t)
 	var audit bytes.Buffer

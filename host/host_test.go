@@ -284,10 +284,12 @@ func TestTimeoutCancelAndProgress(t *testing.T) {
 	if ticks == 0 {
 		t.Fatal("no progress reported while the call ran")
 	}
+	// Cancel once the call runs its program (the first progress tick), not after a fixed time: a
+	// cancel during the version check is another failure (version_mismatch).
 	ctx, cancel := context.WithCancel(context.Background())
-	go func() { time.Sleep(100 * time.Millisecond); cancel() }()
-	h2, _ := writeBundle(t, fixture.Sleep(60000), Options{})
-	env = h2.Call(ctx, bundle(t, h2, "sleep"), "nap", js(t, `{"s": "30"}`), Caller{Workspace: fixture.Workspace(t)}, CallOptions{})
+	defer cancel()
+	h2, _ := writeBundle(t, fixture.Sleep(60000), Options{ProgressEvery: 50 * time.Millisecond})
+	env = h2.Call(ctx, bundle(t, h2, "sleep"), "nap", js(t, `{"s": "30"}`), Caller{Workspace: fixture.Workspace(t)}, CallOptions{Progress: func(time.Duration) { cancel() }})
 	if env.OK || env.Error.Code != "cancelled" {
 		t.Fatalf("cancel: %+v", env.Error)
 	}

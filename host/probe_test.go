@@ -12,12 +12,7 @@ import (
 // needSandbox skips t where the kernel sandbox cannot be built, except under CI=true.
 func needSandbox(t *testing.T) {
 	t.Helper()
-	if err := SandboxAvailable(); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the sandbox is unavailable under CI=true: %v", err)
-		}
-		t.Skip(err)
-	}
+	fixture.NeedSandbox(t, SandboxAvailable())
 }
 
 // TestProbeRunsASandboxedProcess: the probe starts test(1) in the workspace through the call path
@@ -46,9 +41,7 @@ func TestProbeRunsASandboxedProcess(t *testing.T) {
 // nothing.
 func TestProbeReportsTheFailureACallWouldGet(t *testing.T) {
 	needSandbox(t)
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: a root host runs calls as another user")
-	}
+	fixture.NeedRoot(t) // a root host runs calls as another user
 	h := New(fixture.Registry(t, fixture.True()), Options{})
 	ws := t.TempDir() // root's
 	for _, mode := range []os.FileMode{0o700, 0o711} {

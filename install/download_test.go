@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/clihost/clihost/install"
+	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/manifest"
 )
 
@@ -21,9 +22,10 @@ func TestBinDir(t *testing.T) {
 
 func TestDownloadFormats(t *testing.T) {
 	t.Parallel()
+	fixture.Need(t, "/bin/true") // a raw ELF binary to serve
 	elf, err := os.ReadFile("/bin/true")
 	if err != nil {
-		t.Skip("no /bin/true to serve as a raw ELF binary:", err)
+		t.Fatal(err)
 	}
 	s := newServer(t)
 	files := []entry{

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/clihost/clihost/install"
+	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/manifest"
 )
 
@@ -129,12 +130,10 @@ func TestPackageManagerSkipsAndFailures(t *testing.T) {
 
 func TestNpmLocalTarball(t *testing.T) {
 	t.Parallel()
+	fixture.Need(t, "npm")
 	npm, err := exec.LookPath("npm")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("npm is required under CI:", err)
-		}
-		t.Skip("npm not installed")
+		t.Fatal(err)
 	}
 	work, home := t.TempDir(), t.TempDir()
 	pkg := filepath.Join(work, "pkg")
@@ -166,12 +165,11 @@ func TestNpmLocalTarball(t *testing.T) {
 
 func TestGoInstallFromBundleFolder(t *testing.T) {
 	t.Parallel()
+	fixture.Slow(t) // builds the standard library into a fresh cache
+	fixture.Need(t, "go")
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("go not on PATH")
-	}
-	if testing.Short() {
-		t.Skip("builds the standard library into a fresh cache")
+		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "cmd", binName), 0o755)

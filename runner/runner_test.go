@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/runner"
 	"github.com/clihost/clihost/sandbox/nsinit"
 )
@@ -442,9 +443,7 @@ func TestHostDeathKillsChild(t *testing.T) {
 	host := exec.Command(os.Args[0], "-test.run=^$")
 	host.Env = append(os.Environ(), "RUNNER_TEST_HOST_DIR="+dir)
 	host.Stderr = os.Stderr
-	if err := host.Start(); err != nil {
-		t.Fatal(err)
-	}
+	proc := fixture.Start(t, host) // killed when the test ends, however it ends
 	var pid int
 	for deadline := time.Now().Add(hangLimit); ; time.Sleep(10 * time.Millisecond) {
 		if b, err := os.ReadFile(filepath.Join(dir, "pid")); err == nil {
@@ -452,8 +451,6 @@ func TestHostDeathKillsChild(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			host.Process.Kill()
-			host.Wait()
 			t.Fatal("helper host never started its child")
 		}
 	}
@@ -461,20 +458,14 @@ func TestHostDeathKillsChild(t *testing.T) {
 		t.Fatalf("child %d is not running before the host dies", pid)
 	}
 	host.Process.Kill()
-	host.Wait()
+	proc.Wait()
 	waitGone(t, pid)
 }
 
 // requireSandbox skips t where the kernel sandbox cannot run (not root, outside CI); in CI it must.
 func requireSandbox(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("the sandbox tests need root in CI")
-	}
-	t.Skip("the sandbox tests need root")
+	fixture.NeedRoot(t)
 }
 
 // sandboxPlan lets /bin/sh (and what it loads) run as nobody, reading only the runtime libraries.

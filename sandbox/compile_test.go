@@ -44,7 +44,7 @@ func realPath(t *testing.T, p string) string {
 	t.Helper()
 	r, err := filepath.EvalSymlinks(p)
 	if err != nil {
-		t.Skipf("%s: %v", p, err)
+		t.Fatalf("%s: %v", p, err)
 	}
 	return r
 }

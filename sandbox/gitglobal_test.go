@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	fx "github.com/clihost/clihost/internal/fixture"
 	"golang.org/x/sys/unix"
 )
 
@@ -15,12 +16,7 @@ import (
 // copy of /dev/null watched with inotify, and opening it ourselves afterwards is the positive
 // control. Before the fix SnapshotGit opened it.
 func TestGitGlobalConfigIsNeverADevice(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root (mknod)")
-		}
-		t.Skip("needs root (mknod)")
-	}
+	fx.NeedRoot(t) // mknod
 	f := newFixture(t)
 	dev := filepath.Join(realTemp(t), "null")
 	if err := unix.Mknod(dev, unix.S_IFCHR|0o600, int(unix.Mkdev(1, 3))); err != nil {

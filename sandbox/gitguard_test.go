@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	fx "github.com/clihost/clihost/internal/fixture"
 )
 
 func TestFilterGitConfig(t *testing.T) {
@@ -522,12 +524,7 @@ func TestGitGuardPutsBackWhatTheCallChanged(t *testing.T) {
 // init, commit, clones (bare, partial), a linked worktree, a submodule, sparse checkout, a stopped
 // rebase, local config — and expects the check to find nothing to neutralise.
 func TestGitGuardLeavesRealGitAlone(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("git is not installed")
-		}
-		t.Skip("git is not installed")
-	}
+	fx.Need(t, "git")
 	g := newGuard(t)
 	g.snap()
 	run := func(dir string, args ...string) {
@@ -749,15 +746,8 @@ const unprivilegedChild = "CLIHOST_GITGUARD_CHILD_WS"
 // test binary re-executed as AgentUID (TestGitGuardUnprivilegedChild), which owns the workspace;
 // then the owner's real git must not run the program the call chose.
 func TestGitGuardUnreadableDirectories(t *testing.T) {
-	if os.Getuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root to run the guard as another, unprivileged uid")
-		}
-		t.Skip("needs root to run the guard as another, unprivileged uid")
-	}
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Fatal(err)
-	}
+	fx.NeedRoot(t) // to run the guard as another, unprivileged uid
+	fx.Need(t, "git")
 	base := agentDir(t)
 	ws := filepath.Join(base, "ws")
 	marker := filepath.Join(base, "ran")
@@ -782,7 +772,7 @@ func TestGitGuardUnreadableDirectories(t *testing.T) {
 	must(t, err)
 	stdout, err := cmd.StdoutPipe()
 	must(t, err)
-	must(t, cmd.Start())
+	child := fx.Start(t, cmd)
 	lines := bufio.NewScanner(stdout)
 	var log strings.Builder
 	// await reads the child's output up to the line step, then lets it go on after next.
@@ -806,7 +796,7 @@ func TestGitGuardUnreadableDirectories(t *testing.T) {
 	for lines.Scan() {
 		log.WriteString(lines.Text() + "\n")
 	}
-	err = cmd.Wait()
+	err = child.Wait()
 	t.Logf("the unprivileged guard:\n%s", log.String())
 	if err != nil {
 		t.Fatalf("the unprivileged guard: %v", err)

@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/clihost/clihost/internal/fixture"
 )
 
 const (
@@ -133,9 +135,7 @@ func TestCrashDurability(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		child := fixture.Start(t, cmd)
 		sc := bufio.NewScanner(out)
 		n, killed := 0, false
 		for sc.Scan() {
@@ -164,7 +164,7 @@ func TestCrashDurability(t *testing.T) {
 			}
 		}
 		_, _ = io.Copy(io.Discard, out)
-		werr := cmd.Wait()
+		werr := child.Wait()
 		cancel()
 		if !killed {
 			t.Fatalf("round %d: child exited after %d acks (%v): %s", round, n, werr, stderr.String())
@@ -332,9 +332,7 @@ func TestOpenLockedHolderNamed(t *testing.T) {
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	child := fixture.Start(t, cmd)
 	sc := bufio.NewScanner(out)
 	for sc.Scan() && sc.Text() != "ready" {
 	}
@@ -347,7 +345,7 @@ func TestOpenLockedHolderNamed(t *testing.T) {
 	}
 	t.Log(err)
 	stdin.Close()
-	if err := cmd.Wait(); err != nil {
+	if err := child.Wait(); err != nil {
 		t.Fatalf("holder: %v: %s", err, stderr.String())
 	}
 	s, err := Open(dir, Options{})

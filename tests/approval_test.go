@@ -415,6 +415,7 @@ func terminalCall(t *testing.T, answer string, args ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) // after the test's own Wait, or on t.Fatal
 	defer f.Close()
 	var out strings.Builder
 	rd := bufio.NewReader(f)
@@ -514,6 +515,7 @@ func TestApprovalOnTheTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }) // after the test's own Wait, or on t.Fatal
 	rd := bufio.NewReader(f)
 	var seen strings.Builder
 	for !strings.HasSuffix(seen.String(), "Approve? [y/N] ") {

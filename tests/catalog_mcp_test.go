@@ -26,10 +26,7 @@ func TestEveryCatalogToolOverStdio(t *testing.T) {
 	for _, b := range catalog(t) {
 		t.Run(b.ID(), func(t *testing.T) {
 			if _, err := lookSystem(b.CLI.Bin); err != nil {
-				if os.Getenv("CI") == "true" && !notInDebian[b.ID()] {
-					t.Fatalf("%s is not installed", b.CLI.Bin)
-				}
-				t.Skipf("%s is not installed", b.CLI.Bin)
+				needDebian(t, b.ID(), b.CLI.Bin)
 			}
 			ws := fixture.Workspace(t)
 			cmd := exec.Command(bin.ctl, "mcp", b.ID(), "--workspace", ws, "--audit", os.DevNull)

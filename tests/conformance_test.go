@@ -8,7 +8,6 @@ package tests
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -49,6 +49,7 @@ type baselineFile struct {
 var ansiRE = regexp.MustCompile("\x1b\\[[0-9;]*m")
 
 func TestConformance(t *testing.T) {
+	fixture.Slow(t)
 	requireNodeModules(t)
 	fixture.Need(t, "jq")
 	node := nodeBin(t)
@@ -90,7 +91,7 @@ func TestConformance(t *testing.T) {
 		}
 	}
 
-	base := serveMCP(t, fixture.Workspace(t), "--bundles", "testdata/conformance")
+	base, server := startServeMCP(t, fixture.Workspace(t), "--bundles", "testdata/conformance")
 	url := base + "/mcp/conformance"
 
 	for _, r := range conformanceRuns {
@@ -124,15 +125,13 @@ func TestConformance(t *testing.T) {
 			}
 			results := filepath.Join(dir, "results")
 
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, node, filepath.Join(e2eDir, "node_modules", r.pkg, "dist", "index.js"),
+			cmd := exec.Command(node, filepath.Join(e2eDir, "node_modules", r.pkg, "dist", "index.js"),
 				"server", "--url", url, "--suite", "all", "--spec-version", r.spec,
 				"--expected-failures", blPath, "-o", results)
 			cmd.Env = append(os.Environ(), "NO_COLOR=1", "FORCE_COLOR=0")
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			runErr := cmd.Run()
+			runErr := runSuite(t, fixture.Start(t, cmd), server, results)
 			text := ansiRE.ReplaceAllString(stdout.String(), "")
 			unexpected, stale := baselineVerdict(text)
 			details := checkDetails(t, results)
@@ -153,6 +152,43 @@ func TestConformance(t *testing.T) {
 			t.Logf("conformance %s: %s", name, summaryLine(text))
 		})
 	}
+}
+
+// suiteBound is how long one run of the conformance suite may take. A run takes 5 to 15 s; three
+// minutes leave room for a loaded machine and stay well inside go test's -timeout, whose panic
+// would skip every cleanup (the suite and serve-mcp used to be left running).
+func suiteBound(t *testing.T) time.Duration {
+	bound := 3 * time.Minute
+	if dl, ok := t.Deadline(); ok && time.Until(dl)-30*time.Second < bound {
+		bound = time.Until(dl) - 30*time.Second
+	}
+	return bound
+}
+
+// runSuite waits for the suite's process, at most suiteBound. Past it the test fails with what
+// is known of the stall: the scenarios that finished (each writes its results folder when it
+// ends) and, in the server's log printed on failure, serve-mcp's goroutines (SIGQUIT).
+func runSuite(t *testing.T, suite, server *fixture.Proc, results string) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- suite.Wait() }()
+	bound := suiteBound(t)
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(bound):
+	}
+	_ = server.Cmd.Process.Signal(syscall.SIGQUIT)
+	_ = suite.Cmd.Process.Kill()
+	<-done
+	var finished []string
+	if ents, err := os.ReadDir(results); err == nil {
+		for _, e := range ents {
+			finished = append(finished, e.Name())
+		}
+	}
+	t.Fatalf("the conformance suite did not finish within %v; scenarios finished: %v; stdout:\n%s", bound, finished, suite.Cmd.Stdout)
+	return nil
 }
 
 // baselineVerdict reads the suite's "Unexpected failures" and "Stale baseline entries" lists.

@@ -41,6 +41,7 @@ func TestDaemonCheck(t *testing.T) {
 // daemonProc is a running clihostd.
 type daemonProc struct {
 	cmd    *exec.Cmd
+	proc   *fixture.Proc // cmd, started: wait with proc.Wait
 	lines  chan string
 	socket string
 	mcp    string // http://127.0.0.1:PORT
@@ -75,10 +76,7 @@ func startDaemonWith(t *testing.T, state, ws string, wrap func(*exec.Cmd), extra
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = d.cmd.Process.Kill(); _ = d.cmd.Wait() })
+	d.proc = fixture.Start(t, d.cmd)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
@@ -141,7 +139,7 @@ func (d *daemonProc) status(t *testing.T, bundle string) bundleStatus {
 // the control socket, calls MCP over HTTP with and without the token, reloads and stops it.
 func TestDaemonServesStatusMCPAndReloads(t *testing.T) {
 	d := startDaemon(t, t.TempDir())
-	if _, err := exec.LookPath("jq"); err == nil || os.Getenv("CI") == "true" { // .ci/run installs jq
+	if _, err := exec.LookPath("jq"); err == nil || fixture.CI() { // .ci/run installs jq
 		if st := d.status(t, "jq"); st.Install != "installed" || !st.Ready || st.Version == "" {
 			t.Fatalf("jq status %+v", st)
 		}
@@ -188,7 +186,7 @@ func TestDaemonServesStatusMCPAndReloads(t *testing.T) {
 	}
 	d.waitFor(t, "clihostd stopping")
 	d.waitFor(t, `level=INFO msg="clihostd stopped"`)
-	if err := d.cmd.Wait(); err != nil {
+	if err := d.proc.Wait(); err != nil {
 		t.Fatalf("exit: %v", err)
 	}
 	if _, err := os.Stat(d.socket); err == nil {
@@ -292,13 +290,13 @@ func TestDaemonInstallSurvivesKill9(t *testing.T) {
 	if err := d.cmd.Process.Kill(); err != nil { // SIGKILL
 		t.Fatal(err)
 	}
-	_ = d.cmd.Wait()
+	_ = d.proc.Wait()
 	d2 := startDaemon(t, state, "--bundles", good)
 	if st2 := d2.status(t, "hello"); st2.Install != "installed" || st2.BinPath != st.BinPath || !st2.Ready {
 		t.Fatalf("after kill -9 and restart: %+v, before: %+v", st2, st)
 	}
 	_ = d2.cmd.Process.Kill()
-	_ = d2.cmd.Wait()
+	_ = d2.proc.Wait()
 
 	bad := helloBundle(t, srv.URL+"/hello.tar.gz", strings.Repeat("0", 64))
 	state2 := t.TempDir()

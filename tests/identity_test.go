@@ -379,10 +379,7 @@ func TestUnprivilegedDaemonChecksTheCallersWorkspace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	d.proc = fixture.Start(t, cmd)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/internal/fixture"
 )
 
 // The tests here run clihostd as the shipped unit does: as an unprivileged user (setpriv), whose
@@ -32,25 +33,12 @@ const daemonUserName = "clihostinst"
 // probeBin is the command the test package installs into /usr/bin.
 const probeBin = "clihost-apt-probe"
 
-// needRoot skips a test that needs root and the Debian tools, except in CI, where it fails.
+// needRoot skips a test that needs root (it runs daemons as other users) and the Debian tools,
+// except in CI, where it fails.
 func needRoot(t *testing.T, tools ...string) {
 	t.Helper()
-	why := ""
-	if os.Geteuid() != 0 {
-		why = "needs root (it runs daemons as other users)"
-	}
-	for _, tool := range tools {
-		if _, err := exec.LookPath(tool); err != nil && why == "" {
-			why = "needs " + tool
-		}
-	}
-	if why == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
+	fixture.NeedRoot(t)
+	fixture.Need(t, tools...)
 }
 
 // daemonUser returns the uid and gid of the tests' unprivileged daemon user, creating it (a system
@@ -116,10 +104,7 @@ func startUnitDaemon(t *testing.T, root string) *unitDaemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.cmd.Process.Kill(); _ = p.cmd.Wait() })
+	p.proc = fixture.Start(t, p.cmd)
 	go func() {
 		buf := make([]byte, 0, 64<<10)
 		var line bytes.Buffer

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/internal/fixture"
 )
 
 // TestDaemonSetupLoginSurviveKill9 takes a bundle through setup (a secret persisted to the CLI's
@@ -15,10 +16,7 @@ import (
 // SIGKILLs the daemon and finds both still done after a restart.
 func TestDaemonSetupLoginSurviveKill9(t *testing.T) {
 	if _, err := lookSystem("jq"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("jq missing")
-		}
-		t.Skip("jq is not installed")
+		fixture.Missing(t, "jq is not installed: %v", err)
 	}
 	flag := filepath.Join(t.TempDir(), "logged-in.json")
 	writeFile(t, flag, "false")
@@ -96,7 +94,7 @@ runner: { cli: ../../CLI.md, argv: [-n, -r, "env.ACCT_TOKEN | length"] }
 	if err := d.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	_ = d.cmd.Wait()
+	_ = d.proc.Wait()
 	d2 := startDaemon(t, state, "--bundles", dir, "--workspace", d.ws) // the same workspace again
 	ws2 := []string{"--workspace", d.ws}
 	if st := d2.status(t, "acct"); !st.Ready {

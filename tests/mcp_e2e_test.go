@@ -37,10 +37,7 @@ func requireNodeModules(t *testing.T) {
 	t.Helper()
 	for _, p := range []string{"@modelcontextprotocol/sdk/package.json", "@modelcontextprotocol/client/package.json"} {
 		if _, err := os.Stat(filepath.Join(e2eDir, "node_modules", p)); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("tests/e2e/node_modules is missing %s under CI=true: run `npm ci` in tests/e2e", p)
-			}
-			t.Skipf("tests/e2e/node_modules missing (%v); run `npm ci --no-audit --no-fund` in tests/e2e", err)
+			fixture.Missing(t, "tests/e2e/node_modules is missing %s (%v): run `npm ci --no-audit --no-fund` in tests/e2e", p, err)
 		}
 	}
 }
@@ -75,6 +72,13 @@ func mcpEnv() []string { return append(os.Environ(), "CLIHOST_BUNDLES=") }
 // test failed.
 func serveMCP(t *testing.T, workspace string, extra ...string) string {
 	t.Helper()
+	base, _ := startServeMCP(t, workspace, extra...)
+	return base
+}
+
+// startServeMCP is serveMCP that also returns the server's process.
+func startServeMCP(t *testing.T, workspace string, extra ...string) (string, *fixture.Proc) {
+	t.Helper()
 	args := append([]string{"serve-mcp", "--listen", "127.0.0.1:0", "--workspace", workspace}, extra...)
 	cmd := exec.Command(bin.ctl, args...)
 	cmd.Env = mcpEnv()
@@ -82,9 +86,7 @@ func serveMCP(t *testing.T, workspace string, extra ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p := fixture.Start(t, cmd)
 	var mu sync.Mutex
 	var logBuf bytes.Buffer
 	first := make(chan string, 1)
@@ -107,9 +109,9 @@ func serveMCP(t *testing.T, workspace string, extra ...string) string {
 			close(first)
 		}
 	}()
-	t.Cleanup(func() {
+	t.Cleanup(func() { // runs before fixture.Start's: kill, then read the rest of the log
 		cmd.Process.Kill()
-		cmd.Wait()
+		p.Wait()
 		<-done
 		if t.Failed() {
 			mu.Lock()
@@ -120,18 +122,18 @@ func serveMCP(t *testing.T, workspace string, extra ...string) string {
 	select {
 	case line, ok := <-first:
 		if !ok {
-			cmd.Wait()
+			p.Wait()
 			t.Fatalf("clihostctl %s exited without printing its address", strings.Join(args, " "))
 		}
 		const prefix = "listening on "
 		if !strings.HasPrefix(line, prefix+"http://127.0.0.1:") {
 			t.Fatalf("clihostctl serve-mcp: first stderr line is %q, want %q", line, prefix+"http://127.0.0.1:PORT")
 		}
-		return strings.TrimSpace(strings.TrimPrefix(line, prefix))
+		return strings.TrimSpace(strings.TrimPrefix(line, prefix)), p
 	case <-time.After(30 * time.Second):
 		t.Fatalf("clihostctl %s: no address on stderr after 30s", strings.Join(args, " "))
 	}
-	return ""
+	return "", p
 }
 
 // ---- running a client script ----
@@ -999,29 +1001,32 @@ func processesWith(marker string) []string {
 	return pids
 }
 
-// TestMCPCancel aborts a call to a tool that would spin for 30 s and checks that the CLI process
-// is gone soon after. Over stdio the client sends notifications/cancelled. Over HTTP the
-// 2026-07-28 client (SDK v2) aborts the POST; the 2025-11-25 client (SDK v1) sends
-// notifications/cancelled in a separate POST, then disconnects when it closes 2 s later. Either
-// way the server can no longer deliver a result, so the child must not run on to its timeout.
+// TestMCPCancel aborts a call to a tool that would spin for 30 s, once the test has seen its CLI
+// process run (the client cancels when the test creates a file), and checks that the process is
+// gone soon after. Over stdio the client sends notifications/cancelled. Over HTTP the 2026-07-28
+// client (SDK v2) aborts the POST; the 2025-11-25 client (SDK v1) sends notifications/cancelled in
+// a separate POST, then disconnects when it closes 2 s later. Either way the server can no longer
+// deliver a result, so the child must not run on to its timeout.
 func TestMCPCancel(t *testing.T) {
 	requireNodeModules(t)
 	fixture.Need(t, "jq")
 	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
-		t.Skip("needs /proc")
+		fixture.Missing(t, "no /proc: %v", err)
 	}
 	ws := fixture.Workspace(t)
 	fixtures := []string{"--bundles", "testdata/conformance"}
 	base := serveMCP(t, ws, fixtures...)
 	forEachTarget(t, ws, base, "e2e-errors", false, func(t *testing.T, client string, tgt target) {
 		marker := fmt.Sprintf("spin-%s-%s-%d", tgt.name, strings.TrimSuffix(client, ".mjs"), time.Now().UnixNano())
+		cancelFile := filepath.Join(t.TempDir(), "cancel")
 		steps := []step{
-			{"op": "call", "name": "spin", "arguments": map[string]any{"marker": marker}, "cancelAfterMs": 1500},
+			{"op": "call", "name": "spin", "arguments": map[string]any{"marker": marker}, "cancelWhenFile": cancelFile},
 			{"op": "sleep", "ms": 2000}, // the client stays connected while the server cleans up
 		}
 		started := make(chan bool, 1)
-		go func() { // the process must exist while the call runs, or the check below proves nothing
-			for deadline := time.Now().Add(1400 * time.Millisecond); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		go func() { // the process must exist when the call is cancelled, or the check below proves nothing
+			defer os.WriteFile(cancelFile, nil, 0o644) // the client cancels the call now
+			for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 				if len(processesWith(marker)) > 0 {
 					started <- true
 					return
@@ -1042,7 +1047,7 @@ func TestMCPCancel(t *testing.T) {
 				return
 			}
 		}
-		t.Errorf("request %s (protocol %s) cancelled after 1.5s: its jq process (pids %v) still runs 3.5s after the cancel (the client disconnected 2s after it)", callDesc(steps[0]), rep.ProtocolVersion, left)
+		t.Errorf("request %s (protocol %s) cancelled once its jq process ran: the process (pids %v) still runs 5s after the client's report (the client disconnected 2s after the cancel)", callDesc(steps[0]), rep.ProtocolVersion, left)
 		for _, pid := range left { // started by the server this test started
 			if n, err := strconv.Atoi(pid); err == nil {
 				if p, err := os.FindProcess(n); err == nil {
@@ -1056,6 +1061,7 @@ func TestMCPCancel(t *testing.T) {
 // TestMCPProgress calls a tool that runs for about 3.6 s with a progress token: clihost reports
 // progress once a second, so at least three increasing notifications arrive before the result.
 func TestMCPProgress(t *testing.T) {
+	fixture.Slow(t)
 	requireNodeModules(t)
 	fixture.Need(t, "jq")
 	ws := fixture.Workspace(t)
@@ -1135,6 +1141,7 @@ func acliQuote(s string) string {
 }
 
 func TestMCPInjectionCorpus(t *testing.T) {
+	fixture.Slow(t)
 	requireNodeModules(t)
 	fixture.Need(t, "jq", "rg")
 	ws := fixture.Workspace(t)

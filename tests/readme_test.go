@@ -62,7 +62,7 @@ func trackedCopy(t *testing.T) string {
 	t.Helper()
 	out, err := exec.Command("git", "-C", "..", "ls-files", "-z").Output()
 	if err != nil {
-		t.Skipf("not a git checkout: %v", err)
+		fixture.Missing(t, "not a git checkout: %v", err)
 	}
 	dst := t.TempDir()
 	for _, rel := range strings.Split(strings.TrimRight(string(out), "\x00"), "\x00") {
@@ -124,10 +124,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := daemon.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = daemon.Process.Kill(); _ = daemon.Wait() })
+	fixture.Start(t, daemon)
 	ready := make(chan bool, 1)
 	helperNote := false // the daemon says, before it is ready, that it runs without the helper
 	go func() {

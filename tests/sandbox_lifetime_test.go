@@ -291,14 +291,8 @@ func startMCPCall(t *testing.T, d *daemonProc, script string) <-chan mcpResult {
 func requireSandbox(t *testing.T) {
 	t.Helper()
 	fixture.Need(t, "bash", "sleep", "setsid")
-	err := nsinit.Check()
-	if err == nil && os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("the sandbox lifetime tests need root and the kernel sandbox under CI: %v", err)
-	}
-	t.Skipf("the sandbox lifetime tests need root and the kernel sandbox: %v", err)
+	fixture.NeedRoot(t)
+	fixture.NeedSandbox(t, nsinit.Check())
 }
 
 // TestNoSandboxOutlivesKill9 SIGKILLs clihostd while 20 calls run programs that ignore SIGTERM and
@@ -315,7 +309,7 @@ func TestNoSandboxOutlivesKill9(t *testing.T) {
 	if err := d.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	_ = d.cmd.Wait()
+	_ = d.proc.Wait()
 	ct.requireNoSurvivors(t, time.Second)
 	for _, r := range wait() {
 		if r.code == 0 {
@@ -360,7 +354,7 @@ func TestSIGTERMDrainsThenStopsCalls(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	exited := make(chan error, 1)
-	go func() { exited <- d.cmd.Wait() }()
+	go func() { exited <- d.proc.Wait() }()
 	// The drain deadline, the runner's grace between SIGTERM and SIGKILL, and a margin.
 	bound := drain + 2*time.Second + 5*time.Second
 	select {
@@ -405,16 +399,11 @@ func TestTimeoutKillsEscapedProcesses(t *testing.T) {
 
 // fakeInit starts bash running a script that sleeps token seconds, with the command line of a
 // sandbox init tagged owner ("clihost-sandbox __clihost_init OWNER"), as a daemon's leftover.
-func fakeInit(t *testing.T, owner, token string) *exec.Cmd {
+func fakeInit(t *testing.T, owner, token string) *fixture.Proc {
 	t.Helper()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "__clihost_init"), "sleep "+token+"\n")
-	cmd := &exec.Cmd{Path: "/bin/bash", Args: []string{"clihost-sandbox", "__clihost_init", owner}, Dir: dir}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	return cmd
+	return fixture.Start(t, &exec.Cmd{Path: "/bin/bash", Args: []string{"clihost-sandbox", "__clihost_init", owner}, Dir: dir})
 }
 
 // TestRestartReapsLeftovers starts clihostd on a state directory whose previous daemon left a
@@ -443,10 +432,10 @@ func TestRestartReapsLeftovers(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the leftover init still runs after the daemon started")
 	}
-	if ws := left.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		t.Fatalf("the leftover init ended with %v, want SIGKILL", left.ProcessState)
+	if ws := left.Cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("the leftover init ended with %v, want SIGKILL", left.Cmd.ProcessState)
 	}
-	if _, alive := readProc(kept.Process.Pid); !alive {
+	if _, alive := readProc(kept.Cmd.Process.Pid); !alive {
 		t.Fatal("the init of another state directory was killed")
 	}
 }

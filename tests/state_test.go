@@ -171,7 +171,7 @@ func TestStateBackupCorruptRestore(t *testing.T) {
 		t.Errorf("restore while the daemon runs: exit %d, want 1 with \"stop it first\"\n%s", r.code, r.stderr)
 	}
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	_ = d.cmd.Wait()
+	_ = d.proc.Wait()
 
 	stateDamage["a data page overwritten"](t, db)
 	assertRefused(t, runDaemonToExit(t, nil, "--state", dir, "--socket", filepath.Join(dir, "ctl.sock"), "--http", "127.0.0.1:0", "--no-catalog"), db)
@@ -196,7 +196,7 @@ func TestStateBackupCorruptRestore(t *testing.T) {
 	}
 	d = startDaemon(t, dir, "--no-catalog")
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	_ = d.cmd.Wait()
+	_ = d.proc.Wait()
 	s, err := store.Open(dir, store.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
@@ -308,7 +308,7 @@ runner: { cli: ../../CLI.md, argv: [hello] }
 		t.Fatalf("clihostd exited: %v", d.cmd.ProcessState)
 	}
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	_ = d.cmd.Wait()
+	_ = d.proc.Wait()
 	for range d.lines { // drain until stderr closes: the history is then complete
 	}
 	d.mu.Lock()

@@ -8,17 +8,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/runner"
 )
 
 func TestCheckRealBinary(t *testing.T) {
+	fixture.Need(t, "jq")
 	jq, err := exec.LookPath("jq")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("jq missing")
-		}
-		t.Skip("jq is not installed")
+		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	ctx := context.Background()
@@ -101,12 +100,10 @@ func TestFailedCommandReportsExitAndStderr(t *testing.T) {
 // TestRealGhFailingToReadItsConfig runs the real gh, whose config directory is a file it cannot
 // parse as one, so that it fails before printing its version: its exit code and stderr are reported.
 func TestRealGhFailingToReadItsConfig(t *testing.T) {
+	fixture.Need(t, "gh")
 	gh, err := exec.LookPath("gh")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("gh missing")
-		}
-		t.Skip("gh is not installed")
+		t.Fatal(err)
 	}
 	cfg := filepath.Join(t.TempDir(), "config")
 	if err := os.WriteFile(cfg, []byte("x"), 0o644); err != nil {

@@ -22,12 +22,10 @@ import (
 // need skips when a Debian binary is missing, except under CI, where it is installed.
 func need(t *testing.T, bin string) string {
 	t.Helper()
+	fixture.Need(t, bin)
 	p, err := exec.LookPath(bin)
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not installed; CI installs it", bin)
-		}
-		t.Skipf("%s is not installed", bin)
+		t.Fatal(err)
 	}
 	return p
 }
@@ -36,9 +34,7 @@ func need(t *testing.T, bin string) string {
 // sandboxed tool runs as the workspace's owner.
 func buildFixture(t *testing.T, name string) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("builds a fixture program")
-	}
+	fixture.Slow(t) // builds a fixture program
 	dir, err := os.MkdirTemp("", "clihost-cobra-fixture-")
 	if err != nil {
 		t.Fatal(err)
@@ -224,6 +220,7 @@ func TestImportNotCobra(t *testing.T) {
 // TestImportGH imports Debian's gh (gh's own help layout, backquoted value names) and calls its
 // offline config list tool through the host.
 func TestImportGH(t *testing.T) {
+	fixture.Slow(t)
 	need(t, "gh")
 	b, reg, _ := importTo(t, Options{Bin: "gh", Read: []string{"~/.config/gh/**"}})
 	if len(b.Tools) < 50 {
@@ -263,6 +260,7 @@ func TestImportGH(t *testing.T) {
 // TestImportKubectl imports Debian's kubectl (kubectl's help layout without type names, global
 // flags only in "kubectl options", --output json) and calls two offline tools.
 func TestImportKubectl(t *testing.T) {
+	fixture.Slow(t)
 	need(t, "kubectl")
 	b, reg, _ := importTo(t, Options{Bin: "kubectl", Read: []string{"~/.kube/**"}})
 	if b.JSONFlag != "--output" || !reflect.DeepEqual(b.JSONFlagArgs, []string{"json"}) {

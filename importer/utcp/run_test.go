@@ -40,14 +40,7 @@ func imported(t *testing.T) (*host.Host, *manifest.Bundle) {
 
 func need(t *testing.T, bins ...string) {
 	t.Helper()
-	for _, b := range bins {
-		if _, err := os.Stat(b); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is not installed", b)
-			}
-			t.Skipf("%s is not installed", b)
-		}
-	}
+	fixture.Need(t, bins...)
 }
 
 // TestImportedToolsRun runs the imported tools through the real host: every step is its own

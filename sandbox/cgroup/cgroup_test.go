@@ -1,7 +1,6 @@
 package cgroup
 
 import (
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/clihost/clihost/internal/fixture"
 )
 
 // requireCgroups returns the manager of this process, skipping when the host offers no cgroup for
@@ -20,11 +21,7 @@ func requireCgroups(t *testing.T) *Manager {
 	t.Helper()
 	m := Default()
 	if m.Mechanism(Memory) == None || m.Mechanism(Pids) == None {
-		msg := fmt.Sprintf("no cgroup for memory (%s) and pids (%s) here: %s", m.Mechanism(Memory), m.Mechanism(Pids), m.Reason())
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
+		fixture.Missing(t, "no cgroup for memory (%s) and pids (%s) here: %s", m.Mechanism(Memory), m.Mechanism(Pids), m.Reason())
 	}
 	return m
 }
@@ -65,13 +62,11 @@ func TestGroupLimitsKillRemove(t *testing.T) {
 			t.Errorf("pids.max = %s", got)
 		}
 	}
-	var cmds []*exec.Cmd
+	var sleepers []*fixture.Proc
 	for range 3 {
-		cmd := exec.Command("sleep", "60")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		cmds = append(cmds, cmd)
+		sleeper := fixture.Start(t, exec.Command("sleep", "60"))
+		cmd := sleeper.Cmd
+		sleepers = append(sleepers, sleeper)
 		for _, p := range procs {
 			if err := writeFile(p, strconv.Itoa(cmd.Process.Pid)); err != nil {
 				t.Fatal(err)
@@ -84,10 +79,10 @@ func TestGroupLimitsKillRemove(t *testing.T) {
 	if err := g.KillAll(); err != nil {
 		t.Fatal(err)
 	}
-	for _, cmd := range cmds {
-		_ = cmd.Wait()
-		if ws := cmd.ProcessState.String(); ws != "signal: killed" {
-			t.Errorf("sleep %d: %s, want killed", cmd.Process.Pid, ws)
+	for _, sleeper := range sleepers {
+		_ = sleeper.Wait()
+		if ws := sleeper.Cmd.ProcessState.String(); ws != "signal: killed" {
+			t.Errorf("sleep %d: %s, want killed", sleeper.Cmd.Process.Pid, ws)
 		}
 	}
 	if err := g.Remove(); err != nil {
@@ -117,12 +112,9 @@ func TestReap(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = g.Remove(); _ = ours.Remove() })
-	sleeper := exec.Command("sleep", "60")
-	if err := sleeper.Start(); err != nil {
-		t.Fatal(err)
-	}
+	sleeper := fixture.Start(t, exec.Command("sleep", "60"))
 	for _, p := range g.TasksFiles() {
-		if err := writeFile(p, strconv.Itoa(sleeper.Process.Pid)); err != nil {
+		if err := writeFile(p, strconv.Itoa(sleeper.Cmd.Process.Pid)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -182,16 +174,14 @@ func TestV2CloneIntoAndKill(t *testing.T) {
 	defer f.Close()
 	cmd := exec.Command("sleep", "60")
 	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(f.Fd())}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	sleeper := fixture.Start(t, cmd)
 	if got := g.procs(); !slices.Equal(got, []int{cmd.Process.Pid}) {
 		t.Fatalf("group holds %v, want [%d]", got, cmd.Process.Pid)
 	}
 	if err := g.KillAll(); err != nil {
 		t.Fatal(err)
 	}
-	_ = cmd.Wait()
+	_ = sleeper.Wait()
 	if ws := cmd.ProcessState.String(); ws != "signal: killed" {
 		t.Errorf("sleep: %s, want killed by cgroup.kill", ws)
 	}

@@ -259,6 +259,7 @@ func startPlan(t *testing.T, p Plan) *Cmd {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() }) // when the test fails before it ends the sandbox
 	cmd.CloseChildEnds()
 	return cmd
 }

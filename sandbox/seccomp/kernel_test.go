@@ -13,6 +13,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/clihost/clihost/internal/fixture"
 	"golang.org/x/sys/unix"
 )
 
@@ -485,12 +486,7 @@ func TestKernelRuntimes(t *testing.T) {
 		"python3": {"child\n"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := exec.LookPath(name); err != nil {
-				if os.Getenv("CI") == "true" {
-					t.Fatalf("%s not installed (CI installs it)", name)
-				}
-				t.Skipf("%s not installed", name)
-			}
+			fixture.Need(t, name)
 			t.Parallel()
 			got, out, _ := runProbe(t, name, true, Options{NoExecMemfd: true})
 			if got != "ok" {

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/clihost/clihost/internal/fixture"
 )
 
 // trueBin is the workload every benchmark runs.
@@ -40,10 +42,7 @@ const srtSettings = `{
 // where .ci/run has installed every peer.
 func missing(b *testing.B, format string, args ...any) {
 	b.Helper()
-	if os.Getenv("CI") == "true" {
-		b.Fatalf("CI=true: "+format, args...)
-	}
-	b.Skipf(format, args...)
+	fixture.Missing(b, format, args...)
 }
 
 // lookPath returns the path of the peer binary name, or skips (fails under CI=true) when it is

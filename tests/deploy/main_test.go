@@ -21,6 +21,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/clihost/clihost/internal/fixture"
 )
 
 // Paths and identities made once by TestMain.
@@ -170,25 +172,8 @@ func teardown() {
 // need skips t when the deployments cannot run here, except under CI=true, where it fails.
 func need(t *testing.T) {
 	t.Helper()
-	if setupErr == nil {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("the deployment tests cannot run: %v", setupErr)
-	}
-	t.Skipf("the deployment tests cannot run: %v", setupErr)
-}
-
-// needBin skips t when a program is not installed, except under CI=true (.ci/run installs it).
-func needBin(t *testing.T, programs ...string) {
-	t.Helper()
-	for _, p := range programs {
-		if _, err := exec.LookPath(p); err != nil {
-			if os.Getenv("CI") == "true" {
-				t.Fatalf("%s is not installed; .ci/run installs it", p)
-			}
-			t.Skipf("%s is not installed", p)
-		}
+	if setupErr != nil {
+		fixture.Missing(t, "the deployment tests cannot run: %v", setupErr)
 	}
 }
 

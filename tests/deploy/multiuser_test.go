@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/clihost/clihost/internal/fixture"
 )
 
 // TestSeveralUsersOneSocket runs one root daemon whose control socket the group ct-clihost may use
@@ -14,7 +16,7 @@ import (
 // workspace's owner: there is no --agent-user).
 func TestSeveralUsersOneSocket(t *testing.T) {
 	need(t)
-	needBin(t, "jq", "git", "curl")
+	fixture.Need(t, "jq", "git", "curl")
 	dir := scratch(t)
 	what := "one root daemon, --group " + svcGroup + ", shared by " + fmtAccounts(alice, bob) + " (members) and " + mallory.name + " (not)"
 	d := rootDaemon(t, what, dir, "--group", svcGroup, "--workspace", scratch(t))

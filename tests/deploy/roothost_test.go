@@ -3,6 +3,8 @@ package deploy
 import (
 	"path/filepath"
 	"testing"
+
+	"github.com/clihost/clihost/internal/fixture"
 )
 
 // nobody is the account a root daemon falls back to (identity model: --agent-user, else the
@@ -45,7 +47,7 @@ func privateRootWorkspace(t *testing.T, dir string) string {
 // installed by Debian, verifies its version as a uid with a HOME of its own.
 func TestRootHost(t *testing.T) {
 	need(t)
-	needBin(t, "jq", "git", "gh")
+	fixture.Need(t, "jq", "git", "gh")
 	dir := scratch(t)
 	ws := privateRootWorkspace(t, dir)
 	defWS := filepath.Join(dir, "srv-workspace")

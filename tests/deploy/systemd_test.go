@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/clihost/clihost/internal/fixture"
 )
 
 // docsFile is the operator's guide whose systemd section TestSystemdUnit follows.
@@ -363,7 +365,7 @@ func containerCommand(line string) (string, bool) {
 // systemctl stop ends it cleanly.
 func TestSystemdUnit(t *testing.T) {
 	need(t)
-	needBin(t, "systemd-nspawn", "nsenter", "pgrep", "curl", "jq")
+	fixture.Need(t, "systemd-nspawn", "nsenter", "pgrep", "curl", "jq")
 	m := bootContainer(t)
 	const ws = "/srv/clihost/workspace"
 

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clihost/clihost/internal/fixture"
 )
 
 // unitFile is the shipped unit, relative to this package.
@@ -103,7 +105,7 @@ func (u unit) mode(t *testing.T, key string, def os.FileMode) os.FileMode {
 // ProtectHome=, PrivateTmp=, ReadWritePaths=) and Delegate= are systemd's and are not reproduced.
 func TestUnit(t *testing.T) {
 	need(t)
-	needBin(t, "jq")
+	fixture.Need(t, "jq")
 	u := parseUnit(t, unitFile)
 	if u["User"] != "clihost" || u["Group"] != "clihost" {
 		t.Fatalf("%s: User=%s Group=%s; the test maps clihost to %s", unitFile, u["User"], u["Group"], svc.name)
@@ -188,7 +190,7 @@ func TestUnit(t *testing.T) {
 	// A repository a member made in the workspace: its .git is the member's, while the git bundle
 	// runs as the daemon's user, who owns the workspace; git's ownership check must not refuse it.
 	t.Run("git in a member's repository", func(t *testing.T) {
-		needBin(t, "git")
+		fixture.Need(t, "git")
 		git := func(args ...string) {
 			run(t, alice, ws, append([]string{"git", "-c", "safe.directory=*", "-c", "user.name=T",
 				"-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main"}, args...)...)
@@ -204,7 +206,7 @@ func TestUnit(t *testing.T) {
 	})
 
 	t.Run("sudo clihostctl install gh", func(t *testing.T) {
-		needBin(t, "gh")
+		fixture.Need(t, "gh")
 		expectInstalled(t, what+": sudo clihostctl install gh (gh from Debian's apt)", ctl(t, nil, d.socket, "install", "gh", "--json"))
 	})
 	t.Run("clihostctl doctor", func(t *testing.T) { expectDoctor(t, what, d, svc) })
@@ -279,7 +281,7 @@ func expectReady(t *testing.T, what string, c *net.UnixConn) {
 // the built one (it checks that the executable exists). It skips outside CI when systemd-analyze
 // is missing.
 func verifyUnit(t *testing.T) {
-	needBin(t, "systemd-analyze")
+	fixture.Need(t, "systemd-analyze")
 	data, err := os.ReadFile(unitFile)
 	if err != nil {
 		t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/clihost/clihost/internal/fixture"
 )
 
 // project makes a git repository owned by a (nil: root) at dir (data.json, notes.txt, one commit, then a
@@ -42,7 +44,7 @@ func checkGitStatus(t *testing.T, what string, e envelope) {
 // (user namespace path), and status says what a real call finds.
 func TestUnprivilegedDaemon(t *testing.T) {
 	need(t)
-	needBin(t, "jq", "git", "rg")
+	fixture.Need(t, "jq", "git", "rg")
 	ws := filepath.Join(alice.home, "unpriv-project")
 	project(t, alice, ws)
 	// Her project's ./.cli holds her own bundle (the default sources: ./.cli plus the catalog).
@@ -78,7 +80,7 @@ func TestUnprivilegedDaemon(t *testing.T) {
 // must say the sandbox is unavailable, not "on".
 func TestUnprivilegedDaemonWithoutUserNamespaces(t *testing.T) {
 	need(t)
-	needBin(t, "jq", "bwrap")
+	fixture.Need(t, "jq", "bwrap")
 	ws := filepath.Join(alice.home, "nouserns-project")
 	project(t, alice, ws)
 	state := filepath.Join(alice.home, "nouserns-state")

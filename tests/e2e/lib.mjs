@@ -9,7 +9,9 @@
 //   {"op":"call","name":"t","arguments":{...},       tools/call; progress notifications are
 //    "progress":true,"timeoutMs":30000,             collected when "progress" is true; with
 //    "cancelAfterMs":1000}                          cancelAfterMs the request is aborted then
-//                                                   (the step gets "cancelled":true)
+//                                                   (the step gets "cancelled":true); with
+//                                                   "cancelWhenFile":PATH it is aborted once
+//                                                   PATH exists (polled every 20 ms)
 //   {"op":"sleep","ms":500}                          wait
 //   {"op":"ping"}                                    ping (legacy protocol only)
 //   A call step may also carry (SDK v2 only) "manual":true (an input_required result is reported as
@@ -25,7 +27,7 @@
 // A JSON-RPC error answering one step is recorded in that step and the script goes on; the exit
 // status is non-zero only when connecting fails or the transport breaks (a step times out or the
 // connection closes), with a {"fatal":...} report.
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 
 export function parseArgs(argv) {
   const opts = { timeout: 60000 };
@@ -163,9 +165,19 @@ export async function run(adapter, argv) {
           const progress = [];
           const onprogress = step.progress ? (p) => progress.push(p) : undefined;
           let signal;
-          if (step.cancelAfterMs !== undefined) {
+          let poll;
+          if (step.cancelAfterMs !== undefined || step.cancelWhenFile !== undefined) {
             const ac = new AbortController();
-            setTimeout(() => ac.abort(new Error("cancelled by the test script")), step.cancelAfterMs);
+            const cancel = () => ac.abort(new Error("cancelled by the test script"));
+            if (step.cancelAfterMs !== undefined) setTimeout(cancel, step.cancelAfterMs);
+            if (step.cancelWhenFile !== undefined) {
+              poll = setInterval(() => {
+                if (existsSync(step.cancelWhenFile)) {
+                  clearInterval(poll);
+                  cancel();
+                }
+              }, 20);
+            }
             signal = ac.signal;
           }
           try {
@@ -178,6 +190,7 @@ export async function run(adapter, argv) {
             }
             throw e;
           } finally {
+            clearInterval(poll);
             if (step.progress) out.progressNotifications = progress;
           }
           break;

@@ -31,6 +31,7 @@ const (
 // write may fail, but no marker may ever land in the outside directory. Positive control: with the
 // swapper stopped, the same call writes its marker into ws/sub.
 func TestRace(t *testing.T) {
+	fixture.Slow(t)
 	s := newSuite(t)
 	ws := fixture.Workspace(t)
 	sub, parked := filepath.Join(ws, "sub"), filepath.Join(ws, "sub.parked")

@@ -434,16 +434,52 @@ func rwWS(s *suite) string    { return s.rw }
 func emptyWS(s *suite) string { return s.empty }
 func outWS(s *suite) string   { return s.outWS }
 
-// counter counts what a host-side server received.
-type counter struct{ n atomic.Int64 }
+// counter counts what a host-side server received. poke sends the server one connection or
+// datagram of the test's own (a marker), and pokes counts the markers sent.
+type counter struct {
+	n     atomic.Int64
+	poke  func() error
+	pokes int64
+}
 
 func (c *counter) add()       { c.n.Add(1) }
 func (c *counter) get() int64 { return c.n.Load() }
 
+// others sends the server a marker and waits, up to 10 s, until the server has counted it; it
+// returns how many connections or datagrams the server received besides the test's markers. The
+// server takes connections from its accept queue and datagrams from its receive queue in the order
+// they arrived, so whatever reached it before the marker (from a sandboxed probe that finished
+// before others was called) is counted by then: the marker is the positive event that makes "the
+// server received nothing" a finding rather than a guess about how long a packet takes.
+func (c *counter) others(t *testing.T) int64 {
+	t.Helper()
+	c.pokes++
+	if err := c.poke(); err != nil {
+		t.Fatalf("host side: the test's own marker: %v", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); c.get() < c.pokes; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("host side: the server did not count the test's own marker within 10 s (%d counted, %d markers sent)", c.get(), c.pokes)
+		}
+	}
+	return c.get() - c.pokes
+}
+
+// dialPoke returns a counter's poke that connects to addr over network and closes the connection.
+func dialPoke(network, addr string) func() error {
+	return func() error {
+		conn, err := net.Dial(network, addr)
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	}
+}
+
 // serveStream accepts connections on l until it is closed, counting them and greeting each.
 func serveStream(t *testing.T, l net.Listener, greeting string) *counter {
 	t.Helper()
-	c := &counter{}
+	c := &counter{poke: dialPoke(l.Addr().Network(), l.Addr().String())}
 	t.Cleanup(func() { l.Close() })
 	go func() {
 		for {
@@ -462,7 +498,15 @@ func serveStream(t *testing.T, l net.Listener, greeting string) *counter {
 // servePackets reads datagrams from pc until it is closed, counting them.
 func servePackets(t *testing.T, pc net.PacketConn) *counter {
 	t.Helper()
-	c := &counter{}
+	c := &counter{poke: func() error {
+		conn, err := net.Dial("udp", pc.LocalAddr().String())
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		_, err = conn.Write([]byte("marker"))
+		return err
+	}}
 	t.Cleanup(func() { pc.Close() })
 	go func() {
 		buf := make([]byte, 2048)
