@@ -6,7 +6,7 @@ import (
 	"testing"
 	"testing/fstest"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // tenToolBundle is the base bundle with ten tools.

@@ -1,7 +1,7 @@
 package manifest
 
 import (
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // CLI is the frontmatter of a CLI.md manifest (AIP-29 agentcli/v1). Positions of every value are

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	gschema "github.com/google/jsonschema-go/jsonschema"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // RenderFile renders a CLI.md or TOOL.md: front (a *CLI, a *Tool, or any value the YAML encoder

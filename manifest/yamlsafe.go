@@ -5,7 +5,7 @@ import (
 	"io"
 	"io/fs"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // aliasFinding reports the first anchor (&name) or alias (*name) in the parsed frontmatter n, with

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // generateBundles writes n bundles of ten tools each under dir, in the layout of .cli/<id>/.

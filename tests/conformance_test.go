@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/internal/fixture"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // conformanceRuns: which installed package (npm alias in tests/e2e/package.json) runs which

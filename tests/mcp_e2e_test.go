@@ -25,7 +25,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/clihost/clihost/internal/fixture"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // e2eDir is the npm project holding the MCP clients and the conformance suite.
