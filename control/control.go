@@ -5,9 +5,10 @@ package control
 
 import (
 	"encoding/json"
-	"github.com/clihost/clihost/sandbox/nsinit"
 	"net/netip"
 	"time"
+
+	"github.com/clihost/clihost/sandbox/nsinit"
 
 	"github.com/clihost/clihost/host"
 )

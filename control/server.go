@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/clihost/clihost/argv"
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/host"
 )
 
@@ -196,7 +197,7 @@ func Handler(b Backend, a Admission) http.Handler {
 		}
 		input, err := argv.DecodeInput(req.Input)
 		if err != nil {
-			writeJSON(w, host.Envelope{Error: &host.Error{Code: "input_invalid", Message: "input: " + err.Error(), Hint: "send the tool's input as one JSON object"}})
+			writeJSON(w, host.Envelope{Error: &host.Error{Code: errcode.InputInvalid, Message: "input: " + err.Error(), Hint: "send the tool's input as one JSON object"}})
 			return
 		}
 		writeJSON(w, b.Call(r.Context(), req, input, callerOf(r, req.Workspace)))

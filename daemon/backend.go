@@ -6,6 +6,7 @@ import (
 
 	"github.com/clihost/clihost/approval"
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/agenttoken"
 )
@@ -15,7 +16,7 @@ func (d *Engine) Call(ctx context.Context, req control.CallRequest, input map[st
 	st := d.cur.Load()
 	b, err := st.host.Bundle(req.Bundle)
 	if err != nil {
-		return host.Envelope{Error: &host.Error{Code: "not_found", Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}}
+		return host.Envelope{Error: &host.Error{Code: errcode.NotFound, Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}}
 	}
 	ws, herr := d.workspaceFor(caller)
 	if herr != nil {

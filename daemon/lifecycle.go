@@ -14,6 +14,7 @@ import (
 	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/access"
 	"github.com/clihost/clihost/manifest"
@@ -27,7 +28,7 @@ func (d *Engine) scopeFor(req control.ScopeRequest, c host.Caller) (*manifest.Bu
 	st := d.cur.Load()
 	b, err := st.host.Bundle(req.Bundle)
 	if err != nil {
-		return nil, authstate.Scope{}, nil, c, &host.Error{Code: "not_found", Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}
+		return nil, authstate.Scope{}, nil, c, &host.Error{Code: errcode.NotFound, Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}
 	}
 	c.Workspace = req.Workspace
 	ws, herr := d.workspaceFor(c)
@@ -58,7 +59,7 @@ func (d *Engine) loginScopeFor(req control.ScopeRequest, c host.Caller) (*manife
 // sharedLoginError refuses a login by a caller other than a non-root daemon's own user.
 func sharedLoginError(b *manifest.Bundle, caller, ws string) *host.Error {
 	me := daemonUser()
-	return &host.Error{Code: "login_refused", Category: "permission",
+	return &host.Error{Code: errcode.LoginRefused, Category: "permission",
 		Message: fmt.Sprintf("this clihostd runs as %s, not root: every CLI runs as %s with one HOME, so %s's login is %s's and serves every caller; %s may not log it in or out",
 			me, me, b.ID(), me, caller),
 		Hint: fmt.Sprintf("the operator logs it in for everyone: sudo -u %s clihostctl login %s --workspace %s "+
@@ -76,7 +77,7 @@ func (d *Engine) workspaceFor(c host.Caller) (string, *host.Error) {
 	}
 	abs, err := filepath.Abs(ws)
 	if err != nil {
-		return "", &host.Error{Code: "input_invalid", Message: fmt.Sprintf("workspace %q: %v", ws, err)}
+		return "", &host.Error{Code: errcode.InputInvalid, Message: fmt.Sprintf("workspace %q: %v", ws, err)}
 	}
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil || !isDir(real) {
@@ -86,7 +87,7 @@ func (d *Engine) workspaceFor(c host.Caller) (string, *host.Error) {
 				return "", host.WorkspaceDenied(abs, *c.Peer, cerr)
 			}
 		}
-		return "", &host.Error{Code: "input_invalid", Message: fmt.Sprintf("workspace %q is not a directory", ws), Hint: "pass an existing directory as the workspace"}
+		return "", &host.Error{Code: errcode.InputInvalid, Message: fmt.Sprintf("workspace %q is not a directory", ws), Hint: "pass an existing directory as the workspace"}
 	}
 	if c.Peer != nil && c.Peer.UID != 0 {
 		// The resolved path, the one the call will use: checking the path as named and then
@@ -195,7 +196,7 @@ func (d *Engine) Setup(ctx context.Context, req control.SetupRequest, c host.Cal
 	}
 	status, err := d.setup.Run(ctx, b, s, env, visitor{emit}, setup.RunOptions{Values: req.Values, Force: req.Force})
 	if err != nil {
-		e := &host.Error{Code: "setup_failed", Message: err.Error()}
+		e := &host.Error{Code: errcode.SetupFailed, Message: err.Error()}
 		var se *setup.StepError
 		if errors.As(err, &se) {
 			e = &host.Error{Code: se.Code, Message: se.Message, Hint: se.Hint}
@@ -262,7 +263,7 @@ func (d *Engine) Login(ctx context.Context, req control.ScopeRequest, c host.Cal
 	st, err := d.auth.Login(ctx, b, s, env, func(context.Context, []string) error { return nil })
 	res := control.AuthResult{Phase: string(st.Phase), Reason: st.Reason}
 	if err != nil {
-		res.Error = &host.Error{Code: "auth_required", Message: err.Error(), Hint: "run clihostctl login again"}
+		res.Error = &host.Error{Code: errcode.AuthRequired, Message: err.Error(), Hint: "run clihostctl login again"}
 	}
 	return res
 }
@@ -274,7 +275,7 @@ func (d *Engine) Logout(_ context.Context, req control.ScopeRequest, c host.Call
 		return control.AuthResult{Error: herr}
 	}
 	if err := d.auth.Logout(b, s); err != nil {
-		return control.AuthResult{Error: &host.Error{Code: "internal", Message: err.Error()}}
+		return control.AuthResult{Error: &host.Error{Code: errcode.Internal, Message: err.Error()}}
 	}
 	st, _ := d.auth.Get(b, s)
 	return control.AuthResult{Phase: string(st.Phase), Reason: st.Reason}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/registry"
 )
 
@@ -46,9 +47,9 @@ func (d *Engine) bundleStatus(ctx context.Context, st *state, e *registry.Entry)
 	switch {
 	case err == nil:
 		bs.Install, bs.BinPath, bs.Version, bs.Ready = "installed", path, ver, true
-	case err.Code == "version_mismatch":
+	case err.Code == errcode.VersionMismatch:
 		bs.Install, bs.Reason = "version_mismatch", err.Message+"; "+err.Hint
-	case err.Code == "sandbox_unavailable":
+	case err.Code == errcode.SandboxUnavailable:
 		bs.Install, bs.Reason = "unverified", err.Message+"; "+err.Hint
 	default:
 		bs.Install, bs.Reason = "missing", fmt.Sprintf("%s; run: clihostctl install %s", err.Message, b.ID())

@@ -19,6 +19,7 @@ import (
 	"github.com/clihost/clihost/approval"
 	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/authstate"
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/output"
 	"github.com/clihost/clihost/registry"
@@ -138,7 +139,7 @@ func (h *Host) Call(ctx context.Context, b *manifest.Bundle, tool string, input 
 	endEgress := h.audit.holdCall(rec.CallID, b.ID())
 	var env Envelope
 	if entry == nil || entry.Tool == nil {
-		env = fail("not_found", fmt.Sprintf("bundle %s has no tool %q", b.Key(), tool), "tools: "+strings.Join(toolNames(b), ", "))
+		env = fail(errcode.NotFound, fmt.Sprintf("bundle %s has no tool %q", b.Key(), tool), "tools: "+strings.Join(toolNames(b), ", "))
 		rec.Subcommand = tool
 	} else {
 		rec.Subcommand, rec.ToolID = strings.Join(entry.Path, "."), entry.Tool.ID
@@ -195,10 +196,10 @@ func (h *Host) envOf(e *manifest.Env, extra ...string) []string {
 func (h *Host) Verify(ctx context.Context, b *manifest.Bundle, workspace string) (path, version string, err *Error) {
 	c := Caller{Workspace: workspace}
 	if !h.opts.Sandbox.Off {
-		if _, e := h.identityFor(workspace, nil); e != nil && e.Code == "workspace_denied" {
+		if _, e := h.identityFor(workspace, nil); e != nil && e.Code == errcode.WorkspaceDenied {
 			dir, done, derr := h.checkDir(h.runAs(workspace, nil))
 			if derr != nil {
-				return "", "", &Error{Code: "internal", Message: "a folder for the version check: " + derr.Error()}
+				return "", "", &Error{Code: errcode.Internal, Message: "a folder for the version check: " + derr.Error()}
 			}
 			defer done()
 			c.Workspace = dir
@@ -268,7 +269,7 @@ func toolNames(b *manifest.Bundle) []string {
 
 func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, input map[string]any, c Caller, opts CallOptions, rec *Invoked) Envelope {
 	if b.Findings.HasErrors() || t.Tool.Runner == nil || !t.Tool.Runner.Callable() || t.InputSchema() == nil {
-		return fail("bundle_invalid", fmt.Sprintf("bundle %s has lint errors; its tools are not callable", b.Key()), "run: clihostctl lint "+b.Dir)
+		return fail(errcode.BundleInvalid, fmt.Sprintf("bundle %s has lint errors; its tools are not callable", b.Key()), "run: clihostctl lint "+b.Dir)
 	}
 	if input == nil {
 		input = map[string]any{}
@@ -279,7 +280,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	}
 	workspace, err := filepath.Abs(c.Workspace)
 	if err != nil || !isDir(workspace) {
-		return fail("input_invalid", fmt.Sprintf("workspace %q is not a directory", c.Workspace), "pass an existing directory as the workspace")
+		return fail(errcode.InputInvalid, fmt.Sprintf("workspace %q is not a directory", c.Workspace), "pass an existing directory as the workspace")
 	}
 	eff := manifest.EffectiveSandbox(b.CLI.Sandbox, t.Tool.Sandbox)
 	env := h.envOf(eff.Env)
@@ -372,16 +373,16 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 	timeout time.Duration, scope authstate.Scope, rec *Invoked, usedSecrets []string, pol *sandbox.Policy) Envelope {
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return fail("cancelled", "the call was cancelled before its process started", "")
+		return fail(errcode.Cancelled, "the call was cancelled before its process started", "")
 	case errors.Is(err, nsinit.ErrUnavailable):
 		return Envelope{Error: sandboxError(b, err)}
 	case err != nil:
-		return fail("not_installed", fmt.Sprintf("%s could not be started: %v", b.CLI.Bin, err), "check the binary is installed and executable")
+		return fail(errcode.NotInstalled, fmt.Sprintf("%s could not be started: %v", b.CLI.Bin, err), "check the binary is installed and executable")
 	}
 	exit := res.ExitCode
 	rec.ExitCode = &exit
 	if res.Canceled {
-		return Envelope{ExitCode: &exit, Error: &Error{Code: "cancelled", Message: "the call was cancelled; its processes were stopped", ExitCode: &exit}}
+		return Envelope{ExitCode: &exit, Error: &Error{Code: errcode.Cancelled, Message: "the call was cancelled; its processes were stopped", ExitCode: &exit}}
 	}
 	out := output.Parse(conv, output.Process{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
 		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, TimedOut: res.TimedOut})
@@ -389,7 +390,7 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 	if out.OK {
 		if s := t.OutputSchema(); s != nil {
 			if err := s.Validate(out.Value); err != nil {
-				return Envelope{ExitCode: &exit, Error: &Error{Code: "output_invalid", ExitCode: &exit,
+				return Envelope{ExitCode: &exit, Error: &Error{Code: errcode.OutputInvalid, ExitCode: &exit,
 					Message: "the command succeeded but its output does not match the tool's outputs schema: " + firstCause(err),
 					Hint:    "the bundle's outputs schema does not describe what this version of the CLI prints; report it to the bundle's author"}}
 			}
@@ -412,7 +413,7 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 		e.Hint = "the CLI reports that it is not logged in or that its credentials expired; " + loginHint(b)
 	}
 	if h.expired(b, scope, exit, rec.UserID) {
-		e.Code, e.Category = "auth_required", "authentication"
+		e.Code, e.Category = errcode.AuthRequired, "authentication"
 		e.Hint = "the CLI's login expired; " + loginHint(b)
 	}
 	return Envelope{ExitCode: &exit, Error: e}
@@ -425,19 +426,19 @@ func (h *Host) lifecycle(ctx context.Context, b *manifest.Bundle, scope, loginSc
 	if h.opts.Setup != nil && len(b.CLI.Setup) > 0 {
 		pending, err := h.opts.Setup.Pending(b, scope)
 		if err != nil {
-			return &Error{Code: "internal", Message: "reading the setup ledger: " + err.Error()}
+			return &Error{Code: errcode.Internal, Message: "reading the setup ledger: " + err.Error()}
 		}
 		if len(pending) > 0 {
 			var ids []string
 			for _, p := range pending {
 				ids = append(ids, p.ID)
 			}
-			return &Error{Code: "setup_required", Message: fmt.Sprintf("%s's setup is not complete: pending steps %s", b.ID(), strings.Join(ids, ", ")),
+			return &Error{Code: errcode.SetupRequired, Message: fmt.Sprintf("%s's setup is not complete: pending steps %s", b.ID(), strings.Join(ids, ", ")),
 				Hint: fmt.Sprintf("run: clihostctl setup %s --workspace %s", b.ID(), scope.Workspace)}
 		}
 		persisted, err := h.opts.Setup.PersistedEnv(b, scope)
 		if err != nil {
-			return &Error{Code: "internal", Message: "reading the values setup persisted: " + err.Error()}
+			return &Error{Code: errcode.Internal, Message: "reading the values setup persisted: " + err.Error()}
 		}
 		for k, v := range persisted {
 			*env = setEnv(*env, k, v)
@@ -447,14 +448,14 @@ func (h *Host) lifecycle(ctx context.Context, b *manifest.Bundle, scope, loginSc
 	if h.opts.Auth != nil && b.CLI.Auth != nil && b.CLI.Auth.Login != nil {
 		st, err := h.opts.Auth.BeforeCall(ctx, b, loginScope, lenv)
 		if err != nil {
-			return &Error{Code: "auth_required", Message: "the login state could not be checked: " + err.Error(), Hint: loginHint(b)}
+			return &Error{Code: errcode.AuthRequired, Message: "the login state could not be checked: " + err.Error(), Hint: loginHint(b)}
 		}
 		if st.Phase != authstate.Authed {
 			msg := fmt.Sprintf("%s is not logged in (%s)", b.ID(), st.Phase)
 			if st.Reason != "" {
 				msg += ": " + st.Reason
 			}
-			return &Error{Code: "auth_required", Message: msg, Hint: loginHint(b), Category: "authentication"}
+			return &Error{Code: errcode.AuthRequired, Message: msg, Hint: loginHint(b), Category: "authentication"}
 		}
 	}
 	return nil
@@ -543,10 +544,10 @@ func expired(b *manifest.Bundle, exit int) bool {
 func expandError(err error) *Error {
 	e, ok := err.(*argv.Error)
 	if !ok {
-		return &Error{Code: "internal", Message: err.Error()}
+		return &Error{Code: errcode.Internal, Message: err.Error()}
 	}
-	if e.Code == "secret_missing" {
-		return &Error{Code: "setup_required", Message: e.Message, Hint: e.Hint}
+	if e.Code == errcode.SecretMissing {
+		return &Error{Code: errcode.SetupRequired, Message: e.Message, Hint: e.Hint}
 	}
 	return &Error{Code: e.Code, Message: e.Message, Hint: e.Hint, Pointer: e.Pointer}
 }

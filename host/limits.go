@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/runner"
 	"github.com/clihost/clihost/sandbox/cgroup"
@@ -81,7 +82,7 @@ func callTimeout(b *manifest.Bundle, t *manifest.ToolEntry) time.Duration {
 
 // exhaustedError is the envelope error of a call that failed after reaching a resource limit.
 func exhaustedError(res runner.Result, exit *int, stderr string) *Error {
-	return &Error{Code: "resource_exhausted", Message: res.Exhausted, ExitCode: exit, Stderr: stderr, Category: "resource",
+	return &Error{Code: errcode.ResourceExhausted, Message: res.Exhausted, ExitCode: exit, Stderr: stderr, Category: "resource",
 		Hint: "the call reached a resource limit of this host (clihostd --limit-*) or of the bundle (runner.limits); narrow the request"}
 }
 

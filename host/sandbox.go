@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/internal/access"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/sandbox"
@@ -101,7 +102,7 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string,
 		return nil, nil, nil
 	}
 	if err := probeOnce(); err != nil {
-		return nil, nil, &Error{Code: "sandbox_unavailable", Message: err.Error(),
+		return nil, nil, &Error{Code: errcode.SandboxUnavailable, Message: err.Error(),
 			Hint: "run clihost on Linux ≥ 6.2 with Landlock enabled (lsm=landlock), as root or with unprivileged user namespaces; an operator may run clihostd --sandbox=off at their own risk"}
 	}
 	who, idErr := h.identityFor(ws, c.Peer)
@@ -251,7 +252,7 @@ func sandboxError(b *manifest.Bundle, err error) *Error {
 	if !errors.Is(err, nsinit.ErrUnavailable) {
 		msg = nsinit.ErrUnavailable.Error() + ": " + msg
 	}
-	return &Error{Code: "sandbox_unavailable", Message: msg,
+	return &Error{Code: errcode.SandboxUnavailable, Message: msg,
 		Hint: "the call was refused, not run; check the bundle's sandbox block (clihostctl inspect " + b.ID() + ") and that the paths it needs exist"}
 }
 

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/authstate"
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/store"
 )
@@ -44,12 +45,6 @@ type Scope = authstate.Scope
 // Env says how to run the bundle's commands; the same type as authstate.Env. The resolved BinPath
 // replaces a command's first word, which must name the bundle's bin.
 type Env = authstate.Env
-
-// Error codes of a StepError.
-const (
-	CodeFailed   = "setup_failed"   // a step failed
-	CodeRequired = "setup_required" // a step needs an answer and none is available
-)
 
 // Default timeouts, used when the manifest gives none.
 const (
@@ -115,13 +110,13 @@ type RunOptions struct {
 	Only []string
 }
 
-// StepError is a setup failure (Code CodeFailed) or a step that needs an answer (CodeRequired).
+// StepError is a setup failure (Code errcode.SetupFailed) or a step that needs an answer (errcode.SetupRequired).
 type StepError struct {
 	StepID  string
-	Code    string
+	Code    errcode.Code
 	Message string
 	Hint    string
-	Pending []string // CodeRequired: the steps still to do, in order
+	Pending []string // errcode.SetupRequired: the steps still to do, in order
 	Err     error    // the cause, when there is one
 }
 

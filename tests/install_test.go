@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/errcode"
 )
 
 // The tests here run clihostd as the shipped unit does: as an unprivileged user (setpriv), whose
@@ -337,7 +338,7 @@ func TestInstallRecordVerifies(t *testing.T) {
 
 	for _, tc := range []struct {
 		req  control.RecordRequest
-		code string
+		code errcode.Code
 		msg  string
 	}{
 		{control.RecordRequest{Bundle: "ghost", Index: 0, Method: "apt"}, "not_installed",

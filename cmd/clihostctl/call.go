@@ -16,6 +16,7 @@ import (
 	"github.com/clihost/clihost/approval"
 	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/host"
 )
 
@@ -135,7 +136,7 @@ func runCall(o *callOptions) error {
 // when env is not such a call or nobody can be asked (stdin or stderr is not a terminal); then
 // the envelope's hint says how an operator approves it.
 func (o *callOptions) confirm(env host.Envelope) (ok, approve bool) {
-	if env.Error == nil || env.Error.Code != "approval_required" || env.Error.Approval == nil {
+	if env.Error == nil || env.Error.Code != errcode.ApprovalRequired || env.Error.Approval == nil {
 		return false, false
 	}
 	if !o.io.CanPrompt() {
