@@ -17,6 +17,7 @@ import (
 	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/access"
+	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/setup"
 	"github.com/clihost/clihost/store"
@@ -24,19 +25,19 @@ import (
 
 // scopeFor resolves a request's bundle and scope, and the caller with its workspace resolved (see
 // workspaceFor).
-func (d *Engine) scopeFor(req control.ScopeRequest, c host.Caller) (*manifest.Bundle, authstate.Scope, *host.Host, host.Caller, *host.Error) {
+func (d *Engine) scopeFor(req control.ScopeRequest, c host.Caller) (*manifest.Bundle, lifecycle.Scope, *host.Host, host.Caller, *host.Error) {
 	st := d.cur.Load()
 	b, err := st.host.Bundle(req.Bundle)
 	if err != nil {
-		return nil, authstate.Scope{}, nil, c, &host.Error{Code: errcode.NotFound, Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}
+		return nil, lifecycle.Scope{}, nil, c, &host.Error{Code: errcode.NotFound, Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}
 	}
 	c.Workspace = req.Workspace
 	ws, herr := d.workspaceFor(c)
 	if herr != nil {
-		return nil, authstate.Scope{}, nil, c, herr
+		return nil, lifecycle.Scope{}, nil, c, herr
 	}
 	c.Workspace = ws
-	return b, authstate.Scope{Bundle: b.Key(), Workspace: ws, User: c.User}, st.host, c, nil
+	return b, lifecycle.Scope{Bundle: b.Key(), Workspace: ws, User: c.User}, st.host, c, nil
 }
 
 // loginScopeFor is scopeFor for the login requests (login, its info, logout): the scope is the
@@ -44,7 +45,7 @@ func (d *Engine) scopeFor(req control.ScopeRequest, c host.Caller) (*manifest.Bu
 // HOME, so a CLI's login is that user's and serves every caller: only that user may log it in or
 // out (root's clihostctl refuses to run a login such a daemon chose); anyone else would put their
 // own account where every caller's calls use it.
-func (d *Engine) loginScopeFor(req control.ScopeRequest, c host.Caller) (*manifest.Bundle, authstate.Scope, *host.Host, host.Caller, *host.Error) {
+func (d *Engine) loginScopeFor(req control.ScopeRequest, c host.Caller) (*manifest.Bundle, lifecycle.Scope, *host.Host, host.Caller, *host.Error) {
 	b, s, h, c, herr := d.scopeFor(req, c)
 	if herr != nil {
 		return b, s, h, c, herr
@@ -316,7 +317,7 @@ func (d *Engine) refreshDue(ctx context.Context) {
 			if !ok {
 				return nil
 			}
-			s := authstate.Scope{Bundle: bundle, Workspace: ws, User: user}
+			s := lifecycle.Scope{Bundle: bundle, Workspace: ws, User: user}
 			if wait, due := d.auth.Due(b, s); !due || wait > 0 {
 				return nil
 			}

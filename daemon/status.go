@@ -10,6 +10,7 @@ import (
 	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/registry"
 )
 
@@ -54,7 +55,7 @@ func (d *Engine) bundleStatus(ctx context.Context, st *state, e *registry.Entry)
 	default:
 		bs.Install, bs.Reason = "missing", fmt.Sprintf("%s; run: clihostctl install %s", err.Message, b.ID())
 	}
-	scope := authstate.Scope{Bundle: b.Key(), Workspace: d.workspace, User: d.user}
+	scope := lifecycle.Scope{Bundle: b.Key(), Workspace: d.workspace, User: d.user}
 	if len(b.CLI.Setup) > 0 {
 		bs.Setup = "done"
 		if pending, err := d.setup.Pending(b, scope); err != nil || len(pending) > 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/output"
 	"github.com/clihost/clihost/registry"
@@ -212,19 +213,19 @@ func (h *Host) Verify(ctx context.Context, b *manifest.Bundle, workspace string)
 // LifecycleEnv says how the bundle's own commands (setup steps, login and its checks) run in c's
 // workspace (absolute) for c: the verified binary, the bundle's environment plus PATH, and the
 // bundle's sandbox, run as identityFor decides for c.
-func (h *Host) LifecycleEnv(ctx context.Context, b *manifest.Bundle, c Caller) (authstate.Env, *Error) {
+func (h *Host) LifecycleEnv(ctx context.Context, b *manifest.Bundle, c Caller) (lifecycle.Env, *Error) {
 	ws := c.Workspace
 	bin, verr := h.gate(ctx, b, c, h.envOf(b.CLI.Sandbox.Env))
 	if verr != nil {
-		return authstate.Env{}, verr
+		return lifecycle.Env{}, verr
 	}
 	path := bin.path
 	env := h.envOf(b.CLI.Sandbox.Env, "PATH")
 	plan, pol, e := h.confine(b, nil, path, c, &env)
 	if e != nil {
-		return authstate.Env{}, e
+		return lifecycle.Env{}, e
 	}
-	return authstate.Env{BinPath: path, Dir: ws, Env: env, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), newCallID()),
+	return lifecycle.Env{BinPath: path, Dir: ws, Env: env, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), newCallID()),
 		Guard: h.lifecycleGuard(b, pol)}, nil
 }
 
@@ -298,11 +299,11 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	}
 	rec.BinaryVersion = bin.version
 
-	scope := authstate.Scope{Bundle: b.Key(), Workspace: workspace, User: c.User}
+	scope := lifecycle.Scope{Bundle: b.Key(), Workspace: workspace, User: c.User}
 	loginScope := scope
 	loginScope.User = LoginUser(c.User)
 	var usedSecrets []string
-	lenv := authstate.Env{BinPath: bin.path, Dir: workspace, Env: slices.Clone(env)}
+	lenv := lifecycle.Env{BinPath: bin.path, Dir: workspace, Env: slices.Clone(env)}
 	var lpol *sandbox.Policy
 	if h.opts.Auth != nil && b.CLI.Auth != nil && b.CLI.Auth.Login != nil {
 		// Login checks and refreshes run the bundle's own commands, in the bundle's sandbox.
@@ -370,7 +371,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 // finish turns a finished (or unstartable) process into the call's envelope. pol is the sandbox
 // it ran in (nil when off): a refused path is explained against it.
 func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, res runner.Result, err error, conv output.Convention,
-	timeout time.Duration, scope authstate.Scope, rec *Invoked, usedSecrets []string, pol *sandbox.Policy) Envelope {
+	timeout time.Duration, scope lifecycle.Scope, rec *Invoked, usedSecrets []string, pol *sandbox.Policy) Envelope {
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return fail(errcode.Cancelled, "the call was cancelled before its process started", "")
@@ -422,7 +423,7 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 // lifecycle checks setup (in scope, the caller's) and login (in loginScope, see LoginUser) before a
 // call (when the host has a setup engine and an auth machine) and adds what setup persisted to the
 // call's environment and the values to redact.
-func (h *Host) lifecycle(ctx context.Context, b *manifest.Bundle, scope, loginScope authstate.Scope, lenv authstate.Env, env *[]string, sensitive *[]string) *Error {
+func (h *Host) lifecycle(ctx context.Context, b *manifest.Bundle, scope, loginScope lifecycle.Scope, lenv lifecycle.Env, env *[]string, sensitive *[]string) *Error {
 	if h.opts.Setup != nil && len(b.CLI.Setup) > 0 {
 		pending, err := h.opts.Setup.Pending(b, scope)
 		if err != nil {
@@ -463,7 +464,7 @@ func (h *Host) lifecycle(ctx context.Context, b *manifest.Bundle, scope, loginSc
 
 // expired reports whether exit means the login expired, moving the state machine (which writes
 // the cli.auth_expired audit record) or, without one, writing the record here.
-func (h *Host) expired(b *manifest.Bundle, scope authstate.Scope, exit int, user string) bool {
+func (h *Host) expired(b *manifest.Bundle, scope lifecycle.Scope, exit int, user string) bool {
 	if h.opts.Auth != nil {
 		matched, _ := h.opts.Auth.Expired(b, scope, exit)
 		return matched

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/argv"
-	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/output"
 	"github.com/clihost/clihost/runner"
@@ -33,7 +33,7 @@ type stepCall struct {
 	bin       binary    // the bundle's verified bin
 	secrets   argv.Secrets
 	used      *[]string       // secret values used so far, for redaction
-	scope     authstate.Scope // the login's scope (LoginUser), for a login that expired
+	scope     lifecycle.Scope // the login's scope (LoginUser), for a login that expired
 	rec       *Invoked
 	opts      CallOptions
 }

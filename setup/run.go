@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/runner"
 	"github.com/clihost/clihost/sandbox"
@@ -19,8 +20,8 @@ import (
 type runState struct {
 	e         *Engine
 	b         *manifest.Bundle
-	s         Scope
-	env       Env
+	s         lifecycle.Scope
+	env       lifecycle.Env
 	ans       Answerer
 	o         RunOptions
 	persisted map[string]string  // env values persisted so far, set on every command
@@ -50,7 +51,7 @@ type runState struct {
 // The first failure stops the pipeline with a *StepError (errcode.SetupFailed) naming the step; later
 // steps do not run. A step that needs an answer when ans is nil and Values has none stops it with
 // errcode.SetupRequired listing the pending steps. The returned statuses are the ledger at that point.
-func (e *Engine) Run(ctx context.Context, b *manifest.Bundle, s Scope, env Env, ans Answerer, opts RunOptions) ([]StepStatus, error) {
+func (e *Engine) Run(ctx context.Context, b *manifest.Bundle, s lifecycle.Scope, env lifecycle.Env, ans Answerer, opts RunOptions) ([]StepStatus, error) {
 	l, err := e.ledger(b, s)
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/store"
 )
@@ -44,9 +45,9 @@ type fixture struct {
 	dir  string
 	st   *store.Store
 	e    *Engine
-	env  Env
+	env  lifecycle.Env
 	b    *manifest.Bundle
-	s    Scope
+	s    lifecycle.Scope
 	ctx  context.Context
 	keyf string
 }
@@ -60,9 +61,9 @@ func newFixture(t *testing.T, steps ...manifest.SetupStep) *fixture {
 	}
 	f := &fixture{t: t, dir: dir, ctx: context.Background(), keyf: filepath.Join(dir, "secrets.key")}
 	f.open()
-	f.env = Env{BinPath: bin, Dir: dir, Env: []string{"PATH=/usr/bin:/bin", "FAKE_DIR=" + dir}}
+	f.env = lifecycle.Env{BinPath: bin, Dir: dir, Env: []string{"PATH=/usr/bin:/bin", "FAKE_DIR=" + dir}}
 	f.b = &manifest.Bundle{CLI: &manifest.CLI{ID: "fake", Version: "1.4.0", Bin: "fakecli", Setup: steps}}
-	f.s = Scope{Bundle: "fake@1", Workspace: "/work/ws", User: "alice"}
+	f.s = lifecycle.Scope{Bundle: "fake@1", Workspace: "/work/ws", User: "alice"}
 	return f
 }
 
@@ -223,7 +224,7 @@ func TestCmdStepsLedgerForceOnly(t *testing.T) {
 	if pending, _ := f.e.Pending(f.b, other); len(pending) != 2 {
 		t.Fatalf("bob's pending = %v", pending)
 	}
-	if _, err := f.e.Status(f.b, Scope{Bundle: "other@1"}); err == nil {
+	if _, err := f.e.Status(f.b, lifecycle.Scope{Bundle: "other@1"}); err == nil {
 		t.Fatal("a scope of another bundle was accepted")
 	}
 }
