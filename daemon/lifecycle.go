@@ -161,8 +161,8 @@ func stepInfo(b *manifest.Bundle, status []setup.StepStatus) []control.SetupStep
 }
 
 // SetupInfo implements control.Backend.
-func (d *Engine) SetupInfo(_ context.Context, req control.ScopeRequest, c host.Caller) (control.SetupInfo, error) {
-	b, s, _, _, herr := d.scopeFor(req, c)
+func (d *Engine) SetupInfo(_ context.Context, req control.ScopeRequest, peer control.Caller) (control.SetupInfo, error) {
+	b, s, _, _, herr := d.scopeFor(req, hostCaller(peer))
 	if herr != nil {
 		return control.SetupInfo{}, scopeError(herr)
 	}
@@ -186,21 +186,21 @@ func (v visitor) Visit(_ context.Context, step manifest.SetupStep, url string) e
 }
 
 // Setup implements control.Backend.
-func (d *Engine) Setup(ctx context.Context, req control.SetupRequest, c host.Caller, emit func(control.SetupEvent)) control.SetupEvent {
-	b, s, h, c, herr := d.scopeFor(req.ScopeRequest, c)
+func (d *Engine) Setup(ctx context.Context, req control.SetupRequest, peer control.Caller, emit func(control.SetupEvent)) control.SetupEvent {
+	b, s, h, c, herr := d.scopeFor(req.ScopeRequest, hostCaller(peer))
 	if herr != nil {
-		return control.SetupEvent{Phase: "error", Error: herr}
+		return control.SetupEvent{Phase: "error", Error: wireError(herr)}
 	}
 	env, verr := h.LifecycleEnv(ctx, b, c)
 	if verr != nil {
-		return control.SetupEvent{Phase: "error", Error: verr}
+		return control.SetupEvent{Phase: "error", Error: wireError(verr)}
 	}
 	status, err := d.setup.Run(ctx, b, s, env, visitor{emit}, setup.RunOptions{Values: req.Values, Force: req.Force})
 	if err != nil {
-		e := &host.Error{Code: errcode.SetupFailed, Message: err.Error()}
+		e := &control.Error{Code: errcode.SetupFailed, Message: err.Error()}
 		var se *setup.StepError
 		if errors.As(err, &se) {
-			e = &host.Error{Code: se.Code, Message: se.Message, Hint: se.Hint}
+			e = &control.Error{Code: se.Code, Message: se.Message, Hint: se.Hint}
 		}
 		return control.SetupEvent{Phase: "error", Steps: stepInfo(b, status), Error: e}
 	}
@@ -209,8 +209,8 @@ func (d *Engine) Setup(ctx context.Context, req control.SetupRequest, c host.Cal
 }
 
 // LoginInfo implements control.Backend.
-func (d *Engine) LoginInfo(ctx context.Context, req control.ScopeRequest, c host.Caller) (control.LoginInfo, error) {
-	b, s, h, c, herr := d.loginScopeFor(req, c)
+func (d *Engine) LoginInfo(ctx context.Context, req control.ScopeRequest, peer control.Caller) (control.LoginInfo, error) {
+	b, s, h, c, herr := d.loginScopeFor(req, hostCaller(peer))
 	if herr != nil {
 		return control.LoginInfo{}, scopeError(herr)
 	}
@@ -247,14 +247,14 @@ func (d *Engine) LoginInfo(ctx context.Context, req control.ScopeRequest, c host
 
 // Login implements control.Backend: the person ran login.cmd in their terminal; the daemon now
 // polls completes_when.
-func (d *Engine) Login(ctx context.Context, req control.ScopeRequest, c host.Caller) control.AuthResult {
-	b, s, h, c, herr := d.loginScopeFor(req, c)
+func (d *Engine) Login(ctx context.Context, req control.ScopeRequest, peer control.Caller) control.AuthResult {
+	b, s, h, c, herr := d.loginScopeFor(req, hostCaller(peer))
 	if herr != nil {
-		return control.AuthResult{Error: herr}
+		return control.AuthResult{Error: wireError(herr)}
 	}
 	env, verr := h.LifecycleEnv(ctx, b, c)
 	if verr != nil {
-		return control.AuthResult{Error: verr}
+		return control.AuthResult{Error: wireError(verr)}
 	}
 	if req.WaitSeconds > 0 {
 		var cancel context.CancelFunc
@@ -264,19 +264,19 @@ func (d *Engine) Login(ctx context.Context, req control.ScopeRequest, c host.Cal
 	st, err := d.auth.Login(ctx, b, s, env, func(context.Context, []string) error { return nil })
 	res := control.AuthResult{Phase: string(st.Phase), Reason: st.Reason}
 	if err != nil {
-		res.Error = &host.Error{Code: errcode.AuthRequired, Message: err.Error(), Hint: "run clihostctl login again"}
+		res.Error = &control.Error{Code: errcode.AuthRequired, Message: err.Error(), Hint: "run clihostctl login again"}
 	}
 	return res
 }
 
 // Logout implements control.Backend.
-func (d *Engine) Logout(_ context.Context, req control.ScopeRequest, c host.Caller) control.AuthResult {
-	b, s, _, _, herr := d.loginScopeFor(req, c)
+func (d *Engine) Logout(_ context.Context, req control.ScopeRequest, peer control.Caller) control.AuthResult {
+	b, s, _, _, herr := d.loginScopeFor(req, hostCaller(peer))
 	if herr != nil {
-		return control.AuthResult{Error: herr}
+		return control.AuthResult{Error: wireError(herr)}
 	}
 	if err := d.auth.Logout(b, s); err != nil {
-		return control.AuthResult{Error: &host.Error{Code: errcode.Internal, Message: err.Error()}}
+		return control.AuthResult{Error: &control.Error{Code: errcode.Internal, Message: err.Error()}}
 	}
 	st, _ := d.auth.Get(b, s)
 	return control.AuthResult{Phase: string(st.Phase), Reason: st.Reason}

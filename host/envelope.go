@@ -32,10 +32,8 @@ func (e Envelope) MarshalJSON() ([]byte, error) {
 	return json.Marshal(failure{plain: plain(e)})
 }
 
-// Error describes a failed call. Code is one of the AIP-14 codes (input_invalid, auth_required,
-// timeout, not_found, …), a CLI code (not_installed, version_mismatch, setup_required,
-// output_parse_failed, sandbox_unavailable, resource_exhausted: the call reached a per-call
-// resource limit, named with its value in Message, …) or the name the bundle gives the exit code.
+// Error describes a failed call. Code is one of package errcode's codes (docs/errors.md lists
+// them) or the name the bundle gives the CLI's exit code.
 type Error struct {
 	Code         errcode.Code `json:"code"`
 	Message      string       `json:"message"`

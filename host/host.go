@@ -20,6 +20,7 @@ import (
 	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/output"
@@ -76,7 +77,7 @@ type Host struct {
 
 	mu       sync.Mutex
 	verified map[string]binary // by bundle key
-	limits   nsinit.Limits     // the operator's limits, resolved (operatorLimits)
+	limits   isolation.Limits  // the operator's limits, resolved (operatorLimits)
 }
 
 // binary is a resolved, version-checked bin.

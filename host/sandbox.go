@@ -12,6 +12,7 @@ import (
 
 	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/internal/access"
+	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/sandbox"
 	"github.com/clihost/clihost/sandbox/egress"
@@ -49,7 +50,7 @@ type SandboxOptions struct {
 	EgressMaxConns int
 	// Limits are the operator's per-call resource limits (clihostd --limit-*): a zero field takes
 	// DefaultLimits's value, a negative one means no limit. Bundles and tools may narrow them.
-	Limits nsinit.Limits
+	Limits isolation.Limits
 }
 
 // DefaultEgressPorts are HTTP, HTTPS and SSH (git).
@@ -96,7 +97,7 @@ func SandboxAvailable() error { return probeOnce() }
 // nil plan when the operator turned the sandbox off; workspace_denied when the uid the process
 // would run as may not use the workspace; sandbox_unavailable when this host cannot build the
 // sandbox or the bundle's sandbox cannot be enforced here.
-func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string, c Caller, env *[]string) (*nsinit.Plan, *sandbox.Policy, *Error) {
+func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string, c Caller, env *[]string) (*isolation.Plan, *sandbox.Policy, *Error) {
 	ws := c.Workspace
 	if h.opts.Sandbox.Off {
 		return nil, nil, nil

@@ -10,10 +10,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/runner"
 	"github.com/clihost/clihost/sandbox/egress"
-	"github.com/clihost/clihost/sandbox/nsinit"
 	"github.com/clihost/clihost/store"
 )
 
@@ -51,7 +51,7 @@ type Env struct {
 	Env     []string // the complete environment
 	// Sandbox is the kernel sandbox the commands run in (the bundle's own, see runner.Command);
 	// nil runs them unconfined.
-	Sandbox *nsinit.Plan
+	Sandbox *isolation.Plan
 	// Egress is the network the commands get (see runner.Command); nil: none.
 	Egress *egress.Policy
 	// Guard, when set, brackets each command Run starts: it is called before the command starts
