@@ -16,6 +16,8 @@ import (
 	"sync"
 	"time"
 	"unicode"
+
+	"github.com/clihost/clihost/errcode"
 )
 
 // DefaultTTL is how long a pending approval (and the requestState an MCP client gets for it) is
@@ -106,11 +108,11 @@ func upperFirst(s string) string {
 // Outcome is the gate's verdict on one call.
 type Outcome struct {
 	Run     bool
-	Record  *Record  // nil when the call needed no approval and no rule spoke
-	Code    string   // approval_required, approval_denied, approval_invalid when !Run
-	Message string   // when !Run
-	Hint    string   // when !Run
-	Pending *Pending // approval_required: what waits (a copy)
+	Record  *Record      // nil when the call needed no approval and no rule spoke
+	Code    errcode.Code // approval_required, approval_denied, approval_invalid when !Run
+	Message string       // when !Run
+	Hint    string       // when !Run
+	Pending *Pending     // approval_required: what waits (a copy)
 	// Elicit says whether an MCP front end may ask its client (the policy allows it).
 	Elicit bool
 }
@@ -204,7 +206,7 @@ func (g *Gate) Decide(req Request, ans *Answer) Outcome {
 	case Deny:
 		rec.Decision = "denied"
 		rec.By = reason
-		return Outcome{Code: "approval_denied", Record: rec,
+		return Outcome{Code: errcode.ApprovalDenied, Record: rec,
 			Message: fmt.Sprintf("%s %s may not run here: %s", req.Bundle, req.ToolPath, reason),
 			Hint:    "the operator's approval policy refuses this tool; ask the operator to change " + g.policy.sourceName()}
 	}
@@ -225,13 +227,13 @@ func (g *Gate) Decide(req Request, ans *Answer) Outcome {
 			return Outcome{Run: true, Record: rec}
 		}
 		rec.Decision = "denied"
-		return Outcome{Code: "approval_denied", Record: rec, Message: fmt.Sprintf("%s denied this call (approval %s)", p.By, id),
+		return Outcome{Code: errcode.ApprovalDenied, Record: rec, Message: fmt.Sprintf("%s denied this call (approval %s)", p.By, id),
 			Hint: "do not repeat it; ask the user what to do instead"}
 	}
 	p := g.pendingFor(req, binding, reason)
 	rec.Decision, rec.RequestID = "required", p.ID
 	out := *p
-	return Outcome{Code: "approval_required", Record: rec, Pending: &out, Elicit: g.policy.ElicitationAllowed(),
+	return Outcome{Code: errcode.ApprovalRequired, Record: rec, Pending: &out, Elicit: g.policy.ElicitationAllowed(),
 		Message: fmt.Sprintf("%s %s needs an approval: %s", req.Bundle, req.ToolPath, reason), Hint: g.howToApprove(req.Via, p)}
 }
 
@@ -262,13 +264,13 @@ func (g *Gate) answered(req Request, ans *Answer, binding string, rec *Record) O
 	}
 	if err != nil {
 		rec.Decision = "invalid"
-		return Outcome{Code: "approval_invalid", Record: rec, Message: "the approval does not answer this call: " + err.Error(),
+		return Outcome{Code: errcode.ApprovalInvalid, Record: rec, Message: "the approval does not answer this call: " + err.Error(),
 			Hint: "repeat the call without the old answer to be asked again"}
 	}
 	if s := g.used[id]; s.deniedBy != "" { // the operator's refusal is final, whatever the client answers
 		delete(g.pending, id)
 		rec.Decision, rec.RequestID, rec.By, rec.At = "denied", id, s.deniedBy, stamp(g.now())
-		return Outcome{Code: "approval_denied", Record: rec, Message: fmt.Sprintf("%s denied this call (approval %s)", s.deniedBy, id),
+		return Outcome{Code: errcode.ApprovalDenied, Record: rec, Message: fmt.Sprintf("%s denied this call (approval %s)", s.deniedBy, id),
 			Hint: "do not repeat it; ask the user what to do instead"}
 	}
 	g.used[id] = spent{until: g.now().Add(g.ttl)}
@@ -276,7 +278,7 @@ func (g *Gate) answered(req Request, ans *Answer, binding string, rec *Record) O
 	rec.RequestID, rec.By, rec.At = id, ans.By, stamp(g.now())
 	if !ans.Approved {
 		rec.Decision = "denied"
-		return Outcome{Code: "approval_denied", Record: rec, Message: fmt.Sprintf("the user did not approve %s %s", req.Bundle, req.ToolPath),
+		return Outcome{Code: errcode.ApprovalDenied, Record: rec, Message: fmt.Sprintf("the user did not approve %s %s", req.Bundle, req.ToolPath),
 			Hint: "do not repeat it; ask the user what to do instead"}
 	}
 	rec.Decision = "approved"

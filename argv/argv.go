@@ -29,6 +29,7 @@ package argv
 
 import (
 	jsonscalar "github.com/clihost/clihost/argv/scalar"
+	"github.com/clihost/clihost/errcode"
 
 	"encoding/json"
 	"fmt"
@@ -50,7 +51,7 @@ const (
 // Error is an expansion refused because of the input. Code is "input_invalid", or "secret_missing"
 // when a ${secrets.NAME} has no value.
 type Error struct {
-	Code    string
+	Code    errcode.Code
 	Message string
 	Hint    string
 	Pointer string // JSON pointer of the offending input, e.g. /title
@@ -119,7 +120,7 @@ func ExpandString(tok manifest.TemplateToken, v Values) (s string, present bool,
 		}
 		b.WriteString(text)
 		if b.Len() > MaxTextLength {
-			return "", false, &Error{Code: "input_invalid", Pointer: pointer(e), Message: fmt.Sprintf("the expanded text is more than %d bytes", MaxTextLength), Hint: "pass less data per call"}
+			return "", false, &Error{Code: errcode.InputInvalid, Pointer: pointer(e), Message: fmt.Sprintf("the expanded text is more than %d bytes", MaxTextLength), Hint: "pass less data per call"}
 		}
 	}
 	return b.String(), true, nil
@@ -147,7 +148,7 @@ func ExpandValues(tmpl []manifest.TemplateToken, v Values) ([]string, error) {
 		total += len(a) + 1
 	}
 	if total > MaxTotalLength {
-		return nil, &Error{Code: "input_invalid", Message: fmt.Sprintf("the arguments add up to %d bytes, more than %d", total, MaxTotalLength), Hint: "pass less data per call, or a file in the workspace"}
+		return nil, &Error{Code: errcode.InputInvalid, Message: fmt.Sprintf("the arguments add up to %d bytes, more than %d", total, MaxTotalLength), Hint: "pass less data per call, or a file in the workspace"}
 	}
 	return x.out, nil
 }
@@ -187,13 +188,13 @@ func (x *expander) guarded(e *manifest.TemplateExpr) bool {
 // must not start with '-' (see guarded).
 func (x *expander) emit(a, ptr string, checkDash bool) error {
 	if strings.IndexByte(a, 0) >= 0 {
-		return &Error{Code: "input_invalid", Pointer: ptr, Message: fmt.Sprintf("input %s holds a NUL byte", name(ptr)), Hint: "remove the NUL character"}
+		return &Error{Code: errcode.InputInvalid, Pointer: ptr, Message: fmt.Sprintf("input %s holds a NUL byte", name(ptr)), Hint: "remove the NUL character"}
 	}
 	if len(a) > MaxArgLength {
-		return &Error{Code: "input_invalid", Pointer: ptr, Message: fmt.Sprintf("input %s is %d bytes, more than the %d an argument may hold", name(ptr), len(a), MaxArgLength), Hint: "pass a file in the workspace instead"}
+		return &Error{Code: errcode.InputInvalid, Pointer: ptr, Message: fmt.Sprintf("input %s is %d bytes, more than the %d an argument may hold", name(ptr), len(a), MaxArgLength), Hint: "pass a file in the workspace instead"}
 	}
 	if checkDash && strings.HasPrefix(a, "-") {
-		return &Error{Code: "input_invalid", Pointer: ptr,
+		return &Error{Code: errcode.InputInvalid, Pointer: ptr,
 			Message: fmt.Sprintf("input %s starts with '-' (%q) in an argument of its own, where the CLI could read it as an option", name(ptr), short(a)),
 			Hint:    "pass a value that does not start with '-' (a file as ./-name); a bundle that needs such values passes them glued to their option (--opt=${input.x}), after a literal \"--\", or marks the input " + manifest.AllowDashKeyword}
 	}
@@ -205,7 +206,7 @@ func (x *expander) emit(a, ptr string, checkDash bool) error {
 // starting with '-' is refused unless a literal "--" came before: it may carry what the caller sent.
 func (x *expander) emitStep(a string, e *manifest.TemplateExpr) error {
 	if x.guarded(e) && strings.HasPrefix(a, "-") {
-		return &Error{Code: "input_invalid",
+		return &Error{Code: errcode.InputInvalid,
 			Message: fmt.Sprintf("the output of step %s starts with '-' (%q) in an argument of its own, where the CLI could read it as an option", e.Path[0], short(a)),
 			Hint:    "the bundle can glue it to its option (--opt=${steps.N.output}) or put a literal \"--\" before this argument"}
 	}
@@ -271,7 +272,7 @@ func (x *expander) whole(e *manifest.TemplateExpr) error {
 		}
 		b, err := json.Marshal(v)
 		if err != nil {
-			return &Error{Code: "input_invalid", Pointer: ptr, Message: fmt.Sprintf("input %s cannot be encoded as JSON: %v", name(ptr), err)}
+			return &Error{Code: errcode.InputInvalid, Pointer: ptr, Message: fmt.Sprintf("input %s cannot be encoded as JSON: %v", name(ptr), err)}
 		}
 		return x.emit(string(b), ptr, guard)
 	case manifest.FilterJoin:
@@ -280,7 +281,7 @@ func (x *expander) whole(e *manifest.TemplateExpr) error {
 		}
 		s, err := joined(v, e.Args[0])
 		if err != nil {
-			return &Error{Code: "input_invalid", Pointer: ptr, Message: err.Error()}
+			return &Error{Code: errcode.InputInvalid, Pointer: ptr, Message: err.Error()}
 		}
 		return x.emit(s, ptr, guard)
 	}
@@ -303,7 +304,7 @@ func (x *expander) optional(flag string, v any, ptr string, guard bool) error {
 		}
 		s, err := scalar(it)
 		if err != nil {
-			return &Error{Code: "input_invalid", Pointer: p, Message: err.Error()}
+			return &Error{Code: errcode.InputInvalid, Pointer: p, Message: err.Error()}
 		}
 		if strings.HasSuffix(flag, "=") {
 			err = x.emit(flag+s, p, false)
@@ -330,7 +331,7 @@ func (x *expander) values(v any, ptr string, guard bool) error {
 		}
 		s, err := scalar(it)
 		if err != nil {
-			return &Error{Code: "input_invalid", Pointer: p, Message: err.Error()}
+			return &Error{Code: errcode.InputInvalid, Pointer: p, Message: err.Error()}
 		}
 		if err := x.emit(s, p, guard); err != nil {
 			return err
@@ -418,7 +419,7 @@ func inputText(e *manifest.TemplateExpr, input map[string]any) (text string, fro
 		text, err = joined(v, ",")
 	}
 	if err != nil {
-		return "", false, false, &Error{Code: "input_invalid", Pointer: pointer(e), Message: err.Error()}
+		return "", false, false, &Error{Code: errcode.InputInvalid, Pointer: pointer(e), Message: err.Error()}
 	}
 	return text, true, true, nil
 }
@@ -431,7 +432,7 @@ func (x *expander) lookupSecret(e *manifest.TemplateExpr) (string, bool) {
 }
 
 func (x *expander) secretMissing(e *manifest.TemplateExpr) error {
-	return &Error{Code: "secret_missing", Message: fmt.Sprintf("secret %s has no value", e.Path[0]),
+	return &Error{Code: errcode.SecretMissing, Message: fmt.Sprintf("secret %s has no value", e.Path[0]),
 		Hint: "complete the bundle's setup or login so the secret is stored"}
 }
 

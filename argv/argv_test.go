@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/manifest"
 )
 
@@ -97,9 +98,11 @@ func TestExpand(t *testing.T) {
 
 func TestExpandRefuses(t *testing.T) {
 	cases := []struct {
-		name, code, ptr string
-		tmpl            []string
-		input           string
+		name  string
+		code  errcode.Code
+		ptr   string
+		tmpl  []string
+		input string
 	}{
 		{"dash positional", "input_invalid", "/q", []string{"search", "${input.q}"}, `{"q": "--exec=rm"}`},
 		{"dash in array", "input_invalid", "/files/1", []string{"add", "${input.files}"}, `{"files": ["a", "-rf"]}`},

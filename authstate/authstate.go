@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/argv"
+	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/runner"
 	"github.com/clihost/clihost/store"
@@ -91,7 +92,7 @@ func (m *Machine) now() time.Time {
 }
 
 // auth validates s against b and returns b's auth block (nil when it declares none).
-func auth(b *manifest.Bundle, s Scope) (*manifest.Auth, error) {
+func auth(b *manifest.Bundle, s lifecycle.Scope) (*manifest.Auth, error) {
 	if err := s.Validate(b); err != nil {
 		return nil, fmt.Errorf("authstate: %w", err)
 	}
@@ -103,7 +104,7 @@ func noAuth() State { return State{Phase: Authed, Reason: "the bundle declares n
 
 // Get returns the stored state: Authed for a bundle without an auth block, Unknown when nothing is
 // stored yet.
-func (m *Machine) Get(b *manifest.Bundle, s Scope) (State, error) {
+func (m *Machine) Get(b *manifest.Bundle, s lifecycle.Scope) (State, error) {
 	a, err := auth(b, s)
 	if err != nil || a == nil {
 		return noAuth(), err
@@ -121,7 +122,7 @@ func (m *Machine) Get(b *manifest.Bundle, s Scope) (State, error) {
 
 // transition applies fn to the stored state in one store transaction and returns the result. Since
 // moves to now when the phase changes.
-func (m *Machine) transition(s Scope, fn func(st *State, now time.Time)) (State, error) {
+func (m *Machine) transition(s lifecycle.Scope, fn func(st *State, now time.Time)) (State, error) {
 	now := m.now()
 	var out State
 	_, err := m.Store.Update(store.BucketAuth, s.Key(), func(cur store.Record) (any, error) {
@@ -146,14 +147,14 @@ func (m *Machine) transition(s Scope, fn func(st *State, now time.Time)) (State,
 }
 
 // setPhase is a transition to phase with reason.
-func (m *Machine) setPhase(s Scope, phase Phase, reason string) (State, error) {
+func (m *Machine) setPhase(s lifecycle.Scope, phase Phase, reason string) (State, error) {
 	return m.transition(s, func(st *State, _ time.Time) {
 		st.Phase, st.Reason = phase, reason
 	})
 }
 
 // authed is the transition of a confirmed login: the credential counts as fresh.
-func (m *Machine) authed(s Scope, reason string) (State, error) {
+func (m *Machine) authed(s lifecycle.Scope, reason string) (State, error) {
 	return m.transition(s, func(st *State, now time.Time) {
 		st.Phase, st.Reason, st.LastRefresh, st.LastCheck = Authed, reason, now, now
 	})
@@ -164,7 +165,7 @@ var errInconclusive = errors.New("no verdict")
 
 // probe runs login.completes_when and reports whether it says "logged in". With no completes_when
 // it says yes: nothing can be checked, so the CLI is presumed logged in.
-func probe(ctx context.Context, b *manifest.Bundle, a *manifest.Auth, env Env, timeout time.Duration) (ok bool, reason string, err error) {
+func probe(ctx context.Context, b *manifest.Bundle, a *manifest.Auth, env lifecycle.Env, timeout time.Duration) (ok bool, reason string, err error) {
 	if a.Login == nil || a.Login.CompletesWhen == nil || a.Login.CompletesWhen.Cmd == "" {
 		return true, "no auth.login.completes_when: presumed logged in", nil
 	}
@@ -181,7 +182,7 @@ func probe(ctx context.Context, b *manifest.Bundle, a *manifest.Auth, env Env, t
 
 // runLine runs one manifest command line to completion. A run that timed out, was cancelled or died
 // of a signal is an error (wrapping errInconclusive, or ctx's error); a non-zero exit is not.
-func runLine(ctx context.Context, b *manifest.Bundle, env Env, line string, timeout time.Duration) (runner.Result, error) {
+func runLine(ctx context.Context, b *manifest.Bundle, env lifecycle.Env, line string, timeout time.Duration) (runner.Result, error) {
 	words, err := argv.Split(line)
 	if err != nil {
 		return runner.Result{}, err
@@ -207,7 +208,7 @@ func runLine(ctx context.Context, b *manifest.Bundle, env Env, line string, time
 // Check runs login.completes_when and moves to Authed or Unauthed on its verdict. When the check
 // gives none (it could not start, timed out, was cancelled), the state is left as it was and the
 // error says why.
-func (m *Machine) Check(ctx context.Context, b *manifest.Bundle, s Scope, env Env) (State, error) {
+func (m *Machine) Check(ctx context.Context, b *manifest.Bundle, s lifecycle.Scope, env lifecycle.Env) (State, error) {
 	a, err := auth(b, s)
 	if err != nil || a == nil {
 		return noAuth(), err
@@ -234,7 +235,7 @@ func (m *Machine) Check(ctx context.Context, b *manifest.Bundle, s Scope, env En
 // completes_when every PollInterval for up to LoginWait and moves to Authed; or back to Unauthed,
 // with the reason and an error, when run fails, the check never passes, or ctx is done. Without
 // completes_when, run returning nil is the login's success.
-func (m *Machine) Login(ctx context.Context, b *manifest.Bundle, s Scope, env Env, run func(ctx context.Context, argv []string) error) (State, error) {
+func (m *Machine) Login(ctx context.Context, b *manifest.Bundle, s lifecycle.Scope, env lifecycle.Env, run func(ctx context.Context, argv []string) error) (State, error) {
 	a, err := auth(b, s)
 	if err != nil {
 		return State{}, err
@@ -310,7 +311,7 @@ func (m *Machine) Login(ctx context.Context, b *manifest.Bundle, s Scope, env En
 
 // Logout moves to Unauthed: calls get auth_required until the next Login or Check. It does not
 // touch the CLI's own credentials (auth.state).
-func (m *Machine) Logout(b *manifest.Bundle, s Scope) error {
+func (m *Machine) Logout(b *manifest.Bundle, s lifecycle.Scope) error {
 	a, err := auth(b, s)
 	if err != nil {
 		return err
@@ -339,7 +340,7 @@ func every(b *manifest.Bundle, a *manifest.Auth) (time.Duration, bool, error) {
 // refresh.every elapsed since LastRefresh runs refresh.cmd first: success restarts the cadence,
 // failure moves to Unauthed. Unauthed and LoggingIn are returned as they are (a login interrupted
 // by a crash stays LoggingIn until the next Login or Check).
-func (m *Machine) BeforeCall(ctx context.Context, b *manifest.Bundle, s Scope, env Env) (State, error) {
+func (m *Machine) BeforeCall(ctx context.Context, b *manifest.Bundle, s lifecycle.Scope, env lifecycle.Env) (State, error) {
 	st, err := m.Get(b, s)
 	if err != nil {
 		return st, err
@@ -360,7 +361,7 @@ func (m *Machine) BeforeCall(ctx context.Context, b *manifest.Bundle, s Scope, e
 }
 
 // refresh runs refresh.cmd. A cancelled ctx leaves the state alone.
-func (m *Machine) refresh(ctx context.Context, b *manifest.Bundle, s Scope, env Env, line string) (State, error) {
+func (m *Machine) refresh(ctx context.Context, b *manifest.Bundle, s lifecycle.Scope, env lifecycle.Env, line string) (State, error) {
 	res, err := runLine(ctx, b, env, line, RefreshTimeout)
 	if ctx.Err() != nil {
 		st, gerr := m.Get(b, s)
@@ -378,7 +379,7 @@ func (m *Machine) refresh(ctx context.Context, b *manifest.Bundle, s Scope, env 
 
 // Expired checks a call's exit code against auth.expiry.detect ("exit_code:N"). On a match it moves
 // to Unauthed, emits an ExpiredEvent to Audit and returns true.
-func (m *Machine) Expired(b *manifest.Bundle, s Scope, exitCode int) (bool, error) {
+func (m *Machine) Expired(b *manifest.Bundle, s lifecycle.Scope, exitCode int) (bool, error) {
 	a, err := auth(b, s)
 	if err != nil || a == nil || a.Expiry == nil || a.Expiry.Detect == "" {
 		return false, err
@@ -403,7 +404,7 @@ func (m *Machine) Expired(b *manifest.Bundle, s Scope, exitCode int) (bool, erro
 // Due returns how long until the scope's next refresh is due (0 when overdue), for a background
 // scheduler; false when no refresh applies (no refresh cadence, not Authed, or the state is
 // unreadable).
-func (m *Machine) Due(b *manifest.Bundle, s Scope) (time.Duration, bool) {
+func (m *Machine) Due(b *manifest.Bundle, s lifecycle.Scope) (time.Duration, bool) {
 	a, err := auth(b, s)
 	if err != nil {
 		return 0, false

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/store"
 )
@@ -37,8 +38,8 @@ type fixture struct {
 	dir string
 	m   *Machine
 	b   *manifest.Bundle
-	s   Scope
-	env Env
+	s   lifecycle.Scope
+	env lifecycle.Env
 	now time.Time
 	mu  sync.Mutex
 	ctx context.Context
@@ -59,8 +60,8 @@ func newFixture(t *testing.T, a *manifest.Auth) *fixture {
 	f := &fixture{t: t, dir: dir, now: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), ctx: context.Background()}
 	f.m = &Machine{Store: st, Now: f.clock}
 	f.b = &manifest.Bundle{CLI: &manifest.CLI{ID: "fake", Version: "2.0.1", Bin: "fakecli", Auth: a}}
-	f.s = Scope{Bundle: "fake@2", Workspace: "/ws", User: "u_abc"}
-	f.env = Env{BinPath: bin, Dir: dir, Env: []string{"PATH=/usr/bin:/bin", "FAKE_DIR=" + dir}}
+	f.s = lifecycle.Scope{Bundle: "fake@2", Workspace: "/ws", User: "u_abc"}
+	f.env = lifecycle.Env{BinPath: bin, Dir: dir, Env: []string{"PATH=/usr/bin:/bin", "FAKE_DIR=" + dir}}
 	return f
 }
 
@@ -192,7 +193,7 @@ func TestCheckAndBeforeCall(t *testing.T) {
 	if st, _ := f.m.Get(f.b, other); st.Phase != Unknown {
 		t.Fatalf("other scope %+v", st)
 	}
-	if _, err := f.m.Get(f.b, Scope{Bundle: "fake@3"}); err == nil {
+	if _, err := f.m.Get(f.b, lifecycle.Scope{Bundle: "fake@3"}); err == nil {
 		t.Fatal("a scope of another major was accepted")
 	}
 }
@@ -351,9 +352,9 @@ const childDirEnv = "CLIHOST_AUTHSTATE_CHILD_DIR"
 
 // durableBundle is the bundle TestDurabilityChild drives: login without completes_when, so a
 // Login is two transitions (logging_in, authed) and a Logout one (unauthed), with no process.
-func durableBundle() (*manifest.Bundle, Scope) {
+func durableBundle() (*manifest.Bundle, lifecycle.Scope) {
 	b := &manifest.Bundle{CLI: &manifest.CLI{ID: "dur", Version: "1.0.0", Bin: "dur", Auth: &manifest.Auth{Login: &manifest.Login{Cmd: "dur login"}}}}
-	return b, Scope{Bundle: "dur@1", Workspace: "/ws", User: "u"}
+	return b, lifecycle.Scope{Bundle: "dur@1", Workspace: "/ws", User: "u"}
 }
 
 // TestDurabilityChild is the child of TestKillDurability: it cycles Login and Logout forever,
@@ -369,7 +370,7 @@ func TestDurabilityChild(t *testing.T) {
 	}
 	m := &Machine{Store: st}
 	b, s := durableBundle()
-	env := Env{BinPath: "/nonexistent/dur", Dir: "/"}
+	env := lifecycle.Env{BinPath: "/nonexistent/dur", Dir: "/"}
 	ack := func() {
 		rec, _, err := st.Get(store.BucketAuth, s.Key(), nil)
 		if err != nil {

@@ -5,11 +5,10 @@ package control
 
 import (
 	"encoding/json"
-	"github.com/clihost/clihost/sandbox/nsinit"
 	"net/netip"
 	"time"
 
-	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/isolation"
 )
 
 // API paths.
@@ -18,7 +17,7 @@ const (
 	PathInstall = "/v1/install" // POST InstallRequest → NDJSON InstallEvent stream
 	// PathInstallRecord: POST RecordRequest → InstallEvent; root or the daemon's user only.
 	PathInstallRecord = "/v1/install/record"
-	PathCall          = "/v1/call"   // POST CallRequest → host.Envelope
+	PathCall          = "/v1/call"   // POST CallRequest → Envelope
 	PathToken         = "/v1/token"  // GET → TokenInfo
 	PathAudit         = "/v1/audit"  // GET [?follow=1][&rotated=1] → the audit log, NDJSON
 	PathSetup         = "/v1/setup"  // GET ?bundle=&workspace= → SetupInfo; POST SetupRequest → NDJSON SetupEvent stream
@@ -68,7 +67,7 @@ type SetupEvent struct {
 	Step  string      `json:"step,omitempty"`
 	URL   string      `json:"url,omitempty"`
 	Steps []SetupStep `json:"steps,omitempty"`
-	Error *host.Error `json:"error,omitempty"`
+	Error *Error      `json:"error,omitempty"`
 }
 
 // LoginInfo tells clihostctl what to run in the person's terminal.
@@ -81,7 +80,7 @@ type LoginInfo struct {
 	// sandbox off); Home is the home directory ~ stands for in it. EnvPass and EnvSet are the
 	// bundle's env block: clihostctl builds the command's environment from its own, never the
 	// daemon's (which may hold tokens the person must not see).
-	Sandbox *nsinit.Plan      `json:"sandbox,omitempty"`
+	Sandbox *isolation.Plan   `json:"sandbox,omitempty"`
 	Home    string            `json:"home,omitempty"`
 	EnvPass []string          `json:"env_pass,omitempty"`
 	EnvSet  map[string]string `json:"env_set,omitempty"`
@@ -100,9 +99,9 @@ type EgressPolicy struct {
 
 // AuthResult is a scope's auth state after login or logout.
 type AuthResult struct {
-	Phase  string      `json:"phase"`
-	Reason string      `json:"reason,omitempty"`
-	Error  *host.Error `json:"error,omitempty"`
+	Phase  string `json:"phase"`
+	Reason string `json:"reason,omitempty"`
+	Error  *Error `json:"error,omitempty"`
 }
 
 // BundleStatus is one bundle as `clihostctl status` shows it.
@@ -120,10 +119,10 @@ type BundleStatus struct {
 	Auth    string `json:"auth"`              // none, unknown, unauthed, logging_in, authed
 	Sandbox string `json:"sandbox"`           // on, off (the operator ran clihostd --sandbox=off), or "unavailable: why"
 	// Limits are the per-call resource limits of the bundle's commands and what enforces each.
-	Limits  []host.LimitMechanism `json:"limits,omitempty"`
-	Ready   bool                  `json:"ready"`
-	Reason  string                `json:"reason,omitempty"` // why not ready, with what to do
-	Checked time.Time             `json:"checked"`
+	Limits  []LimitMechanism `json:"limits,omitempty"`
+	Ready   bool             `json:"ready"`
+	Reason  string           `json:"reason,omitempty"` // why not ready, with what to do
+	Checked time.Time        `json:"checked"`
 }
 
 // InstallRequest asks the daemon to install a bundle's CLI.
@@ -142,14 +141,14 @@ type InstallRequest struct {
 // InstallEvent is one line of an install's progress stream; the last has Phase "done", "error" or
 // (with InstallRequest.HandOff) "needs_root".
 type InstallEvent struct {
-	Phase   string      `json:"phase"` // checking, installing, progress, done, error, needs_root
-	Message string      `json:"message,omitempty"`
-	Done    int64       `json:"done,omitempty"`
-	Total   int64       `json:"total,omitempty"`
-	Method  string      `json:"method,omitempty"`
-	BinPath string      `json:"bin_path,omitempty"`
-	Version string      `json:"version,omitempty"`
-	Error   *host.Error `json:"error,omitempty"`
+	Phase   string `json:"phase"` // checking, installing, progress, done, error, needs_root
+	Message string `json:"message,omitempty"`
+	Done    int64  `json:"done,omitempty"`
+	Total   int64  `json:"total,omitempty"`
+	Method  string `json:"method,omitempty"`
+	BinPath string `json:"bin_path,omitempty"`
+	Version string `json:"version,omitempty"`
+	Error   *Error `json:"error,omitempty"`
 	// NeedsRoot lists install entries the daemon did not run because they need root and it is not
 	// root: with Phase "needs_root", the one entry handed to the caller; with Phase "error" and
 	// error code "needs_root", every such entry the install skipped.

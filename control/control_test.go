@@ -12,8 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/clihost/clihost/host"
 )
 
 type fakeBackend struct{ audit string }
@@ -31,12 +29,12 @@ func (f fakeBackend) RecordInstall(_ context.Context, req RecordRequest) Install
 
 // Call echoes who called which tool, so the test sees the peer credentials arrive: user name, uid,
 // gid and supplementary groups, the workspace, and the tool.
-func (f fakeBackend) Call(_ context.Context, req CallRequest, _ map[string]any, c host.Caller) host.Envelope {
-	return host.Envelope{OK: true, Value: fmt.Sprintf("%s %d %d %v %s:%s", c.User, c.Peer.UID, c.Peer.GID, c.Peer.Groups, c.Workspace, req.Tool)}
+func (f fakeBackend) Call(_ context.Context, req CallRequest, _ map[string]any, c Caller) Envelope {
+	return Envelope{OK: true, Value: fmt.Sprintf("%s %d %d %v %s:%s", c.User, c.Peer.UID, c.Peer.GID, c.Peer.Groups, c.Workspace, req.Tool)}
 }
 func (f fakeBackend) Token() TokenInfo { return TokenInfo{Token: "t"} }
 func (f fakeBackend) Daemon(_ context.Context, probe bool) DaemonStatus {
-	return DaemonStatus{Version: "test", Sandbox: host.ProbeResult{State: map[bool]string{true: host.ProbeWorks, false: host.ProbeOff}[probe]}}
+	return DaemonStatus{Version: "test", Sandbox: ProbeResult{State: map[bool]string{true: ProbeWorks, false: ProbeOff}[probe]}}
 }
 func (f fakeBackend) AuditFile() string { return f.audit }
 
@@ -128,20 +126,20 @@ func TestNoDaemon(t *testing.T) {
 	}
 }
 
-func (f fakeBackend) SetupInfo(_ context.Context, req ScopeRequest, c host.Caller) (SetupInfo, error) {
+func (f fakeBackend) SetupInfo(_ context.Context, req ScopeRequest, c Caller) (SetupInfo, error) {
 	return SetupInfo{Bundle: req.Bundle, Workspace: c.User}, nil
 }
-func (f fakeBackend) Setup(_ context.Context, req SetupRequest, _ host.Caller, emit func(SetupEvent)) SetupEvent {
+func (f fakeBackend) Setup(_ context.Context, req SetupRequest, _ Caller, emit func(SetupEvent)) SetupEvent {
 	emit(SetupEvent{Phase: "visit", Step: "pick", URL: "http://127.0.0.1:1/cb"})
 	return SetupEvent{Phase: "done", Steps: []SetupStep{{ID: "pick", Done: req.Values["pick"] != ""}}}
 }
-func (f fakeBackend) LoginInfo(_ context.Context, req ScopeRequest, _ host.Caller) (LoginInfo, error) {
+func (f fakeBackend) LoginInfo(_ context.Context, req ScopeRequest, _ Caller) (LoginInfo, error) {
 	return LoginInfo{Bundle: req.Bundle, Argv: []string{"/bin/true"}}, nil
 }
-func (f fakeBackend) Login(context.Context, ScopeRequest, host.Caller) AuthResult {
+func (f fakeBackend) Login(context.Context, ScopeRequest, Caller) AuthResult {
 	return AuthResult{Phase: "authed"}
 }
-func (f fakeBackend) Logout(context.Context, ScopeRequest, host.Caller) AuthResult {
+func (f fakeBackend) Logout(context.Context, ScopeRequest, Caller) AuthResult {
 	return AuthResult{Phase: "unauthed"}
 }
 

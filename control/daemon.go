@@ -2,8 +2,6 @@ package control
 
 import (
 	"context"
-
-	"github.com/clihost/clihost/host"
 )
 
 // PathDaemon is the daemon's own state: GET [?probe=1] → DaemonStatus. With probe=1 the sandbox
@@ -23,8 +21,8 @@ type DaemonStatus struct {
 	TokenFile string `json:"token_file"`
 	Workspace string `json:"workspace"`
 	// Sandbox is the last probe: one sandboxed process started as a call in Workspace would be.
-	Sandbox host.ProbeResult `json:"sandbox"`
-	Bundles BundlesLoaded    `json:"bundles"`
+	Sandbox ProbeResult   `json:"sandbox"`
+	Bundles BundlesLoaded `json:"bundles"`
 }
 
 // BundlesLoaded says what the daemon serves and from where.

@@ -20,7 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/clihost/clihost/argv"
-	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/errcode"
 )
 
 // Backend is what the daemon offers through the API.
@@ -29,16 +29,16 @@ type Backend interface {
 	Install(ctx context.Context, req InstallRequest, progress func(InstallEvent)) InstallEvent
 	RecordInstall(ctx context.Context, req RecordRequest) InstallEvent
 	// Call runs req with its input decoded by argv.DecodeInput (every digit of a number kept).
-	Call(ctx context.Context, req CallRequest, input map[string]any, caller host.Caller) host.Envelope
+	Call(ctx context.Context, req CallRequest, input map[string]any, caller Caller) Envelope
 	Token() TokenInfo
 	AuditFile() string
 	// The scope methods get the caller with the request's workspace ("" for the daemon's): the
-	// backend must refuse a workspace the caller may not use (host.WorkspaceDenied).
-	SetupInfo(ctx context.Context, req ScopeRequest, caller host.Caller) (SetupInfo, error)
-	Setup(ctx context.Context, req SetupRequest, caller host.Caller, emit func(SetupEvent)) SetupEvent
-	LoginInfo(ctx context.Context, req ScopeRequest, caller host.Caller) (LoginInfo, error)
-	Login(ctx context.Context, req ScopeRequest, caller host.Caller) AuthResult
-	Logout(ctx context.Context, req ScopeRequest, caller host.Caller) AuthResult
+	// backend must refuse a workspace the caller may not use (errcode.WorkspaceDenied).
+	SetupInfo(ctx context.Context, req ScopeRequest, caller Caller) (SetupInfo, error)
+	Setup(ctx context.Context, req SetupRequest, caller Caller, emit func(SetupEvent)) SetupEvent
+	LoginInfo(ctx context.Context, req ScopeRequest, caller Caller) (LoginInfo, error)
+	Login(ctx context.Context, req ScopeRequest, caller Caller) AuthResult
+	Logout(ctx context.Context, req ScopeRequest, caller Caller) AuthResult
 	Daemon(ctx context.Context, probe bool) DaemonStatus
 }
 
@@ -196,7 +196,7 @@ func Handler(b Backend, a Admission) http.Handler {
 		}
 		input, err := argv.DecodeInput(req.Input)
 		if err != nil {
-			writeJSON(w, host.Envelope{Error: &host.Error{Code: "input_invalid", Message: "input: " + err.Error(), Hint: "send the tool's input as one JSON object"}})
+			writeJSON(w, Envelope{Error: &Error{Code: errcode.InputInvalid, Message: "input: " + err.Error(), Hint: "send the tool's input as one JSON object"}})
 			return
 		}
 		writeJSON(w, b.Call(r.Context(), req, input, callerOf(r, req.Workspace)))
@@ -233,7 +233,7 @@ func Handler(b Backend, a Admission) http.Handler {
 		}
 		writeJSON(w, info)
 	})
-	for path, fn := range map[string]func(context.Context, ScopeRequest, host.Caller) AuthResult{PathLogin: b.Login, PathLogout: b.Logout} {
+	for path, fn := range map[string]func(context.Context, ScopeRequest, Caller) AuthResult{PathLogin: b.Login, PathLogout: b.Logout} {
 		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
 			var req ScopeRequest
 			if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
@@ -283,10 +283,11 @@ func stream(w http.ResponseWriter) func(v any) {
 	}
 }
 
-// callerOf is the connection's peer as the host knows a caller, naming workspace ws.
-func callerOf(r *http.Request, ws string) host.Caller {
+// callerOf is the connection's peer as the backend gets it, naming workspace ws.
+func callerOf(r *http.Request, ws string) Caller {
 	p, _ := r.Context().Value(peerKey{}).(Peer)
-	return host.Caller{Workspace: ws, User: peerUser(r), Peer: &host.CallerID{UID: p.UID, GID: p.GID, Groups: slices.Clone(p.Groups)}}
+	p.Groups = slices.Clone(p.Groups)
+	return Caller{Workspace: ws, User: peerUser(r), Peer: &p}
 }
 
 // peerUser names the connection's user: the user name of its uid, or the uid.

@@ -6,23 +6,25 @@ import (
 
 	"github.com/clihost/clihost/approval"
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/agenttoken"
 )
 
 // Call implements control.Backend.
-func (d *Engine) Call(ctx context.Context, req control.CallRequest, input map[string]any, caller host.Caller) host.Envelope {
+func (d *Engine) Call(ctx context.Context, req control.CallRequest, input map[string]any, peer control.Caller) control.Envelope {
 	st := d.cur.Load()
 	b, err := st.host.Bundle(req.Bundle)
 	if err != nil {
-		return host.Envelope{Error: &host.Error{Code: "not_found", Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}}
+		return control.Envelope{Error: &control.Error{Code: errcode.NotFound, Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}}
 	}
+	caller := hostCaller(peer)
 	ws, herr := d.workspaceFor(caller)
 	if herr != nil {
-		return host.Envelope{Error: herr}
+		return control.Envelope{Error: wireError(herr)}
 	}
 	caller.Workspace = ws
-	return st.host.Call(ctx, b, req.Tool, input, caller, host.CallOptions{Via: approval.ViaControl})
+	return wireEnvelope(st.host.Call(ctx, b, req.Tool, input, caller, host.CallOptions{Via: approval.ViaControl}))
 }
 
 // PendingApprovals implements control.ApprovalBackend.

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/clihost/clihost/control"
-	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/agenttoken"
 	"github.com/clihost/clihost/internal/fixture"
 )
@@ -42,9 +41,9 @@ runner: { cli: ../../CLI.md, argv: ["--", "${input.name}"] }
 }
 
 // call runs a tool of the engine's bundles through the control backend, as clihostctl call does.
-func call(e *Engine, bundle, tool, name string) host.Envelope {
+func call(e *Engine, bundle, tool, name string) control.Envelope {
 	return e.Call(context.Background(), control.CallRequest{Bundle: bundle, Tool: tool}, map[string]any{"name": name},
-		host.Caller{User: e.user})
+		control.Caller{User: e.user})
 }
 
 func exists(t *testing.T, e *Engine, name string) bool {

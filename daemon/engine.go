@@ -24,9 +24,9 @@ import (
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/agenttoken"
 	"github.com/clihost/clihost/internal/rotate"
+	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/registry"
 	"github.com/clihost/clihost/sandbox/egress"
-	"github.com/clihost/clihost/sandbox/nsinit"
 	"github.com/clihost/clihost/setup"
 	"github.com/clihost/clihost/store"
 )
@@ -46,12 +46,12 @@ type Config struct {
 	HTTPAddr  string   // --http: the MCP and metrics listener
 	Group     string   // --group: a group whose members may use the control socket
 
-	SandboxOff     bool          // --sandbox=off: bundle processes run with the daemon's full rights
-	AgentUser      string        // --agent-user: who bundle processes run as when the daemon is root
-	EgressAdmit    []string      // --egress-admit: CIDR ranges allowed names may resolve to
-	EgressPorts    string        // --egress-ports: comma-separated destination ports
-	EgressMaxConns int           // --egress-max-conns: egress connections one call may hold at once
-	Limits         nsinit.Limits // --limit-*: per-call resource limits (host.LimitFlags)
+	SandboxOff     bool             // --sandbox=off: bundle processes run with the daemon's full rights
+	AgentUser      string           // --agent-user: who bundle processes run as when the daemon is root
+	EgressAdmit    []string         // --egress-admit: CIDR ranges allowed names may resolve to
+	EgressPorts    string           // --egress-ports: comma-separated destination ports
+	EgressMaxConns int              // --egress-max-conns: egress connections one call may hold at once
+	Limits         isolation.Limits // --limit-*: per-call resource limits (host.LimitFlags)
 
 	AuditMaxSize int64         // --audit-max-size: the audit log's size before it is rotated
 	AuditKeep    int           // --audit-keep: rotated audit logs kept

@@ -14,8 +14,10 @@ import (
 	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/access"
+	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/setup"
 	"github.com/clihost/clihost/store"
@@ -23,19 +25,19 @@ import (
 
 // scopeFor resolves a request's bundle and scope, and the caller with its workspace resolved (see
 // workspaceFor).
-func (d *Engine) scopeFor(req control.ScopeRequest, c host.Caller) (*manifest.Bundle, authstate.Scope, *host.Host, host.Caller, *host.Error) {
+func (d *Engine) scopeFor(req control.ScopeRequest, c host.Caller) (*manifest.Bundle, lifecycle.Scope, *host.Host, host.Caller, *host.Error) {
 	st := d.cur.Load()
 	b, err := st.host.Bundle(req.Bundle)
 	if err != nil {
-		return nil, authstate.Scope{}, nil, c, &host.Error{Code: "not_found", Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}
+		return nil, lifecycle.Scope{}, nil, c, &host.Error{Code: errcode.NotFound, Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}
 	}
 	c.Workspace = req.Workspace
 	ws, herr := d.workspaceFor(c)
 	if herr != nil {
-		return nil, authstate.Scope{}, nil, c, herr
+		return nil, lifecycle.Scope{}, nil, c, herr
 	}
 	c.Workspace = ws
-	return b, authstate.Scope{Bundle: b.Key(), Workspace: ws, User: c.User}, st.host, c, nil
+	return b, lifecycle.Scope{Bundle: b.Key(), Workspace: ws, User: c.User}, st.host, c, nil
 }
 
 // loginScopeFor is scopeFor for the login requests (login, its info, logout): the scope is the
@@ -43,7 +45,7 @@ func (d *Engine) scopeFor(req control.ScopeRequest, c host.Caller) (*manifest.Bu
 // HOME, so a CLI's login is that user's and serves every caller: only that user may log it in or
 // out (root's clihostctl refuses to run a login such a daemon chose); anyone else would put their
 // own account where every caller's calls use it.
-func (d *Engine) loginScopeFor(req control.ScopeRequest, c host.Caller) (*manifest.Bundle, authstate.Scope, *host.Host, host.Caller, *host.Error) {
+func (d *Engine) loginScopeFor(req control.ScopeRequest, c host.Caller) (*manifest.Bundle, lifecycle.Scope, *host.Host, host.Caller, *host.Error) {
 	b, s, h, c, herr := d.scopeFor(req, c)
 	if herr != nil {
 		return b, s, h, c, herr
@@ -58,7 +60,7 @@ func (d *Engine) loginScopeFor(req control.ScopeRequest, c host.Caller) (*manife
 // sharedLoginError refuses a login by a caller other than a non-root daemon's own user.
 func sharedLoginError(b *manifest.Bundle, caller, ws string) *host.Error {
 	me := daemonUser()
-	return &host.Error{Code: "login_refused", Category: "permission",
+	return &host.Error{Code: errcode.LoginRefused, Category: "permission",
 		Message: fmt.Sprintf("this clihostd runs as %s, not root: every CLI runs as %s with one HOME, so %s's login is %s's and serves every caller; %s may not log it in or out",
 			me, me, b.ID(), me, caller),
 		Hint: fmt.Sprintf("the operator logs it in for everyone: sudo -u %s clihostctl login %s --workspace %s "+
@@ -76,7 +78,7 @@ func (d *Engine) workspaceFor(c host.Caller) (string, *host.Error) {
 	}
 	abs, err := filepath.Abs(ws)
 	if err != nil {
-		return "", &host.Error{Code: "input_invalid", Message: fmt.Sprintf("workspace %q: %v", ws, err)}
+		return "", &host.Error{Code: errcode.InputInvalid, Message: fmt.Sprintf("workspace %q: %v", ws, err)}
 	}
 	real, err := filepath.EvalSymlinks(abs)
 	if err != nil || !isDir(real) {
@@ -86,7 +88,7 @@ func (d *Engine) workspaceFor(c host.Caller) (string, *host.Error) {
 				return "", host.WorkspaceDenied(abs, *c.Peer, cerr)
 			}
 		}
-		return "", &host.Error{Code: "input_invalid", Message: fmt.Sprintf("workspace %q is not a directory", ws), Hint: "pass an existing directory as the workspace"}
+		return "", &host.Error{Code: errcode.InputInvalid, Message: fmt.Sprintf("workspace %q is not a directory", ws), Hint: "pass an existing directory as the workspace"}
 	}
 	if c.Peer != nil && c.Peer.UID != 0 {
 		// The resolved path, the one the call will use: checking the path as named and then
@@ -159,8 +161,8 @@ func stepInfo(b *manifest.Bundle, status []setup.StepStatus) []control.SetupStep
 }
 
 // SetupInfo implements control.Backend.
-func (d *Engine) SetupInfo(_ context.Context, req control.ScopeRequest, c host.Caller) (control.SetupInfo, error) {
-	b, s, _, _, herr := d.scopeFor(req, c)
+func (d *Engine) SetupInfo(_ context.Context, req control.ScopeRequest, peer control.Caller) (control.SetupInfo, error) {
+	b, s, _, _, herr := d.scopeFor(req, hostCaller(peer))
 	if herr != nil {
 		return control.SetupInfo{}, scopeError(herr)
 	}
@@ -184,21 +186,21 @@ func (v visitor) Visit(_ context.Context, step manifest.SetupStep, url string) e
 }
 
 // Setup implements control.Backend.
-func (d *Engine) Setup(ctx context.Context, req control.SetupRequest, c host.Caller, emit func(control.SetupEvent)) control.SetupEvent {
-	b, s, h, c, herr := d.scopeFor(req.ScopeRequest, c)
+func (d *Engine) Setup(ctx context.Context, req control.SetupRequest, peer control.Caller, emit func(control.SetupEvent)) control.SetupEvent {
+	b, s, h, c, herr := d.scopeFor(req.ScopeRequest, hostCaller(peer))
 	if herr != nil {
-		return control.SetupEvent{Phase: "error", Error: herr}
+		return control.SetupEvent{Phase: "error", Error: wireError(herr)}
 	}
 	env, verr := h.LifecycleEnv(ctx, b, c)
 	if verr != nil {
-		return control.SetupEvent{Phase: "error", Error: verr}
+		return control.SetupEvent{Phase: "error", Error: wireError(verr)}
 	}
 	status, err := d.setup.Run(ctx, b, s, env, visitor{emit}, setup.RunOptions{Values: req.Values, Force: req.Force})
 	if err != nil {
-		e := &host.Error{Code: "setup_failed", Message: err.Error()}
+		e := &control.Error{Code: errcode.SetupFailed, Message: err.Error()}
 		var se *setup.StepError
 		if errors.As(err, &se) {
-			e = &host.Error{Code: se.Code, Message: se.Message, Hint: se.Hint}
+			e = &control.Error{Code: se.Code, Message: se.Message, Hint: se.Hint}
 		}
 		return control.SetupEvent{Phase: "error", Steps: stepInfo(b, status), Error: e}
 	}
@@ -207,8 +209,8 @@ func (d *Engine) Setup(ctx context.Context, req control.SetupRequest, c host.Cal
 }
 
 // LoginInfo implements control.Backend.
-func (d *Engine) LoginInfo(ctx context.Context, req control.ScopeRequest, c host.Caller) (control.LoginInfo, error) {
-	b, s, h, c, herr := d.loginScopeFor(req, c)
+func (d *Engine) LoginInfo(ctx context.Context, req control.ScopeRequest, peer control.Caller) (control.LoginInfo, error) {
+	b, s, h, c, herr := d.loginScopeFor(req, hostCaller(peer))
 	if herr != nil {
 		return control.LoginInfo{}, scopeError(herr)
 	}
@@ -245,14 +247,14 @@ func (d *Engine) LoginInfo(ctx context.Context, req control.ScopeRequest, c host
 
 // Login implements control.Backend: the person ran login.cmd in their terminal; the daemon now
 // polls completes_when.
-func (d *Engine) Login(ctx context.Context, req control.ScopeRequest, c host.Caller) control.AuthResult {
-	b, s, h, c, herr := d.loginScopeFor(req, c)
+func (d *Engine) Login(ctx context.Context, req control.ScopeRequest, peer control.Caller) control.AuthResult {
+	b, s, h, c, herr := d.loginScopeFor(req, hostCaller(peer))
 	if herr != nil {
-		return control.AuthResult{Error: herr}
+		return control.AuthResult{Error: wireError(herr)}
 	}
 	env, verr := h.LifecycleEnv(ctx, b, c)
 	if verr != nil {
-		return control.AuthResult{Error: verr}
+		return control.AuthResult{Error: wireError(verr)}
 	}
 	if req.WaitSeconds > 0 {
 		var cancel context.CancelFunc
@@ -262,19 +264,19 @@ func (d *Engine) Login(ctx context.Context, req control.ScopeRequest, c host.Cal
 	st, err := d.auth.Login(ctx, b, s, env, func(context.Context, []string) error { return nil })
 	res := control.AuthResult{Phase: string(st.Phase), Reason: st.Reason}
 	if err != nil {
-		res.Error = &host.Error{Code: "auth_required", Message: err.Error(), Hint: "run clihostctl login again"}
+		res.Error = &control.Error{Code: errcode.AuthRequired, Message: err.Error(), Hint: "run clihostctl login again"}
 	}
 	return res
 }
 
 // Logout implements control.Backend.
-func (d *Engine) Logout(_ context.Context, req control.ScopeRequest, c host.Caller) control.AuthResult {
-	b, s, _, _, herr := d.loginScopeFor(req, c)
+func (d *Engine) Logout(_ context.Context, req control.ScopeRequest, peer control.Caller) control.AuthResult {
+	b, s, _, _, herr := d.loginScopeFor(req, hostCaller(peer))
 	if herr != nil {
-		return control.AuthResult{Error: herr}
+		return control.AuthResult{Error: wireError(herr)}
 	}
 	if err := d.auth.Logout(b, s); err != nil {
-		return control.AuthResult{Error: &host.Error{Code: "internal", Message: err.Error()}}
+		return control.AuthResult{Error: &control.Error{Code: errcode.Internal, Message: err.Error()}}
 	}
 	st, _ := d.auth.Get(b, s)
 	return control.AuthResult{Phase: string(st.Phase), Reason: st.Reason}
@@ -315,7 +317,7 @@ func (d *Engine) refreshDue(ctx context.Context) {
 			if !ok {
 				return nil
 			}
-			s := authstate.Scope{Bundle: bundle, Workspace: ws, User: user}
+			s := lifecycle.Scope{Bundle: bundle, Workspace: ws, User: user}
 			if wait, due := d.auth.Due(b, s); !due || wait > 0 {
 				return nil
 			}

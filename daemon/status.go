@@ -9,6 +9,8 @@ import (
 
 	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/registry"
 )
 
@@ -36,7 +38,7 @@ func (d *Engine) bundleStatus(ctx context.Context, st *state, e *registry.Entry)
 		Sandbox: d.probe(ctx, false).String(), Checked: time.Now().UTC()}
 	if b.CLI != nil {
 		bs.Name = b.CLI.Name
-		bs.Limits = st.host.LimitMechanisms(b)
+		bs.Limits = wireLimits(st.host.LimitMechanisms(b))
 	}
 	if b.Findings.HasErrors() || !e.Indexed {
 		bs.Install, bs.Reason = "invalid", "the bundle has lint errors and is not served; run: clihostctl lint "+b.Dir
@@ -46,14 +48,14 @@ func (d *Engine) bundleStatus(ctx context.Context, st *state, e *registry.Entry)
 	switch {
 	case err == nil:
 		bs.Install, bs.BinPath, bs.Version, bs.Ready = "installed", path, ver, true
-	case err.Code == "version_mismatch":
+	case err.Code == errcode.VersionMismatch:
 		bs.Install, bs.Reason = "version_mismatch", err.Message+"; "+err.Hint
-	case err.Code == "sandbox_unavailable":
+	case err.Code == errcode.SandboxUnavailable:
 		bs.Install, bs.Reason = "unverified", err.Message+"; "+err.Hint
 	default:
 		bs.Install, bs.Reason = "missing", fmt.Sprintf("%s; run: clihostctl install %s", err.Message, b.ID())
 	}
-	scope := authstate.Scope{Bundle: b.Key(), Workspace: d.workspace, User: d.user}
+	scope := lifecycle.Scope{Bundle: b.Key(), Workspace: d.workspace, User: d.user}
 	if len(b.CLI.Setup) > 0 {
 		bs.Setup = "done"
 		if pending, err := d.setup.Pending(b, scope); err != nil || len(pending) > 0 {

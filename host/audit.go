@@ -2,6 +2,7 @@ package host
 
 import (
 	"github.com/clihost/clihost/approval"
+	"github.com/clihost/clihost/errcode"
 
 	"crypto/rand"
 	"crypto/sha256"
@@ -16,23 +17,23 @@ import (
 // Invoked is the cli.invoked audit entry (AIP-29 ADAPTER): the argv template and the number of
 // arguments, never the arguments, input values or output.
 type Invoked struct {
-	Type          string `json:"type"`
-	CallID        string `json:"call_id"`
-	CLIID         string `json:"cli_id"`
-	CLIVersion    string `json:"cli_version"`
-	BinaryVersion string `json:"binary_version,omitempty"`
-	Subcommand    string `json:"subcommand"`
-	ToolID        string `json:"tool_id"`
-	UserID        string `json:"user_id,omitempty"`
-	Agent         string `json:"agent,omitempty"` // the agent token of an MCP call over HTTP
-	WorkspaceID   string `json:"workspace_id,omitempty"`
-	ArgvTemplate  string `json:"argv_template"`
-	ArgvCount     int    `json:"argv_count"`
-	ExitCode      *int   `json:"exit_code"`
-	DurationMS    int64  `json:"duration_ms"`
-	AuthState     string `json:"auth_state"`
-	OK            bool   `json:"ok"`
-	ErrorCode     string `json:"error_code,omitempty"`
+	Type          string       `json:"type"`
+	CallID        string       `json:"call_id"`
+	CLIID         string       `json:"cli_id"`
+	CLIVersion    string       `json:"cli_version"`
+	BinaryVersion string       `json:"binary_version,omitempty"`
+	Subcommand    string       `json:"subcommand"`
+	ToolID        string       `json:"tool_id"`
+	UserID        string       `json:"user_id,omitempty"`
+	Agent         string       `json:"agent,omitempty"` // the agent token of an MCP call over HTTP
+	WorkspaceID   string       `json:"workspace_id,omitempty"`
+	ArgvTemplate  string       `json:"argv_template"`
+	ArgvCount     int          `json:"argv_count"`
+	ExitCode      *int         `json:"exit_code"`
+	DurationMS    int64        `json:"duration_ms"`
+	AuthState     string       `json:"auth_state"`
+	OK            bool         `json:"ok"`
+	ErrorCode     errcode.Code `json:"error_code,omitempty"`
 	// Approval is how the call's approval was decided: who approved what, when (absent when the
 	// tool needed none and no policy rule spoke).
 	Approval *approval.Record `json:"approval,omitempty"`

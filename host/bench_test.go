@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/internal/fixture"
-	"github.com/clihost/clihost/sandbox/nsinit"
+	"github.com/clihost/clihost/isolation"
 )
 
 // BenchmarkCall is host.Call of a trivial tool (validate, expand, spawn /usr/bin/true, parse, audit
@@ -51,7 +51,7 @@ func BenchmarkPlainExec(b *testing.B) {
 // (on-ns/call, off-ns/call) and the cost of the limits (limits-%).
 func BenchmarkCallLimits(b *testing.B) {
 	fixture.NeedSandbox(b, SandboxAvailable())
-	none := nsinit.Limits{MemoryBytes: -1, Pids: -1, CPU: -1, NoFile: -1, FileSize: -1, TmpfsBytes: -1}
+	none := isolation.Limits{MemoryBytes: -1, Pids: -1, CPU: -1, NoFile: -1, FileSize: -1, TmpfsBytes: -1}
 	off, _ := writeBundle(b, fixture.True(), Options{Sandbox: SandboxOptions{Limits: none}})
 	on, _ := writeBundle(b, fixture.True(), Options{})
 	ws := fixture.Workspace(b)

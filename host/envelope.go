@@ -1,6 +1,10 @@
 package host
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/clihost/clihost/errcode"
+)
 
 // Envelope is a call's result in the AIP-29 ADAPTER's shape: {ok:true, value, exit_code, ms} or
 // {ok:false, error:{code, message, hint, exit_code, stderr}, ms}.
@@ -28,25 +32,23 @@ func (e Envelope) MarshalJSON() ([]byte, error) {
 	return json.Marshal(failure{plain: plain(e)})
 }
 
-// Error describes a failed call. Code is one of the AIP-14 codes (input_invalid, auth_required,
-// timeout, not_found, …), a CLI code (not_installed, version_mismatch, setup_required,
-// output_parse_failed, sandbox_unavailable, resource_exhausted: the call reached a per-call
-// resource limit, named with its value in Message, …) or the name the bundle gives the exit code.
+// Error describes a failed call. Code is one of package errcode's codes (docs/errors.md lists
+// them) or the name the bundle gives the CLI's exit code.
 type Error struct {
-	Code         string `json:"code"`
-	Message      string `json:"message"`
-	Hint         string `json:"hint,omitempty"`
-	ExitCode     *int   `json:"exit_code,omitempty"`
-	Stderr       string `json:"stderr,omitempty"`
-	Pointer      string `json:"pointer,omitempty"` // JSON pointer of the offending input (input_invalid)
-	Category     string `json:"category,omitempty"`
-	Retryable    bool   `json:"retryable,omitempty"`
-	Fallback     bool   `json:"fallback,omitempty"`
-	RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
+	Code         errcode.Code `json:"code"`
+	Message      string       `json:"message"`
+	Hint         string       `json:"hint,omitempty"`
+	ExitCode     *int         `json:"exit_code,omitempty"`
+	Stderr       string       `json:"stderr,omitempty"`
+	Pointer      string       `json:"pointer,omitempty"` // JSON pointer of the offending input (input_invalid)
+	Category     string       `json:"category,omitempty"`
+	Retryable    bool         `json:"retryable,omitempty"`
+	Fallback     bool         `json:"fallback,omitempty"`
+	RetryAfterMS int64        `json:"retry_after_ms,omitempty"`
 	// Approval is the pending approval an approval_required call waits for.
 	Approval *ApprovalInfo `json:"approval,omitempty"`
 }
 
-func fail(code, message, hint string) Envelope {
+func fail(code errcode.Code, message, hint string) Envelope {
 	return Envelope{Error: &Error{Code: code, Message: message, Hint: hint}}
 }

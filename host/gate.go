@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/internal/beneath"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/output"
@@ -28,7 +29,7 @@ func (h *Host) gate(ctx context.Context, b *manifest.Bundle, c Caller, env []str
 	}
 	st, serr := os.Stat(path)
 	if serr != nil {
-		return binary{}, &Error{Code: "not_installed", Message: fmt.Sprintf("%s: %v", path, serr), Hint: installHint(b)}
+		return binary{}, &Error{Code: errcode.NotInstalled, Message: fmt.Sprintf("%s: %v", path, serr), Hint: installHint(b)}
 	}
 	h.mu.Lock()
 	cached, ok := h.verified[b.Key()]
@@ -48,12 +49,12 @@ func (h *Host) gate(ctx context.Context, b *manifest.Bundle, c Caller, env []str
 	case ctx.Err() != nil:
 		// Cancelled while the version command ran: whatever it returned (an error, or the exit
 		// status of a process the cancel killed) says nothing about its version.
-		return binary{}, &Error{Code: "cancelled", Message: "the call was cancelled during the version check of " + path}
+		return binary{}, &Error{Code: errcode.Cancelled, Message: "the call was cancelled during the version check of " + path}
 	case errors.Is(cerr, nsinit.ErrUnavailable):
 		return binary{}, sandboxError(b, cerr)
 	}
 	if cerr != nil {
-		return binary{}, &Error{Code: "version_mismatch", Message: fmt.Sprintf("the version check of %s could not run: %v", path, cerr), Hint: "fix the bundle's version_check or the installed binary"}
+		return binary{}, &Error{Code: errcode.VersionMismatch, Message: fmt.Sprintf("the version check of %s could not run: %v", path, cerr), Hint: "fix the bundle's version_check or the installed binary"}
 	}
 	if !res.OK {
 		return binary{}, versionError(b, path, res, pol, redactor(secretValues(b, h.opts.LookupEnv, nil)))
@@ -69,7 +70,7 @@ func (h *Host) gate(ctx context.Context, b *manifest.Bundle, c Caller, env []str
 // range to install; a version command that failed carries its exit code and its stderr's tail
 // (redacted), and a path it was refused is explained against the sandbox it ran in.
 func versionError(b *manifest.Bundle, path string, res versioncheck.Result, pol *sandbox.Policy, r redactor) *Error {
-	e := &Error{Code: "version_mismatch", Message: r.text(fmt.Sprintf("%s: %s", path, res.Reason)),
+	e := &Error{Code: errcode.VersionMismatch, Message: r.text(fmt.Sprintf("%s: %s", path, res.Reason)),
 		Hint: fmt.Sprintf("the bundle needs %s %q; install a matching version (%s)", b.CLI.Bin, res.Range, installHint(b))}
 	if res.Captured != "" {
 		return e // a version out of range
@@ -101,7 +102,7 @@ func (h *Host) resolve(b *manifest.Bundle) (string, *Error) {
 		// Resolved beneath the bundle folder at each call: a symlink swapped in since the load is not run.
 		p, err := beneath.Executable(b.OSDir, m.Path)
 		if errors.Is(err, beneath.ErrOutside) {
-			return "", &Error{Code: "not_installed", Message: fmt.Sprintf("vendored binary: %v", err), Hint: "a symlink in a bundle may only point at another file of the bundle"}
+			return "", &Error{Code: errcode.NotInstalled, Message: fmt.Sprintf("vendored binary: %v", err), Hint: "a symlink in a bundle may only point at another file of the bundle"}
 		}
 		if err == nil {
 			return p, nil
@@ -117,7 +118,7 @@ func (h *Host) resolve(b *manifest.Bundle) (string, *Error) {
 	if p, ok := h.lookPath(b.CLI.Bin); ok {
 		return p, nil
 	}
-	return "", &Error{Code: "not_installed", Message: fmt.Sprintf("%s is not installed: not found on PATH", b.CLI.Bin), Hint: installHint(b)}
+	return "", &Error{Code: errcode.NotInstalled, Message: fmt.Sprintf("%s is not installed: not found on PATH", b.CLI.Bin), Hint: installHint(b)}
 }
 
 // lookPath finds a program: an absolute path as it is, a bare name in the absolute entries of the

@@ -19,6 +19,9 @@ import (
 	"github.com/clihost/clihost/approval"
 	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/authstate"
+	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/isolation"
+	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/output"
 	"github.com/clihost/clihost/registry"
@@ -74,7 +77,7 @@ type Host struct {
 
 	mu       sync.Mutex
 	verified map[string]binary // by bundle key
-	limits   nsinit.Limits     // the operator's limits, resolved (operatorLimits)
+	limits   isolation.Limits  // the operator's limits, resolved (operatorLimits)
 }
 
 // binary is a resolved, version-checked bin.
@@ -138,7 +141,7 @@ func (h *Host) Call(ctx context.Context, b *manifest.Bundle, tool string, input 
 	endEgress := h.audit.holdCall(rec.CallID, b.ID())
 	var env Envelope
 	if entry == nil || entry.Tool == nil {
-		env = fail("not_found", fmt.Sprintf("bundle %s has no tool %q", b.Key(), tool), "tools: "+strings.Join(toolNames(b), ", "))
+		env = fail(errcode.NotFound, fmt.Sprintf("bundle %s has no tool %q", b.Key(), tool), "tools: "+strings.Join(toolNames(b), ", "))
 		rec.Subcommand = tool
 	} else {
 		rec.Subcommand, rec.ToolID = strings.Join(entry.Path, "."), entry.Tool.ID
@@ -195,10 +198,10 @@ func (h *Host) envOf(e *manifest.Env, extra ...string) []string {
 func (h *Host) Verify(ctx context.Context, b *manifest.Bundle, workspace string) (path, version string, err *Error) {
 	c := Caller{Workspace: workspace}
 	if !h.opts.Sandbox.Off {
-		if _, e := h.identityFor(workspace, nil); e != nil && e.Code == "workspace_denied" {
+		if _, e := h.identityFor(workspace, nil); e != nil && e.Code == errcode.WorkspaceDenied {
 			dir, done, derr := h.checkDir(h.runAs(workspace, nil))
 			if derr != nil {
-				return "", "", &Error{Code: "internal", Message: "a folder for the version check: " + derr.Error()}
+				return "", "", &Error{Code: errcode.Internal, Message: "a folder for the version check: " + derr.Error()}
 			}
 			defer done()
 			c.Workspace = dir
@@ -211,19 +214,19 @@ func (h *Host) Verify(ctx context.Context, b *manifest.Bundle, workspace string)
 // LifecycleEnv says how the bundle's own commands (setup steps, login and its checks) run in c's
 // workspace (absolute) for c: the verified binary, the bundle's environment plus PATH, and the
 // bundle's sandbox, run as identityFor decides for c.
-func (h *Host) LifecycleEnv(ctx context.Context, b *manifest.Bundle, c Caller) (authstate.Env, *Error) {
+func (h *Host) LifecycleEnv(ctx context.Context, b *manifest.Bundle, c Caller) (lifecycle.Env, *Error) {
 	ws := c.Workspace
 	bin, verr := h.gate(ctx, b, c, h.envOf(b.CLI.Sandbox.Env))
 	if verr != nil {
-		return authstate.Env{}, verr
+		return lifecycle.Env{}, verr
 	}
 	path := bin.path
 	env := h.envOf(b.CLI.Sandbox.Env, "PATH")
 	plan, pol, e := h.confine(b, nil, path, c, &env)
 	if e != nil {
-		return authstate.Env{}, e
+		return lifecycle.Env{}, e
 	}
-	return authstate.Env{BinPath: path, Dir: ws, Env: env, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), newCallID()),
+	return lifecycle.Env{BinPath: path, Dir: ws, Env: env, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), newCallID()),
 		Guard: h.lifecycleGuard(b, pol)}, nil
 }
 
@@ -268,7 +271,7 @@ func toolNames(b *manifest.Bundle) []string {
 
 func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, input map[string]any, c Caller, opts CallOptions, rec *Invoked) Envelope {
 	if b.Findings.HasErrors() || t.Tool.Runner == nil || !t.Tool.Runner.Callable() || t.InputSchema() == nil {
-		return fail("bundle_invalid", fmt.Sprintf("bundle %s has lint errors; its tools are not callable", b.Key()), "run: clihostctl lint "+b.Dir)
+		return fail(errcode.BundleInvalid, fmt.Sprintf("bundle %s has lint errors; its tools are not callable", b.Key()), "run: clihostctl lint "+b.Dir)
 	}
 	if input == nil {
 		input = map[string]any{}
@@ -279,7 +282,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	}
 	workspace, err := filepath.Abs(c.Workspace)
 	if err != nil || !isDir(workspace) {
-		return fail("input_invalid", fmt.Sprintf("workspace %q is not a directory", c.Workspace), "pass an existing directory as the workspace")
+		return fail(errcode.InputInvalid, fmt.Sprintf("workspace %q is not a directory", c.Workspace), "pass an existing directory as the workspace")
 	}
 	eff := manifest.EffectiveSandbox(b.CLI.Sandbox, t.Tool.Sandbox)
 	env := h.envOf(eff.Env)
@@ -297,11 +300,11 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	}
 	rec.BinaryVersion = bin.version
 
-	scope := authstate.Scope{Bundle: b.Key(), Workspace: workspace, User: c.User}
+	scope := lifecycle.Scope{Bundle: b.Key(), Workspace: workspace, User: c.User}
 	loginScope := scope
 	loginScope.User = LoginUser(c.User)
 	var usedSecrets []string
-	lenv := authstate.Env{BinPath: bin.path, Dir: workspace, Env: slices.Clone(env)}
+	lenv := lifecycle.Env{BinPath: bin.path, Dir: workspace, Env: slices.Clone(env)}
 	var lpol *sandbox.Policy
 	if h.opts.Auth != nil && b.CLI.Auth != nil && b.CLI.Auth.Login != nil {
 		// Login checks and refreshes run the bundle's own commands, in the bundle's sandbox.
@@ -369,19 +372,19 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 // finish turns a finished (or unstartable) process into the call's envelope. pol is the sandbox
 // it ran in (nil when off): a refused path is explained against it.
 func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, res runner.Result, err error, conv output.Convention,
-	timeout time.Duration, scope authstate.Scope, rec *Invoked, usedSecrets []string, pol *sandbox.Policy) Envelope {
+	timeout time.Duration, scope lifecycle.Scope, rec *Invoked, usedSecrets []string, pol *sandbox.Policy) Envelope {
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return fail("cancelled", "the call was cancelled before its process started", "")
+		return fail(errcode.Cancelled, "the call was cancelled before its process started", "")
 	case errors.Is(err, nsinit.ErrUnavailable):
 		return Envelope{Error: sandboxError(b, err)}
 	case err != nil:
-		return fail("not_installed", fmt.Sprintf("%s could not be started: %v", b.CLI.Bin, err), "check the binary is installed and executable")
+		return fail(errcode.NotInstalled, fmt.Sprintf("%s could not be started: %v", b.CLI.Bin, err), "check the binary is installed and executable")
 	}
 	exit := res.ExitCode
 	rec.ExitCode = &exit
 	if res.Canceled {
-		return Envelope{ExitCode: &exit, Error: &Error{Code: "cancelled", Message: "the call was cancelled; its processes were stopped", ExitCode: &exit}}
+		return Envelope{ExitCode: &exit, Error: &Error{Code: errcode.Cancelled, Message: "the call was cancelled; its processes were stopped", ExitCode: &exit}}
 	}
 	out := output.Parse(conv, output.Process{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
 		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, TimedOut: res.TimedOut})
@@ -389,7 +392,7 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 	if out.OK {
 		if s := t.OutputSchema(); s != nil {
 			if err := s.Validate(out.Value); err != nil {
-				return Envelope{ExitCode: &exit, Error: &Error{Code: "output_invalid", ExitCode: &exit,
+				return Envelope{ExitCode: &exit, Error: &Error{Code: errcode.OutputInvalid, ExitCode: &exit,
 					Message: "the command succeeded but its output does not match the tool's outputs schema: " + firstCause(err),
 					Hint:    "the bundle's outputs schema does not describe what this version of the CLI prints; report it to the bundle's author"}}
 			}
@@ -412,7 +415,7 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 		e.Hint = "the CLI reports that it is not logged in or that its credentials expired; " + loginHint(b)
 	}
 	if h.expired(b, scope, exit, rec.UserID) {
-		e.Code, e.Category = "auth_required", "authentication"
+		e.Code, e.Category = errcode.AuthRequired, "authentication"
 		e.Hint = "the CLI's login expired; " + loginHint(b)
 	}
 	return Envelope{ExitCode: &exit, Error: e}
@@ -421,23 +424,23 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 // lifecycle checks setup (in scope, the caller's) and login (in loginScope, see LoginUser) before a
 // call (when the host has a setup engine and an auth machine) and adds what setup persisted to the
 // call's environment and the values to redact.
-func (h *Host) lifecycle(ctx context.Context, b *manifest.Bundle, scope, loginScope authstate.Scope, lenv authstate.Env, env *[]string, sensitive *[]string) *Error {
+func (h *Host) lifecycle(ctx context.Context, b *manifest.Bundle, scope, loginScope lifecycle.Scope, lenv lifecycle.Env, env *[]string, sensitive *[]string) *Error {
 	if h.opts.Setup != nil && len(b.CLI.Setup) > 0 {
 		pending, err := h.opts.Setup.Pending(b, scope)
 		if err != nil {
-			return &Error{Code: "internal", Message: "reading the setup ledger: " + err.Error()}
+			return &Error{Code: errcode.Internal, Message: "reading the setup ledger: " + err.Error()}
 		}
 		if len(pending) > 0 {
 			var ids []string
 			for _, p := range pending {
 				ids = append(ids, p.ID)
 			}
-			return &Error{Code: "setup_required", Message: fmt.Sprintf("%s's setup is not complete: pending steps %s", b.ID(), strings.Join(ids, ", ")),
+			return &Error{Code: errcode.SetupRequired, Message: fmt.Sprintf("%s's setup is not complete: pending steps %s", b.ID(), strings.Join(ids, ", ")),
 				Hint: fmt.Sprintf("run: clihostctl setup %s --workspace %s", b.ID(), scope.Workspace)}
 		}
 		persisted, err := h.opts.Setup.PersistedEnv(b, scope)
 		if err != nil {
-			return &Error{Code: "internal", Message: "reading the values setup persisted: " + err.Error()}
+			return &Error{Code: errcode.Internal, Message: "reading the values setup persisted: " + err.Error()}
 		}
 		for k, v := range persisted {
 			*env = setEnv(*env, k, v)
@@ -447,14 +450,14 @@ func (h *Host) lifecycle(ctx context.Context, b *manifest.Bundle, scope, loginSc
 	if h.opts.Auth != nil && b.CLI.Auth != nil && b.CLI.Auth.Login != nil {
 		st, err := h.opts.Auth.BeforeCall(ctx, b, loginScope, lenv)
 		if err != nil {
-			return &Error{Code: "auth_required", Message: "the login state could not be checked: " + err.Error(), Hint: loginHint(b)}
+			return &Error{Code: errcode.AuthRequired, Message: "the login state could not be checked: " + err.Error(), Hint: loginHint(b)}
 		}
 		if st.Phase != authstate.Authed {
 			msg := fmt.Sprintf("%s is not logged in (%s)", b.ID(), st.Phase)
 			if st.Reason != "" {
 				msg += ": " + st.Reason
 			}
-			return &Error{Code: "auth_required", Message: msg, Hint: loginHint(b), Category: "authentication"}
+			return &Error{Code: errcode.AuthRequired, Message: msg, Hint: loginHint(b), Category: "authentication"}
 		}
 	}
 	return nil
@@ -462,7 +465,7 @@ func (h *Host) lifecycle(ctx context.Context, b *manifest.Bundle, scope, loginSc
 
 // expired reports whether exit means the login expired, moving the state machine (which writes
 // the cli.auth_expired audit record) or, without one, writing the record here.
-func (h *Host) expired(b *manifest.Bundle, scope authstate.Scope, exit int, user string) bool {
+func (h *Host) expired(b *manifest.Bundle, scope lifecycle.Scope, exit int, user string) bool {
 	if h.opts.Auth != nil {
 		matched, _ := h.opts.Auth.Expired(b, scope, exit)
 		return matched
@@ -543,10 +546,10 @@ func expired(b *manifest.Bundle, exit int) bool {
 func expandError(err error) *Error {
 	e, ok := err.(*argv.Error)
 	if !ok {
-		return &Error{Code: "internal", Message: err.Error()}
+		return &Error{Code: errcode.Internal, Message: err.Error()}
 	}
-	if e.Code == "secret_missing" {
-		return &Error{Code: "setup_required", Message: e.Message, Hint: e.Hint}
+	if e.Code == errcode.SecretMissing {
+		return &Error{Code: errcode.SetupRequired, Message: e.Message, Hint: e.Hint}
 	}
 	return &Error{Code: e.Code, Message: e.Message, Hint: e.Hint, Pointer: e.Pointer}
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/internal/access"
 	"github.com/clihost/clihost/sandbox"
 )
@@ -50,20 +51,20 @@ func (h *Host) identityFor(ws string, caller *CallerID) (identity, *Error) {
 		if !ok || !filepath.IsAbs(home) {
 			var err error
 			if home, err = os.UserHomeDir(); err != nil {
-				return identity{}, &Error{Code: "internal", Message: "the calling user's home directory: " + err.Error()}
+				return identity{}, &Error{Code: errcode.Internal, Message: "the calling user's home directory: " + err.Error()}
 			}
 		}
 		id := sandbox.Identity{UID: os.Geteuid(), GID: os.Getegid()}
 		if home = filepath.Clean(home); h.overlapsState(home) {
 			var err error
 			if home, err = h.keptHome(id); err != nil {
-				return identity{}, &Error{Code: "internal", Message: err.Error()}
+				return identity{}, &Error{Code: errcode.Internal, Message: err.Error()}
 			}
 		}
 		return identity{id: id, home: home}, nil
 	}
 	if err := h.reachableState(); err != nil {
-		return identity{}, &Error{Code: "internal", Message: "the state directory: " + err.Error()}
+		return identity{}, &Error{Code: errcode.Internal, Message: "the state directory: " + err.Error()}
 	}
 	id := h.runAs(ws, caller)
 	if err := access.CheckDir(ws, access.Who{UID: id.UID, GID: id.GID, Groups: id.Groups}); err != nil {
@@ -71,7 +72,7 @@ func (h *Host) identityFor(ws string, caller *CallerID) (identity, *Error) {
 	}
 	home, err := h.homeFor(id)
 	if err != nil {
-		return identity{}, &Error{Code: "internal", Message: err.Error(), Hint: "check the state directory (clihostd --state) and its homes/ folder"}
+		return identity{}, &Error{Code: errcode.Internal, Message: err.Error(), Hint: "check the state directory (clihostd --state) and its homes/ folder"}
 	}
 	return identity{id: id, home: home}, nil
 }
@@ -141,7 +142,7 @@ func deniedError(ws string, uid int, caller *CallerID, err error) *Error {
 	if caller != nil && caller.UID != 0 {
 		hint = fmt.Sprintf("use a workspace you (%s) may read, write and search, or have its owner grant it to you (setfacl -m u:%s:rwX -R %s)", name, name, ws)
 	}
-	return &Error{Code: "workspace_denied", Category: "permission", Message: msg, Hint: hint}
+	return &Error{Code: errcode.WorkspaceDenied, Category: "permission", Message: msg, Hint: hint}
 }
 
 // binaryDenied is the refusal of a binary the uid a process would run as may not execute (a CLI
@@ -149,7 +150,7 @@ func deniedError(ws string, uid int, caller *CallerID, err error) *Error {
 // category permission, naming the binary, the uid and the folder it cannot search.
 func binaryDenied(bin string, uid int, err error) *Error {
 	name := userName(uid)
-	return &Error{Code: "binary_denied", Category: "permission",
+	return &Error{Code: errcode.BinaryDenied, Category: "permission",
 		Message: fmt.Sprintf("uid %d (%s), whom this process would run as, cannot execute %s: %s", uid, name, bin, reason(err)),
 		Hint: fmt.Sprintf("install the CLI where %s can run it (a system package, or a prefix outside a private home such as /opt or /usr/local), "+
 			"or run clihostd --agent-user NAME with a user who can", name)}
@@ -159,7 +160,7 @@ func binaryDenied(bin string, uid int, err error) *Error {
 // itself (code workspace_denied, category permission).
 func WorkspaceDenied(ws string, caller CallerID, err error) *Error {
 	name := userName(caller.UID)
-	return &Error{Code: "workspace_denied", Category: "permission",
+	return &Error{Code: errcode.WorkspaceDenied, Category: "permission",
 		Message: fmt.Sprintf("%s (uid %d) may not use the workspace %s: %s", name, caller.UID, ws, reason(err)),
 		Hint:    fmt.Sprintf("name a workspace you may read, write and search yourself, or have its owner grant it to you (setfacl -m u:%s:rwX -R %s)", name, ws)}
 }
@@ -169,7 +170,7 @@ func WorkspaceDenied(ws string, caller CallerID, err error) *Error {
 // it, and it now resolves to now. A caller who can change a folder on the path (turn it into a
 // symbolic link) must not get a directory it was never checked for.
 func workspaceChanged(ws, now string) *Error {
-	return &Error{Code: "workspace_denied", Category: "permission",
+	return &Error{Code: errcode.WorkspaceDenied, Category: "permission",
 		Message: fmt.Sprintf("the workspace %s changed after its access check (it now leads to %s): refused", ws, now),
 		Hint:    "name a workspace whose path nobody changes during the call (no symbolic link swapped into it)"}
 }
@@ -189,7 +190,7 @@ func writableBy(roots []string, id sandbox.Identity) *Error {
 			continue
 		}
 		if err := access.CheckWrite(w, who); err != nil {
-			return &Error{Code: "path_denied", Category: "permission",
+			return &Error{Code: errcode.PathDenied, Category: "permission",
 				Message: fmt.Sprintf("%s, which the bundle's sandbox lets this call write (fs.write), is not writable by uid %d (%s), whom the call runs as: %s", w, id.UID, userName(id.UID), reason(err)),
 				Hint:    "a symbolic link in that user's home may lead there: point it at a folder that user owns, or remove it"}
 		}

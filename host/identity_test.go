@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/sandbox"
 )
@@ -224,7 +225,7 @@ func TestBinaryUnderAPrivateHome(t *testing.T) {
 	ws := fixture.Workspace(t)
 	for _, tc := range []struct {
 		dir  string
-		code string
+		code errcode.Code
 	}{{shims, "binary_denied"}, {open, ""}} {
 		h := New(reg, Options{LookupEnv: func(k string) (string, bool) {
 			if k == "PATH" {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/internal/wspath"
 	"github.com/clihost/clihost/output"
 )
@@ -59,7 +60,7 @@ func validateInput(s *jsonschema.Schema, input map[string]any) *Error {
 	}
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return &Error{Code: "input_invalid", Message: err.Error(), Hint: "check the input against the tool's input schema"}
+		return &Error{Code: errcode.InputInvalid, Message: err.Error(), Hint: "check the input against the tool's input schema"}
 	}
 	var leaves []*jsonschema.ValidationError
 	var walk func(e *jsonschema.ValidationError)
@@ -85,7 +86,7 @@ func validateInput(s *jsonschema.Schema, input map[string]any) *Error {
 		msgs = append(msgs, where+": "+l.Message)
 	}
 	where := leaves[0].InstanceLocation
-	return &Error{Code: "input_invalid", Message: strings.Join(msgs, "; "), Pointer: where,
+	return &Error{Code: errcode.InputInvalid, Message: strings.Join(msgs, "; "), Pointer: where,
 		Hint: "fix the value at " + orRoot(where) + "; the tool's input schema lists each property's type and allowed values"}
 }
 
@@ -117,15 +118,15 @@ func checkPaths(schema map[string]any, input map[string]any, workspace string) *
 		why, err := wspath.Check(workspace, v)
 		switch {
 		case err != nil:
-			out = &Error{Code: "input_invalid", Message: err.Error(), Hint: "pass an existing directory as the workspace"}
+			out = &Error{Code: errcode.InputInvalid, Message: err.Error(), Hint: "pass an existing directory as the workspace"}
 		case why != "":
-			out = &Error{Code: "path_traversal_blocked", Pointer: ptr, Category: output.CategoryPermission,
+			out = &Error{Code: errcode.PathTraversalBlocked, Pointer: ptr, Category: output.CategoryPermission,
 				Message: fmt.Sprintf("input %s %q %s", strings.TrimPrefix(ptr, "/"), v, why),
 				Hint:    "use a relative path inside the workspace, such as src/main.go, without .. that leaves it"}
 		default:
 			return nil
 		}
-		return errors.New(out.Code)
+		return errors.New(string(out.Code))
 	})
 	return out
 }

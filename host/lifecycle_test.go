@@ -10,6 +10,7 @@ import (
 
 	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/setup"
 	"github.com/clihost/clihost/store"
 )
@@ -63,9 +64,9 @@ runner: { cli: ../../CLI.md, argv: [-n, 'error("expired")'] }
 	if env := call("env"); env.OK || env.Error.Code != "setup_required" || !strings.Contains(env.Error.Message, "token") || !strings.Contains(env.Error.Hint, "clihostctl setup echo") {
 		t.Fatalf("before setup: %+v", env.Error)
 	}
-	scope := authstate.Scope{Bundle: b.Key(), Workspace: ws, User: "alice"}
+	scope := lifecycle.Scope{Bundle: b.Key(), Workspace: ws, User: "alice"}
 	jq, _ := h.resolve(b)
-	lenv := authstate.Env{BinPath: jq, Dir: ws, Env: []string{"PATH=/usr/bin:/bin"}}
+	lenv := lifecycle.Env{BinPath: jq, Dir: ws, Env: []string{"PATH=/usr/bin:/bin"}}
 	if _, err := engine.Run(context.Background(), b, scope, lenv, nil, setup.RunOptions{Values: map[string]string{"token": "tok-secret-42"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/runner"
 	"github.com/clihost/clihost/sandbox/cgroup"
@@ -15,11 +17,11 @@ import (
 // DefaultLimits are the operator's per-call resource limits when SandboxOptions.Limits leaves a
 // field zero: 1 GiB of memory, 256 processes, 256 MiB each for /tmp and /dev/shm, 1024 open files
 // per process, files up to 1 GiB, and no CPU time limit (the call's timeout bounds it).
-var DefaultLimits = nsinit.Limits{MemoryBytes: 1 << 30, Pids: 256, TmpfsBytes: 256 << 20, NoFile: 1024, FileSize: 1 << 30}
+var DefaultLimits = isolation.Limits{MemoryBytes: 1 << 30, Pids: 256, TmpfsBytes: 256 << 20, NoFile: 1024, FileSize: 1 << 30}
 
 // operatorLimits resolves the operator's limits: a zero field takes DefaultLimits's value, a
 // negative one means no limit (0 in the plan).
-func operatorLimits(l nsinit.Limits) nsinit.Limits {
+func operatorLimits(l isolation.Limits) isolation.Limits {
 	pick := func(v, def int64) int64 {
 		switch {
 		case v < 0:
@@ -30,7 +32,7 @@ func operatorLimits(l nsinit.Limits) nsinit.Limits {
 		return v
 	}
 	d := DefaultLimits
-	return nsinit.Limits{
+	return isolation.Limits{
 		MemoryBytes: pick(l.MemoryBytes, d.MemoryBytes),
 		Pids:        pick(l.Pids, d.Pids),
 		CPU:         time.Duration(pick(int64(l.CPU), int64(d.CPU))),
@@ -42,7 +44,7 @@ func operatorLimits(l nsinit.Limits) nsinit.Limits {
 
 // limitsFor returns the limits of a process of bundle b's tool t (nil: the bundle's own
 // commands): the operator's, narrowed by the bundle's and the tool's runner.limits.
-func (h *Host) limitsFor(b *manifest.Bundle, t *manifest.ToolEntry) nsinit.Limits {
+func (h *Host) limitsFor(b *manifest.Bundle, t *manifest.ToolEntry) isolation.Limits {
 	l := h.limits
 	var tr *manifest.ToolRunner
 	if t != nil && t.Tool != nil {
@@ -81,7 +83,7 @@ func callTimeout(b *manifest.Bundle, t *manifest.ToolEntry) time.Duration {
 
 // exhaustedError is the envelope error of a call that failed after reaching a resource limit.
 func exhaustedError(res runner.Result, exit *int, stderr string) *Error {
-	return &Error{Code: "resource_exhausted", Message: res.Exhausted, ExitCode: exit, Stderr: stderr, Category: "resource",
+	return &Error{Code: errcode.ResourceExhausted, Message: res.Exhausted, ExitCode: exit, Stderr: stderr, Category: "resource",
 		Hint: "the call reached a resource limit of this host (clihostd --limit-*) or of the bundle (runner.limits); narrow the request"}
 }
 
@@ -162,7 +164,7 @@ type LimitValue struct {
 
 // LimitFlags returns the operator limit flags writing into l (a SandboxOptions.Limits): their
 // defaults are DefaultLimits.
-func LimitFlags(l *nsinit.Limits) []LimitFlag {
+func LimitFlags(l *isolation.Limits) []LimitFlag {
 	d := DefaultLimits
 	cpu := (*int64)(&l.CPU)
 	return []LimitFlag{

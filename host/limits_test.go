@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/internal/fixture"
-	"github.com/clihost/clihost/sandbox/nsinit"
+	"github.com/clihost/clihost/isolation"
 )
 
 // TestRunnerLimitsTimeout: a bundle's runner.limits.timeout_ms stops a call whose tool allows 60 s
@@ -33,12 +33,12 @@ func TestLimitsFor(t *testing.T) {
 	files := fixture.True()
 	files["true/CLI.md"] = strings.Replace(files["true/CLI.md"], "sandbox:\n", "runner: { limits: { memory_mb: 4096, cpu_ms: 2000 } }\nsandbox:\n", 1)
 	files["true/tools/run/TOOL.md"] = strings.Replace(files["true/tools/run/TOOL.md"], "runner: { cli: ../../CLI.md,", "runner: { limits: { memory_mb: 256 }, cli: ../../CLI.md,", 1)
-	h, _ := writeBundle(t, files, Options{Sandbox: SandboxOptions{Limits: nsinit.Limits{Pids: 100, NoFile: -1}}})
+	h, _ := writeBundle(t, files, Options{Sandbox: SandboxOptions{Limits: isolation.Limits{Pids: 100, NoFile: -1}}})
 	b := bundle(t, h, "true")
 	if b.Findings.HasErrors() {
 		t.Fatalf("lint: %v", b.Findings)
 	}
-	want := nsinit.Limits{MemoryBytes: 1 << 30, Pids: 100, CPU: 2 * time.Second, FileSize: 1 << 30, TmpfsBytes: 256 << 20}
+	want := isolation.Limits{MemoryBytes: 1 << 30, Pids: 100, CPU: 2 * time.Second, FileSize: 1 << 30, TmpfsBytes: 256 << 20}
 	if got := h.limitsFor(b, nil); got != want {
 		t.Errorf("bundle: %+v, want %+v (the bundle's 4096 MiB does not raise the operator's 1 GiB)", got, want)
 	}
@@ -50,14 +50,14 @@ func TestLimitsFor(t *testing.T) {
 
 // TestLimitFlags parses the operator's --limit-* values.
 func TestLimitFlags(t *testing.T) {
-	var l nsinit.Limits
+	var l isolation.Limits
 	set := map[string]string{"limit-memory": "512MiB", "limit-pids": "none", "limit-tmpfs": "1G", "limit-cpu": "90s", "limit-nofile": "4096", "limit-fsize": "1048576"}
 	for _, f := range LimitFlags(&l) {
 		if err := f.Value.Set(set[f.Name]); err != nil {
 			t.Fatalf("--%s %s: %v", f.Name, set[f.Name], err)
 		}
 	}
-	want := nsinit.Limits{MemoryBytes: 512 << 20, Pids: -1, TmpfsBytes: 1 << 30, CPU: 90 * time.Second, NoFile: 4096, FileSize: 1 << 20}
+	want := isolation.Limits{MemoryBytes: 512 << 20, Pids: -1, TmpfsBytes: 1 << 30, CPU: 90 * time.Second, NoFile: 4096, FileSize: 1 << 20}
 	if l != want {
 		t.Fatalf("parsed %+v, want %+v", l, want)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/runner"
 	"github.com/clihost/clihost/sandbox/nsinit"
@@ -91,7 +92,7 @@ func (h *Host) Probe(ctx context.Context, ws string) (res ProbeResult) {
 	id := h.runAs(ws, nil)
 	res.UID, res.GID, res.User = id.UID, id.GID, userName(id.UID)
 	dir := ws
-	if _, e := h.identityFor(ws, nil); e != nil && e.Code == "workspace_denied" {
+	if _, e := h.identityFor(ws, nil); e != nil && e.Code == errcode.WorkspaceDenied {
 		// The sandbox may work although this identity may not use the workspace: probe it where
 		// that identity may (as Verify does), and say what the workspace's calls will get.
 		res.WorkspaceDenied, res.Hint = e.Message, e.Hint

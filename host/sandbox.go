@@ -10,7 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/internal/access"
+	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/sandbox"
 	"github.com/clihost/clihost/sandbox/egress"
@@ -48,7 +50,7 @@ type SandboxOptions struct {
 	EgressMaxConns int
 	// Limits are the operator's per-call resource limits (clihostd --limit-*): a zero field takes
 	// DefaultLimits's value, a negative one means no limit. Bundles and tools may narrow them.
-	Limits nsinit.Limits
+	Limits isolation.Limits
 }
 
 // DefaultEgressPorts are HTTP, HTTPS and SSH (git).
@@ -95,13 +97,13 @@ func SandboxAvailable() error { return probeOnce() }
 // nil plan when the operator turned the sandbox off; workspace_denied when the uid the process
 // would run as may not use the workspace; sandbox_unavailable when this host cannot build the
 // sandbox or the bundle's sandbox cannot be enforced here.
-func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string, c Caller, env *[]string) (*nsinit.Plan, *sandbox.Policy, *Error) {
+func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string, c Caller, env *[]string) (*isolation.Plan, *sandbox.Policy, *Error) {
 	ws := c.Workspace
 	if h.opts.Sandbox.Off {
 		return nil, nil, nil
 	}
 	if err := probeOnce(); err != nil {
-		return nil, nil, &Error{Code: "sandbox_unavailable", Message: err.Error(),
+		return nil, nil, &Error{Code: errcode.SandboxUnavailable, Message: err.Error(),
 			Hint: "run clihost on Linux ≥ 6.2 with Landlock enabled (lsm=landlock), as root or with unprivileged user namespaces; an operator may run clihostd --sandbox=off at their own risk"}
 	}
 	who, idErr := h.identityFor(ws, c.Peer)
@@ -251,7 +253,7 @@ func sandboxError(b *manifest.Bundle, err error) *Error {
 	if !errors.Is(err, nsinit.ErrUnavailable) {
 		msg = nsinit.ErrUnavailable.Error() + ": " + msg
 	}
-	return &Error{Code: "sandbox_unavailable", Message: msg,
+	return &Error{Code: errcode.SandboxUnavailable, Message: msg,
 		Hint: "the call was refused, not run; check the bundle's sandbox block (clihostctl inspect " + b.ID() + ") and that the paths it needs exist"}
 }
 

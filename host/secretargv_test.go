@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/registry"
 	"github.com/clihost/clihost/setup"
 	"github.com/clihost/clihost/store"
@@ -59,9 +59,9 @@ func TestSecretInArgvIsReadByOtherUsers(t *testing.T) {
 	}
 
 	ws := fixture.Workspace(t)
-	scope := authstate.Scope{Bundle: b.Key(), Workspace: ws, User: "alice"}
+	scope := lifecycle.Scope{Bundle: b.Key(), Workspace: ws, User: "alice"}
 	bin, _ := h.resolve(b)
-	lenv := authstate.Env{BinPath: bin, Dir: ws, Env: []string{"PATH=/usr/bin:/bin"}}
+	lenv := lifecycle.Env{BinPath: bin, Dir: ws, Env: []string{"PATH=/usr/bin:/bin"}}
 	if _, err := engine.Run(context.Background(), b, scope, lenv, nil, setup.RunOptions{Values: map[string]string{"tok": secret}}); err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,8 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/argv"
-	"github.com/clihost/clihost/authstate"
+	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/output"
 	"github.com/clihost/clihost/runner"
@@ -32,7 +33,7 @@ type stepCall struct {
 	bin       binary    // the bundle's verified bin
 	secrets   argv.Secrets
 	used      *[]string       // secret values used so far, for redaction
-	scope     authstate.Scope // the login's scope (LoginUser), for a login that expired
+	scope     lifecycle.Scope // the login's scope (LoginUser), for a login that expired
 	rec       *Invoked
 	opts      CallOptions
 }
@@ -66,7 +67,7 @@ func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 		sc.rec.ArgvCount += len(proc.Args)
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
-			return Envelope{Error: &Error{Code: "timeout", Message: fmt.Sprintf("the tool's steps did not finish within %s; step %d was not started", timeout, i),
+			return Envelope{Error: &Error{Code: errcode.Timeout, Message: fmt.Sprintf("the tool's steps did not finish within %s; step %d was not started", timeout, i),
 				Hint: "narrow the request or raise the tool's timeout_ms"}, Warnings: warnings}
 		}
 		env := proc.Env
@@ -145,7 +146,7 @@ func (h *Host) stepCommand(sc stepCall, i int, s *manifest.ToolStep, vals argv.V
 			}
 		}
 		if _, refused := sandbox.Env(nil, nil, set); len(refused) > 0 {
-			return runner.Command{}, stepErr(i, &Error{Code: "bundle_invalid",
+			return runner.Command{}, stepErr(i, &Error{Code: errcode.BundleInvalid,
 				Message: fmt.Sprintf("the step sets %s, which clihost never passes to a program (it makes programs load code) or which holds a NUL byte", strings.Join(refused, ", ")),
 				Hint:    "remove the variable from the step's env"})
 		}
@@ -188,7 +189,7 @@ func (h *Host) spawnPath(name string) (string, *Error) {
 	if p, ok := h.lookPath(name); ok {
 		return p, nil
 	}
-	return "", &Error{Code: "not_installed", Message: fmt.Sprintf("%s is not installed: not found on PATH", name),
+	return "", &Error{Code: errcode.NotInstalled, Message: fmt.Sprintf("%s is not installed: not found on PATH", name),
 		Hint: fmt.Sprintf("install %s so that it is on PATH", name)}
 }
 
@@ -211,7 +212,7 @@ func stepDir(workspace string, tok *manifest.TemplateToken, vals argv.Values) (s
 		ptr = "/" + strings.Join(e.Path, "/")
 	}
 	bad := func(msg string) (string, *Error) {
-		return "", &Error{Code: "input_invalid", Pointer: ptr, Message: msg, Hint: "name a directory inside the workspace, relative to it"}
+		return "", &Error{Code: errcode.InputInvalid, Pointer: ptr, Message: msg, Hint: "name a directory inside the workspace, relative to it"}
 	}
 	if strings.IndexByte(d, 0) >= 0 {
 		return bad("the working directory holds a NUL byte")

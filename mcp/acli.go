@@ -8,6 +8,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clihost/clihost/acli"
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/output"
@@ -58,22 +59,22 @@ func acliHandler(h *host.Host, b *manifest.Bundle, caller host.Caller, o Options
 func acliError(e *host.Error) *acli.Error {
 	code := acli.ExecutionError
 	switch {
-	case e.Code == "input_invalid":
+	case e.Code == errcode.InputInvalid:
 		code = acli.ValidationError
-	case e.Code == "path_traversal_blocked":
+	case e.Code == errcode.PathTraversalBlocked:
 		code = acli.PathTraversalBlocked
-	case e.Code == "not_found":
+	case e.Code == errcode.NotFound:
 		code = acli.CommandNotFound
-	case e.Code == "timeout":
+	case e.Code == errcode.Timeout:
 		code = acli.Timeout
 	case e.Category == "rate_limit":
 		code = acli.RateLimited
-	case e.Code == "auth_required" || e.Category == "authentication" || e.Category == output.CategoryPermission || e.Category == "approval":
+	case e.Code == errcode.AuthRequired || e.Category == "authentication" || e.Category == output.CategoryPermission || e.Category == "approval":
 		code = acli.PermissionDenied
 	}
 	msg := e.Message
 	if code == acli.ExecutionError || e.Category == "approval" {
-		msg = e.Code + ": " + msg
+		msg = string(e.Code) + ": " + msg
 	}
 	return &acli.Error{Code: code, Message: msg, Hint: e.Hint}
 }

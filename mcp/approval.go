@@ -6,6 +6,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clihost/clihost/approval"
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/host"
 )
 
@@ -73,7 +74,7 @@ func canElicit(req *sdk.CallToolRequest, o Options) bool {
 // client, when the client and the operator's policy allow it; nil otherwise (the front end
 // returns the error, whose hint names clihostctl approve).
 func askApproval(env host.Envelope, req *sdk.CallToolRequest, o Options) *sdk.CallToolResult {
-	if env.Error == nil || env.Error.Code != "approval_required" || env.Error.Approval == nil || !env.Error.Approval.Elicit {
+	if env.Error == nil || env.Error.Code != errcode.ApprovalRequired || env.Error.Approval == nil || !env.Error.Approval.Elicit {
 		return nil
 	}
 	if req.Params.RequestState != "" || !canElicit(req, o) {

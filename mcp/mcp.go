@@ -15,6 +15,7 @@ import (
 
 	"github.com/clihost/clihost/acli"
 	"github.com/clihost/clihost/argv"
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/manifest"
 )
@@ -117,7 +118,7 @@ func toolHandler(h *host.Host, b *manifest.Bundle, t *manifest.ToolEntry, caller
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		in, err := arguments(req.Params.Arguments)
 		if err != nil {
-			return failure(host.Envelope{Error: &host.Error{Code: "input_invalid", Message: err.Error(), Hint: "send the tool's arguments as a JSON object"}}), nil
+			return failure(host.Envelope{Error: &host.Error{Code: errcode.InputInvalid, Message: err.Error(), Hint: "send the tool's arguments as a JSON object"}}), nil
 		}
 		ctx, release := withHTTPRequest(ctx, req)
 		defer release()

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/manifest"
 )
 
@@ -118,7 +119,7 @@ type Process struct {
 
 // Failure is a classified error.
 type Failure struct {
-	Code         string // the exit code's name, or timeout, killed, output_parse_failed, upstream_error
+	Code         errcode.Code // the exit code's name, or timeout, killed, output_parse_failed, upstream_error
 	Message      string
 	Hint         string
 	Stderr       string // an ANSI-stripped excerpt
@@ -141,18 +142,18 @@ func Parse(c Convention, p Process) Outcome {
 	name, mapped := c.ExitCodes[p.ExitCode]
 	success := name == "ok" || (p.ExitCode == 0 && !mapped)
 	if p.TimedOut {
-		return Outcome{Failure: classify(c, p, "timeout", "the command did not finish in time")}
+		return Outcome{Failure: classify(c, p, errcode.Timeout, "the command did not finish in time")}
 	}
 	if !success {
-		code := name
+		code := errcode.Code(name)
 		switch {
 		case code != "":
 		case p.ExitCode == 124:
-			code = "timeout"
+			code = errcode.Timeout
 		case p.ExitCode == 137 || p.ExitCode < 0:
-			code = "killed"
+			code = errcode.Killed
 		default:
-			code = "upstream_error"
+			code = errcode.UpstreamError
 		}
 		return Outcome{Failure: classify(c, p, code, "")}
 	}
@@ -160,7 +161,7 @@ func Parse(c Convention, p Process) Outcome {
 	truncated := p.StdoutTruncated && c.Stream != "stderr" || p.StderrTruncated && c.Stream != "stdout"
 	v, err := decode(c.Format, data)
 	if err != nil {
-		f := &Failure{Code: "output_parse_failed", Category: "unknown",
+		f := &Failure{Code: errcode.OutputParseFailed, Category: "unknown",
 			Message: fmt.Sprintf("the command succeeded but its %s output does not parse: %v", c.Format, err),
 			Hint:    "the CLI's output is not what the bundle declares; check output.default_format and the tool's runner.output.format"}
 		if truncated {
@@ -246,7 +247,7 @@ func jsonCompatible(v any) any {
 
 // classify builds the failure for a process: message from the error stream, category and retry
 // guidance from the message's text.
-func classify(c Convention, p Process, code, message string) *Failure {
+func classify(c Convention, p Process, code errcode.Code, message string) *Failure {
 	errText := strings.TrimSpace(StripANSI(string(stream(c.ErrorStream, p))))
 	if errText == "" && c.ErrorStream != "stdout" {
 		errText = strings.TrimSpace(StripANSI(string(p.Stdout)))
@@ -272,31 +273,31 @@ func classify(c Convention, p Process, code, message string) *Failure {
 // bundle without auth is never an authentication failure from its text (only from an exit code
 // the bundle names auth_required): the authentication patterns are skipped, and a bare
 // "permission denied" is a permission problem.
-func classifyCall(c Convention, code, errText string) Class {
+func classifyCall(c Convention, code errcode.Code, errText string) Class {
 	path, refused := Refusal(errText)
-	if code == "timeout" || code == "killed" {
+	if code == errcode.Timeout || code == errcode.Killed {
 		refused = false
 	}
 	if refused && (path != "" || !c.Auth) {
 		return Class{Category: CategoryPermission}
 	}
-	if c.Auth || code == "auth_required" {
-		return Classify(code + "\n" + errText)
+	if c.Auth || code == errcode.AuthRequired {
+		return Classify(string(code) + "\n" + errText)
 	}
-	return classifyText(code+"\n"+errText, CategoryAuthentication)
+	return classifyText(string(code)+"\n"+errText, CategoryAuthentication)
 }
 
-func hintFor(code, category, path string, exit int) string {
+func hintFor(code errcode.Code, category, path string, exit int) string {
 	switch {
 	case category == CategoryPermission && path != "":
 		return fmt.Sprintf("access to %s was refused (permission denied): the bundle's sandbox (fs.read, fs.write, fs.deny) or the file's own permissions do not allow it", path)
 	case category == CategoryPermission:
 		return "the CLI was refused an operation (permission denied): the bundle's sandbox or the files' own permissions do not allow it"
-	case code == "auth_required" || category == "authentication":
+	case code == errcode.AuthRequired || category == "authentication":
 		return "the CLI is not logged in or its credentials expired; log in (clihostctl login) and retry"
-	case code == "timeout":
+	case code == errcode.Timeout:
 		return "narrow the request or raise the tool's timeout_ms"
-	case code == "usage_error" || category == "validation":
+	case code == errcode.UsageError || category == "validation":
 		return "the CLI rejected the arguments; check the tool's inputs against its description"
 	case category == "rate_limit":
 		return "rate limited: wait and retry"

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/manifest"
 )
 
@@ -71,7 +72,7 @@ func TestExitCodes(t *testing.T) {
 		exit     int
 		stderr   string
 		ok       bool
-		code     string
+		code     errcode.Code
 		category string
 	}{
 		{0, "", true, "", ""},

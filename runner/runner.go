@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/egress"
 	"github.com/clihost/clihost/sandbox/nsinit"
 	"github.com/creack/pty"
@@ -77,7 +78,7 @@ type Command struct {
 	// Attach command without Timeout). When
 	// the sandbox cannot be built, Run returns an error wrapping nsinit.ErrUnavailable and the
 	// program never ran. Nil runs the command unconfined.
-	Sandbox *nsinit.Plan
+	Sandbox *isolation.Plan
 	// Egress, with Sandbox, gives the program the network this policy allows: the sandbox's init
 	// creates the proxy, DNS and capture listeners inside its network namespace (nsinit
 	// Plan.Egress), Run serves them with egress.Serve for as long as the process runs, and the
@@ -120,7 +121,7 @@ type Result struct {
 	// finished, and the process was stopped because of it.
 	Canceled bool
 	Duration time.Duration // from start until the process was reaped
-	// Exhausted names the resource limit of the sandbox (nsinit.Plan.Limits) the process reached,
+	// Exhausted names the resource limit of the sandbox (isolation.Plan.Limits) the process reached,
 	// with its value ("memory limit 1 GiB reached (…)", "/tmp is full (256 MiB)"), or is "".
 	Exhausted string
 	// CgroupErr is set when the call's control groups could not be emptied and removed.
@@ -159,7 +160,7 @@ func Run(ctx context.Context, c Command) (Result, error) {
 			plan.Timeout = c.Timeout + c.Grace + sandboxMargin
 		}
 		if c.Egress != nil {
-			plan.UseEgress()
+			nsinit.UseEgress(&plan)
 		}
 		if sandboxed, err = nsinit.Command(plan); err != nil {
 			return Result{}, fmt.Errorf("runner: %s not started: %w: %w", c.Path, nsinit.ErrUnavailable, err)
@@ -258,7 +259,7 @@ func Run(ctx context.Context, c Command) (Result, error) {
 }
 
 // serveEgress receives the egress listeners of a started sandbox whose plan has Egress (see
-// nsinit.Plan.UseEgress) and serves them with pol until the returned stop is called (once the
+// nsinit.UseEgress) and serves them with pol until the returned stop is called (once the
 // process is gone); stop waits until nothing is served any more. Without pol it does nothing.
 func serveEgress(sandboxed *nsinit.Cmd, pol *egress.Policy) (stop func(), err error) {
 	if sandboxed == nil || pol == nil {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/runner"
 	"github.com/clihost/clihost/sandbox/nsinit"
 )
@@ -470,8 +471,8 @@ func requireSandbox(t *testing.T) {
 
 // sandboxPlan lets /bin/sh (and what it loads) run as nobody, reading only the runtime libraries.
 // Like sandbox.Compile, it lists real paths (a plan's paths are not resolved again).
-func sandboxPlan() *nsinit.Plan {
-	p := &nsinit.Plan{
+func sandboxPlan() *isolation.Plan {
+	p := &isolation.Plan{
 		UID: 65534, GID: 65534, Seccomp: true, NoNetwork: true,
 		ReadOnly: []string{"/usr/lib", "/etc/ld.so.cache"},
 	}

@@ -4,7 +4,7 @@ import (
 	"os"
 	"slices"
 
-	"github.com/clihost/clihost/sandbox/nsinit"
+	"github.com/clihost/clihost/isolation"
 )
 
 // Identity is who a sandboxed program runs as when the host is root. (A host that is not root runs
@@ -14,7 +14,7 @@ type Identity struct {
 	Groups   []int // supplementary groups
 }
 
-// Plan turns the policy into the path lists and switches of the sandbox's init (nsinit.Plan); the
+// Plan turns the policy into the path lists and switches of the sandbox's init (isolation.Plan); the
 // caller fills in the program (Path, Args, Dir, Env). The mapping:
 //
 //   - Runtime and read-only Rules → ReadOnly; Writable → ReadWrite (roots that exist; the notes name
@@ -29,8 +29,8 @@ type Identity struct {
 //   - Seccomp and the no-exec memfd setting are always on.
 //
 // The notes say what was left out and why.
-func (p *Policy) Plan(id Identity) (nsinit.Plan, []string) {
-	plan := nsinit.Plan{
+func (p *Policy) Plan(id Identity) (isolation.Plan, []string) {
+	plan := isolation.Plan{
 		UID: id.UID, GID: id.GID, Groups: slices.Clone(id.Groups),
 		Exec:        slices.Clone(p.Exec),
 		Deny:        slices.Clone(p.Deny),

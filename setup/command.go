@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/argv"
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/runner"
 )
@@ -197,7 +198,7 @@ func (r *runState) childEnv() []string {
 
 // failed builds a setup_failed StepError.
 func failed(st manifest.SetupStep, msg, hint string, cause error) *StepError {
-	return &StepError{StepID: st.ID, Code: CodeFailed, Message: msg, Hint: hint, Err: cause}
+	return &StepError{StepID: st.ID, Code: errcode.SetupFailed, Message: msg, Hint: hint, Err: cause}
 }
 
 // timeoutMS turns a manifest timeout_ms into a duration, def when unset.

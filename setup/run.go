@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/runner"
 	"github.com/clihost/clihost/sandbox"
@@ -18,8 +20,8 @@ import (
 type runState struct {
 	e         *Engine
 	b         *manifest.Bundle
-	s         Scope
-	env       Env
+	s         lifecycle.Scope
+	env       lifecycle.Env
 	ans       Answerer
 	o         RunOptions
 	persisted map[string]string  // env values persisted so far, set on every command
@@ -46,10 +48,10 @@ type runState struct {
 // cmd by running it with ${value}), a prompt/external/oauth value is kept for ${input.<id>}, and
 // the step is recorded as done in one store transaction.
 //
-// The first failure stops the pipeline with a *StepError (CodeFailed) naming the step; later
+// The first failure stops the pipeline with a *StepError (errcode.SetupFailed) naming the step; later
 // steps do not run. A step that needs an answer when ans is nil and Values has none stops it with
-// CodeRequired listing the pending steps. The returned statuses are the ledger at that point.
-func (e *Engine) Run(ctx context.Context, b *manifest.Bundle, s Scope, env Env, ans Answerer, opts RunOptions) ([]StepStatus, error) {
+// errcode.SetupRequired listing the pending steps. The returned statuses are the ledger at that point.
+func (e *Engine) Run(ctx context.Context, b *manifest.Bundle, s lifecycle.Scope, env lifecycle.Env, ans Answerer, opts RunOptions) ([]StepStatus, error) {
 	l, err := e.ledger(b, s)
 	if err != nil {
 		return nil, err
@@ -80,7 +82,7 @@ func (e *Engine) Run(ctx context.Context, b *manifest.Bundle, s Scope, env Env, 
 		r.cur = st
 		if err := r.step(ctx, st); err != nil {
 			var se *StepError
-			if errors.As(err, &se) && se.Code == CodeRequired {
+			if errors.As(err, &se) && se.Code == errcode.SetupRequired {
 				se.Pending = r.pendingFrom(i, l)
 				se.Message = fmt.Sprintf("%s needs answers before it can be used; pending steps: %s", b.Key(), strings.Join(se.Pending, ", "))
 				se.Hint = fmt.Sprintf("run `clihostctl setup %s` (or answer up front with --value %s=VALUE)", b.ID(), st.ID)
@@ -202,7 +204,7 @@ func (r *runState) cmd(ctx context.Context, st manifest.SetupStep) (string, erro
 // required is the StepError of a step that needs an answer nobody can give here; Run completes
 // its message.
 func required(st manifest.SetupStep) *StepError {
-	return &StepError{StepID: st.ID, Code: CodeRequired, Message: "needs an answer"}
+	return &StepError{StepID: st.ID, Code: errcode.SetupRequired, Message: "needs an answer"}
 }
 
 // answerErr turns an Answerer's error into a StepError.

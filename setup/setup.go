@@ -11,7 +11,7 @@
 //	secret/<slug>    a value persisted with persist.secret_slug, or an oauth step's token (Secret)
 //
 // Commands (cmd steps, skip_if, select options, persist.cmd) run without a shell through package
-// runner, and may only run the bundle's own bin (authstate.Env.Command). Their words may hold these
+// runner, and may only run the bundle's own bin (lifecycle.Env.Command). Their words may hold these
 // placeholders, each substituted as one whole word after splitting, never re-split:
 //
 //	${value}            the step's captured value (persist.cmd only)
@@ -33,22 +33,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/clihost/clihost/authstate"
+	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/store"
-)
-
-// Scope is what setup state is kept per; the same type as authstate.Scope, so one value serves both.
-type Scope = authstate.Scope
-
-// Env says how to run the bundle's commands; the same type as authstate.Env. The resolved BinPath
-// replaces a command's first word, which must name the bundle's bin.
-type Env = authstate.Env
-
-// Error codes of a StepError.
-const (
-	CodeFailed   = "setup_failed"   // a step failed
-	CodeRequired = "setup_required" // a step needs an answer and none is available
 )
 
 // Default timeouts, used when the manifest gives none.
@@ -115,13 +103,13 @@ type RunOptions struct {
 	Only []string
 }
 
-// StepError is a setup failure (Code CodeFailed) or a step that needs an answer (CodeRequired).
+// StepError is a setup failure (Code errcode.SetupFailed) or a step that needs an answer (errcode.SetupRequired).
 type StepError struct {
 	StepID  string
-	Code    string
+	Code    errcode.Code
 	Message string
 	Hint    string
-	Pending []string // CodeRequired: the steps still to do, in order
+	Pending []string // errcode.SetupRequired: the steps still to do, in order
 	Err     error    // the cause, when there is one
 }
 
@@ -149,7 +137,7 @@ func (e *Engine) now() time.Time {
 }
 
 // ledger reads s's ledger (empty when none).
-func (e *Engine) ledger(b *manifest.Bundle, s Scope) (ledger, error) {
+func (e *Engine) ledger(b *manifest.Bundle, s lifecycle.Scope) (ledger, error) {
 	if err := s.Validate(b); err != nil {
 		return ledger{}, fmt.Errorf("setup: %w", err)
 	}
@@ -161,7 +149,7 @@ func (e *Engine) ledger(b *manifest.Bundle, s Scope) (ledger, error) {
 }
 
 // markDone records step id as done, in one store transaction.
-func (e *Engine) markDone(s Scope, id string, skipped bool) error {
+func (e *Engine) markDone(s lifecycle.Scope, id string, skipped bool) error {
 	entry := ledgerEntry{DoneAt: e.now(), Skipped: skipped}
 	_, err := e.Store.Update(store.BucketSetup, s.Key(), func(cur store.Record) (any, error) {
 		var l ledger
@@ -183,7 +171,7 @@ func (e *Engine) markDone(s Scope, id string, skipped bool) error {
 }
 
 // Status lists b's setup steps in order with their ledger state.
-func (e *Engine) Status(b *manifest.Bundle, s Scope) ([]StepStatus, error) {
+func (e *Engine) Status(b *manifest.Bundle, s lifecycle.Scope) ([]StepStatus, error) {
 	l, err := e.ledger(b, s)
 	if err != nil {
 		return nil, err
@@ -198,7 +186,7 @@ func (e *Engine) Status(b *manifest.Bundle, s Scope) ([]StepStatus, error) {
 }
 
 // Pending returns the steps not done yet, in order. Empty means setup is complete.
-func (e *Engine) Pending(b *manifest.Bundle, s Scope) ([]manifest.SetupStep, error) {
+func (e *Engine) Pending(b *manifest.Bundle, s lifecycle.Scope) ([]manifest.SetupStep, error) {
 	l, err := e.ledger(b, s)
 	if err != nil {
 		return nil, err
@@ -221,7 +209,7 @@ func (e *Engine) secrets() (*store.Secrets, error) {
 }
 
 // getSecret reads name under s; ok is false when absent.
-func (e *Engine) getSecret(s Scope, name string) (string, bool, error) {
+func (e *Engine) getSecret(s lifecycle.Scope, name string) (string, bool, error) {
 	x, err := e.secrets()
 	if err != nil {
 		return "", false, err
@@ -234,7 +222,7 @@ func (e *Engine) getSecret(s Scope, name string) (string, bool, error) {
 }
 
 // putSecret seals value as name under s.
-func (e *Engine) putSecret(s Scope, name, value string) error {
+func (e *Engine) putSecret(s lifecycle.Scope, name, value string) error {
 	x, err := e.secrets()
 	if err != nil {
 		return err
@@ -247,7 +235,7 @@ func (e *Engine) putSecret(s Scope, name, value string) error {
 
 // PersistedEnv returns the variables b's steps persisted with persist.env for s, to inject into
 // the CLI's environment at call time. Variables not captured yet are absent.
-func (e *Engine) PersistedEnv(b *manifest.Bundle, s Scope) (map[string]string, error) {
+func (e *Engine) PersistedEnv(b *manifest.Bundle, s lifecycle.Scope) (map[string]string, error) {
 	if err := s.Validate(b); err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
@@ -268,14 +256,14 @@ func (e *Engine) PersistedEnv(b *manifest.Bundle, s Scope) (map[string]string, e
 }
 
 // Secret returns the value stored for slug under s by persist.secret_slug or an oauth step.
-func (e *Engine) Secret(s Scope, slug string) (string, bool, error) {
+func (e *Engine) Secret(s lifecycle.Scope, slug string) (string, bool, error) {
 	return e.getSecret(s, prefixSecret+slug)
 }
 
 // Reset forgets s's setup: the ledger record first (one transaction, so every step is pending
 // again even if the rest is interrupted), then the captured inputs, the persisted env values and
 // the secret slugs b's steps declare.
-func (e *Engine) Reset(b *manifest.Bundle, s Scope) error {
+func (e *Engine) Reset(b *manifest.Bundle, s lifecycle.Scope) error {
 	if err := s.Validate(b); err != nil {
 		return fmt.Errorf("setup: %w", err)
 	}

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/store"
 )
@@ -43,9 +45,9 @@ type fixture struct {
 	dir  string
 	st   *store.Store
 	e    *Engine
-	env  Env
+	env  lifecycle.Env
 	b    *manifest.Bundle
-	s    Scope
+	s    lifecycle.Scope
 	ctx  context.Context
 	keyf string
 }
@@ -59,9 +61,9 @@ func newFixture(t *testing.T, steps ...manifest.SetupStep) *fixture {
 	}
 	f := &fixture{t: t, dir: dir, ctx: context.Background(), keyf: filepath.Join(dir, "secrets.key")}
 	f.open()
-	f.env = Env{BinPath: bin, Dir: dir, Env: []string{"PATH=/usr/bin:/bin", "FAKE_DIR=" + dir}}
+	f.env = lifecycle.Env{BinPath: bin, Dir: dir, Env: []string{"PATH=/usr/bin:/bin", "FAKE_DIR=" + dir}}
 	f.b = &manifest.Bundle{CLI: &manifest.CLI{ID: "fake", Version: "1.4.0", Bin: "fakecli", Setup: steps}}
-	f.s = Scope{Bundle: "fake@1", Workspace: "/work/ws", User: "alice"}
+	f.s = lifecycle.Scope{Bundle: "fake@1", Workspace: "/work/ws", User: "alice"}
 	return f
 }
 
@@ -97,7 +99,7 @@ func (f *fixture) log() []string {
 	return strings.Split(strings.TrimSuffix(string(raw), "\n"), "\n")
 }
 
-func stepErr(t *testing.T, err error, code, id string) *StepError {
+func stepErr(t *testing.T, err error, code errcode.Code, id string) *StepError {
 	t.Helper()
 	se, ok := err.(*StepError)
 	if !ok || se.Code != code || se.StepID != id {
@@ -222,7 +224,7 @@ func TestCmdStepsLedgerForceOnly(t *testing.T) {
 	if pending, _ := f.e.Pending(f.b, other); len(pending) != 2 {
 		t.Fatalf("bob's pending = %v", pending)
 	}
-	if _, err := f.e.Status(f.b, Scope{Bundle: "other@1"}); err == nil {
+	if _, err := f.e.Status(f.b, lifecycle.Scope{Bundle: "other@1"}); err == nil {
 		t.Fatal("a scope of another bundle was accepted")
 	}
 }
@@ -264,7 +266,7 @@ func TestFailureStopsPipeline(t *testing.T) {
 	)
 	const secret = "tok-Sup3rSecret"
 	status, err := f.run(nil, RunOptions{Values: map[string]string{"token": secret}})
-	se := stepErr(t, err, CodeFailed, "bad")
+	se := stepErr(t, err, errcode.SetupFailed, "bad")
 	if !strings.Contains(se.Message, "exited 3") || !strings.Contains(se.Message, "boom: [redacted]") || strings.Contains(err.Error(), secret) {
 		t.Fatalf("message = %q", se.Message)
 	}
@@ -288,12 +290,12 @@ func TestFailureStopsPipeline(t *testing.T) {
 func TestTimeoutAndNonBinCommands(t *testing.T) {
 	f := newFixture(t, manifest.SetupStep{ID: "slow", Kind: manifest.StepCmd, Cmd: "fakecli sleep 5", TimeoutMS: 200})
 	_, err := f.run(nil, RunOptions{})
-	if se := stepErr(t, err, CodeFailed, "slow"); !strings.Contains(se.Message, "did not finish within 200ms") {
+	if se := stepErr(t, err, errcode.SetupFailed, "slow"); !strings.Contains(se.Message, "did not finish within 200ms") {
 		t.Fatalf("message = %q", se.Message)
 	}
 	f.b.CLI.Setup = []manifest.SetupStep{{ID: "shell", Kind: manifest.StepCmd, Cmd: "sh -c 'echo hi'"}}
 	_, err = f.run(nil, RunOptions{})
-	if se := stepErr(t, err, CodeFailed, "shell"); !strings.Contains(se.Message, "not the bundle's bin") {
+	if se := stepErr(t, err, errcode.SetupFailed, "shell"); !strings.Contains(se.Message, "not the bundle's bin") {
 		t.Fatalf("message = %q", se.Message)
 	}
 	f.b.CLI.Setup = []manifest.SetupStep{{ID: "pipe", Kind: manifest.StepCmd, Cmd: "fakecli print x | cat"}}
@@ -310,7 +312,7 @@ func TestHeadlessSetupRequired(t *testing.T) {
 		manifest.SetupStep{ID: "probe", Kind: manifest.StepCmd, Cmd: "fakecli print probe"},
 	)
 	status, err := f.run(nil, RunOptions{})
-	se := stepErr(t, err, CodeRequired, "url")
+	se := stepErr(t, err, errcode.SetupRequired, "url")
 	if !slices.Equal(se.Pending, []string{"url", "pick", "probe"}) || !strings.Contains(se.Hint, "clihostctl setup fake") ||
 		!strings.Contains(se.Message, "url, pick, probe") {
 		t.Fatalf("setup_required = %+v", se)
@@ -374,13 +376,13 @@ func TestPrompts(t *testing.T) {
 		{"telemetry", "maybe", "not a yes/no value"},
 	} {
 		_, err := f.run(nil, RunOptions{Only: []string{tc.step}, Values: map[string]string{tc.step: tc.answer}})
-		if se := stepErr(t, err, CodeFailed, tc.step); !strings.Contains(se.Message, tc.msg) || strings.Contains(err.Error(), tc.answer) {
+		if se := stepErr(t, err, errcode.SetupFailed, tc.step); !strings.Contains(se.Message, tc.msg) || strings.Contains(err.Error(), tc.answer) {
 			t.Fatalf("%s: %v", tc.step, err)
 		}
 	}
 	// An Answerer that gives up fails the step.
 	_, err = f.run(&answerer{}, RunOptions{Only: []string{"name"}})
-	if se := stepErr(t, err, CodeFailed, "name"); !strings.Contains(se.Message, "closed the prompt") {
+	if se := stepErr(t, err, errcode.SetupFailed, "name"); !strings.Contains(se.Message, "closed the prompt") {
 		t.Fatalf("message = %q", se.Message)
 	}
 }
@@ -397,7 +399,7 @@ func TestPersistSecretsNeverPlaintext(t *testing.T) {
 	const tok, key = "gwtok-7f3a9c1e5d", "apikey-0b8e2d4f6a"
 	status, err := f.run(nil, RunOptions{Values: map[string]string{"gateway-token": tok, "api-key": key}})
 	// A later command that prints the persisted secret env value to stderr: redacted in the error.
-	if se := stepErr(t, err, CodeFailed, "leak"); !strings.Contains(se.Message, "boom: [redacted]") || strings.Contains(err.Error(), key) {
+	if se := stepErr(t, err, errcode.SetupFailed, "leak"); !strings.Contains(se.Message, "boom: [redacted]") || strings.Contains(err.Error(), key) {
 		t.Fatalf("message = %q", se.Message)
 	}
 	if got, ok, err := f.e.Secret(f.s, "openclaw/gateway-token"); got != tok || !ok || err != nil {
@@ -466,13 +468,13 @@ func TestPlaceholders(t *testing.T) {
 	} {
 		f.b.CLI.Setup[0].Persist.Cmd = tc.cmd
 		_, err := f.run(nil, RunOptions{Force: true, Values: map[string]string{"name": "v"}})
-		if se := stepErr(t, err, CodeFailed, "name"); !strings.Contains(se.Message, tc.msg) {
+		if se := stepErr(t, err, errcode.SetupFailed, "name"); !strings.Contains(se.Message, tc.msg) {
 			t.Errorf("%s: message = %q, want %q", tc.cmd, se.Message, tc.msg)
 		}
 	}
 	f.b.CLI.Setup = append(f.b.CLI.Setup, manifest.SetupStep{ID: "cmd", Kind: manifest.StepCmd, Cmd: "fakecli ${value}"})
 	_, err := f.run(nil, RunOptions{Only: []string{"cmd"}})
-	if se := stepErr(t, err, CodeFailed, "cmd"); !strings.Contains(se.Message, "only in persist.cmd") {
+	if se := stepErr(t, err, errcode.SetupFailed, "cmd"); !strings.Contains(se.Message, "only in persist.cmd") {
 		t.Fatalf("message = %q", se.Message)
 	}
 }
@@ -491,7 +493,7 @@ func TestInteractiveCmdGetsTTY(t *testing.T) {
 	}
 	f.b.CLI.Setup = []manifest.SetupStep{{ID: "evil", Kind: manifest.StepCmd, Cmd: "fakecli print /x", Persist: &manifest.Persist{Env: "LD_PRELOAD"}}}
 	_, err = f.run(nil, RunOptions{})
-	if se := stepErr(t, err, CodeFailed, "evil"); !strings.Contains(se.Message, "LD_PRELOAD") {
+	if se := stepErr(t, err, errcode.SetupFailed, "evil"); !strings.Contains(se.Message, "LD_PRELOAD") {
 		t.Fatalf("message = %q", se.Message)
 	}
 }
@@ -562,7 +564,7 @@ func TestCallbackTimeoutAndVisitFailure(t *testing.T) {
 		return nil
 	}}
 	_, err := f.run(ans, RunOptions{})
-	if se := stepErr(t, err, CodeFailed, "wait"); !strings.Contains(se.Message, "no callback arrived within 300ms") {
+	if se := stepErr(t, err, errcode.SetupFailed, "wait"); !strings.Contains(se.Message, "no callback arrived within 300ms") {
 		t.Fatalf("message = %q", se.Message)
 	}
 	if _, err := client.Get(cb + "?code=late"); err == nil {
@@ -570,7 +572,7 @@ func TestCallbackTimeoutAndVisitFailure(t *testing.T) {
 	}
 	ans.visit = func(context.Context, manifest.SetupStep, string) error { return errors.New("no browser") }
 	_, err = f.run(ans, RunOptions{})
-	if se := stepErr(t, err, CodeFailed, "wait"); !strings.Contains(se.Message, "no browser") {
+	if se := stepErr(t, err, errcode.SetupFailed, "wait"); !strings.Contains(se.Message, "no browser") {
 		t.Fatalf("message = %q", se.Message)
 	}
 	// A Visit that blocks until the engine is done still lets the callback through.
@@ -593,7 +595,7 @@ func TestCallbackTimeoutAndVisitFailure(t *testing.T) {
 		return nil
 	}
 	_, err = f.run(ans, RunOptions{})
-	if se := stepErr(t, err, CodeFailed, "denied"); !strings.Contains(se.Message, `"access_denied"`) {
+	if se := stepErr(t, err, errcode.SetupFailed, "denied"); !strings.Contains(se.Message, `"access_denied"`) {
 		t.Fatalf("message = %q", se.Message)
 	}
 	// A cancelled context ends the wait.
@@ -602,7 +604,7 @@ func TestCallbackTimeoutAndVisitFailure(t *testing.T) {
 	f.ctx = ctx
 	ans.visit = func(context.Context, manifest.SetupStep, string) error { cancel(); return nil }
 	_, err = f.run(ans, RunOptions{})
-	if se := stepErr(t, err, CodeFailed, "denied"); !strings.Contains(se.Message, "cancelled") {
+	if se := stepErr(t, err, errcode.SetupFailed, "denied"); !strings.Contains(se.Message, "cancelled") {
 		t.Fatalf("message = %q", se.Message)
 	}
 }
@@ -701,7 +703,7 @@ func TestOAuth(t *testing.T) {
 	if _, err := f.e.Run(f.ctx, f.b, other, f.env, nil, RunOptions{}); err == nil {
 		t.Fatal("headless oauth did not stop")
 	} else {
-		stepErr(t, err, CodeRequired, "github")
+		stepErr(t, err, errcode.SetupRequired, "github")
 	}
 	if _, err := f.e.Run(f.ctx, f.b, other, f.env, nil, RunOptions{Values: map[string]string{"github": "gho_bob"}}); err != nil {
 		t.Fatal(err)
@@ -711,7 +713,7 @@ func TestOAuth(t *testing.T) {
 	}
 	f.b.CLI.Setup[0].SecretSlug = ""
 	_, err := f.run(nil, RunOptions{Force: true, Values: map[string]string{"github": "x"}})
-	stepErr(t, err, CodeFailed, "github")
+	stepErr(t, err, errcode.SetupFailed, "github")
 }
 
 func TestLedgerWrittenPerStep(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/internal/fixture"
 )
 
@@ -322,7 +323,7 @@ func TestInstallRecordVerifies(t *testing.T) {
 
 	for _, tc := range []struct {
 		req  control.RecordRequest
-		code string
+		code errcode.Code
 		msg  string
 	}{
 		{control.RecordRequest{Bundle: "ghost", Index: 0, Method: "apt"}, "not_installed",

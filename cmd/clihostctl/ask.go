@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/output"
@@ -53,7 +54,7 @@ type attempt struct {
 	OK       bool   `json:"ok"`
 	MS       int64  `json:"ms"`
 	// Code is the host's error code (upstream_error, timeout, not_installed, …) when the call failed.
-	Code string `json:"code,omitempty"`
+	Code errcode.Code `json:"code,omitempty"`
 	*output.ProviderError
 }
 
@@ -249,7 +250,7 @@ func callProvider(ctx context.Context, h *host.Host, caller host.Caller, name, p
 		if strings.Contains(err.Error(), "lint errors") {
 			pe.Category, pe.ShouldFallback = output.CategoryConfiguration, false
 		}
-		a.Code, a.ProviderError = "not_found", &pe
+		a.Code, a.ProviderError = errcode.NotFound, &pe
 		return output.ProviderResult{}, a, nil
 	}
 	tool, format := providerSpec(b)
@@ -269,12 +270,12 @@ func callProvider(ctx context.Context, h *host.Host, caller host.Caller, name, p
 	r, err := output.ParseProvider(format, []byte(text))
 	if err != nil {
 		pe := output.ProviderError{Category: output.CategoryConfiguration, Message: fmt.Sprintf("bundle %s: metadata.provider.format: %v", b.Key(), err)}
-		a.Code, a.ProviderError = "bundle_invalid", &pe
+		a.Code, a.ProviderError = errcode.BundleInvalid, &pe
 		return output.ProviderResult{}, a, env.Warnings
 	}
 	if r.Error != "" && r.Content == "" {
 		pe := output.ClassifyProvider(r.Error, 0)
-		a.Code, a.ProviderError = "provider_error", &pe
+		a.Code, a.ProviderError = errcode.ProviderError, &pe
 		return r, a, env.Warnings
 	}
 	if r.Estimated {
@@ -295,32 +296,32 @@ func classifyEnvelope(e *host.Error) output.ProviderError {
 	}
 	var text string
 	switch e.Code {
-	case "not_installed":
+	case errcode.NotInstalled:
 		text = "command_not_found"
-	case "version_mismatch", "bundle_invalid", "setup_required", "sandbox_unavailable":
+	case errcode.VersionMismatch, errcode.BundleInvalid, errcode.SetupRequired, errcode.SandboxUnavailable:
 		text = "invalid_config"
-	case "auth_required", "login_required":
+	case errcode.AuthRequired:
 		text = "not_authenticated"
-	case "input_invalid":
+	case errcode.InputInvalid:
 		text = "invalid_request"
-	case "timeout", "killed":
+	case errcode.Timeout, errcode.Killed:
 		text = "timed_out"
-	case "not_found":
+	case errcode.NotFound:
 		if e.ExitCode == nil { // the bundle has no such tool
 			text = "invalid_config"
 		}
 	}
 	if text != "" {
 		pe := output.ClassifyProvider(text, exit)
-		pe.Message = strings.TrimSpace(e.Code + ": " + e.Message)
+		pe.Message = strings.TrimSpace(string(e.Code) + ": " + e.Message)
 		return pe
 	}
 	text = e.Stderr
 	if text == "" {
 		text = e.Message
 	}
-	if e.Code != "upstream_error" && e.Code != "" {
-		text = e.Code + "\n" + text // a named exit code (usage_error, quota, …) says something too
+	if e.Code != errcode.UpstreamError && e.Code != "" {
+		text = string(e.Code) + "\n" + text // a named exit code (usage_error, quota, …) says something too
 	}
 	return output.ClassifyProvider(text, exit)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/clihost/clihost/approval"
 	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/host"
 )
 
@@ -99,15 +100,17 @@ func runCall(o *callOptions) error {
 		req := control.CallRequest{Bundle: o.bundle, Tool: o.tool, Input: json.RawMessage(raw), Workspace: ws}
 		env, err := c.Call(ctx, req)
 		if err == nil {
-			if ok, answer := o.confirm(env); ok {
-				if _, err := c.AnswerApproval(ctx, env.Error.Approval.ID, answer); err != nil {
-					return err
-				}
-				if env, err = c.Call(ctx, req); err != nil {
-					return err
+			if e := env.Error; e != nil && e.Code == errcode.ApprovalRequired && e.Approval != nil {
+				if ok, answer := o.confirm(e.Message, e.Approval.Question); ok {
+					if _, err := c.AnswerApproval(ctx, e.Approval.ID, answer); err != nil {
+						return err
+					}
+					if env, err = c.Call(ctx, req); err != nil {
+						return err
+					}
 				}
 			}
-			return printEnvelope(o.io.Out, env)
+			return printEnvelope(o.io.Out, env, env.OK)
 		}
 		if !errors.Is(err, control.ErrNoDaemon) {
 			return err
@@ -122,38 +125,38 @@ func runCall(o *callOptions) error {
 		return h.Call(ctx, b, o.tool, maps.Clone(input), caller, host.CallOptions{Via: approval.ViaCLI})
 	}
 	env := call()
-	if ok, answer := o.confirm(env); ok {
-		if _, err := h.AnswerApproval(env.Error.Approval.ID, answer, currentUser()+" at the terminal (clihostctl call)"); err != nil {
-			return err
+	if e := env.Error; e != nil && e.Code == errcode.ApprovalRequired && e.Approval != nil {
+		if ok, answer := o.confirm(e.Message, e.Approval.Question); ok {
+			if _, err := h.AnswerApproval(e.Approval.ID, answer, currentUser()+" at the terminal (clihostctl call)"); err != nil {
+				return err
+			}
+			env = call()
 		}
-		env = call()
 	}
-	return printEnvelope(o.io.Out, env)
+	return printEnvelope(o.io.Out, env, env.OK)
 }
 
-// confirm asks the person at the terminal about a call that waits for an approval: ok is false
-// when env is not such a call or nobody can be asked (stdin or stderr is not a terminal); then
-// the envelope's hint says how an operator approves it.
-func (o *callOptions) confirm(env host.Envelope) (ok, approve bool) {
-	if env.Error == nil || env.Error.Code != "approval_required" || env.Error.Approval == nil {
-		return false, false
-	}
+// confirm asks the person at the terminal about a call that waits for an approval (its error's
+// message and the approval's question): ok is false when nobody can be asked (stdin or stderr is
+// not a terminal); then the envelope's hint says how an operator approves it.
+func (o *callOptions) confirm(message, question string) (ok, approve bool) {
 	if !o.io.CanPrompt() {
 		return false, false
 	}
-	fmt.Fprintf(o.io.ErrOut, "%s\n%s\n", env.Error.Message, env.Error.Approval.Question)
+	fmt.Fprintf(o.io.ErrOut, "%s\n%s\n", message, question)
 	yes, _ := o.prompter.Confirm("Approve?") // no answer (end of input) is no
 	return true, yes
 }
 
-// printEnvelope prints a call's result; a failed call exits 1.
-func printEnvelope(w io.Writer, env host.Envelope) error {
+// printEnvelope prints a call's result (the daemon's or the host's envelope); a failed call (not
+// ok) exits 1.
+func printEnvelope(w io.Writer, env any, ok bool) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(env); err != nil {
 		return err
 	}
-	if !env.OK {
+	if !ok {
 		return exitError{1}
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/clihost/clihost/errcode"
 	"github.com/spf13/cobra"
 )
 
@@ -26,9 +27,9 @@ type healthReport struct {
 }
 
 type healthError struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Hint    string `json:"hint,omitempty"`
+	Code    errcode.Code `json:"code"`
+	Message string       `json:"message"`
+	Hint    string       `json:"hint,omitempty"`
 }
 
 // defaultProbePrompt is the test request of `health --probe`.
@@ -84,7 +85,7 @@ func runHealth(ctx context.Context, o *healthOptions) error {
 	rep := healthReport{Bundle: b.Key(), Bin: b.CLI.Bin, Range: b.CLI.VersionCheck.Range}
 	path, version, verr := h.Verify(ctx, b, caller.Workspace)
 	rep.Path, rep.Version = path, version
-	rep.Binary = verr == nil || verr.Code != "not_installed"
+	rep.Binary = verr == nil || verr.Code != errcode.NotInstalled
 	rep.VersionOK = verr == nil
 	if verr != nil {
 		rep.Error = &healthError{Code: verr.Code, Message: verr.Message, Hint: verr.Hint}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/manifest"
@@ -97,7 +98,7 @@ func TestImportedToolsRun(t *testing.T) {
 	}
 	// dir is imported as format: path: the host refuses paths out of the workspace before any
 	// step runs; a missing folder is the step's own input_invalid.
-	for dir, code := range map[string]string{"..": "path_traversal_blocked", "/etc": "path_traversal_blocked", "sub dir/../..": "path_traversal_blocked", "missing": "input_invalid"} {
+	for dir, code := range map[string]errcode.Code{"..": "path_traversal_blocked", "/etc": "path_traversal_blocked", "sub dir/../..": "path_traversal_blocked", "missing": "input_invalid"} {
 		if env := call("read_name", map[string]any{"dir": dir, "label": "x"}); env.OK || env.Error.Code != code {
 			t.Errorf("dir %q: %+v, want %s", dir, env.Error, code)
 		}

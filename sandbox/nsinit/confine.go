@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/seccomp"
 	"golang.org/x/sys/unix"
 )
@@ -84,7 +85,7 @@ func confine(e envelope, paths *pathTable, lifelineFD int) (step string, err err
 // startProgram forks the program from the calling (confined, locked) thread and execs it in the
 // plan's directory with the plan's environment and only stdin, stdout and stderr. The error is
 // the exec's (or chdir's) when the program could not be started.
-func startProgram(p Plan) (int, error) {
+func startProgram(p isolation.Plan) (int, error) {
 	return syscall.ForkExec(p.Path, p.Args, &syscall.ProcAttr{
 		Dir:   p.Dir,
 		Env:   p.Env,
@@ -94,7 +95,7 @@ func startProgram(p Plan) (int, error) {
 }
 
 // restrictLandlock enforces the plan's Landlock ruleset on every thread (it also sets no_new_privs).
-func restrictLandlock(p Plan, paths *pathTable) error {
+func restrictLandlock(p isolation.Plan, paths *pathTable) error {
 	mode := netUnrestricted
 	switch {
 	case p.NoNetwork:
@@ -122,7 +123,7 @@ func restrictLandlock(p Plan, paths *pathTable) error {
 // where the only mapped id is the host user's), and clears the inheritable, permitted and
 // effective sets. Securebits, bounding set and capsets are per thread: this must run on the thread
 // that execs.
-func dropPrivileges(p Plan, userNS bool) error {
+func dropPrivileges(p isolation.Plan, userNS bool) error {
 	if p.Umask != 0 {
 		unix.Umask(p.Umask & 0o777)
 	}
@@ -163,7 +164,7 @@ func dropPrivileges(p Plan, userNS bool) error {
 // verify reads back the state of this thread from /proc/thread-self/status: no_new_privs set, every
 // capability set empty, the seccomp filter in place when asked for, and the plan's uid and gid;
 // and its parent-death signal, SIGKILL.
-func verify(p Plan, userNS bool) error {
+func verify(p isolation.Plan, userNS bool) error {
 	data, err := os.ReadFile("/proc/thread-self/status")
 	if err != nil {
 		return err

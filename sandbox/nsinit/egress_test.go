@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/egress"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -97,7 +98,7 @@ func (h *egressHost) decisions() string {
 // egressPlan returns a plan running script with /bin/sh in an Egress sandbox, with seccomp, able
 // to spawn curl and getent and to read what they need; proxy says whether the environment
 // carries egress.ProxyEnv.
-func egressPlan(t *testing.T, script string, proxy bool, spawn ...string) Plan {
+func egressPlan(t *testing.T, script string, proxy bool, spawn ...string) isolation.Plan {
 	t.Helper()
 	p := sh(t, script, append([]string{"/usr/bin/curl", "/usr/bin/getent"}, spawn...)...)
 	p.Egress, p.Seccomp = true, true
@@ -110,7 +111,7 @@ func egressPlan(t *testing.T, script string, proxy bool, spawn ...string) Plan {
 
 // runEgress runs p sandboxed the way a host does: Start, CloseChildEnds, Listeners, Serve until
 // the program is done, Wait, Failure.
-func runEgress(t *testing.T, p Plan, h *egressHost) result {
+func runEgress(t *testing.T, p isolation.Plan, h *egressHost) result {
 	t.Helper()
 	cmd, err := Command(p)
 	if err != nil {
@@ -334,7 +335,7 @@ func TestEgressInitFailure(t *testing.T) {
 }
 
 func TestListenersNeedEgress(t *testing.T) {
-	cmd, err := Command(Plan{Path: "/bin/true", Args: []string{"true"}, Dir: "/", UID: nobody, GID: nobody, Exec: []string{"/bin/true"}})
+	cmd, err := Command(isolation.Plan{Path: "/bin/true", Args: []string{"true"}, Dir: "/", UID: nobody, GID: nobody, Exec: []string{"/bin/true"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +347,7 @@ func TestListenersNeedEgress(t *testing.T) {
 	if _, err := cmd.Listeners(); err == nil || !strings.Contains(err.Error(), "no Egress") {
 		t.Fatalf("Listeners without Egress = %v", err)
 	}
-	p := Plan{Path: "/bin/true", Args: []string{"true"}, Dir: "/", UID: nobody, GID: nobody, Exec: []string{"/bin/true"}, Egress: true}
+	p := isolation.Plan{Path: "/bin/true", Args: []string{"true"}, Dir: "/", UID: nobody, GID: nobody, Exec: []string{"/bin/true"}, Egress: true}
 	cmd2, err := Command(p)
 	if err != nil {
 		t.Fatal(err)

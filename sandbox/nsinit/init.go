@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/clihost/clihost/isolation"
 	"golang.org/x/sys/unix"
 )
 
@@ -95,7 +96,7 @@ func runInit() int {
 
 // buildNamespaces sets up the mount, UTS and network namespaces for p, from the descriptors of its
 // paths (see openPlan). On failure it returns the failed step and its error.
-func buildNamespaces(p Plan, paths *pathTable, userNS bool) (string, error) {
+func buildNamespaces(p isolation.Plan, paths *pathTable, userNS bool) (string, error) {
 	// Nothing mounted or unmounted here may reach the host, and nothing the host mounts later may
 	// appear here (it would be neither read-only nor masked).
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
@@ -275,7 +276,7 @@ type tree struct {
 // ReadWrite root covers (read-only as well), since the fresh /tmp hides the host's. Each is a clone
 // of the descriptor openPlan resolved. Missing ReadOnly and Exec paths under /tmp are skipped. The
 // trees come back parents first.
-func cloneTrees(p Plan, paths *pathTable) ([]tree, error) {
+func cloneTrees(p isolation.Plan, paths *pathTable) ([]tree, error) {
 	type want struct {
 		path     string
 		readOnly bool
@@ -318,7 +319,7 @@ func cloneTrees(p Plan, paths *pathTable) ([]tree, error) {
 // cloneProtected copies the Protect paths openPlan resolved, read-only (nosuid, nodev, and noexec
 // unless an Exec file lies inside), to be attached over themselves after the ReadWrite roots,
 // parents first. Missing ones are skipped.
-func cloneProtected(p Plan, paths *pathTable) ([]tree, error) {
+func cloneProtected(p isolation.Plan, paths *pathTable) ([]tree, error) {
 	ordered := slices.SortedStableFunc(slices.Values(p.Protect), func(a, b string) int {
 		return strings.Count(a, "/") - strings.Count(b, "/")
 	})
@@ -391,7 +392,7 @@ func attachTree(t tree, tmpDev uint64) error {
 // Landlock does not split writable roots (see grants), so this pinning, the masks and the
 // read-only binds are what keep those paths. The directories are resolved without symbolic links,
 // in the sandbox's view.
-func pinAncestors(p Plan, paths *pathTable) error {
+func pinAncestors(p isolation.Plan, paths *pathTable) error {
 	pins := map[string]bool{}
 	for _, d := range slices.Concat(p.Deny, p.Protect) {
 		root, ok := coveringPath(d, p.ReadWrite)

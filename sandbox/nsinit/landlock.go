@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/egress/addr"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -148,7 +149,7 @@ const ownView = "\x00sandbox"
 // Host trees the plan binds under the sandbox's /tmp inherit its read-write grant (Landlock cannot
 // exclude a subtree without also taking the rights away from /tmp itself); the read-only ones are
 // kept read-only by their read-only mount, and the deny paths inside them by their masks.
-func grants(p Plan, paths *pathTable) (map[string]landlock.AccessFSSet, error) {
+func grants(p isolation.Plan, paths *pathTable) (map[string]landlock.AccessFSSet, error) {
 	planPaths := slices.Concat(p.ReadOnly, p.ReadWrite, p.Exec)
 	own := maps.Clone(sandboxGrants)
 	if p.Egress {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/clihost/clihost/isolation"
 )
 
 // sleepToken returns a sleep duration (about 1000 s) that no other process on this machine uses,
@@ -82,7 +84,7 @@ func requireGone(t *testing.T, token string, pids []int, was []string) {
 }
 
 // sleeperPlan runs "/bin/sleep token" as nobody.
-func sleeperPlan(t *testing.T, token string) Plan {
+func sleeperPlan(t *testing.T, token string) isolation.Plan {
 	return plan(t, "/bin/sleep", []string{token})
 }
 
@@ -250,7 +252,7 @@ func TestKillLeftovers(t *testing.T) {
 
 // startPlan starts the sandbox of p, failing t when it cannot, and closes the host's copies of the
 // init's descriptors.
-func startPlan(t *testing.T, p Plan) *Cmd {
+func startPlan(t *testing.T, p isolation.Plan) *Cmd {
 	t.Helper()
 	cmd, err := Command(p)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/cgroup"
 	"golang.org/x/sys/unix"
 )
@@ -29,8 +30,8 @@ type callLimits struct {
 // newCallLimits creates the call's control groups when l has cgroup limits and this host offers
 // cgroups (cgroup.Default); without either it returns an empty callLimits and the rlimits are the
 // only bound. Creating them on a host that offers them must succeed: the call fails closed.
-func newCallLimits(l Limits) (callLimits, error) {
-	if !l.cgroupLimits() {
+func newCallLimits(l isolation.Limits) (callLimits, error) {
+	if !cgroupLimits(l) {
 		return callLimits{}, nil
 	}
 	g, err := cgroup.Default().New(cgroup.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPU: l.CPU})
@@ -136,7 +137,7 @@ func joinCgroups(fds []int) error {
 // Core dumps are always off, soft and hard: a core would write the program's memory into a
 // writable tree or, where core_pattern is a pipe, hand it to a root helper outside the sandbox.
 // RLIMIT_NPROC is not used: it counts every process of the uid on the whole host, not the call's.
-func setRlimits(l Limits) error {
+func setRlimits(l isolation.Limits) error {
 	set := func(name string, res int, soft, hard uint64) error {
 		// syscall.Setrlimit, not x/sys: it also drops the runtime's saved RLIMIT_NOFILE, which
 		// ForkExec would otherwise restore in the child.
@@ -169,7 +170,7 @@ func setRlimits(l Limits) error {
 
 // tmpfsOptions are the mount options of the sandbox's /tmp and /dev/shm: world-writable with the
 // sticky bit and, with a size limit, that size and one inode per 4 KiB of it (at least 1024).
-func tmpfsOptions(l Limits) string {
+func tmpfsOptions(l isolation.Limits) string {
 	if l.TmpfsBytes <= 0 {
 		return "mode=1777"
 	}
@@ -179,7 +180,7 @@ func tmpfsOptions(l Limits) string {
 // reportLimits writes to the report pipe, after the program ended, the limits the init saw it
 // reach: SIGXFSZ or SIGXCPU as the signal that killed it (sig, 0 when none), and a full /tmp or
 // /dev/shm (no block or no inode left).
-func reportLimits(l Limits, sig syscall.Signal) {
+func reportLimits(l isolation.Limits, sig syscall.Signal) {
 	note := func(s string) { _, _ = unix.Write(reportFD, []byte(limitNote+s+"\n")) }
 	switch sig {
 	case unix.SIGXFSZ:

@@ -46,6 +46,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/cgroup"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
@@ -77,9 +78,9 @@ type Cmd struct {
 	ingress   *ingressConn
 	// ingressPorts are the plan's Ingress ports, for ServeIngress.
 	ingressPorts []int
-	group        *cgroup.Group // the call's control groups; nil without cgroup limits
-	limits       Limits        // the plan's limits, for Exhausted
-	notes        []string      // what the init reported about limits after the program ran (see Failure)
+	group        *cgroup.Group    // the call's control groups; nil without cgroup limits
+	limits       isolation.Limits // the plan's limits, for Exhausted
+	notes        []string         // what the init reported about limits after the program ran (see Failure)
 }
 
 // CloseChildEnds closes the host's copies of the descriptors handed to the init (the plan pipe, the
@@ -145,7 +146,7 @@ func (c *Cmd) Failure() error {
 // controlling terminal, replace Setpgid with Setsid and Setctty (setpgid fails in a session
 // leader). The init exits with the program's status, 125 when the sandbox could
 // not be built, 127 when the final check failed.
-func Command(p Plan) (*Cmd, error) {
+func Command(p isolation.Plan) (*Cmd, error) {
 	root := os.Geteuid() == 0
 	prepared, err := prepare(p, root)
 	if err != nil {

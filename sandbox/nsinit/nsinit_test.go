@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/isolation"
 	"github.com/landlock-lsm/go-landlock/landlock"
 	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
 )
@@ -100,9 +101,9 @@ func interpreter(t testing.TB, path string) string {
 // plan returns a plan running prog with args as nobody, able to load shared libraries, with prog,
 // the programs in spawn and their interpreters executable. Like sandbox.Compile, it resolves the
 // symbolic links of every path (a Plan holds real paths only).
-func plan(t testing.TB, prog string, args []string, spawn ...string) Plan {
+func plan(t testing.TB, prog string, args []string, spawn ...string) isolation.Plan {
 	t.Helper()
-	p := Plan{
+	p := isolation.Plan{
 		Path: realPath(prog),
 		Args: append([]string{filepath.Base(prog)}, args...),
 		Dir:  "/",
@@ -140,7 +141,7 @@ type result struct {
 }
 
 // run runs p sandboxed and returns its output and exit status.
-func run(t testing.TB, p Plan) result {
+func run(t testing.TB, p isolation.Plan) result {
 	t.Helper()
 	cmd, err := Command(p)
 	if err != nil {
@@ -160,7 +161,7 @@ func run(t testing.TB, p Plan) result {
 }
 
 // sh returns a plan running /bin/sh -c script, able to spawn the given programs.
-func sh(t testing.TB, script string, spawn ...string) Plan {
+func sh(t testing.TB, script string, spawn ...string) isolation.Plan {
 	return plan(t, "/bin/sh", []string{"-c", script}, spawn...)
 }
 
@@ -240,9 +241,9 @@ func TestSymlinkInPlanFailsClosed(t *testing.T) {
 	if err := os.Symlink(filepath.Join(base, "outside"), link); err != nil {
 		t.Fatal(err)
 	}
-	for name, mutate := range map[string]func(p *Plan){
-		"ReadWrite root":   func(p *Plan) { p.ReadWrite = append(p.ReadWrite, link) },
-		"ReadOnly through": func(p *Plan) { p.ReadOnly = append(p.ReadOnly, filepath.Join(link, "hidden")) },
+	for name, mutate := range map[string]func(p *isolation.Plan){
+		"ReadWrite root":   func(p *isolation.Plan) { p.ReadWrite = append(p.ReadWrite, link) },
+		"ReadOnly through": func(p *isolation.Plan) { p.ReadOnly = append(p.ReadOnly, filepath.Join(link, "hidden")) },
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := sh(t, "echo ran")
@@ -324,7 +325,7 @@ exit 0`
 func TestDenySplitsLandlockRules(t *testing.T) {
 	base := workTree(t, "/var/tmp")
 	ro := filepath.Join(base, "ro")
-	p := Plan{ReadOnly: []string{ro}, Deny: []string{filepath.Join(ro, "secret/key"), filepath.Join(ro, "token")}}
+	p := isolation.Plan{ReadOnly: []string{ro}, Deny: []string{filepath.Join(ro, "secret/key"), filepath.Join(ro, "token")}}
 	paths, err := openPlan(p)
 	if err != nil {
 		t.Fatal(err)
@@ -702,24 +703,24 @@ func TestFailureIsReported(t *testing.T) {
 }
 
 func TestCommandRejectsBadPlans(t *testing.T) {
-	good := Plan{Path: realPath("/bin/true"), Args: []string{"true"}, Dir: "/", UID: nobody, GID: nobody, Exec: []string{realPath("/bin/true")}}
+	good := isolation.Plan{Path: realPath("/bin/true"), Args: []string{"true"}, Dir: "/", UID: nobody, GID: nobody, Exec: []string{realPath("/bin/true")}}
 	cmd, err := Command(good)
 	if err != nil {
 		t.Fatalf("good plan: %v", err)
 	}
 	cmd.CloseChildEnds()
-	cases := map[string]func(p *Plan){
-		"relative path":       func(p *Plan) { p.Path = "bin/true" },
-		"no argv":             func(p *Plan) { p.Args = nil },
-		"unclean dir":         func(p *Plan) { p.Dir = "/tmp/../etc" },
-		"path not in Exec":    func(p *Plan) { p.Exec = nil },
-		"relative ReadOnly":   func(p *Plan) { p.ReadOnly = []string{"etc"} },
-		"under /proc":         func(p *Plan) { p.ReadOnly = []string{"/proc/1/root"} },
-		"under /dev":          func(p *Plan) { p.ReadWrite = []string{"/dev/sda"} },
-		"writable root":       func(p *Plan) { p.ReadWrite = []string{"/"} },
-		"deny root":           func(p *Plan) { p.Deny = []string{"/"} },
-		"exec under deny":     func(p *Plan) { p.Deny = []string{"/usr/bin"} },
-		"runs as root (root)": func(p *Plan) { p.UID = 0 },
+	cases := map[string]func(p *isolation.Plan){
+		"relative path":       func(p *isolation.Plan) { p.Path = "bin/true" },
+		"no argv":             func(p *isolation.Plan) { p.Args = nil },
+		"unclean dir":         func(p *isolation.Plan) { p.Dir = "/tmp/../etc" },
+		"path not in Exec":    func(p *isolation.Plan) { p.Exec = nil },
+		"relative ReadOnly":   func(p *isolation.Plan) { p.ReadOnly = []string{"etc"} },
+		"under /proc":         func(p *isolation.Plan) { p.ReadOnly = []string{"/proc/1/root"} },
+		"under /dev":          func(p *isolation.Plan) { p.ReadWrite = []string{"/dev/sda"} },
+		"writable root":       func(p *isolation.Plan) { p.ReadWrite = []string{"/"} },
+		"deny root":           func(p *isolation.Plan) { p.Deny = []string{"/"} },
+		"exec under deny":     func(p *isolation.Plan) { p.Deny = []string{"/usr/bin"} },
+		"runs as root (root)": func(p *isolation.Plan) { p.UID = 0 },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -739,7 +740,7 @@ func TestCommandRejectsBadPlans(t *testing.T) {
 func TestPrepareDropsDeniedGrants(t *testing.T) {
 	base := workTree(t, "/var/tmp")
 	ro := filepath.Join(base, "ro")
-	p := Plan{
+	p := isolation.Plan{
 		Path: "/bin/true", Args: []string{"true"}, Dir: "/", Exec: []string{"/bin/true"},
 		ReadOnly: []string{ro, filepath.Join(ro, "secret/key")}, ReadWrite: []string{filepath.Join(ro, "secret")},
 		Deny: []string{filepath.Join(ro, "secret")},

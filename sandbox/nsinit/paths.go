@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/clihost/clihost/isolation"
 	"golang.org/x/sys/unix"
 )
 
@@ -107,9 +108,9 @@ func changedError(path, what string) error {
 // a ReadWrite root that does not exist is an error (there is nothing to bind), and so is a Deny
 // path inside a ReadWrite root that existed at the check (it is not in Absent): removed since, it
 // could be created unmasked, and the host would not sweep it.
-func openPlan(p Plan) (*pathTable, error) {
+func openPlan(p isolation.Plan) (*pathTable, error) {
 	t := newPathTable()
-	for i, list := range p.lists() {
+	for i, list := range pathLists(&p) {
 		for _, path := range *list {
 			fd, err := openNoSymlinks(path)
 			switch {
@@ -140,7 +141,7 @@ func openPlan(p Plan) (*pathTable, error) {
 
 // removedDeny reports whether the missing Deny path lies inside a ReadWrite root and existed when
 // the policy was checked (it is not in p.Absent).
-func removedDeny(p Plan, path string) bool {
+func removedDeny(p isolation.Plan, path string) bool {
 	_, writable := coveringPath(path, p.ReadWrite)
 	return writable && !slices.Contains(p.Absent, path)
 }

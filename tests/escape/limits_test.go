@@ -10,12 +10,12 @@ import (
 
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/cgroup"
-	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
 // testLimits are small operator limits, so that each bomb reaches its limit quickly.
-var testLimits = nsinit.Limits{MemoryBytes: 128 << 20, Pids: 64, TmpfsBytes: 16 << 20, NoFile: 64, FileSize: 8 << 20, CPU: time.Second}
+var testLimits = isolation.Limits{MemoryBytes: 128 << 20, Pids: 64, TmpfsBytes: 16 << 20, NoFile: 64, FileSize: 8 << 20, CPU: time.Second}
 
 // limitsSandbox is the limits bundle's sandbox: a readable workspace, nothing else. (With a write
 // grant, or a workspace under /tmp, the sandbox's own /tmp is not writable until issue 10 §5 is
@@ -28,7 +28,7 @@ const limitsSandbox = `
   env: { pass: [] }`
 
 // limitsHost is a host over the limits bundle with the operator limits lim.
-func limitsHost(t *testing.T, lim nsinit.Limits) *host.Host {
+func limitsHost(t *testing.T, lim isolation.Limits) *host.Host {
 	t.Helper()
 	reg := fixture.Registry(t, probeFiles("limits", limitsSandbox))
 	return host.New(reg, host.Options{
@@ -146,7 +146,7 @@ func TestOpenFilesLimit(t *testing.T) {
 func TestLimitMechanisms(t *testing.T) {
 	requireCorpus(t)
 	requireCgroupLimits(t)
-	h := limitsHost(t, nsinit.Limits{CPU: 10 * time.Second})
+	h := limitsHost(t, isolation.Limits{CPU: 10 * time.Second})
 	got := map[string]host.LimitMechanism{}
 	for _, m := range h.LimitMechanisms(nil) {
 		got[m.Limit] = m

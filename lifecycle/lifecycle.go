@@ -1,4 +1,7 @@
-package authstate
+// Package lifecycle holds what the lifecycle stages share: the Scope setup and auth state are kept
+// per, and the Env their commands run in (Command, Run). Packages setup and authstate both use it,
+// so neither owns the other's types.
+package lifecycle
 
 import (
 	"context"
@@ -7,10 +10,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/runner"
 	"github.com/clihost/clihost/sandbox/egress"
-	"github.com/clihost/clihost/sandbox/nsinit"
 	"github.com/clihost/clihost/store"
 )
 
@@ -19,7 +22,6 @@ import (
 const CaptureLimit = 64 << 10
 
 // Scope is what setup and auth state are kept per: the bundle (id@major), the workspace and the user.
-// Package setup uses this same type.
 type Scope struct {
 	Bundle    string `json:"bundle"`
 	Workspace string `json:"workspace"`
@@ -42,15 +44,14 @@ func (s Scope) Validate(b *manifest.Bundle) error {
 }
 
 // Env says how to run a bundle's lifecycle commands: the resolved binary, the working directory
-// (absolute) and the complete environment (KEY=VALUE; nothing is inherited). Package setup uses this
-// same type.
+// (absolute) and the complete environment (KEY=VALUE; nothing is inherited).
 type Env struct {
 	BinPath string   // the bundle's resolved bin (absolute)
 	Dir     string   // working directory, absolute
 	Env     []string // the complete environment
 	// Sandbox is the kernel sandbox the commands run in (the bundle's own, see runner.Command);
 	// nil runs them unconfined.
-	Sandbox *nsinit.Plan
+	Sandbox *isolation.Plan
 	// Egress is the network the commands get (see runner.Command); nil: none.
 	Egress *egress.Policy
 	// Guard, when set, brackets each command Run starts: it is called before the command starts
