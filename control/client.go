@@ -16,6 +16,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/clihost/clihost/callresult"
 )
 
 // EnvSocket names the environment variable that points clihostctl at the daemon's socket.
@@ -218,8 +220,8 @@ func (c *Client) stream(ctx context.Context, path string, body any, fn func([]by
 }
 
 // Call runs a tool through the daemon.
-func (c *Client) Call(ctx context.Context, req CallRequest) (Envelope, error) {
-	var env Envelope
+func (c *Client) Call(ctx context.Context, req CallRequest) (callresult.Envelope, error) {
+	var env callresult.Envelope
 	resp, err := c.do(ctx, http.MethodPost, PathCall, req)
 	if err != nil {
 		return env, err

@@ -8,7 +8,9 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/clihost/clihost/callresult"
 	"github.com/clihost/clihost/isolation"
+	"github.com/clihost/clihost/sandboxprobe"
 )
 
 // API paths.
@@ -63,11 +65,11 @@ type SetupRequest struct {
 // SetupEvent is one line of a setup run: "visit" asks the person to open URL (the daemon waits on
 // its callback), and the last line is "done" or "error".
 type SetupEvent struct {
-	Phase string      `json:"phase"`
-	Step  string      `json:"step,omitempty"`
-	URL   string      `json:"url,omitempty"`
-	Steps []SetupStep `json:"steps,omitempty"`
-	Error *Error      `json:"error,omitempty"`
+	Phase string            `json:"phase"`
+	Step  string            `json:"step,omitempty"`
+	URL   string            `json:"url,omitempty"`
+	Steps []SetupStep       `json:"steps,omitempty"`
+	Error *callresult.Error `json:"error,omitempty"`
 }
 
 // LoginInfo tells clihostctl what to run in the person's terminal.
@@ -99,9 +101,9 @@ type EgressPolicy struct {
 
 // AuthResult is a scope's auth state after login or logout.
 type AuthResult struct {
-	Phase  string `json:"phase"`
-	Reason string `json:"reason,omitempty"`
-	Error  *Error `json:"error,omitempty"`
+	Phase  string            `json:"phase"`
+	Reason string            `json:"reason,omitempty"`
+	Error  *callresult.Error `json:"error,omitempty"`
 }
 
 // BundleStatus is one bundle as `clihostctl status` shows it.
@@ -119,10 +121,10 @@ type BundleStatus struct {
 	Auth    string `json:"auth"`              // none, unknown, unauthed, logging_in, authed
 	Sandbox string `json:"sandbox"`           // on, off (the operator ran clihostd --sandbox=off), or "unavailable: why"
 	// Limits are the per-call resource limits of the bundle's commands and what enforces each.
-	Limits  []LimitMechanism `json:"limits,omitempty"`
-	Ready   bool             `json:"ready"`
-	Reason  string           `json:"reason,omitempty"` // why not ready, with what to do
-	Checked time.Time        `json:"checked"`
+	Limits  []sandboxprobe.LimitMechanism `json:"limits,omitempty"`
+	Ready   bool                          `json:"ready"`
+	Reason  string                        `json:"reason,omitempty"` // why not ready, with what to do
+	Checked time.Time                     `json:"checked"`
 }
 
 // InstallRequest asks the daemon to install a bundle's CLI.
@@ -141,14 +143,14 @@ type InstallRequest struct {
 // InstallEvent is one line of an install's progress stream; the last has Phase "done", "error" or
 // (with InstallRequest.HandOff) "needs_root".
 type InstallEvent struct {
-	Phase   string `json:"phase"` // checking, installing, progress, done, error, needs_root
-	Message string `json:"message,omitempty"`
-	Done    int64  `json:"done,omitempty"`
-	Total   int64  `json:"total,omitempty"`
-	Method  string `json:"method,omitempty"`
-	BinPath string `json:"bin_path,omitempty"`
-	Version string `json:"version,omitempty"`
-	Error   *Error `json:"error,omitempty"`
+	Phase   string            `json:"phase"` // checking, installing, progress, done, error, needs_root
+	Message string            `json:"message,omitempty"`
+	Done    int64             `json:"done,omitempty"`
+	Total   int64             `json:"total,omitempty"`
+	Method  string            `json:"method,omitempty"`
+	BinPath string            `json:"bin_path,omitempty"`
+	Version string            `json:"version,omitempty"`
+	Error   *callresult.Error `json:"error,omitempty"`
 	// NeedsRoot lists install entries the daemon did not run because they need root and it is not
 	// root: with Phase "needs_root", the one entry handed to the caller; with Phase "error" and
 	// error code "needs_root", every such entry the install skipped.

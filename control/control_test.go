@@ -12,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clihost/clihost/callresult"
+	"github.com/clihost/clihost/sandboxprobe"
 )
 
 type fakeBackend struct{ audit string }
@@ -29,12 +32,12 @@ func (f fakeBackend) RecordInstall(_ context.Context, req RecordRequest) Install
 
 // Call echoes who called which tool, so the test sees the peer credentials arrive: user name, uid,
 // gid and supplementary groups, the workspace, and the tool.
-func (f fakeBackend) Call(_ context.Context, req CallRequest, _ map[string]any, c Caller) Envelope {
-	return Envelope{OK: true, Value: fmt.Sprintf("%s %d %d %v %s:%s", c.User, c.Peer.UID, c.Peer.GID, c.Peer.Groups, c.Workspace, req.Tool)}
+func (f fakeBackend) Call(_ context.Context, req CallRequest, _ map[string]any, c Caller) callresult.Envelope {
+	return callresult.Envelope{OK: true, Value: fmt.Sprintf("%s %d %d %v %s:%s", c.User, c.Peer.UID, c.Peer.GID, c.Peer.Groups, c.Workspace, req.Tool)}
 }
 func (f fakeBackend) Token() TokenInfo { return TokenInfo{Token: "t"} }
 func (f fakeBackend) Daemon(_ context.Context, probe bool) DaemonStatus {
-	return DaemonStatus{Version: "test", Sandbox: ProbeResult{State: map[bool]string{true: ProbeWorks, false: ProbeOff}[probe]}}
+	return DaemonStatus{Version: "test", Sandbox: sandboxprobe.Result{State: map[bool]string{true: sandboxprobe.Works, false: sandboxprobe.Off}[probe]}}
 }
 func (f fakeBackend) AuditFile() string { return f.audit }
 

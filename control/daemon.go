@@ -2,6 +2,8 @@ package control
 
 import (
 	"context"
+
+	"github.com/clihost/clihost/sandboxprobe"
 )
 
 // PathDaemon is the daemon's own state: GET [?probe=1] → DaemonStatus. With probe=1 the sandbox
@@ -21,8 +23,8 @@ type DaemonStatus struct {
 	TokenFile string `json:"token_file"`
 	Workspace string `json:"workspace"`
 	// Sandbox is the last probe: one sandboxed process started as a call in Workspace would be.
-	Sandbox ProbeResult   `json:"sandbox"`
-	Bundles BundlesLoaded `json:"bundles"`
+	Sandbox sandboxprobe.Result `json:"sandbox"`
+	Bundles BundlesLoaded       `json:"bundles"`
 }
 
 // BundlesLoaded says what the daemon serves and from where.

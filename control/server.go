@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/clihost/clihost/argv"
+	"github.com/clihost/clihost/callresult"
 	"github.com/clihost/clihost/errcode"
 )
 
@@ -29,7 +30,7 @@ type Backend interface {
 	Install(ctx context.Context, req InstallRequest, progress func(InstallEvent)) InstallEvent
 	RecordInstall(ctx context.Context, req RecordRequest) InstallEvent
 	// Call runs req with its input decoded by argv.DecodeInput (every digit of a number kept).
-	Call(ctx context.Context, req CallRequest, input map[string]any, caller Caller) Envelope
+	Call(ctx context.Context, req CallRequest, input map[string]any, caller Caller) callresult.Envelope
 	Token() TokenInfo
 	AuditFile() string
 	// The scope methods get the caller with the request's workspace ("" for the daemon's): the
@@ -196,7 +197,7 @@ func Handler(b Backend, a Admission) http.Handler {
 		}
 		input, err := argv.DecodeInput(req.Input)
 		if err != nil {
-			writeJSON(w, Envelope{Error: &Error{Code: errcode.InputInvalid, Message: "input: " + err.Error(), Hint: "send the tool's input as one JSON object"}})
+			writeJSON(w, callresult.Envelope{Error: &callresult.Error{Code: errcode.InputInvalid, Message: "input: " + err.Error(), Hint: "send the tool's input as one JSON object"}})
 			return
 		}
 		writeJSON(w, b.Call(r.Context(), req, input, callerOf(r, req.Workspace)))

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/approval"
+	"github.com/clihost/clihost/callresult"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/host"
@@ -12,19 +13,19 @@ import (
 )
 
 // Call implements control.Backend.
-func (d *Engine) Call(ctx context.Context, req control.CallRequest, input map[string]any, peer control.Caller) control.Envelope {
+func (d *Engine) Call(ctx context.Context, req control.CallRequest, input map[string]any, peer control.Caller) callresult.Envelope {
 	st := d.cur.Load()
 	b, err := st.host.Bundle(req.Bundle)
 	if err != nil {
-		return control.Envelope{Error: &control.Error{Code: errcode.NotFound, Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}}
+		return callresult.Envelope{Error: &callresult.Error{Code: errcode.NotFound, Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}}
 	}
 	caller := hostCaller(peer)
 	ws, herr := d.workspaceFor(caller)
 	if herr != nil {
-		return control.Envelope{Error: wireError(herr)}
+		return callresult.Envelope{Error: herr}
 	}
 	caller.Workspace = ws
-	return wireEnvelope(st.host.Call(ctx, b, req.Tool, input, caller, host.CallOptions{Via: approval.ViaControl}))
+	return st.host.Call(ctx, b, req.Tool, input, caller, host.CallOptions{Via: approval.ViaControl})
 }
 
 // PendingApprovals implements control.ApprovalBackend.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/clihost/clihost/callresult"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/internal/agenttoken"
 	"github.com/clihost/clihost/internal/fixture"
@@ -41,7 +42,7 @@ runner: { cli: ../../CLI.md, argv: ["--", "${input.name}"] }
 }
 
 // call runs a tool of the engine's bundles through the control backend, as clihostctl call does.
-func call(e *Engine, bundle, tool, name string) control.Envelope {
+func call(e *Engine, bundle, tool, name string) callresult.Envelope {
 	return e.Call(context.Background(), control.CallRequest{Bundle: bundle, Tool: tool}, map[string]any{"name": name},
 		control.Caller{User: e.user})
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/clihost/clihost/callresult"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/host"
@@ -42,14 +43,14 @@ func (d *Engine) installError(b *manifest.Bundle, res install.Result, err error)
 		}
 	}
 	if len(root) == 0 || !errors.Is(err, install.ErrInstallFailed) || errors.Is(err, context.Canceled) {
-		return control.InstallEvent{Phase: "error", Message: err.Error(), Error: &control.Error{Code: errcode.InstallFailed, Message: err.Error(), Hint: installFailedHint(err)}}
+		return control.InstallEvent{Phase: "error", Message: err.Error(), Error: &callresult.Error{Code: errcode.InstallFailed, Message: err.Error(), Hint: installFailedHint(err)}}
 	}
 	msg := fmt.Sprintf("%s needs root: run %s", root[0].Tool, sudoInstall(b))
 	hint := fmt.Sprintf("clihostd runs as %s, not root, and does not run package managers that need root; "+
 		"under sudo, clihostctl runs %s itself and the daemon then checks and records the CLI. All entries: %s",
 		daemonUser(), root[0].Tool, err.Error())
 	return control.InstallEvent{Phase: "error", Message: msg, NeedsRoot: root,
-		Error: &control.Error{Code: errcode.NeedsRoot, Category: "permission", Message: msg, Hint: hint}}
+		Error: &callresult.Error{Code: errcode.NeedsRoot, Category: "permission", Message: msg, Hint: hint}}
 }
 
 // sudoInstall is the command that installs b as root: clihostctl under sudo runs only bundles it
@@ -70,7 +71,7 @@ func (d *Engine) RecordInstall(ctx context.Context, req control.RecordRequest) c
 	st := d.cur.Load()
 	b, err := st.host.Bundle(req.Bundle)
 	if err != nil {
-		return control.InstallEvent{Phase: "error", Message: err.Error(), Error: &control.Error{Code: errcode.NotFound, Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}}
+		return control.InstallEvent{Phase: "error", Message: err.Error(), Error: &callresult.Error{Code: errcode.NotFound, Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}}
 	}
 	if req.Index < 0 || req.Index >= len(b.CLI.Install) || b.CLI.Install[req.Index].Method != req.Method {
 		return recordRefused(fmt.Sprintf("%s has no install entry %d with method %q", b.Key(), req.Index, req.Method),
@@ -85,7 +86,7 @@ func (d *Engine) RecordInstall(ctx context.Context, req control.RecordRequest) c
 	path, err := install.Find(b, req.Index, install.Options{})
 	if err != nil {
 		msg := fmt.Sprintf("clihostd does not find %s after install[%d] (%s): %s", b.CLI.Bin, req.Index, req.Method, strings.TrimPrefix(err.Error(), "skipped: "))
-		return control.InstallEvent{Phase: "error", Message: msg, Error: &control.Error{Code: errcode.NotInstalled, Message: msg,
+		return control.InstallEvent{Phase: "error", Message: msg, Error: &callresult.Error{Code: errcode.NotInstalled, Message: msg,
 			Hint: "the binary must be on clihostd's PATH (the unit's PATH, not the administrator's); nothing was recorded"}}
 	}
 	var prev installRecord
@@ -103,7 +104,7 @@ func (d *Engine) RecordInstall(ctx context.Context, req control.RecordRequest) c
 		}
 		st.host.Forget(b)
 		d.log.Warn("install record refused: the version check failed", "bundle", b.Key(), "bin", path, "err", verr.Message)
-		return control.InstallEvent{Phase: "error", Message: verr.Message, Error: wireError(verr)}
+		return control.InstallEvent{Phase: "error", Message: verr.Message, Error: verr}
 	}
 	if _, err := d.store.Put(store.BucketInstall, b.Key(), installRecord{Method: req.Method, BinPath: vpath, Version: ver, InstalledAt: time.Now().UTC()}); err != nil {
 		return control.InstallEvent{Phase: "error", Message: "recording the install: " + err.Error()}
@@ -116,7 +117,7 @@ func (d *Engine) RecordInstall(ctx context.Context, req control.RecordRequest) c
 
 // recordRefused is a record request that names no entry the daemon could record.
 func recordRefused(msg, hint string) control.InstallEvent {
-	return control.InstallEvent{Phase: "error", Message: msg, Error: &control.Error{Code: errcode.RecordRefused, Message: msg, Hint: hint}}
+	return control.InstallEvent{Phase: "error", Message: msg, Error: &callresult.Error{Code: errcode.RecordRefused, Message: msg, Hint: hint}}
 }
 
 // Install implements control.Backend: it installs when the binary is missing or fails its version
@@ -125,7 +126,7 @@ func (d *Engine) Install(ctx context.Context, req control.InstallRequest, progre
 	st := d.cur.Load()
 	b, err := st.host.Bundle(req.Bundle)
 	if err != nil {
-		return control.InstallEvent{Phase: "error", Message: err.Error(), Error: &control.Error{Code: errcode.NotFound, Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}}
+		return control.InstallEvent{Phase: "error", Message: err.Error(), Error: &callresult.Error{Code: errcode.NotFound, Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}}
 	}
 	d.installMu.Lock()
 	defer d.installMu.Unlock()
@@ -157,7 +158,7 @@ func (d *Engine) Install(ctx context.Context, req control.InstallRequest, progre
 		last = verr
 		req.Force = true
 	}
-	return control.InstallEvent{Phase: "error", Message: last.Message, Error: wireError(last)}
+	return control.InstallEvent{Phase: "error", Message: last.Message, Error: last}
 }
 
 func installFailedHint(err error) string {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/authstate"
+	"github.com/clihost/clihost/callresult"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/host"
@@ -189,18 +190,18 @@ func (v visitor) Visit(_ context.Context, step manifest.SetupStep, url string) e
 func (d *Engine) Setup(ctx context.Context, req control.SetupRequest, peer control.Caller, emit func(control.SetupEvent)) control.SetupEvent {
 	b, s, h, c, herr := d.scopeFor(req.ScopeRequest, hostCaller(peer))
 	if herr != nil {
-		return control.SetupEvent{Phase: "error", Error: wireError(herr)}
+		return control.SetupEvent{Phase: "error", Error: herr}
 	}
 	env, verr := h.LifecycleEnv(ctx, b, c)
 	if verr != nil {
-		return control.SetupEvent{Phase: "error", Error: wireError(verr)}
+		return control.SetupEvent{Phase: "error", Error: verr}
 	}
 	status, err := d.setup.Run(ctx, b, s, env, visitor{emit}, setup.RunOptions{Values: req.Values, Force: req.Force})
 	if err != nil {
-		e := &control.Error{Code: errcode.SetupFailed, Message: err.Error()}
+		e := &callresult.Error{Code: errcode.SetupFailed, Message: err.Error()}
 		var se *setup.StepError
 		if errors.As(err, &se) {
-			e = &control.Error{Code: se.Code, Message: se.Message, Hint: se.Hint}
+			e = &callresult.Error{Code: se.Code, Message: se.Message, Hint: se.Hint}
 		}
 		return control.SetupEvent{Phase: "error", Steps: stepInfo(b, status), Error: e}
 	}
@@ -250,11 +251,11 @@ func (d *Engine) LoginInfo(ctx context.Context, req control.ScopeRequest, peer c
 func (d *Engine) Login(ctx context.Context, req control.ScopeRequest, peer control.Caller) control.AuthResult {
 	b, s, h, c, herr := d.loginScopeFor(req, hostCaller(peer))
 	if herr != nil {
-		return control.AuthResult{Error: wireError(herr)}
+		return control.AuthResult{Error: herr}
 	}
 	env, verr := h.LifecycleEnv(ctx, b, c)
 	if verr != nil {
-		return control.AuthResult{Error: wireError(verr)}
+		return control.AuthResult{Error: verr}
 	}
 	if req.WaitSeconds > 0 {
 		var cancel context.CancelFunc
@@ -264,7 +265,7 @@ func (d *Engine) Login(ctx context.Context, req control.ScopeRequest, peer contr
 	st, err := d.auth.Login(ctx, b, s, env, func(context.Context, []string) error { return nil })
 	res := control.AuthResult{Phase: string(st.Phase), Reason: st.Reason}
 	if err != nil {
-		res.Error = &control.Error{Code: errcode.AuthRequired, Message: err.Error(), Hint: "run clihostctl login again"}
+		res.Error = &callresult.Error{Code: errcode.AuthRequired, Message: err.Error(), Hint: "run clihostctl login again"}
 	}
 	return res
 }
@@ -273,10 +274,10 @@ func (d *Engine) Login(ctx context.Context, req control.ScopeRequest, peer contr
 func (d *Engine) Logout(_ context.Context, req control.ScopeRequest, peer control.Caller) control.AuthResult {
 	b, s, _, _, herr := d.loginScopeFor(req, hostCaller(peer))
 	if herr != nil {
-		return control.AuthResult{Error: wireError(herr)}
+		return control.AuthResult{Error: herr}
 	}
 	if err := d.auth.Logout(b, s); err != nil {
-		return control.AuthResult{Error: &control.Error{Code: errcode.Internal, Message: err.Error()}}
+		return control.AuthResult{Error: &callresult.Error{Code: errcode.Internal, Message: err.Error()}}
 	}
 	st, _ := d.auth.Get(b, s)
 	return control.AuthResult{Phase: string(st.Phase), Reason: st.Reason}

@@ -69,5 +69,5 @@ func logProbe(log *slog.Logger, p host.ProbeResult) {
 func (d *Engine) Daemon(ctx context.Context, probe bool) control.DaemonStatus {
 	return control.DaemonStatus{Version: d.cfg.Version, PID: os.Getpid(), UID: os.Geteuid(), GID: os.Getegid(), User: daemonUser(),
 		StateDir: d.stateDir, Socket: d.socketPath, TokenFile: d.tokenFile, Workspace: d.workspace,
-		Sandbox: wireProbe(d.probe(ctx, probe)), Bundles: d.cur.Load().bundles}
+		Sandbox: d.probe(ctx, probe), Bundles: d.cur.Load().bundles}
 }

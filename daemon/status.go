@@ -38,7 +38,7 @@ func (d *Engine) bundleStatus(ctx context.Context, st *state, e *registry.Entry)
 		Sandbox: d.probe(ctx, false).String(), Checked: time.Now().UTC()}
 	if b.CLI != nil {
 		bs.Name = b.CLI.Name
-		bs.Limits = wireLimits(st.host.LimitMechanisms(b))
+		bs.Limits = st.host.LimitMechanisms(b)
 	}
 	if b.Findings.HasErrors() || !e.Indexed {
 		bs.Install, bs.Reason = "invalid", "the bundle has lint errors and is not served; run: clihostctl lint "+b.Dir

@@ -17,6 +17,7 @@ import (
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/sandbox/cgroup"
 	"github.com/clihost/clihost/sandbox/nsinit"
+	"github.com/clihost/clihost/sandboxprobe"
 )
 
 // Status is a check's outcome.
@@ -160,7 +161,7 @@ func memfdCheck() Check {
 
 // cgroupCheck says what holds the per-call memory and process limits: the daemon's view (from its
 // probe) when it runs, else this process's.
-func cgroupCheck(limits []control.LimitMechanism) Check {
+func cgroupCheck(limits []sandboxprobe.LimitMechanism) Check {
 	mech := map[string]string{}
 	reason := ""
 	if limits != nil {
@@ -247,7 +248,7 @@ func daemonChecks(d control.DaemonStatus) []Check {
 	probe := Check{Name: "sandbox probe", Status: OK}
 	p := d.Sandbox
 	switch p.State {
-	case control.ProbeWorks:
+	case sandboxprobe.Works:
 		how := "in a user namespace"
 		if !p.UserNS {
 			how = "from a root daemon"
@@ -258,7 +259,7 @@ func daemonChecks(d control.DaemonStatus) []Check {
 			probe.Message = fmt.Sprintf("clihostd started a sandboxed process as uid %d%s, %s, but MCP clients' calls are refused: %s",
 				p.UID, paren(p.User), how, p.WorkspaceDenied)
 		}
-	case control.ProbeOff:
+	case sandboxprobe.Off:
 		probe.Status, probe.Message = Warn, "the kernel sandbox is OFF (clihostd --sandbox=off): CLIs run with the daemon's full rights"
 		probe.Fix = "remove --sandbox=off from clihostd's command line"
 	default:

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/sandboxprobe"
 )
 
 // TestHealthy: exit status follows the worst check; --strict fails on warnings.
@@ -165,12 +166,12 @@ func TestStateChecks(t *testing.T) {
 // TestProbeChecks: a working probe is ok; one whose workspace the daemon's calls may not use is a
 // failure carrying the fix (every MCP call there is refused); a probe that failed fails with its hint.
 func TestProbeChecks(t *testing.T) {
-	works := control.ProbeResult{State: control.ProbeWorks, UID: 65534, User: "nobody", Workspace: "/srv/ws"}
+	works := sandboxprobe.Result{State: sandboxprobe.Works, UID: 65534, User: "nobody", Workspace: "/srv/ws"}
 	denied := works
 	denied.WorkspaceDenied, denied.Hint = "uid 65534 (nobody) may not use the workspace /root/p", "run clihostd --agent-user NAME"
-	failed := control.ProbeResult{State: control.ProbeUnavailable, Error: "clone: no space left on device", Hint: "run clihostctl doctor"}
+	failed := sandboxprobe.Result{State: sandboxprobe.Unavailable, Error: "clone: no space left on device", Hint: "run clihostctl doctor"}
 	for _, tc := range []struct {
-		p    control.ProbeResult
+		p    sandboxprobe.Result
 		want Status
 		fix  string
 	}{{works, OK, ""}, {denied, Fail, "run clihostd --agent-user NAME"}, {failed, Fail, "run clihostctl doctor"}} {
@@ -183,12 +184,12 @@ func TestProbeChecks(t *testing.T) {
 
 // TestCgroupCheckSaysWhatIsNotEnforced: a limit no cgroup holds reads "NOT enforced", not "by none".
 func TestCgroupCheckSaysWhatIsNotEnforced(t *testing.T) {
-	none := []control.LimitMechanism{{Limit: "memory", Mechanism: "none"}, {Limit: "pids", Mechanism: "none"}}
+	none := []sandboxprobe.LimitMechanism{{Limit: "memory", Mechanism: "none"}, {Limit: "pids", Mechanism: "none"}}
 	c := cgroupCheck(none)
 	if c.Status != Warn || c.Message != "per-call limits: memory NOT enforced, processes NOT enforced: only rlimits and tmpfs sizes apply" {
 		t.Fatalf("no cgroup: %+v", c)
 	}
-	v2 := []control.LimitMechanism{{Limit: "memory", Mechanism: "cgroup v2"}, {Limit: "pids", Mechanism: "cgroup v2"}}
+	v2 := []sandboxprobe.LimitMechanism{{Limit: "memory", Mechanism: "cgroup v2"}, {Limit: "pids", Mechanism: "cgroup v2"}}
 	if c := cgroupCheck(v2); c.Status != OK || c.Message != "per-call limits: memory by cgroup v2, processes by cgroup v2" {
 		t.Fatalf("cgroup v2: %+v", c)
 	}

@@ -11,17 +11,6 @@ import (
 	"github.com/clihost/clihost/manifest"
 )
 
-// ApprovalInfo describes, in an approval_required error, the pending approval the call waits for.
-type ApprovalInfo struct {
-	ID       string    `json:"id"`
-	Deadline time.Time `json:"deadline"`
-	Question string    `json:"question"`
-	// Elicit says the operator's policy lets an MCP front end ask its client.
-	Elicit bool `json:"-"`
-	// State is the signed requestState an MCP front end hands its client; never in a result.
-	State string `json:"-"`
-}
-
 // approve applies the tool's approval class (and the operator's policy) to a validated call
 // before anything of it runs: nil lets it run; otherwise the error says what is needed. The
 // decision is recorded in the call's audit line.

@@ -12,6 +12,7 @@ import (
 	"github.com/clihost/clihost/runner"
 	"github.com/clihost/clihost/sandbox/cgroup"
 	"github.com/clihost/clihost/sandbox/nsinit"
+	"github.com/clihost/clihost/sandboxprobe"
 )
 
 // DefaultLimits are the operator's per-call resource limits when SandboxOptions.Limits leaves a
@@ -95,12 +96,9 @@ func cgroupWarning(res runner.Result) []string {
 	return []string{"the call's control groups could not be removed: " + res.CgroupErr.Error()}
 }
 
-// LimitMechanism says what enforces one per-call resource limit on this host.
-type LimitMechanism struct {
-	Limit     string `json:"limit"`     // memory, pids, cpu, nofile, fsize, tmpfs
-	Value     string `json:"value"`     // the operator's limit, e.g. "1 GiB", or "none"
-	Mechanism string `json:"mechanism"` // cgroup v2, cgroup v1, rlimit, size option, "none"
-}
+// LimitMechanism says what enforces one per-call resource limit on this host (package
+// sandboxprobe defines it, for the control API too).
+type LimitMechanism = sandboxprobe.LimitMechanism
 
 // LimitMechanisms lists, for each per-call resource limit of bundle b's commands (nil: the
 // operator's limits), its value and the mechanism that enforces it on this host (memory and pids:
@@ -139,12 +137,12 @@ func (h *Host) LimitMechanisms(b *manifest.Bundle) []LimitMechanism {
 		cpuValue = l.CPU.String()
 	}
 	return []LimitMechanism{
-		{"memory", bytes(l.MemoryBytes), mech(l.MemoryBytes > 0, string(mgr.Mechanism(cgroup.Memory)))},
-		{"pids", count(l.Pids), mech(l.Pids > 0, string(mgr.Mechanism(cgroup.Pids)))},
-		{"cpu", cpuValue, mech(l.CPU > 0, cpu)},
-		{"nofile", count(l.NoFile), mech(l.NoFile > 0, "rlimit")},
-		{"fsize", bytes(l.FileSize), mech(l.FileSize > 0, "rlimit")},
-		{"tmpfs", bytes(l.TmpfsBytes), mech(l.TmpfsBytes > 0, "size option")},
+		{Limit: "memory", Value: bytes(l.MemoryBytes), Mechanism: mech(l.MemoryBytes > 0, string(mgr.Mechanism(cgroup.Memory)))},
+		{Limit: "pids", Value: count(l.Pids), Mechanism: mech(l.Pids > 0, string(mgr.Mechanism(cgroup.Pids)))},
+		{Limit: "cpu", Value: cpuValue, Mechanism: mech(l.CPU > 0, cpu)},
+		{Limit: "nofile", Value: count(l.NoFile), Mechanism: mech(l.NoFile > 0, "rlimit")},
+		{Limit: "fsize", Value: bytes(l.FileSize), Mechanism: mech(l.FileSize > 0, "rlimit")},
+		{Limit: "tmpfs", Value: bytes(l.TmpfsBytes), Mechanism: mech(l.TmpfsBytes > 0, "size option")},
 	}
 }
 

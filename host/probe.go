@@ -11,50 +11,19 @@ import (
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/runner"
 	"github.com/clihost/clihost/sandbox/nsinit"
+	"github.com/clihost/clihost/sandboxprobe"
 )
 
-// Probe states.
+// Probe states (package sandboxprobe's).
 const (
-	ProbeWorks       = "on"          // a sandboxed process ran and exited 0
-	ProbeOff         = "off"         // the operator turned the sandbox off (--sandbox=off)
-	ProbeUnavailable = "unavailable" // the sandbox could not be built, or the probe failed in it
+	ProbeWorks       = sandboxprobe.Works
+	ProbeOff         = sandboxprobe.Off
+	ProbeUnavailable = sandboxprobe.Unavailable
 )
 
-// ProbeResult is what starting one real sandboxed process found: the state, who it ran as, and
-// the exact failure when it did not run.
-type ProbeResult struct {
-	State string `json:"state"` // ProbeWorks, ProbeOff or ProbeUnavailable
-	// Error is the failure as a call would have got it (its message); Hint what to do.
-	Error string `json:"error,omitempty"`
-	Hint  string `json:"hint,omitempty"`
-	// UID, GID and User are whom the probe ran as (the identity calls in the workspace run as).
-	UID  int    `json:"uid"`
-	GID  int    `json:"gid"`
-	User string `json:"user,omitempty"`
-	// UserNS says whether the sandbox is built inside a user namespace (the daemon is not root).
-	UserNS bool `json:"user_namespace"`
-	// Workspace is the daemon's workspace, where the probe runs.
-	Workspace string `json:"workspace"`
-	// WorkspaceDenied, when set, says that the identity calls without a caller run as (MCP clients,
-	// root callers) may not use the workspace: the probe then ran in a folder that identity owns,
-	// and those calls are refused with workspace_denied (this message; Hint says what to do).
-	WorkspaceDenied string `json:"workspace_denied,omitempty"`
-	// Limits are the per-call resource limits and the mechanism holding each on this host.
-	Limits  []LimitMechanism `json:"limits,omitempty"`
-	Checked time.Time        `json:"checked"`
-	Took    time.Duration    `json:"took_ns"`
-}
-
-// Works reports whether the probe's process ran sandboxed.
-func (p ProbeResult) Works() bool { return p.State == ProbeWorks }
-
-// String is the state as one line: "on", "off", or "unavailable: why".
-func (p ProbeResult) String() string {
-	if p.Error != "" {
-		return p.State + ": " + p.Error
-	}
-	return p.State
-}
+// ProbeResult is what starting one real sandboxed process found (package sandboxprobe defines
+// it, for the control API too).
+type ProbeResult = sandboxprobe.Result
 
 // probeTimeout bounds the probe's process; it exits at once when it runs at all.
 const probeTimeout = 10 * time.Second

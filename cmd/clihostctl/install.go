@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/clihost/clihost/callresult"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/install"
@@ -133,7 +134,7 @@ func (g *globalOptions) install(ctx context.Context, req control.InstallRequest,
 			failed = append(failed, reason)
 			if req.From = e.Index + 1; req.From >= len(b.CLI.Install) {
 				msg := "no install entry succeeded: " + strings.Join(failed, "; ")
-				return control.InstallEvent{Phase: "error", Message: msg, Error: &control.Error{Code: errcode.InstallFailed, Message: msg,
+				return control.InstallEvent{Phase: "error", Message: msg, Error: &callresult.Error{Code: errcode.InstallFailed, Message: msg,
 					Hint: "each install entry's reason is listed; install the CLI by hand, or fix the bundle's install entries"}}, nil
 			}
 			continue

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/clihost/clihost/callresult"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/doctor"
 	"github.com/clihost/clihost/internal/fixture"
@@ -80,7 +81,7 @@ func TestInstallPrintsNoTerminalEscapes(t *testing.T) {
 		enc := json.NewEncoder(w)
 		_ = enc.Encode(control.InstallEvent{Phase: "checking", Message: "checking " + evil})
 		_ = enc.Encode(control.InstallEvent{Phase: "error", Message: "failed " + evil,
-			Error: &control.Error{Code: "install_failed", Message: "failed", Hint: "hint " + evil}})
+			Error: &callresult.Error{Code: "install_failed", Message: "failed", Hint: "hint " + evil}})
 	})
 	srv := &http.Server{Handler: mux}
 	go srv.Serve(ln)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/sandboxprobe"
 	"github.com/spf13/cobra"
 )
 
@@ -95,16 +96,16 @@ type statusJSON struct {
 
 // sandboxLine says what the daemon's sandbox probe found: "sandbox: works (…)", or a WARNING with
 // the reason and the hint.
-func sandboxLine(p control.ProbeResult) string {
+func sandboxLine(p sandboxprobe.Result) string {
 	switch p.State {
-	case control.ProbeWorks:
+	case sandboxprobe.Works:
 		line := fmt.Sprintf("sandbox: works (a sandboxed process ran as uid %d%s, %s, %s ago)", p.UID, paren(p.User),
 			userNSWords(p.UserNS), time.Since(p.Checked).Round(time.Second))
 		if p.WorkspaceDenied != "" {
 			line += fmt.Sprintf("\nWARNING: MCP clients' calls are refused: %s\n  %s", p.WorkspaceDenied, p.Hint)
 		}
 		return line
-	case control.ProbeOff:
+	case sandboxprobe.Off:
 		return "WARNING: kernel sandbox off: the operator ran clihostd --sandbox=off; CLIs run with the daemon's full rights"
 	}
 	return fmt.Sprintf("WARNING: kernel sandbox unavailable: %s\n  every call is refused; %s", p.Error, p.Hint)
@@ -148,7 +149,7 @@ func or(a, b string) string {
 // limitsLine says which mechanism holds each per-call limit, with the first bundle's values:
 // "limits: memory 1 GiB (cgroup v1), pids 256 (cgroup v1), …". Bundles may narrow memory and CPU
 // time (runner.limits); --json shows each bundle's.
-func limitsLine(ls []control.LimitMechanism) string {
+func limitsLine(ls []sandboxprobe.LimitMechanism) string {
 	parts := make([]string, 0, len(ls))
 	for _, l := range ls {
 		parts = append(parts, fmt.Sprintf("%s %s (%s)", l.Limit, l.Value, l.Mechanism))
