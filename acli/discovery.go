@@ -3,6 +3,7 @@ package acli
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/clihost/clihost/manifest"
@@ -117,7 +118,7 @@ func Help(b *manifest.Bundle, topic []string) (any, *Error) {
 			subs = append(subs, c.Name)
 		}
 		for _, t := range b.Tools {
-			if t.Tool != nil && len(t.Path) > len(topic) && equal(t.Path[:len(topic)], topic) {
+			if t.Tool != nil && len(t.Path) > len(topic) && slices.Equal(t.Path[:len(topic)], topic) {
 				cmds = append(cmds, CommandSummary{Name: t.CommandPath(), Description: t.Tool.Name})
 			}
 		}
@@ -227,7 +228,7 @@ func Schema(b *manifest.Bundle, topic []string) (any, *Error) {
 	}
 	list := SchemaList{Commands: []CommandSchema{}}
 	for _, t := range b.Tools {
-		if t.Tool != nil && len(t.Path) > len(topic) && equal(t.Path[:len(topic)], topic) {
+		if t.Tool != nil && len(t.Path) > len(topic) && slices.Equal(t.Path[:len(topic)], topic) {
 			list.Commands = append(list.Commands, commandSchema(t))
 		}
 	}

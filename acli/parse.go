@@ -2,6 +2,7 @@ package acli
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -160,23 +161,11 @@ func child(cs []*manifest.Command, name string) *manifest.Command {
 // entry finds the loaded tool at path, or nil.
 func entry(b *manifest.Bundle, path []string) *manifest.ToolEntry {
 	for _, t := range b.Tools {
-		if t.Tool != nil && equal(t.Path, path) {
+		if t.Tool != nil && slices.Equal(t.Path, path) {
 			return t
 		}
 	}
 	return nil
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func clone(s []string) []string { return append([]string(nil), s...) }
@@ -258,7 +247,7 @@ func groupError(b *manifest.Bundle, path []string) *Error {
 func leavesUnder(b *manifest.Bundle, path []string, n int) []string {
 	var out []string
 	for _, t := range b.Tools {
-		if t.Tool != nil && len(t.Path) > len(path) && equal(t.Path[:len(path)], path) && len(out) < n {
+		if t.Tool != nil && len(t.Path) > len(path) && slices.Equal(t.Path[:len(path)], path) && len(out) < n {
 			out = append(out, t.CommandPath())
 		}
 	}

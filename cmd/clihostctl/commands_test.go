@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -147,7 +148,7 @@ func TestCallAsksForApproval(t *testing.T) {
 			if code != tc.wantCode || !strings.Contains(out.String(), tc.wantOut) {
 				t.Fatalf("exit %d stdout %q stderr %q, want exit %d and %s", code, out, errOut, tc.wantCode, tc.wantOut)
 			}
-			if d.calls != tc.wantCalls || !equalBools(d.answers, tc.wantAnswers) {
+			if d.calls != tc.wantCalls || !slices.Equal(d.answers, tc.wantAnswers) {
 				t.Errorf("the daemon got %d calls and answers %v, want %d and %v", d.calls, d.answers, tc.wantCalls, tc.wantAnswers)
 			}
 			asked := 0
@@ -168,21 +169,9 @@ func TestCallAsksForApproval(t *testing.T) {
 	ios, out, errOut := testStreams("y\n")
 	ios.SetTTY(true, false, true)
 	if code := ctl(ios, nil, callArgs(fakeDaemon(t, d.mux(t)))...); code != 0 || !strings.HasSuffix(errOut.String(), "Approve? [y/N] ") ||
-		!equalBools(d.answers, []bool{true}) {
+		!slices.Equal(d.answers, []bool{true}) {
 		t.Fatalf("exit %d stdout %q stderr %q answers %v: want the question asked on stderr and y read from stdin", code, out, errOut, d.answers)
 	}
-}
-
-func equalBools(a, b []bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestApprove lists the pending calls and answers one, in-process.
@@ -208,7 +197,7 @@ func TestApprove(t *testing.T) {
 	if code := ctl(ios, nil, "--socket", sock, "approve", "--deny", "--json", "ap-1"); code != 0 || !strings.Contains(out.String(), `"answer":"denied"`) {
 		t.Fatalf("deny: exit %d stdout %q", code, out)
 	}
-	if !equalBools(d.answers, []bool{true, false}) {
+	if !slices.Equal(d.answers, []bool{true, false}) {
 		t.Errorf("the daemon got answers %v, want approve then deny", d.answers)
 	}
 	ios, _, errOut = testStreams("")
