@@ -3,6 +3,8 @@ package daemon
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 
@@ -70,12 +72,7 @@ func (m *metrics) write(w io.Writer) {
 		fmt.Fprintf(w, "clihost_calls_total{bundle=%q,ok=%q} %d\n", k[0], k[1], m.calls[k])
 	}
 	fmt.Fprintf(w, "# HELP clihost_call_seconds_total Time spent in tool calls by bundle.\n# TYPE clihost_call_seconds_total counter\n")
-	names := make([]string, 0, len(m.duration))
-	for k := range m.duration {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(m.duration)) {
 		fmt.Fprintf(w, "clihost_call_seconds_total{bundle=%q} %g\n", n, m.duration[n])
 	}
 }

@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
-	"sort"
+	"slices"
 
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/store"
@@ -30,12 +31,7 @@ func CheckStateFile(w io.Writer, stateDir string) error {
 		return fmt.Errorf("check-state: %w", err)
 	}
 	fmt.Fprintf(w, "%s: consistent (%d bytes, %d pages, storage version %d)\n", rep.Path, rep.Size, rep.Pages, rep.Version)
-	names := make([]string, 0, len(rep.Keys))
-	for n := range rep.Keys {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(rep.Keys)) {
 		fmt.Fprintf(w, "  %-8s %d records\n", n, rep.Keys[n])
 	}
 	if rep.Version < store.SchemaVersion {
