@@ -138,18 +138,26 @@ func elicitations(t *testing.T, client string, tgt target, steps []step) (client
 	return rep, asked
 }
 
-func TestApprovalsOverDaemonHTTP(t *testing.T) {
-	requireNodeModules(t)
-	fixture.Need(t, "touch")
-	bundles := stampBundle(t)
+// stampDaemon starts a daemon serving bundles (stampBundle's) under an empty approval policy
+// (none.yaml does not exist), and returns it with its MCP endpoints' bearer token.
+func stampDaemon(t *testing.T, bundles string) (*daemonProc, string) {
+	t.Helper()
 	d := startDaemon(t, t.TempDir(), "--bundles", bundles, "--no-catalog", "--approvals", filepath.Join(t.TempDir(), "none.yaml"))
 	tok, err := os.ReadFile(filepath.Join(d.state, "token"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d, strings.TrimSpace(string(tok))
+}
+
+func TestApprovalsOverDaemonHTTP(t *testing.T) {
+	requireNodeModules(t)
+	fixture.Need(t, "touch")
+	bundles := stampBundle(t)
+	d, tok := stampDaemon(t, bundles)
 	url := d.mcp + "/mcp/stamp"
 	http := func(client string, extra ...string) target {
-		return target{"http", append(append([]string{"--bearer", strings.TrimSpace(string(tok))}, extra...), "--url", url)}
+		return target{"http", append(append([]string{"--bearer", tok}, extra...), "--url", url)}
 	}
 
 	t.Run("2026-07-28 accept", func(t *testing.T) {
@@ -607,12 +615,8 @@ func TestApprovalHostileClientAnswers(t *testing.T) {
 	requireNodeModules(t)
 	fixture.Need(t, "touch")
 	bundles := stampBundle(t)
-	d := startDaemon(t, t.TempDir(), "--bundles", bundles, "--no-catalog", "--approvals", filepath.Join(t.TempDir(), "none.yaml"))
-	tok, err := os.ReadFile(filepath.Join(d.state, "token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tgt := target{"http", []string{"--bearer", strings.TrimSpace(string(tok)), "--elicit", "accept", "--url", d.mcp + "/mcp/stamp"}}
+	d, tok := stampDaemon(t, bundles)
+	tgt := target{"http", []string{"--bearer", tok, "--elicit", "accept", "--url", d.mcp + "/mcp/stamp"}}
 	accept := map[string]any{"action": "accept", "content": map[string]any{"approve": true}}
 
 	t.Run("operator denied, client accepts", func(t *testing.T) {
@@ -657,12 +661,8 @@ func TestApprovalBoundToWhatRuns(t *testing.T) {
 	requireNodeModules(t)
 	fixture.Need(t, "touch", "mkdir")
 	bundles := stampBundle(t)
-	d := startDaemon(t, t.TempDir(), "--bundles", bundles, "--no-catalog", "--approvals", filepath.Join(t.TempDir(), "none.yaml"))
-	tok, err := os.ReadFile(filepath.Join(d.state, "token"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tgt := target{"http", []string{"--bearer", strings.TrimSpace(string(tok)), "--elicit", "accept", "--url", d.mcp + "/mcp/stamp"}}
+	d, tok := stampDaemon(t, bundles)
+	tgt := target{"http", []string{"--bearer", tok, "--elicit", "accept", "--url", d.mcp + "/mcp/stamp"}}
 	accept := map[string]any{"action": "accept", "content": map[string]any{"approve": true}}
 	state, _ := askedState(t, tgt, "swapped")
 
@@ -744,7 +744,7 @@ func TestApprovalQuestionFromAHostileBundle(t *testing.T) {
 func TestApprovalListNamesTheWorkspace(t *testing.T) {
 	fixture.Need(t, "touch")
 	bundles := stampBundle(t)
-	d := startDaemon(t, t.TempDir(), "--bundles", bundles, "--no-catalog", "--approvals", filepath.Join(t.TempDir(), "none.yaml"))
+	d, _ := stampDaemon(t, bundles)
 	ws := filepath.Join(d.ws, "repo\x1b[2J\x1b]0;x\a")
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
