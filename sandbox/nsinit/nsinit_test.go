@@ -39,6 +39,20 @@ func requireRoot(t testing.TB) {
 	fixture.NeedRoot(t)
 }
 
+// giveToNobody makes root and everything below it belong to nobody, the identity the sandboxed
+// programs of these tests run as.
+func giveToNobody(t testing.TB, root string) {
+	t.Helper()
+	if err := filepath.Walk(root, func(path string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chown(path, nobody, nobody)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // workTree creates under parent a directory tree every user can traverse: base/ro (file "allowed",
 // directory "secret" holding "key", file "token"), base/rw (owned by nobody) and base/outside (file
 // "hidden"). Trees under /tmp exercise the re-binding of host paths into the sandbox's own /tmp.
@@ -270,14 +284,7 @@ func TestDenyInsideWritableTree(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := filepath.Walk(ws, func(path string, _ os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Chown(path, nobody, nobody)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	giveToNobody(t, ws)
 	script := `cd ` + ws + `
 echo a > file && echo ok-existing
 echo b > sub/new && echo ok-sibling-tree
@@ -957,14 +964,7 @@ func TestProtectInsideWritableTree(t *testing.T) {
 	if err := os.WriteFile(tool, []byte("#!/bin/sh\necho tool-ran\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := filepath.Walk(ws, func(path string, _ os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Chown(path, nobody, nobody)
-	}); err != nil {
-		t.Fatal(err)
-	}
+	giveToNobody(t, ws)
 	script := `cd ` + ws + `
 cat .cli/tool/CLI.md
 ` + tool + `
