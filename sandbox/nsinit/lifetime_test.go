@@ -1,7 +1,6 @@
 package nsinit
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/isolation"
 )
 
@@ -100,23 +100,7 @@ func TestSandboxDiesWithItsParent(t *testing.T) {
 	}
 	requireRoot(t)
 	token := sleepToken(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	parent := exec.Command(exe, "-test.run=^TestSandboxDiesWithItsParent$")
-	parent.Env = []string{parentEnv + "=" + token}
-	parent.Stderr = os.Stderr
-	out, err := parent.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := parent.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer parent.Wait()
-	defer parent.Process.Kill()
-	line, err := bufio.NewReader(out).ReadString('\n')
+	parent, line, err := fixture.Rerun(t, []string{parentEnv + "=" + token})
 	initPID, perr := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "init ")))
 	if err != nil || perr != nil {
 		t.Fatalf("the parent said %q: %v %v", line, err, perr)
@@ -127,7 +111,7 @@ func TestSandboxDiesWithItsParent(t *testing.T) {
 	if was[0] != procName+" "+initMarker {
 		t.Fatalf("pid %d runs %q, not the init", initPID, was[0])
 	}
-	if err := parent.Process.Kill(); err != nil {
+	if err := parent.Cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = parent.Wait()

@@ -1,12 +1,10 @@
 package escape
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/internal/fixture"
 )
 
 // lifetimeHostEnv, when set, makes TestSandboxDiesWithItsHost the host: it runs the probe's linger
@@ -32,22 +31,7 @@ func TestSandboxDiesWithItsHost(t *testing.T) {
 	}
 	requireCorpus(t)
 	token := fmt.Sprintf("linger-%09d", rand.IntN(1e9))
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostCmd := exec.Command(exe, "-test.run=^TestSandboxDiesWithItsHost$")
-	hostCmd.Env = append(os.Environ(), lifetimeHostEnv+"="+token)
-	hostCmd.Stderr = os.Stderr
-	out, err := hostCmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := hostCmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = hostCmd.Process.Kill(); _ = hostCmd.Wait() }()
-	line, err := bufio.NewReader(out).ReadString('\n')
+	hostProc, line, err := fixture.Rerun(t, append(os.Environ(), lifetimeHostEnv+"="+token))
 	if err != nil || strings.TrimSpace(line) != "ready" {
 		t.Fatalf("the host said %q: %v", line, err)
 	}
@@ -55,10 +39,10 @@ func TestSandboxDiesWithItsHost(t *testing.T) {
 	if len(before) < 2 {
 		t.Fatalf("want the probe and its child running, found %v", before)
 	}
-	if err := hostCmd.Process.Kill(); err != nil {
+	if err := hostProc.Cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	_ = hostCmd.Wait()
+	_ = hostProc.Wait()
 	for deadline := time.Now().Add(time.Second); ; time.Sleep(10 * time.Millisecond) {
 		left := lingering(token)
 		if len(left) == 0 {
