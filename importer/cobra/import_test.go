@@ -68,14 +68,7 @@ func importTo(t *testing.T, o Options) (*Bundle, *registry.Registry, string) {
 	if err := os.Chmod(filepath.Dir(dir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	src, err := registry.DirSource(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.Load(src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := fixture.Load(t, dir)
 	for _, f := range reg.AllFindings() {
 		t.Errorf("lint: %s", f)
 	}
