@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clihost/clihost/internal/fixture"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -177,23 +178,8 @@ func TestServer(t *testing.T) {
 		Factory:      func(stdout, _ io.Writer) *cobra.Command { return newTree(stdout) },
 	}
 	ctx := context.Background()
-	st, ct := sdk.NewInMemoryTransports()
-	if _, err := NewServer(newTree(nil), opts).Connect(ctx, st, nil); err != nil {
-		t.Fatal(err)
-	}
-	c, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "0"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	list, err := c.ListTools(ctx, &sdk.ListToolsParams{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tl := range list.Tools {
-		names = append(names, tl.Name)
-	}
+	c := fixture.MCPClient(t, NewServer(newTree(nil), opts), nil)
+	names := fixture.MCPToolNames(t, c)
 	if want := []string{"gitx_json", "gitx_remote_add", "gitx_remote_remove"}; !reflect.DeepEqual(names, want) {
 		t.Fatalf("tools %v", names)
 	}

@@ -30,17 +30,7 @@ func connect(t *testing.T, h *host.Host, bundle string, o Options) *sdk.ClientSe
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, ct := sdk.NewInMemoryTransports()
-	ctx := context.Background()
-	if _, err := NewServer(h, b, o).Connect(ctx, st, nil); err != nil {
-		t.Fatal(err)
-	}
-	c, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "0"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
+	return fixture.MCPClient(t, NewServer(h, b, o), nil)
 }
 
 func text(t *testing.T, r *sdk.CallToolResult) string {

@@ -28,18 +28,10 @@ func TestProgressNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got atomic.Int32
-	st, ct := sdk.NewInMemoryTransports()
 	ctx := context.Background()
-	if _, err := NewServer(h, b, Options{Caller: host.Caller{Workspace: fixture.Workspace(t)}}).Connect(ctx, st, nil); err != nil {
-		t.Fatal(err)
-	}
-	c, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "0"}, &sdk.ClientOptions{
+	c := fixture.MCPClient(t, NewServer(h, b, Options{Caller: host.Caller{Workspace: fixture.Workspace(t)}}), &sdk.ClientOptions{
 		ProgressNotificationHandler: func(context.Context, *sdk.ProgressNotificationClientRequest) { got.Add(1) },
-	}).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	})
 	params := &sdk.CallToolParams{Name: "nap", Arguments: map[string]any{"s": "0.6"}}
 	params.SetProgressToken("tok")
 	res, err := c.CallTool(ctx, params)

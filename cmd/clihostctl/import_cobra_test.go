@@ -11,6 +11,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clihost/clihost/cobramcp"
+	"github.com/clihost/clihost/internal/fixture"
 )
 
 // TestImportCobra imports the importer's gitx fixture through the command and lints the result.
@@ -52,23 +53,8 @@ func TestMCPSelf(t *testing.T) {
 	g := &globalOptions{bundleDirs: []string{"testdata/tree"}}
 	root := newRootCmd(newGlobalOptions(systemStreams()))
 	ctx := context.Background()
-	st, ct := sdk.NewInMemoryTransports()
-	if _, err := cobramcp.NewServer(root, selfMCPOptions(g)).Connect(ctx, st, nil); err != nil {
-		t.Fatal(err)
-	}
-	c, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "0"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	list, err := c.ListTools(ctx, &sdk.ListToolsParams{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, tl := range list.Tools {
-		names = append(names, tl.Name)
-	}
+	c := fixture.MCPClient(t, cobramcp.NewServer(root, selfMCPOptions(g)), nil)
+	names := fixture.MCPToolNames(t, c)
 	if got := strings.Join(names, " "); got != "clihostctl_inspect clihostctl_lint clihostctl_status clihostctl_tools clihostctl_version" {
 		t.Fatalf("tools: %s", got)
 	}
