@@ -1,7 +1,6 @@
 package nsinit
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -113,12 +112,7 @@ func egressPlan(t *testing.T, script string, proxy bool, spawn ...string) isolat
 // the program is done, Wait, Failure.
 func runEgress(t *testing.T, p isolation.Plan, h *egressHost) result {
 	t.Helper()
-	cmd, err := Command(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd, stdout, stderr := capturing(t, p)
 	if err := cmd.Start(); err != nil {
 		cmd.CloseChildEnds()
 		cmd.Failure()
@@ -138,11 +132,7 @@ func runEgress(t *testing.T, p isolation.Plan, h *egressHost) result {
 	if err := <-served; err != nil {
 		t.Errorf("Serve: %v", err)
 	}
-	var exitErr *exec.ExitError
-	if werr != nil && !errors.As(werr, &exitErr) {
-		t.Fatal(werr)
-	}
-	r := result{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode(), cmd.Failure()}
+	r := finished(t, cmd, werr, stdout, stderr)
 	t.Logf("exit %d, failure %v\nstdout: %s\nstderr: %s\ndecisions:\n%s", r.code, r.failure, r.stdout, r.stderr, h.decisions())
 	if lerr != nil {
 		t.Fatalf("Listeners: %v (Failure: %v)", lerr, r.failure)
@@ -302,15 +292,7 @@ func TestEgressInitFailure(t *testing.T) {
 	requireRoot(t)
 	p := egressPlan(t, "echo RAN", true)
 	p.ReadWrite = []string{"/nonexistent-nsinit-path"}
-	cmd, err := Command(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() }) // on t.Fatal below
-	cmd.CloseChildEnds()
+	cmd := startPlan(t, p)
 	done := make(chan error, 1)
 	go func() {
 		_, err := cmd.Listeners()

@@ -157,21 +157,36 @@ type result struct {
 // run runs p sandboxed and returns its output and exit status.
 func run(t testing.TB, p isolation.Plan) result {
 	t.Helper()
+	cmd, stdout, stderr := capturing(t, p)
+	err := cmd.Run()
+	cmd.CloseChildEnds()
+	r := finished(t, cmd, err, stdout, stderr)
+	t.Logf("exit %d, failure %v\nstdout: %s\nstderr: %s", r.code, r.failure, r.stdout, r.stderr)
+	return r
+}
+
+// capturing returns the command running p sandboxed, its standard output and error going to the
+// two buffers it returns.
+func capturing(t testing.TB, p isolation.Plan) (cmd *Cmd, stdout, stderr *bytes.Buffer) {
+	t.Helper()
 	cmd, err := Command(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err = cmd.Run()
-	cmd.CloseChildEnds()
+	stdout, stderr = new(bytes.Buffer), new(bytes.Buffer)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	return cmd, stdout, stderr
+}
+
+// finished is the result of cmd, a capturing command that has ended, waitErr being what its Run
+// or Wait returned: an exit status is part of the result, any other error fails t.
+func finished(t testing.TB, cmd *Cmd, waitErr error, stdout, stderr *bytes.Buffer) result {
+	t.Helper()
 	var exitErr *exec.ExitError
-	if err != nil && !errors.As(err, &exitErr) {
-		t.Fatal(err)
+	if waitErr != nil && !errors.As(waitErr, &exitErr) {
+		t.Fatal(waitErr)
 	}
-	r := result{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode(), cmd.Failure()}
-	t.Logf("exit %d, failure %v\nstdout: %s\nstderr: %s", r.code, r.failure, r.stdout, r.stderr)
-	return r
+	return result{stdout.String(), stderr.String(), cmd.ProcessState.ExitCode(), cmd.Failure()}
 }
 
 // sh returns a plan running /bin/sh -c script, able to spawn the given programs.
