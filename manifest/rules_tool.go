@@ -9,7 +9,6 @@ import (
 	"maps"
 	"path"
 	"regexp"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
+	"github.com/clihost/clihost/internal/parallel"
 	"github.com/clihost/clihost/schemas"
 )
 
@@ -61,27 +61,14 @@ func (l *linter) loadTools() {
 
 	// A few long-lived workers rather than a goroutine per file: validation recurses deeply, and
 	// every fresh goroutine would grow its stack again.
-	work := make(chan *toolLinter)
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range work {
-				data, err := readManifest(l.b.fsys, j.fsPath)
-				if err != nil {
-					j.readErr = err
-					continue
-				}
-				j.load(data)
-			}
-		}()
-	}
-	for _, j := range jobs {
-		work <- j
-	}
-	close(work)
-	wg.Wait()
+	parallel.Each(jobs, func(j *toolLinter) {
+		data, err := readManifest(l.b.fsys, j.fsPath)
+		if err != nil {
+			j.readErr = err
+			return
+		}
+		j.load(data)
+	})
 
 	commandPathRule(jobs)
 	ids := map[string]string{}

@@ -9,12 +9,11 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
-	"sync"
 
 	"github.com/clihost/clihost/internal/beneath"
+	"github.com/clihost/clihost/internal/parallel"
 	"github.com/clihost/clihost/manifest"
 )
 
@@ -155,22 +154,7 @@ func Load(sources ...Source) (*Registry, error) {
 	}
 	// Bundles are independent: load them on a few workers, then index them in discovery order so
 	// that which of two duplicates wins does not depend on scheduling.
-	work := make(chan *job)
-	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range work {
-				j.bundle = loadBundle(j.src, j.path)
-			}
-		}()
-	}
-	for _, j := range jobs {
-		work <- j
-	}
-	close(work)
-	wg.Wait()
+	parallel.Each(jobs, func(j *job) { j.bundle = loadBundle(j.src, j.path) })
 	r := &Registry{byKey: map[string]*Entry{}}
 	for _, src := range sources {
 		if !src.Embedded && src.OSPath != nil {
