@@ -405,13 +405,7 @@ func TestEgressFilesOverSymlink(t *testing.T) {
 		t.Fatal("unshare (util-linux) is needed: ", err)
 	}
 	dir := t.TempDir()
-	for name, content := range map[string]string{"run/stub-resolv.conf": "nameserver 127.0.0.53\n", "plain": "host plain\n"} {
-		path := filepath.Join(dir, name)
-		os.MkdirAll(filepath.Dir(path), 0o755)
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fixture.WriteIn(t, dir, map[string]string{"run/stub-resolv.conf": "nameserver 127.0.0.53\n", "plain": "host plain\n"})
 	if err := os.Symlink("run/stub-resolv.conf", filepath.Join(dir, "resolv.conf")); err != nil {
 		t.Fatal(err)
 	}

@@ -63,21 +63,12 @@ func workTree(t testing.TB, parent string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
-	files := map[string]string{
+	fixture.WriteIn(t, base, map[string]string{
 		"ro/allowed":     "allowed content\n",
 		"ro/secret/key":  "SECRET KEY\n",
 		"ro/token":       "SECRET TOKEN\n",
 		"outside/hidden": "HIDDEN\n",
-	}
-	for name, content := range files {
-		path := filepath.Join(base, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	if err := os.Mkdir(filepath.Join(base, "rw"), 0o755); err != nil {
 		t.Fatal(err)
 	}
