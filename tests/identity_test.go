@@ -88,16 +88,11 @@ func (d *daemonProc) ctlAs(t *testing.T, u fixture.TestUser, args ...string) res
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=" + systemPath, "HOME=" + u.Home, "CLIHOST_BUNDLES="}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groupsOf(u)}}
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
+	o, err := fixture.Run(cmd)
+	if err != nil {
 		t.Fatalf("clihostctl as %s: %v", u.Name, err)
 	}
-	return result{code, out.String(), errb.String()}
+	return result{o.Code, o.Stdout, o.Stderr}
 }
 
 // rawAs posts body (GET when empty) to the control API's path as u, with curl (what clihostctl checks on its side

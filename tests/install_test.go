@@ -144,16 +144,11 @@ func (d *unitDaemon) as(t *testing.T, uid, gid int, args ...string) result {
 	}
 	cmd.Dir = d.root
 	cmd.Env = []string{"PATH=" + systemPath, "HOME=/root", "TERM=dumb"}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
+	o, err := fixture.Run(cmd)
+	if err != nil {
 		t.Fatalf("run clihostctl: %v", err)
 	}
-	return result{code, out.String(), errb.String()}
+	return result{o.Code, o.Stdout, o.Stderr}
 }
 
 // installTree makes the test's tree: readable by every user, and only root may change it (so

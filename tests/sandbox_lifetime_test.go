@@ -228,16 +228,11 @@ func startCalls(t *testing.T, d *daemonProc, ws string, n int, script string) (w
 	for i := range n {
 		wg.Go(func() {
 			cmd := exec.Command(bin.ctl, "--socket", d.socket, "call", "linger", "run", "--workspace", ws, "--input", input)
-			var out, errb bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &errb
-			err := cmd.Run()
-			code := 0
-			if ee, ok := err.(*exec.ExitError); ok {
-				code = ee.ExitCode()
-			} else if err != nil {
-				code = -1
+			o, err := fixture.Run(cmd)
+			if err != nil {
+				o.Code = -1
 			}
-			results[i] = result{code, out.String(), errb.String()}
+			results[i] = result{o.Code, o.Stdout, o.Stderr}
 		})
 	}
 	return func() []result { wg.Wait(); return results }

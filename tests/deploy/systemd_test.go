@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -186,17 +185,11 @@ func (m *nspawn) run(t *testing.T, stdin string, argv ...string) result {
 	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(m.leader), "-a", "--"}, argv...)...)
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8"}
 	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
+	o, err := fixture.Run(cmd)
+	if err != nil {
 		t.Fatalf("nsenter %s: %v", strings.Join(argv, " "), err)
 	}
-	return result{code, out.String(), errb.String()}
+	return result{o.Code, o.Stdout, o.Stderr}
 }
 
 // must is run, failing t unless argv exits 0.
