@@ -11,30 +11,12 @@ import (
 	"github.com/clihost/clihost/registry"
 )
 
-// lsBundle is issue 12's example: ls -1 PATH, where -1 takes no value, so PATH is a positional
-// written right after a literal option.
-func lsBundle() map[string]string {
-	return map[string]string{
-		"ls/CLI.md": strings.Replace(fixture.CLI("ls", "ls", "  list: ./tools/list/TOOL.md\n"), "read: []", `read: ["./**"]`, 1),
-		"ls/tools/list/TOOL.md": `---
-name: List
-id: ls.list
-description: One name a line.
-version: 1.0.0
-inputs: { type: object, additionalProperties: false, properties: { path: { type: string } }, required: [path] }
-outputs: { type: string }
-runner: { cli: ../../CLI.md, argv: ["-1", "${input.path}"] }
----
-`,
-	}
-}
-
 // TestOptionInjectionThroughCall sends the issue's values through host.Call to the real ls: before
 // the fix "--version" came back as ls's version and "-la" as a long listing; now each is refused
 // as input_invalid before any process starts. Lint warns about the template.
 func TestOptionInjectionThroughCall(t *testing.T) {
 	fixture.Need(t, "ls")
-	src, err := registry.DirSource(fixture.Write(t, lsBundle()))
+	src, err := registry.DirSource(fixture.Write(t, fixture.LS()))
 	if err != nil {
 		t.Fatal(err)
 	}
