@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -369,19 +368,13 @@ func TestUnprivilegedDaemonChecksTheCallersWorkspace(t *testing.T) {
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=" + systemPath, "HOME=" + agent.Home, "CLIHOST_BUNDLES="}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(agent.UID), Gid: uint32(agent.GID), Groups: groupsOf(agent)}}
-	d := &daemonProc{cmd: cmd, lines: make(chan string, 1000), socket: sock, state: state, ws: ws}
+	d := &daemonProc{cmd: cmd, socket: sock, state: state, ws: ws}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	d.proc = fixture.Start(t, cmd)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			d.lines <- sc.Text()
-		}
-		close(d.lines)
-	}()
+	d.log = fixture.Follow(stderr)
 	d.waitFor(t, "clihostd ready")
 
 	for _, dir := range []string{owner.Home, victim, acl} {

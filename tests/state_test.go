@@ -303,12 +303,10 @@ runner: { cli: ../../CLI.md, argv: [hello] }
 	}
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	_ = d.proc.Wait()
-	for range d.lines { // drain until stderr closes: the history is then complete
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.log.Drain() // until stderr closes: the log is then complete
+	history := d.log.All()
 	loud := 0
-	for _, l := range d.history {
+	for _, l := range history {
 		if strings.Contains(l, "STATE DATABASE DAMAGED") {
 			loud++
 		}
@@ -319,7 +317,7 @@ runner: { cli: ../../CLI.md, argv: [hello] }
 		}
 	}
 	if loud != 1 {
-		t.Errorf("clihostd logged the damage %d times, want once:\n%s", loud, strings.Join(d.history, "\n"))
+		t.Errorf("clihostd logged the damage %d times, want once:\n%s", loud, strings.Join(history, "\n"))
 	}
 }
 
