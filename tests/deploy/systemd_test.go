@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -11,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,27 +24,9 @@ const docsFile = "../../docs/operations.md"
 type nspawn struct {
 	name   string
 	cmd    *exec.Cmd
-	out    *lockedBuffer
-	leader int // the container's PID 1, as the host sees it
+	out    *fixture.Buffer // nspawn's console output (written by exec's copying goroutines)
+	leader int             // the container's PID 1, as the host sees it
 	exited chan struct{}
-}
-
-// lockedBuffer collects nspawn's console output (written by exec's copying goroutines).
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // bootContainer boots this host's own systemd in a volatile container: / is a fresh tmpfs (a new
@@ -77,7 +57,7 @@ func bootOnce(t *testing.T) *nspawn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &nspawn{name: "clihost-ut-" + strconv.Itoa(os.Getpid()), out: &lockedBuffer{}, exited: make(chan struct{})}
+	m := &nspawn{name: "clihost-ut-" + strconv.Itoa(os.Getpid()), out: &fixture.Buffer{}, exited: make(chan struct{})}
 	m.cmd = exec.Command("systemd-nspawn", "--directory=/", "--volatile=yes", "--machine="+m.name,
 		"--register=no", "--keep-unit", "--private-network", "--console=pipe",
 		"--bind-ro="+bin.dir+":/usr/local/bin", "--bind-ro="+deployDir+":/mnt/clihost-deploy",

@@ -515,7 +515,7 @@ func TestGitRuleFloodIsBounded(t *testing.T) {
 	requireCorpus(t)
 	const repos = 200
 	reg := fixture.Registry(t, probeFiles("git", strings.ReplaceAll(sandboxes["git"], "OUTSIDE", outside)))
-	var audit lockedBuffer
+	var audit fixture.Buffer
 	h := host.New(reg, host.Options{Audit: &audit, LookupEnv: func(k string) (string, bool) {
 		if k == "PATH" {
 			return probeDir + ":/usr/bin:/bin", true
@@ -545,7 +545,7 @@ func TestGitRuleFloodIsBounded(t *testing.T) {
 	}
 	var callID string
 	sweeps := 0
-	for line := range strings.Lines(audit.b.String()) {
+	for line := range strings.Lines(audit.String()) {
 		var rec struct {
 			Type   string `json:"type"`
 			CallID string `json:"call_id"`
