@@ -64,14 +64,7 @@ func writeBundle(t testing.TB, files map[string]string, opts Options) (*Host, st
 			t.Fatal(err)
 		}
 	}
-	src, err := registry.DirSource(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.Load(src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := fixture.Load(t, dir)
 	for _, f := range reg.AllFindings() {
 		t.Fatalf("test bundle: %s", f)
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/clihost/clihost/internal/fixture"
-	"github.com/clihost/clihost/registry"
 )
 
 // TestOptionInjectionThroughCall sends the issue's values through host.Call to the real ls: before
@@ -16,14 +15,7 @@ import (
 // as input_invalid before any process starts. Lint warns about the template.
 func TestOptionInjectionThroughCall(t *testing.T) {
 	fixture.Need(t, "ls")
-	src, err := registry.DirSource(fixture.Write(t, fixture.LS()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.Load(src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := fixture.Load(t, fixture.Write(t, fixture.LS()))
 	fs := reg.AllFindings()
 	if len(fs) != 1 || fs[0].Rule != "argv-option-value" || !strings.Contains(fs[0].Hint, `"-1${input.path}"`) {
 		t.Fatalf("findings %v, want one argv-option-value warning", fs)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/lifecycle"
-	"github.com/clihost/clihost/registry"
 	"github.com/clihost/clihost/setup"
 )
 
@@ -28,14 +27,7 @@ func TestSecretInArgvIsReadByOtherUsers(t *testing.T) {
 	files["sleep/tools/nap/TOOL.md"] = strings.Replace(files["sleep/tools/nap/TOOL.md"], `argv: ["${input.s}"]`, `argv: ["${secrets.tok}"]`, 1)
 	files["sleep/tools/nap/TOOL.md"] = strings.Replace(files["sleep/tools/nap/TOOL.md"], "required: [s]", "required: []", 1)
 	engine := setupEngine(t)
-	src, err := registry.DirSource(fixture.Write(t, files)) // not writeBundle: the bundle has a warning
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.Load(src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := fixture.Load(t, fixture.Write(t, files)) // not writeBundle: the bundle has a warning
 	h := New(reg, Options{Setup: engine})
 	b := bundle(t, h, "sleep")
 
