@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clihost/clihost/internal/dnsquery"
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/sandbox"
 	"github.com/clihost/clihost/sandbox/egress"
@@ -66,7 +67,7 @@ func flood(args []string) (int, error) {
 		if i >= repeats {
 			name = fmt.Sprintf("n%d.flood.invalid.", i)
 		}
-		msg, err := query(uint16(i), name)
+		msg, err := dnsquery.A(uint16(i), name)
 		if err != nil {
 			return i, err
 		}
@@ -85,22 +86,6 @@ func flood(args []string) (int, error) {
 		}
 	}
 	return repeats + distinct, nil
-}
-
-// query packs an A query with id for name.
-func query(id uint16, name string) ([]byte, error) {
-	n, err := dnsmessage.NewName(name)
-	if err != nil {
-		return nil, err
-	}
-	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: id, RecursionDesired: true})
-	if err := b.StartQuestions(); err != nil {
-		return nil, err
-	}
-	if err := b.Question(dnsmessage.Question{Name: n, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET}); err != nil {
-		return nil, err
-	}
-	return b.Finish()
 }
 
 // floodBundle returns a bundle whose tool run is this test binary as dnsflood (a hard link, or

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"github.com/clihost/clihost/internal/dnsquery"
 )
 
 // dnsFlood REPEATS DISTINCT floods the sandbox's DNS stub (127.0.0.1:53) with names it refuses:
@@ -33,7 +35,7 @@ func dnsFlood(args []string) report {
 		if i >= repeats {
 			name = fmt.Sprintf("n%d.flood.invalid.", i)
 		}
-		q, err := aQuery(uint16(i), name)
+		q, err := dnsquery.A(uint16(i), name)
 		if err != nil {
 			return result("pack", err)
 		}
@@ -51,20 +53,4 @@ func dnsFlood(args []string) report {
 		}
 	}
 	return report{Result: "allowed", Step: "answer", Detail: strconv.Itoa(repeats + distinct)}
-}
-
-// aQuery packs an A query with id for name.
-func aQuery(id uint16, name string) ([]byte, error) {
-	n, err := dnsmessage.NewName(name)
-	if err != nil {
-		return nil, err
-	}
-	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: id, RecursionDesired: true})
-	if err := b.StartQuestions(); err != nil {
-		return nil, err
-	}
-	if err := b.Question(dnsmessage.Question{Name: n, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET}); err != nil {
-		return nil, err
-	}
-	return b.Finish()
 }
