@@ -1,12 +1,8 @@
 package main
 
 import (
-	"fmt"
 	"net"
 	"strconv"
-	"time"
-
-	"golang.org/x/net/dns/dnsmessage"
 
 	"github.com/clihost/clihost/internal/dnsquery"
 )
@@ -29,28 +25,9 @@ func dnsFlood(args []string) report {
 		return result("connect", err)
 	}
 	defer c.Close()
-	buf := make([]byte, 4096)
-	for i := range repeats + distinct {
-		name := "flood.invalid."
-		if i >= repeats {
-			name = fmt.Sprintf("n%d.flood.invalid.", i)
-		}
-		q, err := dnsquery.A(uint16(i), name)
-		if err != nil {
-			return result("pack", err)
-		}
-		if _, err := c.Write(q); err != nil {
-			return result("send", err)
-		}
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		n, err := c.Read(buf)
-		if err != nil {
-			return result("receive", err)
-		}
-		var p dnsmessage.Parser
-		if h, err := p.Start(buf[:n]); err != nil || h.ID != uint16(i) || h.RCode != dnsmessage.RCodeNameError {
-			return report{Result: "denied", Step: "answer", Detail: fmt.Sprintf("query %d: id %d rcode %v (%v), want NXDOMAIN", i, h.ID, h.RCode, err)}
-		}
+	n, step, err := dnsquery.Flood(c, repeats, distinct)
+	if err != nil {
+		return result(step, err)
 	}
-	return report{Result: "allowed", Step: "answer", Detail: strconv.Itoa(repeats + distinct)}
+	return report{Result: "allowed", Step: "answer", Detail: strconv.Itoa(n)}
 }
