@@ -7,30 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/internal/rotate"
 )
-
-// syncBuffer collects what a follower receives.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestAuditAcrossRotation serves an audit log that internal/rotate rotates: --rotated prints the
 // rotated files oldest first and then the current one, and --follow keeps printing new lines
@@ -73,7 +55,7 @@ func TestAuditAcrossRotation(t *testing.T) {
 
 	fctx, stop := context.WithCancel(ctx)
 	defer stop()
-	var follow syncBuffer
+	var follow fixture.Buffer // what a follower receives
 	done := make(chan error, 1)
 	go func() { done <- c.Audit(fctx, true, false, &follow) }()
 	waitFor := func(want string) {

@@ -185,19 +185,8 @@ func TestTokenOnlyForRootAndOwner(t *testing.T) {
 	}
 	h := Handler(fakeBackend{audit: audit}, a)
 	for _, path := range []string{PathToken, PathAudit} {
-		for _, c := range []struct {
-			name string
-			peer Peer
-			want int
-		}{
-			{"root", Peer{UID: 0, GID: 0}, http.StatusOK},
-			{"the daemon's user", Peer{UID: 1000, GID: 1000}, http.StatusOK},
-			{"a member of --group", Peer{UID: 1001, GID: 1001, Groups: []int{4242}}, http.StatusForbidden},
-		} {
-			req := httptest.NewRequest(http.MethodGet, path, nil)
-			req = req.WithContext(context.WithValue(req.Context(), peerKey{}, c.peer))
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, req)
+		for _, c := range ownerOnlyPeers {
+			rec := get(h, path, c.peer)
 			if rec.Code != c.want {
 				t.Errorf("%s: GET %s: HTTP %d, want %d (%s)", c.name, path, rec.Code, c.want, rec.Body.String())
 			}

@@ -25,9 +25,8 @@ func PeerOf(ctx context.Context) (Peer, bool) {
 // attribute an install to a package manager that never ran: refused.
 func recordHandler(b Backend, a Admission) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if p, _ := PeerOf(r.Context()); p.UID != 0 && p.UID != a.OwnerUID {
-			writeError(w, http.StatusForbidden, "only root or clihostd's own user may record an install",
-				"run: sudo clihostctl install BUNDLE (it runs the package manager as root, then asks the daemon to check and record it)")
+		if !a.operatorOnly(w, r, "only root or clihostd's own user may record an install",
+			"run: sudo clihostctl install BUNDLE (it runs the package manager as root, then asks the daemon to check and record it)") {
 			return
 		}
 		var req RecordRequest
@@ -46,9 +45,8 @@ func recordHandler(b Backend, a Admission) http.HandlerFunc {
 // as the agent in a workspace the member may not use itself, which the control socket refuses it.
 func tokenHandler(b Backend, a Admission) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if p, _ := PeerOf(r.Context()); p.UID != 0 && p.UID != a.OwnerUID {
-			writeError(w, http.StatusForbidden, "only root or clihostd's own user may read the MCP bearer token",
-				"the token lets its holder act as the daemon's agent in its workspace: ask the operator (sudo clihostctl token)")
+		if !a.operatorOnly(w, r, "only root or clihostd's own user may read the MCP bearer token",
+			"the token lets its holder act as the daemon's agent in its workspace: ask the operator (sudo clihostctl token)") {
 			return
 		}
 		writeJSON(w, b.Token())

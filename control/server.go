@@ -58,6 +58,16 @@ type Admission struct {
 	GroupID  int // a group whose members are admitted; -1 for none
 }
 
+// operatorOnly lets the peer of r through when it is root or the daemon's own user; anyone else
+// (a member of --group) gets 403 with message and hint, and false.
+func (a Admission) operatorOnly(w http.ResponseWriter, r *http.Request, message, hint string) bool {
+	if p, _ := PeerOf(r.Context()); p.UID == 0 || p.UID == a.OwnerUID {
+		return true
+	}
+	writeError(w, http.StatusForbidden, message, hint)
+	return false
+}
+
 func (a Admission) admits(p Peer) bool {
 	if p.UID == 0 || p.UID == a.OwnerUID {
 		return true
@@ -177,11 +187,10 @@ func Handler(b Backend, a Admission) http.Handler {
 			writeError(w, http.StatusBadRequest, "bad install request: "+err.Error(), "")
 			return
 		}
-		if p, _ := PeerOf(r.Context()); req.AllowUnverified && p.UID != 0 && p.UID != a.OwnerUID {
-			// Running an installer script nobody checked (as root on a root daemon) is the
-			// operator's decision, not a socket group member's.
-			writeError(w, http.StatusForbidden, "only root or clihostd's own user may allow unverified installers",
-				"install without --allow-unverified, or ask the operator")
+		// Running an installer script nobody checked (as root on a root daemon) is the
+		// operator's decision, not a socket group member's.
+		if req.AllowUnverified && !a.operatorOnly(w, r, "only root or clihostd's own user may allow unverified installers",
+			"install without --allow-unverified, or ask the operator") {
 			return
 		}
 		send := stream(w)
@@ -245,10 +254,9 @@ func Handler(b Backend, a Admission) http.Handler {
 		})
 	}
 	mux.HandleFunc("GET "+PathAudit, func(w http.ResponseWriter, r *http.Request) {
-		if p, _ := PeerOf(r.Context()); p.UID != 0 && p.UID != a.OwnerUID {
-			// Every caller's calls are in it (users, tools, workspaces, egress): the operator's.
-			writeError(w, http.StatusForbidden, "only root or clihostd's own user may read the audit log",
-				"it records every caller's calls: ask the operator (sudo clihostctl audit)")
+		// Every caller's calls are in it (users, tools, workspaces, egress): the operator's.
+		if !a.operatorOnly(w, r, "only root or clihostd's own user may read the audit log",
+			"it records every caller's calls: ask the operator (sudo clihostctl audit)") {
 			return
 		}
 		q := r.URL.Query()

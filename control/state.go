@@ -48,10 +48,9 @@ func stateHandlers(mux *http.ServeMux, b Backend, a Admission) {
 		writeJSON(w, c)
 	})
 	mux.HandleFunc("GET "+PathStateBackup, func(w http.ResponseWriter, r *http.Request) {
-		if p, _ := PeerOf(r.Context()); p.UID != 0 && p.UID != a.OwnerUID {
-			// It holds every install, setup and login record and the sealed secrets.
-			writeError(w, http.StatusForbidden, "only root or clihostd's own user may back up its state",
-				"ask the operator (sudo clihostctl state backup FILE)")
+		// It holds every install, setup and login record and the sealed secrets.
+		if !a.operatorOnly(w, r, "only root or clihostd's own user may back up its state",
+			"ask the operator (sudo clihostctl state backup FILE)") {
 			return
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")

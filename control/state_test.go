@@ -28,15 +28,7 @@ func (stateBackend) StateVersion() int   { return 1 }
 // secrets: a member of --group gets 403 and none of it; the check is open to every admitted peer.
 func TestStateBackupOnlyForRootAndOwner(t *testing.T) {
 	h := Handler(stateBackend{}, Admission{OwnerUID: 1000, GroupID: 4242})
-	for _, c := range []struct {
-		name string
-		peer Peer
-		want int
-	}{
-		{"root", Peer{UID: 0, GID: 0}, http.StatusOK},
-		{"the daemon's user", Peer{UID: 1000, GID: 1000}, http.StatusOK},
-		{"a member of --group", Peer{UID: 1001, GID: 1001, Groups: []int{4242}}, http.StatusForbidden},
-	} {
+	for _, c := range ownerOnlyPeers {
 		rec := get(h, PathStateBackup, c.peer)
 		if rec.Code != c.want {
 			t.Errorf("%s: HTTP %d, want %d (%s)", c.name, rec.Code, c.want, rec.Body.String())
@@ -52,6 +44,18 @@ func TestStateBackupOnlyForRootAndOwner(t *testing.T) {
 	if rec := get(bad, PathStateCheck, Peer{UID: 1000}); !strings.Contains(rec.Body.String(), `"ok":false`) || !strings.Contains(rec.Body.String(), "page 4 is damaged") {
 		t.Errorf("damaged check: %s", rec.Body.String())
 	}
+}
+
+// ownerOnlyPeers are the peers of a daemon admitting {OwnerUID: 1000, GroupID: 4242}, each with
+// the status an endpoint only root and the daemon's own user may use answers it.
+var ownerOnlyPeers = []struct {
+	name string
+	peer Peer
+	want int
+}{
+	{"root", Peer{UID: 0, GID: 0}, http.StatusOK},
+	{"the daemon's user", Peer{UID: 1000, GID: 1000}, http.StatusOK},
+	{"a member of --group", Peer{UID: 1001, GID: 1001, Groups: []int{4242}}, http.StatusForbidden},
 }
 
 // get serves GET path to peer.

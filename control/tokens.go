@@ -33,12 +33,8 @@ func tokenHandlers(mux *http.ServeMux, b Backend, a Admission) {
 		return
 	}
 	operator := func(w http.ResponseWriter, r *http.Request) bool {
-		if p, _ := PeerOf(r.Context()); p.UID != 0 && p.UID != a.OwnerUID {
-			writeError(w, http.StatusForbidden, "only root or clihostd's own user may list, make or revoke agent tokens",
-				"a token lets its holder act as an agent in the daemon's workspace: ask the operator (sudo clihostctl token …)")
-			return false
-		}
-		return true
+		return a.operatorOnly(w, r, "only root or clihostd's own user may list, make or revoke agent tokens",
+			"a token lets its holder act as an agent in the daemon's workspace: ask the operator (sudo clihostctl token …)")
 	}
 	mux.HandleFunc("GET "+PathTokens, func(w http.ResponseWriter, r *http.Request) {
 		if operator(w, r) {

@@ -33,14 +33,7 @@ func TestCallsCannotAddBundles(t *testing.T) {
 		t.Fatal(err)
 	}
 	fixture.GiveToAgent(t, ws)
-	s, err := registry.DirSource(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.Load(s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := fixture.Load(t, src)
 	h := New(reg, Options{})
 	b := bundle(t, h, "mkdir")
 	// mkdir's sandbox writes ./out/**: let it write the whole workspace, as an editing agent's tool does.

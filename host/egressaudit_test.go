@@ -12,12 +12,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/clihost/clihost/internal/dnsquery"
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/sandbox"
 	"github.com/clihost/clihost/sandbox/egress"
-	"golang.org/x/net/dns/dnsmessage"
 )
 
 // dnsFloodName is the name under which this test binary acts as a DNS flooder (see floodMain).
@@ -60,47 +59,8 @@ func flood(args []string) (int, error) {
 		return 0, err
 	}
 	defer c.Close()
-	buf := make([]byte, 4096)
-	for i := range repeats + distinct {
-		name := "flood.invalid."
-		if i >= repeats {
-			name = fmt.Sprintf("n%d.flood.invalid.", i)
-		}
-		msg, err := query(uint16(i), name)
-		if err != nil {
-			return i, err
-		}
-		if _, err := c.Write(msg); err != nil {
-			return i, err
-		}
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		n, err := c.Read(buf)
-		if err != nil {
-			return i, fmt.Errorf("answer %d: %w", i, err)
-		}
-		var p dnsmessage.Parser
-		h, err := p.Start(buf[:n])
-		if err != nil || h.ID != uint16(i) || h.RCode != dnsmessage.RCodeNameError {
-			return i, fmt.Errorf("answer %d: id %d rcode %v (%v), want NXDOMAIN", i, h.ID, h.RCode, err)
-		}
-	}
-	return repeats + distinct, nil
-}
-
-// query packs an A query with id for name.
-func query(id uint16, name string) ([]byte, error) {
-	n, err := dnsmessage.NewName(name)
-	if err != nil {
-		return nil, err
-	}
-	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: id, RecursionDesired: true})
-	if err := b.StartQuestions(); err != nil {
-		return nil, err
-	}
-	if err := b.Question(dnsmessage.Question{Name: n, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET}); err != nil {
-		return nil, err
-	}
-	return b.Finish()
+	n, _, err := dnsquery.Flood(c, repeats, distinct)
+	return n, err
 }
 
 // floodBundle returns a bundle whose tool run is this test binary as dnsflood (a hard link, or

@@ -145,25 +145,24 @@ func isExecutable(p string) bool {
 	return err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0
 }
 
+// installCommands is, by install method, the start of the command that installs a package by hand
+// (the package name follows).
+var installCommands = map[string]string{
+	manifest.MethodApt:   "apt-get install ",
+	manifest.MethodBrew:  "brew install ",
+	manifest.MethodDnf:   "dnf install ",
+	manifest.MethodNpm:   "npm install -g ",
+	manifest.MethodPip:   "pip install ",
+	manifest.MethodGo:    "go install ",
+	manifest.MethodCargo: "cargo install ",
+}
+
 // installHint names the first install commands the bundle declares.
 func installHint(b *manifest.Bundle) string {
 	var ways []string
 	for _, m := range b.CLI.Install {
-		switch m.Method {
-		case manifest.MethodApt:
-			ways = append(ways, "apt-get install "+m.Package)
-		case manifest.MethodBrew:
-			ways = append(ways, "brew install "+m.Package)
-		case manifest.MethodDnf:
-			ways = append(ways, "dnf install "+m.Package)
-		case manifest.MethodNpm:
-			ways = append(ways, "npm install -g "+m.Package)
-		case manifest.MethodPip:
-			ways = append(ways, "pip install "+m.Package)
-		case manifest.MethodGo:
-			ways = append(ways, "go install "+m.Package)
-		case manifest.MethodCargo:
-			ways = append(ways, "cargo install "+m.Package)
+		if cmd, ok := installCommands[m.Method]; ok {
+			ways = append(ways, cmd+m.Package)
 		}
 		if len(ways) == 2 {
 			break

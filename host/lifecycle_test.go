@@ -41,18 +41,9 @@ runner: { cli: ../../CLI.md, argv: [-n, 'error("expired")'] }
 ---
 `
 	files["echo/CLI.md"] = strings.Replace(files["echo/CLI.md"], "  raw: ./tools/raw/TOOL.md\n", "  raw: ./tools/raw/TOOL.md\n  fail: ./tools/fail/TOOL.md\n", 1)
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	secrets, err := store.OpenSecrets(st, filepath.Join(t.TempDir(), "key"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	engine := setupEngine(t)
 	var audit bytes.Buffer
-	engine := &setup.Engine{Store: st, Secrets: secrets}
-	machine := &authstate.Machine{Store: st, Audit: func(v any) { audit.WriteString("cli.auth_expired\n") }}
+	machine := &authstate.Machine{Store: engine.Store, Audit: func(v any) { audit.WriteString("cli.auth_expired\n") }}
 	h, _ := writeBundle(t, files, Options{Setup: engine, Auth: machine})
 	b := bundle(t, h, "echo")
 	ws := fixture.Workspace(t)
@@ -89,4 +80,20 @@ runner: { cli: ../../CLI.md, argv: [-n, 'error("expired")'] }
 	if s, _ := machine.Get(b, scope); s.Phase == authstate.Authed {
 		t.Fatal("still authed after the expiry exit code")
 	}
+}
+
+// setupEngine is a setup engine on a fresh state store (closed when t ends) and a fresh
+// secrets key.
+func setupEngine(t *testing.T) *setup.Engine {
+	t.Helper()
+	st, err := store.Open(t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	secrets, err := store.OpenSecrets(st, filepath.Join(t.TempDir(), "key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &setup.Engine{Store: st, Secrets: secrets}
 }

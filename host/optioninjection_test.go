@@ -8,40 +8,14 @@ import (
 	"testing"
 
 	"github.com/clihost/clihost/internal/fixture"
-	"github.com/clihost/clihost/registry"
 )
-
-// lsBundle is issue 12's example: ls -1 PATH, where -1 takes no value, so PATH is a positional
-// written right after a literal option.
-func lsBundle() map[string]string {
-	return map[string]string{
-		"ls/CLI.md": strings.Replace(fixture.CLI("ls", "ls", "  list: ./tools/list/TOOL.md\n"), "read: []", `read: ["./**"]`, 1),
-		"ls/tools/list/TOOL.md": `---
-name: List
-id: ls.list
-description: One name a line.
-version: 1.0.0
-inputs: { type: object, additionalProperties: false, properties: { path: { type: string } }, required: [path] }
-outputs: { type: string }
-runner: { cli: ../../CLI.md, argv: ["-1", "${input.path}"] }
----
-`,
-	}
-}
 
 // TestOptionInjectionThroughCall sends the issue's values through host.Call to the real ls: before
 // the fix "--version" came back as ls's version and "-la" as a long listing; now each is refused
 // as input_invalid before any process starts. Lint warns about the template.
 func TestOptionInjectionThroughCall(t *testing.T) {
 	fixture.Need(t, "ls")
-	src, err := registry.DirSource(fixture.Write(t, lsBundle()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.Load(src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := fixture.Load(t, fixture.Write(t, fixture.LS()))
 	fs := reg.AllFindings()
 	if len(fs) != 1 || fs[0].Rule != "argv-option-value" || !strings.Contains(fs[0].Hint, `"-1${input.path}"`) {
 		t.Fatalf("findings %v, want one argv-option-value warning", fs)

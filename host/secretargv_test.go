@@ -5,16 +5,13 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/lifecycle"
-	"github.com/clihost/clihost/registry"
 	"github.com/clihost/clihost/setup"
-	"github.com/clihost/clihost/store"
 )
 
 // TestSecretInArgvIsReadByOtherUsers is the attack of issue 12 §7: a bundle puts ${secrets.tok} in
@@ -29,24 +26,8 @@ func TestSecretInArgvIsReadByOtherUsers(t *testing.T) {
 		"setup:\n  - { id: tok, kind: prompt, type: secret, prompt: \"Token\", persist: { secret_slug: tok } }\ncommands:\n", 1)
 	files["sleep/tools/nap/TOOL.md"] = strings.Replace(files["sleep/tools/nap/TOOL.md"], `argv: ["${input.s}"]`, `argv: ["${secrets.tok}"]`, 1)
 	files["sleep/tools/nap/TOOL.md"] = strings.Replace(files["sleep/tools/nap/TOOL.md"], "required: [s]", "required: []", 1)
-	st, err := store.Open(t.TempDir(), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	secrets, err := store.OpenSecrets(st, filepath.Join(t.TempDir(), "key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine := &setup.Engine{Store: st, Secrets: secrets}
-	src, err := registry.DirSource(fixture.Write(t, files)) // not writeBundle: the bundle has a warning
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := registry.Load(src)
-	if err != nil {
-		t.Fatal(err)
-	}
+	engine := setupEngine(t)
+	reg := fixture.Load(t, fixture.Write(t, files)) // not writeBundle: the bundle has a warning
 	h := New(reg, Options{Setup: engine})
 	b := bundle(t, h, "sleep")
 

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -16,7 +15,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -41,15 +39,12 @@ func TestDaemonCheck(t *testing.T) {
 // daemonProc is a running clihostd.
 type daemonProc struct {
 	cmd    *exec.Cmd
-	proc   *fixture.Proc // cmd, started: wait with proc.Wait
-	lines  chan string
+	proc   *fixture.Proc  // cmd, started: wait with proc.Wait
+	log    *fixture.Lines // its stderr
 	socket string
 	mcp    string // http://127.0.0.1:PORT
 	state  string
 	ws     string // the daemon's --workspace
-
-	mu      sync.Mutex
-	history []string // every line logged so far (waitFor consumes lines, logged searches these)
 }
 
 // startDaemon starts clihostd on a private state directory, socket and loopback port.
@@ -64,7 +59,7 @@ func startDaemonWith(t *testing.T, state, ws string, wrap func(*exec.Cmd), extra
 	t.Helper()
 	// The workspace is the agent's (a root daemon runs its MCP clients' CLIs as its owner), and the
 	// state directory reachable by it (installed CLIs and kept homes are there).
-	d := &daemonProc{state: state, socket: filepath.Join(state, "ctl.sock"), lines: make(chan string, 1000), ws: ws}
+	d := &daemonProc{state: state, socket: filepath.Join(state, "ctl.sock"), ws: ws}
 	fixture.Reachable(t, filepath.Dir(state))
 	args := append([]string{"--state", state, "--socket", d.socket, "--http", "127.0.0.1:0", "--workspace", d.ws}, extra...)
 	d.cmd = exec.Command(bin.daemon, args...)
@@ -77,16 +72,7 @@ func startDaemonWith(t *testing.T, state, ws string, wrap func(*exec.Cmd), extra
 		t.Fatal(err)
 	}
 	d.proc = fixture.Start(t, d.cmd)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			d.mu.Lock()
-			d.history = append(d.history, sc.Text())
-			d.mu.Unlock()
-			d.lines <- sc.Text()
-		}
-		close(d.lines)
-	}()
+	d.log = fixture.Follow(stderr)
 	line := d.waitFor(t, "clihostd ready")
 	m := regexp.MustCompile(`mcp=(http://\S+)/mcp/`).FindStringSubmatch(line)
 	if m == nil {
@@ -96,22 +82,15 @@ func startDaemonWith(t *testing.T, state, ws string, wrap func(*exec.Cmd), extra
 	return d
 }
 
+// waitFor returns the first line of d's log not yet waited for that contains what, failing t
+// when the daemon exits first or nothing comes within a minute.
 func (d *daemonProc) waitFor(t *testing.T, what string) string {
 	t.Helper()
-	deadline := time.After(60 * time.Second)
-	for {
-		select {
-		case l, ok := <-d.lines:
-			if !ok {
-				t.Fatalf("clihostd exited before %q", what)
-			}
-			if strings.Contains(l, what) {
-				return l
-			}
-		case <-deadline:
-			t.Fatalf("no %q from clihostd", what)
-		}
+	line, err := d.log.Wait(what, time.Minute)
+	if err != nil {
+		t.Fatalf("clihostd %v", err)
 	}
+	return line
 }
 
 func (d *daemonProc) ctl(t *testing.T, args ...string) result {

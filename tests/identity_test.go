@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -88,16 +87,11 @@ func (d *daemonProc) ctlAs(t *testing.T, u fixture.TestUser, args ...string) res
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=" + systemPath, "HOME=" + u.Home, "CLIHOST_BUNDLES="}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groupsOf(u)}}
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
+	o, err := fixture.Run(cmd)
+	if err != nil {
 		t.Fatalf("clihostctl as %s: %v", u.Name, err)
 	}
-	return result{code, out.String(), errb.String()}
+	return result{o.Code, o.Stdout, o.Stderr}
 }
 
 // rawAs posts body (GET when empty) to the control API's path as u, with curl (what clihostctl checks on its side
@@ -374,19 +368,13 @@ func TestUnprivilegedDaemonChecksTheCallersWorkspace(t *testing.T) {
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=" + systemPath, "HOME=" + agent.Home, "CLIHOST_BUNDLES="}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(agent.UID), Gid: uint32(agent.GID), Groups: groupsOf(agent)}}
-	d := &daemonProc{cmd: cmd, lines: make(chan string, 1000), socket: sock, state: state, ws: ws}
+	d := &daemonProc{cmd: cmd, socket: sock, state: state, ws: ws}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	d.proc = fixture.Start(t, cmd)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			d.lines <- sc.Text()
-		}
-		close(d.lines)
-	}()
+	d.log = fixture.Follow(stderr)
 	d.waitFor(t, "clihostd ready")
 
 	for _, dir := range []string{owner.Home, victim, acl} {

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -96,7 +95,7 @@ func startUnitDaemon(t *testing.T, root string) *unitDaemon {
 		}
 	}
 	p := &daemonProc{state: filepath.Join(root, "state"), socket: filepath.Join(root, "run", "clihostd.sock"),
-		lines: make(chan string, 1000), ws: filepath.Join(root, "ws")}
+		ws: filepath.Join(root, "ws")}
 	p.cmd = exec.Command("setpriv", "--reuid", strconv.Itoa(uid), "--regid", strconv.Itoa(gid), "--clear-groups", "--",
 		daemonBin, "--state", p.state, "--socket", p.socket, "--http", "127.0.0.1:0", "--workspace", p.ws,
 		"--bundles", filepath.Join(root, "bundles"), "--group", daemonUserName)
@@ -106,25 +105,7 @@ func startUnitDaemon(t *testing.T, root string) *unitDaemon {
 		t.Fatal(err)
 	}
 	p.proc = fixture.Start(t, p.cmd)
-	go func() {
-		buf := make([]byte, 0, 64<<10)
-		var line bytes.Buffer
-		for {
-			n, err := stderr.Read(buf[:cap(buf)])
-			for _, c := range buf[:n] {
-				if c == '\n' {
-					p.lines <- line.String()
-					line.Reset()
-				} else {
-					line.WriteByte(c)
-				}
-			}
-			if err != nil {
-				close(p.lines)
-				return
-			}
-		}
-	}()
+	p.log = fixture.Follow(stderr)
 	p.waitFor(t, "clihostd ready")
 	d.daemonProc = p
 	return d
@@ -144,16 +125,11 @@ func (d *unitDaemon) as(t *testing.T, uid, gid int, args ...string) result {
 	}
 	cmd.Dir = d.root
 	cmd.Env = []string{"PATH=" + systemPath, "HOME=/root", "TERM=dumb"}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
+	o, err := fixture.Run(cmd)
+	if err != nil {
 		t.Fatalf("run clihostctl: %v", err)
 	}
-	return result{code, out.String(), errb.String()}
+	return result{o.Code, o.Stdout, o.Stderr}
 }
 
 // installTree makes the test's tree: readable by every user, and only root may change it (so

@@ -13,19 +13,7 @@ import (
 // as its version; now every value starting with '-' is input_invalid, naming the input.
 func TestCallRefusesOptionInjection(t *testing.T) {
 	fixture.Need(t, "ls")
-	dir := fixture.Write(t, map[string]string{
-		"ls/CLI.md": strings.Replace(fixture.CLI("ls", "ls", "  list: ./tools/list/TOOL.md\n"), "read: []", `read: ["./**"]`, 1),
-		"ls/tools/list/TOOL.md": `---
-name: List
-id: ls.list
-description: One name a line.
-version: 1.0.0
-inputs: { type: object, additionalProperties: false, properties: { path: { type: string } }, required: [path] }
-outputs: { type: string }
-runner: { cli: ../../CLI.md, argv: ["-1", "${input.path}"] }
----
-`,
-	})
+	dir := fixture.Write(t, fixture.LS())
 	fixture.Reachable(t, dir)
 	ws := fixture.Workspace(t)
 	for _, v := range []string{"--version", "-la", "-R /", "--pre=/bin/sh"} {

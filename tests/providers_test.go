@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -161,16 +160,11 @@ func (e *providerEnv) run(stdin string, args ...string) result {
 	cmd := exec.Command(bin.ctl, all...)
 	cmd.Env = []string{"PATH=" + e.path, "HOME=" + e.t.TempDir(), "CLIHOST_BUNDLES="}
 	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
+	o, err := fixture.Run(cmd)
+	if err != nil {
 		e.t.Fatal(err)
 	}
-	return result{code, out.String(), errb.String()}
+	return result{o.Code, o.Stdout, o.Stderr}
 }
 
 func (e *providerEnv) ask(providers string, extra ...string) (askOut, result) {

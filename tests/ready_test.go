@@ -232,14 +232,11 @@ func TestBundlesFolderAddsToTheCatalog(t *testing.T) {
 // is none yet.
 func (d *daemonProc) logged(t *testing.T, what string) string {
 	t.Helper()
-	d.mu.Lock()
-	for _, l := range d.history {
+	for _, l := range d.log.All() {
 		if strings.Contains(l, what) {
-			d.mu.Unlock()
 			return l
 		}
 	}
-	d.mu.Unlock()
 	return d.waitFor(t, what)
 }
 

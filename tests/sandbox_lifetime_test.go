@@ -218,6 +218,18 @@ func killOnCleanup(t *testing.T, token string) {
 	})
 }
 
+// startLingering starts clihostd with the linger bundle (timeout timeoutMS) and calls of
+// lingerScript in a fresh workspace, with a fresh token (killed at cleanup), and waits until the
+// 3 processes of each call run.
+func startLingering(t *testing.T, timeoutMS, calls int) (*daemonProc, func() []result, *callTree) {
+	t.Helper()
+	token := sleepToken(t)
+	killOnCleanup(t, token)
+	d := startDaemon(t, t.TempDir(), "--bundles", lingerBundle(t, timeoutMS))
+	wait := startCalls(t, d, fixture.Workspace(t), calls, lingerScript(token))
+	return d, wait, waitCalls(t, token, 3*calls)
+}
+
 // startCalls starts n `clihostctl call linger run` with script, in the background; wait waits for
 // them and returns their results.
 func startCalls(t *testing.T, d *daemonProc, ws string, n int, script string) (wait func() []result) {
@@ -228,16 +240,11 @@ func startCalls(t *testing.T, d *daemonProc, ws string, n int, script string) (w
 	for i := range n {
 		wg.Go(func() {
 			cmd := exec.Command(bin.ctl, "--socket", d.socket, "call", "linger", "run", "--workspace", ws, "--input", input)
-			var out, errb bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &errb
-			err := cmd.Run()
-			code := 0
-			if ee, ok := err.(*exec.ExitError); ok {
-				code = ee.ExitCode()
-			} else if err != nil {
-				code = -1
+			o, err := fixture.Run(cmd)
+			if err != nil {
+				o.Code = -1
 			}
-			results[i] = result{code, out.String(), errb.String()}
+			results[i] = result{o.Code, o.Stdout, o.Stderr}
 		})
 	}
 	return func() []result { wg.Wait(); return results }
@@ -300,12 +307,7 @@ func requireSandbox(t *testing.T) {
 // (sandbox inits, programs, escaped sleepers).
 func TestNoSandboxOutlivesKill9(t *testing.T) {
 	requireSandbox(t)
-	const calls = 20
-	token := sleepToken(t)
-	killOnCleanup(t, token)
-	d := startDaemon(t, t.TempDir(), "--bundles", lingerBundle(t, 600_000))
-	wait := startCalls(t, d, fixture.Workspace(t), calls, lingerScript(token))
-	ct := waitCalls(t, token, 3*calls)
+	d, wait, ct := startLingering(t, 600_000, 20)
 	if err := d.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -385,11 +387,7 @@ func TestSIGTERMDrainsThenStopsCalls(t *testing.T) {
 // leaves a setsid'd, double-forked sleeper behind: the call times out and nothing of it is left.
 func TestTimeoutKillsEscapedProcesses(t *testing.T) {
 	requireSandbox(t)
-	token := sleepToken(t)
-	killOnCleanup(t, token)
-	d := startDaemon(t, t.TempDir(), "--bundles", lingerBundle(t, 1000))
-	wait := startCalls(t, d, fixture.Workspace(t), 1, lingerScript(token))
-	ct := waitCalls(t, token, 3)
+	_, wait, ct := startLingering(t, 1000, 1)
 	r := wait()[0]
 	if e := decodeEnvelope(t, r); e.OK || e.Error == nil || e.Error.Code != "timeout" {
 		t.Fatalf("want a timeout: exit %d %+v\n%s", r.code, e, r.stderr)
@@ -446,11 +444,7 @@ func TestRestartReapsLeftovers(t *testing.T) {
 // after.
 func TestSandboxEndsAtItsDeadlineWhenTheDaemonIsStuck(t *testing.T) {
 	requireSandbox(t)
-	token := sleepToken(t)
-	killOnCleanup(t, token)
-	d := startDaemon(t, t.TempDir(), "--bundles", lingerBundle(t, 1000))
-	wait := startCalls(t, d, fixture.Workspace(t), 1, lingerScript(token))
-	ct := waitCalls(t, token, 3)
+	d, wait, ct := startLingering(t, 1000, 1)
 	if err := d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -79,19 +78,14 @@ func runDaemonToExit(t *testing.T, wrap func(*exec.Cmd), args ...string) result 
 	if wrap != nil {
 		wrap(cmd)
 	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	o, err := fixture.Run(cmd)
 	if ctx.Err() != nil {
-		t.Fatalf("clihostd %v did not exit within a minute: it started on a damaged state.db\n%s", args, errb.String())
+		t.Fatalf("clihostd %v did not exit within a minute: it started on a damaged state.db\n%s", args, o.Stderr)
 	}
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
-	return result{code, out.String(), errb.String()}
+	return result{o.Code, o.Stdout, o.Stderr}
 }
 
 // assertRefused: exit 1, a message naming the file and the restore command, no panic or
@@ -309,12 +303,10 @@ runner: { cli: ../../CLI.md, argv: [hello] }
 	}
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	_ = d.proc.Wait()
-	for range d.lines { // drain until stderr closes: the history is then complete
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	d.log.Drain() // until stderr closes: the log is then complete
+	history := d.log.All()
 	loud := 0
-	for _, l := range d.history {
+	for _, l := range history {
 		if strings.Contains(l, "STATE DATABASE DAMAGED") {
 			loud++
 		}
@@ -325,7 +317,7 @@ runner: { cli: ../../CLI.md, argv: [hello] }
 		}
 	}
 	if loud != 1 {
-		t.Errorf("clihostd logged the damage %d times, want once:\n%s", loud, strings.Join(d.history, "\n"))
+		t.Errorf("clihostd logged the damage %d times, want once:\n%s", loud, strings.Join(history, "\n"))
 	}
 }
 

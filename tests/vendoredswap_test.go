@@ -11,7 +11,6 @@ import (
 
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/fixture"
-	"github.com/clihost/clihost/registry"
 )
 
 // vendTool is the tool of the vendored-binary bundle: it runs the binary with the argument "say".
@@ -58,14 +57,7 @@ func TestVendoredBinarySwappedAfterLoad(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			src, err := registry.DirSource(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			reg, err := registry.Load(src)
-			if err != nil {
-				t.Fatal(err)
-			}
+			reg := fixture.Load(t, dir)
 			if f := reg.AllFindings(); len(f) != 0 {
 				t.Fatalf("findings: %v", f)
 			}

@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -22,10 +20,8 @@ import (
 type daemon struct {
 	what   string // the deployment, for messages: "the unit (User=ct-clihost)"
 	cmd    *exec.Cmd
-	socket string // from its ready line
-	lines  chan string
-	mu     sync.Mutex
-	log    []string // every line it wrote, for failure messages
+	socket string         // from its ready line
+	log    *fixture.Lines // every line it wrote, for failure messages
 }
 
 // daemonSpec is how to start one.
@@ -40,7 +36,7 @@ type daemonSpec struct {
 // with everything it logged when it exits first.
 func startDaemon(t *testing.T, spec daemonSpec) *daemon {
 	t.Helper()
-	d := &daemon{what: spec.what, lines: make(chan string, 1000)}
+	d := &daemon{what: spec.what}
 	d.cmd = exec.Command(spec.argv[0], spec.argv[1:]...)
 	d.cmd.Env, d.cmd.Dir = spec.env, spec.dir
 	stderr, err := d.cmd.StderrPipe()
@@ -52,16 +48,7 @@ func startDaemon(t *testing.T, spec daemonSpec) *daemon {
 		t.Fatalf("%s: start: %v", d.what, err)
 	}
 	t.Cleanup(func() { d.stop(t) })
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			d.mu.Lock()
-			d.log = append(d.log, sc.Text())
-			d.mu.Unlock()
-			d.lines <- sc.Text()
-		}
-		close(d.lines)
-	}()
+	d.log = fixture.Follow(stderr)
 	line := d.waitFor(t, "clihostd ready")
 	m := regexp.MustCompile(`socket=(\S+)`).FindStringSubmatch(line)
 	if m == nil {
@@ -75,27 +62,16 @@ func startDaemon(t *testing.T, spec daemonSpec) *daemon {
 // nothing comes within a minute.
 func (d *daemon) waitFor(t *testing.T, what string) string {
 	t.Helper()
-	deadline := time.After(time.Minute)
-	for {
-		select {
-		case l, ok := <-d.lines:
-			if !ok {
-				t.Fatalf("%s: clihostd exited before %q:\n%s", d.what, what, d.logText())
-			}
-			if strings.Contains(l, what) {
-				return l
-			}
-		case <-deadline:
-			t.Fatalf("%s: no %q from clihostd within a minute:\n%s", d.what, what, d.logText())
-		}
+	line, err := d.log.Wait(what, time.Minute)
+	if err != nil {
+		t.Fatalf("%s: clihostd %v:\n%s", d.what, err, d.logText())
 	}
+	return line
 }
 
 // logText is everything the daemon logged so far.
 func (d *daemon) logText() string {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return strings.Join(d.log, "\n")
+	return strings.Join(d.log.All(), "\n")
 }
 
 // stop sends SIGTERM and waits for the exit (SIGKILL after 20s: its drain is 10s).

@@ -10,7 +10,6 @@
 package deploy
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -214,17 +213,11 @@ func ctl(t *testing.T, a *account, sock string, args ...string) result {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(userEnv(a), "CLIHOST_SOCKET="+sock, "CLIHOST_BUNDLES=")
 	cmd.Dir = "/"
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
+	o, err := fixture.Run(cmd)
+	if err != nil {
 		t.Fatalf("run clihostctl as %v: %v", a, err)
 	}
-	return result{code, out.String(), errb.String()}
+	return result{o.Code, o.Stdout, o.Stderr}
 }
 
 func (a *account) String() string {

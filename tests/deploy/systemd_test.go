@@ -2,9 +2,7 @@ package deploy
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,27 +24,9 @@ const docsFile = "../../docs/operations.md"
 type nspawn struct {
 	name   string
 	cmd    *exec.Cmd
-	out    *lockedBuffer
-	leader int // the container's PID 1, as the host sees it
+	out    *fixture.Buffer // nspawn's console output (written by exec's copying goroutines)
+	leader int             // the container's PID 1, as the host sees it
 	exited chan struct{}
-}
-
-// lockedBuffer collects nspawn's console output (written by exec's copying goroutines).
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // bootContainer boots this host's own systemd in a volatile container: / is a fresh tmpfs (a new
@@ -78,7 +57,7 @@ func bootOnce(t *testing.T) *nspawn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &nspawn{name: "clihost-ut-" + strconv.Itoa(os.Getpid()), out: &lockedBuffer{}, exited: make(chan struct{})}
+	m := &nspawn{name: "clihost-ut-" + strconv.Itoa(os.Getpid()), out: &fixture.Buffer{}, exited: make(chan struct{})}
 	m.cmd = exec.Command("systemd-nspawn", "--directory=/", "--volatile=yes", "--machine="+m.name,
 		"--register=no", "--keep-unit", "--private-network", "--console=pipe",
 		"--bind-ro="+bin.dir+":/usr/local/bin", "--bind-ro="+deployDir+":/mnt/clihost-deploy",
@@ -186,17 +165,11 @@ func (m *nspawn) run(t *testing.T, stdin string, argv ...string) result {
 	cmd := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(m.leader), "-a", "--"}, argv...)...)
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root", "LANG=C.UTF-8"}
 	cmd.Stdin = strings.NewReader(stdin)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
+	o, err := fixture.Run(cmd)
+	if err != nil {
 		t.Fatalf("nsenter %s: %v", strings.Join(argv, " "), err)
 	}
-	return result{code, out.String(), errb.String()}
+	return result{o.Code, o.Stdout, o.Stderr}
 }
 
 // must is run, failing t unless argv exits 0.

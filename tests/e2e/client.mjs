@@ -5,22 +5,14 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { ElicitRequestSchema } from "@modelcontextprotocol/sdk/types.js";
-import { run, elicitAnswer, httpOptions } from "./lib.mjs";
+import { run, elicitAnswer, transport } from "./lib.mjs";
 
 let negotiated;
 
 await run({
   name: "sdk-v1",
   async connect(opts, onclose, report) {
-    const t = opts.url
-      ? new StreamableHTTPClientTransport(new URL(opts.url), httpOptions(opts))
-      : new StdioClientTransport({
-          command: opts.command,
-          args: opts.args,
-          cwd: opts.cwd,
-          env: { ...process.env },
-          stderr: "inherit",
-        });
+    const t = transport(opts, StdioClientTransport, StreamableHTTPClientTransport);
     // Client.connect hands the negotiated version to the transport; the stdio transport has no
     // setter, so record it here for the report.
     const set = t.setProtocolVersion?.bind(t);

@@ -4,20 +4,12 @@
 // for the arguments, the step script and the report.
 import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
-import { run, elicitAnswer, httpOptions, retryParams } from "./lib.mjs";
+import { run, elicitAnswer, transport, retryParams } from "./lib.mjs";
 
 await run({
   name: "sdk-v2",
   async connect(opts, onclose, report) {
-    const t = opts.url
-      ? new StreamableHTTPClientTransport(new URL(opts.url), httpOptions(opts))
-      : new StdioClientTransport({
-          command: opts.command,
-          args: opts.args,
-          cwd: opts.cwd,
-          env: { ...process.env },
-          stderr: "inherit",
-        });
+    const t = transport(opts, StdioClientTransport, StreamableHTTPClientTransport);
     const copts = { versionNegotiation: { mode: "auto" } };
     if (opts.elicit) copts.capabilities = { elicitation: { form: {} } };
     const c = new Client({ name: "clihost-e2e2", version: "0" }, copts);

@@ -103,8 +103,16 @@ export function elicitAnswer(opts, report, p) {
 }
 
 // httpOptions are the HTTP transport's options: the bearer token's header.
-export function httpOptions(opts) {
+function httpOptions(opts) {
   return opts.bearer ? { requestInit: { headers: { Authorization: `Bearer ${opts.bearer}` } } } : undefined;
+}
+
+// transport is the transport opts ask for, made with an SDK's two client transport classes:
+// streamable HTTP to --url, or --stdio's command as a child (this process's environment, its
+// stderr inherited).
+export function transport(opts, Stdio, HTTP) {
+  if (opts.url) return new HTTP(new URL(opts.url), httpOptions(opts));
+  return new Stdio({ command: opts.command, args: opts.args, cwd: opts.cwd, env: { ...process.env }, stderr: "inherit" });
 }
 
 // retryParams builds the params of a "retryOf" call step from the earlier step's input_required

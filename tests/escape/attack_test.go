@@ -12,7 +12,6 @@ import (
 
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/fixture"
-	"github.com/clihost/clihost/registry"
 	"github.com/clihost/clihost/sandbox/egress"
 	"golang.org/x/sys/unix"
 )
@@ -202,11 +201,7 @@ func TestBundleInWritableWorkspace(t *testing.T) {
 	write(t, ws, map[string]string{"ordinary.txt": "ordinary\n"})
 	fixture.GiveToAgent(t, ws)
 	load := func() *host.Host {
-		src, err := registry.DirSource(filepath.Join(ws, ".cli"))
-		must(t, err)
-		reg, err := registry.Load(src)
-		must(t, err)
-		return host.New(reg, host.Options{LookupEnv: func(k string) (string, bool) {
+		return host.New(fixture.Load(t, filepath.Join(ws, ".cli")), host.Options{LookupEnv: func(k string) (string, bool) {
 			if k == "PATH" {
 				return probeDir + ":/usr/bin:/bin", true
 			}

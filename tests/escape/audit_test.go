@@ -1,28 +1,14 @@
 package escape
 
 import (
-	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/fixture"
 )
-
-// lockedBuffer is an audit writer the test reads after the call.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
 
 // TestAuditFlood is issue 10 §6: a CLI with egress floods the sandbox's DNS stub with names the
 // bundle does not declare (one audit line each on the old code: 12,000 lines, ~3 MB from this
@@ -34,7 +20,7 @@ func TestAuditFlood(t *testing.T) {
 	requireCorpus(t)
 	const repeats, distinct = 10000, 2000
 	reg := fixture.Registry(t, probeFiles("net", sandboxes["net"]))
-	var audit lockedBuffer
+	var audit fixture.Buffer
 	h := host.New(reg, host.Options{Audit: &audit, LookupEnv: func(k string) (string, bool) {
 		if k == "PATH" {
 			return probeDir + ":/usr/bin:/bin", true
@@ -46,7 +32,7 @@ func TestAuditFlood(t *testing.T) {
 		t.Fatalf("the flood did not reach the stub: %+v", r)
 	}
 
-	out := audit.b.Bytes()
+	out := audit.Bytes()
 	if limit := host.EgressAuditBytes + 32<<10; len(out) > limit {
 		t.Errorf("one call wrote %d audit bytes, over %d", len(out), limit)
 	}

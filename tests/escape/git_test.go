@@ -272,28 +272,8 @@ func anyContains(list []string, sub string) bool {
 // (for its warnings) and the probe's report.
 func callEnv(t *testing.T, h *host.Host, id, ws, probeCase string, args ...string) (host.Envelope, report) {
 	t.Helper()
-	b, err := h.Bundle(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	list := make([]any, len(args))
-	for i, a := range args {
-		list[i] = a
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	env := h.Call(ctx, b, "run", map[string]any{"case": probeCase, "args": list}, host.Caller{Workspace: ws, User: "escape"}, host.CallOptions{})
-	if !env.OK {
-		t.Fatalf("%s %s %q: the call failed: %+v", id, probeCase, args, env.Error)
-	}
-	raw, err := json.Marshal(env.Value)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r report
-	if err := json.Unmarshal(raw, &r); err != nil || r.Case != probeCase {
-		t.Fatalf("%s %s: probe output %s: %v", id, probeCase, raw, err)
-	}
+	env := callProbe(t, h, id, ws, probeCase, args...)
+	r := reportOf(t, id, probeCase, args, env)
 	t.Logf("%s %s → %s %s %s: %s", id, probeCase, r.Result, r.Step, r.Errno, r.Detail)
 	return env, r
 }
@@ -535,7 +515,7 @@ func TestGitRuleFloodIsBounded(t *testing.T) {
 	requireCorpus(t)
 	const repos = 200
 	reg := fixture.Registry(t, probeFiles("git", strings.ReplaceAll(sandboxes["git"], "OUTSIDE", outside)))
-	var audit lockedBuffer
+	var audit fixture.Buffer
 	h := host.New(reg, host.Options{Audit: &audit, LookupEnv: func(k string) (string, bool) {
 		if k == "PATH" {
 			return probeDir + ":/usr/bin:/bin", true
@@ -565,7 +545,7 @@ func TestGitRuleFloodIsBounded(t *testing.T) {
 	}
 	var callID string
 	sweeps := 0
-	for line := range strings.Lines(audit.b.String()) {
+	for line := range strings.Lines(audit.String()) {
 		var rec struct {
 			Type   string `json:"type"`
 			CallID string `json:"call_id"`

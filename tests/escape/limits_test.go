@@ -1,7 +1,6 @@
 package escape
 
 import (
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -54,22 +53,6 @@ func requireCgroupLimits(t *testing.T) {
 		m.Mechanism(cgroup.Memory), m.Mechanism(cgroup.Pids), m.Reason())
 }
 
-// callLimits runs the probe's case in the limits bundle and returns the envelope.
-func callLimits(t *testing.T, h *host.Host, ws, probeCase string, args ...string) host.Envelope {
-	t.Helper()
-	b, err := h.Bundle("limits")
-	if err != nil {
-		t.Fatal(err)
-	}
-	list := make([]any, len(args))
-	for i, a := range args {
-		list[i] = a
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	return h.Call(ctx, b, "run", map[string]any{"case": probeCase, "args": list}, host.Caller{Workspace: ws, User: "escape"}, host.CallOptions{})
-}
-
 // noGroupsLeft fails when a call group of this process is still there.
 func noGroupsLeft(t *testing.T) {
 	t.Helper()
@@ -102,14 +85,14 @@ func TestResourceLimits(t *testing.T) {
 		{"cpu-burner", "cpuburn", []string{"30"}, "CPU time limit 1s reached (the CLI was killed)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			env := callLimits(t, h, ws, c.probe, c.args...)
+			env := callProbe(t, h, "limits", ws, c.probe, c.args...)
 			if env.OK || env.Error == nil {
 				t.Fatalf("the call succeeded: %v", env.Value)
 			}
 			if env.Error.Code != "resource_exhausted" || env.Error.Message != c.message {
 				t.Errorf("error %s %q (stderr %q), want resource_exhausted %q", env.Error.Code, env.Error.Message, env.Error.Stderr, c.message)
 			}
-			next := callLimits(t, h, ws, "fill", "/tmp/next", "1")
+			next := callProbe(t, h, "limits", ws, "fill", "/tmp/next", "1")
 			if !next.OK {
 				t.Errorf("the next call failed: %+v", next.Error)
 			}
@@ -125,7 +108,7 @@ func TestOpenFilesLimit(t *testing.T) {
 	requireCorpus(t)
 	h := limitsHost(t, testLimits)
 	ws := filepath.Join(outside, "ws")
-	env := callLimits(t, h, ws, "fds", "4096")
+	env := callProbe(t, h, "limits", ws, "fds", "4096")
 	if !env.OK {
 		t.Fatalf("the call failed: %+v", env.Error)
 	}

@@ -262,6 +262,13 @@ type report struct {
 // as a sandbox_unavailable error, fails the test.
 func callOn(t *testing.T, h *host.Host, id, ws, probeCase string, args ...string) report {
 	t.Helper()
+	return reportOf(t, id, probeCase, args, callProbe(t, h, id, ws, probeCase, args...))
+}
+
+// callProbe runs the probe's case with args in bundle id's sandbox on host h, as the user
+// "escape" with workspace ws and a minute's timeout, and returns the call's envelope.
+func callProbe(t *testing.T, h *host.Host, id, ws, probeCase string, args ...string) host.Envelope {
+	t.Helper()
 	b, err := h.Bundle(id)
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +283,14 @@ func callOn(t *testing.T, h *host.Host, id, ws, probeCase string, args ...string
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	env := h.Call(ctx, b, "run", input, host.Caller{Workspace: ws, User: "escape"}, host.CallOptions{})
+	return h.Call(ctx, b, "run", input, host.Caller{Workspace: ws, User: "escape"}, host.CallOptions{})
+}
+
+// reportOf is the probe's report in env, the envelope of a call of probeCase with args in
+// bundle id: the call must have succeeded (the probe always exits 0) with a report of that case,
+// or the test fails.
+func reportOf(t *testing.T, id, probeCase string, args []string, env host.Envelope) report {
+	t.Helper()
 	if !env.OK {
 		t.Fatalf("%s %s %q: the call failed: %+v", id, probeCase, args, env.Error)
 	}

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"fmt"
 	"net"
 	"strconv"
-	"time"
 
-	"golang.org/x/net/dns/dnsmessage"
+	"github.com/clihost/clihost/internal/dnsquery"
 )
 
 // dnsFlood REPEATS DISTINCT floods the sandbox's DNS stub (127.0.0.1:53) with names it refuses:
@@ -27,44 +25,9 @@ func dnsFlood(args []string) report {
 		return result("connect", err)
 	}
 	defer c.Close()
-	buf := make([]byte, 4096)
-	for i := range repeats + distinct {
-		name := "flood.invalid."
-		if i >= repeats {
-			name = fmt.Sprintf("n%d.flood.invalid.", i)
-		}
-		q, err := aQuery(uint16(i), name)
-		if err != nil {
-			return result("pack", err)
-		}
-		if _, err := c.Write(q); err != nil {
-			return result("send", err)
-		}
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		n, err := c.Read(buf)
-		if err != nil {
-			return result("receive", err)
-		}
-		var p dnsmessage.Parser
-		if h, err := p.Start(buf[:n]); err != nil || h.ID != uint16(i) || h.RCode != dnsmessage.RCodeNameError {
-			return report{Result: "denied", Step: "answer", Detail: fmt.Sprintf("query %d: id %d rcode %v (%v), want NXDOMAIN", i, h.ID, h.RCode, err)}
-		}
-	}
-	return report{Result: "allowed", Step: "answer", Detail: strconv.Itoa(repeats + distinct)}
-}
-
-// aQuery packs an A query with id for name.
-func aQuery(id uint16, name string) ([]byte, error) {
-	n, err := dnsmessage.NewName(name)
+	n, step, err := dnsquery.Flood(c, repeats, distinct)
 	if err != nil {
-		return nil, err
+		return result(step, err)
 	}
-	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: id, RecursionDesired: true})
-	if err := b.StartQuestions(); err != nil {
-		return nil, err
-	}
-	if err := b.Question(dnsmessage.Question{Name: n, Type: dnsmessage.TypeA, Class: dnsmessage.ClassINET}); err != nil {
-		return nil, err
-	}
-	return b.Finish()
+	return report{Result: "allowed", Step: "answer", Detail: strconv.Itoa(n)}
 }
