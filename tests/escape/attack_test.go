@@ -171,9 +171,11 @@ func TestProxyConnectionsPerCall(t *testing.T) {
 	t.Logf("host descriptors: %d before, %d at the peak (soft limit %d); the flood: %s", base, peak, lowered.Cur, r.Detail)
 	// The flood must have been held while the ordinary call ran, or its success proves nothing:
 	// the proxy accepts (and the host holds a descriptor for) up to egress.DefaultMaxConns of the
-	// call's connections, which the children keep open until the call ends.
-	if r.Result != "allowed" || peak-base < egress.DefaultMaxConns {
-		t.Errorf("the flood did not build up: %d host descriptors at the peak over %d before, want at least %d more; the flood: %+v", peak, base, egress.DefaultMaxConns, r)
+	// call's connections, which the children keep open until the call ends. The peak is sampled
+	// every 50 ms and connections come and go at the cap, so half the cap is the bound (a flood
+	// that never built up stays near 0; CI saw 126 of 128 once).
+	if r.Result != "allowed" || peak-base < egress.DefaultMaxConns/2 {
+		t.Errorf("the flood did not build up: %d host descriptors at the peak over %d before, want at least %d more; the flood: %+v", peak, base, egress.DefaultMaxConns/2, r)
 	}
 	if !env.OK {
 		t.Errorf("while one call held proxy connections, another call failed: %+v", env.Error)
