@@ -493,3 +493,34 @@ func TestStdioHintWithElicitationOff(t *testing.T) {
 		t.Errorf("hint: %s", o.Hint)
 	}
 }
+
+func TestUnmatchedRules(t *testing.T) {
+	p, err := ParsePolicy([]byte(`rules:
+  - { bundle: git, tool: status, decision: deny }
+  - { bundle: git, tool: stauts, decision: deny }
+  - { bundle: gti, decision: deny }
+  - { bundle: "g*", tool: pr_merge, decision: allow }
+  - { bundle: gh@1, tool: pr.merge, token: mybto, decision: allow }
+  - { bundle: "*", decision: ask }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := []Request{
+		{Bundle: "git", BundleKey: "git@1", Tool: "git.status", ToolPath: "status"},
+		{Bundle: "gh", BundleKey: "gh@1", Tool: "gh.pr-merge", ToolPath: "pr merge"},
+	}
+	got := strings.Join(p.Unmatched(tools, []string{"default", "mybot"}), "\n")
+	for _, want := range []string{`rule 2 (bundle git, tool stauts, deny): tool "stauts" matches no tool of bundle "git"`,
+		`rule 3 (bundle gti, deny): bundle "gti" matches no loaded bundle`, `rule 5 (bundle gh@1, tool pr.merge, token mybto, allow): token "mybto"`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+	if n := strings.Count(got, "\n") + 1; n != 3 {
+		t.Errorf("want 3 problems (rules 1, 4 and 6 match), got %d:\n%s", n, got)
+	}
+	if len(p.Unmatched(tools, nil)) != 2 {
+		t.Error("tokens were checked although none were given")
+	}
+}

@@ -56,7 +56,9 @@ type Policy struct {
 	// clihostctl approve. Default true.
 	Elicitation *bool `yaml:"elicitation"`
 	// Source is the policy file named (it may not exist: no rules); "" for none.
-	Source string `yaml:"-"`
+	// Missing says the file named did not exist.
+	Missing bool   `yaml:"-"`
+	Source  string `yaml:"-"`
 }
 
 // Rule matches calls and decides them.
@@ -91,7 +93,7 @@ func LoadPolicy(file string) (*Policy, error) {
 	}
 	f, err := os.Open(file)
 	if errors.Is(err, os.ErrNotExist) {
-		return &Policy{Source: file}, nil
+		return &Policy{Source: file, Missing: true}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("approval policy %s: %w", file, err)
@@ -333,4 +335,52 @@ func (p *Policy) ClassOf(approval string, mutates []string) Class {
 	default:
 		return Class{Name: approval, Needed: Ask, Reason: fmt.Sprintf("unknown approval class %q", approval)}
 	}
+}
+
+// Unmatched names the rules that can match no call: a bundle or tool pattern that matches none of
+// tools (the loaded tools, as Requests with Bundle, BundleKey, Tool and ToolPath set), or a token
+// not in tokens (nil: not checked). Such a rule is almost always a typo — and a deny rule with a
+// typo protects nothing — so the daemon warns at start, on each reload and in -check.
+func (p *Policy) Unmatched(tools []Request, tokens []string) []string {
+	if p == nil {
+		return nil
+	}
+	var out []string
+	for i, r := range p.Rules {
+		where := fmt.Sprintf("rule %d (%s)", i+1, r.describe())
+		bundleSeen, toolSeen := false, false
+		for j := range tools {
+			t := &tools[j]
+			if !glob(r.Bundle, t.Bundle) && !glob(r.Bundle, t.BundleKey) {
+				continue
+			}
+			bundleSeen = true
+			if r.Tool == "" || slices.ContainsFunc(toolNames(t), func(n string) bool { return glob(r.Tool, n) }) {
+				toolSeen = true
+				break
+			}
+		}
+		switch {
+		case !bundleSeen:
+			out = append(out, fmt.Sprintf("%s: bundle %q matches no loaded bundle", where, r.Bundle))
+		case !toolSeen:
+			out = append(out, fmt.Sprintf("%s: tool %q matches no tool of bundle %q (name a TOOL.md id, command path, dotted path or MCP name)", where, r.Tool, r.Bundle))
+		}
+		if r.Token != "" && tokens != nil && !slices.Contains(tokens, r.Token) {
+			out = append(out, fmt.Sprintf("%s: token %q is not an agent token of this daemon (clihostctl token list)", where, r.Token))
+		}
+	}
+	return out
+}
+
+// describe is a rule as the operator wrote it, for messages.
+func (r Rule) describe() string {
+	s := "bundle " + r.Bundle
+	if r.Tool != "" {
+		s += ", tool " + r.Tool
+	}
+	if r.Token != "" {
+		s += ", token " + r.Token
+	}
+	return s + ", " + string(r.Decision)
 }

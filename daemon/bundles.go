@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -28,16 +29,43 @@ func (d *Engine) Reload() error {
 	if d.cur.Load() != nil { // the first load is New's
 		policy, err := approval.LoadPolicy(d.cfg.Approvals)
 		if err != nil {
-			return err
+			return fmt.Errorf("approval policy (the previous policy and bundles stay): %w", err)
 		}
 		d.approvals.SetPolicy(policy)
 	}
+	var tokens []string
+	for _, t := range d.tokens.List() {
+		tokens = append(tokens, t.Name)
+	}
+	logPolicy(d.log, d.approvals.Policy(), reg, tokens)
 	h := host.New(reg, host.Options{Audit: d.audit, Locate: d.locate, OnCall: d.metrics.observe, Setup: d.setup, Auth: d.auth,
 		Sandbox: d.sandbox, Approvals: d.approvals})
 	st := &state{reg: reg, bundles: sum, host: h, mcp: mcp.Handler(h, mcp.Options{Caller: host.Caller{Workspace: d.workspace, User: d.user}, Version: d.cfg.Version, Agent: agentOf})}
 	d.cur.Store(st)
 	d.metrics.setBundles(sum.Loaded, sum.Refused)
 	return nil
+}
+
+// logPolicy logs the approval policy in force over the bundles of reg: its file and size, that
+// the file does not exist, and each rule that can match no call (a typo in a deny rule protects
+// nothing). tokens are the agent tokens' names (nil: not checked).
+func logPolicy(log *slog.Logger, p *approval.Policy, reg *registry.Registry, tokens []string) {
+	if p.Missing {
+		log.Info("approval policy file not found: no rules; each tool's own approval class applies", "file", p.Source)
+	} else {
+		log.Info("approval policy", "file", p.Source, "rules", len(p.Rules), "policies", len(p.Policies), "elicitation", p.ElicitationAllowed())
+	}
+	var tools []approval.Request
+	for _, b := range reg.Bundles() {
+		for _, t := range b.Tools {
+			if t.Tool != nil {
+				tools = append(tools, approval.Request{Bundle: b.ID(), BundleKey: b.Key(), Tool: t.Tool.ID, ToolPath: strings.Join(t.Path, " ")})
+			}
+		}
+	}
+	for _, w := range p.Unmatched(tools, tokens) {
+		log.Warn("approval policy rule matches no call", "file", p.Source, "problem", w)
+	}
 }
 
 // locate names the installed copies of a bundle's binary: the one the store recorded, then the

@@ -167,8 +167,7 @@ func (d *Engine) open(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w (fix it, or start with --approvals naming another file)", err)
 	}
-	d.approvals = approval.NewGate(policy).Served()
-	d.log.Info("approval policy", "file", c.Approvals, "rules", len(policy.Rules), "policies", len(policy.Policies))
+	d.approvals = approval.NewGate(policy).Served() // logged with the bundles it applies to, by Reload
 	if d.workspace, err = resolveWorkspace(c.Workspace); err != nil {
 		return err
 	}
@@ -220,7 +219,7 @@ func (d *Engine) Close() {
 // empty folder, no bundles at all) and the approval policy. It fails when a bundle is refused, none
 // is loaded or the policy does not parse: a daemon that would serve nothing fails its check.
 func Check(log *slog.Logger, c Config) error {
-	_, sum, err := loadBundles(log, c)
+	reg, sum, err := loadBundles(log, c)
 	if err != nil {
 		log.Error("loading bundles failed", "err", err)
 		return fmt.Errorf("loading bundles: %w", err)
@@ -229,7 +228,7 @@ func Check(log *slog.Logger, c Config) error {
 	if perr != nil {
 		log.Error("approval policy refused", "err", perr)
 	} else {
-		log.Info("approval policy", "file", c.Approvals, "rules", len(policy.Rules), "policies", len(policy.Policies))
+		logPolicy(log, policy, reg, nil)
 	}
 	switch {
 	case perr != nil:

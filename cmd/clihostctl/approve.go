@@ -84,7 +84,10 @@ func runApprove(ctx context.Context, o *approveOptions) error {
 	if o.asJSON {
 		return json.NewEncoder(o.io.Out).Encode(p)
 	}
-	fmt.Fprintf(o.io.Out, "%s %s %s with %s in %s; the caller repeats the same call before %s\n", p.Answer, p.Bundle, p.ToolPath, p.Input,
-		p.Workspace, p.Deadline.Local().Format(time.TimeOnly))
+	next := "the caller repeats the same call before " + p.Deadline.Local().Format("15:04:05 MST") + ", and it runs once"
+	if p.Answer == "denied" {
+		next = "the caller's next try of the same call fails with approval_denied"
+	}
+	fmt.Fprintf(o.io.Out, "%s %s %s with %s in %s; %s\n", p.Answer, p.Bundle, p.ToolPath, p.Input, p.Workspace, next)
 	return nil
 }
