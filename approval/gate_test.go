@@ -217,10 +217,15 @@ func TestParsePolicyRefuses(t *testing.T) {
 		"alias":        "a: &x {bundle: git, decision: allow}\nrules: [*x]",
 		"bad ref":      "policies: {r: maybe}",
 		"two docs":     "rules: [{bundle: git, decision: allow}]\n---\nrules: [{bundle: '*', decision: deny}]\n",
+		"no decision":  "rules: [{bundle: git}, {bundle: gh}]",
 	} {
 		if _, err := ParsePolicy([]byte(doc)); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	// Rules are counted from 1 in every message, as the daemon's log and the audit line count them.
+	if _, err := ParsePolicy([]byte("rules: [{bundle: git, decision: allow}, {bundle: gh}]")); err == nil || !strings.Contains(err.Error(), "rule 2: decision is required") {
+		t.Errorf("missing decision: %v", err)
 	}
 	if p, err := ParsePolicy(nil); err != nil || len(p.Rules) != 0 || !p.ElicitationAllowed() {
 		t.Errorf("empty: %+v %v", p, err)

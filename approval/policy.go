@@ -238,9 +238,12 @@ func hasAlias(n *yaml.Node) bool {
 
 func (p *Policy) validate() error {
 	for i, r := range p.Rules {
-		where := fmt.Sprintf("rules[%d]", i)
+		where := fmt.Sprintf("rule %d", i+1) // counted from 1, as the daemon's messages and the audit count them
 		if r.Bundle == "" {
 			return fmt.Errorf("%s: bundle is required (a bundle id, or \"*\")", where)
+		}
+		if r.Decision == "" {
+			return fmt.Errorf("%s: decision is required: allow, ask or deny", where)
 		}
 		if !validDecision(r.Decision) {
 			return fmt.Errorf("%s: decision %q: want allow, ask or deny", where, r.Decision)
