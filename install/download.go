@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net"
 	"net/http"
@@ -163,7 +164,7 @@ func (in *installer) fetch(ctx context.Context, rawURL, want, dst string) error 
 	}
 	h := sha256.New()
 	stall := time.AfterFunc(stallTimeout, func() { cancel(errStalled) })
-	n, err := in.copyProgress(f, io.TeeReader(io.LimitReader(resp.Body, in.limits.download+1), h), total, stall)
+	n, err := in.copyProgress(f, io.LimitReader(resp.Body, in.limits.download+1), h, total, stall)
 	stall.Stop()
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -187,21 +188,44 @@ func (in *installer) fetch(ctx context.Context, rawURL, want, dst string) error 
 	return nil
 }
 
-// copyProgress copies src to dst, reporting progress and pushing the stall timer back on every read.
-func (in *installer) copyProgress(dst io.Writer, src io.Reader, total int64, stall *time.Timer) (int64, error) {
-	buf := make([]byte, copyBuffer)
+// hashBuffers is how many copy buffers are in flight between the copy loop and the hashing
+// goroutine: enough that reading the next chunk never waits for the hash of the last one.
+const hashBuffers = 4
+
+// copyProgress copies src to dst and into h, reporting progress and pushing the stall timer back on
+// every read. SHA-256 is slower than loopback delivers bytes, so h runs on a goroutine of its own,
+// fed the chunks in order, while the next chunk is read and written (BENCHMARKS.md, "The daemon").
+func (in *installer) copyProgress(dst io.Writer, src io.Reader, h hash.Hash, total int64, stall *time.Timer) (int64, error) {
+	free := make(chan []byte, hashBuffers)
+	for range hashBuffers {
+		free <- make([]byte, copyBuffer)
+	}
+	chunks := make(chan []byte, hashBuffers)
+	hashed := make(chan struct{})
+	go func() {
+		defer close(hashed)
+		for c := range chunks {
+			h.Write(c) // a hash.Hash never fails to write
+			free <- c[:cap(c)]
+		}
+	}()
+	defer func() { close(chunks); <-hashed }() // h holds every chunk written once copyProgress returns
 	var n int64
 	for {
+		buf := <-free
 		nr, rerr := src.Read(buf)
 		if nr > 0 {
 			stall.Reset(stallTimeout)
 			if _, err := dst.Write(buf[:nr]); err != nil {
 				return n, err
 			}
+			chunks <- buf[:nr]
 			n += int64(nr)
 			if in.o.Progress != nil {
 				in.o.Progress(n, total)
 			}
+		} else {
+			free <- buf
 		}
 		if rerr == io.EOF {
 			return n, nil
