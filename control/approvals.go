@@ -19,6 +19,8 @@ const PathApprovals = "/v1/approvals"
 type ApprovalBackend interface {
 	// PendingApprovals lists the calls waiting for an approval.
 	PendingApprovals() []approval.Pending
+	// PendingApproval returns the pending call id (approval.ErrUnknown when there is none).
+	PendingApproval(id string) (approval.Pending, error)
 	// AnswerApproval records an answer by (who, for the audit log) to a pending call.
 	AnswerApproval(id string, approve bool, by string) (approval.Pending, error)
 }
@@ -59,14 +61,8 @@ func approvalHandlers(mux *http.ServeMux, b Backend, a Admission) {
 			return
 		}
 		p, _ := PeerOf(r.Context())
-		var target *approval.Pending
-		for _, pe := range ab.PendingApprovals() {
-			if pe.ID == req.ID {
-				target = &pe
-				break
-			}
-		}
-		if target == nil || !a.answers(p, *target) {
+		target, err := ab.PendingApproval(req.ID)
+		if err != nil || !a.answers(p, target) {
 			// The same answer whether it exists or belongs to someone else: ids are not probed.
 			writeError(w, http.StatusNotFound, "approval "+strconv.Quote(req.ID)+": "+approval.ErrUnknown.Error(),
 				"clihostctl approve lists the calls you may answer; the operator (root or clihostd's user) answers MCP clients' calls")

@@ -31,6 +31,9 @@ func (d *Engine) Call(ctx context.Context, req control.CallRequest, input map[st
 // PendingApprovals implements control.ApprovalBackend.
 func (d *Engine) PendingApprovals() []approval.Pending { return d.approvals.List() }
 
+// PendingApproval implements control.ApprovalBackend.
+func (d *Engine) PendingApproval(id string) (approval.Pending, error) { return d.approvals.Get(id) }
+
 // AnswerApproval implements control.ApprovalBackend; the answer is audited.
 func (d *Engine) AnswerApproval(id string, approve bool, by string) (approval.Pending, error) {
 	return d.cur.Load().host.AnswerApproval(id, approve, by)

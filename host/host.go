@@ -114,9 +114,6 @@ func (h *Host) Bundle(name string) (*manifest.Bundle, error) {
 	return b, nil
 }
 
-// Approvals is the gate that decides which calls need an approval and keeps the pending ones.
-func (h *Host) Approvals() *approval.Gate { return h.opts.Approvals }
-
 // CallOptions adjust one call.
 type CallOptions struct {
 	// Progress is called periodically while the process runs, with the time elapsed.
