@@ -33,13 +33,15 @@ const (
 
 // Request is one call to decide.
 type Request struct {
-	Bundle    string         // bundle id
-	BundleKey string         // id@major, part of the binding
-	Tool      string         // TOOL.md id
-	ToolPath  string         // command path ("pr merge")
-	Approval  string         // the TOOL.md approval field
-	Mutates   []string       // the TOOL.md mutates field
-	Runner    string         // a digest of what the tool runs and how (an approval does not survive a change to it)
+	Bundle    string   // bundle id
+	BundleKey string   // id@major, part of the binding
+	Tool      string   // TOOL.md id
+	ToolPath  string   // command path ("pr merge")
+	Approval  string   // the TOOL.md approval field
+	Mutates   []string // the TOOL.md mutates field
+	// Runner digests what the tool runs and how (an approval does not survive a change to it); it
+	// is called only for calls that need an approval. Nil: nothing to bind.
+	Runner    func() string
 	Input     map[string]any // the validated input, defaults filled in
 	Via       string         // front end (ViaMCP, …)
 	User      string         // the caller's user name
@@ -181,28 +183,28 @@ func (g *Gate) Decide(req Request, ans *Answer) Outcome {
 	defer g.mu.Unlock()
 	g.prune()
 	class := g.policy.ClassOf(req.Approval, req.Mutates)
-	digest := inputDigest(req.Input)
-	rec := &Record{Class: class.Name, InputSHA256: digest}
 	need, reason := class.Needed, class.Reason
-	if r, i, ok := g.policy.match(&req); ok {
-		need = r.Decision
-		reason = fmt.Sprintf("rule %d of %s says %s", i+1, g.policy.sourceName(), r.Decision)
-		if r.Decision == Allow {
-			if class.Needed == Allow {
-				return Outcome{Run: true}
-			}
-			rec.Decision, rec.By, rec.At = "approved", fmt.Sprintf("policy %s rule %d", g.policy.sourceName(), i+1), stamp(g.now())
-			return Outcome{Run: true, Record: rec}
-		}
+	rule, i, ruled := g.policy.match(&req)
+	if ruled {
+		need = rule.Decision
+		reason = fmt.Sprintf("rule %d of %s says %s", i+1, g.policy.sourceName(), rule.Decision)
+	}
+	ref, byRef := strings.CutPrefix(class.Name, "policy:")
+	if need == Allow && class.Needed == Allow && (ruled || !byRef) {
+		return Outcome{Run: true} // nothing asked for an approval: no record, no digest (every auto call)
+	}
+	rec := &Record{Class: class.Name, InputSHA256: inputDigest(req.Input)}
+	switch {
+	case need == Allow && ruled: // the operator's rule approved it in advance
+		rec.Decision, rec.By, rec.At = "approved", fmt.Sprintf("policy %s rule %d", g.policy.sourceName(), i+1), stamp(g.now())
+		return Outcome{Run: true, Record: rec}
+	case need == Allow: // policy:REF, which the operator's policies.REF allows
+		rec.Decision, rec.By, rec.At = "approved", fmt.Sprintf("policy %s policies.%s", g.policy.sourceName(), escapeInvisible(ref)), stamp(g.now())
+		return Outcome{Run: true, Record: rec}
 	}
 	reason = escapeInvisible(reason) // it holds the bundle's words (mutates, the policy ref): shown on terminals
+	digest := rec.InputSHA256
 	switch need {
-	case Allow:
-		if ref, ok := strings.CutPrefix(class.Name, "policy:"); ok { // the operator's policy approved it in advance
-			rec.Decision, rec.By, rec.At = "approved", fmt.Sprintf("policy %s policies.%s", g.policy.sourceName(), escapeInvisible(ref)), stamp(g.now())
-			return Outcome{Run: true, Record: rec}
-		}
-		return Outcome{Run: true}
 	case Deny:
 		rec.Decision = "denied"
 		rec.By = reason
@@ -429,7 +431,11 @@ func (g *Gate) verify(state, binding string) (string, error) {
 
 // bindingOf is what an approval is bound to: everything that makes two calls the same call.
 func bindingOf(req Request, digest string) string {
-	b, _ := json.Marshal([]any{req.BundleKey, req.Tool, req.Runner, digest, req.Via, req.User, req.Agent, req.Workspace, req.PeerUID})
+	runner := ""
+	if req.Runner != nil {
+		runner = req.Runner()
+	}
+	b, _ := json.Marshal([]any{req.BundleKey, req.Tool, runner, digest, req.Via, req.User, req.Agent, req.Workspace, req.PeerUID})
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

@@ -85,7 +85,7 @@ func TestElicitedApprovalRunsOnceForTheSameCall(t *testing.T) {
 		t.Fatalf("other front end: %+v", o)
 	}
 	other = commitReq("fix")
-	other.Runner = "commit --amend"
+	other.Runner = func() string { return "commit --amend" }
 	if o := g.Decide(other, &Answer{State: state, Approved: true}); o.Run || o.Code != "approval_invalid" {
 		t.Fatalf("what the tool runs changed: %+v", o)
 	}

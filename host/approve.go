@@ -20,7 +20,7 @@ func (h *Host) approve(b *manifest.Bundle, t *manifest.ToolEntry, input map[stri
 		peer = c.Peer.UID
 	}
 	out := h.opts.Approvals.Decide(approval.Request{Bundle: b.ID(), BundleKey: b.Key(), Tool: t.Tool.ID, ToolPath: strings.Join(t.Path, " "),
-		Approval: t.Tool.Approval, Mutates: t.Tool.Mutates, Runner: runnerDigest(b, t), Input: input, Via: opts.Via, User: c.User, Agent: c.Agent, Workspace: c.Workspace, PeerUID: peer}, opts.Approval)
+		Approval: t.Tool.Approval, Mutates: t.Tool.Mutates, Runner: func() string { return runnerDigest(b, t) }, Input: input, Via: opts.Via, User: c.User, Agent: c.Agent, Workspace: c.Workspace, PeerUID: peer}, opts.Approval)
 	rec.Approval = out.Record
 	if out.Run {
 		return nil
