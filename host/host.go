@@ -356,7 +356,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	}
 	stop := h.progress(opts.Progress)
 	res, err := runner.Run(ctx, runner.Command{Path: bin.path, Args: args, Dir: workspace, Env: env, Timeout: timeout,
-		TTY: eff.TTY != nil && eff.TTY.Required, Stdin: stdin, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), rec.CallID)})
+		TTY: eff.TTY != nil && eff.TTY.Required, Stdin: stdin, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), rec.CallID), Pool: h.opts.Sandbox.Pool})
 	stop()
 	toolWarnings := sweep(pol)
 	h.auditSweep(b, rec.CallID, toolWarnings)

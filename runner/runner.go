@@ -14,17 +14,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/clihost/clihost/internal/spawn"
 	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/egress"
 	"github.com/clihost/clihost/sandbox/nsinit"
@@ -84,6 +82,9 @@ type Command struct {
 	// Plan.Egress), Run serves them with egress.Serve for as long as the process runs, and the
 	// program's environment gets the proxy variables (egress.ProxyEnv). Nil: no network at all.
 	Egress *egress.Policy
+	// Pool, with Sandbox, starts the program in an init started ahead of the call (nsinit.Pool)
+	// when one is ready, else as without it. Not used with TTY or Attach.
+	Pool *nsinit.Pool
 	// Attach, when set, runs the command on the caller's own files instead of captured output (it
 	// cannot be combined with Stdin or TTY): Result.Stdout and Stderr stay empty, and the command
 	// has no wall-clock limit unless Timeout is set (the person at the terminal ends it; ctx
@@ -153,6 +154,7 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	argv := append([]string{filepath.Base(c.Path)}, c.Args...)
 	cmd := &exec.Cmd{Path: c.Path, Args: argv, Dir: c.Dir, Env: c.Env}
 	var sandboxed *nsinit.Cmd
+	var pooled *nsinit.Stdio // the streams of an init taken from c.Pool, already started
 	if c.Sandbox != nil {
 		plan := *c.Sandbox
 		plan.Path, plan.Args, plan.Dir, plan.Env = c.Path, argv, c.Dir, c.Env
@@ -162,14 +164,26 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		if c.Egress != nil {
 			nsinit.UseEgress(&plan)
 		}
-		if sandboxed, err = nsinit.Command(plan); err != nil {
-			return Result{}, fmt.Errorf("runner: %s not started: %w: %w", c.Path, nsinit.ErrUnavailable, err)
+		if c.Pool != nil && !c.TTY && c.Attach == nil {
+			if sandboxed, pooled, err = c.Pool.Take(plan, c.Stdin != nil); err != nil {
+				return Result{}, fmt.Errorf("runner: %s not started: %w: %w", c.Path, nsinit.ErrUnavailable, err)
+			}
+		}
+		if sandboxed == nil {
+			if sandboxed, err = nsinit.Command(plan); err != nil {
+				return Result{}, fmt.Errorf("runner: %s not started: %w: %w", c.Path, nsinit.ErrUnavailable, err)
+			}
 		}
 		defer func() { _ = sandboxed.Release() }() // on the paths that return early; a no-op after the one below
 		cmd = sandboxed.Cmd
 	}
-	stdout, stderr, stdin, childEnds, err := attach(cmd, c)
-	if err != nil {
+	var stdout, stderr *capture
+	var stdin *os.File
+	var childEnds []*os.File
+	if pooled != nil {
+		// Started already, waiting for nothing but the plan it now has.
+		stdout, stderr, stdin = &capture{r: pooled.Out, limit: c.StdoutLimit}, &capture{r: pooled.Err, limit: c.StderrLimit}, pooled.In
+	} else if stdout, stderr, stdin, childEnds, err = attach(cmd, c); err != nil {
 		if sandboxed != nil {
 			sandboxed.CloseChildEnds()
 			_ = sandboxed.Failure()
@@ -177,7 +191,9 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		return Result{}, fmt.Errorf("runner: %s not started: %w", c.Path, err)
 	}
 	begin := time.Now()
-	err = start(cmd)
+	if pooled == nil {
+		err = spawn.Start(cmd)
+	}
 	for _, f := range childEnds {
 		f.Close()
 	}
@@ -412,74 +428,6 @@ func openPTY() (master, slave *os.File, err error) {
 		return nil, nil, fmt.Errorf("pty master non-blocking: %w", err)
 	}
 	return os.NewFile(uintptr(fd), "/dev/ptmx"), slave, nil
-}
-
-// spawnRequests feeds the spawner goroutine; spawnOnce starts it.
-var (
-	spawnRequests = make(chan spawnRequest)
-	spawnOnce     sync.Once
-)
-
-type spawnRequest struct {
-	cmd  *exec.Cmd
-	done chan<- error
-}
-
-// start starts cmd from the spawner goroutine. The kernel delivers Pdeathsig when the thread that
-// forked the child exits, not the process; Go may end a thread whenever a goroutine that locked it
-// exits. Forking only from one goroutine locked to its thread for the life of the process makes
-// Pdeathsig mean "the host died". Forks are serialized by syscall.ForkLock anyway, so nothing is lost.
-func start(cmd *exec.Cmd) error {
-	spawnOnce.Do(func() {
-		go func() {
-			runtime.LockOSThread() // never unlocked: this thread must outlive every child
-			for r := range spawnRequests {
-				if err := strayFDsCloseOnExec(); err != nil {
-					r.done <- err
-					continue
-				}
-				r.done <- r.cmd.Start()
-			}
-		}()
-	})
-	done := make(chan error, 1)
-	spawnRequests <- spawnRequest{cmd: cmd, done: done}
-	return <-done
-}
-
-// strayFDsCloseOnExec sets close-on-exec on every descriptor of this process above stderr. Go opens
-// everything close-on-exec, but the host may have inherited descriptors from whatever started it, or
-// get some from code that opens without O_CLOEXEC, and a fork would hand those to every child. The
-// child's own stdio is installed by dup2, which clears the flag on the copies, so nothing meant for a
-// child is affected.
-func strayFDsCloseOnExec() error {
-	err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
-	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
-		return strayFDsCloseOnExecByProc() // Linux < 5.11
-	}
-	if err != nil {
-		return fmt.Errorf("close_range: %w", err)
-	}
-	return nil
-}
-
-// strayFDsCloseOnExecByProc is strayFDsCloseOnExec for kernels without close_range.
-func strayFDsCloseOnExecByProc() error {
-	entries, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return fmt.Errorf("list open descriptors: %w", err)
-	}
-	for _, e := range entries {
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil || fd < 3 {
-			continue
-		}
-		// EBADF: the descriptor has been closed since (ReadDir's own, for one).
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && !errors.Is(err, unix.EBADF) {
-			return fmt.Errorf("set close-on-exec on fd %d: %w", fd, err)
-		}
-	}
-	return nil
 }
 
 // supervise waits for cmd's process to exit, stopping its group on timeout or cancellation and

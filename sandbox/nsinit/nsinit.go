@@ -208,22 +208,32 @@ func Command(p isolation.Plan) (*Cmd, error) {
 	if lim.dir != nil {
 		childEnds = append(childEnds, lim.dir) // closed with the others; not handed to the init
 	}
+	cmd := initCommand(root)
+	cmd.ExtraFiles = extra
+	if lim.dir != nil {
+		// CLONE_INTO_CGROUP: the init starts in its call's cgroup v2 group.
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(lim.dir.Fd())
+	}
+	return &Cmd{Cmd: cmd, report: reportR, childEnds: childEnds, egress: host, ingress: ingress, ingressPorts: prepared.Ingress,
+		group: lim.group, limits: prepared.Limits}, nil
+}
+
+// initCommand is the command of one init: the helper (or this executable) re-exec'd with the init
+// marker, an empty environment, / as working directory, in new mount, PID, network, IPC, UTS and
+// cgroup namespaces (plus a user namespace mapping only the host user to uid 0 when the host is
+// not root), in its own process group, killed when the thread that forked it dies.
+func initCommand(root bool) *exec.Cmd {
 	cmd := &exec.Cmd{
-		Path:       executable(),
-		Args:       initArgs(),
-		Env:        []string{},
-		Dir:        "/",
-		ExtraFiles: extra,
+		Path: executable(),
+		Args: initArgs(),
+		Env:  []string{},
+		Dir:  "/",
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC |
 				unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
 			Pdeathsig: syscall.SIGKILL,
 			Setpgid:   true,
 		},
-	}
-	if lim.dir != nil {
-		// CLONE_INTO_CGROUP: the init starts in its call's cgroup v2 group.
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(lim.dir.Fd())
 	}
 	if !root {
 		attr := cmd.SysProcAttr
@@ -232,8 +242,7 @@ func Command(p isolation.Plan) (*Cmd, error) {
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
 	}
-	return &Cmd{Cmd: cmd, report: reportR, childEnds: childEnds, egress: host, ingress: ingress, ingressPorts: prepared.Ingress,
-		group: lim.group, limits: prepared.Limits}, nil
+	return cmd
 }
 
 // closeFiles closes every non-nil file of files.
