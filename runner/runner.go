@@ -82,6 +82,10 @@ type Command struct {
 	// Plan.Egress), Run serves them with egress.Serve for as long as the process runs, and the
 	// program's environment gets the proxy variables (egress.ProxyEnv). Nil: no network at all.
 	Egress *egress.Policy
+	// OnCleanupError, with Sandbox, is told when the call's control groups could not be removed
+	// after Run returned (the sandbox's end is reported before its init has exited; its groups
+	// are removed in the background). Otherwise that error is Result.CgroupErr.
+	OnCleanupError func(error)
 	// Pool, with Sandbox, starts the program in an init started ahead of the call (nsinit.Pool)
 	// when one is ready, else as without it. Not used with TTY or Attach.
 	Pool *nsinit.Pool
@@ -245,7 +249,7 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	if sandboxed != nil {
 		cpuLimit = sandboxed.Group().WatchCPU(stopCPU)
 	}
-	res, cpuHit := supervise(ctx, cmd, c, cpuLimit)
+	res, cpuHit, finished := supervise(ctx, cmd, sandboxed, c, cpuLimit)
 	restore()
 	close(stopCPU)
 	stopStdin()
@@ -263,7 +267,11 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	if sandboxed != nil {
 		failure := sandboxed.Failure()
 		res.Exhausted = sandboxed.Exhausted(cpuHit)
-		res.CgroupErr = sandboxed.Release()
+		if finished {
+			sandboxed.Finish(c.OnCleanupError) // the init's exit and the groups' removal, off the call's path
+		} else {
+			res.CgroupErr = sandboxed.Release()
+		}
 		if failure != nil {
 			return res, fmt.Errorf("runner: %s not started: %w", c.Path, failure)
 		}
@@ -433,10 +441,20 @@ func openPTY() (master, slave *os.File, err error) {
 // supervise waits for cmd's process to exit, stopping its group on timeout or cancellation and
 // killing it when cpuLimit fires (cpuHit is then true), kills what is left of the group, reaps
 // the process and reports how it ended.
-func supervise(ctx context.Context, cmd *exec.Cmd, c Command, cpuLimit <-chan struct{}) (res Result, cpuHit bool) {
+//
+// With a sandbox whose init reports the end of the sandbox (sandboxed.Reported: the program
+// exited and nothing else runs in it), that is the end: the status is the reported one and the
+// init's own exit is waited for in the background (Finish).
+func supervise(ctx context.Context, cmd *exec.Cmd, sandboxed *nsinit.Cmd, c Command, cpuLimit <-chan struct{}) (res Result, cpuHit bool, finished bool) {
 	pid := cmd.Process.Pid
 	exited := make(chan struct{})
 	go func() {
+		if sandboxed != nil {
+			if <-sandboxed.Ended(); sandboxReported(sandboxed) {
+				close(exited)
+				return
+			}
+		}
 		waitExited(pid)
 		close(exited)
 	}()
@@ -475,6 +493,11 @@ func supervise(ctx context.Context, cmd *exec.Cmd, c Command, cpuLimit <-chan st
 			grace.Stop()
 		}
 	}
+	if sandboxed != nil && sandboxReported(sandboxed) {
+		// The status the init would have exited with: 128+n for a program killed by signal n.
+		res.ExitCode, _ = sandboxed.Reported()
+		return res, cpuHit, true
+	}
 	// The main process is a zombie until Wait, which keeps its pid, and so the group id, from
 	// being reused: this can only hit what is left of its own group.
 	signalGroup(pid, syscall.SIGKILL)
@@ -490,7 +513,13 @@ func supervise(ctx context.Context, cmd *exec.Cmd, c Command, cpuLimit <-chan st
 			res.Signal = signalName(ws.Signal())
 		}
 	}
-	return res, cpuHit
+	return res, cpuHit, false
+}
+
+// sandboxReported reports whether the sandbox's init reported its end (after Ended).
+func sandboxReported(sandboxed *nsinit.Cmd) bool {
+	_, ok := sandboxed.Reported()
+	return ok
 }
 
 // waitExited blocks until process pid has exited, without reaping it.

@@ -112,7 +112,30 @@ func runInit() int {
 	// 128+n is also what a program exiting with that code itself looks like: it can only
 	// mislabel its own failure.
 	reportLimits(e.Plan.Limits, syscall.Signal(max(code-128, 0)))
+	reportEnd(code)
 	return code
+}
+
+// reportEnd ends the sandbox for the host before the init itself exits (the kernel's teardown of
+// its namespaces takes a while, and the host need not wait for it): it kills every other process
+// of the PID namespace and reaps them until none is left, closes the init's standard streams (the
+// host then reads the end of the program's output) and writes the end line with the program's
+// status to the report pipe. A process the kill could not reach keeps the init waiting, as its
+// exit would have.
+func reportEnd(code int) {
+	for {
+		_ = unix.Kill(-1, unix.SIGKILL) // every process of the namespace but this one
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(-1, &ws, 0, nil); errors.Is(err, unix.ECHILD) {
+			break
+		} else if err != nil && !errors.Is(err, unix.EINTR) {
+			return // cannot tell whether the sandbox is empty: the init's exit will say
+		}
+	}
+	for fd := range 3 {
+		unix.Close(fd)
+	}
+	_, _ = unix.Write(reportFD, []byte(fmt.Sprintf("%s%d\n", endLine, code)))
 }
 
 // prepareNamespaces builds what does not depend on the plan: the mount namespace made private (so
