@@ -52,6 +52,7 @@ type Config struct {
 	EgressPorts    string           // --egress-ports: comma-separated destination ports
 	EgressMaxConns int              // --egress-max-conns: egress connections one call may hold at once
 	Limits         isolation.Limits // --limit-*: per-call resource limits (host.LimitFlags)
+	SandboxPool    int              // --sandbox-pool: the most sandbox inits kept started ahead of calls; 0: none
 
 	AuditMaxSize int64         // --audit-max-size: the audit log's size before it is rotated
 	AuditKeep    int           // --audit-keep: rotated audit logs kept
@@ -177,6 +178,7 @@ func (d *Engine) open(ctx context.Context) error {
 	if d.sandbox, err = sandboxOptions(d.log, c, d.stateDir, d.socketPath); err != nil {
 		return err
 	}
+	d.startPool()
 	if err := d.Reload(); err != nil {
 		return err
 	}
@@ -206,6 +208,9 @@ func resolveWorkspace(ws string) (string, error) {
 // once; the Engine must not be used after it.
 func (d *Engine) Close() {
 	d.closeOnce.Do(func() {
+		if d.sandbox.Pool != nil {
+			d.sandbox.Pool.Close()
+		}
 		if d.store != nil {
 			_ = d.store.Close()
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/clihost/clihost/internal/rotate"
 	"github.com/clihost/clihost/registry"
 	"github.com/clihost/clihost/sandbox/cgroup"
+	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
 // stateDamaged logs, once, that state.db was found damaged while the daemon runs. The daemon
@@ -74,6 +75,26 @@ func sandboxOptions(log *slog.Logger, c Config, stateDir, socket string) (host.S
 		logLimits(log)
 	}
 	return o, nil
+}
+
+// DefaultSandboxPool is --sandbox-pool's default: two inits per CPU, at most 8.
+func DefaultSandboxPool() int { return nsinit.DefaultPoolMax() }
+
+// startPool starts the pool of sandbox inits calls take theirs from (Config.SandboxPool), when the
+// sandbox is on and works here; without it every call starts its own init, which is slower but
+// the same sandbox. It runs after reapLeftovers, which tags the inits (nsinit.SetOwner).
+func (d *Engine) startPool() {
+	n := d.cfg.SandboxPool
+	if d.sandbox.Off || n <= 0 || nsinit.Check() != nil {
+		return
+	}
+	pool, err := nsinit.NewPool(nsinit.PoolConfig{Max: n})
+	if err != nil {
+		d.log.Warn("no pool of sandbox inits: every call starts its own", "err", err)
+		return
+	}
+	d.sandbox.Pool = pool
+	d.log.Info("sandbox inits are started ahead of calls", "pool_max", n)
 }
 
 // logLimits says at start which mechanism holds the per-call memory, process and CPU limits, and

@@ -250,6 +250,15 @@ func (h *Host) auditSweep(b *manifest.Bundle, callID string, warnings []string) 
 	}
 }
 
+// cleanupError is what a call's process reports when its control groups could not be removed
+// after the call returned (runner.Command.OnCleanupError): a cli.sweep audit line, as the call's
+// result, already sent, cannot carry it.
+func (h *Host) cleanupError(b *manifest.Bundle, callID string) func(error) {
+	return func(err error) {
+		h.auditSweep(b, callID, cgroupWarning(runner.Result{CgroupErr: err}))
+	}
+}
+
 // Forget drops what the host remembers about a bundle's binary, so the next call checks it again
 // (after an install).
 func (h *Host) Forget(b *manifest.Bundle) {
@@ -356,7 +365,8 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	}
 	stop := h.progress(opts.Progress)
 	res, err := runner.Run(ctx, runner.Command{Path: bin.path, Args: args, Dir: workspace, Env: env, Timeout: timeout,
-		TTY: eff.TTY != nil && eff.TTY.Required, Stdin: stdin, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), rec.CallID)})
+		TTY: eff.TTY != nil && eff.TTY.Required, Stdin: stdin, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), rec.CallID), Pool: h.opts.Sandbox.Pool,
+		OnCleanupError: h.cleanupError(b, rec.CallID)})
 	stop()
 	toolWarnings := sweep(pol)
 	h.auditSweep(b, rec.CallID, toolWarnings)

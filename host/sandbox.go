@@ -51,6 +51,9 @@ type SandboxOptions struct {
 	// Limits are the operator's per-call resource limits (clihostd --limit-*): a zero field takes
 	// DefaultLimits's value, a negative one means no limit. Bundles and tools may narrow them.
 	Limits isolation.Limits
+	// Pool, when set, starts tools' processes in sandbox inits started ahead of their calls
+	// (nsinit.Pool): a daemon keeps one for its lifetime. Nil starts every sandbox when it is needed.
+	Pool *nsinit.Pool
 }
 
 // DefaultEgressPorts are HTTP, HTTPS and SSH (git).

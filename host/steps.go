@@ -75,7 +75,8 @@ func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 		if e != nil {
 			return Envelope{Error: e, Warnings: warnings}
 		}
-		proc.Env, proc.Timeout, proc.Sandbox, proc.Egress = env, remaining, plan, h.egressPolicy(pol, b.ID(), sc.rec.CallID)
+		proc.Env, proc.Timeout, proc.Sandbox, proc.Egress, proc.Pool = env, remaining, plan, h.egressPolicy(pol, b.ID(), sc.rec.CallID), h.opts.Sandbox.Pool
+		proc.OnCleanupError = h.cleanupError(b, sc.rec.CallID)
 		res, err := runner.Run(ctx, proc)
 		swept := sweep(pol)
 		h.auditSweep(b, sc.rec.CallID, swept)

@@ -14,17 +14,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/clihost/clihost/internal/spawn"
 	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/egress"
 	"github.com/clihost/clihost/sandbox/nsinit"
@@ -84,6 +82,13 @@ type Command struct {
 	// Plan.Egress), Run serves them with egress.Serve for as long as the process runs, and the
 	// program's environment gets the proxy variables (egress.ProxyEnv). Nil: no network at all.
 	Egress *egress.Policy
+	// OnCleanupError, with Sandbox, is told when the call's control groups could not be removed
+	// after Run returned (the sandbox's end is reported before its init has exited; its groups
+	// are removed in the background). Otherwise that error is Result.CgroupErr.
+	OnCleanupError func(error)
+	// Pool, with Sandbox, starts the program in an init started ahead of the call (nsinit.Pool)
+	// when one is ready, else as without it. Not used with TTY or Attach.
+	Pool *nsinit.Pool
 	// Attach, when set, runs the command on the caller's own files instead of captured output (it
 	// cannot be combined with Stdin or TTY): Result.Stdout and Stderr stay empty, and the command
 	// has no wall-clock limit unless Timeout is set (the person at the terminal ends it; ctx
@@ -153,6 +158,7 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	argv := append([]string{filepath.Base(c.Path)}, c.Args...)
 	cmd := &exec.Cmd{Path: c.Path, Args: argv, Dir: c.Dir, Env: c.Env}
 	var sandboxed *nsinit.Cmd
+	var pooled *nsinit.Stdio // the streams of an init taken from c.Pool, already started
 	if c.Sandbox != nil {
 		plan := *c.Sandbox
 		plan.Path, plan.Args, plan.Dir, plan.Env = c.Path, argv, c.Dir, c.Env
@@ -162,14 +168,26 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		if c.Egress != nil {
 			nsinit.UseEgress(&plan)
 		}
-		if sandboxed, err = nsinit.Command(plan); err != nil {
-			return Result{}, fmt.Errorf("runner: %s not started: %w: %w", c.Path, nsinit.ErrUnavailable, err)
+		if c.Pool != nil && !c.TTY && c.Attach == nil {
+			if sandboxed, pooled, err = c.Pool.Take(plan, c.Stdin != nil); err != nil {
+				return Result{}, fmt.Errorf("runner: %s not started: %w: %w", c.Path, nsinit.ErrUnavailable, err)
+			}
+		}
+		if sandboxed == nil {
+			if sandboxed, err = nsinit.Command(plan); err != nil {
+				return Result{}, fmt.Errorf("runner: %s not started: %w: %w", c.Path, nsinit.ErrUnavailable, err)
+			}
 		}
 		defer func() { _ = sandboxed.Release() }() // on the paths that return early; a no-op after the one below
 		cmd = sandboxed.Cmd
 	}
-	stdout, stderr, stdin, childEnds, err := attach(cmd, c)
-	if err != nil {
+	var stdout, stderr *capture
+	var stdin *os.File
+	var childEnds []*os.File
+	if pooled != nil {
+		// Started already, waiting for nothing but the plan it now has.
+		stdout, stderr, stdin = &capture{r: pooled.Out, limit: c.StdoutLimit}, &capture{r: pooled.Err, limit: c.StderrLimit}, pooled.In
+	} else if stdout, stderr, stdin, childEnds, err = attach(cmd, c); err != nil {
 		if sandboxed != nil {
 			sandboxed.CloseChildEnds()
 			_ = sandboxed.Failure()
@@ -177,7 +195,9 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		return Result{}, fmt.Errorf("runner: %s not started: %w", c.Path, err)
 	}
 	begin := time.Now()
-	err = start(cmd)
+	if pooled == nil {
+		err = spawn.Start(cmd)
+	}
 	for _, f := range childEnds {
 		f.Close()
 	}
@@ -229,7 +249,7 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	if sandboxed != nil {
 		cpuLimit = sandboxed.Group().WatchCPU(stopCPU)
 	}
-	res, cpuHit := supervise(ctx, cmd, c, cpuLimit)
+	res, cpuHit, finished := supervise(ctx, cmd, sandboxed, c, cpuLimit)
 	restore()
 	close(stopCPU)
 	stopStdin()
@@ -247,7 +267,11 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	if sandboxed != nil {
 		failure := sandboxed.Failure()
 		res.Exhausted = sandboxed.Exhausted(cpuHit)
-		res.CgroupErr = sandboxed.Release()
+		if finished {
+			sandboxed.Finish(c.OnCleanupError) // the init's exit and the groups' removal, off the call's path
+		} else {
+			res.CgroupErr = sandboxed.Release()
+		}
 		if failure != nil {
 			return res, fmt.Errorf("runner: %s not started: %w", c.Path, failure)
 		}
@@ -414,81 +438,23 @@ func openPTY() (master, slave *os.File, err error) {
 	return os.NewFile(uintptr(fd), "/dev/ptmx"), slave, nil
 }
 
-// spawnRequests feeds the spawner goroutine; spawnOnce starts it.
-var (
-	spawnRequests = make(chan spawnRequest)
-	spawnOnce     sync.Once
-)
-
-type spawnRequest struct {
-	cmd  *exec.Cmd
-	done chan<- error
-}
-
-// start starts cmd from the spawner goroutine. The kernel delivers Pdeathsig when the thread that
-// forked the child exits, not the process; Go may end a thread whenever a goroutine that locked it
-// exits. Forking only from one goroutine locked to its thread for the life of the process makes
-// Pdeathsig mean "the host died". Forks are serialized by syscall.ForkLock anyway, so nothing is lost.
-func start(cmd *exec.Cmd) error {
-	spawnOnce.Do(func() {
-		go func() {
-			runtime.LockOSThread() // never unlocked: this thread must outlive every child
-			for r := range spawnRequests {
-				if err := strayFDsCloseOnExec(); err != nil {
-					r.done <- err
-					continue
-				}
-				r.done <- r.cmd.Start()
-			}
-		}()
-	})
-	done := make(chan error, 1)
-	spawnRequests <- spawnRequest{cmd: cmd, done: done}
-	return <-done
-}
-
-// strayFDsCloseOnExec sets close-on-exec on every descriptor of this process above stderr. Go opens
-// everything close-on-exec, but the host may have inherited descriptors from whatever started it, or
-// get some from code that opens without O_CLOEXEC, and a fork would hand those to every child. The
-// child's own stdio is installed by dup2, which clears the flag on the copies, so nothing meant for a
-// child is affected.
-func strayFDsCloseOnExec() error {
-	err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC)
-	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
-		return strayFDsCloseOnExecByProc() // Linux < 5.11
-	}
-	if err != nil {
-		return fmt.Errorf("close_range: %w", err)
-	}
-	return nil
-}
-
-// strayFDsCloseOnExecByProc is strayFDsCloseOnExec for kernels without close_range.
-func strayFDsCloseOnExecByProc() error {
-	entries, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		return fmt.Errorf("list open descriptors: %w", err)
-	}
-	for _, e := range entries {
-		fd, err := strconv.Atoi(e.Name())
-		if err != nil || fd < 3 {
-			continue
-		}
-		// EBADF: the descriptor has been closed since (ReadDir's own, for one).
-		if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); err != nil && !errors.Is(err, unix.EBADF) {
-			return fmt.Errorf("set close-on-exec on fd %d: %w", fd, err)
-		}
-	}
-	return nil
-}
-
 // supervise waits for cmd's process to exit, stopping its group on timeout or cancellation and
 // killing it when cpuLimit fires (cpuHit is then true), kills what is left of the group, reaps
 // the process and reports how it ended.
-func supervise(ctx context.Context, cmd *exec.Cmd, c Command, cpuLimit <-chan struct{}) (res Result, cpuHit bool) {
+//
+// With a sandbox whose init reports the end of the sandbox (sandboxed.Reported: the program
+// exited and nothing else runs in it), that is the end: the status is the reported one and the
+// init's own exit is waited for in the background (Finish).
+func supervise(ctx context.Context, cmd *exec.Cmd, sandboxed *nsinit.Cmd, c Command, cpuLimit <-chan struct{}) (res Result, cpuHit bool, finished bool) {
 	pid := cmd.Process.Pid
 	exited := make(chan struct{})
 	go func() {
+		if sandboxed != nil {
+			if <-sandboxed.Ended(); sandboxReported(sandboxed) {
+				close(exited)
+				return
+			}
+		}
 		waitExited(pid)
 		close(exited)
 	}()
@@ -527,6 +493,11 @@ func supervise(ctx context.Context, cmd *exec.Cmd, c Command, cpuLimit <-chan st
 			grace.Stop()
 		}
 	}
+	if sandboxed != nil && sandboxReported(sandboxed) {
+		// The status the init would have exited with: 128+n for a program killed by signal n.
+		res.ExitCode, _ = sandboxed.Reported()
+		return res, cpuHit, true
+	}
 	// The main process is a zombie until Wait, which keeps its pid, and so the group id, from
 	// being reused: this can only hit what is left of its own group.
 	signalGroup(pid, syscall.SIGKILL)
@@ -542,7 +513,13 @@ func supervise(ctx context.Context, cmd *exec.Cmd, c Command, cpuLimit <-chan st
 			res.Signal = signalName(ws.Signal())
 		}
 	}
-	return res, cpuHit
+	return res, cpuHit, false
+}
+
+// sandboxReported reports whether the sandbox's init reported its end (after Ended).
+func sandboxReported(sandboxed *nsinit.Cmd) bool {
+	_, ok := sandboxed.Reported()
+	return ok
 }
 
 // waitExited blocks until process pid has exited, without reaping it.

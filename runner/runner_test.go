@@ -118,22 +118,40 @@ func waitGone(t *testing.T, pid int) {
 	}
 }
 
-// checkNoZombies fails the test if any child of the test process is a zombie.
+// checkNoZombies fails the test if a child of the test process stays a zombie: a sandbox's init
+// whose end was reported exits and is reaped in the background just after Run returns, so a
+// zombie gets up to 5 s to go.
 func checkNoZombies(t *testing.T) {
+	t.Helper()
+	var zombies []int
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if zombies = zombieChildren(t); len(zombies) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, pid := range zombies {
+		t.Errorf("zombie child %d left behind", pid)
+	}
+}
+
+// zombieChildren lists the children of the test process that are zombies.
+func zombieChildren(t *testing.T) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var out []int
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
 		if state, ppid, ok := procStat(pid); ok && ppid == os.Getpid() && state == "Z" {
-			t.Errorf("zombie child %d left behind", pid)
+			out = append(out, pid)
 		}
 	}
+	return out
 }
 
 // firstPID parses the first line of out as a pid.
@@ -622,4 +640,61 @@ func TestAttach(t *testing.T) {
 	if _, err := runner.Run(context.Background(), c); err == nil || !strings.Contains(err.Error(), "Attach cannot be combined") {
 		t.Errorf("Attach with Stdin: %v, want refused", err)
 	}
+}
+
+// TestSandboxedRunEndsEverything: when Run returns, nothing the program started still runs in its
+// sandbox, whether the init was started for the call or taken from a pool: a writer the program
+// left in the background (which would otherwise write into the workspace after the host's git
+// check) has stopped, and the status is the program's own (128+n for signal n).
+func TestSandboxedRunEndsEverything(t *testing.T) {
+	requireSandbox(t)
+	pool, err := nsinit.NewPool(nsinit.PoolConfig{Max: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for _, tc := range []struct {
+		name string
+		pool *nsinit.Pool
+	}{{"cold", nil}, {"pooled", pool}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.Chown(dir, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, "out")
+			c := sh(t, `( exec >/dev/null 2>&1; while :; do echo x >> "$1"; done ) & ( exec >/dev/null 2>&1; trap '' TERM; while :; do :; done) & while [ ! -s "$1" ]; do :; done; echo started; exit 7`, out)
+			c.Dir, c.Sandbox, c.Pool = "/", sandboxPlan(), tc.pool
+			c.Sandbox.ReadWrite = []string{dir}
+			res, err := runner.Run(context.Background(), c)
+			st, statErr := os.Stat(out) // at once: the init may still be exiting
+			if err != nil || res.ExitCode != 7 || string(res.Stdout) != "started\n" {
+				t.Fatalf("err %v exit %d stdout %q stderr %q", err, res.ExitCode, res.Stdout, res.Stderr)
+			}
+			err = statErr
+			if err != nil {
+				t.Fatal(err) // the program waited for the writer's first line
+			}
+			for range 5 {
+				time.Sleep(50 * time.Millisecond)
+				if now, err := os.Stat(out); err != nil || now.Size() != st.Size() {
+					t.Fatalf("the background writer still writes after Run returned (%d bytes, then %v, %v)", st.Size(), sizeOf(now), err)
+				}
+			}
+			checkNoZombies(t)
+			c = sh(t, `kill -9 $$`)
+			c.Dir, c.Sandbox, c.Pool = "/", sandboxPlan(), tc.pool
+			if res := run(t, context.Background(), c); res.ExitCode != 128+9 || res.Signal != "" {
+				t.Errorf("killed by SIGKILL: exit %d signal %q, want 137 as the init reports it", res.ExitCode, res.Signal)
+			}
+		})
+	}
+}
+
+// sizeOf is fi's size, or -1 without fi.
+func sizeOf(fi os.FileInfo) int64 {
+	if fi == nil {
+		return -1
+	}
+	return fi.Size()
 }

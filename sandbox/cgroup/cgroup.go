@@ -183,37 +183,56 @@ type Group struct {
 	v2     string            // the v2 group directory, "" without v2
 	v1     map[string]string // controller -> v1 group directory
 	limits Limits
+	mgr    *Manager
 }
 
 // New creates the groups of one call under the daemon's own groups and sets l in them. A manager
 // with no usable controller returns (nil, nil): the call then has no group.
 func (m *Manager) New(l Limits) (*Group, error) {
+	g, err := m.NewSlot()
+	if err != nil || g == nil {
+		return g, err
+	}
+	if err := g.Apply(l); err != nil {
+		_ = g.Remove()
+		return nil, err
+	}
+	return g, nil
+}
+
+// NewSlot creates a group without limits for a process started before its call is known (a
+// sandbox init waiting in nsinit.Pool): its cgroup v2 directory when this manager uses v2, for the
+// process to be cloned into (V2Dir); the v1 groups come with Apply. A manager with no usable
+// controller returns (nil, nil).
+func (m *Manager) NewSlot() (*Group, error) {
 	if m.v2 == "" && len(m.v1) == 0 {
 		return nil, nil
 	}
-	g := &Group{name: fmt.Sprintf("%s%d-%d", groupPrefix, m.owner, m.seq.Add(1)), v1: map[string]string{}, limits: l}
+	g := &Group{name: fmt.Sprintf("%s%d-%d", groupPrefix, m.owner, m.seq.Add(1)), v1: map[string]string{}, mgr: m}
 	if m.v2 != "" {
 		g.v2 = filepath.Join(m.v2, g.name)
 		if err := os.Mkdir(g.v2, 0o755); err != nil {
 			return nil, fmt.Errorf("cgroup: create %s: %w", g.v2, err)
 		}
 	}
-	for c, parent := range m.v1 {
-		if !g.needs(c) {
+	return g, nil
+}
+
+// Apply sets the call's limits l in g: it creates the v1 groups they need (TasksFiles lists them
+// afterwards) and writes l into the controller files. On error the caller removes g.
+func (g *Group) Apply(l Limits) error {
+	g.limits = l
+	for c, parent := range g.mgr.v1 {
+		if _, made := g.v1[c]; made || !g.needs(c) {
 			continue
 		}
 		dir := filepath.Join(parent, g.name)
 		if err := os.Mkdir(dir, 0o755); err != nil {
-			_ = g.Remove()
-			return nil, fmt.Errorf("cgroup: create %s: %w", dir, err)
+			return fmt.Errorf("cgroup: create %s: %w", dir, err)
 		}
 		g.v1[c] = dir
 	}
-	if err := g.setLimits(m); err != nil {
-		_ = g.Remove()
-		return nil, err
-	}
-	return g, nil
+	return g.setLimits(g.mgr)
 }
 
 // needs reports whether the group needs a v1 hierarchy for controller c. Joining a v1 group costs

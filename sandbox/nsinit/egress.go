@@ -117,7 +117,9 @@ func (c *Cmd) Listeners() (*addr.Listeners, error) {
 	if c.Process == nil {
 		return nil, errors.New("nsinit: Listeners: the sandbox has not been started")
 	}
-	c.childEnds[2].Close() // so that the init's exit reads as end of file
+	if len(c.childEnds) > 2 {
+		c.childEnds[2].Close() // so that the init's exit reads as end of file (a pooled init's is closed already)
+	}
 	fds, err := c.egress.receive()
 	if err != nil {
 		return nil, fmt.Errorf("nsinit: Listeners: %w", err)

@@ -26,25 +26,38 @@ const sandboxHostname = "sandbox"
 var devices = []string{"null", "zero", "full", "random", "urandom", "tty"}
 
 // runInit is the init, PID 1 of the sandbox's PID namespace. It returns its exit status.
+//
+// It builds what every sandbox has before it reads its plan (see prepareNamespaces): an init
+// started ahead of its call by a Pool waits there, with its namespaces made, until the call's plan
+// arrives; one started for a call finds its plan already in the pipe.
 func runInit() int {
 	// Before anything else: a PID 1 drops signals it has no handler for, and the Go runtime would
 	// exit on an unhandled SIGTERM. Signals that arrive during setup are forwarded to the program.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
 
-	e, err := readPlan()
-	if err != nil {
-		return fail(exitFailure, "init: plan", err)
-	}
 	if os.Getpid() != 1 {
 		return fail(exitFailure, "init", errors.New("not PID 1 of a new PID namespace"))
-	}
-	if err := enforceDeadline(e.Deadline); err != nil {
-		return fail(exitFailure, "init: deadline", err)
 	}
 	lifelineFD, err := lifeline()
 	if err != nil {
 		return fail(exitFailure, "init: lifeline", err)
+	}
+	if step, err := prepareNamespaces(); err != nil {
+		return fail(exitFailure, step, err)
+	}
+	e, err := readPlan()
+	if err != nil {
+		return fail(exitFailure, "init: plan", err)
+	}
+	if err := enforceDeadline(e.Deadline); err != nil {
+		return fail(exitFailure, "init: deadline", err)
+	}
+	if e.Pooled {
+		unix.Umask(e.HostUmask)
+		if e.CgroupFDs, err = receiveCgroupFDs(e.CgroupFDCount); err != nil {
+			return fail(exitFailure, "cgroup: receive", err)
+		}
 	}
 	if e.Plan.Egress {
 		// Refused before the host gets listeners for a sandbox that could not be confined.
@@ -60,9 +73,17 @@ func runInit() int {
 	if step, err := buildNamespaces(e.Plan, paths, e.UserNS); err != nil {
 		return fail(exitFailure, step, err)
 	}
-	if e.Plan.Egress {
+	switch {
+	case e.Plan.Egress:
 		if err := sendListeners(); err != nil {
 			return fail(exitFailure, "network: egress listeners", err)
+		}
+	case e.Pooled:
+		unix.Close(egressFD) // a pooled init always has the socket pair; this call has no egress
+	}
+	if e.StdinNull {
+		if err := stdinFromNull(); err != nil {
+			return fail(exitFailure, "stdin", err)
 		}
 	}
 	// From here on this goroutine stays on its thread: capabilities, the bounding set and the
@@ -91,24 +112,81 @@ func runInit() int {
 	// 128+n is also what a program exiting with that code itself looks like: it can only
 	// mislabel its own failure.
 	reportLimits(e.Plan.Limits, syscall.Signal(max(code-128, 0)))
+	reportEnd(code)
 	return code
 }
 
-// buildNamespaces sets up the mount, UTS and network namespaces for p, from the descriptors of its
-// paths (see openPlan). On failure it returns the failed step and its error.
-func buildNamespaces(p isolation.Plan, paths *pathTable, userNS bool) (string, error) {
-	// Nothing mounted or unmounted here may reach the host, and nothing the host mounts later may
-	// appear here (it would be neither read-only nor masked).
+// reportEnd ends the sandbox for the host before the init itself exits (the kernel's teardown of
+// its namespaces takes a while, and the host need not wait for it): it kills every other process
+// of the PID namespace and reaps them until none is left, closes the init's standard streams (the
+// host then reads the end of the program's output) and writes the end line with the program's
+// status to the report pipe. A process the kill could not reach keeps the init waiting, as its
+// exit would have.
+func reportEnd(code int) {
+	for {
+		_ = unix.Kill(-1, unix.SIGKILL) // every process of the namespace but this one
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(-1, &ws, 0, nil); errors.Is(err, unix.ECHILD) {
+			break
+		} else if err != nil && !errors.Is(err, unix.EINTR) {
+			return // cannot tell whether the sandbox is empty: the init's exit will say
+		}
+	}
+	for fd := range 3 {
+		unix.Close(fd)
+	}
+	_, _ = unix.Write(reportFD, []byte(fmt.Sprintf("%s%d\n", endLine, code)))
+}
+
+// prepareNamespaces builds what does not depend on the plan: the mount namespace made private (so
+// that nothing mounted or unmounted here reaches the host, and nothing the host mounts later
+// appears here, neither read-only nor masked), a fresh /proc for the PID namespace, the minimal
+// /dev, the hostname and the loopback interface. The host's own trees are still in place
+// afterwards: the plan's paths are resolved in the host's view (openPlan). On failure it returns
+// the failed step and its error.
+func prepareNamespaces() (string, error) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return "mount: make / private", err
 	}
-	// Detached copies of what must stay reachable once /dev and /tmp are covered by fresh mounts,
-	// and of the writable roots (taken before / turns read-only, so they keep the host's flags).
+	// Detached copies of the host's device nodes, taken before /dev is covered.
 	devs, err := cloneDevices()
 	if err != nil {
 		return "mount: clone devices", err
 	}
 	defer closeAll(devs)
+	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+		return "mount: /proc", err
+	}
+	if err := setupDev(devs); err != nil {
+		return "mount: /dev", err
+	}
+	if err := unix.Sethostname([]byte(sandboxHostname)); err != nil {
+		return "sethostname", err
+	}
+	if err := loopbackUp(); err != nil {
+		return "network: lo up", err
+	}
+	return "", nil
+}
+
+// stdinFromNull makes the sandbox's /dev/null the init's standard input, which the program
+// inherits: a pooled init was started with a pipe there, and this call has no input.
+func stdinFromNull() error {
+	fd, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Dup3(fd, 0, 0)
+}
+
+// buildNamespaces finishes the mount namespace for p, after prepareNamespaces, from the descriptors
+// of its paths (see openPlan): everything read-only and nosuid, fresh /tmp and /dev/shm, the
+// writable and protected trees, the egress files, the pins and the deny masks. On failure it
+// returns the failed step and its error.
+func buildNamespaces(p isolation.Plan, paths *pathTable, userNS bool) (string, error) {
+	// Detached copies of the writable roots, taken before / turns read-only, so they keep the
+	// host's flags, and of the trees under /tmp that the fresh /tmp will hide.
 	trees, err := cloneTrees(p, paths)
 	if err != nil {
 		return "mount: clone trees", err
@@ -122,24 +200,12 @@ func buildNamespaces(p isolation.Plan, paths *pathTable, userNS bool) (string, e
 		closeTrees(trees)
 		closeTrees(protected)
 	}()
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-		return "mount: /proc", err
-	}
-	if err := setupDev(devs); err != nil {
-		return "mount: /dev", err
-	}
 	if p.NoExecMemfd && !userNS {
 		// Per PID namespace and inherited, so it binds the program and everything it starts. (In
 		// a user namespace the seccomp filter stands in for it, see sealMemfds.)
 		if err := os.WriteFile(memfdNoexecSysctl, []byte("2"), 0); err != nil {
 			return "sysctl vm.memfd_noexec", err
 		}
-	}
-	if err := unix.Sethostname([]byte(sandboxHostname)); err != nil {
-		return "sethostname", err
-	}
-	if err := loopbackUp(); err != nil {
-		return "network: lo up", err
 	}
 	ro := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID}
 	if err := unix.MountSetattr(unix.AT_FDCWD, "/", unix.AT_RECURSIVE, ro); err != nil {

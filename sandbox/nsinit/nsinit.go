@@ -34,6 +34,7 @@
 package nsinit
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -44,6 +45,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/clihost/clihost/isolation"
@@ -81,7 +83,18 @@ type Cmd struct {
 	group        *cgroup.Group    // the call's control groups; nil without cgroup limits
 	limits       isolation.Limits // the plan's limits, for Exhausted
 	notes        []string         // what the init reported about limits after the program ran (see Failure)
+
+	readOnce sync.Once
+	ended    chan struct{} // closed when readReport is done
+	lines    []string      // the report's lines, the end line excepted
+	readErr  error
+	status   int  // the end line's status
+	reported bool // the end line was read
 }
+
+// endLine starts the last line the init writes to the report pipe: "end <status>", once the
+// program exited and every other process of the sandbox is gone.
+const endLine = "end "
 
 // CloseChildEnds closes the host's copies of the descriptors handed to the init (the plan pipe, the
 // report pipe's write end and, with Plan.Egress, the init's end of the listener socket pair). Call
@@ -94,23 +107,23 @@ func (c *Cmd) CloseChildEnds() {
 	}
 }
 
-// Failure reports, after Wait, why the sandbox could not run the program: an error wrapping
+// Failure reports, after Ended, why the sandbox could not run the program: an error wrapping
 // ErrUnavailable that names the failed step ("landlock: ...", "mount: bind /x: ..."), or nil when
 // the program was exec'd (what it did afterwards is its exit status, not a sandbox failure). A
 // program cannot fake a failure: the report pipe is close-on-exec, and after the exec the init
-// writes only limit notes to it. Failure closes the read end,
-// and the host's end of the listener socket pair if Listeners was not called. It also collects
-// the limits the init saw the program reach (see Exhausted).
+// writes only limit notes and the end line to it. Failure closes the read end, and the host's
+// end of the listener socket pair if Listeners was not called. It also collects the limits the
+// init saw the program reach (see Exhausted).
 func (c *Cmd) Failure() error {
+	<-c.Ended()
 	defer c.report.Close()
 	c.egress.close()
 	c.ingress.close()
-	data, err := io.ReadAll(io.LimitReader(c.report, 4096))
-	if err != nil {
-		return fmt.Errorf("%w: read the sandbox report: %v", ErrUnavailable, err)
+	if c.readErr != nil {
+		return fmt.Errorf("%w: read the sandbox report: %v", ErrUnavailable, c.readErr)
 	}
 	var failure []string
-	for line := range strings.Lines(string(data)) {
+	for _, line := range c.lines {
 		if note, ok := strings.CutPrefix(strings.TrimSpace(line), limitNote); ok {
 			c.notes = append(c.notes, note)
 		} else {
@@ -121,6 +134,62 @@ func (c *Cmd) Failure() error {
 		return fmt.Errorf("%w: %s", ErrUnavailable, msg)
 	}
 	return nil
+}
+
+// Ended returns a channel closed once the sandbox has ended for the host: the init reported that
+// the program exited and that nothing else runs in the sandbox any more (see Reported), or the
+// report pipe reached its end (the init exited or was killed, or it failed). Call it after Start;
+// the first call starts reading the report pipe.
+func (c *Cmd) Ended() <-chan struct{} {
+	c.readOnce.Do(func() {
+		c.ended = make(chan struct{})
+		go c.readReport()
+	})
+	return c.ended
+}
+
+// readReport reads the report pipe's lines (at most 4 KiB) until the end line or the end of the
+// pipe, then closes c.ended.
+func (c *Cmd) readReport() {
+	defer close(c.ended)
+	r := bufio.NewReader(io.LimitReader(c.report, 4096))
+	for {
+		line, err := r.ReadString('\n')
+		if v, ok := strings.CutPrefix(line, endLine); ok && err == nil {
+			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				c.status, c.reported = n, true
+				return
+			}
+		}
+		if line != "" {
+			c.lines = append(c.lines, line)
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				c.readErr = err
+			}
+			return
+		}
+	}
+}
+
+// Reported returns, after Ended, the program's exit status as the init reported it (its exit
+// code, or 128+n when signal n killed it), and whether it did: then every process of the sandbox
+// is gone but the init, which is exiting, and Wait may be left to Finish.
+func (c *Cmd) Reported() (status int, ok bool) { return c.status, c.reported }
+
+// Finish waits for the init to exit and removes the call's control groups, in the background,
+// passing an error to onErr (when set): for a Cmd whose end was Reported, so that the namespaces'
+// teardown does not delay the call's result. Release and Wait must not be called after it.
+func (c *Cmd) Finish(onErr func(error)) {
+	group := c.group
+	c.group = nil
+	go func() {
+		_ = c.Wait()
+		if err := group.Remove(); err != nil && onErr != nil {
+			onErr(err)
+		}
+	}()
 }
 
 // Command builds the Cmd that runs p sandboxed: the sandbox helper or the current executable
@@ -208,22 +277,32 @@ func Command(p isolation.Plan) (*Cmd, error) {
 	if lim.dir != nil {
 		childEnds = append(childEnds, lim.dir) // closed with the others; not handed to the init
 	}
+	cmd := initCommand(root)
+	cmd.ExtraFiles = extra
+	if lim.dir != nil {
+		// CLONE_INTO_CGROUP: the init starts in its call's cgroup v2 group.
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(lim.dir.Fd())
+	}
+	return &Cmd{Cmd: cmd, report: reportR, childEnds: childEnds, egress: host, ingress: ingress, ingressPorts: prepared.Ingress,
+		group: lim.group, limits: prepared.Limits}, nil
+}
+
+// initCommand is the command of one init: the helper (or this executable) re-exec'd with the init
+// marker, an empty environment, / as working directory, in new mount, PID, network, IPC, UTS and
+// cgroup namespaces (plus a user namespace mapping only the host user to uid 0 when the host is
+// not root), in its own process group, killed when the thread that forked it dies.
+func initCommand(root bool) *exec.Cmd {
 	cmd := &exec.Cmd{
-		Path:       executable(),
-		Args:       initArgs(),
-		Env:        []string{},
-		Dir:        "/",
-		ExtraFiles: extra,
+		Path: executable(),
+		Args: initArgs(),
+		Env:  []string{},
+		Dir:  "/",
 		SysProcAttr: &syscall.SysProcAttr{
 			Cloneflags: unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC |
 				unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP,
 			Pdeathsig: syscall.SIGKILL,
 			Setpgid:   true,
 		},
-	}
-	if lim.dir != nil {
-		// CLONE_INTO_CGROUP: the init starts in its call's cgroup v2 group.
-		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(lim.dir.Fd())
 	}
 	if !root {
 		attr := cmd.SysProcAttr
@@ -232,8 +311,7 @@ func Command(p isolation.Plan) (*Cmd, error) {
 		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
 		attr.GidMappingsEnableSetgroups = false
 	}
-	return &Cmd{Cmd: cmd, report: reportR, childEnds: childEnds, egress: host, ingress: ingress, ingressPorts: prepared.Ingress,
-		group: lim.group, limits: prepared.Limits}, nil
+	return cmd
 }
 
 // closeFiles closes every non-nil file of files.

@@ -26,6 +26,17 @@ import (
 
 func TestMain(m *testing.M) {
 	Main()
+	if os.Getenv(poolEnv) == "1" {
+		p, err := NewPool(PoolConfig{Max: 2})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		testPool = p
+		code := m.Run()
+		p.Close()
+		os.Exit(code)
+	}
 	os.Exit(m.Run())
 }
 
@@ -145,9 +156,13 @@ type result struct {
 	failure        error // Cmd.Failure
 }
 
-// run runs p sandboxed and returns its output and exit status.
+// run runs p sandboxed and returns its output and exit status; its init comes from testPool when
+// the suite runs through the pool (TestPoolRunsTheSuite).
 func run(t testing.TB, p isolation.Plan) result {
 	t.Helper()
+	if testPool != nil {
+		return runPooled(t, testPool, p)
+	}
 	cmd, stdout, stderr := capturing(t, p)
 	err := cmd.Run()
 	cmd.CloseChildEnds()
@@ -657,7 +672,7 @@ func rerunAsNobody(t *testing.T, env string) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(copied, "-test.run=^"+t.Name()+"$", "-test.v")
-	cmd.Env = []string{env + "=1", "NSINIT_TEST_BASE=" + base}
+	cmd.Env = []string{env + "=1", "NSINIT_TEST_BASE=" + base, poolEnv + "=" + os.Getenv(poolEnv)}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 	out, err := cmd.CombinedOutput()
 	t.Logf("%s", out)

@@ -41,10 +41,23 @@ type envelope struct {
 	// CgroupFDs are the init's descriptors of the tasks files of its call's cgroup v1 groups,
 	// opened by the host: the thread that forks the program joins them, by writing "0" to each.
 	CgroupFDs []int
+	// Pooled is set for an init a Pool started before its call: it always has the socket pair at
+	// egressFD (closed when the plan has no Egress), receives its cgroup v1 tasks descriptors over
+	// it (CgroupFDCount of them, before it reads nothing else from it), and was started with a
+	// pipe as its standard input.
+	Pooled bool
+	// CgroupFDCount is the number of cgroup v1 tasks descriptors a pooled init receives.
+	CgroupFDCount int
+	// StdinNull makes the sandbox's /dev/null the program's standard input (a pooled init's call
+	// without input).
+	StdinNull bool
+	// HostUmask is the host's umask when a pooled init is taken: the init, started earlier, sets
+	// it before the plan's own Umask (if any) applies, as an init started for its call inherits it.
+	HostUmask int
 }
 
 // planProtocol changes whenever the plan's meaning changes.
-const planProtocol = 5
+const planProtocol = 6
 
 // maxPlanSize bounds the encoded plan (it must fit into one pipe buffer, see writePlan).
 const maxPlanSize = 1 << 20

@@ -37,7 +37,7 @@ func limitsHost(t *testing.T, lim isolation.Limits) *host.Host {
 			}
 			return "", false
 		},
-		Sandbox: host.SandboxOptions{Limits: lim},
+		Sandbox: host.SandboxOptions{Limits: lim, Pool: pool}, // the call's groups given to a pooled init
 	})
 }
 

@@ -30,6 +30,9 @@ var (
 	// outside is a directory outside /tmp (whose host contents the sandbox hides entirely), that
 	// no bundle declares except for the subtrees the bundles name. See makeOutside.
 	outside string
+	// pool starts the inits of the suite's and the limits' hosts ahead of their calls, as clihostd
+	// does.
+	pool *nsinit.Pool
 	// setupErr says why the corpus cannot run here (nil: it can).
 	setupErr error
 )
@@ -40,6 +43,9 @@ func TestMain(m *testing.M) {
 	nsinit.Main()
 	setupErr = setup()
 	code := m.Run()
+	if pool != nil {
+		pool.Close()
+	}
 	for _, d := range []string{probeDir, outside} {
 		if d != "" {
 			os.RemoveAll(d)
@@ -60,6 +66,9 @@ func setup() error {
 		return err
 	}
 	var err error
+	if pool, err = nsinit.NewPool(nsinit.PoolConfig{}); err != nil {
+		return err
+	}
 	if probeDir, err = os.MkdirTemp("", "clihost-escape-probe-"); err != nil {
 		return err
 	}

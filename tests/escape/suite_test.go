@@ -202,7 +202,9 @@ func newSuite(t *testing.T) *suite {
 	}
 	opts := host.Options{
 		LookupEnv: func(k string) (string, bool) { v, ok := hostEnv[k]; return v, ok },
-		Sandbox:   host.SandboxOptions{ExtraDeny: []string{filepath.Join(outside, "state", "token")}},
+		// Through a pool of inits, as clihostd starts them (the attack, audit and git hosts start
+		// theirs cold, as clihostctl's in-process calls do: the corpus covers both).
+		Sandbox: host.SandboxOptions{ExtraDeny: []string{filepath.Join(outside, "state", "token")}, Pool: pool},
 	}
 	h := host.New(reg, opts)
 	opts.Sandbox.Off = true

@@ -1,0 +1,530 @@
+package nsinit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/clihost/clihost/internal/spawn"
+	"github.com/clihost/clihost/isolation"
+	"github.com/clihost/clihost/sandbox/cgroup"
+	"golang.org/x/sys/unix"
+)
+
+// A Pool keeps sandbox inits started ahead of their calls, so that a call does not wait for a Go
+// executable to start and for its namespaces to be made. Each init is started exactly as Command
+// starts one, runs prepareNamespaces (private mounts, /proc, /dev, hostname, loopback) and then
+// blocks reading its plan; Take hands one to a call, writes the call's plan, and the init goes on
+// as a cold one would: it resolves the plan's paths, builds the rest of the mount namespace,
+// confines itself and execs the program. An init serves one call and is never reused.
+//
+// The pool is bounded (PoolConfig.Max) and adapts to the call rate: a Take that finds it empty
+// starts the call cold and raises the number of inits kept ready, up to Max; a pool not taken from
+// for PoolConfig.Idle keeps one fewer, down to one. A background goroutine refills it.
+//
+// What an init fixed when it started must still hold when it is taken, or it is discarded and the
+// call starts cold: the executable it was started from (UseHelper, or the file replaced on disk),
+// and the host's mount table (an init's mount namespace is a copy made when it started: a mount
+// or unmount on the host since then, seen by comparing the ids of every mount at each Take and
+// once a second, see mountTable, empties the pool, which also lets an unmounted file system go). Inits that die while waiting (a host that cannot build
+// the sandbox) are discarded, and after repeated failures the pool stops starting inits for a
+// while, so a broken host does not spin.
+type Pool struct {
+	cfg  PoolConfig
+	root bool
+
+	mu       sync.Mutex
+	idle     []*warmInit
+	target   int // inits kept ready
+	starting int
+	closed   bool
+	lastTake time.Time
+	failures int        // inits that died before being taken, in a row
+	pauseTo  time.Time  // no new inits before this, after repeated failures
+	mounts   mountTable // the host's mount table when the pool last looked
+	gen      int        // counts the changes of the mount table seen; an init started before the last is stale
+	stats    PoolStats
+
+	wake chan struct{}
+	done chan struct{}
+	wg   sync.WaitGroup // the refiller and the discards in flight
+}
+
+// PoolConfig bounds a Pool.
+type PoolConfig struct {
+	// Max is the most inits kept ready; 0 means DefaultPoolMax.
+	Max int
+	// Idle is how long the pool goes without a Take before it keeps one init fewer; 0 means one
+	// minute.
+	Idle time.Duration
+}
+
+// DefaultPoolMax is the default bound of a Pool: two inits per CPU, at most 8.
+func DefaultPoolMax() int { return min(2*runtime.NumCPU(), 8) }
+
+// PoolStats counts what a Pool did.
+type PoolStats struct {
+	Hits      int64 // calls that took a ready init
+	Misses    int64 // calls that found none ready and started cold
+	Started   int64 // inits started
+	Discarded int64 // inits discarded unused (stale, dead, or at Close)
+	Ready     int   // inits ready now
+	Target    int   // inits the pool keeps ready now
+}
+
+// warmInit is one started init waiting for its plan, with the host's ends of its descriptors.
+type warmInit struct {
+	cmd    *exec.Cmd
+	planW  *os.File // the plan pipe's write end: the init reads until it is closed
+	report *os.File // the report pipe's read end (the lifeline)
+	egress *egressConn
+	stdin  *os.File // write end of the init's standard input
+	stdout *os.File // read ends of its standard output and error
+	stderr *os.File
+	group  *cgroup.Group // its cgroup slot (a v2 group it was cloned into), or nil
+	exe    fileID        // the executable it was started from
+	gen    int           // the pool's gen when it was started
+}
+
+// fileID identifies a file's content on disk well enough to notice that it was replaced.
+type fileID struct {
+	path       string
+	dev, ino   uint64
+	mtime, siz int64
+}
+
+// identify returns the fileID of path ("" path and zero fields when it cannot be stat'ed).
+func identify(path string) fileID {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return fileID{path: path}
+	}
+	return fileID{path: path, dev: st.Dev, ino: st.Ino, mtime: st.Mtim.Nano(), siz: st.Size}
+}
+
+// NewPool returns a Pool and starts filling it in the background. Start it after SetOwner and
+// UseHelper (their changes later discard the inits already started), on a host where Check
+// succeeds. Close it when done: it kills the inits still waiting.
+func NewPool(cfg PoolConfig) (*Pool, error) {
+	if cfg.Max <= 0 {
+		cfg.Max = DefaultPoolMax()
+	}
+	if cfg.Idle <= 0 {
+		cfg.Idle = time.Minute
+	}
+	p := &Pool{cfg: cfg, root: os.Geteuid() == 0, target: 1, lastTake: time.Now(),
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	p.mounts.changed() // the table as it is now: only changes from here on count
+	p.wg.Add(1)
+	go p.refill()
+	return p, nil
+}
+
+// Close kills the inits waiting in the pool and waits until they are gone. Takes after Close start
+// every call cold.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	close(p.done)
+	for _, w := range idle {
+		p.discard(w)
+	}
+	p.wg.Wait()
+}
+
+// Stats reports what the pool did so far and holds now.
+func (p *Pool) Stats() PoolStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.stats
+	s.Ready, s.Target = len(p.idle), p.target
+	return s
+}
+
+// Stdio is the host's ends of a pooled init's standard streams: write the program's input to In
+// and close it (nil when Take was told there is none: the program reads /dev/null), read its
+// output from Out and Err until end of file.
+type Stdio struct {
+	In       *os.File
+	Out, Err *os.File
+}
+
+// Take starts p's program in an init from the pool: it checks and resolves the plan as Command
+// does (an invalid plan is an error), writes it to a ready init and returns that init's Cmd,
+// already started, with the host's ends of its standard streams (stdin: whether the program gets
+// input on a pipe, else /dev/null). It returns a nil Cmd and no error when the pool has no init
+// that can serve this plan (none ready, the plan has Ingress, the pool is closed): start the call
+// with Command then. The caller goes on as after Start: CloseChildEnds is not needed; Listeners
+// (with Egress), Wait, Failure, Exhausted and Release are.
+func (p *Pool) Take(plan isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
+	prepared, err := prepare(plan, p.root)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(prepared.Ingress) > 0 {
+		return nil, nil, nil
+	}
+	for {
+		w := p.pop()
+		if w == nil {
+			return nil, nil, nil
+		}
+		cmd, stdio, err := p.give(w, prepared, stdin)
+		if err == nil {
+			return cmd, stdio, nil
+		}
+		p.discard(w) // it died waiting, or could not take its call: try the next one
+		p.noteFailure()
+	}
+}
+
+// pop takes the oldest ready init that is still usable, or returns nil (a miss: the pool then
+// aims to keep one more ready). Stale inits found on the way are discarded.
+func (p *Pool) pop() *warmInit {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	stale := p.dropIfMountsChanged()
+	exe := identify(executable())
+	var w *warmInit
+	for len(p.idle) > 0 && w == nil {
+		w, p.idle = p.idle[0], p.idle[1:]
+		if w.exe != exe || exited(w.cmd) {
+			stale = append(stale, w)
+			w = nil
+		}
+	}
+	p.lastTake = time.Now()
+	if w == nil {
+		p.stats.Misses++
+		p.target = min(p.target+1, p.cfg.Max)
+	} else {
+		p.stats.Hits++
+	}
+	p.mu.Unlock()
+	for _, s := range stale {
+		p.discard(s)
+	}
+	p.kick()
+	return w
+}
+
+// give hands the prepared plan to w: the call's cgroup limits and v1 groups, the plan, and the
+// Cmd the caller goes on with. On error the caller discards w.
+func (p *Pool) give(w *warmInit, prepared isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
+	deadline, err := deadlineFor(prepared.Timeout)
+	if err != nil {
+		return nil, nil, fmt.Errorf("nsinit: deadline: %w", err)
+	}
+	n, err := w.applyLimits(prepared.Limits)
+	if err != nil {
+		return nil, nil, err
+	}
+	umask, err := hostUmask()
+	if err != nil {
+		return nil, nil, fmt.Errorf("nsinit: %w", err)
+	}
+	env := envelope{Protocol: planProtocol, Plan: prepared, UserNS: !p.root, Deadline: deadline,
+		Pooled: true, CgroupFDCount: n, StdinNull: !stdin, HostUmask: umask}
+	data, err := json.Marshal(env)
+	if err != nil {
+		return nil, nil, fmt.Errorf("nsinit: encode plan: %w", err)
+	}
+	if len(data) > maxPlanSize {
+		return nil, nil, fmt.Errorf("nsinit: plan is %d bytes, more than %d", len(data), maxPlanSize)
+	}
+	if _, err := w.planW.Write(data); err != nil {
+		return nil, nil, fmt.Errorf("nsinit: write plan: %w", err)
+	}
+	w.planW.Close()
+	w.planW = nil
+	io := &Stdio{In: w.stdin, Out: w.stdout, Err: w.stderr}
+	if !stdin {
+		w.stdin.Close()
+		io.In = nil
+	}
+	egress := w.egress
+	if !prepared.Egress {
+		egress.close() // the init closes its end too
+		egress = nil
+	}
+	return &Cmd{Cmd: w.cmd, report: w.report, egress: egress, group: w.group, limits: prepared.Limits}, io, nil
+}
+
+// applyLimits sets the call's cgroup limits l in w's group, when l has some and the host offers
+// cgroups, and sends the init the descriptors of the v1 tasks files it must join (their number
+// is returned; cgroup v2 needs none: the init was cloned into its group).
+func (w *warmInit) applyLimits(l isolation.Limits) (int, error) {
+	if w.group == nil || !cgroupLimits(l) {
+		return 0, nil
+	}
+	if err := w.group.Apply(cgroup.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPU: l.CPU}); err != nil {
+		return 0, fmt.Errorf("nsinit: %w", err)
+	}
+	var fds []int
+	defer func() { closeAll(fds) }()
+	for _, path := range w.group.TasksFiles() {
+		fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return 0, fmt.Errorf("nsinit: cgroup: %w", err)
+		}
+		fds = append(fds, fd)
+	}
+	if len(fds) == 0 {
+		return 0, nil
+	}
+	if err := unix.Sendmsg(int(w.egress.f.Fd()), []byte{0}, unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL); err != nil {
+		return 0, fmt.Errorf("nsinit: cgroup: send the tasks files: %w", err)
+	}
+	return len(fds), nil
+}
+
+// hostUmask reads this process's umask from /proc/self/status (setting it to read it back would
+// change it for the other goroutines meanwhile).
+func hostUmask() (int, error) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, fmt.Errorf("umask: %w", err)
+	}
+	for line := range strings.Lines(string(data)) {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 8, 32)
+			if err != nil {
+				return 0, fmt.Errorf("umask: %q: %w", v, err)
+			}
+			return int(n), nil
+		}
+	}
+	return 0, errors.New("umask: not in /proc/self/status")
+}
+
+// exited reports whether cmd's process has exited (without reaping it).
+func exited(cmd *exec.Cmd) bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err != nil || info.Signo != 0
+}
+
+// dropIfMountsChanged empties the pool when the mount table changed since it last looked, and
+// returns the inits taken out; it counts the change, so that an init being started meanwhile is
+// discarded when it is ready. Called with p.mu held.
+func (p *Pool) dropIfMountsChanged() []*warmInit {
+	if !p.mounts.changed() {
+		return nil
+	}
+	p.gen++
+	idle := p.idle
+	p.idle = nil
+	return idle
+}
+
+// kick wakes the refiller.
+func (p *Pool) kick() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// noteFailure counts an init that died before serving a call; after three in a row the pool
+// starts none for a minute.
+func (p *Pool) noteFailure() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.failures++
+	if p.failures >= 3 {
+		p.pauseTo = time.Now().Add(time.Minute)
+		p.failures = 0
+	}
+}
+
+// refill keeps the pool at its target: it starts inits when it is woken (a Take) and, once a
+// second, drops dead and stale inits and shrinks the target after PoolConfig.Idle without a Take.
+func (p *Pool) refill() {
+	defer p.wg.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-p.wake:
+		case <-tick.C:
+			p.sweep()
+		}
+		for {
+			gen, ok := p.wantMore()
+			if !ok {
+				break
+			}
+			w, err := p.startInit()
+			p.mu.Lock()
+			p.starting--
+			if w != nil {
+				w.gen = gen
+			}
+			if err == nil && !p.closed && gen == p.gen {
+				p.idle = append(p.idle, w)
+				p.stats.Started++
+				p.mu.Unlock()
+				continue
+			}
+			p.mu.Unlock()
+			if w != nil {
+				p.discard(w)
+			}
+			if err != nil {
+				p.noteFailure()
+				break
+			}
+		}
+	}
+}
+
+// wantMore reports whether the refiller should start another init, and counts it as starting; gen
+// is the pool's count of mount table changes at that moment.
+func (p *Pool) wantMore() (gen int, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || time.Now().Before(p.pauseTo) || len(p.idle)+p.starting >= p.target {
+		return 0, false
+	}
+	p.starting++
+	return p.gen, true
+}
+
+// sweep discards the inits that died or went stale while waiting, and keeps one fewer ready after
+// PoolConfig.Idle without a Take.
+func (p *Pool) sweep() {
+	p.mu.Lock()
+	drop := p.dropIfMountsChanged()
+	exe := identify(executable())
+	kept := p.idle[:0]
+	dead := 0
+	for _, w := range p.idle {
+		switch {
+		case exited(w.cmd):
+			dead++
+			drop = append(drop, w)
+		case w.exe != exe:
+			drop = append(drop, w)
+		default:
+			kept = append(kept, w)
+		}
+	}
+	p.idle = kept
+	if time.Since(p.lastTake) > p.cfg.Idle && p.target > 1 {
+		p.target--
+		p.lastTake = time.Now()
+	}
+	for len(p.idle) > p.target {
+		drop = append(drop, p.idle[len(p.idle)-1])
+		p.idle = p.idle[:len(p.idle)-1]
+	}
+	p.mu.Unlock()
+	for _, w := range drop {
+		p.discard(w)
+	}
+	for range dead {
+		p.noteFailure()
+	}
+}
+
+// discard kills an init that will serve no call, in the background: it waits for it, closes the
+// host's ends and removes its cgroup slot.
+func (p *Pool) discard(w *warmInit) {
+	p.mu.Lock()
+	p.stats.Discarded++
+	p.mu.Unlock()
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		_ = w.cmd.Process.Kill()
+		_ = w.cmd.Wait()
+		closeFiles([]*os.File{w.planW, w.report, w.stdin, w.stdout, w.stderr})
+		w.egress.close()
+		_ = w.group.Remove()
+	}()
+}
+
+// startInit starts one init for the pool, as Command would start one for a call, but with its plan
+// pipe kept open, its socket pair always made, pipes for its standard streams, and a cgroup slot
+// (see cgroup.Manager.NewSlot) to be given the call's limits by Take.
+func (p *Pool) startInit() (w *warmInit, err error) {
+	w = &warmInit{}
+	var childEnds []*os.File
+	defer func() { closeFiles(childEnds) }()
+	fail := func(what string, err error) (*warmInit, error) {
+		closeFiles([]*os.File{w.planW, w.report, w.stdin, w.stdout, w.stderr})
+		w.egress.close()
+		_ = w.group.Remove()
+		return nil, fmt.Errorf("nsinit: pool: %s: %w", what, err)
+	}
+	pipe := func(host **os.File, hostIsWrite bool) error {
+		r, wr, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		if hostIsWrite {
+			*host = wr
+			childEnds = append(childEnds, r)
+		} else {
+			*host = r
+			childEnds = append(childEnds, wr)
+		}
+		return nil
+	}
+	var planR, reportW, egressChild, inR, outW, errW *os.File
+	steps := []struct {
+		host      **os.File
+		hostWrite bool
+		child     **os.File
+	}{{&w.planW, true, &planR}, {&w.report, false, &reportW}, {&w.stdin, true, &inR}, {&w.stdout, false, &outW}, {&w.stderr, false, &errW}}
+	for _, s := range steps {
+		if err := pipe(s.host, s.hostWrite); err != nil {
+			return fail("pipe", err)
+		}
+		*s.child = childEnds[len(childEnds)-1]
+	}
+	if w.egress, egressChild, err = newEgressPair(); err != nil {
+		return fail("socket pair", err)
+	}
+	childEnds = append(childEnds, egressChild)
+	if w.group, err = cgroup.Default().NewSlot(); err != nil {
+		return fail("cgroup", err)
+	}
+	cmd := initCommand(p.root)
+	cmd.ExtraFiles = []*os.File{planR, reportW, egressChild}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	if w.group != nil && w.group.V2Dir() != "" {
+		dir := w.group.V2Dir()
+		f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			return fail("cgroup", err)
+		}
+		childEnds = append(childEnds, f)
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(f.Fd())
+	}
+	w.exe = identify(cmd.Path)
+	if err := spawn.Start(cmd); err != nil {
+		return fail("start", errors.Join(ErrUnavailable, err))
+	}
+	w.cmd = cmd
+	return w, nil
+}
