@@ -70,8 +70,9 @@ var daemonCount int
 // startDaemon starts the clihostd at exe as an operator would run it: a private state
 // directory, control socket and loopback port, only a bundle folder holding the `true` fixture
 // bundle (no built-in catalog), no approval policy, a workspace owned by the agent user. It
-// returns once the daemon said it is ready, and stops it (SIGTERM, then waits) when b ends.
-func startDaemon(b *testing.B, exe string) *runningDaemon {
+// returns once the daemon said it is ready, and stops it (SIGTERM, then waits) when b ends. extra
+// are more clihostd flags.
+func startDaemon(b *testing.B, exe string, extra ...string) *runningDaemon {
 	b.Helper()
 	if err := nsinit.Check(); err != nil {
 		missing(b, "the kernel sandbox is unavailable: %v", err)
@@ -86,6 +87,7 @@ func startDaemon(b *testing.B, exe string) *runningDaemon {
 	args := []string{"--state", state, "--socket", filepath.Join(state, "ctl.sock"), "--http", "127.0.0.1:0",
 		"--bundles", bundles, "--no-catalog", "--workspace", fixture.Workspace(b),
 		"--approvals", filepath.Join(state, "approvals.yaml")}
+	args = append(args, extra...)
 	if f := os.Getenv(cpuProfileEnv); f != "" {
 		daemonCount++
 		args = append(args, "--cpuprofile", fmt.Sprintf("%s.%d", f, daemonCount))
@@ -194,8 +196,16 @@ func BenchmarkPeerDaemonMCPTrue(b *testing.B) { benchmarkDaemon(b, must(b, daemo
 // beside it and so re-executes itself for every sandbox (what `go run ./cmd/clihostd` gives).
 func BenchmarkPeerDaemonMCPSelfTrue(b *testing.B) { benchmarkDaemon(b, must(b, daemonSelfBin)) }
 
-func benchmarkDaemon(b *testing.B, exe string) {
-	d := startDaemon(b, exe)
+// BenchmarkPeerDaemonMCPUnsandboxedTrue is BenchmarkPeerDaemonMCPTrue with clihostd
+// --sandbox=off: against BenchmarkPeerClihostUnsandboxedTrue (the same call in process, no
+// sandbox) it isolates what the daemon path itself adds (HTTP, the token, MCP, the daemon's
+// audit, metrics and state look-ups).
+func BenchmarkPeerDaemonMCPUnsandboxedTrue(b *testing.B) {
+	benchmarkDaemon(b, must(b, daemonBin), "--sandbox", "off")
+}
+
+func benchmarkDaemon(b *testing.B, exe string, extra ...string) {
+	d := startDaemon(b, exe, extra...)
 	c := d.newClient(b)
 	if err := c.call(); err != nil { // the version check, once
 		b.Fatal(err)
