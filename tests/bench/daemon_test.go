@@ -57,6 +57,7 @@ type runningDaemon struct {
 	log   *fixture.Lines
 	url   string // http://127.0.0.1:PORT/mcp/true
 	token string
+	self  bool // it said at start that it has no helper and re-executes itself for each sandbox
 }
 
 // cpuProfileEnv, when set to a file name, makes startDaemon run clihostd with --cpuprofile
@@ -106,6 +107,9 @@ func startDaemon(b *testing.B, exe string, extra ...string) *runningDaemon {
 	line, err := d.log.Wait("clihostd ready", time.Minute)
 	if err != nil {
 		b.Fatalf("clihostd %v\n%s", err, strings.Join(d.log.All(), "\n"))
+	}
+	for _, l := range d.log.All() { // the lines up to the ready line, the probe's included
+		d.self = d.self || strings.Contains(l, "no "+nsinit.HelperName+" helper beside clihostd")
 	}
 	go d.log.Drain() // keep the daemon's log pipe flowing
 	m := regexp.MustCompile(`mcp=(http://\S+)/mcp/`).FindStringSubmatch(line)
@@ -190,11 +194,19 @@ func (c *mcpClient) call() error {
 // clihostd, with the clihost-sandbox helper beside it as an install has, of the tool that runs
 // /usr/bin/true in the kernel sandbox. Everything the daemon does per call is in it: HTTP, the
 // token check, MCP decoding and encoding, host.Call with its sandbox, metrics and the audit line.
-func BenchmarkPeerDaemonMCPTrue(b *testing.B) { benchmarkDaemon(b, must(b, daemonBin)) }
+func BenchmarkPeerDaemonMCPTrue(b *testing.B) {
+	if d := benchmarkDaemon(b, must(b, daemonBin)); d.self {
+		b.Fatal("clihostd found no helper beside it")
+	}
+}
 
 // BenchmarkPeerDaemonMCPSelfTrue is BenchmarkPeerDaemonMCPTrue with a clihostd that has no helper
 // beside it and so re-executes itself for every sandbox (what `go run ./cmd/clihostd` gives).
-func BenchmarkPeerDaemonMCPSelfTrue(b *testing.B) { benchmarkDaemon(b, must(b, daemonSelfBin)) }
+func BenchmarkPeerDaemonMCPSelfTrue(b *testing.B) {
+	if d := benchmarkDaemon(b, must(b, daemonSelfBin)); !d.self {
+		b.Fatal("clihostd did not say it re-executes itself for each sandbox")
+	}
+}
 
 // BenchmarkPeerDaemonMCPUnsandboxedTrue is BenchmarkPeerDaemonMCPTrue with clihostd
 // --sandbox=off: against BenchmarkPeerClihostUnsandboxedTrue (the same call in process, no
@@ -204,7 +216,9 @@ func BenchmarkPeerDaemonMCPUnsandboxedTrue(b *testing.B) {
 	benchmarkDaemon(b, must(b, daemonBin), "--sandbox", "off")
 }
 
-func benchmarkDaemon(b *testing.B, exe string, extra ...string) {
+// benchmarkDaemon times warm tools/call requests to the clihostd at exe (started with the extra
+// flags) and returns it.
+func benchmarkDaemon(b *testing.B, exe string, extra ...string) *runningDaemon {
 	d := startDaemon(b, exe, extra...)
 	c := d.newClient(b)
 	if err := c.call(); err != nil { // the version check, once
@@ -215,4 +229,5 @@ func benchmarkDaemon(b *testing.B, exe string, extra ...string) {
 			b.Fatal(err)
 		}
 	}
+	return d
 }
