@@ -99,3 +99,30 @@ func BenchmarkHostCall(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHTTPRouting is the HTTP endpoint's own work for one request, in process and without a
+// tool run: a `ping` to /mcp/b050 of a daemon serving 100 bundles, named by id as agents do,
+// through Handler's routing, the bundle look-up and the SDK's stateless session, answered into
+// a recorder.
+func BenchmarkHTTPRouting(b *testing.B) {
+	files := map[string]string{}
+	for i := range 100 {
+		id := fmt.Sprintf("b%03d", i)
+		files[id+"/CLI.md"] = fixture.CLI("true", id, "  run: ./tools/run/TOOL.md\n")
+		files[id+"/tools/run/TOOL.md"] = strings.ReplaceAll(fixture.True()["true/tools/run/TOOL.md"], "true.run", id+".run")
+	}
+	h := host.New(fixture.Registry(b, files), host.Options{})
+	handler := Handler(h, Options{Caller: host.Caller{Workspace: fixture.Workspace(b)}})
+	body := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{}}`
+	for b.Loop() {
+		req := httptest.NewRequest(http.MethodPost, "/mcp/b050", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		rec := httptest.NewRecorder()
+		handler.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"result"`) {
+			b.Fatalf("%d %s", rec.Code, rec.Body)
+		}
+	}
+}

