@@ -470,7 +470,7 @@ func (p *Pool) startInit() (w *warmInit, err error) {
 	w = &warmInit{}
 	var childEnds []*os.File
 	defer func() { closeFiles(childEnds) }()
-	fail := func(what string, err error) (*warmInit, error) {
+	abort := func(what string, err error) (*warmInit, error) {
 		closeFiles([]*os.File{w.planW, w.report, w.stdin, w.stdout, w.stderr})
 		w.egress.close()
 		_ = w.group.Remove()
@@ -498,16 +498,16 @@ func (p *Pool) startInit() (w *warmInit, err error) {
 	}{{&w.planW, true, &planR}, {&w.report, false, &reportW}, {&w.stdin, true, &inR}, {&w.stdout, false, &outW}, {&w.stderr, false, &errW}}
 	for _, s := range steps {
 		if err := pipe(s.host, s.hostWrite); err != nil {
-			return fail("pipe", err)
+			return abort("pipe", err)
 		}
 		*s.child = childEnds[len(childEnds)-1]
 	}
 	if w.egress, egressChild, err = newEgressPair(); err != nil {
-		return fail("socket pair", err)
+		return abort("socket pair", err)
 	}
 	childEnds = append(childEnds, egressChild)
 	if w.group, err = cgroup.Default().NewSlot(); err != nil {
-		return fail("cgroup", err)
+		return abort("cgroup", err)
 	}
 	cmd := initCommand(p.root)
 	cmd.ExtraFiles = []*os.File{planR, reportW, egressChild}
@@ -516,14 +516,14 @@ func (p *Pool) startInit() (w *warmInit, err error) {
 		dir := w.group.V2Dir()
 		f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY, 0)
 		if err != nil {
-			return fail("cgroup", err)
+			return abort("cgroup", err)
 		}
 		childEnds = append(childEnds, f)
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(f.Fd())
 	}
 	w.exe = identify(cmd.Path)
 	if err := spawn.Start(cmd); err != nil {
-		return fail("start", errors.Join(ErrUnavailable, err))
+		return abort("start", errors.Join(ErrUnavailable, err))
 	}
 	w.cmd = cmd
 	return w, nil
