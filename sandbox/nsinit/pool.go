@@ -155,6 +155,20 @@ func (p *Pool) Stats() PoolStats {
 	return s
 }
 
+// Groups names the control groups of the inits waiting in the pool (cgroup v2 slots; none on
+// cgroup v1, where a call's groups are made when it is taken), as cgroup.Manager.Live names them.
+func (p *Pool) Groups() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, w := range p.idle {
+		if w.group != nil {
+			out = append(out, w.group.Name())
+		}
+	}
+	return out
+}
+
 // Stdio is the host's ends of a pooled init's standard streams: write the program's input to In
 // and close it (nil when Take was told there is none: the program reads /dev/null), read its
 // output from Out and Err until end of file.
