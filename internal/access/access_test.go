@@ -2,9 +2,11 @@ package access
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/clihost/clihost/internal/fixture"
@@ -170,5 +172,48 @@ func TestCheckExec(t *testing.T) {
 	}
 	if err := CheckExec(shim, Who{}); err != nil {
 		t.Errorf("root itself: %v, want allowed", err)
+	}
+}
+
+// TestCheckDirReusedThreads: the threads that run checks are reused, switched again before each
+// check. Checks as different users, interleaved and concurrent, each get that user's answer (never
+// the previous check's identity), root's own check after them gets root's, and no more threads than
+// maxIdleWorkers stay waiting.
+func TestCheckDirReusedThreads(t *testing.T) {
+	owner, member, outsider, share := users(t)
+	base := tree(t, owner, member, share, false)
+	cases := []struct {
+		dir  string
+		who  Who
+		want bool
+	}{
+		{"own", who(owner), true}, {"own", who(outsider), false}, {"group", who(member), true},
+		{"group", who(owner), false}, {"closed/open", Who{}, true}, {"closed/open", who(member), false},
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 8*len(cases)*20)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 20 * len(cases) {
+				c := cases[(g+i)%len(cases)]
+				if err := CheckDir(filepath.Join(base, c.dir), c.who); (err == nil) != c.want {
+					errs <- fmt.Sprintf("%s as uid %d: %v, want allowed=%v", c.dir, c.who.UID, err, c.want)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if err := CheckDir(filepath.Join(base, "closed/open"), Who{}); err != nil {
+		t.Errorf("root after the others, on a reused thread: %v", err)
+	}
+	idle.mu.Lock()
+	n := len(idle.workers)
+	idle.mu.Unlock()
+	if n > maxIdleWorkers {
+		t.Errorf("%d idle workers, want at most %d", n, maxIdleWorkers)
 	}
 }
