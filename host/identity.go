@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -89,7 +88,7 @@ func (h *Host) runAs(ws string, caller *CallerID) sandbox.Identity {
 	if st, err := os.Stat(ws); err == nil {
 		if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 {
 			uid, gid := int(sys.Uid), int(sys.Gid)
-			if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+			if u, err := lookupUID(uid); err == nil {
 				if g, err := strconv.Atoi(u.Gid); err == nil {
 					gid = g
 				}
@@ -116,11 +115,7 @@ func withoutRoot(groups []int) []int {
 // groupsOf lists the supplementary groups of uid in the group database, without its primary group
 // gid and root's group; none when it cannot be read.
 func groupsOf(uid, gid int) []int {
-	u, err := user.LookupId(strconv.Itoa(uid))
-	if err != nil {
-		return nil
-	}
-	ids, err := u.GroupIds()
+	ids, err := groupIDsOf(uid)
 	if err != nil {
 		return nil
 	}
@@ -209,18 +204,21 @@ func reason(err error) string {
 
 // userName is uid's user name, or the uid when it has none.
 func userName(uid int) string {
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+	if u, err := lookupUID(uid); err == nil {
 		return u.Username
 	}
 	return strconv.Itoa(uid)
 }
+
+// noHome is the home of a uid that has none: it does not exist, so a CLI finds no configuration.
+const noHome = "/nonexistent"
 
 // homeFor is the home ~ stands for in a root host's process running as id: the password
 // database's home of the uid when it exists, is a directory the uid owns, and does not overlap the
 // state directory; else the home the host keeps for the uid when the uid can reach it; else
 // /nonexistent.
 func (h *Host) homeFor(id sandbox.Identity) (string, error) {
-	if u, err := user.LookupId(strconv.Itoa(id.UID)); err == nil && filepath.IsAbs(u.HomeDir) {
+	if u, err := lookupUID(id.UID); err == nil && filepath.IsAbs(u.HomeDir) {
 		home := filepath.Clean(u.HomeDir)
 		if st, err := os.Stat(home); err == nil && st.IsDir() && !h.overlapsState(home) {
 			if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) == id.UID {
@@ -229,13 +227,13 @@ func (h *Host) homeFor(id sandbox.Identity) (string, error) {
 		}
 	}
 	home, err := h.keptHome(id)
-	if err != nil {
-		return "", err
+	if err != nil || home == noHome {
+		return home, err
 	}
 	// A state directory the uid cannot reach (root's default, under /root): no home rather than an
 	// unreadable one (a CLI treats a missing config as empty, an unreadable one as an error).
 	if access.CheckDir(home, access.Who{UID: id.UID, GID: id.GID, Groups: id.Groups}) != nil {
-		return "/nonexistent", nil
+		return noHome, nil
 	}
 	return home, nil
 }
@@ -260,7 +258,7 @@ func within(p, dir string) bool {
 func (h *Host) keptHome(id sandbox.Identity) (string, error) {
 	state := h.opts.Sandbox.StateDir
 	if state == "" {
-		return "/nonexistent", nil
+		return noHome, nil
 	}
 	homes := filepath.Join(state, "homes")
 	home := filepath.Join(homes, strconv.Itoa(id.UID))
