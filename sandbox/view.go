@@ -36,10 +36,16 @@ func newView() *view {
 	return &view{lstats: map[string]lstatAnswer{}, links: map[string]linkAnswer{}}
 }
 
-// lstat is os.Lstat, asked once per path.
+// lstat is os.Lstat, asked once per path. A path whose parent the view found missing is missing
+// too, without asking (a missing home holds thirty-odd mandatory denies).
 func (v *view) lstat(p string) (fs.FileInfo, error) {
 	if a, ok := v.lstats[p]; ok {
 		return a.fi, a.err
+	}
+	if a, ok := v.lstats[filepath.Dir(p)]; ok && errors.Is(a.err, fs.ErrNotExist) {
+		err := &fs.PathError{Op: "lstat", Path: p, Err: syscall.ENOENT}
+		v.lstats[p] = lstatAnswer{nil, err}
+		return nil, err
 	}
 	fi, err := os.Lstat(p)
 	v.lstats[p] = lstatAnswer{fi, err}

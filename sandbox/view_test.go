@@ -59,3 +59,19 @@ func TestViewEvalSymlinks(t *testing.T) {
 		}
 	}
 }
+
+// TestViewMissingParent: under a parent the view found missing, a path is missing without a
+// question to the kernel, as the kernel would say.
+func TestViewMissingParent(t *testing.T) {
+	d := t.TempDir()
+	v := newView()
+	if _, err := v.lstat(filepath.Join(d, "gone")); !os.IsNotExist(err) {
+		t.Fatalf("lstat of a missing folder: %v", err)
+	}
+	if _, err := v.lstat(filepath.Join(d, "gone", "x")); !os.IsNotExist(err) {
+		t.Errorf("lstat under a missing folder: %v, want not exist", err)
+	}
+	if r, err := v.resolve(filepath.Join(d, "gone", "x", "y")); err != nil || r != filepath.Join(d, "gone", "x", "y") {
+		t.Errorf("resolve under a missing folder: %q, %v", r, err)
+	}
+}
