@@ -109,7 +109,7 @@ func (c *compiler) lookPath(name, pathList string) string {
 // `#!/usr/bin/env prog`, prog found on PATH).
 func (c *compiler) addExecutable(p string, depth int) error {
 	c.exec[p] = true
-	interp, arg, script, err := interpreterOf(p)
+	interp, arg, script, err := c.interpreterOf(p)
 	if err != nil || interp == "" {
 		return err
 	}
