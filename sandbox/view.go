@@ -19,6 +19,7 @@ import (
 type view struct {
 	lstats map[string]lstatAnswer
 	links  map[string]linkAnswer
+	evals  map[string]linkAnswer // evalSymlinks's answers
 }
 
 type lstatAnswer struct {
@@ -33,7 +34,7 @@ type linkAnswer struct {
 
 // newView returns an empty view.
 func newView() *view {
-	return &view{lstats: map[string]lstatAnswer{}, links: map[string]linkAnswer{}}
+	return &view{lstats: map[string]lstatAnswer{}, links: map[string]linkAnswer{}, evals: map[string]linkAnswer{}}
 }
 
 // lstat is os.Lstat, asked once per path. A path whose parent the view found missing is missing
@@ -75,11 +76,22 @@ func (v *view) stat(p string) (fs.FileInfo, error) {
 var errTooManyLinks = errors.New("EvalSymlinks: too many links")
 
 // evalSymlinks is filepath.EvalSymlinks (its Unix algorithm, step for step) for an absolute path,
-// through the view; a relative path is left to filepath.EvalSymlinks.
+// through the view, each path's answer remembered; a relative path is left to
+// filepath.EvalSymlinks.
 func (v *view) evalSymlinks(path string) (string, error) {
 	if !filepath.IsAbs(path) {
 		return filepath.EvalSymlinks(path)
 	}
+	if a, ok := v.evals[path]; ok {
+		return a.target, a.err
+	}
+	r, err := v.walkSymlinks(path)
+	v.evals[path] = linkAnswer{r, err}
+	return r, err
+}
+
+// walkSymlinks is evalSymlinks's walk.
+func (v *view) walkSymlinks(path string) (string, error) {
 	dest := "/"
 	links := 0
 	for start, end := 1, 1; start < len(path); start = end {
