@@ -44,7 +44,11 @@ type identity struct {
 //
 // ~ is the uid's home from the password database when it exists, belongs to the uid and does not
 // overlap the state directory; else <state>/homes/<uid>, made on first use.
-func (h *Host) identityFor(ws string, caller *CallerID) (identity, *Error) {
+//
+// With bin set, a root host also asks, as that uid and in the same check as the workspace's,
+// whether it may execute bin: one it cannot reach would fail inside the sandbox as a bare "exec:
+// permission denied", blamed on the bundle's sandbox block; binary_denied names the folder.
+func (h *Host) identityFor(ws string, caller *CallerID, bin string) (identity, *Error) {
 	if os.Geteuid() != 0 {
 		home, ok := h.opts.LookupEnv("HOME")
 		if !ok || !filepath.IsAbs(home) {
@@ -66,12 +70,22 @@ func (h *Host) identityFor(ws string, caller *CallerID) (identity, *Error) {
 		return identity{}, &Error{Code: errcode.Internal, Message: "the state directory: " + err.Error()}
 	}
 	id := h.runAs(ws, caller)
-	if err := access.CheckDir(ws, access.Who{UID: id.UID, GID: id.GID, Groups: id.Groups}); err != nil {
-		return identity{}, deniedError(ws, id.UID, caller, err)
+	who := access.Who{UID: id.UID, GID: id.GID, Groups: id.Groups}
+	var wsErr, binErr error
+	if bin != "" {
+		wsErr, binErr = access.CheckDirExec(ws, bin, who)
+	} else {
+		wsErr = access.CheckDir(ws, who)
+	}
+	if wsErr != nil {
+		return identity{}, deniedError(ws, id.UID, caller, wsErr)
 	}
 	home, err := h.homeFor(id)
 	if err != nil {
 		return identity{}, &Error{Code: errcode.Internal, Message: err.Error(), Hint: "check the state directory (clihostd --state) and its homes/ folder"}
+	}
+	if binErr != nil {
+		return identity{}, binaryDenied(bin, id.UID, binErr)
 	}
 	return identity{id: id, home: home}, nil
 }

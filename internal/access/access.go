@@ -282,6 +282,25 @@ func CheckExec(path string, who Who) error {
 	return nil
 }
 
+// CheckDirExec asks CheckDir's question of dir and CheckExec's of path (absolute) together, in one
+// check on one thread when the process is root: a call needs both answers for the same identity.
+func CheckDirExec(dir, path string, who Who) (dirErr, execErr error) {
+	if !filepath.IsAbs(dir) || !filepath.IsAbs(path) || os.Geteuid() != 0 {
+		return CheckDir(dir, who), CheckExec(path, who)
+	}
+	dirErr = onThreadAs(who, func() error {
+		if err := isDir(dir); err != nil {
+			return err
+		}
+		if err := denied(dir, unix.Faccessat2(unix.AT_FDCWD, dir, rwx, unix.AT_EACCESS)); err != nil {
+			return err
+		}
+		execErr = execAllowed(path)
+		return nil
+	})
+	return dirErr, execErr
+}
+
 // execAllowed asks the kernel, as the calling thread, whether path may be executed, and when not,
 // which directory on its path (as named, then as its links lead) may not be searched.
 func execAllowed(path string) error {

@@ -217,3 +217,36 @@ func TestCheckDirReusedThreads(t *testing.T) {
 		t.Errorf("%d idle workers, want at most %d", n, maxIdleWorkers)
 	}
 }
+
+// TestCheckDirExec: the two questions asked in one check give CheckDir's and CheckExec's answers,
+// for a user who may use both, neither, or only the directory.
+func TestCheckDirExec(t *testing.T) {
+	owner, member, outsider, share := users(t)
+	base := tree(t, owner, member, share, false)
+	bin := filepath.Join(base, "own", "tool")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		u        fixture.TestUser
+		dir      string
+		dirOK    bool
+		execOK   bool
+		execSkip bool // not asked: the directory was refused
+	}{
+		{owner, "own", true, true, false},
+		{outsider, "own", false, false, true},
+		{member, "group", true, false, false}, // own/ may not be searched by the member
+	} {
+		dirErr, execErr := CheckDirExec(filepath.Join(base, c.dir), bin, who(c.u))
+		if (dirErr == nil) != c.dirOK || (dirErr == nil) != (CheckDir(filepath.Join(base, c.dir), who(c.u)) == nil) {
+			t.Errorf("%s as %s: dir %v, want allowed=%v", c.dir, c.u.Name, dirErr, c.dirOK)
+		}
+		if c.execSkip {
+			continue
+		}
+		if (execErr == nil) != c.execOK || (execErr == nil) != (CheckExec(bin, who(c.u)) == nil) {
+			t.Errorf("%s as %s: exec %v, want allowed=%v", bin, c.u.Name, execErr, c.execOK)
+		}
+	}
+}
