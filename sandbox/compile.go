@@ -417,14 +417,17 @@ func (c *compiler) keepAllowed(rules []PathRule, what string) []PathRule {
 	return out
 }
 
-// deniedBy returns the denied path p is or lies inside, or "".
+// deniedBy returns the denied path p (clean and absolute, as every denied path is) is or lies
+// inside, the nearest one, or "": p and each of its parents are looked up, up to /.
 func (c *compiler) deniedBy(p string) string {
-	for d := range c.denies {
-		if within(p, d) {
-			return d
+	for cur := p; ; cur = filepath.Dir(cur) {
+		if c.denies[cur] {
+			return cur
+		}
+		if cur == "/" || cur == "." {
+			return ""
 		}
 	}
-	return ""
 }
 
 func comparePathRule(a, b PathRule) int {
