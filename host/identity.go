@@ -193,16 +193,17 @@ func writableBy(roots []string, id sandbox.Identity) *Error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
-	who := access.Who{UID: id.UID, GID: id.GID, Groups: id.Groups}
+	var existing []string
 	for _, w := range roots {
-		if _, err := os.Lstat(w); errors.Is(err, os.ErrNotExist) {
-			continue
+		if _, err := os.Lstat(w); !errors.Is(err, os.ErrNotExist) {
+			existing = append(existing, w)
 		}
-		if err := access.CheckWrite(w, who); err != nil {
-			return &Error{Code: errcode.PathDenied, Category: "permission",
-				Message: fmt.Sprintf("%s, which the bundle's sandbox lets this call write (fs.write), is not writable by uid %d (%s), whom the call runs as: %s", w, id.UID, userName(id.UID), reason(err)),
-				Hint:    "a symbolic link in that user's home may lead there: point it at a folder that user owns, or remove it"}
-		}
+	}
+	// One check on one thread for all of them; the first refused is reported.
+	if i, err := access.CheckWrites(existing, access.Who{UID: id.UID, GID: id.GID, Groups: id.Groups}); err != nil {
+		return &Error{Code: errcode.PathDenied, Category: "permission",
+			Message: fmt.Sprintf("%s, which the bundle's sandbox lets this call write (fs.write), is not writable by uid %d (%s), whom the call runs as: %s", existing[i], id.UID, userName(id.UID), reason(err)),
+			Hint:    "a symbolic link in that user's home may lead there: point it at a folder that user owns, or remove it"}
 	}
 	return nil
 }

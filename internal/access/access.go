@@ -92,35 +92,60 @@ func kernelAs(dir string, who Who) error {
 	})
 }
 
-// CheckWrite returns nil when who may write the file or directory at path (symbolic links followed
-// as the kernel follows them for that user; a directory also needs search), a *DeniedError when it
-// may not, and another error when the question could not be answered. Only root can ask it for a
-// uid other than its own.
-func CheckWrite(path string, who Who) error {
-	if !filepath.IsAbs(path) {
-		return fmt.Errorf("access: %q is not an absolute path", path)
+// CheckWrites asks, of each of paths (absolute) in order, whether who may write the file or
+// directory there (symbolic links followed as the kernel follows them for that user; a directory
+// also needs search), in one check on one thread when the process is root. It returns -1 and nil
+// when who may write them all; else the index of the first path refused, with a *DeniedError, or
+// with another error when the question could not be answered. Only root can ask it for a uid other
+// than its own.
+func CheckWrites(paths []string, who Who) (int, error) {
+	for i, p := range paths {
+		if !filepath.IsAbs(p) {
+			return i, fmt.Errorf("access: %q is not an absolute path", p)
+		}
 	}
+	failed := -1
 	check := func() error {
-		st, err := os.Stat(path)
-		if err != nil {
-			return &DeniedError{Dir: path, Reason: errText(err)}
-		}
-		mode := uint32(unix.W_OK)
-		if st.IsDir() {
-			mode |= unix.X_OK
-		}
-		if err := unix.Faccessat2(unix.AT_FDCWD, path, mode, unix.AT_EACCESS); err != nil {
-			return &DeniedError{Dir: path, Reason: "not writable: " + errText(err)}
+		for i, p := range paths {
+			if err := writable(p); err != nil {
+				failed = i
+				return err
+			}
 		}
 		return nil
 	}
+	var err error
 	switch {
+	case len(paths) == 0:
+		return -1, nil
 	case os.Geteuid() == 0:
-		return onThreadAs(who, check)
+		err = onThreadAs(who, check)
 	case who.UID == os.Geteuid():
-		return check()
+		err = check()
+	default:
+		return 0, fmt.Errorf("access: uid %d cannot check %s for uid %d", os.Geteuid(), paths[0], who.UID)
 	}
-	return fmt.Errorf("access: uid %d cannot check %s for uid %d", os.Geteuid(), path, who.UID)
+	if err != nil && failed < 0 {
+		failed = 0 // the identity switch itself failed
+	}
+	return failed, err
+}
+
+// writable asks the kernel, as the calling thread, whether path may be written (a directory also
+// searched).
+func writable(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return &DeniedError{Dir: path, Reason: errText(err)}
+	}
+	mode := uint32(unix.W_OK)
+	if st.IsDir() {
+		mode |= unix.X_OK
+	}
+	if err := unix.Faccessat2(unix.AT_FDCWD, path, mode, unix.AT_EACCESS); err != nil {
+		return &DeniedError{Dir: path, Reason: "not writable: " + errText(err)}
+	}
+	return nil
 }
 
 // onThreadAs runs check on a locked OS thread switched, just before, to who's groups, fsgid and

@@ -250,3 +250,30 @@ func TestCheckDirExec(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckWrites: several writable roots asked in one check: the first one the user may not
+// write is named by its index; all writable gives -1.
+func TestCheckWrites(t *testing.T) {
+	owner, member, outsider, share := users(t)
+	base := tree(t, owner, member, share, false)
+	own, group, closed := filepath.Join(base, "own"), filepath.Join(base, "group"), filepath.Join(base, "closed/open")
+	for _, c := range []struct {
+		u     fixture.TestUser
+		paths []string
+		want  int
+	}{
+		{owner, []string{own, filepath.Join(base, "via")}, -1},
+		{owner, []string{own, group, closed}, 1},
+		{member, []string{group, closed}, 1},
+		{outsider, []string{own}, 0},
+		{outsider, nil, -1},
+	} {
+		i, err := CheckWrites(c.paths, who(c.u))
+		if i != c.want || (err == nil) != (c.want < 0) {
+			t.Errorf("%v as %s: %d, %v; want index %d", c.paths, c.u.Name, i, err, c.want)
+		}
+		if err != nil && !errors.Is(err, ErrDenied) {
+			t.Errorf("%v as %s: %v is not ErrDenied", c.paths, c.u.Name, err)
+		}
+	}
+}
