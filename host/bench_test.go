@@ -2,7 +2,9 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,4 +78,58 @@ func BenchmarkCallLimits(b *testing.B) {
 	b.ReportMetric(float64(onTotal.Nanoseconds())/float64(n), "on-ns/call")
 	b.ReportMetric(float64(offTotal.Nanoseconds())/float64(n), "off-ns/call")
 	b.ReportMetric(100*(float64(onTotal)/float64(offTotal)-1), "limits-%")
+}
+
+// BenchmarkConfine is the host's share of a call before the sandbox starts, alone: identity,
+// access checks, home, policy compilation, the git snapshot and the plan (confine), for the
+// trivial tool of BenchmarkCall (true) and for a tool that may write its workspace, a git
+// repository (git).
+func BenchmarkConfine(b *testing.B) {
+	fixture.NeedSandbox(b, SandboxAvailable())
+	for _, bc := range []struct {
+		name  string
+		files map[string]string
+		ws    func(testing.TB) string
+	}{
+		{"true", fixture.True(), fixture.Workspace},
+		{"git", writeTrue(), gitWorkspace},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			h, _ := writeBundle(b, bc.files, Options{})
+			bd, err := h.Bundle("true")
+			if err != nil {
+				b.Fatal(err)
+			}
+			tool := bd.Tool("run")
+			c := Caller{Workspace: bc.ws(b)}
+			for b.Loop() {
+				env := []string{}
+				if _, _, e := h.confine(bd, tool, "/usr/bin/true", c, &env); e != nil {
+					b.Fatalf("%+v", e)
+				}
+			}
+		})
+	}
+}
+
+// writeTrue is fixture.True with fs.write on the whole workspace.
+func writeTrue() map[string]string {
+	files := fixture.True()
+	files["true/CLI.md"] = strings.Replace(files["true/CLI.md"], "write: []", `write: ["./**"]`, 1)
+	return files
+}
+
+// gitWorkspace is a workspace holding a small git repository (a .git directory with hooks and a
+// config, and a few folders of files), given to the agent.
+func gitWorkspace(tb testing.TB) string {
+	tb.Helper()
+	ws := tb.TempDir()
+	files := map[string]string{".git/HEAD": "ref: refs/heads/main\n", ".git/config": "[core]\n\tbare = false\n",
+		".git/hooks/pre-commit.sample": "#!/bin/sh\n", ".git/objects/.keep": "", ".git/refs/heads/.keep": ""}
+	for i := range 20 {
+		files[fmt.Sprintf("src/d%d/f.go", i)] = "package d\n"
+	}
+	fixture.WriteIn(tb, ws, files)
+	fixture.GiveToAgent(tb, ws)
+	return ws
 }

@@ -195,7 +195,7 @@ func (h *Host) envOf(e *manifest.Env, extra ...string) []string {
 func (h *Host) Verify(ctx context.Context, b *manifest.Bundle, workspace string) (path, version string, err *Error) {
 	c := Caller{Workspace: workspace}
 	if !h.opts.Sandbox.Off {
-		if _, e := h.identityFor(workspace, nil); e != nil && e.Code == errcode.WorkspaceDenied {
+		if _, e := h.identityFor(workspace, nil, ""); e != nil && e.Code == errcode.WorkspaceDenied {
 			dir, done, derr := h.checkDir(h.runAs(workspace, nil))
 			if derr != nil {
 				return "", "", &Error{Code: errcode.Internal, Message: "a folder for the version check: " + derr.Error()}

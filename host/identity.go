@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -45,7 +44,11 @@ type identity struct {
 //
 // ~ is the uid's home from the password database when it exists, belongs to the uid and does not
 // overlap the state directory; else <state>/homes/<uid>, made on first use.
-func (h *Host) identityFor(ws string, caller *CallerID) (identity, *Error) {
+//
+// With bin set, a root host also asks, as that uid and in the same check as the workspace's,
+// whether it may execute bin: one it cannot reach would fail inside the sandbox as a bare "exec:
+// permission denied", blamed on the bundle's sandbox block; binary_denied names the folder.
+func (h *Host) identityFor(ws string, caller *CallerID, bin string) (identity, *Error) {
 	if os.Geteuid() != 0 {
 		home, ok := h.opts.LookupEnv("HOME")
 		if !ok || !filepath.IsAbs(home) {
@@ -67,12 +70,22 @@ func (h *Host) identityFor(ws string, caller *CallerID) (identity, *Error) {
 		return identity{}, &Error{Code: errcode.Internal, Message: "the state directory: " + err.Error()}
 	}
 	id := h.runAs(ws, caller)
-	if err := access.CheckDir(ws, access.Who{UID: id.UID, GID: id.GID, Groups: id.Groups}); err != nil {
-		return identity{}, deniedError(ws, id.UID, caller, err)
+	who := access.Who{UID: id.UID, GID: id.GID, Groups: id.Groups}
+	var wsErr, binErr error
+	if bin != "" {
+		wsErr, binErr = access.CheckDirExec(ws, bin, who)
+	} else {
+		wsErr = access.CheckDir(ws, who)
+	}
+	if wsErr != nil {
+		return identity{}, deniedError(ws, id.UID, caller, wsErr)
 	}
 	home, err := h.homeFor(id)
 	if err != nil {
 		return identity{}, &Error{Code: errcode.Internal, Message: err.Error(), Hint: "check the state directory (clihostd --state) and its homes/ folder"}
+	}
+	if binErr != nil {
+		return identity{}, binaryDenied(bin, id.UID, binErr)
 	}
 	return identity{id: id, home: home}, nil
 }
@@ -89,7 +102,7 @@ func (h *Host) runAs(ws string, caller *CallerID) sandbox.Identity {
 	if st, err := os.Stat(ws); err == nil {
 		if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 {
 			uid, gid := int(sys.Uid), int(sys.Gid)
-			if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+			if u, err := lookupUID(uid); err == nil {
 				if g, err := strconv.Atoi(u.Gid); err == nil {
 					gid = g
 				}
@@ -116,11 +129,7 @@ func withoutRoot(groups []int) []int {
 // groupsOf lists the supplementary groups of uid in the group database, without its primary group
 // gid and root's group; none when it cannot be read.
 func groupsOf(uid, gid int) []int {
-	u, err := user.LookupId(strconv.Itoa(uid))
-	if err != nil {
-		return nil
-	}
-	ids, err := u.GroupIds()
+	ids, err := groupIDsOf(uid)
 	if err != nil {
 		return nil
 	}
@@ -184,16 +193,17 @@ func writableBy(roots []string, id sandbox.Identity) *Error {
 	if os.Geteuid() != 0 {
 		return nil
 	}
-	who := access.Who{UID: id.UID, GID: id.GID, Groups: id.Groups}
+	var existing []string
 	for _, w := range roots {
-		if _, err := os.Lstat(w); errors.Is(err, os.ErrNotExist) {
-			continue
+		if _, err := os.Lstat(w); !errors.Is(err, os.ErrNotExist) {
+			existing = append(existing, w)
 		}
-		if err := access.CheckWrite(w, who); err != nil {
-			return &Error{Code: errcode.PathDenied, Category: "permission",
-				Message: fmt.Sprintf("%s, which the bundle's sandbox lets this call write (fs.write), is not writable by uid %d (%s), whom the call runs as: %s", w, id.UID, userName(id.UID), reason(err)),
-				Hint:    "a symbolic link in that user's home may lead there: point it at a folder that user owns, or remove it"}
-		}
+	}
+	// One check on one thread for all of them; the first refused is reported.
+	if i, err := access.CheckWrites(existing, access.Who{UID: id.UID, GID: id.GID, Groups: id.Groups}); err != nil {
+		return &Error{Code: errcode.PathDenied, Category: "permission",
+			Message: fmt.Sprintf("%s, which the bundle's sandbox lets this call write (fs.write), is not writable by uid %d (%s), whom the call runs as: %s", existing[i], id.UID, userName(id.UID), reason(err)),
+			Hint:    "a symbolic link in that user's home may lead there: point it at a folder that user owns, or remove it"}
 	}
 	return nil
 }
@@ -209,18 +219,21 @@ func reason(err error) string {
 
 // userName is uid's user name, or the uid when it has none.
 func userName(uid int) string {
-	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+	if u, err := lookupUID(uid); err == nil {
 		return u.Username
 	}
 	return strconv.Itoa(uid)
 }
+
+// noHome is the home of a uid that has none: it does not exist, so a CLI finds no configuration.
+const noHome = "/nonexistent"
 
 // homeFor is the home ~ stands for in a root host's process running as id: the password
 // database's home of the uid when it exists, is a directory the uid owns, and does not overlap the
 // state directory; else the home the host keeps for the uid when the uid can reach it; else
 // /nonexistent.
 func (h *Host) homeFor(id sandbox.Identity) (string, error) {
-	if u, err := user.LookupId(strconv.Itoa(id.UID)); err == nil && filepath.IsAbs(u.HomeDir) {
+	if u, err := lookupUID(id.UID); err == nil && filepath.IsAbs(u.HomeDir) {
 		home := filepath.Clean(u.HomeDir)
 		if st, err := os.Stat(home); err == nil && st.IsDir() && !h.overlapsState(home) {
 			if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) == id.UID {
@@ -229,13 +242,13 @@ func (h *Host) homeFor(id sandbox.Identity) (string, error) {
 		}
 	}
 	home, err := h.keptHome(id)
-	if err != nil {
-		return "", err
+	if err != nil || home == noHome {
+		return home, err
 	}
 	// A state directory the uid cannot reach (root's default, under /root): no home rather than an
 	// unreadable one (a CLI treats a missing config as empty, an unreadable one as an error).
 	if access.CheckDir(home, access.Who{UID: id.UID, GID: id.GID, Groups: id.Groups}) != nil {
-		return "/nonexistent", nil
+		return noHome, nil
 	}
 	return home, nil
 }
@@ -260,7 +273,7 @@ func within(p, dir string) bool {
 func (h *Host) keptHome(id sandbox.Identity) (string, error) {
 	state := h.opts.Sandbox.StateDir
 	if state == "" {
-		return "/nonexistent", nil
+		return noHome, nil
 	}
 	homes := filepath.Join(state, "homes")
 	home := filepath.Join(homes, strconv.Itoa(id.UID))

@@ -61,7 +61,7 @@ func (h *Host) Probe(ctx context.Context, ws string) (res ProbeResult) {
 	id := h.runAs(ws, nil)
 	res.UID, res.GID, res.User = id.UID, id.GID, userName(id.UID)
 	dir := ws
-	if _, e := h.identityFor(ws, nil); e != nil && e.Code == errcode.WorkspaceDenied {
+	if _, e := h.identityFor(ws, nil, ""); e != nil && e.Code == errcode.WorkspaceDenied {
 		// The sandbox may work although this identity may not use the workspace: probe it where
 		// that identity may (as Verify does), and say what the workspace's calls will get.
 		res.WorkspaceDenied, res.Hint = e.Message, e.Hint

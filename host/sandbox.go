@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/errcode"
-	"github.com/clihost/clihost/internal/access"
 	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/sandbox"
@@ -109,16 +108,9 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string,
 		return nil, nil, &Error{Code: errcode.SandboxUnavailable, Message: err.Error(),
 			Hint: "run clihost on Linux ≥ 6.2 with Landlock enabled (lsm=landlock), as root or with unprivileged user namespaces; an operator may run clihostd --sandbox=off at their own risk"}
 	}
-	who, idErr := h.identityFor(ws, c.Peer)
+	who, idErr := h.identityFor(ws, c.Peer, bin) // on a root host, also whether that uid may run bin
 	if idErr != nil {
 		return nil, nil, idErr
-	}
-	if os.Geteuid() == 0 {
-		// A root host runs the binary as another uid: one it cannot reach would fail inside the
-		// sandbox as a bare "exec: permission denied", blamed on the bundle's sandbox block.
-		if err := access.CheckExec(bin, access.Who{UID: who.id.UID, GID: who.id.GID, Groups: who.id.Groups}); err != nil {
-			return nil, nil, binaryDenied(bin, who.id.UID, err)
-		}
 	}
 	pathVar, _ := h.opts.LookupEnv("PATH")
 	pol, err := sandbox.Compile(sandbox.Input{Bundle: b, Tool: tool, Binary: bin, Workspace: ws, Home: who.home,

@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"maps"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -173,6 +172,7 @@ const walkFactor = DefaultGitGuardBudget / DefaultDenyBudget
 type compiler struct {
 	in     Input
 	budget int
+	fs     *view  // this compilation's look at the filesystem
 	ws     string // Workspace, resolved; "" when none was given
 	home   string // Home, resolved
 
@@ -212,7 +212,7 @@ func newCompiler(in Input) (*compiler, error) {
 	if in.DenyBudget < 0 {
 		return nil, fmt.Errorf("deny budget %d is negative", in.DenyBudget)
 	}
-	c := &compiler{in: in, budget: in.DenyBudget,
+	c := &compiler{in: in, budget: in.DenyBudget, fs: newView(),
 		access: map[PathRule]Access{}, writable: map[string]bool{}, exec: map[string]bool{},
 		denies: map[string]bool{}, why: map[string]string{}, notes: map[string]bool{}}
 	if c.budget == 0 {
@@ -222,17 +222,17 @@ func newCompiler(in Input) (*compiler, error) {
 		return nil, fmt.Errorf("home %q is not an absolute path", in.Home)
 	}
 	var err error
-	if c.home, err = resolve(in.Home); err != nil {
+	if c.home, err = c.fs.resolve(in.Home); err != nil {
 		return nil, fmt.Errorf("home: %w", err)
 	}
 	if in.Workspace != "" {
 		if !filepath.IsAbs(in.Workspace) {
 			return nil, fmt.Errorf("workspace %q is not an absolute path", in.Workspace)
 		}
-		if c.ws, err = filepath.EvalSymlinks(in.Workspace); err != nil {
+		if c.ws, err = c.fs.evalSymlinks(in.Workspace); err != nil {
 			return nil, fmt.Errorf("workspace: %w", err)
 		}
-		if st, err := os.Stat(c.ws); err != nil || !st.IsDir() {
+		if st, err := c.fs.stat(c.ws); err != nil || !st.IsDir() {
 			return nil, fmt.Errorf("workspace %s is not a directory", c.ws)
 		}
 	}
@@ -277,7 +277,7 @@ func (c *compiler) compile() (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	runtime, err := runtimeSet()
+	runtime, err := runtimeSet(c.fs)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +316,7 @@ func (c *compiler) compile() (*Policy, error) {
 	p.gitGlobal = c.gitGlobalFiles()
 	p.Deny = outermost(c.denies)
 	for _, d := range p.Deny {
-		if n := hardLinks(d); n > 1 {
+		if n := c.hardLinks(d); n > 1 {
 			c.note("fs.deny: %s has %d hard links: its content stays readable through its other names inside an allowed tree (masks and Landlock judge names and the trees they lie in, not inodes)", d, n)
 		}
 	}
@@ -352,7 +352,7 @@ func (c *compiler) protectPaths() ([]string, error) {
 		if !filepath.IsAbs(p) {
 			return nil, fmt.Errorf("protected path %q is not an absolute path", p)
 		}
-		r, err := filepath.EvalSymlinks(p)
+		r, err := c.fs.evalSymlinks(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -376,8 +376,8 @@ func coveringAny(p string, dirs []string) (string, bool) {
 }
 
 // hardLinks returns the link count of p when it is a regular file, else 0.
-func hardLinks(p string) uint64 {
-	st, err := os.Lstat(p)
+func (c *compiler) hardLinks(p string) uint64 {
+	st, err := c.fs.lstat(p)
 	if err != nil || !st.Mode().IsRegular() {
 		return 0
 	}
@@ -417,14 +417,17 @@ func (c *compiler) keepAllowed(rules []PathRule, what string) []PathRule {
 	return out
 }
 
-// deniedBy returns the denied path p is or lies inside, or "".
+// deniedBy returns the denied path p (clean and absolute, as every denied path is) is or lies
+// inside, the nearest one, or "": p and each of its parents are looked up, up to /.
 func (c *compiler) deniedBy(p string) string {
-	for d := range c.denies {
-		if within(p, d) {
-			return d
+	for cur := p; ; cur = filepath.Dir(cur) {
+		if c.denies[cur] {
+			return cur
+		}
+		if cur == "/" || cur == "." {
+			return ""
 		}
 	}
-	return ""
 }
 
 func comparePathRule(a, b PathRule) int {

@@ -97,7 +97,7 @@ func (c *compiler) mandatoryDenies() error {
 	}
 	paths := map[string][]string{whySocket: daemonSockets, whyStartup: homePaths(c.home, shellStartupFiles)}
 	for _, p := range homePaths(c.home, homeBinDirs) {
-		if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+		if _, err := c.fs.lstat(p); errors.Is(err, fs.ErrNotExist) {
 			paths[whyHomeBin] = append(paths[whyHomeBin], p) // one the call creates is swept; an existing one is protected
 		}
 	}
@@ -147,7 +147,7 @@ func (c *compiler) lookupAbs(name string) string {
 // of p (there Landlock grants only the declared part). In the last case the mask stays, and the
 // declared rule inside it is dropped with a note.
 func (c *compiler) declares(p string) bool {
-	r, err := resolve(p)
+	r, err := c.fs.resolve(p)
 	if err != nil {
 		return false
 	}
@@ -184,13 +184,13 @@ func outermost(denies map[string]bool) []string {
 // denyFor masks p: its parent directories resolved, and also its target when p is a symlink. why
 // (one of the why* reasons) is recorded for Policy.Explain.
 func (c *compiler) denyFor(p, why string) error {
-	dir, err := resolve(filepath.Dir(p))
+	dir, err := c.fs.resolve(filepath.Dir(p))
 	if err != nil {
 		return fmt.Errorf("deny %s: %w", p, err)
 	}
 	lexical := filepath.Join(dir, filepath.Base(p))
 	c.markDenied(lexical, why)
-	if target, err := filepath.EvalSymlinks(lexical); err == nil {
+	if target, err := c.fs.evalSymlinks(lexical); err == nil {
 		c.markDenied(target, why)
 	}
 	return nil
@@ -225,7 +225,7 @@ func (c *compiler) denyPattern(p string) error {
 		return c.denyFor(abs, whyFSDeny)
 	}
 	base, rest := doublestar.SplitPattern(abs)
-	root, err := resolve(base)
+	root, err := c.fs.resolve(base)
 	if err != nil {
 		return err
 	}
@@ -304,7 +304,7 @@ func (c *compiler) writableMasks(w string) error {
 			return err
 		}
 	}
-	if st, err := os.Stat(w); err != nil || !st.IsDir() {
+	if st, err := c.fs.stat(w); err != nil || !st.IsDir() {
 		return nil
 	}
 	for _, rel := range writableRootMasks {
@@ -366,7 +366,7 @@ func (c *compiler) gitDirMasks(g string) error {
 			return err
 		}
 	}
-	root, err := resolve(g)
+	root, err := c.fs.resolve(g)
 	if err != nil {
 		return err
 	}
@@ -407,7 +407,7 @@ func (c *compiler) gitfileMasks(p string) error {
 	if !filepath.IsAbs(dir) {
 		dir = filepath.Join(filepath.Dir(p), dir)
 	}
-	r, err := resolve(dir)
+	r, err := c.fs.resolve(dir)
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,7 @@ func (c *compiler) execs(binary string, e *manifest.Exec) (string, error) {
 	if !filepath.IsAbs(binary) {
 		return "", fmt.Errorf("binary %q is not an absolute path", binary)
 	}
-	bin, err := executable(binary)
+	bin, err := c.executable(binary)
 	if err != nil {
 		return "", fmt.Errorf("binary: %w", err)
 	}
@@ -52,13 +52,13 @@ func (c *compiler) execs(binary string, e *manifest.Exec) (string, error) {
 		var p string
 		switch {
 		case filepath.IsAbs(s):
-			if p, err = executable(s); err != nil {
+			if p, err = c.executable(s); err != nil {
 				return "", fmt.Errorf("exec.spawn[%d]: %w", i, err)
 			}
 		case s == "" || strings.Contains(s, "/"):
 			return "", fmt.Errorf("exec.spawn[%d] %q: a spawn entry is a bare name or an absolute path", i, s)
 		default:
-			if p = lookPath(s, c.in.PATH); p == "" {
+			if p = c.lookPath(s, c.in.PATH); p == "" {
 				c.note("exec.spawn %q: not found on PATH; it may not be run", s)
 				continue
 			}
@@ -71,12 +71,12 @@ func (c *compiler) execs(binary string, e *manifest.Exec) (string, error) {
 }
 
 // executable resolves p's symlinks and checks that it is a regular file.
-func executable(p string) (string, error) {
-	r, err := filepath.EvalSymlinks(p)
+func (c *compiler) executable(p string) (string, error) {
+	r, err := c.fs.evalSymlinks(p)
 	if err != nil {
 		return "", err
 	}
-	st, err := os.Stat(r)
+	st, err := c.fs.lstat(r)
 	if err != nil {
 		return "", err
 	}
@@ -88,16 +88,16 @@ func executable(p string) (string, error) {
 
 // lookPath finds name in the absolute directories of pathList, returning the first executable
 // regular file with its symlinks resolved, or "".
-func lookPath(name, pathList string) string {
+func (c *compiler) lookPath(name, pathList string) string {
 	for _, dir := range filepath.SplitList(pathList) {
 		if !filepath.IsAbs(dir) {
 			continue // "" and relative entries mean the working directory: never searched
 		}
-		p, err := executable(filepath.Join(dir, name))
+		p, err := c.executable(filepath.Join(dir, name))
 		if err != nil {
 			continue
 		}
-		if st, err := os.Stat(p); err == nil && st.Mode()&0o111 != 0 {
+		if st, err := c.fs.lstat(p); err == nil && st.Mode()&0o111 != 0 {
 			return p
 		}
 	}
@@ -109,7 +109,7 @@ func lookPath(name, pathList string) string {
 // `#!/usr/bin/env prog`, prog found on PATH).
 func (c *compiler) addExecutable(p string, depth int) error {
 	c.exec[p] = true
-	interp, arg, script, err := interpreterOf(p)
+	interp, arg, script, err := c.interpreterOf(p)
 	if err != nil || interp == "" {
 		return err
 	}
@@ -119,7 +119,7 @@ func (c *compiler) addExecutable(p string, depth int) error {
 	if !filepath.IsAbs(interp) {
 		return fmt.Errorf("%s: interpreter %q is not an absolute path", p, interp)
 	}
-	r, err := executable(interp)
+	r, err := c.executable(interp)
 	if err != nil {
 		return fmt.Errorf("%s: interpreter: %w", p, err)
 	}
@@ -135,9 +135,9 @@ func (c *compiler) addExecutable(p string, depth int) error {
 		c.note("%s: #!%s %s names no program this compiler can find; only env may run", p, interp, arg)
 		return nil
 	case filepath.IsAbs(prog):
-		r, err = executable(prog)
+		r, err = c.executable(prog)
 	default:
-		if r = lookPath(prog, c.in.PATH); r == "" {
+		if r = c.lookPath(prog, c.in.PATH); r == "" {
 			err = errors.New("not found on PATH")
 		}
 	}

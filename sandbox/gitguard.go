@@ -162,7 +162,7 @@ func (p *Policy) SnapshotGit(budget int) error {
 // per-user git files of home. It is for a process whose sandbox was compiled elsewhere (clihostctl
 // login runs, in the terminal, the plan clihostd compiled): SnapshotGit before it, Sweep after.
 func GitPolicy(writable []string, home string) *Policy {
-	c := &compiler{home: home}
+	c := &compiler{home: home, fs: newView()}
 	return &Policy{Writable: slices.Clone(writable), gitGlobal: c.gitGlobalFiles()}
 }
 
@@ -861,7 +861,7 @@ func (c *compiler) gitGlobalFiles() []string {
 	}
 	var out []string
 	for _, p := range []string{filepath.Join(c.home, ".gitconfig"), filepath.Join(xdg, "git", "config"), filepath.Join(xdg, "git", "attributes")} {
-		if r, err := resolve(p); err == nil {
+		if r, err := c.fs.resolve(p); err == nil {
 			out = append(out, r)
 		}
 	}

@@ -14,30 +14,8 @@ import (
 )
 
 // resolve returns the absolute path p, cleaned, with every symlink in its longest existing prefix
-// resolved; the components that do not exist yet are appended as they are. A component that
-// exists but does not resolve (a dangling symlink, a loop) is an error: a rule through it could be
-// redirected later by creating its target.
-func resolve(p string) (string, error) {
-	cur, rest := filepath.Clean(p), ""
-	for {
-		r, err := filepath.EvalSymlinks(cur)
-		if err == nil {
-			return filepath.Join(r, rest), nil
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("resolve %s: %w", p, err)
-		}
-		if _, lerr := os.Lstat(cur); lerr == nil {
-			return "", fmt.Errorf("resolve %s: %s is a dangling symlink", p, cur)
-		}
-		parent := filepath.Dir(cur)
-		if parent == cur {
-			return filepath.Join(cur, rest), nil
-		}
-		rest = filepath.Join(filepath.Base(cur), rest)
-		cur = parent
-	}
-}
+// resolved (see view.resolve).
+func resolve(p string) (string, error) { return newView().resolve(p) }
 
 // within reports whether path p is root or lies beneath it.
 func within(p, root string) bool {
@@ -60,8 +38,8 @@ func (c *compiler) anchor(p string) (abs, inside string, err error) {
 }
 
 // pin resolves abs and checks that the result stays inside root (when root is set).
-func pin(abs, inside string) (string, error) {
-	r, err := resolve(abs)
+func (c *compiler) pin(abs, inside string) (string, error) {
+	r, err := c.fs.resolve(abs)
 	if err != nil {
 		return "", err
 	}
@@ -98,7 +76,7 @@ func (c *compiler) allow(p string, a Access) error {
 		if err != nil {
 			return err
 		}
-		r, err := pin(abs, inside)
+		r, err := c.pin(abs, inside)
 		if err != nil {
 			return err
 		}
@@ -118,7 +96,7 @@ func (c *compiler) allowLastWild(p string, a Access) error {
 	if err != nil {
 		return err
 	}
-	dir, err := pin(abs, inside)
+	dir, err := c.pin(abs, inside)
 	if err != nil {
 		return err
 	}
@@ -133,7 +111,7 @@ func (c *compiler) allowLastWild(p string, a Access) error {
 			continue
 		}
 		full := filepath.Join(dir, e.Name())
-		r, err := pin(full, inside)
+		r, err := c.pin(full, inside)
 		if err != nil {
 			return err
 		}

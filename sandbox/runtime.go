@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 )
 
@@ -35,19 +33,19 @@ var runtimeCandidates = []string{
 	"/usr/share/zoneinfo", "/etc/localtime",
 }
 
-// runtimeSet resolves runtimeCandidates into read-only rules (directories as subtrees), sorted,
+// runtimeSet resolves runtimeCandidates, through v, into read-only rules (directories as subtrees), sorted,
 // without duplicates and without rules a subtree rule already covers.
-func runtimeSet() ([]PathRule, error) {
+func runtimeSet(v *view) ([]PathRule, error) {
 	var rules []PathRule
 	for _, p := range runtimeCandidates {
-		r, err := filepath.EvalSymlinks(p)
+		r, err := v.evalSymlinks(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("runtime path: %w", err)
 		}
-		st, err := os.Stat(r)
+		st, err := v.lstat(r)
 		if err != nil {
 			return nil, fmt.Errorf("runtime path: %w", err)
 		}

@@ -8,7 +8,9 @@
 // setfsgid, setfsuid: glibc and Go's syscall.Setgroups would change every thread of the process),
 // which also drops the thread's filesystem capabilities, then calls faccessat2 with AT_EACCESS, so
 // that modes, ACLs, read-only mounts and every directory on the path count exactly as they would
-// for the user. The thread is never given back to the Go scheduler: it exits with its goroutine.
+// for the user. Such a thread is never given back to the Go scheduler: it exits with its
+// goroutine. A few of them wait between checks and are reused, switched again before each check
+// (see worker): no answer is ever kept, only the thread.
 //
 // A process that is not root cannot take another identity. For its own uid it asks the kernel as
 // itself; for another uid it reads the mode bits of the directory and the search bits of every
@@ -24,7 +26,9 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -88,54 +92,173 @@ func kernelAs(dir string, who Who) error {
 	})
 }
 
-// CheckWrite returns nil when who may write the file or directory at path (symbolic links followed
-// as the kernel follows them for that user; a directory also needs search), a *DeniedError when it
-// may not, and another error when the question could not be answered. Only root can ask it for a
-// uid other than its own.
-func CheckWrite(path string, who Who) error {
-	if !filepath.IsAbs(path) {
-		return fmt.Errorf("access: %q is not an absolute path", path)
+// CheckWrites asks, of each of paths (absolute) in order, whether who may write the file or
+// directory there (symbolic links followed as the kernel follows them for that user; a directory
+// also needs search), in one check on one thread when the process is root. It returns -1 and nil
+// when who may write them all; else the index of the first path refused, with a *DeniedError, or
+// with another error when the question could not be answered. Only root can ask it for a uid other
+// than its own.
+func CheckWrites(paths []string, who Who) (int, error) {
+	for i, p := range paths {
+		if !filepath.IsAbs(p) {
+			return i, fmt.Errorf("access: %q is not an absolute path", p)
+		}
 	}
+	failed := -1
 	check := func() error {
-		st, err := os.Stat(path)
-		if err != nil {
-			return &DeniedError{Dir: path, Reason: errText(err)}
-		}
-		mode := uint32(unix.W_OK)
-		if st.IsDir() {
-			mode |= unix.X_OK
-		}
-		if err := unix.Faccessat2(unix.AT_FDCWD, path, mode, unix.AT_EACCESS); err != nil {
-			return &DeniedError{Dir: path, Reason: "not writable: " + errText(err)}
+		for i, p := range paths {
+			if err := writable(p); err != nil {
+				failed = i
+				return err
+			}
 		}
 		return nil
 	}
+	var err error
 	switch {
+	case len(paths) == 0:
+		return -1, nil
 	case os.Geteuid() == 0:
-		return onThreadAs(who, check)
+		err = onThreadAs(who, check)
 	case who.UID == os.Geteuid():
-		return check()
+		err = check()
+	default:
+		return 0, fmt.Errorf("access: uid %d cannot check %s for uid %d", os.Geteuid(), paths[0], who.UID)
 	}
-	return fmt.Errorf("access: uid %d cannot check %s for uid %d", os.Geteuid(), path, who.UID)
+	if err != nil && failed < 0 {
+		failed = 0 // the identity switch itself failed
+	}
+	return failed, err
 }
 
-// onThreadAs runs check on a locked OS thread switched to who's groups, fsgid and fsuid; the
-// thread is never unlocked (it exits with its goroutine).
+// writable asks the kernel, as the calling thread, whether path may be written (a directory also
+// searched).
+func writable(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return &DeniedError{Dir: path, Reason: errText(err)}
+	}
+	mode := uint32(unix.W_OK)
+	if st.IsDir() {
+		mode |= unix.X_OK
+	}
+	if err := unix.Faccessat2(unix.AT_FDCWD, path, mode, unix.AT_EACCESS); err != nil {
+		return &DeniedError{Dir: path, Reason: "not writable: " + errText(err)}
+	}
+	return nil
+}
+
+// onThreadAs runs check on a locked OS thread switched, just before, to who's groups, fsgid and
+// fsuid (see worker).
 func onThreadAs(who Who, check func() error) error {
 	if who.UID < 0 || who.GID < 0 {
 		return fmt.Errorf("access: invalid identity %d:%d", who.UID, who.GID)
 	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		// No UnlockOSThread: this thread's credentials are not the process's any more.
-		if err := becomeOnThread(who); err != nil {
-			errc <- err
-			return
+	done := make(chan error, 1)
+	idle.take().jobs <- job{who: who, check: check, done: done}
+	return <-done
+}
+
+// A worker is a goroutine locked to its OS thread for good, which runs checks as other identities:
+// for each job it switches the thread to the job's groups, fsgid and fsuid (read back: a switch
+// that did not take fails the job) and then runs the check. Its thread is never given back to the
+// Go scheduler: it exits with the goroutine, when the worker has been idle for workerIdle or a
+// switch failed. Starting a thread, and its exit, cost more than the checks of a whole call; so
+// workers wait in a small pool (at most maxIdleWorkers) between jobs. A caller never waits for
+// another's check: with no idle worker it starts a new one.
+type worker struct {
+	jobs chan job
+}
+
+// job is one check to run as who; done receives its answer.
+type job struct {
+	who   Who
+	check func() error
+	done  chan error
+}
+
+// maxIdleWorkers bounds the workers kept waiting between checks; workerIdle is how long one waits
+// before its thread exits.
+const (
+	maxIdleWorkers = 4
+	workerIdle     = 30 * time.Second
+)
+
+// workerPool holds the idle workers.
+type workerPool struct {
+	mu      sync.Mutex
+	workers []*worker
+}
+
+// idle is the process's pool of idle workers.
+var idle workerPool
+
+// take returns an idle worker, or a new one.
+func (p *workerPool) take() *worker {
+	p.mu.Lock()
+	if n := len(p.workers); n > 0 {
+		w := p.workers[n-1]
+		p.workers = p.workers[:n-1]
+		p.mu.Unlock()
+		return w
+	}
+	p.mu.Unlock()
+	w := &worker{jobs: make(chan job)}
+	go w.run()
+	return w
+}
+
+// put returns w to the pool; false when the pool is full (w then exits).
+func (p *workerPool) put(w *worker) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.workers) >= maxIdleWorkers {
+		return false
+	}
+	p.workers = append(p.workers, w)
+	return true
+}
+
+// remove takes w out of the pool; false when it is not there (a caller took it and is about to
+// send it a job).
+func (p *workerPool) remove(w *worker) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := slices.Index(p.workers, w)
+	if i < 0 {
+		return false
+	}
+	p.workers = slices.Delete(p.workers, i, i+1)
+	return true
+}
+
+// run serves jobs on a locked thread until the worker is idle for workerIdle, the pool is full or
+// an identity switch fails. There is no UnlockOSThread: the thread's credentials are not the
+// process's, so it exits with the goroutine.
+func (w *worker) run() {
+	runtime.LockOSThread()
+	timer := time.NewTimer(workerIdle)
+	defer timer.Stop()
+	for {
+		select {
+		case j := <-w.jobs:
+			err := becomeOnThread(j.who)
+			if err != nil {
+				j.done <- err
+				return
+			}
+			j.done <- j.check()
+			if !idle.put(w) {
+				return
+			}
+			timer.Reset(workerIdle)
+		case <-timer.C:
+			if idle.remove(w) {
+				return
+			}
+			timer.Reset(workerIdle) // taken meanwhile: its job is on the way
 		}
-		errc <- check()
-	}()
-	return <-errc
+	}
 }
 
 // becomeOnThread switches the calling (locked) thread to who's groups, fsgid and fsuid.
@@ -182,6 +305,25 @@ func CheckExec(path string, who Who) error {
 		return execAllowed(path)
 	}
 	return nil
+}
+
+// CheckDirExec asks CheckDir's question of dir and CheckExec's of path (absolute) together, in one
+// check on one thread when the process is root: a call needs both answers for the same identity.
+func CheckDirExec(dir, path string, who Who) (dirErr, execErr error) {
+	if !filepath.IsAbs(dir) || !filepath.IsAbs(path) || os.Geteuid() != 0 {
+		return CheckDir(dir, who), CheckExec(path, who)
+	}
+	dirErr = onThreadAs(who, func() error {
+		if err := isDir(dir); err != nil {
+			return err
+		}
+		if err := denied(dir, unix.Faccessat2(unix.AT_FDCWD, dir, rwx, unix.AT_EACCESS)); err != nil {
+			return err
+		}
+		execErr = execAllowed(path)
+		return nil
+	})
+	return dirErr, execErr
 }
 
 // execAllowed asks the kernel, as the calling thread, whether path may be executed, and when not,

@@ -2,9 +2,11 @@ package access
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/clihost/clihost/internal/fixture"
@@ -170,5 +172,108 @@ func TestCheckExec(t *testing.T) {
 	}
 	if err := CheckExec(shim, Who{}); err != nil {
 		t.Errorf("root itself: %v, want allowed", err)
+	}
+}
+
+// TestCheckDirReusedThreads: the threads that run checks are reused, switched again before each
+// check. Checks as different users, interleaved and concurrent, each get that user's answer (never
+// the previous check's identity), root's own check after them gets root's, and no more threads than
+// maxIdleWorkers stay waiting.
+func TestCheckDirReusedThreads(t *testing.T) {
+	owner, member, outsider, share := users(t)
+	base := tree(t, owner, member, share, false)
+	cases := []struct {
+		dir  string
+		who  Who
+		want bool
+	}{
+		{"own", who(owner), true}, {"own", who(outsider), false}, {"group", who(member), true},
+		{"group", who(owner), false}, {"closed/open", Who{}, true}, {"closed/open", who(member), false},
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 8*len(cases)*20)
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 20 * len(cases) {
+				c := cases[(g+i)%len(cases)]
+				if err := CheckDir(filepath.Join(base, c.dir), c.who); (err == nil) != c.want {
+					errs <- fmt.Sprintf("%s as uid %d: %v, want allowed=%v", c.dir, c.who.UID, err, c.want)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if err := CheckDir(filepath.Join(base, "closed/open"), Who{}); err != nil {
+		t.Errorf("root after the others, on a reused thread: %v", err)
+	}
+	idle.mu.Lock()
+	n := len(idle.workers)
+	idle.mu.Unlock()
+	if n > maxIdleWorkers {
+		t.Errorf("%d idle workers, want at most %d", n, maxIdleWorkers)
+	}
+}
+
+// TestCheckDirExec: the two questions asked in one check give CheckDir's and CheckExec's answers,
+// for a user who may use both, neither, or only the directory.
+func TestCheckDirExec(t *testing.T) {
+	owner, member, outsider, share := users(t)
+	base := tree(t, owner, member, share, false)
+	bin := filepath.Join(base, "own", "tool")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		u        fixture.TestUser
+		dir      string
+		dirOK    bool
+		execOK   bool
+		execSkip bool // not asked: the directory was refused
+	}{
+		{owner, "own", true, true, false},
+		{outsider, "own", false, false, true},
+		{member, "group", true, false, false}, // own/ may not be searched by the member
+	} {
+		dirErr, execErr := CheckDirExec(filepath.Join(base, c.dir), bin, who(c.u))
+		if (dirErr == nil) != c.dirOK || (dirErr == nil) != (CheckDir(filepath.Join(base, c.dir), who(c.u)) == nil) {
+			t.Errorf("%s as %s: dir %v, want allowed=%v", c.dir, c.u.Name, dirErr, c.dirOK)
+		}
+		if c.execSkip {
+			continue
+		}
+		if (execErr == nil) != c.execOK || (execErr == nil) != (CheckExec(bin, who(c.u)) == nil) {
+			t.Errorf("%s as %s: exec %v, want allowed=%v", bin, c.u.Name, execErr, c.execOK)
+		}
+	}
+}
+
+// TestCheckWrites: several writable roots asked in one check: the first one the user may not
+// write is named by its index; all writable gives -1.
+func TestCheckWrites(t *testing.T) {
+	owner, member, outsider, share := users(t)
+	base := tree(t, owner, member, share, false)
+	own, group, closed := filepath.Join(base, "own"), filepath.Join(base, "group"), filepath.Join(base, "closed/open")
+	for _, c := range []struct {
+		u     fixture.TestUser
+		paths []string
+		want  int
+	}{
+		{owner, []string{own, filepath.Join(base, "via")}, -1},
+		{owner, []string{own, group, closed}, 1},
+		{member, []string{group, closed}, 1},
+		{outsider, []string{own}, 0},
+		{outsider, nil, -1},
+	} {
+		i, err := CheckWrites(c.paths, who(c.u))
+		if i != c.want || (err == nil) != (c.want < 0) {
+			t.Errorf("%v as %s: %d, %v; want index %d", c.paths, c.u.Name, i, err, c.want)
+		}
+		if err != nil && !errors.Is(err, ErrDenied) {
+			t.Errorf("%v as %s: %v is not ErrDenied", c.paths, c.u.Name, err)
+		}
 	}
 }
