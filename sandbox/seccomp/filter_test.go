@@ -5,6 +5,7 @@ package seccomp
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"testing"
 
 	"golang.org/x/net/bpf"
@@ -365,4 +366,44 @@ func TestFilterSetUID(t *testing.T) {
 	}
 	cases = append(cases, archSetUIDCases()...)
 	checkCases(t, newVM(t, Options{}), cases)
+}
+
+// allOptions are every combination of Options.
+var allOptions = []Options{{}, {NoExecMemfd: true}, {SealMemfds: true}, {NoExecMemfd: true, SealMemfds: true}}
+
+// TestProgramCache: the program Install loads is the one Filter builds for the very options asked
+// for, whatever was built (and cached) before: each combination is asked for twice, in an order
+// where a cache keyed on anything less than the whole Options would hand back another's program.
+func TestProgramCache(t *testing.T) {
+	for _, opts := range append(slices.Clone(allOptions), allOptions...) {
+		got, err := program(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := Filter(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]unix.SockFilter, len(raw))
+		for i, ins := range raw {
+			want[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%+v: the cached program differs from Filter's", opts)
+		}
+	}
+	a, _ := program(Options{})
+	b, _ := program(Options{NoExecMemfd: true, SealMemfds: true})
+	if slices.Equal(a, b) {
+		t.Error("the programs with and without NoExecMemfd are the same: the test cannot tell them apart")
+	}
+}
+
+// BenchmarkFilter builds the program from scratch (what the first Install of a process pays).
+func BenchmarkFilter(b *testing.B) {
+	for b.Loop() {
+		if _, err := Filter(Options{NoExecMemfd: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
