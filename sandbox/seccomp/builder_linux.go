@@ -3,8 +3,10 @@
 package seccomp
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -46,6 +48,7 @@ const (
 	opRetConst    = unix.BPF_RET | unix.BPF_K
 	opJumpEqual   = unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K
 	opJumpSet     = unix.BPF_JMP | unix.BPF_JSET | unix.BPF_K
+	opJumpGE      = unix.BPF_JMP | unix.BPF_JGE | unix.BPF_K
 )
 
 // builder is a small assembler for classic BPF with forward-only symbolic
@@ -100,6 +103,54 @@ func (b *builder) jset(k uint32, t, f label) { b.jump(opJumpSet, k, t, f) }
 func (b *builder) jump(op uint16, k uint32, t, f label) {
 	b.targets = append(b.targets, jumpTarget{len(b.prog), [2]label{t, f}})
 	b.prog = append(b.prog, bpf.RawInstruction{Op: op, K: k})
+}
+
+// jge jumps to t if A >= k (unsigned) and to f otherwise.
+func (b *builder) jge(k uint32, t, f label) { b.jump(opJumpGE, k, t, f) }
+
+// dispatchEntry sends one syscall number to a label.
+type dispatchEntry struct {
+	nr uint32
+	to label
+}
+
+// dispatchTable is the syscall numbers a filter looks at, each with its label.
+type dispatchTable []dispatchEntry
+
+// add sends nr to l, unless nr is in the table already (the first entry counts).
+func (t *dispatchTable) add(nr uint32, l label) {
+	if !slices.ContainsFunc(*t, func(e dispatchEntry) bool { return e.nr == nr }) {
+		*t = append(*t, dispatchEntry{nr, l})
+	}
+}
+
+// leafEntries is the most entries dispatch compares one by one.
+const leafEntries = 4
+
+// dispatch emits, with the syscall number in A, a binary search over table: a number in it jumps
+// to its label, any other returns ALLOW. A syscall so passes about log2(len(table)) comparisons
+// instead of one per entry, and so does the kernel when it installs the filter: it runs the
+// program for every syscall number to find those it always allows (the per-syscall action cache),
+// which costs a chain of comparisons that many times over.
+func (b *builder) dispatch(table dispatchTable) {
+	b.searchTree(slices.SortedFunc(slices.Values(table), func(x, y dispatchEntry) int { return cmp.Compare(x.nr, y.nr) }))
+}
+
+// searchTree emits the search over entries, sorted by number.
+func (b *builder) searchTree(entries []dispatchEntry) {
+	if len(entries) <= leafEntries {
+		for _, e := range entries {
+			b.jeq(e.nr, e.to, "")
+		}
+		b.ret(unix.SECCOMP_RET_ALLOW)
+		return
+	}
+	mid := len(entries) / 2
+	upper := label(fmt.Sprintf("ge%d", entries[mid].nr)) // a number is the middle of one range only
+	b.jge(entries[mid].nr, upper, "")
+	b.searchTree(entries[:mid])
+	b.label(upper)
+	b.searchTree(entries[mid:])
 }
 
 // label binds name to the next instruction.

@@ -115,9 +115,9 @@ func TestFilterArch(t *testing.T) {
 	}
 }
 
-func TestFilterDenied(t *testing.T) {
-	// Listed independently of the package's table so that a dropped entry
-	// fails here.
+// deniedByName are the syscalls refused with EPERM whatever their arguments, listed independently
+// of the package's table so that a dropped entry fails the tests.
+func deniedByName() map[string]uint32 {
 	eperm := map[string]uint32{
 		"io_uring_setup": unix.SYS_IO_URING_SETUP, "io_uring_enter": unix.SYS_IO_URING_ENTER,
 		"io_uring_register": unix.SYS_IO_URING_REGISTER,
@@ -144,8 +144,12 @@ func TestFilterDenied(t *testing.T) {
 	for name, nr := range archOnlyDenied {
 		eperm[name] = nr
 	}
+	return eperm
+}
+
+func TestFilterDenied(t *testing.T) {
 	m := newVM(t, Options{})
-	for name, nr := range eperm {
+	for name, nr := range deniedByName() {
 		// Arguments must not matter.
 		for _, args := range [][]uint64{nil, {^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}} {
 			if got := m.run(nativeAuditArch, nr, args...); got != actEPERM {
@@ -154,6 +158,40 @@ func TestFilterDenied(t *testing.T) {
 		}
 	}
 	checkCases(t, m, []vmCase{{"clone3", unix.SYS_CLONE3, nil, actENOSYS}})
+}
+
+// TestFilterEveryNumber runs every syscall number below 2048 and the largest ones through the
+// program (the binary search over the numbers it looks at must send each to the right place),
+// with all arguments 0: only the denied syscalls, clone3 and openat2, and socket and socketpair
+// (family AF_UNSPEC) are refused; with SealMemfds, memfd_create without MFD_NOEXEC_SEAL too.
+func TestFilterEveryNumber(t *testing.T) {
+	want := map[uint32]uint32{unix.SYS_CLONE3: actENOSYS, sysOpenat2: actENOSYS,
+		unix.SYS_SOCKET: actEAFNOSUPPORT, unix.SYS_SOCKETPAIR: actEAFNOSUPPORT}
+	for _, nr := range deniedByName() {
+		want[nr] = actEPERM
+	}
+	numbers := []uint32{0x7fffffff, 0xfffffffe}
+	for nr := range uint32(2048) {
+		numbers = append(numbers, nr)
+	}
+	for _, opts := range allOptions {
+		m := newVM(t, opts)
+		for _, nr := range numbers {
+			w, ok := want[nr]
+			if !ok {
+				w = actAllow
+			}
+			if nr == unix.SYS_MEMFD_CREATE && opts.NoExecMemfd && opts.SealMemfds {
+				w = actEPERM
+			}
+			if nr&foreignNumberBits != 0 {
+				continue // x32: TestFilterX32
+			}
+			if got := m.run(nativeAuditArch, nr); got != w {
+				t.Errorf("%+v: nr %d: got %s, want %s", opts, nr, actName(got), actName(w))
+			}
+		}
+	}
 }
 
 func TestFilterAllowsOrdinarySyscalls(t *testing.T) {
