@@ -1,8 +1,9 @@
 package nsinit
 
 import (
+	"errors"
 	"fmt"
-	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -205,9 +206,9 @@ func setThreadCredentials(uid, gid int, groups []int) error {
 // capability set empty, the seccomp filter in place when asked for, and the plan's uid and gid;
 // and its parent-death signal, SIGKILL.
 func verify(p isolation.Plan, userNS bool) error {
-	data, err := os.ReadFile("/proc/thread-self/status")
+	data, err := readThreadStatus()
 	if err != nil {
-		return err
+		return fmt.Errorf("read /proc/thread-self/status: %w", err)
 	}
 	status := map[string]string{}
 	for line := range strings.Lines(string(data)) {
@@ -238,6 +239,32 @@ func verify(p isolation.Plan, userNS bool) error {
 		return fmt.Errorf("parent-death signal is %d (%v), want SIGKILL", sig, err)
 	}
 	return nil
+}
+
+// readThreadStatus reads /proc/thread-self/status with plain system calls (an open, a read into a
+// buffer larger than the file, the read that finds its end, a close), not through an os.File.
+func readThreadStatus() ([]byte, error) {
+	fd, err := unix.Open("/proc/thread-self/status", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 0, 4096)
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, cap(buf))
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return nil, err
+		case n == 0:
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
 }
 
 // memfdNoexecSysctl is vm.memfd_noexec, per PID namespace and inherited by the namespaces below.

@@ -93,3 +93,32 @@ func TestThreadCredentials(t *testing.T) {
 		t.Errorf("another thread changed too: Uid %q, CapBnd %q", r.other["Uid"], r.other["CapBnd"])
 	}
 }
+
+// TestReadThreadStatus: verify's raw read gets the whole of /proc/thread-self/status, as
+// os.ReadFile does (the fields that do not change between the two reads compared).
+func TestReadThreadStatus(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	data, err := readThreadStatus()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := threadStatus(unix.Gettid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fields := map[string]string{}
+	for line := range strings.Lines(string(data)) {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			fields[k] = strings.TrimSpace(v)
+		}
+	}
+	if len(fields) != len(got) {
+		t.Errorf("read %d fields, os.ReadFile %d", len(fields), len(got))
+	}
+	for _, k := range []string{"Name", "Pid", "Uid", "Gid", "Groups", "CapBnd", "NoNewPrivs", "Seccomp"} {
+		if fields[k] != got[k] {
+			t.Errorf("%s: %q, want %q", k, fields[k], got[k])
+		}
+	}
+}
