@@ -39,11 +39,11 @@ const noCapabilities = "0000000000000000"
 // capabilities, the plan's rlimits, not dumpable, every descriptor above stderr close-on-exec,
 // seccomp, and a check of the result in /proc/thread-self/status. A fork copies the calling
 // thread's credentials, bounding set, seccomp filter and Landlock domain, so the program starts
-// with exactly this state. The init's other threads keep what the init started with (see the
-// package's escape corpus, TestInitReach, for what the program can do to them: nothing). The uid
-// and gid change clears the thread's parent-death signal: it is set again, and the host checked
-// through lifelineFD (see armParentDeath). paths are the descriptors the Landlock rules are taken
-// from. On failure it returns the step that failed.
+// with exactly this state. The init's other threads keep what the init started with (root, in
+// its namespaces or on the host); the program cannot reach them (tests/escape, TestInitReach).
+// The uid and gid change clears the thread's parent-death signal: it is set again, and the host
+// checked through lifelineFD (see armParentDeath). paths are the descriptors the Landlock rules
+// are taken from. On failure it returns the step that failed.
 func confine(e envelope, paths *pathTable, lifelineFD int) (step string, err error) {
 	p := e.Plan
 	seal := p.NoExecMemfd && sealMemfds(e.UserNS) // read before Landlock and the uid change
