@@ -1,11 +1,13 @@
 package nsinit
 
 import (
+	"errors"
 	"fmt"
-	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/seccomp"
@@ -30,20 +32,26 @@ const (
 // noCapabilities is an empty capability set as /proc/<pid>/status shows it.
 const noCapabilities = "0000000000000000"
 
-// confine confines the init on the calling thread, which must be locked to it and is the thread the
-// program will be forked from: Landlock (every thread), the plan's uid and gid (every thread), no
-// capabilities, locked securebits and an empty bounding set (this thread), the plan's rlimits
-// (the process), no_new_privs, not
-// dumpable, every descriptor above stderr close-on-exec, seccomp (every thread), and a check of the
-// result in /proc/thread-self/status. A fork copies the calling thread's credentials, bounding set,
-// seccomp filter and Landlock domain, so the program starts with exactly this state. The uid and
-// gid change clears the parent-death signal: it is set again on this thread, and the host checked
-// through lifelineFD (see armParentDeath). paths are the descriptors the Landlock rules are taken
-// from. On failure it returns the step that failed.
+// confine confines the calling thread of the init, which must be locked to it and is the thread
+// the program will be forked from; every step binds that thread alone (or the whole process where
+// the kernel has no per-thread state: rlimits, dumpable, the descriptor table, the umask):
+// no_new_privs, Landlock, locked securebits, an empty bounding set, the plan's uid and gid, no
+// capabilities, the plan's rlimits, not dumpable, every descriptor above stderr close-on-exec,
+// seccomp, and a check of the result in /proc/thread-self/status. A fork copies the calling
+// thread's credentials, bounding set, seccomp filter and Landlock domain, so the program starts
+// with exactly this state. The init's other threads keep what the init started with (root, in
+// its namespaces or on the host); the program cannot reach them (tests/escape, TestInitReach).
+// The uid and gid change clears the thread's parent-death signal: it is set again, and the host
+// checked through lifelineFD (see armParentDeath). paths are the descriptors the Landlock rules
+// are taken from. On failure it returns the step that failed.
 func confine(e envelope, paths *pathTable, lifelineFD int) (step string, err error) {
 	p := e.Plan
 	seal := p.NoExecMemfd && sealMemfds(e.UserNS) // read before Landlock and the uid change
-	// Landlock comes first, while this process can still open every path of the plan and list the
+	// First: Landlock needs it on this thread, and nothing may gain privileges from here on.
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return "no_new_privs", err
+	}
+	// Landlock comes next, while this thread can still open every path of the plan and list the
 	// directories split around deny paths; the domain survives the uid change below.
 	if err := restrictLandlock(p, paths); err != nil {
 		return "landlock", err
@@ -59,10 +67,8 @@ func confine(e envelope, paths *pathTable, lifelineFD int) (step string, err err
 	if err := setRlimits(p.Limits); err != nil {
 		return "rlimits", err
 	}
-	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		return "no_new_privs", err
-	}
-	// The init is the program's parent and shares its uid: no ptrace, no /proc/1/mem or environ.
+	// The init is the program's parent and its forking thread shares the program's uid: no
+	// ptrace, no /proc/1/mem or environ. (Per process: after the uid change, which resets it.)
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return "not dumpable", err
 	}
@@ -94,7 +100,8 @@ func startProgram(p isolation.Plan) (int, error) {
 	})
 }
 
-// restrictLandlock enforces the plan's Landlock ruleset on every thread (it also sets no_new_privs).
+// restrictLandlock enforces the plan's Landlock ruleset on the calling thread, which must have
+// no_new_privs set.
 func restrictLandlock(p isolation.Plan, paths *pathTable) error {
 	mode := netUnrestricted
 	switch {
@@ -115,14 +122,14 @@ func restrictLandlock(p isolation.Plan, paths *pathTable) error {
 	if err != nil {
 		return err
 	}
-	return cfg.Restrict(append(rules, netRules(cfg, mode, p.Ingress)...)...)
+	return enforceLandlock(cfg, rules, netRules(cfg, mode, p.Ingress))
 }
 
 // dropPrivileges sets the plan's umask, locks the securebits, empties the capability bounding and
 // ambient sets, switches to the plan's uid, gid and supplementary groups (not in a user namespace,
 // where the only mapped id is the host user's), and clears the inheritable, permitted and
-// effective sets. Securebits, bounding set and capsets are per thread: this must run on the thread
-// that execs.
+// effective sets. Securebits, bounding set, credentials and capsets are per thread: this must run
+// on the thread that forks the program, and binds it alone.
 func dropPrivileges(p isolation.Plan, userNS bool) error {
 	if p.Umask != 0 {
 		unix.Umask(p.Umask & 0o777)
@@ -130,27 +137,15 @@ func dropPrivileges(p isolation.Plan, userNS bool) error {
 	if err := unix.Prctl(unix.PR_SET_SECUREBITS, lockedSecurebits, 0, 0, 0); err != nil {
 		return fmt.Errorf("securebits: %w", err)
 	}
-	last, err := readInt("/proc/sys/kernel/cap_last_cap")
-	if err != nil {
-		return fmt.Errorf("last capability: %w", err)
-	}
-	for c := 0; c <= last; c++ {
-		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil {
-			return fmt.Errorf("drop capability %d from the bounding set: %w", c, err)
-		}
+	if err := dropBoundingSet(); err != nil {
+		return err
 	}
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return fmt.Errorf("clear ambient capabilities: %w", err)
 	}
 	if !userNS {
-		if err := syscall.Setgroups(p.Groups); err != nil {
-			return fmt.Errorf("setgroups: %w", err)
-		}
-		if err := syscall.Setresgid(p.GID, p.GID, p.GID); err != nil {
-			return fmt.Errorf("setresgid %d: %w", p.GID, err)
-		}
-		if err := syscall.Setresuid(p.UID, p.UID, p.UID); err != nil {
-			return fmt.Errorf("setresuid %d: %w", p.UID, err)
+		if err := setThreadCredentials(p.UID, p.GID, p.Groups); err != nil {
+			return err
 		}
 	}
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
@@ -161,13 +156,59 @@ func dropPrivileges(p isolation.Plan, userNS bool) error {
 	return nil
 }
 
+// maxCapabilities bounds dropBoundingSet: capability sets are 64 bits wide.
+const maxCapabilities = 64
+
+// dropBoundingSet drops every capability from the calling thread's bounding set, from 0 up to the
+// first number the kernel refuses as no capability at all (EINVAL): its CAP_LAST_CAP, without
+// reading /proc/sys/kernel/cap_last_cap. verify checks the set is empty.
+func dropBoundingSet() error {
+	for c := range maxCapabilities {
+		_, _, errno := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0, 0)
+		switch {
+		case errno == unix.EINVAL && c > 0:
+			return nil
+		case errno != 0:
+			return fmt.Errorf("drop capability %d from the bounding set: %w", c, errno)
+		}
+	}
+	return nil
+}
+
+// setThreadCredentials switches the calling thread, and no other, to the supplementary groups,
+// gid and uid given (real, effective and saved), with the raw system calls: Go's
+// syscall.Setgroups, Setresgid and Setresuid change every thread of the process (they stop the
+// world and signal each thread). A Go program may do this only on a thread locked for good,
+// as the init's forking thread is: the runtime then starts no thread from it and runs nothing
+// else on it.
+func setThreadCredentials(uid, gid int, groups []int) error {
+	gids := make([]uint32, len(groups))
+	for i, g := range groups {
+		gids[i] = uint32(g)
+	}
+	var list unsafe.Pointer
+	if len(gids) > 0 {
+		list = unsafe.Pointer(&gids[0])
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(gids)), uintptr(list), 0); errno != 0 {
+		return fmt.Errorf("setgroups %v: %w", groups, errno)
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); errno != 0 {
+		return fmt.Errorf("setresgid %d: %w", gid, errno)
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); errno != 0 {
+		return fmt.Errorf("setresuid %d: %w", uid, errno)
+	}
+	return nil
+}
+
 // verify reads back the state of this thread from /proc/thread-self/status: no_new_privs set, every
 // capability set empty, the seccomp filter in place when asked for, and the plan's uid and gid;
 // and its parent-death signal, SIGKILL.
 func verify(p isolation.Plan, userNS bool) error {
-	data, err := os.ReadFile("/proc/thread-self/status")
+	data, err := readThreadStatus()
 	if err != nil {
-		return err
+		return fmt.Errorf("read /proc/thread-self/status: %w", err)
 	}
 	status := map[string]string{}
 	for line := range strings.Lines(string(data)) {
@@ -198,6 +239,32 @@ func verify(p isolation.Plan, userNS bool) error {
 		return fmt.Errorf("parent-death signal is %d (%v), want SIGKILL", sig, err)
 	}
 	return nil
+}
+
+// readThreadStatus reads /proc/thread-self/status with plain system calls (an open, a read into a
+// buffer larger than the file, the read that finds its end, a close), not through an os.File.
+func readThreadStatus() ([]byte, error) {
+	fd, err := unix.Open("/proc/thread-self/status", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 0, 4096)
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, cap(buf))
+		}
+		n, err := unix.Read(fd, buf[len(buf):cap(buf)])
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return nil, err
+		case n == 0:
+			return buf, nil
+		}
+		buf = buf[:len(buf)+n]
+	}
 }
 
 // memfdNoexecSysctl is vm.memfd_noexec, per PID namespace and inherited by the namespaces below.

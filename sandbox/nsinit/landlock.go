@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/egress/addr"
@@ -96,26 +97,32 @@ func landlockConfig(mode netMode) (landlock.Config, error) {
 	return cfg, nil
 }
 
+// portRule is a Landlock network rule: the rights access on one port.
+type portRule struct {
+	access landlock.AccessNetSet
+	port   uint16
+}
+
 // netRules returns the network rules of mode for cfg, with the plan's ingress ports bindable (and
 // connectable: the init dials them for the host).
-func netRules(cfg landlock.Config, mode netMode, ingress []int) []landlock.Rule {
-	var rules []landlock.Rule
+func netRules(cfg landlock.Config, mode netMode, ingress []int) []portRule {
+	var rules []portRule
 	if mode != netUnrestricted {
 		for _, p := range ingress {
-			rules = append(rules, landlock.BindTCP(uint16(p)), landlock.ConnectTCP(uint16(p)))
+			rules = append(rules, portRule{ll.AccessNetBindTCP, uint16(p)}, portRule{ll.AccessNetConnectTCP, uint16(p)})
 		}
 	}
 	if mode != netEgress {
 		return rules
 	}
 	for _, p := range egressConnectPorts() {
-		rules = append(rules, landlock.ConnectTCP(uint16(p)))
+		rules = append(rules, portRule{ll.AccessNetConnectTCP, uint16(p)})
 	}
 	if cfg.HandledAccessNet&ll.AccessNetConnectSendUDP != 0 {
-		rules = append(rules, landlock.ConnectSendUDP(addr.DNSPort))
+		rules = append(rules, portRule{ll.AccessNetConnectSendUDP, addr.DNSPort})
 	}
 	if cfg.HandledAccessNet&ll.AccessNetBindUDP != 0 {
-		rules = append(rules, landlock.BindUDP(0)) // the autobind of a client socket
+		rules = append(rules, portRule{ll.AccessNetBindUDP, 0}) // the autobind of a client socket
 	}
 	return rules
 }
@@ -290,30 +297,60 @@ func readDirNames(fd int) ([]string, error) {
 	return f.Readdirnames(-1)
 }
 
-// landlockRules turns grants (rights by pathTable key) into go-landlock rules for cfg: rights cfg
-// does not handle are dropped and rules on non-directories keep only file rights. Each rule is taken
-// from the descriptor in paths: go-landlock opens /proc/self/fd/N, the descriptor's own file,
-// whatever its name leads to now.
-func landlockRules(cfg landlock.Config, g map[string]landlock.AccessFSSet, paths *pathTable) ([]landlock.Rule, error) {
-	byAccess := map[landlock.AccessFSSet][]string{}
-	for key, a := range g {
+// pathRule is a Landlock filesystem rule on the descriptor of a pathTable key.
+type pathRule struct {
+	key  string
+	attr ll.PathBeneathAttr
+}
+
+// landlockRules turns grants (rights by pathTable key) into rules for cfg, sorted by key: rights cfg
+// does not handle are dropped and rules on non-directories keep only file rights. Each rule is on
+// the descriptor in paths itself: the file openPlan (or grants) resolved, whatever its name leads
+// to now.
+func landlockRules(cfg landlock.Config, g map[string]landlock.AccessFSSet, paths *pathTable) ([]pathRule, error) {
+	rules := make([]pathRule, 0, len(g))
+	for _, key := range slices.Sorted(maps.Keys(g)) {
 		fd, ok := paths.fd(key)
 		if !ok {
 			return nil, fmt.Errorf("no descriptor for %s", key)
 		}
-		a &= cfg.HandledAccessFS
+		a := g[key] & cfg.HandledAccessFS
 		if !paths.isDir(key) {
 			a &= accessFileOnly
 		}
 		if a != 0 {
-			byAccess[a] = append(byAccess[a], procFD(fd))
+			rules = append(rules, pathRule{key, ll.PathBeneathAttr{AllowedAccess: uint64(a), ParentFd: fd}})
 		}
 	}
-	var rules []landlock.Rule
-	for _, a := range slices.Sorted(maps.Keys(byAccess)) {
-		fds := byAccess[a]
-		slices.Sort(fds)
-		rules = append(rules, landlock.PathAccess(a, fds...))
-	}
 	return rules, nil
+}
+
+// enforceLandlock builds the ruleset of cfg with rules and ports and enforces it on the calling
+// thread alone (landlock_restrict_self without TSYNC), which must have no_new_privs set. A fork
+// copies the thread's domain: the program starts in it.
+func enforceLandlock(cfg landlock.Config, rules []pathRule, ports []portRule) error {
+	attr := ll.RulesetAttr{
+		HandledAccessFS:  uint64(cfg.HandledAccessFS),
+		HandledAccessNet: uint64(cfg.HandledAccessNet),
+		Scoped:           uint64(cfg.Scoped),
+	}
+	fd, err := ll.LandlockCreateRuleset(&attr, 0)
+	if err != nil {
+		return fmt.Errorf("create the ruleset (%v): %w", cfg, err)
+	}
+	defer unix.Close(fd)
+	for i := range rules {
+		if err := ll.LandlockAddPathBeneathRule(fd, &rules[i].attr, 0); err != nil {
+			return fmt.Errorf("rule on %s (%v): %w", strings.TrimPrefix(rules[i].key, "\x00"), landlock.AccessFSSet(rules[i].attr.AllowedAccess), err)
+		}
+	}
+	for _, r := range ports {
+		if err := ll.LandlockAddNetPortRule(fd, &ll.NetPortAttr{AllowedAccess: uint64(r.access), Port: uint64(r.port)}, 0); err != nil {
+			return fmt.Errorf("rule on port %d (%v): %w", r.port, r.access, err)
+		}
+	}
+	if err := ll.LandlockRestrictSelf(fd, 0); err != nil {
+		return fmt.Errorf("restrict: %w", err)
+	}
+	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/clihost/clihost/isolation"
@@ -75,9 +74,6 @@ func (t *pathTable) close() {
 	clear(t.fds)
 	clear(t.st)
 }
-
-// procFD is the /proc magic link of fd: opening it reopens fd's own file, whatever its name is now.
-func procFD(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
 
 // openNoSymlinks opens path (absolute) as an O_PATH descriptor, refusing a symbolic link anywhere in
 // it but the last component, which is returned as a link when it is one.

@@ -97,3 +97,6 @@ func archSetUIDCases() []vmCase {
 		{"open O_RDONLY", unix.SYS_OPEN, []uint64{0, unix.O_RDONLY, 0}, actAllow},
 	}
 }
+
+// foreignNumberBits mark syscall numbers of another ABI (x32), which the filter kills.
+const foreignNumberBits = x32SyscallBit

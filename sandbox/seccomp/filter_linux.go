@@ -125,34 +125,37 @@ func Filter(opts Options) ([]bpf.RawInstruction, error) {
 	b.ld(nrOffset)
 	emitABICheck(b)
 
+	// The syscalls the filter looks at, each with where it goes; the first entry of a number
+	// counts. The dispatch is a binary search over them, everything else is allowed.
+	var table dispatchTable
 	for _, list := range [][]uint32{denied, archDenied} {
 		for _, nr := range list {
-			b.jeq(nr, lEPERM, "")
+			table.add(nr, lEPERM)
 		}
 	}
-	b.jeq(unix.SYS_CLONE3, lENOSYS, "")
+	table.add(unix.SYS_CLONE3, lENOSYS)
 
-	b.jeq(unix.SYS_CLONE, lClone, "")
+	table.add(unix.SYS_CLONE, lClone)
 	b.deferBlock(lClone, func() {
 		b.ld(argLow(0))
 		b.jset(cloneNewFlags, lEPERM, lAllow)
 	})
 
-	b.jeq(unix.SYS_PERSONALITY, lPersonality, "")
+	table.add(unix.SYS_PERSONALITY, lPersonality)
 	b.deferBlock(lPersonality, func() {
 		b.ld(argLow(0))
 		b.jeq(perLinux, lAllow, "")
 		b.jeq(personaQuery, lAllow, lEPERM)
 	})
 
-	b.jeq(unix.SYS_IOCTL, lIoctl, "")
+	table.add(unix.SYS_IOCTL, lIoctl)
 	b.deferBlock(lIoctl, func() {
 		b.ld(argLow(1))
 		b.jeq(unix.TIOCSTI, lEPERM, "")
 		b.jeq(unix.TIOCLINUX, lEPERM, lAllow)
 	})
 
-	b.jeq(unix.SYS_SOCKET, lSocket, "")
+	table.add(unix.SYS_SOCKET, lSocket)
 	b.deferBlock(lSocket, func() {
 		b.ld(argLow(0))
 		b.jeq(unix.AF_UNIX, lAllow, "")
@@ -180,7 +183,7 @@ func Filter(opts Options) ([]bpf.RawInstruction, error) {
 	// Go fall back to openat.
 	for _, m := range append(modeSyscalls, archModeSyscalls...) {
 		l := label(fmt.Sprintf("mode%d", m.nr))
-		b.jeq(m.nr, l, "")
+		table.add(m.nr, l)
 		b.deferBlock(l, func() {
 			if m.creates {
 				b.ld(argLow(m.flags))
@@ -190,16 +193,16 @@ func Filter(opts Options) ([]bpf.RawInstruction, error) {
 			b.jset(unix.S_ISUID, lEPERM, lAllow)
 		})
 	}
-	b.jeq(sysOpenat2, lENOSYS, "")
+	table.add(sysOpenat2, lENOSYS)
 
-	b.jeq(unix.SYS_SOCKETPAIR, lSocketpair, "")
+	table.add(unix.SYS_SOCKETPAIR, lSocketpair)
 	b.deferBlock(lSocketpair, func() {
 		b.ld(argLow(0))
 		b.jeq(unix.AF_UNIX, lAllow, lEAFNOSUPPORT)
 	})
 
 	if opts.NoExecMemfd {
-		b.jeq(unix.SYS_MEMFD_CREATE, lMemfd, "")
+		table.add(unix.SYS_MEMFD_CREATE, lMemfd)
 		b.deferBlock(lMemfd, func() {
 			b.ld(argLow(1))
 			if opts.SealMemfds {
@@ -209,14 +212,14 @@ func Filter(opts Options) ([]bpf.RawInstruction, error) {
 				b.jset(unix.MFD_EXEC, lEPERM, lAllow)
 			}
 		})
-		b.jeq(unix.SYS_EXECVEAT, lExecveat, "")
+		table.add(unix.SYS_EXECVEAT, lExecveat)
 		b.deferBlock(lExecveat, func() {
 			b.ld(argLow(4))
 			b.jset(unix.AT_EMPTY_PATH, lEPERM, lAllow)
 		})
 	}
 
-	b.ret(unix.SECCOMP_RET_ALLOW)
+	b.dispatch(table)
 	b.emitDeferred()
 
 	b.label(lAllow)

@@ -5,6 +5,7 @@ package seccomp
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"testing"
 
 	"golang.org/x/net/bpf"
@@ -114,9 +115,9 @@ func TestFilterArch(t *testing.T) {
 	}
 }
 
-func TestFilterDenied(t *testing.T) {
-	// Listed independently of the package's table so that a dropped entry
-	// fails here.
+// deniedByName are the syscalls refused with EPERM whatever their arguments, listed independently
+// of the package's table so that a dropped entry fails the tests.
+func deniedByName() map[string]uint32 {
 	eperm := map[string]uint32{
 		"io_uring_setup": unix.SYS_IO_URING_SETUP, "io_uring_enter": unix.SYS_IO_URING_ENTER,
 		"io_uring_register": unix.SYS_IO_URING_REGISTER,
@@ -143,8 +144,12 @@ func TestFilterDenied(t *testing.T) {
 	for name, nr := range archOnlyDenied {
 		eperm[name] = nr
 	}
+	return eperm
+}
+
+func TestFilterDenied(t *testing.T) {
 	m := newVM(t, Options{})
-	for name, nr := range eperm {
+	for name, nr := range deniedByName() {
 		// Arguments must not matter.
 		for _, args := range [][]uint64{nil, {^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}} {
 			if got := m.run(nativeAuditArch, nr, args...); got != actEPERM {
@@ -153,6 +158,40 @@ func TestFilterDenied(t *testing.T) {
 		}
 	}
 	checkCases(t, m, []vmCase{{"clone3", unix.SYS_CLONE3, nil, actENOSYS}})
+}
+
+// TestFilterEveryNumber runs every syscall number below 2048 and the largest ones through the
+// program (the binary search over the numbers it looks at must send each to the right place),
+// with all arguments 0: only the denied syscalls, clone3 and openat2, and socket and socketpair
+// (family AF_UNSPEC) are refused; with SealMemfds, memfd_create without MFD_NOEXEC_SEAL too.
+func TestFilterEveryNumber(t *testing.T) {
+	want := map[uint32]uint32{unix.SYS_CLONE3: actENOSYS, sysOpenat2: actENOSYS,
+		unix.SYS_SOCKET: actEAFNOSUPPORT, unix.SYS_SOCKETPAIR: actEAFNOSUPPORT}
+	for _, nr := range deniedByName() {
+		want[nr] = actEPERM
+	}
+	numbers := []uint32{0x7fffffff, 0xfffffffe}
+	for nr := range uint32(2048) {
+		numbers = append(numbers, nr)
+	}
+	for _, opts := range allOptions {
+		m := newVM(t, opts)
+		for _, nr := range numbers {
+			w, ok := want[nr]
+			if !ok {
+				w = actAllow
+			}
+			if nr == unix.SYS_MEMFD_CREATE && opts.NoExecMemfd && opts.SealMemfds {
+				w = actEPERM
+			}
+			if nr&foreignNumberBits != 0 {
+				continue // x32: TestFilterX32
+			}
+			if got := m.run(nativeAuditArch, nr); got != w {
+				t.Errorf("%+v: nr %d: got %s, want %s", opts, nr, actName(got), actName(w))
+			}
+		}
+	}
 }
 
 func TestFilterAllowsOrdinarySyscalls(t *testing.T) {
@@ -365,4 +404,44 @@ func TestFilterSetUID(t *testing.T) {
 	}
 	cases = append(cases, archSetUIDCases()...)
 	checkCases(t, newVM(t, Options{}), cases)
+}
+
+// allOptions are every combination of Options.
+var allOptions = []Options{{}, {NoExecMemfd: true}, {SealMemfds: true}, {NoExecMemfd: true, SealMemfds: true}}
+
+// TestProgramCache: the program Install loads is the one Filter builds for the very options asked
+// for, whatever was built (and cached) before: each combination is asked for twice, in an order
+// where a cache keyed on anything less than the whole Options would hand back another's program.
+func TestProgramCache(t *testing.T) {
+	for _, opts := range append(slices.Clone(allOptions), allOptions...) {
+		got, err := program(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := Filter(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := make([]unix.SockFilter, len(raw))
+		for i, ins := range raw {
+			want[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%+v: the cached program differs from Filter's", opts)
+		}
+	}
+	a, _ := program(Options{})
+	b, _ := program(Options{NoExecMemfd: true, SealMemfds: true})
+	if slices.Equal(a, b) {
+		t.Error("the programs with and without NoExecMemfd are the same: the test cannot tell them apart")
+	}
+}
+
+// BenchmarkFilter builds the program from scratch (what the first Install of a process pays).
+func BenchmarkFilter(b *testing.B) {
+	for b.Loop() {
+		if _, err := Filter(Options{NoExecMemfd: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

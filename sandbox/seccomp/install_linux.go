@@ -4,55 +4,52 @@ package seccomp
 
 import (
 	"fmt"
-	"runtime"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// Install sets no_new_privs if it is not already set and loads the Filter
-// for opts with seccomp(SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC),
-// so that every thread of the process gets the filter (and no_new_privs).
-// Neither can be undone; both survive execve.
-//
-// Call it last, right before execve, on a thread locked with
-// runtime.LockOSThread: after Install the process can no longer create
-// namespaces or mount.
-func Install(opts Options) error {
+// programs caches the kernel form of Filter's program by Options: the program depends on nothing
+// else (the syscall tables are compiled in), so each one is built once per process.
+var programs sync.Map // Options -> []unix.SockFilter
+
+// program returns the kernel form of the Filter for opts, built on first use.
+func program(opts Options) ([]unix.SockFilter, error) {
+	if p, ok := programs.Load(opts); ok {
+		return p.([]unix.SockFilter), nil
+	}
 	raw, err := Filter(opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	filter := make([]unix.SockFilter, len(raw))
 	for i, ins := range raw {
 		filter[i] = unix.SockFilter{Code: ins.Op, Jt: ins.Jt, Jf: ins.Jf, K: ins.K}
 	}
-	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	p, _ := programs.LoadOrStore(opts, filter)
+	return p.([]unix.SockFilter), nil
+}
 
-	// no_new_privs is per thread; seccomp checks it on the calling thread
-	// and TSYNC copies it to the others, so both calls must run on one.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-
-	nnp, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+// Install loads the Filter for opts on the calling thread only, with
+// seccomp(SECCOMP_SET_MODE_FILTER) and no TSYNC, after setting that thread's
+// no_new_privs. Neither can be undone; both survive fork and execve, and a
+// fork copies the calling thread's. Other threads keep what they had.
+//
+// Call it last, right before forking the program, on a thread locked with
+// runtime.LockOSThread that stays locked: the filter then binds that thread
+// and what it forks, and the Go runtime runs nothing else on it.
+func Install(opts Options) error {
+	filter, err := program(opts)
 	if err != nil {
-		return fmt.Errorf("seccomp: read no_new_privs: %w", err)
+		return err
 	}
-	if nnp != 1 {
-		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-			return fmt.Errorf("seccomp: set no_new_privs: %w", err)
-		}
+	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	if _, _, errno := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0); errno != 0 {
+		return fmt.Errorf("seccomp: set no_new_privs: %w", errno)
 	}
-
-	tid, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
-		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog)))
-	if errno != 0 {
+	if _, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&prog))); errno != 0 {
 		return fmt.Errorf("seccomp: install filter: %w", errno)
-	}
-	if tid != 0 {
-		// With TSYNC, a positive result is the thread that could not be
-		// synchronized; no filter was installed.
-		return fmt.Errorf("seccomp: install filter: thread %d cannot be synchronized", tid)
 	}
 	return nil
 }
