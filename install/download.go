@@ -24,8 +24,6 @@ import (
 const (
 	// stallTimeout abandons a download whose body delivers nothing for this long.
 	stallTimeout = time.Minute
-	// copyBuffer is the read size while streaming a download to disk.
-	copyBuffer = 256 << 10
 	// scriptTimeout bounds a curl method's installer script.
 	scriptTimeout = 10 * time.Minute
 )
@@ -69,7 +67,9 @@ func (in *installer) download(ctx context.Context, e manifest.InstallMethod) (st
 	}
 	defer os.RemoveAll(tmp)
 	archive := filepath.Join(tmp, "download")
-	if err := in.fetch(ctx, e.URL, e.VerifySHA256, archive); err != nil {
+	// Without extract_bin the download can only be the binary itself, which place will fsync: write
+	// it through to the disk as it arrives. An archive is read back at once and never fsynced.
+	if err := in.fetch(ctx, e.URL, e.VerifySHA256, archive, e.ExtractBin == ""); err != nil {
 		return "", err
 	}
 	f, err := sniff(archive)
@@ -111,7 +111,7 @@ func (in *installer) curl(ctx context.Context, e manifest.InstallMethod) (string
 	}
 	defer os.RemoveAll(tmp)
 	script := filepath.Join(tmp, "install.sh")
-	if err := in.fetch(ctx, e.URL, e.VerifySHA256, script); err != nil {
+	if err := in.fetch(ctx, e.URL, e.VerifySHA256, script, false); err != nil {
 		return "", err
 	}
 	env, _ := sandbox.Env(in.o.LookupEnv, append([]string{"PATH", "HOME"}, proxyVars...), nil)
@@ -123,8 +123,9 @@ func (in *installer) curl(ctx context.Context, e manifest.InstallMethod) (string
 
 // fetch streams rawURL into the new file dst, hashing it on the way (one pass), and checks the
 // hash against want when want is set. On a mismatch dst is removed and the error is a
-// *ChecksumError.
-func (in *installer) fetch(ctx context.Context, rawURL, want, dst string) error {
+// *ChecksumError. through writes the file through to the disk as it arrives (fileWriter), for a
+// file that will be fsynced.
+func (in *installer) fetch(ctx context.Context, rawURL, want, dst string, through bool) error {
 	if want != "" {
 		w, err := parseSHA256(want)
 		if err != nil {
@@ -163,9 +164,7 @@ func (in *installer) fetch(ctx context.Context, rawURL, want, dst string) error 
 		return fmt.Errorf("GET %s: %w", shown, err)
 	}
 	h := sha256.New()
-	stall := time.AfterFunc(stallTimeout, func() { cancel(errStalled) })
-	n, err := in.copyProgress(f, io.LimitReader(resp.Body, in.limits.download+1), h, total, stall)
-	stall.Stop()
+	n, err := in.fetchInto(f, resp.Body, h, total, cancel, through)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -176,6 +175,8 @@ func (in *installer) fetch(ctx context.Context, rawURL, want, dst string) error 
 		err = fmt.Errorf("GET %s: after %d bytes: %w", shown, n, err)
 	case n > in.limits.download:
 		err = fmt.Errorf("GET %s: more than the %d bytes allowed", shown, in.limits.download)
+	case total >= 0 && n != total:
+		err = fmt.Errorf("GET %s: %d bytes received, %d announced", shown, n, total)
 	}
 	if err != nil {
 		os.Remove(dst)
@@ -188,52 +189,16 @@ func (in *installer) fetch(ctx context.Context, rawURL, want, dst string) error 
 	return nil
 }
 
-// hashBuffers is how many copy buffers are in flight between the copy loop and the hashing
-// goroutine: enough that reading the next chunk never waits for the hash of the last one.
-const hashBuffers = 4
-
-// copyProgress copies src to dst and into h, reporting progress and pushing the stall timer back on
-// every read. SHA-256 is slower than loopback delivers bytes, so h runs on a goroutine of its own,
-// fed the chunks in order, while the next chunk is read and written (BENCHMARKS.md, "The daemon").
-func (in *installer) copyProgress(dst io.Writer, src io.Reader, h hash.Hash, total int64, stall *time.Timer) (int64, error) {
-	free := make(chan []byte, hashBuffers)
-	for range hashBuffers {
-		free <- make([]byte, copyBuffer)
+// fetchInto copies body (at most the download limit and one byte) into f and h under the stall
+// timer, which cancels the request when the body delivers nothing for stallTimeout.
+func (in *installer) fetchInto(f *os.File, body io.Reader, h hash.Hash, total int64, cancel context.CancelCauseFunc, through bool) (int64, error) {
+	w, err := newFileWriter(f, total, through)
+	if err != nil {
+		return 0, err
 	}
-	chunks := make(chan []byte, hashBuffers)
-	hashed := make(chan struct{})
-	go func() {
-		defer close(hashed)
-		for c := range chunks {
-			h.Write(c) // a hash.Hash never fails to write
-			free <- c[:cap(c)]
-		}
-	}()
-	defer func() { close(chunks); <-hashed }() // h holds every chunk written once copyProgress returns
-	var n int64
-	for {
-		buf := <-free
-		nr, rerr := src.Read(buf)
-		if nr > 0 {
-			stall.Reset(stallTimeout)
-			if _, err := dst.Write(buf[:nr]); err != nil {
-				return n, err
-			}
-			chunks <- buf[:nr]
-			n += int64(nr)
-			if in.o.Progress != nil {
-				in.o.Progress(n, total)
-			}
-		} else {
-			free <- buf
-		}
-		if rerr == io.EOF {
-			return n, nil
-		}
-		if rerr != nil {
-			return n, rerr
-		}
-	}
+	stall := time.AfterFunc(stallTimeout, func() { cancel(errStalled) })
+	defer stall.Stop()
+	return in.copyProgress(w, io.LimitReader(body, in.limits.download+1), h, total, stall)
 }
 
 // parseSHA256 checks a verify_sha256 value and returns it in lower case.
