@@ -137,8 +137,10 @@ func dropPrivileges(p isolation.Plan, userNS bool) error {
 	if err := unix.Prctl(unix.PR_SET_SECUREBITS, lockedSecurebits, 0, 0, 0); err != nil {
 		return fmt.Errorf("securebits: %w", err)
 	}
-	if err := dropBoundingSet(); err != nil {
-		return err
+	if !boundingSetDropped {
+		if err := dropBoundingSet(); err != nil {
+			return err
+		}
 	}
 	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil {
 		return fmt.Errorf("clear ambient capabilities: %w", err)
@@ -162,6 +164,9 @@ const maxCapabilities = 64
 // dropBoundingSet drops every capability from the calling thread's bounding set, from 0 up to the
 // first number the kernel refuses as no capability at all (EINVAL): its CAP_LAST_CAP, without
 // reading /proc/sys/kernel/cap_last_cap. verify checks the set is empty.
+//
+// A pooled init drops it while it waits for its plan (see prewarm), on the thread it stays locked
+// to; verify checks it is empty either way.
 func dropBoundingSet() error {
 	for c := range maxCapabilities {
 		_, _, errno := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0, 0)
@@ -174,6 +179,10 @@ func dropBoundingSet() error {
 	}
 	return nil
 }
+
+// boundingSetDropped is set once the init's forking thread has dropped its bounding set ahead of
+// its plan (prewarm).
+var boundingSetDropped bool
 
 // setThreadCredentials switches the calling thread, and no other, to the supplementary groups,
 // gid and uid given (real, effective and saved), with the raw system calls: Go's

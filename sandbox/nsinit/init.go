@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/clihost/clihost/isolation"
+	"github.com/clihost/clihost/sandbox/seccomp"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,8 +44,17 @@ func runInit() int {
 	if err != nil {
 		return fail(exitFailure, "init: lifeline", err)
 	}
+	// From here on this goroutine stays on its thread: the program is forked from it, and what
+	// is per thread (the bounding set, then the credentials, Landlock and seccomp) is set on it.
+	runtime.LockOSThread()
 	if step, err := prepareNamespaces(); err != nil {
 		return fail(exitFailure, step, err)
+	}
+	if !planWaiting() {
+		// Started ahead of its call (a Pool): do what does not depend on the plan now.
+		if step, err := prewarm(); err != nil {
+			return fail(exitFailure, step, err)
+		}
 	}
 	e, err := readPlan()
 	if err != nil {
@@ -86,9 +96,6 @@ func runInit() int {
 			return fail(exitFailure, "stdin", err)
 		}
 	}
-	// From here on this goroutine stays on its thread: capabilities, the bounding set and the
-	// securebits are per thread, and the program is forked from this one.
-	runtime.LockOSThread()
 	if err := joinCgroups(e.CgroupFDs); err != nil {
 		return fail(exitFailure, "cgroup: join", err)
 	}
@@ -165,6 +172,30 @@ func prepareNamespaces() (string, error) {
 	}
 	if err := loopbackUp(); err != nil {
 		return "network: lo up", err
+	}
+	return "", nil
+}
+
+// planWaiting reports whether the plan is already in its pipe (an init started for its call) rather
+// than still to come (one waiting in a Pool).
+func planWaiting() bool {
+	fds := []unix.PollFd{{Fd: 3, Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err != nil || n > 0
+}
+
+// prewarm does, on the init's locked thread, the parts of confine that do not depend on the plan:
+// it drops the bounding set (nothing the init does before the program's exec needs it) and builds
+// the seccomp programs the plan may ask for.
+func prewarm() (string, error) {
+	if err := dropBoundingSet(); err != nil {
+		return "privileges", err
+	}
+	boundingSetDropped = true
+	for _, o := range []seccomp.Options{{}, {NoExecMemfd: true}, {NoExecMemfd: true, SealMemfds: true}} {
+		if err := seccomp.Prepare(o); err != nil {
+			return "seccomp", err
+		}
 	}
 	return "", nil
 }

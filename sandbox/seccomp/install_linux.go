@@ -31,6 +31,13 @@ func program(opts Options) ([]unix.SockFilter, error) {
 	return p.([]unix.SockFilter), nil
 }
 
+// Prepare builds and caches the program for opts ahead of Install (a sandbox init started before
+// its call does it while it waits).
+func Prepare(opts Options) error {
+	_, err := program(opts)
+	return err
+}
+
 // Install loads the Filter for opts on the calling thread only, with
 // seccomp(SECCOMP_SET_MODE_FILTER) and no TSYNC, after setting that thread's
 // no_new_privs. Neither can be undone; both survive fork and execve, and a

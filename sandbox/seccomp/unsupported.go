@@ -13,3 +13,8 @@ func Filter(opts Options) ([]bpf.RawInstruction, error) {
 func Install(opts Options) error {
 	return ErrUnsupported
 }
+
+// Prepare returns ErrUnsupported on this platform.
+func Prepare(opts Options) error {
+	return ErrUnsupported
+}
