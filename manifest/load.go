@@ -138,15 +138,12 @@ func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
 	b.CLI = cli
 	l := &linter{b: b, c: c, refs: newCollector(doc), opts: opts, cli: cli}
 	l.root = root
-	// CLI.md's own checks run while the tools load; neither writes what the other reads.
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	// CLI.md's own checks run while the tools load, on the same workers; neither writes what the
+	// other reads.
+	l.loadTools(func() {
 		c.schema(schema)
 		l.cliRules()
-	}()
-	l.loadTools()
-	<-done
+	})
 	c.merge(l.refs)
 	b.Findings = append(b.Findings, c.findings()...)
 	b.Findings.Sort()

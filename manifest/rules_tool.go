@@ -31,15 +31,49 @@ var (
 // MCPName is the MCP tool name of a command path: its words joined with _.
 func MCPName(path []string) string { return strings.Join(path, "_") }
 
-// loadTools loads the TOOL.md of every leaf of the commands tree and lints each. The files are
-// independent, so they are parsed concurrently (up to GOMAXPROCS at a time); results are combined
-// in manifest order, so output does not depend on scheduling.
-func (l *linter) loadTools() {
+// toolLoads is the TOOL.md work of one bundle: one job per distinct file, and the entries that
+// refer to a file another entry already loads.
+type toolLoads struct {
+	jobs   []*toolLinter
+	shared []struct{ entry, from *ToolEntry }
+	leaves []Leaf
+}
+
+// loadTools loads the TOOL.md of every leaf of the commands tree and lints each, with also (when
+// not nil) running alongside them on the same workers. The files are independent, so they are
+// parsed concurrently (up to GOMAXPROCS at a time); results are combined in manifest order, so
+// output does not depend on scheduling.
+func (l *linter) loadTools(also func()) {
+	tl := l.toolJobs()
+	// A few long-lived workers rather than a goroutine per file: validation recurses deeply, and
+	// every fresh goroutine would grow its stack again. also goes first: it is the longest job.
+	work := make([]func(), 0, len(tl.jobs)+1)
+	if also != nil {
+		work = append(work, also)
+	}
+	for _, j := range tl.jobs {
+		work = append(work, j.read)
+	}
+	parallel.Each(work, func(f func()) { f() })
+	l.finishTools(tl)
+}
+
+// read reads and loads the job's TOOL.md.
+func (j *toolLinter) read() {
+	data, err := readManifest(j.b.fsys, j.fsPath)
+	if err != nil {
+		j.readErr = err
+		return
+	}
+	j.load(data)
+}
+
+// toolJobs lists the TOOL.md files to load, reporting refs that leave the bundle.
+func (l *linter) toolJobs() toolLoads {
 	bundleDir := path.Dir(l.b.fsPath)
-	var jobs []*toolLinter
+	tl := toolLoads{leaves: l.cli.Commands.Leaves()}
 	first := map[string]*ToolEntry{} // TOOL.md path → the entry that loads it
-	var shared []struct{ entry, from *ToolEntry }
-	for _, leaf := range l.cli.Commands.Leaves() {
+	for _, leaf := range tl.leaves {
 		entry := &ToolEntry{Path: leaf.Path, Ref: leaf.Ref}
 		full := path.Join(bundleDir, leaf.Ref)
 		if path.IsAbs(leaf.Ref) || !within(bundleDir, full) {
@@ -51,28 +85,21 @@ func (l *linter) loadTools() {
 			continue // never read: its text would end up in findings and logs
 		}
 		if prev, ok := first[full]; ok {
-			shared = append(shared, struct{ entry, from *ToolEntry }{entry, prev})
+			tl.shared = append(tl.shared, struct{ entry, from *ToolEntry }{entry, prev})
 			l.b.Tools = append(l.b.Tools, entry)
 			continue
 		}
 		first[full] = entry
-		jobs = append(jobs, &toolLinter{linter: l, entry: entry, fsPath: full, leaf: leaf})
+		tl.jobs = append(tl.jobs, &toolLinter{linter: l, entry: entry, fsPath: full, leaf: leaf})
 	}
+	return tl
+}
 
-	// A few long-lived workers rather than a goroutine per file: validation recurses deeply, and
-	// every fresh goroutine would grow its stack again.
-	parallel.Each(jobs, func(j *toolLinter) {
-		data, err := readManifest(l.b.fsys, j.fsPath)
-		if err != nil {
-			j.readErr = err
-			return
-		}
-		j.load(data)
-	})
-
-	commandPathRule(jobs)
+// finishTools runs the rules across tools and collects the loaded tools and their findings.
+func (l *linter) finishTools(tl toolLoads) {
+	commandPathRule(tl.jobs)
 	ids := map[string]string{}
-	for _, j := range jobs {
+	for _, j := range tl.jobs {
 		if j.readErr != nil {
 			l.refs.at(j.leaf.Pointer, SeverityError, "commands-ref-missing", fmt.Sprintf("command %q refers to %q, which cannot be read: %v", strings.Join(j.leaf.Path, " "), j.leaf.Ref, unwrapPathError(j.readErr)), "create the TOOL.md or fix the path (relative to the bundle folder)")
 			continue
@@ -87,10 +114,10 @@ func (l *linter) loadTools() {
 		}
 		l.b.Findings = append(l.b.Findings, j.c.findings()...)
 	}
-	for _, s := range shared {
+	for _, s := range tl.shared {
 		s.entry.Tool, s.entry.inputSchema, s.entry.outputSchema = s.from.Tool, s.from.inputSchema, s.from.outputSchema
 	}
-	sortTools(l.b.Tools, l.cli.Commands.Leaves())
+	sortTools(l.b.Tools, tl.leaves)
 }
 
 // sortTools puts the tool entries back in the commands tree's order.
