@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -26,6 +27,7 @@ type Document struct {
 	Body   string         // the markdown after the frontmatter
 	offset int            // lines before the YAML text (the opening --- line)
 	dups   Findings
+	digest [sha256.Size]byte // SHA-256 of the YAML text, which Value is a function of
 }
 
 // Pos returns the position of the value at the JSON pointer ptr ("" is the document itself),
@@ -150,6 +152,7 @@ func ParseDocument(file string, data []byte) (doc *Document, findings Findings) 
 	}
 	doc.offset = 1
 	doc.Body = string(body)
+	doc.digest = sha256.Sum256(front)
 
 	var root yaml.Node
 	if err := safeUnmarshal(front, &root); err != nil {

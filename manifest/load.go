@@ -1,12 +1,15 @@
 package manifest
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
@@ -200,22 +203,46 @@ func (c *collector) findings() Findings {
 
 var quotedNames = regexp.MustCompile(`'([^']*)'`)
 
+// schemaGroup is what schema validation found at one instance location: the keyword of its first
+// leaf error and the distinct messages, in the order the validator reported them.
+type schemaGroup struct {
+	ptr, keyword string
+	msgs         []string
+}
+
 // schema validates the document's values and records each leaf error at its instance location.
 func (c *collector) schema(s *jsonschema.Schema) {
 	if c.doc.Value == nil {
 		return
 	}
-	err := s.Validate(c.doc.Value)
+	groups, ok := validationCache.get(s, c.doc.digest)
+	if !ok {
+		groups = schemaGroups(s.Validate(c.doc.Value))
+		validationCache.put(s, c.doc.digest, groups)
+	}
+	for _, g := range groups {
+		where := strings.TrimPrefix(g.ptr, "/")
+		if where == "" {
+			where = "frontmatter"
+		}
+		msg := where + ": " + strings.Join(g.msgs, "; ")
+		pos := c.doc.Pos(g.ptr)
+		if g.keyword == "additionalProperties" || g.keyword == "required" {
+			pos = c.doc.KeyPos(g.ptr)
+		}
+		c.schemaFs = append(c.schemaFs, pointed{ptr: g.ptr, f: Finding{Pos: pos, Severity: SeverityError,
+			Rule: "schema-" + kebab(g.keyword), Message: msg, Hint: schemaHint(g.keyword)}})
+	}
+}
+
+// schemaGroups groups the leaf errors of a validation result by instance location.
+func schemaGroups(err error) []schemaGroup {
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return
+		return nil
 	}
-	type group struct {
-		keyword string
-		msgs    []string
-	}
-	groups := map[string]*group{}
-	var order []string
+	index := map[string]int{}
+	var groups []schemaGroup
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) > 0 {
@@ -232,38 +259,64 @@ func (c *collector) schema(s *jsonschema.Schema) {
 				ptr = JoinPointer(ptr, m[1])
 			}
 		}
-		g, ok := groups[ptr]
+		i, ok := index[ptr]
 		if !ok {
-			g = &group{keyword: kw}
-			groups[ptr] = g
-			order = append(order, ptr)
+			i = len(groups)
+			index[ptr] = i
+			groups = append(groups, schemaGroup{ptr: ptr, keyword: kw})
 		}
 		msg := e.Message
 		if kw == "additionalProperties" {
 			msg = unknownFieldsMessage(e.Message)
 		}
-		for _, m := range g.msgs {
-			if m == msg {
-				return
-			}
+		if !slices.Contains(groups[i].msgs, msg) {
+			groups[i].msgs = append(groups[i].msgs, msg)
 		}
-		g.msgs = append(g.msgs, msg)
 	}
 	walk(ve)
-	for _, ptr := range order {
-		g := groups[ptr]
-		where := strings.TrimPrefix(ptr, "/")
-		if where == "" {
-			where = "frontmatter"
-		}
-		msg := where + ": " + strings.Join(g.msgs, "; ")
-		pos := c.doc.Pos(ptr)
-		if g.keyword == "additionalProperties" || g.keyword == "required" {
-			pos = c.doc.KeyPos(ptr)
-		}
-		c.schemaFs = append(c.schemaFs, pointed{ptr: ptr, f: Finding{Pos: pos, Severity: SeverityError,
-			Rule: "schema-" + kebab(g.keyword), Message: msg, Hint: schemaHint(g.keyword)}})
+	return groups
+}
+
+// validationCache holds what validating a frontmatter against one of the embedded schemas found,
+// by the schema and the SHA-256 of the frontmatter's text. The frontmatter's values are a function
+// of its text and validation a function of the schema and the values, so an unchanged file is not
+// validated again on a reload; any change to the text is a different key. Positions are not
+// cached: they are looked up in the document each time. The cache is dropped whole when it
+// reaches validationCacheSize entries.
+var validationCache groupCache
+
+const validationCacheSize = 1 << 14
+
+type groupKey struct {
+	schema *jsonschema.Schema
+	digest [sha256.Size]byte
+}
+
+type groupCache struct {
+	sync.Mutex
+	m map[groupKey][]schemaGroup
+}
+
+func (gc *groupCache) get(s *jsonschema.Schema, digest [sha256.Size]byte) ([]schemaGroup, bool) {
+	gc.Lock()
+	defer gc.Unlock()
+	g, ok := gc.m[groupKey{s, digest}]
+	return g, ok
+}
+
+func (gc *groupCache) put(s *jsonschema.Schema, digest [sha256.Size]byte, g []schemaGroup) {
+	gc.Lock()
+	defer gc.Unlock()
+	if gc.m == nil || len(gc.m) >= validationCacheSize {
+		gc.m = map[groupKey][]schemaGroup{}
 	}
+	gc.m[groupKey{s, digest}] = g
+}
+
+func (gc *groupCache) reset() {
+	gc.Lock()
+	gc.m = nil
+	gc.Unlock()
 }
 
 func schemaHint(keyword string) string {

@@ -236,11 +236,13 @@ var schemaCache struct {
 
 const schemaCacheSize = 4096
 
-// ResetSchemaCache empties the compiled-schema cache (for cold-start benchmarks).
+// ResetSchemaCache empties the compiled-schema cache and the cache of frontmatter validation
+// results (for cold-start benchmarks).
 func ResetSchemaCache() {
 	schemaCache.Lock()
 	schemaCache.m = nil
 	schemaCache.Unlock()
+	validationCache.reset()
 }
 
 func compileEmbeddedSchema(raw []byte) (*jsonschema.Schema, error) {

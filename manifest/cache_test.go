@@ -1,0 +1,82 @@
+package manifest
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/clihost/clihost/schemas"
+)
+
+// TestValidationCacheFollowsEdits: a reload after an edit validates the new text, never reuses the
+// result for the old one: the finding appears with the edit and goes with its undoing, at the
+// edited line, whether the earlier result is cached or not.
+func TestValidationCacheFollowsEdits(t *testing.T) {
+	bad := []edit{{toolFile, "risk_level: 0\n", "risk_level: 7\n"}}
+	for round := range 2 {
+		if b := LoadBundle(buildBundle(t, nil, nil), cliFile, LoadOptions{}); len(b.Findings) != 0 {
+			t.Fatalf("round %d, base bundle:\n%s", round, findingsText(b.Findings))
+		}
+		b := LoadBundle(buildBundle(t, bad, nil), cliFile, LoadOptions{})
+		if len(b.Findings) != 1 || b.Findings[0].Rule != "schema-maximum" || b.Findings[0].Pos.File != toolFile ||
+			b.Findings[0].Pos.Line != lineOf(t, strings.Replace(baseTool, "risk_level: 0", "risk_level: 7", 1), "risk_level: 7") {
+			t.Fatalf("round %d, risk_level 7:\n%s", round, findingsText(b.Findings))
+		}
+	}
+}
+
+// TestValidationCacheSameFindingsAsCold: a bundle with schema errors in both files gives the same
+// findings, positions included, validated afresh and from the cache; and the same text in another
+// file is reported at that file.
+func TestValidationCacheSameFindingsAsCold(t *testing.T) {
+	edits := []edit{
+		{cliFile, "bin: demo\n", "bin: demo\ncolour: blue\nshade: dark\n"},
+		{toolFile, "risk_level: 0\n", "risk_level: 7\nextra: 1\n"},
+		{toolFile, "version: 1.0.0", "version: one"},
+	}
+	fsys := buildBundle(t, edits, nil)
+	ResetSchemaCache()
+	cold := LoadBundle(fsys, cliFile, LoadOptions{})
+	if len(cold.Findings) < 4 {
+		t.Fatalf("expected schema findings in both files, got:\n%s", findingsText(cold.Findings))
+	}
+	warm := LoadBundle(fsys, cliFile, LoadOptions{})
+	if !reflect.DeepEqual(cold.Findings, warm.Findings) {
+		t.Fatalf("cold:\n%s\nwarm:\n%s", findingsText(cold.Findings), findingsText(warm.Findings))
+	}
+	moved := LoadBundle(fsys, cliFile, LoadOptions{Display: func(p string) string { return "elsewhere/" + p }})
+	if len(moved.Findings) != len(cold.Findings) {
+		t.Fatalf("moved:\n%s", findingsText(moved.Findings))
+	}
+	for i, f := range moved.Findings {
+		want := cold.Findings[i]
+		want.Pos.File = "elsewhere/" + want.Pos.File
+		if f != want {
+			t.Errorf("finding %d: got %s, want %s", i, f, want)
+		}
+	}
+}
+
+// TestValidationCacheKeyedBySchema: the same text validated against the TOOL schema and then
+// the CLI schema gets each schema's own result.
+func TestValidationCacheKeyedBySchema(t *testing.T) {
+	cli, err := schemas.CLI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, err := schemas.Tool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, problems := ParseDocument(toolFile, []byte(baseTool))
+	if len(problems) != 0 {
+		t.Fatal(problems)
+	}
+	asTool := newCollector(doc)
+	asTool.schema(tool)
+	asCLI := newCollector(doc)
+	asCLI.schema(cli)
+	if len(asTool.findings()) != 0 || len(asCLI.findings()) == 0 {
+		t.Fatalf("as TOOL.md:\n%s\nas CLI.md:\n%s", findingsText(asTool.findings()), findingsText(asCLI.findings()))
+	}
+}
