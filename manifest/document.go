@@ -111,16 +111,23 @@ func parentPointer(ptr string) string {
 	return ptr[:i]
 }
 
+// pointerEscaper escapes a reference token as RFC 6901 requires ("~" first, then "/").
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
 // JoinPointer appends reference tokens to a JSON pointer, escaping them as RFC 6901 requires.
 func JoinPointer(ptr string, tokens ...any) string {
 	var b strings.Builder
 	b.WriteString(ptr)
 	for _, t := range tokens {
 		b.WriteByte('/')
-		s := fmt.Sprint(t)
-		s = strings.ReplaceAll(s, "~", "~0")
-		s = strings.ReplaceAll(s, "/", "~1")
-		b.WriteString(s)
+		switch t := t.(type) {
+		case int:
+			b.WriteString(strconv.Itoa(t))
+		case string:
+			b.WriteString(pointerEscaper.Replace(t))
+		default:
+			b.WriteString(pointerEscaper.Replace(fmt.Sprint(t)))
+		}
 	}
 	return b.String()
 }
