@@ -80,3 +80,32 @@ func TestValidationCacheKeyedBySchema(t *testing.T) {
 		t.Fatalf("as TOOL.md:\n%s\nas CLI.md:\n%s", findingsText(asTool.findings()), findingsText(asCLI.findings()))
 	}
 }
+
+// TestCompiledSchemaFollowsEdits: after an edit to a tool's inputs schema, the tool validates with
+// the new schema (its example is checked against it too), and with the old one again once the edit
+// is undone; the inputs and outputs of the same text are different schemas.
+func TestCompiledSchemaFollowsEdits(t *testing.T) {
+	narrow := []edit{{toolFile, "enum: [open, closed]", "enum: [closed]"}}
+	for round := range 2 {
+		b := LoadBundle(buildBundle(t, nil, nil), cliFile, LoadOptions{})
+		if len(b.Findings) != 0 || b.Tools[0].InputSchema().Validate(map[string]any{"state": "open", "query": "x"}) != nil {
+			t.Fatalf("round %d, base bundle:\n%s", round, findingsText(b.Findings))
+		}
+		if b.Tools[0].OutputSchema().Validate([]any{}) != nil {
+			t.Fatalf("round %d: outputs schema is not the array schema", round)
+		}
+		b = LoadBundle(buildBundle(t, narrow, nil), cliFile, LoadOptions{})
+		if len(b.Findings) != 1 || b.Findings[0].Rule != "tool-example-invalid" {
+			t.Fatalf("round %d, narrowed enum:\n%s", round, findingsText(b.Findings))
+		}
+		if b.Tools[0].InputSchema().Validate(map[string]any{"state": "open", "query": "x"}) == nil {
+			t.Fatalf("round %d: the narrowed inputs schema accepts state open", round)
+		}
+	}
+}
+
+func TestJoinPointer(t *testing.T) {
+	if got := JoinPointer("/a", "x/y~z", 3, int64(4)); got != "/a/x~1y~0z/3/4" {
+		t.Fatalf("got %q", got)
+	}
+}

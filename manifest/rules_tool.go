@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -208,16 +209,21 @@ func (t *toolLinter) rules(tool *Tool) {
 }
 
 // compileSchema compiles a JSON Schema held in the manifest; remote references are refused.
+// A schema already compiled for the same place in a frontmatter of the same text is reused without
+// encoding it again.
 func (t *toolLinter) compileSchema(ptr string, v map[string]any, rule string, mustBeObject bool) *jsonschema.Schema {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		t.c.at(ptr, SeverityError, rule, "the schema cannot be encoded as JSON: "+err.Error(), "")
-		return nil
-	}
-	s, err := compileEmbeddedSchema(raw)
-	if err != nil {
-		t.c.at(ptr, SeverityError, rule, "the schema is not valid JSON Schema 2020-12: "+schemaErrorText(err), "fix it against https://json-schema.org/draft/2020-12")
-		return nil
+	at := docSchemaKey{t.c.doc.digest, ptr}
+	s := schemaAt(at)
+	if s == nil {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			t.c.at(ptr, SeverityError, rule, "the schema cannot be encoded as JSON: "+err.Error(), "")
+			return nil
+		}
+		if s, err = compileEmbeddedSchema(at, raw); err != nil {
+			t.c.at(ptr, SeverityError, rule, "the schema is not valid JSON Schema 2020-12: "+schemaErrorText(err), "fix it against https://json-schema.org/draft/2020-12")
+			return nil
+		}
 	}
 	if mustBeObject && v["type"] != "object" {
 		t.c.atKey(ptr, SeverityError, rule, "inputs must be an object schema (type: object)", "tool inputs are named arguments: type: object with properties")
@@ -228,10 +234,27 @@ func (t *toolLinter) compileSchema(ptr string, v map[string]any, rule string, mu
 
 // schemaCache holds compiled manifest schemas by their JSON text. A compiled schema is immutable,
 // so bundles that share a schema (many tools output {type: string}) and reloads of unchanged
-// files compile it once. The cache is dropped whole when it reaches schemaCacheSize.
+// files compile it once. byDoc finds the same schemas by the frontmatter they were compiled from
+// (the SHA-256 of its text, which the schema's value is a function of) and their place in it, so
+// a reload of an unchanged file need not encode them. Both are dropped whole when m reaches
+// schemaCacheSize entries or byDoc four times that.
 var schemaCache struct {
 	sync.Mutex
-	m map[string]*jsonschema.Schema
+	m     map[string]*jsonschema.Schema
+	byDoc map[docSchemaKey]*jsonschema.Schema
+}
+
+// docSchemaKey is a schema's place: the frontmatter's digest and the JSON pointer inside it.
+type docSchemaKey struct {
+	digest [sha256.Size]byte
+	ptr    string
+}
+
+// schemaAt returns the schema compiled for at, or nil.
+func schemaAt(at docSchemaKey) *jsonschema.Schema {
+	schemaCache.Lock()
+	defer schemaCache.Unlock()
+	return schemaCache.byDoc[at]
 }
 
 const schemaCacheSize = 4096
@@ -240,19 +263,36 @@ const schemaCacheSize = 4096
 // results (for cold-start benchmarks).
 func ResetSchemaCache() {
 	schemaCache.Lock()
-	schemaCache.m = nil
+	schemaCache.m, schemaCache.byDoc = nil, nil
 	schemaCache.Unlock()
 	validationCache.reset()
 }
 
-func compileEmbeddedSchema(raw []byte) (*jsonschema.Schema, error) {
+// compileEmbeddedSchema compiles raw, or takes it from the cache, and records it for at.
+func compileEmbeddedSchema(at docSchemaKey, raw []byte) (*jsonschema.Schema, error) {
 	key := string(raw)
 	schemaCache.Lock()
 	s, ok := schemaCache.m[key]
 	schemaCache.Unlock()
-	if ok {
-		return s, nil
+	if !ok {
+		var err error
+		if s, err = compileSchemaText(raw); err != nil {
+			return nil, err
+		}
 	}
+	schemaCache.Lock()
+	defer schemaCache.Unlock()
+	if schemaCache.m == nil || len(schemaCache.m) >= schemaCacheSize || len(schemaCache.byDoc) >= 4*schemaCacheSize {
+		schemaCache.m = map[string]*jsonschema.Schema{}
+		schemaCache.byDoc = map[docSchemaKey]*jsonschema.Schema{}
+	}
+	schemaCache.m[key] = s
+	schemaCache.byDoc[at] = s
+	return s, nil
+}
+
+// compileSchemaText compiles one self-contained JSON Schema 2020-12.
+func compileSchemaText(raw []byte) (*jsonschema.Schema, error) {
 	comp := jsonschema.NewCompiler()
 	comp.Draft = jsonschema.Draft2020
 	comp.LoadURL = func(u string) (io.ReadCloser, error) {
@@ -262,17 +302,7 @@ func compileEmbeddedSchema(raw []byte) (*jsonschema.Schema, error) {
 	if err := comp.AddResource(url, bytes.NewReader(raw)); err != nil {
 		return nil, err
 	}
-	s, err := comp.Compile(url)
-	if err != nil {
-		return nil, err
-	}
-	schemaCache.Lock()
-	if schemaCache.m == nil || len(schemaCache.m) >= schemaCacheSize {
-		schemaCache.m = map[string]*jsonschema.Schema{}
-	}
-	schemaCache.m[key] = s
-	schemaCache.Unlock()
-	return s, nil
+	return comp.Compile(url)
 }
 
 // schemaErrorText flattens a jsonschema error to its innermost messages.
