@@ -109,3 +109,18 @@ func TestJoinPointer(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// TestUnknownFieldsInFileOrder: several unknown fields in one mapping are named, and pointed at,
+// in the order they are written, every time (the validator lists them in random map order).
+func TestUnknownFieldsInFileOrder(t *testing.T) {
+	fsys := buildBundle(t, []edit{{cliFile, "bin: demo\n", "bin: demo\nzeta: 1\nalpha: 2\nmid: 3\nbeta: 4\n"}}, nil)
+	want := lineOf(t, strings.Replace(baseCLI, "bin: demo\n", "bin: demo\nzeta: 1\n", 1), "zeta: 1")
+	for range 20 {
+		ResetSchemaCache()
+		b := LoadBundle(fsys, cliFile, LoadOptions{})
+		if len(b.Findings) != 1 || b.Findings[0].Pos.Line != want ||
+			b.Findings[0].Message != "zeta: unknown fields 'zeta', 'alpha', 'mid' and 1 more" {
+			t.Fatalf("findings:\n%s", findingsText(b.Findings))
+		}
+	}
+}

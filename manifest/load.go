@@ -217,7 +217,7 @@ func (c *collector) schema(s *jsonschema.Schema) {
 	}
 	groups, ok := validationCache.get(s, c.doc.digest)
 	if !ok {
-		groups = schemaGroups(s.Validate(c.doc.Value))
+		groups = schemaGroups(c.doc, s.Validate(c.doc.Value))
 		validationCache.put(s, c.doc.digest, groups)
 	}
 	for _, g := range groups {
@@ -236,7 +236,7 @@ func (c *collector) schema(s *jsonschema.Schema) {
 }
 
 // schemaGroups groups the leaf errors of a validation result by instance location.
-func schemaGroups(err error) []schemaGroup {
+func schemaGroups(doc *Document, err error) []schemaGroup {
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
 		return nil
@@ -252,11 +252,11 @@ func schemaGroups(err error) []schemaGroup {
 			return
 		}
 		kw := e.KeywordLocation[strings.LastIndexByte(e.KeywordLocation, '/')+1:]
-		ptr := e.InstanceLocation
+		ptr, msg := e.InstanceLocation, e.Message
 		if kw == "additionalProperties" {
 			// point at the first unexpected key itself
-			if m := quotedNames.FindStringSubmatch(e.Message); m != nil {
-				ptr = JoinPointer(ptr, m[1])
+			if names := unknownFields(doc, ptr, e.Message); len(names) > 0 {
+				ptr, msg = JoinPointer(ptr, names[0]), unknownFieldsMessage(names)
 			}
 		}
 		i, ok := index[ptr]
@@ -264,10 +264,6 @@ func schemaGroups(err error) []schemaGroup {
 			i = len(groups)
 			index[ptr] = i
 			groups = append(groups, schemaGroup{ptr: ptr, keyword: kw})
-		}
-		msg := e.Message
-		if kw == "additionalProperties" {
-			msg = unknownFieldsMessage(e.Message)
 		}
 		if !slices.Contains(groups[i].msgs, msg) {
 			groups[i].msgs = append(groups[i].msgs, msg)
@@ -353,23 +349,37 @@ func kebab(s string) string {
 	return b.String()
 }
 
-// unknownFieldsMessage rewrites "additionalProperties 'a', 'b' not allowed" briefly.
-func unknownFieldsMessage(msg string) string {
+// unknownFields returns the names an "additionalProperties 'a', 'b' not allowed" error lists, in
+// the order they are written in the document under ptr. The validator lists them in Go's random map
+// order, which would make the finding's position change from one run to the next.
+func unknownFields(doc *Document, ptr, msg string) []string {
 	var names []string
 	for _, m := range quotedNames.FindAllStringSubmatch(msg, -1) {
-		names = append(names, "'"+m[1]+"'")
+		names = append(names, m[1])
 	}
-	if len(names) == 0 {
-		return msg
+	slices.SortStableFunc(names, func(a, b string) int {
+		pa, pb := doc.KeyPos(JoinPointer(ptr, a)), doc.KeyPos(JoinPointer(ptr, b))
+		if pa.Line != pb.Line {
+			return pa.Line - pb.Line
+		}
+		return pa.Col - pb.Col
+	})
+	return names
+}
+
+// unknownFieldsMessage says briefly which fields are unknown.
+func unknownFieldsMessage(names []string) string {
+	quoted := make([]string, 0, min(len(names), 3))
+	for _, n := range names[:min(len(names), 3)] {
+		quoted = append(quoted, "'"+n+"'")
 	}
 	more := ""
 	if len(names) > 3 {
 		more = fmt.Sprintf(" and %d more", len(names)-3)
-		names = names[:3]
 	}
 	word := "field"
-	if len(names) > 1 || more != "" {
+	if len(names) > 1 {
 		word = "fields"
 	}
-	return fmt.Sprintf("unknown %s %s%s", word, strings.Join(names, ", "), more)
+	return fmt.Sprintf("unknown %s %s%s", word, strings.Join(quoted, ", "), more)
 }
