@@ -210,7 +210,7 @@ func safeUnmarshal(data []byte, n *yaml.Node) (err error) {
 // splitFrontmatter returns the YAML between an opening "---" line and the next "---" or "..." line.
 func splitFrontmatter(data []byte) (front, body []byte, ok bool) {
 	first, rest, found := bytes.Cut(data, []byte("\n"))
-	if !found || strings.TrimRight(string(first), " \t\r") != "---" {
+	if !found || string(bytes.TrimRight(first, " \t\r")) != "---" {
 		return nil, nil, false
 	}
 	pos := 0
@@ -224,7 +224,7 @@ func splitFrontmatter(data []byte) (front, body []byte, ok bool) {
 			line = rest[pos : pos+end]
 			next = pos + end + 1
 		}
-		if t := strings.TrimRight(string(line), " \t\r"); t == "---" || t == "..." {
+		if t := bytes.TrimRight(line, " \t\r"); string(t) == "---" || string(t) == "..." {
 			if next > len(rest) {
 				return rest[:pos], nil, true
 			}

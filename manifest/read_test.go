@@ -26,3 +26,11 @@ func TestReadAllSized(t *testing.T) {
 		t.Errorf("a failing reader: %q, %v", data, err)
 	}
 }
+
+// TestSplitFrontmatterAllocatesNothing: finding the frontmatter's end looks at each line in place.
+func TestSplitFrontmatterAllocatesNothing(t *testing.T) {
+	data := []byte(baseTool)
+	if n := testing.AllocsPerRun(20, func() { splitFrontmatter(data) }); n != 0 {
+		t.Fatalf("%v allocations", n)
+	}
+}
