@@ -236,8 +236,8 @@ func (t *toolLinter) compileSchema(ptr string, v map[string]any, rule string, mu
 // so bundles that share a schema (many tools output {type: string}) and reloads of unchanged
 // files compile it once. byDoc finds the same schemas by the frontmatter they were compiled from
 // (the SHA-256 of its text, which the schema's value is a function of) and their place in it, so
-// a reload of an unchanged file need not encode them. Both are dropped whole when m reaches
-// schemaCacheSize entries or byDoc four times that.
+// a reload of an unchanged file need not encode them. m is dropped whole (byDoc with it) when it
+// reaches schemaCacheSize entries, byDoc alone when it reaches four times that.
 var schemaCache struct {
 	sync.Mutex
 	m     map[string]*jsonschema.Schema
@@ -282,8 +282,11 @@ func compileEmbeddedSchema(at docSchemaKey, raw []byte) (*jsonschema.Schema, err
 	}
 	schemaCache.Lock()
 	defer schemaCache.Unlock()
-	if schemaCache.m == nil || len(schemaCache.m) >= schemaCacheSize || len(schemaCache.byDoc) >= 4*schemaCacheSize {
+	if schemaCache.m == nil || len(schemaCache.m) >= schemaCacheSize {
 		schemaCache.m = map[string]*jsonschema.Schema{}
+		schemaCache.byDoc = nil
+	}
+	if schemaCache.byDoc == nil || len(schemaCache.byDoc) >= 4*schemaCacheSize {
 		schemaCache.byDoc = map[docSchemaKey]*jsonschema.Schema{}
 	}
 	schemaCache.m[key] = s
