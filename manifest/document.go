@@ -70,8 +70,12 @@ func (d *Document) lookup(ptr string) (key, val *yaml.Node) {
 	if ptr == "" {
 		return nil, val
 	}
-	for _, tok := range strings.Split(ptr[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+	for rest, more := ptr[1:], true; more; {
+		var tok string
+		tok, rest, more = strings.Cut(rest, "/")
+		if strings.IndexByte(tok, '~') >= 0 {
+			tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		}
 		key = nil
 		switch val.Kind {
 		case yaml.MappingNode:

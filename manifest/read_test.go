@@ -34,3 +34,22 @@ func TestSplitFrontmatterAllocatesNothing(t *testing.T) {
 		t.Fatalf("%v allocations", n)
 	}
 }
+
+// TestPointerLookup: JSON pointers are walked token by token, with RFC 6901's escapes undone and
+// empty keys, array indexes and missing entries handled.
+func TestPointerLookup(t *testing.T) {
+	doc, problems := ParseDocument("x.md", []byte("---\na/b: 1\n\"c~d\": 2\n\"\": 3\nlist:\n  - 4\n  - {\"\": 5}\n---\n"))
+	if len(problems) != 0 {
+		t.Fatal(problems)
+	}
+	for ptr, line := range map[string]int{"/a~1b": 2, "/c~0d": 3, "/": 4, "/list/1": 7, "/list/1/": 7, "/list/0": 6} {
+		if !doc.Has(ptr) || doc.Pos(ptr).Line != line {
+			t.Errorf("%q: has %v, line %d, want %d", ptr, doc.Has(ptr), doc.Pos(ptr).Line, line)
+		}
+	}
+	for _, ptr := range []string{"/a/b", "/list/2", "/list/x", "/list/0/0", "/none"} {
+		if doc.Has(ptr) {
+			t.Errorf("%q: found", ptr)
+		}
+	}
+}
