@@ -124,3 +124,30 @@ func TestUnknownFieldsInFileOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionCheckCacheFollowsEdits: each version_check pattern and range is judged by its own
+// text, before and after the others were seen.
+func TestVersionCheckCacheFollowsEdits(t *testing.T) {
+	cases := []struct {
+		edit edit
+		rule string // "" for none
+	}{
+		{edit{cliFile, `parse: 'demo (\d+\.\d+\.\d+)'`, `parse: 'demo \d+'`}, "version-regex-group"},
+		{edit{cliFile, `parse: 'demo (\d+\.\d+\.\d+)'`, `parse: 'demo ((\d+)'`}, "version-regex"},
+		{edit{cliFile, `parse: 'demo (\d+\.\d+\.\d+)'`, `parse: 'demo (\d+)(?=\.)'`}, ""},
+		{edit{cliFile, `range: ">=1.0 <2"`, `range: "newest"`}, "version-range"},
+		{edit{cliFile, `range: ">=1.0 <2"`, `range: ">=1.1 <2"`}, ""},
+	}
+	for round := range 2 {
+		for _, c := range cases {
+			b := LoadBundle(buildBundle(t, []edit{c.edit}, nil), cliFile, LoadOptions{})
+			got := ""
+			if len(b.Findings) > 0 {
+				got = b.Findings[0].Rule
+			}
+			if len(b.Findings) > 1 || got != c.rule {
+				t.Errorf("round %d, %s: want %q, got:\n%s", round, c.edit.new, c.rule, findingsText(b.Findings))
+			}
+		}
+	}
+}

@@ -259,13 +259,15 @@ func schemaAt(at docSchemaKey) *jsonschema.Schema {
 
 const schemaCacheSize = 4096
 
-// ResetSchemaCache empties the compiled-schema cache and the cache of frontmatter validation
-// results (for cold-start benchmarks).
+// ResetSchemaCache empties the compiled-schema cache and the caches of what checking a
+// frontmatter and its version_check found (for cold-start benchmarks).
 func ResetSchemaCache() {
 	schemaCache.Lock()
 	schemaCache.m, schemaCache.byDoc = nil, nil
 	schemaCache.Unlock()
 	validationCache.reset()
+	versionPatternErrors.reset()
+	versionRangeErrors.reset()
 }
 
 // compileEmbeddedSchema compiles raw, or takes it from the cache, and records it for at.
