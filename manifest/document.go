@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -26,6 +27,7 @@ type Document struct {
 	Body   string         // the markdown after the frontmatter
 	offset int            // lines before the YAML text (the opening --- line)
 	dups   Findings
+	digest [sha256.Size]byte // SHA-256 of the YAML text, which Value is a function of
 }
 
 // Pos returns the position of the value at the JSON pointer ptr ("" is the document itself),
@@ -68,8 +70,12 @@ func (d *Document) lookup(ptr string) (key, val *yaml.Node) {
 	if ptr == "" {
 		return nil, val
 	}
-	for _, tok := range strings.Split(ptr[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+	for rest, more := ptr[1:], true; more; {
+		var tok string
+		tok, rest, more = strings.Cut(rest, "/")
+		if strings.IndexByte(tok, '~') >= 0 {
+			tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		}
 		key = nil
 		switch val.Kind {
 		case yaml.MappingNode:
@@ -109,16 +115,23 @@ func parentPointer(ptr string) string {
 	return ptr[:i]
 }
 
+// pointerEscaper escapes a reference token as RFC 6901 requires ("~" first, then "/").
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
 // JoinPointer appends reference tokens to a JSON pointer, escaping them as RFC 6901 requires.
 func JoinPointer(ptr string, tokens ...any) string {
 	var b strings.Builder
 	b.WriteString(ptr)
 	for _, t := range tokens {
 		b.WriteByte('/')
-		s := fmt.Sprint(t)
-		s = strings.ReplaceAll(s, "~", "~0")
-		s = strings.ReplaceAll(s, "/", "~1")
-		b.WriteString(s)
+		switch t := t.(type) {
+		case int:
+			b.WriteString(strconv.Itoa(t))
+		case string:
+			b.WriteString(pointerEscaper.Replace(t))
+		default:
+			b.WriteString(pointerEscaper.Replace(fmt.Sprint(t)))
+		}
 	}
 	return b.String()
 }
@@ -150,6 +163,7 @@ func ParseDocument(file string, data []byte) (doc *Document, findings Findings) 
 	}
 	doc.offset = 1
 	doc.Body = string(body)
+	doc.digest = sha256.Sum256(front)
 
 	var root yaml.Node
 	if err := safeUnmarshal(front, &root); err != nil {
@@ -200,7 +214,7 @@ func safeUnmarshal(data []byte, n *yaml.Node) (err error) {
 // splitFrontmatter returns the YAML between an opening "---" line and the next "---" or "..." line.
 func splitFrontmatter(data []byte) (front, body []byte, ok bool) {
 	first, rest, found := bytes.Cut(data, []byte("\n"))
-	if !found || strings.TrimRight(string(first), " \t\r") != "---" {
+	if !found || string(bytes.TrimRight(first, " \t\r")) != "---" {
 		return nil, nil, false
 	}
 	pos := 0
@@ -214,7 +228,7 @@ func splitFrontmatter(data []byte) (front, body []byte, ok bool) {
 			line = rest[pos : pos+end]
 			next = pos + end + 1
 		}
-		if t := strings.TrimRight(string(line), " \t\r"); t == "---" || t == "..." {
+		if t := bytes.TrimRight(line, " \t\r"); string(t) == "---" || string(t) == "..." {
 			if next > len(rest) {
 				return rest[:pos], nil, true
 			}

@@ -1,12 +1,15 @@
 package manifest
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
@@ -138,15 +141,12 @@ func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
 	b.CLI = cli
 	l := &linter{b: b, c: c, refs: newCollector(doc), opts: opts, cli: cli}
 	l.root = root
-	// CLI.md's own checks run while the tools load; neither writes what the other reads.
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	// CLI.md's own checks run while the tools load, on the same workers; neither writes what the
+	// other reads.
+	l.loadTools(func() {
 		c.schema(schema)
 		l.cliRules()
-	}()
-	l.loadTools()
-	<-done
+	})
 	c.merge(l.refs)
 	b.Findings = append(b.Findings, c.findings()...)
 	b.Findings.Sort()
@@ -203,22 +203,46 @@ func (c *collector) findings() Findings {
 
 var quotedNames = regexp.MustCompile(`'([^']*)'`)
 
+// schemaGroup is what schema validation found at one instance location: the keyword of its first
+// leaf error and the distinct messages, in the order the validator reported them.
+type schemaGroup struct {
+	ptr, keyword string
+	msgs         []string
+}
+
 // schema validates the document's values and records each leaf error at its instance location.
 func (c *collector) schema(s *jsonschema.Schema) {
 	if c.doc.Value == nil {
 		return
 	}
-	err := s.Validate(c.doc.Value)
+	groups, ok := validationCache.get(s, c.doc.digest)
+	if !ok {
+		groups = schemaGroups(c.doc, s.Validate(c.doc.Value))
+		validationCache.put(s, c.doc.digest, groups)
+	}
+	for _, g := range groups {
+		where := strings.TrimPrefix(g.ptr, "/")
+		if where == "" {
+			where = "frontmatter"
+		}
+		msg := where + ": " + strings.Join(g.msgs, "; ")
+		pos := c.doc.Pos(g.ptr)
+		if g.keyword == "additionalProperties" || g.keyword == "required" {
+			pos = c.doc.KeyPos(g.ptr)
+		}
+		c.schemaFs = append(c.schemaFs, pointed{ptr: g.ptr, f: Finding{Pos: pos, Severity: SeverityError,
+			Rule: "schema-" + kebab(g.keyword), Message: msg, Hint: schemaHint(g.keyword)}})
+	}
+}
+
+// schemaGroups groups the leaf errors of a validation result by instance location.
+func schemaGroups(doc *Document, err error) []schemaGroup {
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return
+		return nil
 	}
-	type group struct {
-		keyword string
-		msgs    []string
-	}
-	groups := map[string]*group{}
-	var order []string
+	index := map[string]int{}
+	var groups []schemaGroup
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) > 0 {
@@ -228,45 +252,67 @@ func (c *collector) schema(s *jsonschema.Schema) {
 			return
 		}
 		kw := e.KeywordLocation[strings.LastIndexByte(e.KeywordLocation, '/')+1:]
-		ptr := e.InstanceLocation
+		ptr, msg := e.InstanceLocation, e.Message
 		if kw == "additionalProperties" {
 			// point at the first unexpected key itself
-			if m := quotedNames.FindStringSubmatch(e.Message); m != nil {
-				ptr = JoinPointer(ptr, m[1])
+			if names := unknownFields(doc, ptr, e.Message); len(names) > 0 {
+				ptr, msg = JoinPointer(ptr, names[0]), unknownFieldsMessage(names)
 			}
 		}
-		g, ok := groups[ptr]
+		i, ok := index[ptr]
 		if !ok {
-			g = &group{keyword: kw}
-			groups[ptr] = g
-			order = append(order, ptr)
+			i = len(groups)
+			index[ptr] = i
+			groups = append(groups, schemaGroup{ptr: ptr, keyword: kw})
 		}
-		msg := e.Message
-		if kw == "additionalProperties" {
-			msg = unknownFieldsMessage(e.Message)
+		if !slices.Contains(groups[i].msgs, msg) {
+			groups[i].msgs = append(groups[i].msgs, msg)
 		}
-		for _, m := range g.msgs {
-			if m == msg {
-				return
-			}
-		}
-		g.msgs = append(g.msgs, msg)
 	}
 	walk(ve)
-	for _, ptr := range order {
-		g := groups[ptr]
-		where := strings.TrimPrefix(ptr, "/")
-		if where == "" {
-			where = "frontmatter"
-		}
-		msg := where + ": " + strings.Join(g.msgs, "; ")
-		pos := c.doc.Pos(ptr)
-		if g.keyword == "additionalProperties" || g.keyword == "required" {
-			pos = c.doc.KeyPos(ptr)
-		}
-		c.schemaFs = append(c.schemaFs, pointed{ptr: ptr, f: Finding{Pos: pos, Severity: SeverityError,
-			Rule: "schema-" + kebab(g.keyword), Message: msg, Hint: schemaHint(g.keyword)}})
+	return groups
+}
+
+// validationCache holds what validating a frontmatter against one of the embedded schemas found,
+// by the schema and the SHA-256 of the frontmatter's text. The frontmatter's values are a function
+// of its text and validation a function of the schema and the values, so an unchanged file is not
+// validated again on a reload; any change to the text is a different key. Positions are not
+// cached: they are looked up in the document each time. The cache is dropped whole when it
+// reaches validationCacheSize entries.
+var validationCache groupCache
+
+const validationCacheSize = 1 << 14
+
+type groupKey struct {
+	schema *jsonschema.Schema
+	digest [sha256.Size]byte
+}
+
+type groupCache struct {
+	sync.Mutex
+	m map[groupKey][]schemaGroup
+}
+
+func (gc *groupCache) get(s *jsonschema.Schema, digest [sha256.Size]byte) ([]schemaGroup, bool) {
+	gc.Lock()
+	defer gc.Unlock()
+	g, ok := gc.m[groupKey{s, digest}]
+	return g, ok
+}
+
+func (gc *groupCache) put(s *jsonschema.Schema, digest [sha256.Size]byte, g []schemaGroup) {
+	gc.Lock()
+	defer gc.Unlock()
+	if gc.m == nil || len(gc.m) >= validationCacheSize {
+		gc.m = map[groupKey][]schemaGroup{}
 	}
+	gc.m[groupKey{s, digest}] = g
+}
+
+func (gc *groupCache) reset() {
+	gc.Lock()
+	gc.m = nil
+	gc.Unlock()
 }
 
 func schemaHint(keyword string) string {
@@ -303,23 +349,37 @@ func kebab(s string) string {
 	return b.String()
 }
 
-// unknownFieldsMessage rewrites "additionalProperties 'a', 'b' not allowed" briefly.
-func unknownFieldsMessage(msg string) string {
+// unknownFields returns the names an "additionalProperties 'a', 'b' not allowed" error lists, in
+// the order they are written in the document under ptr. The validator lists them in Go's random map
+// order, which would make the finding's position change from one run to the next.
+func unknownFields(doc *Document, ptr, msg string) []string {
 	var names []string
 	for _, m := range quotedNames.FindAllStringSubmatch(msg, -1) {
-		names = append(names, "'"+m[1]+"'")
+		names = append(names, m[1])
 	}
-	if len(names) == 0 {
-		return msg
+	slices.SortStableFunc(names, func(a, b string) int {
+		pa, pb := doc.KeyPos(JoinPointer(ptr, a)), doc.KeyPos(JoinPointer(ptr, b))
+		if pa.Line != pb.Line {
+			return pa.Line - pb.Line
+		}
+		return pa.Col - pb.Col
+	})
+	return names
+}
+
+// unknownFieldsMessage says briefly which fields are unknown.
+func unknownFieldsMessage(names []string) string {
+	quoted := make([]string, 0, min(len(names), 3))
+	for _, n := range names[:min(len(names), 3)] {
+		quoted = append(quoted, "'"+n+"'")
 	}
 	more := ""
 	if len(names) > 3 {
 		more = fmt.Sprintf(" and %d more", len(names)-3)
-		names = names[:3]
 	}
 	word := "field"
-	if len(names) > 1 || more != "" {
+	if len(names) > 1 {
 		word = "fields"
 	}
-	return fmt.Sprintf("unknown %s %s%s", word, strings.Join(names, ", "), more)
+	return fmt.Sprintf("unknown %s %s%s", word, strings.Join(quoted, ", "), more)
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // linter applies the semantic rules to one bundle.
@@ -105,11 +106,59 @@ func (l *linter) vendoredRule(ptr, p string) {
 	}
 }
 
+// versionPatternErrors and versionRangeErrors remember, by their text, whether a version_check
+// pattern compiles and a range parses (lint needs only that), so a reload does not compile them
+// again.
+var versionPatternErrors, versionRangeErrors errorCache
+
+func compileVersionPatternError(p string) error {
+	_, err := CompileVersionPattern(p)
+	return err
+}
+
+func parseRangeError(r string) error {
+	_, err := ParseRange(r)
+	return err
+}
+
+// errorCache holds the outcome of a check that is a function of one string alone. It is dropped
+// whole when it reaches errorCacheSize entries.
+type errorCache struct {
+	sync.Mutex
+	m map[string]error
+}
+
+const errorCacheSize = 1024
+
+// get returns check(text), from the cache when text was checked before.
+func (ec *errorCache) get(text string, check func(string) error) error {
+	ec.Lock()
+	err, ok := ec.m[text]
+	ec.Unlock()
+	if ok {
+		return err
+	}
+	err = check(text)
+	ec.Lock()
+	defer ec.Unlock()
+	if ec.m == nil || len(ec.m) >= errorCacheSize {
+		ec.m = map[string]error{}
+	}
+	ec.m[text] = err
+	return err
+}
+
+func (ec *errorCache) reset() {
+	ec.Lock()
+	ec.m = nil
+	ec.Unlock()
+}
+
 func (l *linter) versionRules() {
 	vc := l.cli.VersionCheck
 	doc := l.c.doc
 	if doc.Has("/version_check/parse") {
-		if _, err := CompileVersionPattern(vc.Parse); err != nil {
+		if err := versionPatternErrors.get(vc.Parse, compileVersionPatternError); err != nil {
 			if err == errNoGroup {
 				l.c.at("/version_check/parse", SeverityError, "version-regex-group", fmt.Sprintf("parse %q has no capture group", vc.Parse), "wrap the version in parentheses, e.g. 'gh version (\\S+)'")
 			} else {
@@ -118,7 +167,7 @@ func (l *linter) versionRules() {
 		}
 	}
 	if doc.Has("/version_check/range") {
-		if _, err := ParseRange(vc.Range); err != nil {
+		if err := versionRangeErrors.get(vc.Range, parseRangeError); err != nil {
 			l.c.at("/version_check/range", SeverityError, "version-range", err.Error(), "write an npm range such as '>=2.40 <3', '^1.6' or '1.x || 2.x'")
 		}
 	}

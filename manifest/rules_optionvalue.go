@@ -52,15 +52,18 @@ func (t *toolLinter) optionValueRules(ptr string, tokens []TemplateToken, tool *
 		if e == nil || e.Source != "input" {
 			continue
 		}
-		var msg, hint string
+		// the texts are written only for an entry that is reported
+		var texts func() (msg, hint string)
 		switch e.Filter {
 		case FilterOptional:
 			opt := e.Args[0]
 			if strings.HasSuffix(opt, "=") {
 				continue
 			}
-			msg = fmt.Sprintf("optional('%s') passes ${input.%s} as an argument of its own", opt, e.Name())
-			hint = fmt.Sprintf("glue the value to the option: %s", gluedOptional(opt, e))
+			texts = func() (string, string) {
+				return fmt.Sprintf("optional('%s') passes ${input.%s} as an argument of its own", opt, e.Name()),
+					fmt.Sprintf("glue the value to the option: %s", gluedOptional(opt, e))
+			}
 		case "", FilterDefault, FilterJSON, FilterJoin:
 			if i == 0 {
 				continue
@@ -69,14 +72,17 @@ func (t *toolLinter) optionValueRules(ptr string, tokens []TemplateToken, tool *
 			if !ok || !optionToken.MatchString(prev) {
 				continue
 			}
-			msg = fmt.Sprintf("${input.%s} stands alone right after the option %q", e.Name(), prev)
-			hint = fmt.Sprintf("if %s takes this value, write both as one entry, %q; if the value is a positional argument, put a literal \"--\" before it", prev, glued(prev, tok.Raw))
+			texts = func() (string, string) {
+				return fmt.Sprintf("${input.%s} stands alone right after the option %q", e.Name(), prev),
+					fmt.Sprintf("if %s takes this value, write both as one entry, %q; if the value is a positional argument, put a literal \"--\" before it", prev, glued(prev, tok.Raw))
+			}
 		default:
 			continue
 		}
 		if !mayStartWithDash(InputProperty(tool.Inputs, e.Path), e.Filter) {
 			continue
 		}
+		msg, hint := texts()
 		t.c.at(JoinPointer(ptr, i), SeverityWarning, "argv-option-value",
 			msg+": a value starting with '-' is refused there, since the CLI could read it as an option",
 			hint+fmt.Sprintf("; when the CLI only takes a separate value (jq --arg NAME VALUE), mark the input %s: true and keep its values safe in its schema", AllowDashKeyword))

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,15 +32,49 @@ var (
 // MCPName is the MCP tool name of a command path: its words joined with _.
 func MCPName(path []string) string { return strings.Join(path, "_") }
 
-// loadTools loads the TOOL.md of every leaf of the commands tree and lints each. The files are
-// independent, so they are parsed concurrently (up to GOMAXPROCS at a time); results are combined
-// in manifest order, so output does not depend on scheduling.
-func (l *linter) loadTools() {
+// toolLoads is the TOOL.md work of one bundle: one job per distinct file, and the entries that
+// refer to a file another entry already loads.
+type toolLoads struct {
+	jobs   []*toolLinter
+	shared []struct{ entry, from *ToolEntry }
+	leaves []Leaf
+}
+
+// loadTools loads the TOOL.md of every leaf of the commands tree and lints each, with also (when
+// not nil) running alongside them on the same workers. The files are independent, so they are
+// parsed concurrently (up to GOMAXPROCS at a time); results are combined in manifest order, so
+// output does not depend on scheduling.
+func (l *linter) loadTools(also func()) {
+	tl := l.toolJobs()
+	// A few long-lived workers rather than a goroutine per file: validation recurses deeply, and
+	// every fresh goroutine would grow its stack again. also goes first: it is the longest job.
+	work := make([]func(), 0, len(tl.jobs)+1)
+	if also != nil {
+		work = append(work, also)
+	}
+	for _, j := range tl.jobs {
+		work = append(work, j.read)
+	}
+	parallel.Each(work, func(f func()) { f() })
+	l.finishTools(tl)
+}
+
+// read reads and loads the job's TOOL.md.
+func (j *toolLinter) read() {
+	data, err := readManifest(j.b.fsys, j.fsPath)
+	if err != nil {
+		j.readErr = err
+		return
+	}
+	j.load(data)
+}
+
+// toolJobs lists the TOOL.md files to load, reporting refs that leave the bundle.
+func (l *linter) toolJobs() toolLoads {
 	bundleDir := path.Dir(l.b.fsPath)
-	var jobs []*toolLinter
+	tl := toolLoads{leaves: l.cli.Commands.Leaves()}
 	first := map[string]*ToolEntry{} // TOOL.md path → the entry that loads it
-	var shared []struct{ entry, from *ToolEntry }
-	for _, leaf := range l.cli.Commands.Leaves() {
+	for _, leaf := range tl.leaves {
 		entry := &ToolEntry{Path: leaf.Path, Ref: leaf.Ref}
 		full := path.Join(bundleDir, leaf.Ref)
 		if path.IsAbs(leaf.Ref) || !within(bundleDir, full) {
@@ -51,28 +86,21 @@ func (l *linter) loadTools() {
 			continue // never read: its text would end up in findings and logs
 		}
 		if prev, ok := first[full]; ok {
-			shared = append(shared, struct{ entry, from *ToolEntry }{entry, prev})
+			tl.shared = append(tl.shared, struct{ entry, from *ToolEntry }{entry, prev})
 			l.b.Tools = append(l.b.Tools, entry)
 			continue
 		}
 		first[full] = entry
-		jobs = append(jobs, &toolLinter{linter: l, entry: entry, fsPath: full, leaf: leaf})
+		tl.jobs = append(tl.jobs, &toolLinter{linter: l, entry: entry, fsPath: full, leaf: leaf})
 	}
+	return tl
+}
 
-	// A few long-lived workers rather than a goroutine per file: validation recurses deeply, and
-	// every fresh goroutine would grow its stack again.
-	parallel.Each(jobs, func(j *toolLinter) {
-		data, err := readManifest(l.b.fsys, j.fsPath)
-		if err != nil {
-			j.readErr = err
-			return
-		}
-		j.load(data)
-	})
-
-	commandPathRule(jobs)
+// finishTools runs the rules across tools and collects the loaded tools and their findings.
+func (l *linter) finishTools(tl toolLoads) {
+	commandPathRule(tl.jobs)
 	ids := map[string]string{}
-	for _, j := range jobs {
+	for _, j := range tl.jobs {
 		if j.readErr != nil {
 			l.refs.at(j.leaf.Pointer, SeverityError, "commands-ref-missing", fmt.Sprintf("command %q refers to %q, which cannot be read: %v", strings.Join(j.leaf.Path, " "), j.leaf.Ref, unwrapPathError(j.readErr)), "create the TOOL.md or fix the path (relative to the bundle folder)")
 			continue
@@ -87,10 +115,10 @@ func (l *linter) loadTools() {
 		}
 		l.b.Findings = append(l.b.Findings, j.c.findings()...)
 	}
-	for _, s := range shared {
+	for _, s := range tl.shared {
 		s.entry.Tool, s.entry.inputSchema, s.entry.outputSchema = s.from.Tool, s.from.inputSchema, s.from.outputSchema
 	}
-	sortTools(l.b.Tools, l.cli.Commands.Leaves())
+	sortTools(l.b.Tools, tl.leaves)
 }
 
 // sortTools puts the tool entries back in the commands tree's order.
@@ -181,16 +209,21 @@ func (t *toolLinter) rules(tool *Tool) {
 }
 
 // compileSchema compiles a JSON Schema held in the manifest; remote references are refused.
+// A schema already compiled for the same place in a frontmatter of the same text is reused without
+// encoding it again.
 func (t *toolLinter) compileSchema(ptr string, v map[string]any, rule string, mustBeObject bool) *jsonschema.Schema {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		t.c.at(ptr, SeverityError, rule, "the schema cannot be encoded as JSON: "+err.Error(), "")
-		return nil
-	}
-	s, err := compileEmbeddedSchema(raw)
-	if err != nil {
-		t.c.at(ptr, SeverityError, rule, "the schema is not valid JSON Schema 2020-12: "+schemaErrorText(err), "fix it against https://json-schema.org/draft/2020-12")
-		return nil
+	at := docSchemaKey{t.c.doc.digest, ptr}
+	s := schemaAt(at)
+	if s == nil {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			t.c.at(ptr, SeverityError, rule, "the schema cannot be encoded as JSON: "+err.Error(), "")
+			return nil
+		}
+		if s, err = compileEmbeddedSchema(at, raw); err != nil {
+			t.c.at(ptr, SeverityError, rule, "the schema is not valid JSON Schema 2020-12: "+schemaErrorText(err), "fix it against https://json-schema.org/draft/2020-12")
+			return nil
+		}
 	}
 	if mustBeObject && v["type"] != "object" {
 		t.c.atKey(ptr, SeverityError, rule, "inputs must be an object schema (type: object)", "tool inputs are named arguments: type: object with properties")
@@ -201,29 +234,70 @@ func (t *toolLinter) compileSchema(ptr string, v map[string]any, rule string, mu
 
 // schemaCache holds compiled manifest schemas by their JSON text. A compiled schema is immutable,
 // so bundles that share a schema (many tools output {type: string}) and reloads of unchanged
-// files compile it once. The cache is dropped whole when it reaches schemaCacheSize.
+// files compile it once. byDoc finds the same schemas by the frontmatter they were compiled from
+// (the SHA-256 of its text, which the schema's value is a function of) and their place in it, so
+// a reload of an unchanged file need not encode them. m is dropped whole (byDoc with it) when it
+// reaches schemaCacheSize entries, byDoc alone when it reaches four times that.
 var schemaCache struct {
 	sync.Mutex
-	m map[string]*jsonschema.Schema
+	m     map[string]*jsonschema.Schema
+	byDoc map[docSchemaKey]*jsonschema.Schema
+}
+
+// docSchemaKey is a schema's place: the frontmatter's digest and the JSON pointer inside it.
+type docSchemaKey struct {
+	digest [sha256.Size]byte
+	ptr    string
+}
+
+// schemaAt returns the schema compiled for at, or nil.
+func schemaAt(at docSchemaKey) *jsonschema.Schema {
+	schemaCache.Lock()
+	defer schemaCache.Unlock()
+	return schemaCache.byDoc[at]
 }
 
 const schemaCacheSize = 4096
 
-// ResetSchemaCache empties the compiled-schema cache (for cold-start benchmarks).
+// ResetSchemaCache empties the compiled-schema cache and the caches of what checking a
+// frontmatter and its version_check found (for cold-start benchmarks).
 func ResetSchemaCache() {
 	schemaCache.Lock()
-	schemaCache.m = nil
+	schemaCache.m, schemaCache.byDoc = nil, nil
 	schemaCache.Unlock()
+	validationCache.reset()
+	versionPatternErrors.reset()
+	versionRangeErrors.reset()
 }
 
-func compileEmbeddedSchema(raw []byte) (*jsonschema.Schema, error) {
+// compileEmbeddedSchema compiles raw, or takes it from the cache, and records it for at.
+func compileEmbeddedSchema(at docSchemaKey, raw []byte) (*jsonschema.Schema, error) {
 	key := string(raw)
 	schemaCache.Lock()
 	s, ok := schemaCache.m[key]
 	schemaCache.Unlock()
-	if ok {
-		return s, nil
+	if !ok {
+		var err error
+		if s, err = compileSchemaText(raw); err != nil {
+			return nil, err
+		}
 	}
+	schemaCache.Lock()
+	defer schemaCache.Unlock()
+	if schemaCache.m == nil || len(schemaCache.m) >= schemaCacheSize {
+		schemaCache.m = map[string]*jsonschema.Schema{}
+		schemaCache.byDoc = nil
+	}
+	if schemaCache.byDoc == nil || len(schemaCache.byDoc) >= 4*schemaCacheSize {
+		schemaCache.byDoc = map[docSchemaKey]*jsonschema.Schema{}
+	}
+	schemaCache.m[key] = s
+	schemaCache.byDoc[at] = s
+	return s, nil
+}
+
+// compileSchemaText compiles one self-contained JSON Schema 2020-12.
+func compileSchemaText(raw []byte) (*jsonschema.Schema, error) {
 	comp := jsonschema.NewCompiler()
 	comp.Draft = jsonschema.Draft2020
 	comp.LoadURL = func(u string) (io.ReadCloser, error) {
@@ -233,17 +307,7 @@ func compileEmbeddedSchema(raw []byte) (*jsonschema.Schema, error) {
 	if err := comp.AddResource(url, bytes.NewReader(raw)); err != nil {
 		return nil, err
 	}
-	s, err := comp.Compile(url)
-	if err != nil {
-		return nil, err
-	}
-	schemaCache.Lock()
-	if schemaCache.m == nil || len(schemaCache.m) >= schemaCacheSize {
-		schemaCache.m = map[string]*jsonschema.Schema{}
-	}
-	schemaCache.m[key] = s
-	schemaCache.Unlock()
-	return s, nil
+	return comp.Compile(url)
 }
 
 // schemaErrorText flattens a jsonschema error to its innermost messages.

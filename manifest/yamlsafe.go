@@ -61,9 +61,28 @@ func readManifest(fsys fs.FS, name string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	data, err := readAllSized(io.LimitReader(f, MaxFileSize+1), min(max(st.Size(), 0), MaxFileSize))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)
 	}
 	return data, nil
+}
+
+// readAllSized reads r to its end into a buffer sized for the size stat gave plus one byte (to see
+// a file that grew), as os.ReadFile does, rather than io.ReadAll's small start and doublings.
+func readAllSized(r io.Reader, size int64) ([]byte, error) {
+	data := make([]byte, 0, size+1)
+	for {
+		if len(data) == cap(data) {
+			data = append(data, 0)[:len(data)]
+		}
+		n, err := r.Read(data[len(data):cap(data)])
+		data = data[:len(data)+n]
+		if err == io.EOF {
+			return data, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }

@@ -1,0 +1,153 @@
+package manifest
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/clihost/clihost/schemas"
+)
+
+// TestValidationCacheFollowsEdits: a reload after an edit validates the new text, never reuses the
+// result for the old one: the finding appears with the edit and goes with its undoing, at the
+// edited line, whether the earlier result is cached or not.
+func TestValidationCacheFollowsEdits(t *testing.T) {
+	bad := []edit{{toolFile, "risk_level: 0\n", "risk_level: 7\n"}}
+	for round := range 2 {
+		if b := LoadBundle(buildBundle(t, nil, nil), cliFile, LoadOptions{}); len(b.Findings) != 0 {
+			t.Fatalf("round %d, base bundle:\n%s", round, findingsText(b.Findings))
+		}
+		b := LoadBundle(buildBundle(t, bad, nil), cliFile, LoadOptions{})
+		if len(b.Findings) != 1 || b.Findings[0].Rule != "schema-maximum" || b.Findings[0].Pos.File != toolFile ||
+			b.Findings[0].Pos.Line != lineOf(t, strings.Replace(baseTool, "risk_level: 0", "risk_level: 7", 1), "risk_level: 7") {
+			t.Fatalf("round %d, risk_level 7:\n%s", round, findingsText(b.Findings))
+		}
+	}
+}
+
+// TestValidationCacheSameFindingsAsCold: a bundle with schema errors in both files gives the same
+// findings, positions included, validated afresh and from the cache; and the same text in another
+// file is reported at that file.
+func TestValidationCacheSameFindingsAsCold(t *testing.T) {
+	edits := []edit{
+		{cliFile, "bin: demo\n", "bin: demo\ncolour: blue\nshade: dark\n"},
+		{toolFile, "risk_level: 0\n", "risk_level: 7\nextra: 1\n"},
+		{toolFile, "version: 1.0.0", "version: one"},
+	}
+	fsys := buildBundle(t, edits, nil)
+	ResetSchemaCache()
+	cold := LoadBundle(fsys, cliFile, LoadOptions{})
+	if len(cold.Findings) < 4 {
+		t.Fatalf("expected schema findings in both files, got:\n%s", findingsText(cold.Findings))
+	}
+	warm := LoadBundle(fsys, cliFile, LoadOptions{})
+	if !reflect.DeepEqual(cold.Findings, warm.Findings) {
+		t.Fatalf("cold:\n%s\nwarm:\n%s", findingsText(cold.Findings), findingsText(warm.Findings))
+	}
+	moved := LoadBundle(fsys, cliFile, LoadOptions{Display: func(p string) string { return "elsewhere/" + p }})
+	if len(moved.Findings) != len(cold.Findings) {
+		t.Fatalf("moved:\n%s", findingsText(moved.Findings))
+	}
+	for i, f := range moved.Findings {
+		want := cold.Findings[i]
+		want.Pos.File = "elsewhere/" + want.Pos.File
+		if f != want {
+			t.Errorf("finding %d: got %s, want %s", i, f, want)
+		}
+	}
+}
+
+// TestValidationCacheKeyedBySchema: the same text validated against the TOOL schema and then
+// the CLI schema gets each schema's own result.
+func TestValidationCacheKeyedBySchema(t *testing.T) {
+	cli, err := schemas.CLI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool, err := schemas.Tool()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, problems := ParseDocument(toolFile, []byte(baseTool))
+	if len(problems) != 0 {
+		t.Fatal(problems)
+	}
+	asTool := newCollector(doc)
+	asTool.schema(tool)
+	asCLI := newCollector(doc)
+	asCLI.schema(cli)
+	if len(asTool.findings()) != 0 || len(asCLI.findings()) == 0 {
+		t.Fatalf("as TOOL.md:\n%s\nas CLI.md:\n%s", findingsText(asTool.findings()), findingsText(asCLI.findings()))
+	}
+}
+
+// TestCompiledSchemaFollowsEdits: after an edit to a tool's inputs schema, the tool validates with
+// the new schema (its example is checked against it too), and with the old one again once the edit
+// is undone; the inputs and outputs of the same text are different schemas.
+func TestCompiledSchemaFollowsEdits(t *testing.T) {
+	narrow := []edit{{toolFile, "enum: [open, closed]", "enum: [closed]"}}
+	for round := range 2 {
+		b := LoadBundle(buildBundle(t, nil, nil), cliFile, LoadOptions{})
+		if len(b.Findings) != 0 || b.Tools[0].InputSchema().Validate(map[string]any{"state": "open", "query": "x"}) != nil {
+			t.Fatalf("round %d, base bundle:\n%s", round, findingsText(b.Findings))
+		}
+		if b.Tools[0].OutputSchema().Validate([]any{}) != nil {
+			t.Fatalf("round %d: outputs schema is not the array schema", round)
+		}
+		b = LoadBundle(buildBundle(t, narrow, nil), cliFile, LoadOptions{})
+		if len(b.Findings) != 1 || b.Findings[0].Rule != "tool-example-invalid" {
+			t.Fatalf("round %d, narrowed enum:\n%s", round, findingsText(b.Findings))
+		}
+		if b.Tools[0].InputSchema().Validate(map[string]any{"state": "open", "query": "x"}) == nil {
+			t.Fatalf("round %d: the narrowed inputs schema accepts state open", round)
+		}
+	}
+}
+
+func TestJoinPointer(t *testing.T) {
+	if got := JoinPointer("/a", "x/y~z", 3, int64(4)); got != "/a/x~1y~0z/3/4" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+// TestUnknownFieldsInFileOrder: several unknown fields in one mapping are named, and pointed at,
+// in the order they are written, every time (the validator lists them in random map order).
+func TestUnknownFieldsInFileOrder(t *testing.T) {
+	fsys := buildBundle(t, []edit{{cliFile, "bin: demo\n", "bin: demo\nzeta: 1\nalpha: 2\nmid: 3\nbeta: 4\n"}}, nil)
+	want := lineOf(t, strings.Replace(baseCLI, "bin: demo\n", "bin: demo\nzeta: 1\n", 1), "zeta: 1")
+	for range 20 {
+		ResetSchemaCache()
+		b := LoadBundle(fsys, cliFile, LoadOptions{})
+		if len(b.Findings) != 1 || b.Findings[0].Pos.Line != want ||
+			b.Findings[0].Message != "zeta: unknown fields 'zeta', 'alpha', 'mid' and 1 more" {
+			t.Fatalf("findings:\n%s", findingsText(b.Findings))
+		}
+	}
+}
+
+// TestVersionCheckCacheFollowsEdits: each version_check pattern and range is judged by its own
+// text, before and after the others were seen.
+func TestVersionCheckCacheFollowsEdits(t *testing.T) {
+	cases := []struct {
+		edit edit
+		rule string // "" for none
+	}{
+		{edit{cliFile, `parse: 'demo (\d+\.\d+\.\d+)'`, `parse: 'demo \d+'`}, "version-regex-group"},
+		{edit{cliFile, `parse: 'demo (\d+\.\d+\.\d+)'`, `parse: 'demo ((\d+)'`}, "version-regex"},
+		{edit{cliFile, `parse: 'demo (\d+\.\d+\.\d+)'`, `parse: 'demo (\d+)(?=\.)'`}, ""},
+		{edit{cliFile, `range: ">=1.0 <2"`, `range: "newest"`}, "version-range"},
+		{edit{cliFile, `range: ">=1.0 <2"`, `range: ">=1.1 <2"`}, ""},
+	}
+	for round := range 2 {
+		for _, c := range cases {
+			b := LoadBundle(buildBundle(t, []edit{c.edit}, nil), cliFile, LoadOptions{})
+			got := ""
+			if len(b.Findings) > 0 {
+				got = b.Findings[0].Rule
+			}
+			if len(b.Findings) > 1 || got != c.rule {
+				t.Errorf("round %d, %s: want %q, got:\n%s", round, c.edit.new, c.rule, findingsText(b.Findings))
+			}
+		}
+	}
+}
