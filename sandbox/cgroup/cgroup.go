@@ -218,6 +218,23 @@ func (m *Manager) NewSlot() (*Group, error) {
 	return g, nil
 }
 
+// MakeV1 creates g's groups in every cgroup v1 hierarchy this manager uses, without limits (Apply
+// writes them later), so that a process started before its call can join them ahead of it
+// (TasksFiles). On error the caller removes g.
+func (g *Group) MakeV1() error {
+	for c, parent := range g.mgr.v1 {
+		if _, made := g.v1[c]; made {
+			continue
+		}
+		dir := filepath.Join(parent, g.name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			return fmt.Errorf("cgroup: create %s: %w", dir, err)
+		}
+		g.v1[c] = dir
+	}
+	return nil
+}
+
 // Apply sets the call's limits l in g: it creates the v1 groups they need (TasksFiles lists them
 // afterwards) and writes l into the controller files. On error the caller removes g.
 func (g *Group) Apply(l Limits) error {

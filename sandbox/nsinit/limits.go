@@ -132,29 +132,6 @@ func joinCgroups(fds []int) error {
 	return errors.Join(errs...)
 }
 
-// receiveCgroupFDs receives, on a pooled init's socket pair, the n cgroup v1 tasks descriptors the
-// host opened for its call (see Pool.Take); none when n is 0.
-func receiveCgroupFDs(n int) ([]int, error) {
-	if n == 0 {
-		return nil, nil
-	}
-	buf := make([]byte, 1)
-	oob := make([]byte, unix.CmsgSpace(4*n))
-	_, oobn, flags, _, err := unix.Recvmsg(egressFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
-	if err != nil {
-		return nil, err
-	}
-	fds, err := unixRights(oob[:oobn])
-	switch {
-	case err != nil:
-		return nil, err
-	case flags&unix.MSG_CTRUNC != 0 || len(fds) != n:
-		closeAll(fds)
-		return nil, fmt.Errorf("got %d descriptors, want %d", len(fds), n)
-	}
-	return fds, nil
-}
-
 // setRlimits lowers the soft and hard rlimits of the init to the plan's, for the program to
 // inherit: open files, file size and CPU time (SIGXCPU at the limit, SIGKILL a second later).
 // Core dumps are always off, soft and hard: a core would write the program's memory into a

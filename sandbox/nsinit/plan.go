@@ -42,12 +42,9 @@ type envelope struct {
 	// opened by the host: the thread that forks the program joins them, by writing "0" to each.
 	CgroupFDs []int
 	// Pooled is set for an init a Pool started before its call: it always has the socket pair at
-	// egressFD (closed when the plan has no Egress), receives its cgroup v1 tasks descriptors over
-	// it (CgroupFDCount of them, before it reads nothing else from it), and was started with a
-	// pipe as its standard input.
+	// egressFD (closed when the plan has no Egress), and was started with a pipe as its standard
+	// input.
 	Pooled bool
-	// CgroupFDCount is the number of cgroup v1 tasks descriptors a pooled init receives.
-	CgroupFDCount int
 	// StdinNull makes the sandbox's /dev/null the program's standard input (a pooled init's call
 	// without input).
 	StdinNull bool

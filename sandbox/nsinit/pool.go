@@ -91,6 +91,8 @@ type warmInit struct {
 	group  *cgroup.Group // its cgroup slot (a v2 group it was cloned into), or nil
 	exe    fileID        // the executable it was started from
 	gen    int           // the pool's gen when it was started
+	// cgroupFDs are the init's descriptors of its group's v1 tasks files (made when it started).
+	cgroupFDs []int
 }
 
 // fileID identifies a file's content on disk well enough to notice that it was replaced.
@@ -246,8 +248,7 @@ func (p *Pool) give(w *warmInit, prepared isolation.Plan, stdin bool) (*Cmd, *St
 	if err != nil {
 		return nil, nil, fmt.Errorf("nsinit: deadline: %w", err)
 	}
-	n, err := w.applyLimits(prepared.Limits)
-	if err != nil {
+	if err := w.applyLimits(prepared.Limits); err != nil {
 		return nil, nil, err
 	}
 	umask, err := hostUmask()
@@ -255,7 +256,7 @@ func (p *Pool) give(w *warmInit, prepared isolation.Plan, stdin bool) (*Cmd, *St
 		return nil, nil, fmt.Errorf("nsinit: %w", err)
 	}
 	env := envelope{Protocol: planProtocol, Plan: prepared, UserNS: !p.root, Deadline: deadline,
-		Pooled: true, CgroupFDCount: n, StdinNull: !stdin, HostUmask: umask}
+		Pooled: true, CgroupFDs: w.cgroupFDs, StdinNull: !stdin, HostUmask: umask}
 	data, err := json.Marshal(env)
 	if err != nil {
 		return nil, nil, fmt.Errorf("nsinit: encode plan: %w", err)
@@ -281,32 +282,17 @@ func (p *Pool) give(w *warmInit, prepared isolation.Plan, stdin bool) (*Cmd, *St
 	return &Cmd{Cmd: w.cmd, report: w.report, egress: egress, group: w.group, limits: prepared.Limits}, io, nil
 }
 
-// applyLimits sets the call's cgroup limits l in w's group, when l has some and the host offers
-// cgroups, and sends the init the descriptors of the v1 tasks files it must join (their number
-// is returned; cgroup v2 needs none: the init was cloned into its group).
-func (w *warmInit) applyLimits(l isolation.Limits) (int, error) {
+// applyLimits writes the call's cgroup limits l into w's groups, made when it started (the v2 group
+// it was cloned into, the v1 groups its forking thread joins through the descriptors it has), when
+// l has some.
+func (w *warmInit) applyLimits(l isolation.Limits) error {
 	if w.group == nil || !cgroupLimits(l) {
-		return 0, nil
+		return nil
 	}
 	if err := w.group.Apply(cgroup.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPU: l.CPU}); err != nil {
-		return 0, fmt.Errorf("nsinit: %w", err)
+		return fmt.Errorf("nsinit: %w", err)
 	}
-	var fds []int
-	defer func() { closeAll(fds) }()
-	for _, path := range w.group.TasksFiles() {
-		fd, err := unix.Open(path, unix.O_WRONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return 0, fmt.Errorf("nsinit: cgroup: %w", err)
-		}
-		fds = append(fds, fd)
-	}
-	if len(fds) == 0 {
-		return 0, nil
-	}
-	if err := unix.Sendmsg(int(w.egress.f.Fd()), []byte{0}, unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL); err != nil {
-		return 0, fmt.Errorf("nsinit: cgroup: send the tasks files: %w", err)
-	}
-	return len(fds), nil
+	return nil
 }
 
 // hostUmask reads this process's umask from /proc/self/status (setting it to read it back would
@@ -520,11 +506,26 @@ func (p *Pool) startInit() (w *warmInit, err error) {
 		return abort("socket pair", err)
 	}
 	childEnds = append(childEnds, egressChild)
-	if w.group, err = cgroup.Default().NewSlot(); err != nil {
+	if w.group, err = cgroup.Default().NewSlot(); err == nil && w.group != nil {
+		err = w.group.MakeV1()
+	}
+	if err != nil {
 		return abort("cgroup", err)
 	}
 	cmd := initCommand(p.root)
-	cmd.ExtraFiles = []*os.File{planR, reportW, egressChild}
+	cmd.ExtraFiles = []*os.File{planR, reportW, egressChild, nil} // fd 6: no ingress
+	if w.group != nil {
+		// The v1 tasks files, at fds 7…: the init's forking thread joins them once it has its plan.
+		for _, path := range w.group.TasksFiles() {
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				return abort("cgroup", err)
+			}
+			childEnds = append(childEnds, f)
+			w.cgroupFDs = append(w.cgroupFDs, 3+len(cmd.ExtraFiles))
+			cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+		}
+	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
 	if w.group != nil && w.group.V2Dir() != "" {
 		dir := w.group.V2Dir()
