@@ -10,15 +10,17 @@ import (
 
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
 // BenchmarkDaemonVsPeers runs, in each iteration of one loop, one after the other: a warm MCP
 // tools/call through the built clihostd (helper beside it; as BenchmarkPeerDaemonMCPTrue), the
-// same call in process (host.Call, as BenchmarkPeerClihostTrue), that call again from a host
-// with a state directory as the daemon has (SandboxOptions.StateDir: the uid's home is then
+// same call in process (host.Call, as BenchmarkPeerClihostTrue: its init from a pool, as the
+// daemon's are), that call again from a host with a state directory as the daemon has (SandboxOptions.StateDir: the uid's home is then
 // <state>/homes/<uid>, made, checked and masked on every call, instead of /nonexistent),
 // /bin/true under bwrap with srt's namespace and mount set (as BenchmarkPeerBwrapTrue) and plain
-// os/exec of /bin/true. On a machine shared with other work, load that comes and goes hits them
+// os/exec of /bin/true, and last host.Call with every init started for its call (no pool:
+// hostcall-cold-ms, as clihostctl's in-process calls). On a machine shared with other work, load that comes and goes hits them
 // all alike, so their ratios hold where separate benchmarks' do not. It reports each one's median
 // (daemon-ms, hostcall-ms, hostcall-state-ms, bwrap-ms, exec-ms), daemon/bwrap, hostcall/bwrap,
 // and the daemon path's extra time over host.Call (daemon-extra-ms) and over host.Call with a
@@ -33,8 +35,14 @@ func BenchmarkDaemonVsPeers(b *testing.B) {
 	ws := fixture.Workspace(b)
 	state := b.TempDir()
 	fixture.Reachable(b, state)
-	hostCall := hostCaller(b, ws, host.SandboxOptions{})
-	hostCallState := hostCaller(b, ws, host.SandboxOptions{StateDir: state})
+	pool, err := nsinit.NewPool(nsinit.PoolConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Close()
+	hostCall := hostCaller(b, ws, host.SandboxOptions{Pool: pool})
+	hostCallState := hostCaller(b, ws, host.SandboxOptions{StateDir: state, Pool: pool})
+	hostCallCold := hostCaller(b, ws, host.SandboxOptions{})
 	steps := []struct {
 		metric string
 		run    func() error
@@ -44,6 +52,7 @@ func BenchmarkDaemonVsPeers(b *testing.B) {
 		{"hostcall-state-ms", hostCallState},
 		{"bwrap-ms", func() error { run(b, dir, bwrapArgv); return nil }},
 		{"exec-ms", func() error { run(b, dir, []string{trueBin}); return nil }},
+		{"hostcall-cold-ms", hostCallCold},
 	}
 	times := make([][]time.Duration, len(steps))
 	for i, s := range steps { // warm: the version checks, the connection
@@ -68,6 +77,7 @@ func BenchmarkDaemonVsPeers(b *testing.B) {
 	}
 	b.ReportMetric(med[0]/med[3], "daemon/bwrap")
 	b.ReportMetric(med[1]/med[3], "hostcall/bwrap")
+	b.ReportMetric(med[5]/med[3], "hostcall-cold/bwrap")
 	b.ReportMetric(med[0]-med[1], "daemon-extra-ms")
 	b.ReportMetric(med[0]-med[2], "daemon-extra-state-ms")
 }
