@@ -8,6 +8,8 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/clihost/clihost/sandbox/nsinit"
+
 	"github.com/clihost/clihost/host"
 )
 
@@ -75,4 +77,16 @@ func (m *metrics) write(w io.Writer) {
 	for _, n := range slices.Sorted(maps.Keys(m.duration)) {
 		fmt.Fprintf(w, "clihost_call_seconds_total{bundle=%q} %g\n", n, m.duration[n])
 	}
+}
+
+// writePoolMetrics writes what the pool of sandbox inits did (nothing without a pool).
+func writePoolMetrics(w io.Writer, pool *nsinit.Pool) {
+	if pool == nil {
+		return
+	}
+	s := pool.Stats()
+	fmt.Fprintf(w, "# HELP clihost_sandbox_pool_takes_total Sandboxed calls by whether an init was ready in the pool (hit) or the call started its own (miss).\n# TYPE clihost_sandbox_pool_takes_total counter\n")
+	fmt.Fprintf(w, "clihost_sandbox_pool_takes_total{result=\"hit\"} %d\nclihost_sandbox_pool_takes_total{result=\"miss\"} %d\n", s.Hits, s.Misses)
+	fmt.Fprintf(w, "# HELP clihost_sandbox_pool_discarded_total Inits killed unused: stale (a mount table or init executable change), dead while waiting, or at shutdown.\n# TYPE clihost_sandbox_pool_discarded_total counter\nclihost_sandbox_pool_discarded_total %d\n", s.Discarded)
+	fmt.Fprintf(w, "# HELP clihost_sandbox_pool_ready Inits ready in the pool, and how many it keeps ready.\n# TYPE clihost_sandbox_pool_ready gauge\nclihost_sandbox_pool_ready %d\nclihost_sandbox_pool_target %d\n", s.Ready, s.Target)
 }

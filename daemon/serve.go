@@ -138,6 +138,7 @@ func (d *Engine) httpHandler() http.Handler {
 		r = r.WithContext(context.WithValue(r.Context(), agentKey{}, agent))
 		if r.URL.Path == "/metrics" {
 			d.metrics.write(w)
+			writePoolMetrics(w, d.sandbox.Pool)
 			return
 		}
 		d.cur.Load().mcp.ServeHTTP(w, r)

@@ -148,8 +148,9 @@ func TestDaemonServesStatusMCPAndReloads(t *testing.T) {
 	body := new(bytes.Buffer)
 	_, _ = body.ReadFrom(mresp.Body)
 	mresp.Body.Close()
-	if !strings.Contains(body.String(), "clihost_bundles 16") {
-		t.Fatalf("metrics: %s", body)
+	if !strings.Contains(body.String(), "clihost_bundles 16") || !strings.Contains(body.String(), "\nclihost_sandbox_pool_target ") ||
+		!strings.Contains(body.String(), `clihost_sandbox_pool_takes_total{result="hit"} `) {
+		t.Fatalf("metrics (the bundles, the pool of sandbox inits): %s", body)
 	}
 	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)

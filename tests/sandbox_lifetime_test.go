@@ -128,6 +128,43 @@ func isInit(p proc) bool {
 	return strings.HasPrefix(p.cmdline, "clihost-sandbox __clihost_init")
 }
 
+// requireNoInitsOf fails t when, after within, a sandbox init of the daemon on state is still
+// running: one serving a call, or one its pool kept ready.
+func requireNoInitsOf(t *testing.T, state string, within time.Duration) {
+	t.Helper()
+	var left []proc
+	for deadline := time.Now().Add(within); ; time.Sleep(10 * time.Millisecond) {
+		if left = initsOf(t, state); len(left) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(left) > 0 {
+		t.Fatalf("sandbox inits of the daemon on %s still run: %+v", state, left)
+	}
+}
+
+// initsOf lists the sandbox inits of the daemon on state: their command line carries its owner
+// tag, "clihostd-" and 16 hex digits of the SHA-256 of the state directory.
+func initsOf(t *testing.T, state string) []proc {
+	t.Helper()
+	abs, err := filepath.Abs(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(abs))
+	want := "clihost-sandbox __clihost_init clihostd-" + hex.EncodeToString(sum[:8])
+	var out []proc
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			if p, ok := readProc(pid); ok && p.cmdline == want {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
 // callTree is what a test saw of its calls while they ran: the sleepers and their sandboxes' inits.
 type callTree struct {
 	token string
@@ -308,11 +345,15 @@ func requireSandbox(t *testing.T) {
 func TestNoSandboxOutlivesKill9(t *testing.T) {
 	requireSandbox(t)
 	d, wait, ct := startLingering(t, 600_000, 20)
+	if n := len(initsOf(t, d.state)); n < 20 {
+		t.Fatalf("%d sandbox inits of the daemon found, want its 20 calls' and its pool's", n)
+	}
 	if err := d.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = d.proc.Wait()
 	ct.requireNoSurvivors(t, time.Second)
+	requireNoInitsOf(t, d.state, time.Second) // the inits its pool kept ready too
 	for _, r := range wait() {
 		if r.code == 0 {
 			t.Fatalf("a call succeeded although its daemon was killed: %+v", r)
@@ -368,6 +409,7 @@ func TestSIGTERMDrainsThenStopsCalls(t *testing.T) {
 		t.Fatalf("clihostd still runs %v after SIGTERM with --drain-timeout %v", bound, drain)
 	}
 	ct.requireNoSurvivors(t, time.Second)
+	requireNoInitsOf(t, d.state, time.Second)
 	short := waitShort()[0]
 	if short.code != 0 || !strings.Contains(short.stdout, `"value": "done\n"`) {
 		t.Fatalf("the call that ended within the drain deadline: %+v", short)
