@@ -447,17 +447,17 @@ func openPTY() (master, slave *os.File, err error) {
 // init's own exit is waited for in the background (Finish).
 func supervise(ctx context.Context, cmd *exec.Cmd, sandboxed *nsinit.Cmd, c Command, cpuLimit <-chan struct{}) (res Result, cpuHit bool, finished bool) {
 	pid := cmd.Process.Pid
-	exited := make(chan struct{})
-	go func() {
-		if sandboxed != nil {
-			if <-sandboxed.Ended(); sandboxReported(sandboxed) {
-				close(exited)
-				return
-			}
-		}
-		waitExited(pid)
-		close(exited)
-	}()
+	var exited <-chan struct{}
+	if sandboxed != nil {
+		exited = sandboxed.Ended() // the end reported, or the init gone
+	} else {
+		ch := make(chan struct{})
+		go func() {
+			waitExited(pid)
+			close(ch)
+		}()
+		exited = ch
+	}
 
 	var timeout <-chan time.Time // none for an attached command without Timeout
 	if c.Timeout > 0 {

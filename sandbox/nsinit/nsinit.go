@@ -138,8 +138,8 @@ func (c *Cmd) Failure() error {
 
 // Ended returns a channel closed once the sandbox has ended for the host: the init reported that
 // the program exited and that nothing else runs in the sandbox any more (see Reported), or the
-// report pipe reached its end (the init exited or was killed, or it failed). Call it after Start;
-// the first call starts reading the report pipe.
+// report pipe reached its end and the init has exited (it failed, or was killed; it is not reaped:
+// Wait does that). Call it after Start; the first call starts reading the report pipe.
 func (c *Cmd) Ended() <-chan struct{} {
 	c.readOnce.Do(func() {
 		c.ended = make(chan struct{})
@@ -168,6 +168,19 @@ func (c *Cmd) readReport() {
 			if !errors.Is(err, io.EOF) {
 				c.readErr = err
 			}
+			if c.Process != nil {
+				waitExited(c.Process.Pid) // the pipe's end: the init is exiting, if it has not yet
+			}
+			return
+		}
+	}
+}
+
+// waitExited blocks until process pid has exited, without reaping it.
+func waitExited(pid int) {
+	for {
+		var info unix.Siginfo
+		if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); !errors.Is(err, unix.EINTR) {
 			return
 		}
 	}
