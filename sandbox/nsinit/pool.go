@@ -32,8 +32,9 @@ import (
 // What an init fixed when it started must still hold when it is taken, or it is discarded and the
 // call starts cold: the executable it was started from (UseHelper, or the file replaced on disk),
 // and the host's mount table (an init's mount namespace is a copy made when it started: a mount
-// or unmount on the host since then, seen by comparing the ids of every mount at each Take and
-// once a second, see mountTable, empties the pool, which also lets an unmounted file system go). Inits that die while waiting (a host that cannot build
+// or unmount, a remount, a move or a change of propagation on the host since then, seen by
+// comparing /proc/self/mountinfo at each Take and once a second, see mountTable, empties the pool,
+// which also lets an unmounted file system go). Inits that die while waiting (a host that cannot build
 // the sandbox) are discarded, and after repeated failures the pool stops starting inits for a
 // while, so a broken host does not spin.
 type Pool struct {
@@ -194,6 +195,13 @@ func (p *Pool) Take(plan isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
 	if len(prepared.Ingress) > 0 {
 		return nil, nil, nil
 	}
+	// What is wrong with the plan is the call's error, not a reason to discard inits: its size is
+	// checked before one is taken (what an init adds to the envelope is a few numbers).
+	if data, err := json.Marshal(envelope{Plan: prepared}); err != nil {
+		return nil, nil, fmt.Errorf("nsinit: encode plan: %w", err)
+	} else if len(data) > maxPlanSize-planEnvelopeSlack {
+		return nil, nil, fmt.Errorf("nsinit: plan is %d bytes, more than %d", len(data), maxPlanSize-planEnvelopeSlack)
+	}
 	for {
 		w := p.pop()
 		if w == nil {
@@ -203,10 +211,14 @@ func (p *Pool) Take(plan isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
 		if err == nil {
 			return cmd, stdio, nil
 		}
-		p.discard(w) // it died waiting, or could not take its call: try the next one
+		p.discard(w) // it died waiting, or its groups could not take the call's limits: try the next one
 		p.noteFailure()
 	}
 }
+
+// planEnvelopeSlack bounds what a pooled init's own fields (deadline, umask, descriptors) add to
+// an encoded envelope.
+const planEnvelopeSlack = 1 << 10
 
 // pop takes the oldest ready init that is still usable, or returns nil (a miss: the pool then
 // aims to keep one more ready). Stale inits found on the way are discarded.
