@@ -70,6 +70,9 @@ func runInit() int {
 	}
 	if e.Pooled {
 		unix.Umask(e.HostUmask)
+		if err := takeRlimits(e.HostRlimits); err != nil {
+			return fail(exitFailure, "rlimits", err)
+		}
 	}
 	if e.Plan.Egress {
 		// Refused before the host gets listeners for a sandbox that could not be confined.

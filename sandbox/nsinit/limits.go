@@ -132,6 +132,51 @@ func joinCgroups(fds []int) error {
 	return errors.Join(errs...)
 }
 
+// rlimitResources are the resource limits a pooled init takes from the host when it is taken. Not
+// RLIMIT_NOFILE: Go raises its own soft limit at start and hands children the one it found, so the
+// host's current value is not what an init started for its call gets (the init kept the one it
+// was started with, as that init would).
+var rlimitResources = []int{unix.RLIMIT_AS, unix.RLIMIT_CORE, unix.RLIMIT_CPU, unix.RLIMIT_DATA,
+	unix.RLIMIT_FSIZE, unix.RLIMIT_LOCKS, unix.RLIMIT_MEMLOCK, unix.RLIMIT_MSGQUEUE, unix.RLIMIT_NICE,
+	unix.RLIMIT_NPROC, unix.RLIMIT_RSS, unix.RLIMIT_RTPRIO, unix.RLIMIT_RTTIME,
+	unix.RLIMIT_SIGPENDING, unix.RLIMIT_STACK}
+
+// hostRlimits reads this process's resource limits (rlimitResources).
+func hostRlimits() ([]rlimit, error) {
+	out := make([]rlimit, 0, len(rlimitResources))
+	for _, r := range rlimitResources {
+		var l unix.Rlimit
+		if err := unix.Getrlimit(r, &l); err != nil {
+			return nil, fmt.Errorf("getrlimit %d: %w", r, err)
+		}
+		out = append(out, rlimit{Resource: r, Cur: l.Cur, Max: l.Max})
+	}
+	return out, nil
+}
+
+// takeRlimits sets the host's resource limits on a pooled init, before the plan's own (setRlimits)
+// lower some further. A hard limit the host raised past the init's own cannot be raised here (the
+// init is not privileged over it): the init's is kept, a lower one, and the soft limit is capped
+// by it.
+func takeRlimits(host []rlimit) error {
+	for _, h := range host {
+		want := syscall.Rlimit{Cur: h.Cur, Max: h.Max}
+		err := syscall.Setrlimit(h.Resource, &want)
+		if errors.Is(err, unix.EPERM) {
+			var now syscall.Rlimit
+			if err = syscall.Getrlimit(h.Resource, &now); err == nil {
+				want.Max = min(want.Max, now.Max)
+				want.Cur = min(want.Cur, want.Max)
+				err = syscall.Setrlimit(h.Resource, &want)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("resource %d: %w", h.Resource, err)
+		}
+	}
+	return nil
+}
+
 // setRlimits lowers the soft and hard rlimits of the init to the plan's, for the program to
 // inherit: open files, file size and CPU time (SIGXCPU at the limit, SIGKILL a second later).
 // Core dumps are always off, soft and hard: a core would write the program's memory into a

@@ -6,8 +6,8 @@ import (
 	"os"
 )
 
-// mountTable tells whether this process's mount table changed since it last looked, by comparing
-// the text of /proc/self/mountinfo: every mount's id, parent, place, options, propagation and
+// mountTable reads this process's mount table, for a Pool to compare an init's copy (the table
+// when it was started) with the host's now. The text of /proc/self/mountinfo is compared: every mount's id, parent, place, options, propagation and
 // file system options are there, so a mount, an unmount, a (bind) remount, a move or a change of
 // propagation all show. (Not the unique mount ids of listmount alone: a remount or a move keeps
 // them. Not the POLLPRI event of /proc/self/mountinfo: on the project's 6.18 kernel a poll after a
@@ -18,20 +18,8 @@ type mountTable struct {
 	buf  []byte
 }
 
-// changed reports whether the table differs from the one seen at the previous call (the first call
-// reports a change), and remembers the current one. A table that cannot be read counts as changed.
-func (m *mountTable) changed() bool {
-	text, err := m.read()
-	if err != nil {
-		m.text = nil
-		return true
-	}
-	same := m.text != nil && bytes.Equal(text, m.text)
-	m.text = append(m.text[:0], text...)
-	return !same
-}
-
-// read returns the current text of /proc/self/mountinfo in m.buf (grown as needed).
+// read returns the current text of /proc/self/mountinfo in m.buf (grown as needed; valid until the
+// next read).
 func (m *mountTable) read() ([]byte, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {

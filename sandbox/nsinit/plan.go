@@ -51,6 +51,16 @@ type envelope struct {
 	// HostUmask is the host's umask when a pooled init is taken: the init, started earlier, sets
 	// it before the plan's own Umask (if any) applies, as an init started for its call inherits it.
 	HostUmask int
+	// HostRlimits are the host's resource limits when a pooled init is taken; the init, started
+	// earlier, sets them (as far as it may: it cannot raise a hard limit past its own) before the
+	// plan's own limits apply, as an init started for its call inherits them.
+	HostRlimits []rlimit
+}
+
+// rlimit is one resource limit of HostRlimits.
+type rlimit struct {
+	Resource int
+	Cur, Max uint64
 }
 
 // planProtocol changes whenever the plan's meaning changes.

@@ -1,6 +1,7 @@
 package nsinit
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,8 +50,7 @@ type Pool struct {
 	lastTake time.Time
 	failures int        // inits that died before being taken, in a row
 	pauseTo  time.Time  // no new inits before this, after repeated failures
-	mounts   mountTable // the host's mount table when the pool last looked
-	gen      int        // counts the changes of the mount table seen; an init started before the last is stale
+	mounts   mountTable // reads the host's mount table
 	stats    PoolStats
 
 	wake chan struct{}
@@ -91,7 +91,7 @@ type warmInit struct {
 	stderr *os.File
 	group  *cgroup.Group // its cgroup slot (a v2 group it was cloned into), or nil
 	exe    fileID        // the executable it was started from
-	gen    int           // the pool's gen when it was started
+	table  []byte        // the host's mount table when it was started (see startInit)
 	// cgroupFDs are the init's descriptors of its group's v1 tasks files (made when it started).
 	cgroupFDs []int
 }
@@ -124,7 +124,6 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	}
 	p := &Pool{cfg: cfg, root: os.Geteuid() == 0, target: 1, lastTake: time.Now(),
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
-	p.mounts.changed() // the table as it is now: only changes from here on count
 	p.wg.Add(1)
 	go p.refill()
 	return p, nil
@@ -209,6 +208,9 @@ func (p *Pool) Take(plan isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
 		}
 		cmd, stdio, err := p.give(w, prepared, stdin)
 		if err == nil {
+			p.mu.Lock()
+			p.failures = 0 // "in a row": an init served its call
+			p.mu.Unlock()
 			return cmd, stdio, nil
 		}
 		p.discard(w) // it died waiting, or its groups could not take the call's limits: try the next one
@@ -228,12 +230,13 @@ func (p *Pool) pop() *warmInit {
 		p.mu.Unlock()
 		return nil
 	}
-	stale := p.dropIfMountsChanged()
+	var stale []*warmInit
+	table, tableErr := p.mounts.read()
 	exe := identify(executable())
 	var w *warmInit
 	for len(p.idle) > 0 && w == nil {
 		w, p.idle = p.idle[0], p.idle[1:]
-		if w.exe != exe || exited(w.cmd) {
+		if tableErr != nil || !bytes.Equal(w.table, table) || w.exe != exe || exited(w.cmd) {
 			stale = append(stale, w)
 			w = nil
 		}
@@ -267,8 +270,12 @@ func (p *Pool) give(w *warmInit, prepared isolation.Plan, stdin bool) (*Cmd, *St
 	if err != nil {
 		return nil, nil, fmt.Errorf("nsinit: %w", err)
 	}
+	rlimits, err := hostRlimits()
+	if err != nil {
+		return nil, nil, fmt.Errorf("nsinit: %w", err)
+	}
 	env := envelope{Protocol: planProtocol, Plan: prepared, UserNS: !p.root, Deadline: deadline,
-		Pooled: true, CgroupFDs: w.cgroupFDs, StdinNull: !stdin, HostUmask: umask}
+		Pooled: true, CgroupFDs: w.cgroupFDs, StdinNull: !stdin, HostUmask: umask, HostRlimits: rlimits}
 	data, err := json.Marshal(env)
 	if err != nil {
 		return nil, nil, fmt.Errorf("nsinit: encode plan: %w", err)
@@ -333,19 +340,6 @@ func exited(cmd *exec.Cmd) bool {
 	return err != nil || info.Signo != 0
 }
 
-// dropIfMountsChanged empties the pool when the mount table changed since it last looked, and
-// returns the inits taken out; it counts the change, so that an init being started meanwhile is
-// discarded when it is ready. Called with p.mu held.
-func (p *Pool) dropIfMountsChanged() []*warmInit {
-	if !p.mounts.changed() {
-		return nil
-	}
-	p.gen++
-	idle := p.idle
-	p.idle = nil
-	return idle
-}
-
 // kick wakes the refiller.
 func (p *Pool) kick() {
 	select {
@@ -380,18 +374,11 @@ func (p *Pool) refill() {
 		case <-tick.C:
 			p.sweep()
 		}
-		for {
-			gen, ok := p.wantMore()
-			if !ok {
-				break
-			}
+		for p.wantMore() {
 			w, err := p.startInit()
 			p.mu.Lock()
 			p.starting--
-			if w != nil {
-				w.gen = gen
-			}
-			if err == nil && !p.closed && gen == p.gen {
+			if err == nil && !p.closed {
 				p.idle = append(p.idle, w)
 				p.stats.Started++
 				p.mu.Unlock()
@@ -401,7 +388,7 @@ func (p *Pool) refill() {
 			if w != nil {
 				p.discard(w)
 			}
-			if err != nil {
+			if err != nil && !errors.Is(err, errMountsMoved) {
 				p.noteFailure()
 				break
 			}
@@ -409,23 +396,23 @@ func (p *Pool) refill() {
 	}
 }
 
-// wantMore reports whether the refiller should start another init, and counts it as starting; gen
-// is the pool's count of mount table changes at that moment.
-func (p *Pool) wantMore() (gen int, ok bool) {
+// wantMore reports whether the refiller should start another init, and counts it as starting.
+func (p *Pool) wantMore() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed || time.Now().Before(p.pauseTo) || len(p.idle)+p.starting >= p.target {
-		return 0, false
+		return false
 	}
 	p.starting++
-	return p.gen, true
+	return true
 }
 
 // sweep discards the inits that died or went stale while waiting, and keeps one fewer ready after
 // PoolConfig.Idle without a Take.
 func (p *Pool) sweep() {
 	p.mu.Lock()
-	drop := p.dropIfMountsChanged()
+	var drop []*warmInit
+	table, tableErr := p.mounts.read()
 	exe := identify(executable())
 	kept := p.idle[:0]
 	dead := 0
@@ -434,7 +421,7 @@ func (p *Pool) sweep() {
 		case exited(w.cmd):
 			dead++
 			drop = append(drop, w)
-		case w.exe != exe:
+		case tableErr != nil || !bytes.Equal(w.table, table) || w.exe != exe:
 			drop = append(drop, w)
 		default:
 			kept = append(kept, w)
@@ -549,9 +536,31 @@ func (p *Pool) startInit() (w *warmInit, err error) {
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(f.Fd())
 	}
 	w.exe = identify(cmd.Path)
+	// The init's mount namespace is a copy of the table at its clone: read the table before and
+	// after, and keep the init only if both agree (a mount made and undone in between could be in
+	// the copy), so that Take can tell the init's copy from the host's table then.
+	p.mu.Lock()
+	before, err := p.mounts.read()
+	before = bytes.Clone(before)
+	p.mu.Unlock()
+	if err != nil {
+		return abort("mount table", err)
+	}
 	if err := spawn.Start(cmd); err != nil {
 		return abort("start", errors.Join(ErrUnavailable, err))
 	}
 	w.cmd = cmd
+	p.mu.Lock()
+	after, err := p.mounts.read()
+	same := err == nil && bytes.Equal(before, after)
+	p.mu.Unlock()
+	if !same {
+		return w, errMountsMoved
+	}
+	w.table = before
 	return w, nil
 }
+
+// errMountsMoved is startInit's answer when the host's mount table changed while it started an
+// init: the init is discarded, and the refiller starts another.
+var errMountsMoved = errors.New("nsinit: pool: the mount table changed while an init started")
