@@ -26,6 +26,7 @@ import (
 	"github.com/clihost/clihost/internal/rotate"
 	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/registry"
+	"github.com/clihost/clihost/runner"
 	"github.com/clihost/clihost/sandbox/egress"
 	"github.com/clihost/clihost/setup"
 	"github.com/clihost/clihost/store"
@@ -211,6 +212,8 @@ func (d *Engine) Close() {
 		if d.sandbox.Pool != nil {
 			d.sandbox.Pool.Close()
 		}
+		runner.Cleanup(5 * time.Second) // the last calls' sandboxes exit and their groups go
+
 		if d.store != nil {
 			_ = d.store.Close()
 		}

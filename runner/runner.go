@@ -282,6 +282,11 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	return res, nil
 }
 
+// Cleanup waits, at most timeout, until the sandboxes of the calls Run returned from have exited and
+// their control groups are removed (that happens in the background: see Command.OnCleanupError).
+// A process that ran sandboxed calls calls it before it exits, or their groups stay behind.
+func Cleanup(timeout time.Duration) bool { return nsinit.WaitFinished(timeout) }
+
 // serveEgress receives the egress listeners of a started sandbox whose plan has Egress (see
 // nsinit.UseEgress) and serves them with pol until the returned stop is called (once the
 // process is gone); stop waits until nothing is served any more. Without pol it does nothing.

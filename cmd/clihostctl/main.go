@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
+	"github.com/clihost/clihost/runner"
 	_ "github.com/clihost/clihost/sandbox/nsinit/entry" // this executable is also the sandbox's init: it runs first
 )
 
@@ -19,7 +21,11 @@ type exitError struct{ code int }
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func main() {
-	os.Exit(run(os.Args[1:], newGlobalOptions(systemStreams())))
+	code := run(os.Args[1:], newGlobalOptions(systemStreams()))
+	// An in-process call's sandbox ends before its init has exited; its control groups are
+	// removed once it has. Wait for that before exiting, or they stay behind.
+	runner.Cleanup(5 * time.Second)
+	os.Exit(code)
 }
 
 // run executes clihostctl with args and returns the exit code: 0 success, 1 findings or a failed

@@ -235,6 +235,16 @@ func (g *Group) MakeV1() error {
 	return nil
 }
 
+// MemoryCurrent reads the memory g's cgroup v2 group holds now (memory.current), or false without
+// one (no v2 group, or no memory controller there).
+func (g *Group) MemoryCurrent() (int64, bool) {
+	if g == nil || g.v2 == "" {
+		return 0, false
+	}
+	n, err := readInt(filepath.Join(g.v2, "memory.current"))
+	return n, err == nil
+}
+
 // Apply sets the call's limits l in g: it creates the v1 groups they need (TasksFiles lists them
 // afterwards) and writes l into the controller files. On error the caller removes g.
 func (g *Group) Apply(l Limits) error {

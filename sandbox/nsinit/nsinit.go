@@ -47,6 +47,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/cgroup"
@@ -90,6 +91,25 @@ type Cmd struct {
 	readErr  error
 	status   int  // the end line's status
 	reported bool // the end line was read
+}
+
+// finishing counts the Finish goroutines still running (WaitFinished).
+var finishing sync.WaitGroup
+
+// WaitFinished waits, at most timeout, until every Finish has reaped its init and removed its
+// groups, and reports whether they all did. A process calls it before it exits.
+func WaitFinished(timeout time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		finishing.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
 }
 
 // endLine starts the last line the init writes to the report pipe: "end <status>", once the
@@ -197,7 +217,9 @@ func (c *Cmd) Reported() (status int, ok bool) { return c.status, c.reported }
 func (c *Cmd) Finish(onErr func(error)) {
 	group := c.group
 	c.group = nil
+	finishing.Add(1)
 	go func() {
+		defer finishing.Done()
 		_ = c.Wait()
 		if err := group.Remove(); err != nil && onErr != nil {
 			onErr(err)

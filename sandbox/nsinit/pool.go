@@ -206,6 +206,10 @@ func (p *Pool) Take(plan isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
 		if w == nil {
 			return nil, nil, nil
 		}
+		if !w.fits(prepared.Limits) {
+			p.putBack(w) // the call's memory limit is below what the waiting init holds: start it cold
+			return nil, nil, nil
+		}
 		cmd, stdio, err := p.give(w, prepared, stdin)
 		if err == nil {
 			p.mu.Lock()
@@ -213,9 +217,39 @@ func (p *Pool) Take(plan isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
 			p.mu.Unlock()
 			return cmd, stdio, nil
 		}
-		p.discard(w) // it died waiting, or its groups could not take the call's limits: try the next one
-		p.noteFailure()
+		p.discard(w)
+		if errors.Is(err, errAfterLimits) {
+			// The call's limits were in place: what failed may be theirs (a limit the kernel
+			// enforced on the init). Neither another init nor the pool pays for it.
+			return nil, nil, nil
+		}
+		p.noteFailure() // it died waiting, or its groups could not take the limits: try the next one
 	}
+}
+
+// errAfterLimits marks a give that failed once the call's cgroup limits were written.
+var errAfterLimits = errors.New("after the call's limits were applied")
+
+// fits reports whether the call's memory limit l leaves room for what the waiting init already
+// holds in its cgroup v2 group (on v1 it joins its groups with its plan, and they are empty until
+// then): a limit below that would have the kernel kill the init as the limit is written.
+func (w *warmInit) fits(l isolation.Limits) bool {
+	if l.MemoryBytes <= 0 || w.group == nil {
+		return true
+	}
+	used, ok := w.group.MemoryCurrent()
+	return !ok || l.MemoryBytes > 2*used
+}
+
+// putBack returns an init Take did not use to the front of the pool.
+func (p *Pool) putBack(w *warmInit) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		go p.discard(w)
+		return
+	}
+	p.idle = append([]*warmInit{w}, p.idle...)
 }
 
 // planEnvelopeSlack bounds what a pooled init's own fields (deadline, umask, descriptors) add to
@@ -264,8 +298,18 @@ func (p *Pool) give(w *warmInit, prepared isolation.Plan, stdin bool) (*Cmd, *St
 		return nil, nil, fmt.Errorf("nsinit: deadline: %w", err)
 	}
 	if err := w.applyLimits(prepared.Limits); err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%w (%w)", err, errAfterLimits)
 	}
+	cmd, stdio, err := p.send(w, prepared, stdin, deadline)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (%w)", err, errAfterLimits)
+	}
+	return cmd, stdio, nil
+}
+
+// send writes the call's plan to w, once its limits are in place, and returns the Cmd the caller
+// goes on with.
+func (p *Pool) send(w *warmInit, prepared isolation.Plan, stdin bool, deadline int64) (*Cmd, *Stdio, error) {
 	umask, err := hostUmask()
 	if err != nil {
 		return nil, nil, fmt.Errorf("nsinit: %w", err)
