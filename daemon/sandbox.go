@@ -88,12 +88,7 @@ func (d *Engine) startPool() {
 	if d.sandbox.Off || n <= 0 || nsinit.Check() != nil {
 		return
 	}
-	pool, err := nsinit.NewPool(nsinit.PoolConfig{Max: n})
-	if err != nil {
-		d.log.Warn("no pool of sandbox inits: every call starts its own", "err", err)
-		return
-	}
-	d.sandbox.Pool = pool
+	d.sandbox.Pool = nsinit.NewPool(nsinit.PoolConfig{Max: n})
 	d.log.Info("sandbox inits are started ahead of calls", "pool_max", n)
 }
 

@@ -63,10 +63,7 @@ func children() int {
 // return to where they were.
 func TestPoolStressNoLeak(t *testing.T) {
 	requireSandbox(t)
-	pool, err := nsinit.NewPool(nsinit.PoolConfig{Max: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool := nsinit.NewPool(nsinit.PoolConfig{Max: 8})
 	defer pool.Close()
 	kinds := []string{"quick", "timeout", "stdin", "bg", "limits", "exit137", "cold"}
 	batch := func() {

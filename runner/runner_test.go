@@ -648,10 +648,7 @@ func TestAttach(t *testing.T) {
 // check) has stopped, and the status is the program's own (128+n for signal n).
 func TestSandboxedRunEndsEverything(t *testing.T) {
 	requireSandbox(t)
-	pool, err := nsinit.NewPool(nsinit.PoolConfig{Max: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool := nsinit.NewPool(nsinit.PoolConfig{Max: 2})
 	defer pool.Close()
 	for _, tc := range []struct {
 		name string

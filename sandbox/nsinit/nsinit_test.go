@@ -27,14 +27,9 @@ import (
 func TestMain(m *testing.M) {
 	Main()
 	if os.Getenv(poolEnv) == "1" {
-		p, err := NewPool(PoolConfig{Max: 2})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		testPool = p
+		testPool = NewPool(PoolConfig{Max: 2})
 		code := m.Run()
-		p.Close()
+		testPool.Close()
 		os.Exit(code)
 	}
 	os.Exit(m.Run())

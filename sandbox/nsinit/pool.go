@@ -103,7 +103,7 @@ type fileID struct {
 	mtime, siz int64
 }
 
-// identify returns the fileID of path ("" path and zero fields when it cannot be stat'ed).
+// identify returns the fileID of path (only the path when it cannot be stat'ed).
 func identify(path string) fileID {
 	var st unix.Stat_t
 	if unix.Stat(path, &st) != nil {
@@ -112,10 +112,10 @@ func identify(path string) fileID {
 	return fileID{path: path, dev: st.Dev, ino: st.Ino, mtime: st.Mtim.Nano(), siz: st.Size}
 }
 
-// NewPool returns a Pool and starts filling it in the background. Start it after SetOwner and
-// UseHelper (their changes later discard the inits already started), on a host where Check
-// succeeds. Close it when done: it kills the inits still waiting.
-func NewPool(cfg PoolConfig) (*Pool, error) {
+// NewPool returns a Pool and starts filling it in the background. Start it after SetOwner (an init
+// carries the owner tag of its start) and UseHelper (a later change discards the inits already
+// started), on a host where Check succeeds. Close it when done: it kills the inits still waiting.
+func NewPool(cfg PoolConfig) *Pool {
 	if cfg.Max <= 0 {
 		cfg.Max = DefaultPoolMax()
 	}
@@ -126,7 +126,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
 	p.wg.Add(1)
 	go p.refill()
-	return p, nil
+	return p
 }
 
 // Close kills the inits waiting in the pool and waits until they are gone. Takes after Close start

@@ -97,10 +97,7 @@ func newTestPool(t *testing.T) *Pool {
 	if err := Check(); err != nil {
 		fixture.Missing(t, "the sandbox is unavailable: %v", err)
 	}
-	pool, err := NewPool(PoolConfig{Max: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool := NewPool(PoolConfig{Max: 2})
 	t.Cleanup(pool.Close)
 	return pool
 }

@@ -50,10 +50,7 @@ func TestMain(m *testing.M) {
 // the rest of the mounts, masks, Landlock, uid and capability drop, seccomp, exec, wait, output
 // parsing, audit to nowhere).
 func BenchmarkPeerClihostTrue(b *testing.B) {
-	pool, err := nsinit.NewPool(nsinit.PoolConfig{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	pool := nsinit.NewPool(nsinit.PoolConfig{})
 	defer pool.Close()
 	benchmarkCall(b, host.SandboxOptions{Pool: pool})
 	s := pool.Stats()

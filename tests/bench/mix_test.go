@@ -35,10 +35,7 @@ func BenchmarkDaemonVsPeers(b *testing.B) {
 	ws := fixture.Workspace(b)
 	state := b.TempDir()
 	fixture.Reachable(b, state)
-	pool, err := nsinit.NewPool(nsinit.PoolConfig{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	pool := nsinit.NewPool(nsinit.PoolConfig{})
 	defer pool.Close()
 	hostCall := hostCaller(b, ws, host.SandboxOptions{Pool: pool})
 	hostCallState := hostCaller(b, ws, host.SandboxOptions{StateDir: state, Pool: pool})

@@ -65,10 +65,8 @@ func setup() error {
 	if err := nsinit.Check(); err != nil {
 		return err
 	}
+	pool = nsinit.NewPool(nsinit.PoolConfig{})
 	var err error
-	if pool, err = nsinit.NewPool(nsinit.PoolConfig{}); err != nil {
-		return err
-	}
 	if probeDir, err = os.MkdirTemp("", "clihost-escape-probe-"); err != nil {
 		return err
 	}
