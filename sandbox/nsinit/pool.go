@@ -183,7 +183,8 @@ type Stdio struct {
 // does (an invalid plan is an error), writes it to a ready init and returns that init's Cmd,
 // already started, with the host's ends of its standard streams (stdin: whether the program gets
 // input on a pipe, else /dev/null). It returns a nil Cmd and no error when the pool has no init
-// that can serve this plan (none ready, the plan has Ingress, the pool is closed): start the call
+// that can serve this plan (none ready, the plan has Ingress, a memory limit below what a waiting
+// init holds, an init that could not take the call's limits, the pool is closed): start the call
 // with Command then. The caller goes on as after Start: CloseChildEnds is not needed; Listeners
 // (with Egress), Wait, Failure, Exhausted and Release are.
 func (p *Pool) Take(plan isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
@@ -194,41 +195,32 @@ func (p *Pool) Take(plan isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
 	if len(prepared.Ingress) > 0 {
 		return nil, nil, nil
 	}
-	// What is wrong with the plan is the call's error, not a reason to discard inits: its size is
-	// checked before one is taken (what an init adds to the envelope is a few numbers).
-	if data, err := json.Marshal(envelope{Plan: prepared}); err != nil {
-		return nil, nil, fmt.Errorf("nsinit: encode plan: %w", err)
-	} else if len(data) > maxPlanSize-planEnvelopeSlack {
-		return nil, nil, fmt.Errorf("nsinit: plan is %d bytes, more than %d", len(data), maxPlanSize-planEnvelopeSlack)
+	w := p.pop() // never a dead or stale one
+	if w == nil {
+		return nil, nil, nil
 	}
-	for {
-		w := p.pop()
-		if w == nil {
-			return nil, nil, nil
-		}
-		if !w.fits(prepared.Limits) {
-			p.putBack(w) // the call's memory limit is below what the waiting init holds: start it cold
-			return nil, nil, nil
-		}
-		cmd, stdio, err := p.give(w, prepared, stdin)
-		if err == nil {
-			p.mu.Lock()
-			p.failures = 0 // "in a row": an init served its call
-			p.mu.Unlock()
-			return cmd, stdio, nil
-		}
+	if !w.fits(prepared.Limits) {
+		p.putBack(w) // the call's memory limit is below what the waiting init holds: start it cold
+		return nil, nil, nil
+	}
+	data, err := p.encode(w, prepared, stdin)
+	if err != nil {
+		// What is wrong with the plan (its size) is the call's error; the init is untouched.
+		p.putBack(w)
+		return nil, nil, err
+	}
+	cmd, stdio, err := p.give(w, prepared, stdin, data)
+	if err != nil {
+		// The call's limits were written: what failed may be theirs (a limit the kernel enforced
+		// on the init). The call starts cold; neither another init nor the pool pays for it.
 		p.discard(w)
-		if errors.Is(err, errAfterLimits) {
-			// The call's limits were in place: what failed may be theirs (a limit the kernel
-			// enforced on the init). Neither another init nor the pool pays for it.
-			return nil, nil, nil
-		}
-		p.noteFailure() // it died waiting, or its groups could not take the limits: try the next one
+		return nil, nil, nil
 	}
+	p.mu.Lock()
+	p.failures = 0 // "in a row": an init served its call
+	p.mu.Unlock()
+	return cmd, stdio, nil
 }
-
-// errAfterLimits marks a give that failed once the call's cgroup limits were written.
-var errAfterLimits = errors.New("after the call's limits were applied")
 
 // fits reports whether the call's memory limit l leaves room for what the waiting init already
 // holds in its cgroup v2 group (on v1 it joins its groups with its plan, and they are empty until
@@ -251,10 +243,6 @@ func (p *Pool) putBack(w *warmInit) {
 	}
 	p.idle = append([]*warmInit{w}, p.idle...)
 }
-
-// planEnvelopeSlack bounds what a pooled init's own fields (deadline, umask, descriptors) add to
-// an encoded envelope.
-const planEnvelopeSlack = 1 << 10
 
 // pop takes the oldest ready init that is still usable, or returns nil (a miss: the pool then
 // aims to keep one more ready). Stale inits found on the way are discarded.
@@ -290,42 +278,39 @@ func (p *Pool) pop() *warmInit {
 	return w
 }
 
-// give hands the prepared plan to w: the call's cgroup limits and v1 groups, the plan, and the
-// Cmd the caller goes on with. On error the caller discards w.
-func (p *Pool) give(w *warmInit, prepared isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
+// encode is the envelope of the prepared plan for w: the plan, its deadline, and what an init
+// started for the call would inherit from the host now (umask, resource limits). An error leaves w
+// as it was.
+func (p *Pool) encode(w *warmInit, prepared isolation.Plan, stdin bool) ([]byte, error) {
 	deadline, err := deadlineFor(prepared.Timeout)
 	if err != nil {
-		return nil, nil, fmt.Errorf("nsinit: deadline: %w", err)
+		return nil, fmt.Errorf("nsinit: deadline: %w", err)
 	}
-	if err := w.applyLimits(prepared.Limits); err != nil {
-		return nil, nil, fmt.Errorf("%w (%w)", err, errAfterLimits)
-	}
-	cmd, stdio, err := p.send(w, prepared, stdin, deadline)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w (%w)", err, errAfterLimits)
-	}
-	return cmd, stdio, nil
-}
-
-// send writes the call's plan to w, once its limits are in place, and returns the Cmd the caller
-// goes on with.
-func (p *Pool) send(w *warmInit, prepared isolation.Plan, stdin bool, deadline int64) (*Cmd, *Stdio, error) {
 	umask, err := hostUmask()
 	if err != nil {
-		return nil, nil, fmt.Errorf("nsinit: %w", err)
+		return nil, fmt.Errorf("nsinit: %w", err)
 	}
 	rlimits, err := hostRlimits()
 	if err != nil {
-		return nil, nil, fmt.Errorf("nsinit: %w", err)
+		return nil, fmt.Errorf("nsinit: %w", err)
 	}
 	env := envelope{Protocol: planProtocol, Plan: prepared, UserNS: !p.root, Deadline: deadline,
 		Pooled: true, CgroupFDs: w.cgroupFDs, StdinNull: !stdin, HostUmask: umask, HostRlimits: rlimits}
 	data, err := json.Marshal(env)
 	if err != nil {
-		return nil, nil, fmt.Errorf("nsinit: encode plan: %w", err)
+		return nil, fmt.Errorf("nsinit: encode plan: %w", err)
 	}
 	if len(data) > maxPlanSize {
-		return nil, nil, fmt.Errorf("nsinit: plan is %d bytes, more than %d", len(data), maxPlanSize)
+		return nil, fmt.Errorf("nsinit: plan is %d bytes, more than %d", len(data), maxPlanSize)
+	}
+	return data, nil
+}
+
+// give hands w its call: the call's cgroup limits, then its encoded plan (data); it returns the
+// Cmd the caller goes on with. On error the caller discards w.
+func (p *Pool) give(w *warmInit, prepared isolation.Plan, stdin bool, data []byte) (*Cmd, *Stdio, error) {
+	if err := w.applyLimits(prepared.Limits); err != nil {
+		return nil, nil, err
 	}
 	if _, err := w.planW.Write(data); err != nil {
 		return nil, nil, fmt.Errorf("nsinit: write plan: %w", err)
