@@ -450,13 +450,24 @@ func (g *Group) Remove() error {
 	if g == nil {
 		return nil
 	}
-	killErr := g.KillAll()
 	dirs := slices.Collect(maps.Values(g.v1))
 	if g.v2 != "" {
 		dirs = append(dirs, g.v2)
 	}
-	var errs []error
+	// A group whose processes are gone (a sandbox whose init was reaped) goes at once: the kernel
+	// removes only an empty one. Reading its process lists first cost more than the removal.
+	var left []string
 	for _, d := range dirs {
+		if err := unix.Rmdir(d); err != nil && !errors.Is(err, unix.ENOENT) {
+			left = append(left, d)
+		}
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	killErr := g.KillAll()
+	var errs []error
+	for _, d := range left {
 		if err := rmdir(d); err != nil {
 			errs = append(errs, err)
 		}
