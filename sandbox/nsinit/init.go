@@ -191,19 +191,26 @@ func planWaiting() bool {
 
 // prewarm does, on the init's locked thread, the parts of confine that do not depend on the plan:
 // it drops the bounding set (nothing the init does before the program's exec needs it) and builds
-// the seccomp programs the plan may ask for.
+// the seccomp program the plan will ask for.
 func prewarm() (string, error) {
 	if err := dropBoundingSet(); err != nil {
 		return "privileges", err
 	}
 	boundingSetDropped = true
-	for _, o := range []seccomp.Options{{}, {NoExecMemfd: true}, {NoExecMemfd: true, SealMemfds: true}} {
-		if err := seccomp.Prepare(o); err != nil {
-			return "seccomp", err
-		}
+	// The program a host's plan asks for (sandbox.Policy.Plan always sets NoExecMemfd); another
+	// is built when a plan asks for it.
+	if err := seccomp.Prepare(seccomp.Options{NoExecMemfd: true, SealMemfds: sealMemfds(inUserNamespace())}); err != nil {
+		return "seccomp", err
 	}
 	warmPlanDecoder()
 	return "", nil
+}
+
+// inUserNamespace reports whether the init runs in a user namespace of its own (the host is not
+// root): its uid map is then not the initial namespace's identity map of every uid.
+func inUserNamespace() bool {
+	data, err := os.ReadFile("/proc/self/uid_map")
+	return err != nil || strings.Join(strings.Fields(string(data)), " ") != "0 0 4294967295"
 }
 
 // warmPlanDecoder decodes a plan once, so that encoding/json has what it learns about the
