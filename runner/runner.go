@@ -11,7 +11,6 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -458,7 +457,7 @@ func supervise(ctx context.Context, cmd *exec.Cmd, sandboxed *nsinit.Cmd, c Comm
 	} else {
 		ch := make(chan struct{})
 		go func() {
-			waitExited(pid)
+			spawn.WaitExited(pid)
 			close(ch)
 		}()
 		exited = ch
@@ -525,17 +524,6 @@ func supervise(ctx context.Context, cmd *exec.Cmd, sandboxed *nsinit.Cmd, c Comm
 func sandboxReported(sandboxed *nsinit.Cmd) bool {
 	_, ok := sandboxed.Reported()
 	return ok
-}
-
-// waitExited blocks until process pid has exited, without reaping it.
-func waitExited(pid int) {
-	for {
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if !errors.Is(err, unix.EINTR) {
-			return
-		}
-	}
 }
 
 // signalGroup sends sig to every process in process group pgid. ESRCH (the group is empty) is the

@@ -85,3 +85,22 @@ func strayFDsCloseOnExecByProc() error {
 	}
 	return nil
 }
+
+// WaitExited blocks until process pid, a child of this process, has exited, without reaping it
+// (its pid, and so its process group id, stay taken until Wait).
+func WaitExited(pid int) {
+	for {
+		var info unix.Siginfo
+		if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}
+
+// Exited reports whether process pid, a child of this process, has exited, without waiting and
+// without reaping it.
+func Exited(pid int) bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+	return err != nil || info.Signo != 0
+}

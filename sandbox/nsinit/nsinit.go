@@ -49,6 +49,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/clihost/clihost/internal/spawn"
+
 	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/cgroup"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -189,18 +191,8 @@ func (c *Cmd) readReport() {
 				c.readErr = err
 			}
 			if c.Process != nil {
-				waitExited(c.Process.Pid) // the pipe's end: the init is exiting, if it has not yet
+				spawn.WaitExited(c.Process.Pid) // the pipe's end: the init is exiting, if it has not yet
 			}
-			return
-		}
-	}
-}
-
-// waitExited blocks until process pid has exited, without reaping it.
-func waitExited(pid int) {
-	for {
-		var info unix.Siginfo
-		if err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil); !errors.Is(err, unix.EINTR) {
 			return
 		}
 	}

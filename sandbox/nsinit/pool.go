@@ -201,6 +201,7 @@ func (p *Pool) Take(plan isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
 	}
 	if !w.fits(prepared.Limits) {
 		p.putBack(w) // the call's memory limit is below what the waiting init holds: start it cold
+		p.count(false)
 		return nil, nil, nil
 	}
 	data, err := p.encode(w, prepared, stdin)
@@ -214,12 +215,25 @@ func (p *Pool) Take(plan isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
 		// The call's limits were written: what failed may be theirs (a limit the kernel enforced
 		// on the init). The call starts cold; neither another init nor the pool pays for it.
 		p.discard(w)
+		p.count(false)
 		return nil, nil, nil
 	}
-	p.mu.Lock()
-	p.failures = 0 // "in a row": an init served its call
-	p.mu.Unlock()
+	p.count(true)
 	return cmd, stdio, nil
+}
+
+// count records a Take that found a ready init: served by it (a hit; an init served its call, so
+// the failures "in a row" start again), or started cold after all (a miss that a bigger pool
+// would not have avoided: the target stays).
+func (p *Pool) count(served bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if served {
+		p.stats.Hits++
+		p.failures = 0
+	} else {
+		p.stats.Misses++
+	}
 }
 
 // fits reports whether the call's memory limit l leaves room for what the waiting init already
@@ -253,12 +267,11 @@ func (p *Pool) pop() *warmInit {
 		return nil
 	}
 	var stale []*warmInit
-	table, tableErr := p.mounts.read()
-	exe := identify(executable())
+	table, exe := p.host()
 	var w *warmInit
 	for len(p.idle) > 0 && w == nil {
 		w, p.idle = p.idle[0], p.idle[1:]
-		if tableErr != nil || !bytes.Equal(w.table, table) || w.exe != exe || exited(w.cmd) {
+		if !w.current(table, exe) || spawn.Exited(w.cmd.Process.Pid) {
 			stale = append(stale, w)
 			w = nil
 		}
@@ -267,8 +280,6 @@ func (p *Pool) pop() *warmInit {
 	if w == nil {
 		p.stats.Misses++
 		p.target = min(p.target+1, p.cfg.Max)
-	} else {
-		p.stats.Hits++
 	}
 	p.mu.Unlock()
 	for _, s := range stale {
@@ -362,11 +373,21 @@ func hostUmask() (int, error) {
 	return 0, errors.New("umask: not in /proc/self/status")
 }
 
-// exited reports whether cmd's process has exited (without reaping it).
-func exited(cmd *exec.Cmd) bool {
-	var info unix.Siginfo
-	err := unix.Waitid(unix.P_PID, cmd.Process.Pid, &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
-	return err != nil || info.Signo != 0
+// host reads what a waiting init must still match: the host's mount table (nil when it cannot be
+// read: then none matches) and the init executable. Called with p.mu held (the table is p.mounts'
+// buffer).
+func (p *Pool) host() (table []byte, exe fileID) {
+	table, err := p.mounts.read()
+	if err != nil {
+		table = nil
+	}
+	return table, identify(executable())
+}
+
+// current reports whether w still matches the host: started from exe, its mount namespace a copy
+// of table.
+func (w *warmInit) current(table []byte, exe fileID) bool {
+	return table != nil && bytes.Equal(w.table, table) && w.exe == exe
 }
 
 // kick wakes the refiller.
@@ -417,7 +438,7 @@ func (p *Pool) refill() {
 			if w != nil {
 				p.discard(w)
 			}
-			if err != nil && !errors.Is(err, errMountsMoved) {
+			if err != nil && !errors.Is(err, errMountsChanged) {
 				p.noteFailure()
 				break
 			}
@@ -441,16 +462,15 @@ func (p *Pool) wantMore() bool {
 func (p *Pool) sweep() {
 	p.mu.Lock()
 	var drop []*warmInit
-	table, tableErr := p.mounts.read()
-	exe := identify(executable())
+	table, exe := p.host()
 	kept := p.idle[:0]
 	dead := 0
 	for _, w := range p.idle {
 		switch {
-		case exited(w.cmd):
+		case spawn.Exited(w.cmd.Process.Pid):
 			dead++
 			drop = append(drop, w)
-		case tableErr != nil || !bytes.Equal(w.table, table) || w.exe != exe:
+		case !w.current(table, exe):
 			drop = append(drop, w)
 		default:
 			kept = append(kept, w)
@@ -584,12 +604,12 @@ func (p *Pool) startInit() (w *warmInit, err error) {
 	same := err == nil && bytes.Equal(before, after)
 	p.mu.Unlock()
 	if !same {
-		return w, errMountsMoved
+		return w, errMountsChanged
 	}
 	w.table = before
 	return w, nil
 }
 
-// errMountsMoved is startInit's answer when the host's mount table changed while it started an
+// errMountsChanged is startInit's answer when the host's mount table changed while it started an
 // init: the init is discarded, and the refiller starts another.
-var errMountsMoved = errors.New("nsinit: pool: the mount table changed while an init started")
+var errMountsChanged = errors.New("nsinit: pool: the mount table changed while an init started")
