@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/clihost/clihost/internal/filestamp"
+
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/isolation"
 )
@@ -20,9 +22,9 @@ import (
 // interpreter. The warm host's next plan equals a cold host's, built for the same filesystem.
 func TestConfineWarmSeesChanges(t *testing.T) {
 	fixture.NeedSandbox(t, SandboxAvailable())
-	oldRacy := racyWindow
-	racyWindow = 0
-	t.Cleanup(func() { racyWindow = oldRacy })
+	oldRacy := filestamp.RacyWindow
+	filestamp.RacyWindow = 0
+	t.Cleanup(func() { filestamp.RacyWindow = oldRacy })
 	files := fixture.True()
 	files["true/CLI.md"] = strings.Replace(files["true/CLI.md"], "fs: { read: [], write: [] }",
 		`fs: { read: ["./link/**"], write: ["./**"], deny: ["./.env", "./secrets/*"] }`, 1)

@@ -4,26 +4,13 @@ import (
 	"os/user"
 	"strconv"
 	"sync"
-	"syscall"
-	"time"
+
+	"github.com/clihost/clihost/internal/filestamp"
 )
 
 // userDBFiles are the files os/user reads (built without cgo, as clihost always is): the answers
 // of a lookup depend on nothing else.
 var userDBFiles = [2]string{"/etc/passwd", "/etc/group"}
-
-// fileStamp identifies one state of a file: a change of its content changes its size, its
-// modification or change time, or (when it is replaced, as useradd and vipw do) its inode.
-type fileStamp struct {
-	dev, ino, size uint64
-	mtime, ctime   syscall.Timespec
-}
-
-// racyWindow is how old a file's last change must be for an answer read from it to be kept: a
-// file changed again within the same tick of the file system's clock could keep its stamp, so an
-// answer read from a file changed in the last racyWindow is used once and not kept (git's "racy
-// clean" rule).
-var racyWindow = 2 * time.Second
 
 // userEntry is what a lookup of one uid found: its user, and its group ids (nil until asked).
 type userEntry struct {
@@ -38,7 +25,7 @@ type userEntry struct {
 // file changes: every lookup stats both files and drops the cache when either stamp differs.
 type userDB struct {
 	mu     sync.Mutex
-	stamps [2]fileStamp
+	stamps [2]filestamp.Stamp
 	users  map[int]*userEntry
 }
 
@@ -46,17 +33,13 @@ type userDB struct {
 var users userDB
 
 // stampsNow returns the stamps of userDBFiles, and whether answers read from them now may be
-// kept (both exist and neither changed within racyWindow).
-func stampsNow() ([2]fileStamp, bool) {
-	var out [2]fileStamp
+// kept (both exist and neither changed within filestamp.RacyWindow).
+func stampsNow() ([2]filestamp.Stamp, bool) {
+	var out [2]filestamp.Stamp
 	keep := true
 	for i, p := range userDBFiles {
-		var st syscall.Stat_t
-		if err := syscall.Stat(p, &st); err != nil {
-			return out, false
-		}
-		out[i] = fileStamp{dev: st.Dev, ino: st.Ino, size: uint64(st.Size), mtime: st.Mtim, ctime: st.Ctim}
-		if time.Since(time.Unix(st.Ctim.Unix())) < racyWindow || time.Since(time.Unix(st.Mtim.Unix())) < racyWindow {
+		var ok bool
+		if out[i], ok = filestamp.Path(p); !ok {
 			keep = false
 		}
 	}

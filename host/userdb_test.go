@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/clihost/clihost/internal/filestamp"
+
 	"github.com/clihost/clihost/internal/fixture"
 )
 
@@ -18,9 +20,9 @@ func TestUserDBCacheInvalidated(t *testing.T) {
 	fixture.Need(t, "usermod")
 	u := fixture.User(t, "clihost-t-udb")
 	gid := fixture.Group(t, "clihost-t-udbgrp")
-	old := racyWindow
-	racyWindow = 0
-	t.Cleanup(func() { racyWindow = old })
+	old := filestamp.RacyWindow
+	filestamp.RacyWindow = 0
+	t.Cleanup(func() { filestamp.RacyWindow = old })
 	usermod := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("usermod", append(args, u.Name)...).CombinedOutput(); err != nil {

@@ -1,39 +1,14 @@
 package sandbox
 
 import (
-	"io/fs"
 	"sync"
-	"syscall"
-	"time"
+
+	"github.com/clihost/clihost/internal/filestamp"
 )
-
-// fileStamp identifies one state of a file's content: any write changes its modification or
-// change time (or its size), and a replacement its inode.
-type fileStamp struct {
-	dev, ino     uint64
-	size         int64
-	mtime, ctime syscall.Timespec
-}
-
-// racyWindow is how long after a file's last change an answer read from it is not kept: a file
-// written again within the same tick of the file system's clock could keep its stamp (git's "racy
-// clean" rule).
-var racyWindow = 2 * time.Second
-
-// stampOf returns fi's stamp, and whether an answer read from the file now may be kept.
-func stampOf(fi fs.FileInfo) (fileStamp, bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileStamp{}, false
-	}
-	s := fileStamp{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim, ctime: st.Ctim}
-	old := func(ts syscall.Timespec) bool { return time.Since(time.Unix(ts.Unix())) >= racyWindow }
-	return s, old(st.Mtim) && old(st.Ctim)
-}
 
 // interpAnswer is what interpreterOf said of one file in one state.
 type interpAnswer struct {
-	stamp       fileStamp
+	stamp       filestamp.Stamp
 	interp, arg string
 	script      bool
 }
@@ -56,7 +31,7 @@ func (c *compiler) interpreterOf(p string) (interp, arg string, script bool, err
 	if err != nil {
 		return interpreterOf(p)
 	}
-	stamp, keep := stampOf(fi)
+	stamp, keep := filestamp.Of(fi)
 	interps.mu.Lock()
 	a, ok := interps.m[p]
 	interps.mu.Unlock()

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/clihost/clihost/internal/filestamp"
 )
 
 // TestInterpreterCacheFollowsTheFile: the interpreters remembered for an executable are used only
@@ -11,9 +13,9 @@ import (
 // once), rewriting a script in place with another interpreter of the same length, or replacing it
 // by another file, gives the next compilation the new interpreter, never the remembered one.
 func TestInterpreterCacheFollowsTheFile(t *testing.T) {
-	old := racyWindow
-	racyWindow = 0
-	t.Cleanup(func() { racyWindow = old })
+	old := filestamp.RacyWindow
+	filestamp.RacyWindow = 0
+	t.Cleanup(func() { filestamp.RacyWindow = old })
 	f := newFixture(t)
 	sh, ls := realPath(t, "/usr/bin/sh"), realPath(t, "/usr/bin/ls")
 	script := filepath.Join(realTemp(t), "tool")

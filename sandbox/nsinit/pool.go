@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clihost/clihost/internal/filestamp"
+
 	"github.com/clihost/clihost/internal/spawn"
 	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/cgroup"
@@ -89,27 +91,11 @@ type warmInit struct {
 	stdin  *os.File // write end of the init's standard input
 	stdout *os.File // read ends of its standard output and error
 	stderr *os.File
-	group  *cgroup.Group // its cgroup slot (a v2 group it was cloned into), or nil
-	exe    fileID        // the executable it was started from
-	table  []byte        // the host's mount table when it was started (see startInit)
+	group  *cgroup.Group   // its cgroup slot (a v2 group it was cloned into), or nil
+	exe    filestamp.Stamp // the executable it was started from
+	table  []byte          // the host's mount table when it was started (see startInit)
 	// cgroupFDs are the init's descriptors of its group's v1 tasks files (made when it started).
 	cgroupFDs []int
-}
-
-// fileID identifies a file's content on disk well enough to notice that it was replaced.
-type fileID struct {
-	path       string
-	dev, ino   uint64
-	mtime, siz int64
-}
-
-// identify returns the fileID of path (only the path when it cannot be stat'ed).
-func identify(path string) fileID {
-	var st unix.Stat_t
-	if unix.Stat(path, &st) != nil {
-		return fileID{path: path}
-	}
-	return fileID{path: path, dev: st.Dev, ino: st.Ino, mtime: st.Mtim.Nano(), siz: st.Size}
 }
 
 // NewPool returns a Pool and starts filling it in the background. Start it after SetOwner (an init
@@ -376,17 +362,18 @@ func hostUmask() (int, error) {
 // host reads what a waiting init must still match: the host's mount table (nil when it cannot be
 // read: then none matches) and the init executable. Called with p.mu held (the table is p.mounts'
 // buffer).
-func (p *Pool) host() (table []byte, exe fileID) {
+func (p *Pool) host() (table []byte, exe filestamp.Stamp) {
 	table, err := p.mounts.read()
 	if err != nil {
 		table = nil
 	}
-	return table, identify(executable())
+	exe, _ = filestamp.Path(executable())
+	return table, exe
 }
 
 // current reports whether w still matches the host: started from exe, its mount namespace a copy
 // of table.
-func (w *warmInit) current(table []byte, exe fileID) bool {
+func (w *warmInit) current(table []byte, exe filestamp.Stamp) bool {
 	return table != nil && bytes.Equal(w.table, table) && w.exe == exe
 }
 
@@ -584,7 +571,7 @@ func (p *Pool) startInit() (w *warmInit, err error) {
 		childEnds = append(childEnds, f)
 		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(f.Fd())
 	}
-	w.exe = identify(cmd.Path)
+	w.exe, _ = filestamp.Path(cmd.Path)
 	// The init's mount namespace is a copy of the table at its clone: read the table before and
 	// after, and keep the init only if both agree (a mount made and undone in between could be in
 	// the copy), so that Take can tell the init's copy from the host's table then.
