@@ -159,23 +159,8 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	var sandboxed *nsinit.Cmd
 	var pooled *nsinit.Stdio // the streams of an init taken from c.Pool, already started
 	if c.Sandbox != nil {
-		plan := *c.Sandbox
-		plan.Path, plan.Args, plan.Dir, plan.Env = c.Path, argv, c.Dir, c.Env
-		if c.Timeout > 0 {
-			plan.Timeout = c.Timeout + c.Grace + sandboxMargin
-		}
-		if c.Egress != nil {
-			nsinit.UseEgress(&plan)
-		}
-		if c.Pool != nil && !c.TTY && c.Attach == nil {
-			if sandboxed, pooled, err = c.Pool.Take(plan, c.Stdin != nil); err != nil {
-				return Result{}, fmt.Errorf("runner: %s not started: %w: %w", c.Path, nsinit.ErrUnavailable, err)
-			}
-		}
-		if sandboxed == nil {
-			if sandboxed, err = nsinit.Command(plan); err != nil {
-				return Result{}, fmt.Errorf("runner: %s not started: %w: %w", c.Path, nsinit.ErrUnavailable, err)
-			}
+		if sandboxed, pooled, err = sandbox(c, argv); err != nil {
+			return Result{}, fmt.Errorf("runner: %s not started: %w: %w", c.Path, nsinit.ErrUnavailable, err)
 		}
 		defer func() { _ = sandboxed.Release() }() // on the paths that return early; a no-op after the one below
 		cmd = sandboxed.Cmd
@@ -279,6 +264,27 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		return res, fmt.Errorf("runner: %s stopped: %w: network: %w", c.Path, nsinit.ErrUnavailable, egressErr)
 	}
 	return res, nil
+}
+
+// sandbox is the init that runs c (with c.Sandbox) as argv: one taken from c.Pool, already
+// started, with its standard streams (when the pool has one ready and c needs no terminal), or
+// one nsinit.Command prepares (pooled is then nil).
+func sandbox(c Command, argv []string) (sandboxed *nsinit.Cmd, pooled *nsinit.Stdio, err error) {
+	plan := *c.Sandbox
+	plan.Path, plan.Args, plan.Dir, plan.Env = c.Path, argv, c.Dir, c.Env
+	if c.Timeout > 0 {
+		plan.Timeout = c.Timeout + c.Grace + sandboxMargin
+	}
+	if c.Egress != nil {
+		nsinit.UseEgress(&plan)
+	}
+	if c.Pool != nil && !c.TTY && c.Attach == nil {
+		if sandboxed, pooled, err = c.Pool.Take(plan, c.Stdin != nil); sandboxed != nil || err != nil {
+			return sandboxed, pooled, err
+		}
+	}
+	sandboxed, err = nsinit.Command(plan)
+	return sandboxed, nil, err
 }
 
 // Cleanup waits, at most timeout, until the sandboxes of the calls Run returned from have exited and
