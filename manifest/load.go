@@ -27,6 +27,9 @@ type Bundle struct {
 	IDPos    Pos          `json:"-"` // where id is declared, for findings about the bundle as a whole
 	OSDir    string       `json:"-"` // the bundle folder on disk; empty for the embedded catalog
 
+	// Secrets is auth.ref's SECRETS.md inventory (secrets.go).
+	Secrets []SecretSlot `json:"secrets,omitempty"`
+
 	fsys   fs.FS
 	fsPath string // CLI.md inside fsys
 }

@@ -56,6 +56,7 @@ func (l *linter) cliRules() {
 	l.versionRules()
 	l.setupRules()
 	l.authRules()
+	l.secretsRules()
 	l.outputRules("/output", cli.Output)
 	l.sandboxRules(l.c, "/sandbox", &cli.Sandbox)
 	if doc.Has("/actions") && doc.Has("/intents") {

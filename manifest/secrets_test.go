@@ -1,0 +1,212 @@
+package manifest
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var withRef = edit{cliFile, "auth:\n", "auth:\n  ref: ./SECRETS.md\n"}
+
+const goodSecrets = `---
+secrets:
+  - slug: demo-api-key
+    name: Demo API key
+    description: The key the demo CLI calls its API with.
+  - slug: demo/github
+    name: GitHub token
+    description: Read access to the demo's repositories.
+    kind: oauth
+    exposures:
+      - { kind: env, name: GH_TOKEN, field: accessToken }
+      - { kind: env, name: GITHUB_TOKEN, field: accessToken }
+    access:
+      bind:
+        - tool: demo.item.list
+    metadata: { required: false }
+  - slug: demo-multi
+    name: Two names
+    description: One slug, two variables, through AIP-19's metadata binding.
+    metadata: { bindings: { env: [MULTI_A, MULTI_B] } }
+---
+# Secrets
+`
+
+// secretsFindings returns the findings about auth.ref and the SECRETS.md inventory.
+func secretsFindings(b *Bundle) Findings {
+	var out Findings
+	for _, f := range b.Findings {
+		if strings.HasPrefix(f.Rule, "secrets-") || strings.HasSuffix(f.Pos.File, "SECRETS.md") || f.Rule == "bundle-file-outside" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// TestSecretsInventoryLoads: a valid inventory lints clean and each entry becomes a slot with the
+// variables AIP-19's three bindings give it (exposures, metadata.bindings.env, the convention).
+func TestSecretsInventoryLoads(t *testing.T) {
+	b := diskBundle(t, []edit{withRef}, map[string]string{"demo/SECRETS.md": goodSecrets}, nil)
+	if len(b.Findings) != 0 {
+		t.Fatalf("unexpected findings:\n%s", findingsText(b.Findings))
+	}
+	if len(b.Secrets) != 3 {
+		t.Fatalf("want 3 slots, got %+v", b.Secrets)
+	}
+	key, gh, multi := b.Secrets[0], b.Secrets[1], b.Secrets[2]
+	if key.Slug != "demo-api-key" || len(key.Env) != 1 || key.Env[0].Name != "DEMO_API_KEY" || !key.Required || key.Kind != "opaque" || key.Bound {
+		t.Fatalf("convention slot: %+v", key)
+	}
+	if gh.Required || gh.Kind != "oauth" || len(gh.Env) != 2 || gh.Env[0] != (SecretEnv{"GH_TOKEN", "accessToken"}) || !gh.Bound || gh.Tools[0] != "demo.item.list" {
+		t.Fatalf("exposure slot: %+v", gh)
+	}
+	if len(multi.Env) != 2 || multi.Env[1].Name != "MULTI_B" {
+		t.Fatalf("metadata slot: %+v", multi)
+	}
+	if s, ok := b.SecretSlotFor("GITHUB_TOKEN"); !ok || s.Slug != "demo/github" {
+		t.Fatalf("SecretSlotFor(GITHUB_TOKEN) = %+v, %v", s, ok)
+	}
+	if !gh.BoundTo(b.Tools[0]) {
+		t.Fatal("the slot is granted to demo.item.list")
+	}
+}
+
+// TestSecretsInventoryHostile: every way an inventory can be missing, escape the bundle, be too
+// large, not parse or misdeclare its variables is a lint error at file:line:col with a rule and a
+// hint, and leaves the bundle unservable.
+func TestSecretsInventoryHostile(t *testing.T) {
+	entry := func(extra string) string {
+		return "---\nsecrets:\n  - slug: demo-key\n    name: Key\n    description: A key.\n" + extra + "---\n"
+	}
+	cases := []struct {
+		name  string
+		ref   string
+		file  string // SECRETS.md content ("" for none)
+		links func(t *testing.T) map[string]string
+		rule  string
+		where string // the file the finding is in (suffix)
+		line  int
+	}{
+		{name: "missing file", ref: "./SECRETS.md", rule: "secrets-ref-missing", where: "CLI.md", line: -1},
+		{name: "ref to /etc/shadow by ..", ref: "../../../../../../etc/shadow", rule: "bundle-file-outside", where: "CLI.md", line: -1},
+		{name: "absolute ref", ref: "/etc/shadow", rule: "bundle-file-outside", where: "CLI.md", line: -1},
+		{name: "URL ref", ref: "https://example.com/SECRETS.md", rule: "secrets-ref-remote", where: "CLI.md", line: -1},
+		{name: "symlink to a file outside", ref: "./SECRETS.md", rule: "bundle-file-outside", where: "CLI.md", line: -1,
+			links: func(t *testing.T) map[string]string {
+				return map[string]string{"demo/SECRETS.md": outsideFile(t, "SECRETS.md", goodSecrets)}
+			}},
+		{name: "symlink to /etc/shadow", ref: "./SECRETS.md", rule: "bundle-file-outside", where: "CLI.md", line: -1,
+			links: func(*testing.T) map[string]string { return map[string]string{"demo/SECRETS.md": "/etc/shadow"} }},
+		{name: "a folder", ref: "./tools", rule: "secrets-ref-missing", where: "CLI.md", line: -1},
+		{name: "huge file", ref: "./SECRETS.md", file: "---\nsecrets: []\n---\n" + strings.Repeat("x", MaxFileSize+10), rule: "file-too-large", where: "SECRETS.md", line: 1},
+		{name: "malformed YAML", ref: "./SECRETS.md", file: "---\nsecrets:\n  - slug: [unclosed\n---\n", rule: "yaml-syntax", where: "SECRETS.md"},
+		{name: "no frontmatter", ref: "./SECRETS.md", file: "# just prose\n", rule: "frontmatter-missing", where: "SECRETS.md", line: 1},
+		{name: "alias bomb", ref: "./SECRETS.md", file: "---\na: &a [x, x]\nsecrets: *a\n---\n", rule: "yaml-alias", where: "SECRETS.md"},
+		{name: "schema: missing description", ref: "./SECRETS.md", file: "---\nsecrets:\n  - slug: demo-key\n    name: Key\n---\n", rule: "schema-required", where: "SECRETS.md", line: 3},
+		{name: "schema: bad slug", ref: "./SECRETS.md", file: "---\nsecrets:\n  - slug: Demo_Key\n    name: Key\n    description: d\n---\n", rule: "schema-pattern", where: "SECRETS.md", line: 3},
+		{name: "a value in the inventory", ref: "./SECRETS.md", file: entry("    token: ghp_abcdef\n"), rule: "secrets-value", where: "SECRETS.md", line: 6},
+		{name: "duplicate slug", ref: "./SECRETS.md", file: "---\nsecrets:\n  - { slug: demo-key, name: a, description: a }\n  - { slug: demo-key, name: b, description: b }\n---\n", rule: "secrets-slug-duplicate", where: "SECRETS.md", line: 4},
+		{name: "duplicate variable", ref: "./SECRETS.md", file: "---\nsecrets:\n  - { slug: demo-key, name: a, description: a }\n  - { slug: other, name: b, description: b, metadata: { bindings: { env: [DEMO_KEY] } } }\n---\n", rule: "secrets-env-duplicate", where: "SECRETS.md", line: 4},
+		{name: "variable env.set sets", ref: "./SECRETS.md", file: entry("    metadata: { bindings: { env: [DEMO_COLOR] } }\n"), rule: "secrets-env-duplicate", where: "SECRETS.md", line: 3},
+		{name: "reserved: PATH", ref: "./SECRETS.md", file: entry("    exposures: [{ kind: env, name: PATH, field: value }]\n"), rule: "secrets-env-reserved", where: "SECRETS.md", line: 3},
+		{name: "reserved: HTTPS_PROXY", ref: "./SECRETS.md", file: entry("    metadata: { bindings: { env: [HTTPS_PROXY] } }\n"), rule: "secrets-env-reserved", where: "SECRETS.md", line: 3},
+		{name: "reserved: LD_PRELOAD", ref: "./SECRETS.md", file: entry("    metadata: { bindings: { env: [LD_PRELOAD] } }\n"), rule: "secrets-env-reserved", where: "SECRETS.md", line: 3},
+		{name: "reserved: NODE_OPTIONS", ref: "./SECRETS.md", file: entry("    metadata: { bindings: { env: [NODE_OPTIONS] } }\n"), rule: "secrets-env-reserved", where: "SECRETS.md", line: 3},
+		{name: "invalid variable name", ref: "./SECRETS.md", file: entry("    metadata: { bindings: { env: [\"A=B\"] } }\n"), rule: "secrets-env-name", where: "SECRETS.md", line: 3},
+		{name: "invalid exposure name", ref: "./SECRETS.md", file: entry("    exposures: [{ kind: env, name: lower, field: value }]\n"), rule: "secrets-env-name", where: "SECRETS.md", line: 3},
+		{name: "required not a boolean", ref: "./SECRETS.md", file: entry("    metadata: { required: \"no\" }\n"), rule: "secrets-required", where: "SECRETS.md", line: 6},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			extra := map[string]string{}
+			if tc.file != "" {
+				extra["demo/SECRETS.md"] = tc.file
+			}
+			var links map[string]string
+			if tc.links != nil {
+				links = tc.links(t)
+			}
+			b := diskBundle(t, []edit{{cliFile, "auth:\n", "auth:\n  ref: \"" + tc.ref + "\"\n"}}, extra, links)
+			if !b.Findings.HasErrors() {
+				t.Fatalf("the bundle must not be servable; findings:\n%s", findingsText(b.Findings))
+			}
+			var got *Finding
+			for i, f := range b.Findings {
+				if f.Rule == tc.rule {
+					got = &b.Findings[i]
+					break
+				}
+			}
+			if got == nil {
+				t.Fatalf("no %s finding; got:\n%s", tc.rule, findingsText(b.Findings))
+			}
+			if tc.line == -1 { // the auth.ref line of CLI.md
+				src, err := os.ReadFile(got.Pos.File)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tc.line = lineOf(t, string(src), "ref: ")
+			}
+			if !strings.HasSuffix(got.Pos.File, tc.where) || tc.line != 0 && got.Pos.Line != tc.line || got.Pos.Col < 1 && got.Pos.Line > 0 {
+				t.Fatalf("finding at %s, want %s line %d: %s", got.Pos, tc.where, tc.line, got)
+			}
+			if got.Hint == "" {
+				t.Fatalf("finding without a hint: %s", got)
+			}
+			if strings.Contains(findingsText(b.Findings), "ghp_abcdef") {
+				t.Fatal("a finding repeats the value the inventory held")
+			}
+		})
+	}
+}
+
+// TestSecretsInventoryWarnings: what this host does not honour (a backend URI, file exposures,
+// bind grants that are not tools) is reported as a warning, and the bundle stays servable.
+func TestSecretsInventoryWarnings(t *testing.T) {
+	inv := "---\nsecrets:\n  - slug: demo-key\n    name: Key\n    description: A key.\n    backend: vault://kv/demo\n" +
+		"    exposures: [{ kind: file, path: ~/.demo/key }]\n    access: { bind: [{ role: admin }] }\n---\n"
+	b := diskBundle(t, []edit{withRef}, map[string]string{"demo/SECRETS.md": inv}, nil)
+	if b.Findings.HasErrors() {
+		t.Fatalf("warnings only expected:\n%s", findingsText(b.Findings))
+	}
+	for _, rule := range []string{"secrets-backend-ignored", "secrets-exposure-unsupported", "secrets-access-unsupported"} {
+		if !strings.Contains(findingsText(b.Findings), rule) {
+			t.Errorf("no %s warning:\n%s", rule, findingsText(b.Findings))
+		}
+	}
+	if len(b.Secrets) != 1 || !b.Secrets[0].Bound || len(b.Secrets[0].Tools) != 0 || b.Secrets[0].BoundTo(b.Tools[0]) {
+		t.Fatalf("a bind list of grants clihost ignores grants no tool: %+v", b.Secrets)
+	}
+}
+
+// TestSecretsInventoryReread: the inventory is read afresh on every load; an edit to it (a new
+// variable) is what the next load sees, never a copy kept from an earlier one.
+func TestSecretsInventoryReread(t *testing.T) {
+	dir := t.TempDir()
+	for name, f := range buildBundle(t, []edit{withRef}, map[string]string{"demo/SECRETS.md": goodSecrets}) {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		_ = os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	onDisk := func(p string) string { return filepath.Join(dir, filepath.FromSlash(p)) }
+	load := func() *Bundle {
+		return LoadBundle(os.DirFS(dir), cliFile, LoadOptions{Display: onDisk, OSPath: onDisk})
+	}
+	if b := load(); len(b.Secrets) != 3 {
+		t.Fatalf("first load: %+v", b.Secrets)
+	}
+	edited := strings.Replace(goodSecrets, "[MULTI_A, MULTI_B]", "[MULTI_C]", 1)
+	if err := os.WriteFile(filepath.Join(dir, "demo", "SECRETS.md"), []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := load()
+	if s, ok := b.SecretSlotFor("MULTI_C"); !ok || s.Slug != "demo-multi" {
+		t.Fatalf("the edited inventory was not read: %+v", b.Secrets)
+	}
+	if _, ok := b.SecretSlotFor("MULTI_A"); ok {
+		t.Fatal("a variable of the old inventory survived the edit")
+	}
+}
