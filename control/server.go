@@ -265,6 +265,7 @@ func Handler(b Backend, a Admission) http.Handler {
 	stateHandlers(mux, b, a)
 	approvalHandlers(mux, b, a)
 	tokenHandlers(mux, b, a)
+	secretHandlers(mux, b)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := r.Context().Value(peerKey{}).(Peer)
 		if !ok || !a.admits(p) {

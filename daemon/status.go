@@ -65,6 +65,9 @@ func (d *Engine) bundleStatus(ctx context.Context, st *state, e *registry.Entry)
 			}
 		}
 	}
+	if slot, unset := d.unsetSecret(b, scope); unset && bs.Ready {
+		bs.Ready, bs.Reason = false, fmt.Sprintf("the secret %s is not set; run: %s", slot.Slug, d.agentCommand(ctx, "secret set", secretArg(b, slot)))
+	}
 	if b.CLI.Auth != nil && b.CLI.Auth.Login != nil {
 		a, err := d.auth.Get(b, scope)
 		bs.Auth = string(a.Phase)

@@ -53,7 +53,8 @@ else ./.cli plus the catalog built into clihost.`,
 	root.PersistentFlags().StringArrayVar(&g.bundleDirs, "bundles", nil, "a bundle directory: a bundle folder, a tree of bundles or a CLI.md (repeatable)")
 	root.PersistentFlags().StringVar(&g.socket, "socket", "", "clihostd's control socket (default: $CLIHOST_SOCKET, else the daemon's default)")
 	root.AddCommand(newOutputCmd(g), newAskCmd(g, nil), newHealthCmd(g, nil), newLintCmd(g), newInspectCmd(g), newToolsCmd(g), newCallCmd(g, nil), newMCPCmd(g), newServeMCPCmd(g),
-		newStatusCmd(g, nil), newDoctorCmd(g, nil), newInstallCmd(g, nil), newSetupCmd(g, nil), newLoginCmd(g, nil), newLogoutCmd(g, nil), newTokenCmd(g, nil), newApproveCmd(g, nil), newAuditCmd(g), newVersionCmd(g), newImportCmd(g), newMCPSelfCmd(g), newStateCmd(g))
+		newStatusCmd(g, nil), newDoctorCmd(g, nil), newInstallCmd(g, nil), newSetupCmd(g, nil), newLoginCmd(g, nil), newLogoutCmd(g, nil), newTokenCmd(g, nil), newApproveCmd(g, nil), newAuditCmd(g), newVersionCmd(g), newImportCmd(g), newMCPSelfCmd(g), newStateCmd(g),
+		newSecretCmd(g))
 	return root
 }
 

@@ -1,0 +1,102 @@
+package host
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/lifecycle"
+	"github.com/clihost/clihost/manifest"
+)
+
+// secretEnv adds to env the variables of b's SECRETS.md inventory (auth.ref) bound to tool t, each
+// set from its slot in scope's encrypted store (the slot setup's persist.secret_slug fills, or
+// clihostctl secret set), and records the values in sensitive so that nothing the call returns
+// carries them. Only the variables the inventory declares are set, only for b's calls; values
+// never reach argv. A required slot that is unset refuses the call (setup_required) with the
+// command that sets it.
+func (h *Host) secretEnv(b *manifest.Bundle, t *manifest.ToolEntry, scope lifecycle.Scope, env, sensitive *[]string) *Error {
+	for _, slot := range b.Secrets {
+		if !slot.BoundTo(t) {
+			continue
+		}
+		value, ok, e := h.slotValue(b, slot, scope)
+		if e != nil {
+			return e
+		}
+		if !ok {
+			if slot.Required {
+				return secretUnset(b, slot, scope)
+			}
+			continue
+		}
+		*sensitive = append(*sensitive, value)
+		for _, v := range slot.Env {
+			x, e := exposed(b, slot, v, value, scope)
+			if e != nil {
+				return e
+			}
+			*sensitive = append(*sensitive, x)
+			*env = setEnv(*env, v.Name, x)
+		}
+	}
+	return nil
+}
+
+// slotValue reads slot's value in scope; ok is false when it is unset or the host keeps no store.
+func (h *Host) slotValue(b *manifest.Bundle, slot manifest.SecretSlot, scope lifecycle.Scope) (string, bool, *Error) {
+	if h.opts.Setup == nil {
+		return "", false, nil
+	}
+	v, ok, err := h.opts.Setup.Secret(scope, slot.Slug)
+	if err != nil {
+		return "", false, &Error{Code: errcode.Internal, Message: fmt.Sprintf("reading %s's secret %q: %v", b.ID(), slot.Slug, err),
+			Hint: "set it again: " + SecretSetCommand(b, slot, scope.Workspace)}
+	}
+	return v, ok, nil
+}
+
+// exposed is the value variable v gets: the whole value of an opaque secret, else the field v
+// names of the JSON object the value is (oauth: accessToken, keypair: private, …).
+func exposed(b *manifest.Bundle, slot manifest.SecretSlot, v manifest.SecretEnv, value string, scope lifecycle.Scope) (string, *Error) {
+	if slot.Kind == "opaque" || v.Field == "" {
+		return value, nil
+	}
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(value), &obj); err == nil {
+		switch f := obj[v.Field].(type) {
+		case string:
+			return f, nil
+		case json.Number, float64, bool:
+			return fmt.Sprint(f), nil
+		}
+	}
+	return "", &Error{Code: errcode.SetupRequired, Category: "authentication",
+		Message: fmt.Sprintf("%s's secret %q is of kind %s, but its value is not a JSON object with a string field %q for %s", b.ID(), slot.Slug, slot.Kind, v.Field, v.Name),
+		Hint:    "set it again as that JSON object: " + SecretSetCommand(b, slot, scope.Workspace)}
+}
+
+// secretUnset is the refusal of a call whose required secret has no value.
+func secretUnset(b *manifest.Bundle, slot manifest.SecretSlot, scope lifecycle.Scope) *Error {
+	names := make([]string, 0, len(slot.Env))
+	for _, v := range slot.Env {
+		names = append(names, v.Name)
+	}
+	return &Error{Code: errcode.SetupRequired, Category: "authentication",
+		Message: fmt.Sprintf("%s needs the secret %q (%s, its %s) and it is not set for this workspace and user", b.ID(), slot.Slug, slot.Name, strings.Join(names, ", ")),
+		Hint:    "set it (clihostd keeps it encrypted and passes it to the CLI's environment): " + SecretSetCommand(b, slot, scope.Workspace)}
+}
+
+// SecretSetCommand is the clihostctl command that sets slot's value for workspace.
+func SecretSetCommand(b *manifest.Bundle, slot manifest.SecretSlot, workspace string) string {
+	name := slot.Slug
+	if len(slot.Env) > 0 {
+		name = slot.Env[0].Name
+	}
+	cmd := "clihostctl secret set " + b.ID() + " " + name
+	if workspace != "" {
+		cmd += " --workspace " + workspace
+	}
+	return cmd
+}
