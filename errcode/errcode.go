@@ -35,8 +35,9 @@ const (
 	// Produced by host; clihostctl ask also reports a provider bundle that does not fit. Run
 	// clihostctl lint on the bundle.
 	BundleInvalid Code = "bundle_invalid"
-	// SetupRequired: the bundle's setup has pending steps, or a ${secrets.NAME} it needs has no
-	// value. Produced by host and setup. Run clihostctl setup.
+	// SetupRequired: the bundle's setup has pending steps, or a ${secrets.NAME} or a required
+	// secret of its SECRETS.md it needs has no value. Produced by host and setup. Run clihostctl
+	// setup, or clihostctl secret set as the hint says.
 	SetupRequired Code = "setup_required"
 	// SetupFailed: a setup step failed. Produced by setup (through daemon). Read the message, fix
 	// the cause, run clihostctl setup again.
