@@ -38,6 +38,8 @@ func (d *Engine) SetSecret(_ context.Context, req control.SecretRequest, peer co
 		err = d.setup.DeleteSecret(s, slot.Slug)
 	case req.Value == "":
 		return control.SecretList{}, errors.New("the value is empty; to empty the slot, pass --unset")
+	case strings.ContainsRune(req.Value, 0):
+		return control.SecretList{}, errors.New("the value holds a NUL byte, which no environment variable can carry")
 	default:
 		err = d.setup.SetSecret(s, slot.Slug, req.Value)
 	}

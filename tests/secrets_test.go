@@ -104,6 +104,12 @@ secrets:
 	if r := d.ctlIn(t, "x\n", append([]string{"secret", "set", "vault", "NOPE", "--stdin"}, ws...)...); r.code == 0 || !strings.Contains(r.stderr, "VAULT_TOKEN") {
 		t.Fatalf("setting an undeclared secret: exit %d %s", r.code, r.stderr)
 	}
+	if r := d.ctlIn(t, "a\x00b", append([]string{"secret", "set", "vault", "VAULT_TOKEN", "--stdin"}, ws...)...); r.code == 0 || !strings.Contains(r.stderr, "NUL") {
+		t.Fatalf("a value with a NUL byte: exit %d %s", r.code, r.stderr)
+	}
+	if r := d.ctlIn(t, "", append([]string{"secret", "set", "vault", "VAULT_TOKEN", "--stdin"}, ws...)...); r.code == 0 || !strings.Contains(r.stderr, "empty") {
+		t.Fatalf("an empty value: exit %d %s", r.code, r.stderr)
+	}
 	r = d.ctlIn(t, value+"\n", append([]string{"secret", "set", "vault", "VAULT_TOKEN", "--stdin", "--json"}, ws...)...)
 	var l struct {
 		Secrets []struct {
@@ -180,5 +186,60 @@ func TestSecretsInventoryLintThroughCLI(t *testing.T) {
 	writeFile(t, cli, string(src)) // the inventory "x" has no frontmatter
 	if r := runBin(t, bin.ctl, "", "lint", dir); r.code != 1 || !strings.Contains(r.stdout, "SECRETS.md:1:1: error: frontmatter-missing") {
 		t.Fatalf("lint of an inventory without frontmatter: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestSecretsScopedToTheCaller: on a root daemon, a socket-group member may not list or set the
+// secrets of a workspace it cannot use (workspace_denied, through the raw API, not only
+// clihostctl); what it sets in its own workspace is its own: its calls get it, while root's calls
+// in the same workspace do not (another user's scope) and are refused as unset.
+func TestSecretsScopedToTheCaller(t *testing.T) {
+	fixture.Need(t, "jq", "curl")
+	fixture.NeedRoot(t)
+	fixture.Group(t, sockGroup)
+	if err := os.Chmod(filepath.Dir(bin.ctl), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sockDir, err := os.MkdirTemp("", "clihost-sock-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	if err := os.Chmod(sockDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	secretBundle(t, dir, "vault", "---\nsecrets:\n  - { slug: vault-token, name: Token, description: The token. }\n---\n", `{token: $ENV.VAULT_TOKEN}`)
+	sock := filepath.Join(sockDir, "ctl.sock")
+	d := startDaemon(t, t.TempDir(), "--socket", sock, "--group", sockGroup, "--bundles", dir)
+	d.socket = sock
+	owner := fixture.User(t, ownerName)
+	member := fixture.User(t, memberName, sockGroup, shareGroup)
+	victim := filepath.Join(owner.Home, "private")
+	privateDir(t, victim, owner.UID, owner.GID, 0o700)
+
+	for _, req := range [][2]string{
+		{"/v1/secrets", `{"bundle": "vault", "workspace": "` + victim + `", "name": "VAULT_TOKEN", "value": "planted-value"}`},
+		{"/v1/secrets?bundle=vault&workspace=" + victim, ""},
+	} {
+		if r := d.rawAs(t, member, req[0], req[1]); !strings.Contains(r.stdout, "workspace_denied") {
+			t.Errorf("member: %s %s:\n%s", req[0], req[1], r.stdout)
+		}
+	}
+	own := filepath.Join(member.Home, "project")
+	privateDir(t, own, member.UID, member.GID, 0o700)
+	const value = "member-s3cret-value-42"
+	if r := d.rawAs(t, member, "/v1/secrets", `{"bundle": "vault", "workspace": "`+own+`", "name": "VAULT_TOKEN", "value": "`+value+`"}`); !strings.Contains(r.stdout, `"set":true`) || strings.Contains(r.stdout, value) {
+		t.Fatalf("member sets its own secret: %s", r.stdout)
+	}
+	r := d.ctlAs(t, member, "call", "vault", "show", "--workspace", own)
+	if r.code != 0 || !strings.Contains(r.stdout, `"token": "[REDACTED]"`) {
+		t.Fatalf("member's call: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := d.ctl(t, "secret", "list", "vault", "--workspace", own, "--json"); r.code != 0 || !strings.Contains(r.stdout, `"set": false`) {
+		t.Fatalf("root's scope in the member's workspace must be its own: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := d.ctl(t, "call", "vault", "show", "--workspace", own); r.code != 1 || !strings.Contains(r.stdout, "setup_required") || strings.Contains(r.stdout, "REDACTED") {
+		t.Fatalf("root's call in the member's workspace: exit %d %s", r.code, r.stdout)
 	}
 }
