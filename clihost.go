@@ -289,9 +289,24 @@ type Bundle struct {
 	Key   string   // id@major
 	ID    string   // the manifest's id
 	File  string   // its CLI.md, as shown in findings
+	Bin   string   // the CLI's program (CLI.md's bin)
 	Tools []string // its tools: each one's id, or its command path when its TOOL.md did not load
+	// Dir is the bundle's folder on disk ("" for the catalog, an fs.FS or a definition).
+	Dir string
+	// Install are its install entries, in the order Install tries them.
+	Install []manifest.InstallMethod
 	// Served reports that the bundle has no lint errors: only served bundles' tools can be called.
 	Served bool
+}
+
+// Bundle finds a loaded bundle by id or id@major (the highest major for an id). The error is a
+// *Error: not_found, or bundle_invalid for a bundle with lint errors, which is never served.
+func (h *Host) Bundle(name string) (Bundle, error) {
+	b, err := h.bundle(name)
+	if err != nil {
+		return Bundle{}, err
+	}
+	return bundleOf(b), nil
 }
 
 // Bundles lists the loaded bundles (one per id@major), sorted by key.
@@ -304,7 +319,10 @@ func (h *Host) Bundles() []Bundle {
 }
 
 func bundleOf(b *manifest.Bundle) Bundle {
-	info := Bundle{Key: b.Key(), ID: b.ID(), File: b.File, Served: !b.Findings.HasErrors()}
+	info := Bundle{Key: b.Key(), ID: b.ID(), File: b.File, Dir: b.OSDir, Served: !b.Findings.HasErrors()}
+	if b.CLI != nil {
+		info.Bin, info.Install = b.CLI.Bin, b.CLI.Install
+	}
 	for _, t := range b.Tools {
 		name := strings.Join(t.Path, " ")
 		if t.Tool != nil && t.Tool.ID != "" {

@@ -103,6 +103,20 @@ func (h *Host) Install(ctx context.Context, bundle string, o InstallOptions) (Bi
 	return Binary{}, newError(last)
 }
 
+// InstallEntry runs only install entry index of a bundle (apt, dnf, pacman, pip outside a
+// virtualenv: an entry that needs root) in this process, with its output on out: a clihostd that
+// is not root hands such entries back to its root caller (sudo clihostctl install), which runs
+// them here; the daemon then finds the binary, checks and records it. Nothing is verified or
+// recorded here, and no state directory is needed.
+func (h *Host) InstallEntry(ctx context.Context, bundle string, index int, out io.Writer) error {
+	b, err := h.bundle(bundle)
+	if err != nil {
+		return err
+	}
+	_, err = install.RunEntry(ctx, b, index, install.Options{Privileged: os.Geteuid() == 0, Output: out})
+	return err
+}
+
 // installError is install.Install's error with its code.
 func installError(err error) *callresult.Error {
 	code, hint := errcode.InstallFailed, "each install entry's reason is listed; install the CLI by hand, or fix the bundle's install entries"

@@ -1,6 +1,9 @@
 package clihost
 
-import "github.com/clihost/clihost/manifest"
+import (
+	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/registry"
+)
 
 // LintReport is what loading the Host's bundles found (clihostctl lint prints it).
 type LintReport struct {
@@ -14,12 +17,32 @@ type LintReport struct {
 }
 
 // Lint reports the findings of every bundle the Host loaded. A bundle with errors is never served.
-func (h *Host) Lint() LintReport {
+func (h *Host) Lint() LintReport { return lintOf(h.reg) }
+
+// Lint loads the bundles of the options' sources (WithBundleDirs, WithBundleFS, WithDefinitions,
+// WithCatalog, WithDefaultBundles; the others are ignored) and reports what it found, without
+// making a Host: nothing runs.
+func Lint(opts ...Option) (LintReport, error) {
+	var c config
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.err != nil {
+		return LintReport{}, c.err
+	}
+	reg, err := c.registry()
+	if err != nil {
+		return LintReport{}, err
+	}
+	return lintOf(reg), nil
+}
+
+func lintOf(reg *registry.Registry) LintReport {
 	var r LintReport
-	for _, e := range h.reg.Entries() {
+	for _, e := range reg.Entries() {
 		r.Bundles = append(r.Bundles, bundleOf(e.Bundle))
 	}
-	r.Findings = h.reg.AllFindings()
+	r.Findings = reg.AllFindings()
 	r.Errors, r.Warnings = r.Findings.Count()
 	return r
 }
