@@ -58,6 +58,11 @@ func (d *Definition) render(body string, tools []*ToolDefinition) error {
 		if len(t.command) == 0 {
 			return fmt.Errorf("tool %q has no command", t.tool.ID)
 		}
+		for _, w := range t.command {
+			if w == "." || w == ".." || strings.ContainsAny(w, `/\`) {
+				return fmt.Errorf("tool %q: command word %q is not a name", t.tool.ID, w)
+			}
+		}
 		dir := "tools/" + strings.Join(t.command, "-")
 		if _, dup := d.files[dir+"/TOOL.md"]; dup {
 			return fmt.Errorf("two tools on command %q", strings.Join(t.command, " "))
