@@ -88,6 +88,7 @@ type config struct {
 	policy    string
 	deny      []string
 	limits    isolation.Limits
+	agent     string
 	err       error
 }
 
@@ -183,6 +184,11 @@ func WithDeny(paths ...string) Option { return func(c *config) { c.deny = append
 // negative one means no limit); bundles and tools may only narrow them.
 func WithLimits(l isolation.Limits) Option { return func(c *config) { c.limits = l } }
 
+// WithAgentUser is whom a program running as root runs the CLIs as, in workspaces that user may
+// use (clihostd --agent-user): by default the workspace's owner, or nobody for root's own. Never
+// root. It changes nothing for a program that is not root (its CLIs run as itself).
+func WithAgentUser(name string) Option { return func(c *config) { c.agent = name } }
+
 // New loads the bundles of the options' sources and makes a Host over them. Bundles with lint
 // errors are loaded (Lint reports them) but never called.
 func New(ctx context.Context, opts ...Option) (*Host, error) {
@@ -211,6 +217,9 @@ func New(ctx context.Context, opts ...Option) (*Host, error) {
 	}
 	hopts := host.Options{Audit: c.audit, Approvals: approval.NewGate(policy),
 		Sandbox: host.SandboxOptions{ExtraDeny: c.deny, Limits: c.limits, StateDir: c.homeDir}}
+	if hopts.Sandbox.AgentUID, hopts.Sandbox.AgentGID, err = agentIDs(c.agent); err != nil {
+		return nil, err
+	}
 	if c.stateDir != "" {
 		if err := h.openState(c.stateDir, &hopts); err != nil {
 			return nil, err
@@ -375,6 +384,24 @@ func workspaceDir(dir string) (string, error) {
 		return "", fmt.Errorf("clihost: workspace %s is not a directory", abs)
 	}
 	return abs, nil
+}
+
+// agentIDs looks up WithAgentUser's user ("": none).
+func agentIDs(name string) (uid, gid int, err error) {
+	if name == "" {
+		return 0, 0, nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, 0, fmt.Errorf("clihost: agent user: %w", err)
+	}
+	if uid, err = strconv.Atoi(u.Uid); err != nil || uid == 0 {
+		return 0, 0, fmt.Errorf("clihost: agent user %s: uid %s: CLIs never run as root", name, u.Uid)
+	}
+	if gid, err = strconv.Atoi(u.Gid); err != nil {
+		return 0, 0, fmt.Errorf("clihost: agent user %s: gid %s: %w", name, u.Gid, err)
+	}
+	return uid, gid, nil
 }
 
 // currentUser names the process's user (its uid when it has no name).

@@ -250,3 +250,31 @@ func TestDefinitionCannotLeave(t *testing.T) {
 		t.Errorf("Call: %v, want bundle_invalid", err)
 	}
 }
+
+// TestAgentUser: a root program's CLIs run as WithAgentUser's user in a workspace it may use, and
+// root is refused as that user.
+func TestAgentUser(t *testing.T) {
+	fixture.NeedRoot(t)
+	if _, err := New(context.Background(), WithAgentUser("root")); err == nil || !strings.Contains(err.Error(), "never run as root") {
+		t.Errorf("agent user root: %v", err)
+	}
+	u := fixture.User(t, "clihost-t-embed")
+	ws := t.TempDir() // root's, 0700: by default the call would be nobody's
+	fixture.Reachable(t, ws)
+	h, err := New(context.Background(), WithCatalog(), WithWorkspace(ws), WithAgentUser(u.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	env, err := h.Call(context.Background(), "jq", "eval", map[string]any{"json": "1", "filter": "."}, CallOptions{})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != errcode.WorkspaceDenied || !strings.Contains(e.Message, u.Name) {
+		t.Fatalf("root's 0700 workspace: %+v %v, want workspace_denied naming %s", env, err, u.Name)
+	}
+	if err := os.Chmod(ws, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if env, err := h.Call(context.Background(), "jq", "eval", map[string]any{"json": "1", "filter": "."}, CallOptions{}); err != nil || env.Value != "1\n" {
+		t.Fatalf("jq as %s: %+v %v", u.Name, env, err)
+	}
+}
