@@ -7,7 +7,7 @@
 //
 //	h, err := clihost.New(ctx, clihost.WithCatalog(), clihost.WithStateDir(dir))
 //	...
-//	res, err := h.Call(ctx, "jq", "eval", map[string]any{"filter": ".a", "json": `{"a":1}`})
+//	res, err := h.Call(ctx, "jq", "eval", map[string]any{"filter": ".a", "json": `{"a":1}`}, clihost.CallOptions{})
 //
 // Every tool runs in the kernel sandbox (namespaces, Landlock, seccomp, the egress proxy); there
 // is no option to turn it off. Failures are *Error values carrying an errcode.Code (errors.As);
@@ -19,14 +19,17 @@
 // clihost-sandbox helper when it is installed beside the program's executable, else the
 // program's own executable re-executed. Importing this package makes the program able to act as
 // that init: it imports sandbox/nsinit/entry for its side effect, which takes over the process
-// during package initialisation when it was started as the init, before main runs. Nothing else is
-// needed; main must not fork-exec its own binary with the environment variables the init uses.
+// during package initialisation when it was started as the init (a marker as its first argument),
+// before main runs. Nothing else is needed: no TestMain, no call in main. The helper starts
+// sandboxes a little faster (go build -o DIR/clihost-sandbox github.com/clihost/clihost/cmd/clihost-sandbox
+// beside the program). The program needs what clihostd needs to build a sandbox: root, or
+// unprivileged user namespaces (clihostctl doctor says which the machine offers).
 //
 // # Identity
 //
-// A program running as root runs no CLI as root: calls run as the workspace's owner when that is
-// not root, else as nobody (docs/operations.md, "Identity"); an unprivileged program runs its CLIs
-// as itself, in a user namespace.
+// A program running as root runs no CLI as root: calls run as WithAgentUser's user, else as the
+// workspace's owner when that is not root, else as nobody (docs/operations.md, "Identity"); an
+// unprivileged program runs its CLIs as itself, in a user namespace.
 package clihost
 
 import (
