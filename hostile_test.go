@@ -21,22 +21,26 @@ import (
 )
 
 // lsDefinition is fixture.LS defined in Go: ls with the tool list, whose argv template puts the
-// input path right after -1, an option that takes no value (issue 12's injection).
-func lsDefinition(tb testing.TB) *Definition {
+// input path right after -1, an option that takes no value (issue 12's injection). edit, when not
+// nil, changes the tool first.
+func lsDefinition(tb testing.TB, edit ...func(*manifest.Tool)) *Definition {
 	tb.Helper()
+	tool := manifest.Tool{Name: "List", ID: "ls.list", Version: "1.0.0", Description: "One name a line.",
+		Inputs: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"path"},
+			"properties": map[string]any{"path": map[string]any{"type": "string"}}},
+		Outputs: map[string]any{"type": "string"},
+		Runner:  &manifest.ToolRunner{Argv: []string{"-1", "${input.path}"}},
+	}
+	for _, f := range edit {
+		f(&tool)
+	}
 	d := DefineCli(manifest.CLI{
 		Name: "Fixture ls", ID: "ls", Version: "1.0.0", Bin: "ls", Description: "ls as a bundle defined in Go, for tests.",
 		Install:      []manifest.InstallMethod{{Method: manifest.MethodApt, Package: "coreutils"}},
 		VersionCheck: manifest.VersionCheck{Cmd: "ls --version", Parse: `ls \(GNU coreutils\) (\d+\.\d+)`, Range: ">=8"},
 		Sandbox: manifest.Sandbox{Network: &manifest.Network{Egress: []string{}}, FS: &manifest.FS{Read: []string{"./**"}, Write: []string{}},
 			Exec: &manifest.Exec{Allow: new(false)}, Env: &manifest.Env{Pass: []string{}}},
-	}, "",
-		DefineTool("list", manifest.Tool{Name: "List", ID: "ls.list", Version: "1.0.0", Description: "One name a line.",
-			Inputs: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"path"},
-				"properties": map[string]any{"path": map[string]any{"type": "string"}}},
-			Outputs: map[string]any{"type": "string"},
-			Runner:  &manifest.ToolRunner{Argv: []string{"-1", "${input.path}"}},
-		}, ""))
+	}, "", DefineTool("list", tool, ""))
 	if d.err != nil {
 		tb.Fatal(d.err)
 	}
@@ -276,5 +280,40 @@ func TestAgentUser(t *testing.T) {
 	}
 	if env, err := h.Call(context.Background(), "jq", "eval", map[string]any{"json": "1", "filter": "."}, CallOptions{}); err != nil || env.Value != "1\n" {
 		t.Fatalf("jq as %s: %+v %v", u.Name, env, err)
+	}
+}
+
+// TestApproval: a tool whose approval class asks for one fails with approval_required and the
+// pending approval's id; once answered, the same call runs, and a denied one stays refused.
+func TestApproval(t *testing.T) {
+	fixture.Need(t, "ls")
+	def := lsDefinition(t, func(tool *manifest.Tool) { tool.Approval = "always" })
+	ws := fixture.Workspace(t)
+	h, err := New(context.Background(), WithDefinitions(def), WithWorkspace(ws))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx := context.Background()
+	call := func() (Result, *Error) {
+		env, err := h.Call(ctx, "ls", "list", map[string]any{"path": "."}, CallOptions{})
+		var e *Error
+		if err != nil && !errors.As(err, &e) {
+			t.Fatalf("not a *Error: %v", err)
+		}
+		return env, e
+	}
+	for _, approve := range []bool{false, true} {
+		_, e := call()
+		if e == nil || e.Code != errcode.ApprovalRequired || e.Detail.Approval == nil {
+			t.Fatalf("unapproved: %v, want approval_required", e)
+		}
+		if err := h.AnswerApproval(e.Detail.Approval.ID, approve, "the test"); err != nil {
+			t.Fatal(err)
+		}
+		env, e := call()
+		if approve != env.OK || !approve && (e == nil || e.Code != errcode.ApprovalDenied) {
+			t.Errorf("answered %v: %+v %v", approve, env, e)
+		}
 	}
 }
