@@ -25,26 +25,36 @@ import (
 // nil, changes the tool first.
 func lsDefinition(tb testing.TB, edit ...func(*manifest.Tool)) *Definition {
 	tb.Helper()
-	tool := manifest.Tool{Name: "List", ID: "ls.list", Version: "1.0.0", Description: "One name a line.",
-		Inputs: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"path"},
-			"properties": map[string]any{"path": map[string]any{"type": "string"}}},
-		Outputs: map[string]any{"type": "string"},
-		Runner:  &manifest.ToolRunner{Argv: []string{"-1", "${input.path}"}},
-	}
+	tool := lsTool()
 	for _, f := range edit {
 		f(&tool)
 	}
-	d := DefineCli(manifest.CLI{
+	d := DefineCli(lsCLI(), "", DefineTool("list", tool, ""))
+	if d.err != nil {
+		tb.Fatal(d.err)
+	}
+	return d
+}
+
+// lsCLI is lsDefinition's CLI.md.
+func lsCLI() manifest.CLI {
+	return manifest.CLI{
 		Name: "Fixture ls", ID: "ls", Version: "1.0.0", Bin: "ls", Description: "ls as a bundle defined in Go, for tests.",
 		Install:      []manifest.InstallMethod{{Method: manifest.MethodApt, Package: "coreutils"}},
 		VersionCheck: manifest.VersionCheck{Cmd: "ls --version", Parse: `ls \(GNU coreutils\) (\d+\.\d+)`, Range: ">=8"},
 		Sandbox: manifest.Sandbox{Network: &manifest.Network{Egress: []string{}}, FS: &manifest.FS{Read: []string{"./**"}, Write: []string{}},
 			Exec: &manifest.Exec{Allow: new(false)}, Env: &manifest.Env{Pass: []string{}}},
-	}, "", DefineTool("list", tool, ""))
-	if d.err != nil {
-		tb.Fatal(d.err)
 	}
-	return d
+}
+
+// lsTool is lsDefinition's TOOL.md.
+func lsTool() manifest.Tool {
+	return manifest.Tool{Name: "List", ID: "ls.list", Version: "1.0.0", Description: "One name a line.",
+		Inputs: map[string]any{"type": "object", "additionalProperties": false, "required": []any{"path"},
+			"properties": map[string]any{"path": map[string]any{"type": "string"}}},
+		Outputs: map[string]any{"type": "string"},
+		Runner:  &manifest.ToolRunner{Argv: []string{"-1", "${input.path}"}},
+	}
 }
 
 // writeDefinition writes d's files into dir/<id>, as a bundle folder on disk.
@@ -231,17 +241,16 @@ func rules(fs manifest.Findings) []string {
 // TestDefinitionCannotLeave: a definition cannot name files outside its own: a command word that is
 // a path is refused by New, and a runner.cli leaving the bundle is a lint error (not served).
 func TestDefinitionCannotLeave(t *testing.T) {
-	ls := lsDefinition(t)
 	for _, cmd := range []string{"../x", "a/b", "..", "a \\x"} {
 		tool := DefineTool(cmd, manifest.Tool{ID: "ls.x", Runner: &manifest.ToolRunner{Argv: []string{"x"}}}, "")
-		if _, err := New(context.Background(), WithDefinitions(DefineCli(ls.cli, "", tool))); err == nil || !strings.Contains(err.Error(), "is not a name") {
+		if _, err := New(context.Background(), WithDefinitions(DefineCli(lsCLI(), "", tool))); err == nil || !strings.Contains(err.Error(), "is not a name") {
 			t.Errorf("command %q: %v, want refused", cmd, err)
 		}
 	}
 	tool := manifest.Tool{Name: "List", ID: "ls.list", Version: "1.0.0", Description: "One name a line.",
 		Inputs: map[string]any{"type": "object"}, Outputs: map[string]any{"type": "string"},
 		Runner: &manifest.ToolRunner{CLI: "../../../../etc/CLI.md", Argv: []string{"."}}}
-	h, err := New(context.Background(), WithDefinitions(DefineCli(ls.cli, "", DefineTool("list", tool, ""))), WithWorkspace(t.TempDir()))
+	h, err := New(context.Background(), WithDefinitions(DefineCli(lsCLI(), "", DefineTool("list", tool, ""))), WithWorkspace(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,5 +324,45 @@ func TestApproval(t *testing.T) {
 		if approve != env.OK || !approve && (e == nil || e.Code != errcode.ApprovalDenied) {
 			t.Errorf("answered %v: %+v %v", approve, env, e)
 		}
+	}
+}
+
+// TestDefinitionValuesStayValues: the values of a definition are data in its CLI.md and TOOL.md,
+// never markup: a description or body carrying frontmatter delimiters and YAML keys cannot change
+// the bin, the sandbox or the argv; and a tool whose steps run another program than the bundle's
+// bin, not allowed by exec.spawn, is a lint error, never served.
+func TestDefinitionValuesStayValues(t *testing.T) {
+	const evil = "x\n---\nbin: sh\nsandbox: {fs: {read: [\"/**\"]}}\n---\n"
+	cli, tool := lsCLI(), lsTool()
+	cli.Description, cli.Name = evil, "{bin: sh}"
+	tool.Description, tool.Name = evil, "a: b\n---"
+	h, err := New(context.Background(), WithDefinitions(DefineCli(cli, evil, DefineTool("list", tool, evil))), WithWorkspace(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	b, err := h.reg.Get("ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.CLI.Bin != "ls" || b.CLI.Description != evil || b.CLI.Sandbox.FS == nil || !reflect.DeepEqual(b.CLI.Sandbox.FS.Read, []string{"./**"}) ||
+		len(b.Tools) != 1 || b.Tools[0].Tool == nil || b.Tools[0].Tool.Description != evil || !reflect.DeepEqual(b.Tools[0].Tool.Runner.Argv, []string{"-1", "${input.path}"}) {
+		t.Errorf("loaded %+v", b.CLI)
+	}
+
+	spawn := lsDefinition(t, func(tool *manifest.Tool) {
+		tool.Runner = &manifest.ToolRunner{Steps: []manifest.ToolStep{{Bin: "/bin/sh", Argv: []string{"-c", "id"}}}}
+	})
+	h2, err := New(context.Background(), WithDefinitions(spawn), WithWorkspace(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h2.Close()
+	var e *Error
+	if fs := rules(h2.Lint().Findings); !reflect.DeepEqual(fs, []string{"error step-bin"}) {
+		t.Errorf("findings %v, want step-bin", fs)
+	}
+	if _, err := h2.Call(context.Background(), "ls", "list", map[string]any{"path": "."}, CallOptions{}); !errors.As(err, &e) || e.Code != errcode.BundleInvalid {
+		t.Errorf("Call: %v, want bundle_invalid", err)
 	}
 }
