@@ -41,6 +41,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -120,8 +121,7 @@ func WithBundleDirs(dirs ...string) Option {
 // (they are not on disk).
 func WithBundleFS(name string, fsys fs.FS) Option {
 	return func(c *config) {
-		c.sources = append(c.sources, registry.Source{Name: name, FS: fsys, Root: ".",
-			Display: func(p string) string { return name + ":" + p }})
+		c.sources = append(c.sources, registry.Source{Name: name, FS: fsys, Root: ".", Display: under(name, ":")})
 	}
 }
 
@@ -129,23 +129,27 @@ func WithBundleFS(name string, fsys fs.FS) Option {
 func WithDefinitions(defs ...*Definition) Option {
 	return func(c *config) {
 		for _, d := range defs {
+			if d == nil {
+				c.err = errors.Join(c.err, errors.New("clihost: WithDefinitions: a nil Definition"))
+				continue
+			}
 			if d.err != nil {
 				c.err = errors.Join(c.err, d.err)
 				continue
 			}
 			name := "defined:" + d.cli.ID
-			c.sources = append(c.sources, registry.Source{Name: name, FS: d.files, Root: ".", Display: under(name)})
+			c.sources = append(c.sources, registry.Source{Name: name, FS: d.files, Root: ".", Display: under(name, "/")})
 		}
 	}
 }
 
-// under shows a path p of a source that is not on disk as name/p.
-func under(name string) func(string) string {
+// under shows a path p of a source that is not on disk as name, sep and p (name alone for ".").
+func under(name, sep string) func(string) string {
 	return func(p string) string {
 		if p == "." {
 			return name
 		}
-		return name + "/" + p
+		return name + sep + p
 	}
 }
 
@@ -181,7 +185,16 @@ func WithApprovalPolicy(file string) Option { return func(c *config) { c.policy 
 
 // WithDeny masks these absolute paths in every sandbox (files of the embedding program's own that
 // no CLI may see).
-func WithDeny(paths ...string) Option { return func(c *config) { c.deny = append(c.deny, paths...) } }
+func WithDeny(paths ...string) Option {
+	return func(c *config) {
+		for _, p := range paths {
+			if !filepath.IsAbs(p) {
+				c.err = errors.Join(c.err, fmt.Errorf("clihost: WithDeny: %q is not an absolute path", p))
+			}
+		}
+		c.deny = append(c.deny, paths...)
+	}
+}
 
 // WithLimits are the operator's per-call resource limits (a zero field takes the default, a
 // negative one means no limit); bundles and tools may only narrow them.
@@ -242,7 +255,7 @@ func (c *config) registry() (*registry.Registry, error) {
 		}
 		srcs = append(srcs, def...)
 	}
-	if c.catalog {
+	if c.catalog && !slices.ContainsFunc(srcs, func(s registry.Source) bool { return s.Embedded }) {
 		srcs = append(srcs, registry.EmbeddedSource())
 	}
 	return registry.Load(srcs...)

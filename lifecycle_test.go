@@ -111,3 +111,28 @@ func TestNoState(t *testing.T) {
 		t.Errorf("Logout: %v", err)
 	}
 }
+
+// TestOptionsRefused: options that cannot be honoured fail New instead of being ignored.
+func TestOptionsRefused(t *testing.T) {
+	for name, opt := range map[string]Option{
+		"relative deny":     WithDeny("state.db"),
+		"missing dir":       WithBundleDirs(filepath.Join(t.TempDir(), "nothing")),
+		"nil definition":    WithDefinitions(nil),
+		"bad definition":    WithDefinitions(DefineCli(manifest.CLI{ID: "x", Commands: manifest.CommandTree{{Name: "a"}}}, "")),
+		"missing workspace": WithWorkspace(filepath.Join(t.TempDir(), "nothing")),
+	} {
+		if h, err := New(context.Background(), opt); err == nil {
+			h.Close()
+			t.Errorf("%s: New succeeded", name)
+		}
+	}
+	// The catalog named twice (WithDefaultBundles includes it) is loaded once.
+	h, err := New(context.Background(), WithCatalog(), WithDefaultBundles(), WithWorkspace(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if r := h.Lint(); r.Errors != 0 {
+		t.Errorf("catalog twice: %v", r.Findings)
+	}
+}
