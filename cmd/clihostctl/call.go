@@ -6,18 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/clihost/clihost"
 	"github.com/clihost/clihost/approval"
 	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/errcode"
-	"github.com/clihost/clihost/host"
 )
 
 type callOptions struct {
@@ -83,8 +82,7 @@ func runCall(o *callOptions) error {
 	}
 	// Checked here, so that bad input is a usage error before anything runs; the daemon decodes the
 	// same bytes with the same decoder.
-	input, err := argv.DecodeInput(raw)
-	if err != nil {
+	if _, err := argv.DecodeInput(raw); err != nil {
 		return usageError{fmt.Errorf("--input: %v", err)}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -116,24 +114,38 @@ func runCall(o *callOptions) error {
 			return err
 		}
 	}
-	h, b, caller, closeFn, err := o.openBundle(o.globalOptions, o.bundle)
+	h, closeFn, err := o.openAPI(ctx, o.globalOptions)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
-	call := func() host.Envelope {
-		return h.Call(ctx, b, o.tool, maps.Clone(input), caller, host.CallOptions{Via: approval.ViaCLI})
+	if _, err := h.Bundle(o.bundle); err != nil {
+		return plainError(err)
+	}
+	call := func() clihost.Result {
+		env, _ := h.Call(ctx, o.bundle, o.tool, json.RawMessage(raw), clihost.CallOptions{Via: approval.ViaCLI})
+		return env
 	}
 	env := call()
 	if e := env.Error; e != nil && e.Code == errcode.ApprovalRequired && e.Approval != nil {
 		if ok, answer := o.confirm(e.Message, e.Approval.Question); ok {
-			if _, err := h.AnswerApproval(e.Approval.ID, answer, currentUser()+" at the terminal (clihostctl call)"); err != nil {
+			if err := h.AnswerApproval(e.Approval.ID, answer, currentUser()+" at the terminal (clihostctl call)"); err != nil {
 				return err
 			}
 			env = call()
 		}
 	}
 	return printEnvelope(o.io.Out, env, env.OK)
+}
+
+// plainError is an error of the Go API (a *clihost.Error) as clihostctl printed it before: its
+// message, without the code and hint.
+func plainError(err error) error {
+	var e *clihost.Error
+	if errors.As(err, &e) {
+		return errors.New(e.Message)
+	}
+	return err
 }
 
 // confirm asks the person at the terminal about a call that waits for an approval (its error's

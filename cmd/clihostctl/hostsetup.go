@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
 	"os/user"
 	"path/filepath"
 
+	"github.com/clihost/clihost"
 	"github.com/clihost/clihost/approval"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
@@ -69,6 +71,32 @@ func (o *hostOptions) openHost(g *globalOptions) (h *host.Host, caller host.Call
 	state, _ := control.DefaultStateDir()
 	return host.New(reg, host.Options{Audit: audit, Sandbox: host.SandboxOptions{ExtraDeny: deny, Limits: o.sandbox.Limits, StateDir: state},
 		Approvals: approval.NewGate(policy)}), caller, closeAudit, nil
+}
+
+// openAPI is openHost through the Go API (package clihost): the Host in-process calls run on, with
+// the same bundles, workspace, audit log, approval policy, masked paths, limits and homes.
+func (o *hostOptions) openAPI(ctx context.Context, g *globalOptions) (h *clihost.Host, closeFn func(), err error) {
+	ws, err := o.workspaceDir()
+	if err != nil {
+		return nil, nil, err
+	}
+	audit, auditPath, closeAudit, err := openAudit(o.audit, g.io.ErrOut)
+	if err != nil {
+		return nil, nil, err
+	}
+	deny := clihostPaths()
+	if auditPath != "" {
+		deny = append(deny, rotate.Names(auditPath, host.AuditKeep)...)
+	}
+	// The default state directory keeps the homes of uids without one (a root clihostctl's agent).
+	state, _ := control.DefaultStateDir()
+	h, err = clihost.New(ctx, g.bundleOption(), clihost.WithWorkspace(ws), clihost.WithAudit(audit), clihost.WithApprovalPolicy(o.approvals),
+		clihost.WithDeny(deny...), clihost.WithLimits(o.sandbox.Limits), clihost.WithHomeDir(state))
+	if err != nil {
+		closeAudit()
+		return nil, nil, err
+	}
+	return h, func() { h.Close(); closeAudit() }, nil
 }
 
 // clihostPaths are clihost's own files that a sandboxed tool must never see: the default state

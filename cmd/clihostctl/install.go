@@ -14,11 +14,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/clihost/clihost"
 	"github.com/clihost/clihost/callresult"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/install"
-	"github.com/clihost/clihost/manifest"
 )
 
 // installOptions are install's flags and argument.
@@ -120,34 +120,37 @@ func (g *globalOptions) install(ctx context.Context, req control.InstallRequest,
 			return last, fmt.Errorf("clihostd handed back %v after entry %d: not an entry to run", last.NeedsRoot, req.From)
 		}
 		e := last.NeedsRoot[0]
-		b, err := g.rootBundle(ctx, req.Bundle, e)
+		h, b, err := g.rootBundle(ctx, req.Bundle, e)
 		if err != nil {
 			return last, err
 		}
 		fmt.Fprintf(g.io.ErrOut, "clihostd is not root: running install[%d] (%s %s) here as root\n", e.Index, plain(e.Tool), e.Package)
-		if _, err := install.RunEntry(ctx, b, e.Index, install.Options{Privileged: true, Output: g.io.ErrOut}); err != nil {
+		err = h.InstallEntry(ctx, req.Bundle, e.Index, g.io.ErrOut)
+		h.Close()
+		if err != nil {
 			if ctx.Err() != nil {
 				return last, err
 			}
 			reason := fmt.Sprintf("install[%d] (%s): %s", e.Index, e.Method, trimInstallPrefix(err))
 			fmt.Fprintln(g.io.ErrOut, reason)
 			failed = append(failed, reason)
-			if req.From = e.Index + 1; req.From >= len(b.CLI.Install) {
+			if req.From = e.Index + 1; req.From >= len(b.Install) {
 				msg := "no install entry succeeded: " + strings.Join(failed, "; ")
 				return control.InstallEvent{Phase: "error", Message: msg, Error: &callresult.Error{Code: errcode.InstallFailed, Message: msg,
 					Hint: "each install entry's reason is listed; install the CLI by hand, or fix the bundle's install entries"}}, nil
 			}
 			continue
 		}
-		progress(control.InstallEvent{Phase: "checking", Message: "clihostd is checking and recording " + b.CLI.Bin})
+		progress(control.InstallEvent{Phase: "checking", Message: "clihostd is checking and recording " + b.Bin})
 		return c.RecordInstall(ctx, control.RecordRequest{Bundle: req.Bundle, Index: e.Index, Method: e.Method})
 	}
 }
 
-// rootBundle is the bundle whose install entry e clihostctl runs as root: loaded by clihostctl
+// rootBundle is the bundle whose install entry e clihostctl runs as root, with the Host (package
+// clihost) that runs it (closed by the caller): loaded by clihostctl
 // itself (--bundles, $CLIHOST_BUNDLES, ./.cli and the catalog), never taken from the daemon, which
 // runs as a less privileged user; the daemon's entry must be the same one.
-func (g *globalOptions) rootBundle(ctx context.Context, name string, e control.RootEntry) (*manifest.Bundle, error) {
+func (g *globalOptions) rootBundle(ctx context.Context, name string, e control.RootEntry) (*clihost.Host, clihost.Bundle, error) {
 	fix := func(why string) error {
 		where := ""
 		if st, err := g.client().Status(ctx, name); err == nil && len(st) == 1 {
@@ -155,23 +158,26 @@ func (g *globalOptions) rootBundle(ctx context.Context, name string, e control.R
 		}
 		return fmt.Errorf("%s%s: run clihostctl with the daemon's bundles, e.g. sudo clihostctl --bundles /etc/clihost/bundles install %s", why, where, name)
 	}
-	reg, err := g.registry()
+	h, err := clihost.New(ctx, g.bundleOption())
 	if err != nil {
-		return nil, err
+		return nil, clihost.Bundle{}, err
 	}
-	b, err := reg.Get(name)
+	b, err := h.Bundle(name)
 	if err != nil {
-		return nil, fix(fmt.Sprintf("clihostctl does not load bundle %s", name))
+		h.Close()
+		return nil, clihost.Bundle{}, fix(fmt.Sprintf("clihostctl does not load bundle %s", name))
 	}
-	if b.CLI == nil || e.Index >= len(b.CLI.Install) || b.CLI.Install[e.Index].Method != e.Method || b.CLI.Install[e.Index].Package != e.Package {
-		return nil, fix(fmt.Sprintf("clihostctl's bundle %s (%s) differs from clihostd's: its install[%d] is not %s %s", b.Key(), b.File, e.Index, e.Method, e.Package))
+	if e.Index >= len(b.Install) || b.Install[e.Index].Method != e.Method || b.Install[e.Index].Package != e.Package {
+		h.Close()
+		return nil, clihost.Bundle{}, fix(fmt.Sprintf("clihostctl's bundle %s (%s) differs from clihostd's: its install[%d] is not %s %s", b.Key, b.File, e.Index, e.Method, e.Package))
 	}
-	if b.OSDir != "" { // not the catalog built into this binary
-		if err := rootOnly(filepath.Join(b.OSDir, "CLI.md")); err != nil {
-			return nil, fmt.Errorf("not running %s as root from bundle %s: %w (make the bundle folder root's: chown -R root: and chmod go-w)", e.Tool, b.Key(), err)
+	if b.Dir != "" { // not the catalog built into this binary
+		if err := rootOnly(filepath.Join(b.Dir, "CLI.md")); err != nil {
+			h.Close()
+			return nil, clihost.Bundle{}, fmt.Errorf("not running %s as root from bundle %s: %w (make the bundle folder root's: chown -R root: and chmod go-w)", e.Tool, b.Key, err)
 		}
 	}
-	return b, nil
+	return h, b, nil
 }
 
 // rootOnly checks that only root can change the file at p, or what p names: p is resolved one

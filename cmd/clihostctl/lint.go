@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/clihost/clihost"
 	"github.com/clihost/clihost/manifest"
-	"github.com/clihost/clihost/registry"
 )
 
 // lintOptions are the inputs of `clihostctl lint`.
@@ -48,42 +48,33 @@ func runLint(o *lintOptions) error {
 	if !ok {
 		return usageError{fmt.Errorf("unknown --format %q: use text, json, sarif or github", o.format)}
 	}
-	var reg *registry.Registry
-	var err error
+	opt := o.bundleOption()
 	if len(o.paths) > 0 {
-		sources := make([]registry.Source, 0, len(o.paths))
 		for _, p := range o.paths {
 			if _, err := os.Stat(p); err != nil {
 				return usageError{fmt.Errorf("lint: %w", err)}
 			}
-			src, err := registry.DirSource(p)
-			if err != nil {
-				return err
-			}
-			sources = append(sources, src)
 		}
-		reg, err = registry.Load(sources...)
-	} else {
-		reg, err = o.registry()
+		opt = clihost.WithBundleDirs(o.paths...)
 	}
+	lint, err := clihost.Lint(opt)
 	if err != nil {
 		return err
 	}
-	entries := reg.Entries()
-	if len(entries) == 0 {
+	if len(lint.Bundles) == 0 {
 		return fmt.Errorf("no CLI.md found in %v", o.paths)
 	}
-	findings := reg.AllFindings()
+	findings := lint.Findings
 	report := lintReport{Findings: findings}
-	for _, e := range entries {
-		report.Bundles = append(report.Bundles, bundleSummary{Key: e.Bundle.Key(), File: e.Bundle.File, Tools: len(e.Bundle.Tools)})
+	for _, b := range lint.Bundles {
+		report.Bundles = append(report.Bundles, bundleSummary{Key: b.Key, File: b.File, Tools: len(b.Tools)})
 	}
-	report.Errors, report.Warnings = findings.Count()
+	report.Errors, report.Warnings = lint.Errors, lint.Warnings
 	if err := write(o.io.Out, report); err != nil {
 		return err
 	}
 	if o.format == "text" {
-		fmt.Fprintf(o.io.ErrOut, "%d bundle(s), %d tool(s): %d error(s), %d warning(s)\n", len(entries), report.toolCount(), report.Errors, report.Warnings)
+		fmt.Fprintf(o.io.ErrOut, "%d bundle(s), %d tool(s): %d error(s), %d warning(s)\n", len(lint.Bundles), report.toolCount(), report.Errors, report.Warnings)
 	}
 	if report.Errors > 0 || (o.strict && report.Warnings > 0) {
 		return exitError{1}

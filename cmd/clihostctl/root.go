@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/clihost/clihost"
 	"github.com/clihost/clihost/registry"
 )
 
@@ -32,6 +33,14 @@ func (g *globalOptions) registry() (*registry.Registry, error) {
 		return nil, err
 	}
 	return registry.Load(sources...)
+}
+
+// bundleOption names the same bundles as registry, for the Go API (package clihost).
+func (g *globalOptions) bundleOption() clihost.Option {
+	if len(g.bundleDirs) > 0 {
+		return clihost.WithBundleDirs(g.bundleDirs...)
+	}
+	return clihost.WithDefaultBundles()
 }
 
 // newRootCmd is clihostctl's command tree over g.
