@@ -41,6 +41,7 @@ type callback struct {
 	path   string
 	port   string
 	param  string
+	state  string              // when set, a request must carry it as its state parameter (OAuth)
 	result chan callbackResult // receives the accepted request's result; buffered
 
 	mu   sync.Mutex
@@ -50,8 +51,16 @@ type callback struct {
 	served chan struct{} // closed when Serve returned
 }
 
-// startCallback listens on host (a loopback IP) on a free port.
+// startCallback listens on host (a loopback IP) on a free port, on an unguessable path.
 func startCallback(host, param string) (*callback, error) {
+	var tok [32]byte
+	_, _ = rand.Read(tok[:]) // crypto/rand never fails since Go 1.24
+	return listenCallback(host, param, "/callback/"+base64.RawURLEncoding.EncodeToString(tok[:]), "")
+}
+
+// listenCallback listens on host (a loopback IP) on a free port for one request to path; a
+// non-empty state must come back as the request's state parameter.
+func listenCallback(host, param, path, state string) (*callback, error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
@@ -62,13 +71,12 @@ func startCallback(host, param string) (*callback, error) {
 	if err != nil {
 		return nil, fmt.Errorf("callback server: %w", err)
 	}
-	var tok [32]byte
-	_, _ = rand.Read(tok[:]) // crypto/rand never fails since Go 1.24
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	c := &callback{
-		path:   "/callback/" + base64.RawURLEncoding.EncodeToString(tok[:]),
+		path:   path,
 		port:   port,
 		param:  param,
+		state:  state,
 		result: make(chan callbackResult, 1),
 		served: make(chan struct{}),
 	}
@@ -124,6 +132,11 @@ func (c *callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	value, flowErr := q.Get(c.param), q.Get("error")
 	if value == "" && flowErr == "" {
 		reply(http.StatusBadRequest, fmt.Sprintf("missing the %q parameter", c.param))
+		return
+	}
+	if c.state != "" && subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(c.state)) != 1 {
+		// A forged or stale redirect (CSRF): refused, and it does not use the callback up.
+		reply(http.StatusBadRequest, "the state parameter does not match this login")
 		return
 	}
 	c.mu.Lock()
