@@ -63,13 +63,15 @@ type SetupRequest struct {
 }
 
 // SetupEvent is one line of a setup run: "visit" asks the person to open URL (the daemon waits on
-// its callback), and the last line is "done" or "error".
+// its callback, or, with UserCode, polls a device flow while the person types the code there), and
+// the last line is "done" or "error".
 type SetupEvent struct {
-	Phase string            `json:"phase"`
-	Step  string            `json:"step,omitempty"`
-	URL   string            `json:"url,omitempty"`
-	Steps []SetupStep       `json:"steps,omitempty"`
-	Error *callresult.Error `json:"error,omitempty"`
+	Phase    string            `json:"phase"`
+	Step     string            `json:"step,omitempty"`
+	URL      string            `json:"url,omitempty"`
+	UserCode string            `json:"user_code,omitempty"` // an oauth device flow's code (RFC 8628)
+	Steps    []SetupStep       `json:"steps,omitempty"`
+	Error    *callresult.Error `json:"error,omitempty"`
 }
 
 // LoginInfo tells clihostctl what to run in the person's terminal.

@@ -163,3 +163,37 @@ func TestTrustsDaemon(t *testing.T) {
 		}
 	}
 }
+
+// TestSetupShowsDeviceCode: a device-flow step's visit carries the user code; clihostctl shows it
+// with the verification URL, control characters a hostile server put in it removed.
+func TestSetupShowsDeviceCode(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH")) // no xdg-open to run
+	if err := os.WriteFile(filepath.Join(dir, "xdg-open"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "fake.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+control.PathSetup, func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(control.SetupInfo{Bundle: "x"})
+	})
+	mux.HandleFunc("POST "+control.PathSetup, func(w http.ResponseWriter, r *http.Request) {
+		enc := json.NewEncoder(w)
+		_ = enc.Encode(control.SetupEvent{Phase: "visit", Step: "login", URL: "https://auth.example/activate", UserCode: "WDJB-MJHT\x1b[2J"})
+		_ = enc.Encode(control.SetupEvent{Phase: "done"})
+	})
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	defer srv.Close()
+	code, _, errOut := runCtl(t, "--socket", sock, "setup", "x", "--workspace", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(errOut, "enter the code WDJB-MJHT") || !strings.Contains(errOut, "https://auth.example/activate") || strings.Contains(errOut, "\x1b") {
+		t.Fatalf("stderr %q", errOut)
+	}
+}

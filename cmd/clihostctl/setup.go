@@ -99,7 +99,11 @@ func runSetup(o *setupOptions) error {
 		values[s.ID] = v
 	}
 	last, err := c.Setup(ctx, control.SetupRequest{ScopeRequest: scope, Values: values, Force: o.force}, func(ev control.SetupEvent) {
-		fmt.Fprintf(o.io.ErrOut, "step %s: open this URL to continue (waiting for it to call back):\n  %s\n", plain(ev.Step), plain(ev.URL))
+		if ev.UserCode != "" {
+			fmt.Fprintf(o.io.ErrOut, "step %s: open this URL and enter the code %s (waiting for the authorization):\n  %s\n", plain(ev.Step), plain(ev.UserCode), plain(ev.URL))
+		} else {
+			fmt.Fprintf(o.io.ErrOut, "step %s: open this URL to continue (waiting for it to call back):\n  %s\n", plain(ev.Step), plain(ev.URL))
+		}
 		if webURL(ev.URL) {
 			_ = exec.Command("xdg-open", ev.URL).Start() // best effort: a desktop opens it
 		}
