@@ -80,6 +80,9 @@ type LoginInfo struct {
 	Argv        []string `json:"argv"` // login.cmd split, with the resolved binary first
 	Interactive bool     `json:"interactive"`
 	Workspace   string   `json:"workspace"`
+	// RequiresCallbackURL is login.requires_callback_url: clihostctl allocates a loopback callback
+	// URL for the command, forwards its port into the sandbox and passes the URL to it.
+	RequiresCallbackURL bool `json:"requires_callback_url,omitempty"`
 	// Sandbox is the bundle's kernel sandbox for the command (nil when the operator turned the
 	// sandbox off); Home is the home directory ~ stands for in it. EnvPass and EnvSet are the
 	// bundle's env block: clihostctl builds the command's environment from its own, never the

@@ -239,7 +239,7 @@ func (d *Engine) LoginInfo(ctx context.Context, req control.ScopeRequest, peer c
 	}
 	words[0] = lenv.BinPath
 	info := control.LoginInfo{Bundle: b.Key(), Argv: words, Interactive: b.CLI.Auth.Login.Interactive, Workspace: s.Workspace,
-		Sandbox: lenv.Sandbox}
+		Sandbox: lenv.Sandbox, RequiresCallbackURL: b.CLI.Auth.Login.RequiresCallbackURL}
 	for _, kv := range lenv.Env {
 		if home, ok := strings.CutPrefix(kv, "HOME="); ok {
 			info.Home = home

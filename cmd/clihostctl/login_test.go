@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -195,5 +196,99 @@ func TestSetupShowsDeviceCode(t *testing.T) {
 	}
 	if !strings.Contains(errOut, "enter the code WDJB-MJHT") || !strings.Contains(errOut, "https://auth.example/activate") || strings.Contains(errOut, "\x1b") {
 		t.Fatalf("stderr %q", errOut)
+	}
+}
+
+// TestLoginCallbackHelper is the login command of TestLoginRequiresCallbackURL (it does nothing
+// unless that test runs it): it listens where CLIHOST_CALLBACK_URL says, checks that its last
+// argument is the same URL (login.cmd's '${callback_url}'), takes one request and records its query.
+func TestLoginCallbackHelper(t *testing.T) {
+	out := os.Getenv("CALLBACK_HELPER_OUT")
+	if out == "" {
+		t.Skip("run by TestLoginRequiresCallbackURL")
+	}
+	u, err := url.Parse(os.Getenv("CLIHOST_CALLBACK_URL"))
+	if err != nil || os.Args[len(os.Args)-1] != u.String() {
+		t.Fatalf("callback URL %q, argument %q", u, os.Args[len(os.Args)-1])
+	}
+	ln, err := net.Listen("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out+".url", []byte(u.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan string, 1)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == u.Path {
+			got <- r.URL.RawQuery
+		}
+	})}
+	go srv.Serve(ln)
+	q := <-got
+	srv.Close()
+	if err := os.WriteFile(out, []byte(q), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLoginRequiresCallbackURL: a login with requires_callback_url gets a loopback callback URL
+// allocated by the host, in CLIHOST_CALLBACK_URL and in place of '${callback_url}'; a request to it
+// (the browser's redirect) reaches the login command.
+func TestLoginRequiresCallbackURL(t *testing.T) {
+	dir := t.TempDir()
+	fixture.Reachable(t, dir)
+	out := filepath.Join(dir, "callback")
+	sock := filepath.Join(dir, "fake.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, _ := os.Executable()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+control.PathLogin, func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(control.LoginInfo{Bundle: "gh", RequiresCallbackURL: true,
+			Argv:   []string{exe, "-test.run=^TestLoginCallbackHelper$", "-test.count=1", "--", "${callback_url}"},
+			EnvSet: map[string]string{"CALLBACK_HELPER_OUT": out}})
+	})
+	mux.HandleFunc("POST "+control.PathLogin, func(w http.ResponseWriter, r *http.Request) {
+		_ = json.NewEncoder(w).Encode(control.AuthResult{Phase: "authed"})
+	})
+	srv := &http.Server{Handler: mux}
+	go srv.Serve(ln)
+	defer srv.Close()
+	type result struct {
+		code   int
+		errOut string
+	}
+	done := make(chan result, 1)
+	ios, _, errb := testStreams("")
+	go func() {
+		code := run([]string{"--socket", sock, "login", "gh", "--workspace", dir}, newGlobalOptions(ios))
+		done <- result{code, errb.String()}
+	}()
+	// The browser: the callback URL, requested once the login command listens.
+	var cb string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && cb == ""; time.Sleep(50 * time.Millisecond) {
+		if b, err := os.ReadFile(out + ".url"); err == nil {
+			cb = string(b)
+		}
+	}
+	if resp, err := http.Get(cb + "?code=abc"); err == nil {
+		resp.Body.Close()
+	}
+	select {
+	case r := <-done:
+		if r.code != 0 || !strings.Contains(r.errOut, cb) {
+			t.Fatalf("login: exit %d (want 0, the callback URL %q shown): %s", r.code, cb, r.errOut)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("login did not finish")
+	}
+	if !strings.HasPrefix(cb, "http://127.0.0.1:") {
+		t.Fatalf("callback URL %q", cb)
+	}
+	if q, err := os.ReadFile(out); err != nil || string(q) != "code=abc" {
+		t.Fatalf("the login command got %q, %v", q, err)
 	}
 }
