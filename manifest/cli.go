@@ -112,9 +112,7 @@ type SetupStep struct {
 	OAuth       *OAuthFlow     `yaml:"oauth,omitempty" json:"oauth,omitempty"`             // oauth
 }
 
-// OAuthFlow is the OAuth 2.0 flow an oauth setup step drives: authorization_code (with PKCE, the
-// redirect to the host's loopback callback) or device_code (RFC 8628). The client is public: no
-// client secret is ever declared in a manifest.
+// OAuthFlow is the OAuth 2.0 flow an oauth setup step drives (see oauth.go).
 type OAuthFlow struct {
 	Flow                   string   `yaml:"flow,omitempty" json:"flow,omitempty"` // authorization_code (default) or device_code
 	ClientID               string   `yaml:"client_id" json:"client_id"`

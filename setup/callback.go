@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 	"unicode"
+
+	"github.com/clihost/clihost/manifest"
 )
 
 // closeGrace bounds how long a closing callback server waits for the request in flight.
@@ -159,7 +161,7 @@ func (c *callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // loopbackHost reports whether a Host header names this listener by a loopback name.
 func (c *callback) loopbackHost(hostport string) bool {
 	host, port, err := net.SplitHostPort(hostport)
-	return err == nil && port == c.port && isLoopbackName(host)
+	return err == nil && port == c.port && manifest.IsLoopbackHost(host)
 }
 
 // loopbackOrigin accepts no Origin, or this listener's own http origin.
@@ -168,15 +170,7 @@ func (c *callback) loopbackOrigin(origin string) bool {
 		return true
 	}
 	u, err := url.Parse(origin)
-	return err == nil && u.Scheme == "http" && u.Port() == c.port && isLoopbackName(u.Hostname()) && (u.Path == "" || u.Path == "/")
-}
-
-func isLoopbackName(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return err == nil && u.Scheme == "http" && u.Port() == c.port && manifest.IsLoopbackHost(u.Hostname()) && (u.Path == "" || u.Path == "/")
 }
 
 // printable shortens s to n runes and drops control characters, for quoting untrusted text.

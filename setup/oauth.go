@@ -7,22 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
 
 	"golang.org/x/oauth2"
 
 	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
-)
-
-// The OAuth 2.0 flows an oauth step drives (manifest.OAuthFlow.Flow).
-const (
-	FlowAuthorizationCode = "authorization_code" // RFC 6749 §4.1 with PKCE S256 (RFC 7636), loopback redirect (RFC 8252)
-	FlowDeviceCode        = "device_code"        // RFC 8628
 )
 
 const (
@@ -33,10 +25,6 @@ const (
 	maxUserCode        = 64          // runes of a device flow's user code
 	maxDeviceInterval  = 60          // seconds between device-flow polls, at most
 )
-
-// reservedAuthParams are the authorization request's parameters the host sets itself: an
-// authorization_url carrying one is refused (a second redirect_uri or state would subvert the flow).
-var reservedAuthParams = []string{"redirect_uri", "state", "code_challenge", "code_challenge_method", "client_id", "response_type"}
 
 // DeviceCodeShower is what an Answerer implements to show a device flow (RFC 8628) to the person:
 // the verification URI to open and the user code to type there. Like Visit, it may return at once
@@ -77,7 +65,7 @@ func (r *runState) oauth(ctx context.Context, st manifest.SetupStep) (string, er
 	timeout := timeoutMS(st.OAuth.TimeoutMS, DefaultCallbackTimeout)
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, oauthClient())
 	var tok *oauth2.Token
-	if st.OAuth.Flow == FlowDeviceCode {
+	if st.OAuth.Flow == manifest.FlowDeviceCode {
 		tok, err = r.deviceCode(ctx, st, cfg, timeout)
 	} else {
 		tok, err = r.authCode(ctx, st, cfg, timeout)
@@ -166,7 +154,7 @@ func checkDeviceAuth(da *oauth2.DeviceAuthResponse) error {
 	case da.Interval < 0 || da.Interval > maxDeviceInterval:
 		return fmt.Errorf("the interval is not between 0 and %d seconds", maxDeviceInterval)
 	}
-	if err := checkEndpoint("verification_uri", da.VerificationURI); err != nil {
+	if err := manifest.CheckOAuthEndpoint("verification_uri", da.VerificationURI); err != nil {
 		return err
 	}
 	if printable(da.VerificationURI, 2048) != da.VerificationURI {
@@ -181,72 +169,17 @@ func (r *runState) storeGrant(st manifest.SetupStep, tok *oauth2.Token) error {
 	return r.store(st, prefixOAuth+st.SecretSlug, string(g))
 }
 
-// oauthConfig checks f and returns its oauth2 configuration (a public client: no secret; the
-// client_id travels in the request body).
+// oauthConfig checks f (manifest.OAuthFlow.Check) and returns its oauth2 configuration: a public
+// client, whose client_id travels in the request body.
 func oauthConfig(f *manifest.OAuthFlow) (*oauth2.Config, error) {
 	if f == nil {
 		return nil, errors.New("the oauth step declares no flow")
 	}
-	if f.ClientID == "" {
-		return nil, errors.New("oauth.client_id is missing")
-	}
-	cfg := &oauth2.Config{ClientID: f.ClientID, Scopes: f.Scopes,
-		Endpoint: oauth2.Endpoint{TokenURL: f.TokenURL, AuthURL: f.AuthorizationURL, DeviceAuthURL: f.DeviceAuthorizationURL, AuthStyle: oauth2.AuthStyleInParams}}
-	if err := checkEndpoint("oauth.token_url", f.TokenURL); err != nil {
+	if err := f.Check(); err != nil {
 		return nil, err
 	}
-	switch f.Flow {
-	case "", FlowAuthorizationCode:
-		if err := checkEndpoint("oauth.authorization_url", f.AuthorizationURL); err != nil {
-			return nil, err
-		}
-		u, _ := url.Parse(f.AuthorizationURL)
-		for _, p := range reservedAuthParams {
-			if u.Query().Has(p) {
-				return nil, fmt.Errorf("oauth.authorization_url sets %s, which the host sets itself", p)
-			}
-		}
-	case FlowDeviceCode:
-		if err := checkEndpoint("oauth.device_authorization_url", f.DeviceAuthorizationURL); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, fmt.Errorf("oauth.flow %q is not %s or %s", printable(f.Flow, 40), FlowAuthorizationCode, FlowDeviceCode)
-	}
-	return cfg, nil
-}
-
-// checkEndpoint refuses an endpoint that is not an absolute https URL, or plain http to a loopback
-// address (RFC 8252 §8.3: codes and tokens never cross a network in the clear).
-func checkEndpoint(name, raw string) error {
-	if raw == "" {
-		return fmt.Errorf("%s is missing", name)
-	}
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil || u.Host == "" || u.Opaque != "":
-		return fmt.Errorf("%s %q is not an absolute URL", name, printable(raw, 200))
-	case u.User != nil:
-		return fmt.Errorf("%s %q carries credentials", name, printable(raw, 200))
-	case u.Fragment != "":
-		return fmt.Errorf("%s %q has a fragment", name, printable(raw, 200))
-	case u.Scheme == "https":
-		return nil
-	case u.Scheme == "http" && loopbackIP(u.Hostname()):
-		return nil
-	case u.Scheme == "http":
-		return fmt.Errorf("%s %q is plain http to a host that is not a loopback address: use https", name, printable(raw, 200))
-	}
-	return fmt.Errorf("%s %q is not an https URL", name, printable(raw, 200))
-}
-
-// loopbackIP reports whether host is a loopback IP address or localhost.
-func loopbackIP(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return &oauth2.Config{ClientID: f.ClientID, Scopes: f.Scopes,
+		Endpoint: oauth2.Endpoint{TokenURL: f.TokenURL, AuthURL: f.AuthorizationURL, DeviceAuthURL: f.DeviceAuthorizationURL, AuthStyle: oauth2.AuthStyleInParams}}, nil
 }
 
 // oauthClient is the HTTP client of the flows: bounded in time, following no redirect (a token
@@ -301,13 +234,15 @@ func randomToken() string {
 // token endpoint first and the new token (and refresh token, when the server rotates it) stored.
 // A slug no oauth step fills, or a token without expiry, is returned as stored.
 func (e *Engine) FreshSecret(ctx context.Context, b *manifest.Bundle, s lifecycle.Scope, slug string) (string, bool, error) {
+	st, found := oauthStep(b, slug)
+	if !found {
+		return e.Secret(s, slug)
+	}
+	e.refreshMu.Lock()
+	defer e.refreshMu.Unlock()
 	cur, ok, err := e.Secret(s, slug)
 	if err != nil || !ok {
 		return cur, ok, err
-	}
-	st, found := oauthStep(b, slug)
-	if !found {
-		return cur, true, nil
 	}
 	raw, ok, err := e.getSecret(s, prefixOAuth+slug)
 	if err != nil || !ok {

@@ -1,6 +1,7 @@
 package setup
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
@@ -36,6 +37,8 @@ type authServer struct {
 	userCode    string
 	// token, when set, answers the token endpoint instead (a hostile server).
 	token func(w http.ResponseWriter, r *http.Request)
+	// expiresIn is the lifetime of the tokens it issues, in seconds (0: 3600).
+	expiresIn int
 	// lastAuthorize is the last authorization request's query.
 	lastAuthorize url.Values
 }
@@ -68,7 +71,7 @@ func (a *authServer) authorize(w http.ResponseWriter, r *http.Request) {
 	a.lastAuthorize = q
 	a.mu.Unlock()
 	redirect, err := url.Parse(q.Get("redirect_uri"))
-	if err != nil || redirect.Scheme != "http" || !loopbackIP(redirect.Hostname()) {
+	if err != nil || redirect.Scheme != "http" || !manifest.IsLoopbackHost(redirect.Hostname()) {
 		http.Error(w, "redirect_uri must be loopback", http.StatusBadRequest)
 		return
 	}
@@ -149,9 +152,10 @@ func (a *authServer) issueToken(w http.ResponseWriter) {
 	access, refresh := a.secret("access"), a.secret("refresh")
 	a.mu.Lock()
 	a.refreshes[refresh] = true
+	life := cmp.Or(a.expiresIn, 3600)
 	a.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{"access_token": access, "token_type": "Bearer", "refresh_token": refresh, "expires_in": 3600})
+	_ = json.NewEncoder(w).Encode(map[string]any{"access_token": access, "token_type": "Bearer", "refresh_token": refresh, "expires_in": life})
 }
 
 func (a *authServer) device(w http.ResponseWriter, r *http.Request) {
@@ -249,7 +253,7 @@ func TestOAuthAuthorizationCodePKCE(t *testing.T) {
 // state) is refused without using the callback up, and the accepted one cannot be replayed.
 func TestOAuthCallbackStateAndReplay(t *testing.T) {
 	a := newAuthServer(t)
-	f := newFixture(t, a.step(FlowAuthorizationCode))
+	f := newFixture(t, a.step(manifest.FlowAuthorizationCode))
 	var accepted string
 	ans := &answerer{visit: func(_ context.Context, _ manifest.SetupStep, u string) error {
 		au, _ := url.Parse(u)
@@ -391,7 +395,7 @@ func TestOAuthRefusesUnsafeEndpoints(t *testing.T) {
 		"http token_url": func(o *manifest.OAuthFlow) { o.TokenURL = "http://auth.example.com/token" },
 		"http authorize": func(o *manifest.OAuthFlow) { o.AuthorizationURL = "http://192.0.2.10/authorize" },
 		"http device": func(o *manifest.OAuthFlow) {
-			o.Flow, o.DeviceAuthorizationURL = FlowDeviceCode, "http://auth.example.com/device"
+			o.Flow, o.DeviceAuthorizationURL = manifest.FlowDeviceCode, "http://auth.example.com/device"
 		},
 		"file token_url":      func(o *manifest.OAuthFlow) { o.TokenURL = "file:///etc/passwd" },
 		"userinfo":            func(o *manifest.OAuthFlow) { o.TokenURL = "https://u:p@auth.example.com/token" },
@@ -424,8 +428,8 @@ func TestOAuthRefusesUnsafeEndpoints(t *testing.T) {
 		stepErr(t, err, errcode.SetupFailed, "login")
 	})
 	for _, ok := range []string{"https://auth.example.com/token", "http://127.0.0.1:9/token", "http://[::1]:9/t", "http://localhost:9/t"} {
-		if err := checkEndpoint("x", ok); err != nil {
-			t.Errorf("checkEndpoint(%q) = %v", ok, err)
+		if err := manifest.CheckOAuthEndpoint("x", ok); err != nil {
+			t.Errorf("manifest.CheckOAuthEndpoint(%q) = %v", ok, err)
 		}
 	}
 }
@@ -447,7 +451,7 @@ func (d *deviceAnswerer) ShowDeviceCode(_ context.Context, _ manifest.SetupStep,
 func TestOAuthDeviceCode(t *testing.T) {
 	a := newAuthServer(t)
 	a.devicePolls = []string{"authorization_pending", ""}
-	f := newFixture(t, a.step(FlowDeviceCode))
+	f := newFixture(t, a.step(manifest.FlowDeviceCode))
 	d := &deviceAnswerer{}
 	if _, err := f.run(d, RunOptions{}); err != nil {
 		t.Fatal(err)
@@ -459,7 +463,7 @@ func TestOAuthDeviceCode(t *testing.T) {
 		t.Fatalf("token %q", v)
 	}
 	// A surface that cannot show a code fails the step rather than hanging.
-	g := newFixture(t, a.step(FlowDeviceCode))
+	g := newFixture(t, a.step(manifest.FlowDeviceCode))
 	_, err := g.run(browser(t), RunOptions{})
 	stepErr(t, err, errcode.SetupFailed, "login")
 }
@@ -471,7 +475,7 @@ func TestOAuthDeviceCodeSlowDown(t *testing.T) {
 	}
 	a := newAuthServer(t)
 	a.devicePolls = []string{"slow_down", ""}
-	f := newFixture(t, a.step(FlowDeviceCode))
+	f := newFixture(t, a.step(manifest.FlowDeviceCode))
 	if _, err := f.run(&deviceAnswerer{}, RunOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -487,7 +491,7 @@ func TestOAuthDeviceCodeExpiredAndDenied(t *testing.T) {
 	for answer, want := range map[string]string{"expired_token": "expired", "access_denied": "access_denied"} {
 		a := newAuthServer(t)
 		a.devicePolls = []string{"authorization_pending", answer}
-		f := newFixture(t, a.step(FlowDeviceCode))
+		f := newFixture(t, a.step(manifest.FlowDeviceCode))
 		_, err := f.run(&deviceAnswerer{}, RunOptions{})
 		se := stepErr(t, err, errcode.SetupFailed, "login")
 		if !strings.Contains(se.Message, want) {
@@ -500,7 +504,7 @@ func TestOAuthDeviceCodeExpiredAndDenied(t *testing.T) {
 	// The step's own timeout ends a flow the person never completes.
 	a := newAuthServer(t)
 	a.devicePolls = []string{"authorization_pending", "authorization_pending", "authorization_pending", "authorization_pending"}
-	st := a.step(FlowDeviceCode)
+	st := a.step(manifest.FlowDeviceCode)
 	st.OAuth.TimeoutMS = 1500
 	f := newFixture(t, st)
 	_, err := f.run(&deviceAnswerer{}, RunOptions{})
@@ -515,7 +519,7 @@ func TestOAuthDeviceCodeHostileAnswer(t *testing.T) {
 	for _, code := range []string{"\x1b]0;pwned\x07ABCD", strings.Repeat("A", 200)} {
 		a := newAuthServer(t)
 		a.userCode = code
-		f := newFixture(t, a.step(FlowDeviceCode))
+		f := newFixture(t, a.step(manifest.FlowDeviceCode))
 		d := &deviceAnswerer{}
 		_, err := f.run(d, RunOptions{})
 		stepErr(t, err, errcode.SetupFailed, "login")
@@ -524,7 +528,7 @@ func TestOAuthDeviceCodeHostileAnswer(t *testing.T) {
 		}
 	}
 	da := map[string]string{"verification_uri": "http://phish.example/activate"}
-	if err := checkEndpoint("verification_uri", da["verification_uri"]); err == nil {
+	if err := manifest.CheckOAuthEndpoint("verification_uri", da["verification_uri"]); err == nil {
 		t.Error("plain http verification URI accepted")
 	}
 }
@@ -553,8 +557,31 @@ func TestOAuthRefresh(t *testing.T) {
 	if v2, _, err := f.e.FreshSecret(f.ctx, f.b, f.s, "svc/token"); err != nil || v2 == v {
 		t.Fatalf("second refresh: %q %v", v2, err)
 	}
+	// Calls racing on an expired token refresh it once: the rotated refresh token is used once.
+	a.mu.Lock()
+	a.expiresIn = 4 * 3600
+	a.mu.Unlock()
+	f.e.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	var wg sync.WaitGroup
+	got := make([]string, 4)
+	for i := range got {
+		wg.Go(func() {
+			v, _, err := f.e.FreshSecret(f.ctx, f.b, f.s, "svc/token")
+			if err != nil {
+				t.Errorf("concurrent refresh: %v", err)
+			}
+			got[i] = v
+		})
+	}
+	wg.Wait()
+	for _, v := range got[1:] {
+		if v != got[0] {
+			t.Fatalf("concurrent refreshes handed out %q", got)
+		}
+	}
 	// A refused refresh fails without quoting the server.
 	a.token = func(w http.ResponseWriter, _ *http.Request) { oauthError(w, http.StatusBadRequest, "invalid_grant") }
+	f.e.Now = func() time.Time { return time.Now().Add(5 * time.Hour) }
 	_, _, err = f.e.FreshSecret(f.ctx, f.b, f.s, "svc/token")
 	stepErr(t, err, errcode.SetupFailed, "login")
 	a.noLeak(t, errText(err))

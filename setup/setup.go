@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/clihost/clihost/errcode"
@@ -84,6 +85,8 @@ type Engine struct {
 	Now func() time.Time
 	// CallbackHost is the loopback address callback servers listen on; "" means 127.0.0.1.
 	CallbackHost string
+
+	refreshMu sync.Mutex // one oauth refresh at a time: a rotated refresh token is used once
 }
 
 // StepStatus is a step as the ledger sees it. It never carries a value.
