@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/isolation"
 )
 
 // listenAs creates a unix socket listening at path whose credentials (what SO_PEERCRED tells a
@@ -290,5 +292,69 @@ func TestLoginRequiresCallbackURL(t *testing.T) {
 	}
 	if q, err := os.ReadFile(out); err != nil || string(q) != "code=abc" {
 		t.Fatalf("the login command got %q, %v", q, err)
+	}
+}
+
+// TestSandboxedLoginGetsItsCallback: as users deploy it, the login command runs in the kernel
+// sandbox (its own network namespace, no network). With requires_callback_url the host's loopback
+// port of the allocated URL is forwarded to the command's loopback while it runs: the browser's
+// request reaches it; once the command ended, nothing answers there.
+func TestSandboxedLoginGetsItsCallback(t *testing.T) {
+	fixture.NeedRoot(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "login-helper")
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Reachable(t, filepath.Dir(bin))
+	ws := fixture.Workspace(t)
+	out := filepath.Join(ws, "callback")
+	plan := &isolation.Plan{UID: fixture.AgentID, GID: fixture.AgentID, Exec: []string{bin}, ReadWrite: []string{ws},
+		NoNetwork: true, Seccomp: true, NoExecMemfd: true}
+	info := control.LoginInfo{Bundle: "gh", RequiresCallbackURL: true, Sandbox: plan,
+		Argv:   []string{bin, "-test.run=^TestLoginCallbackHelper$", "-test.count=1", "--", "${callback_url}"},
+		EnvSet: map[string]string{"CALLBACK_HELPER_OUT": out}}
+	ios, _, errb := testStreams("")
+	done := make(chan error, 1)
+	go func() { done <- runLoginCommand(context.Background(), ios, info, ws) }()
+	var cb string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && cb == ""; time.Sleep(50 * time.Millisecond) {
+		if b, err := os.ReadFile(out + ".url"); err == nil {
+			cb = string(b)
+		}
+	}
+	if cb == "" {
+		t.Fatal("the sandboxed login command never listened")
+	}
+	resp, err := http.Get(cb + "?code=xyz")
+	if err != nil {
+		t.Fatalf("the browser could not reach the callback %s: %v", cb, err)
+	}
+	resp.Body.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("login: %v; stderr %s", err, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("login did not finish")
+	}
+	if q, err := os.ReadFile(out); err != nil || string(q) != "code=xyz" {
+		t.Fatalf("the login command got %q, %v", q, err)
+	}
+	if plan.Ingress != nil {
+		t.Error("the daemon's plan was changed in place")
+	}
+	u, _ := url.Parse(cb)
+	if c, err := net.DialTimeout("tcp", u.Host, time.Second); err == nil {
+		c.Close()
+		t.Fatal("the callback port still answers after the login ended")
 	}
 }
