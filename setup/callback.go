@@ -35,9 +35,10 @@ type callbackResult struct {
 }
 
 // callback is a single-use loopback HTTP server for one external or oauth step. It accepts exactly
-// one GET on its unguessable path carrying param (or an error parameter); a wrong path gets 404, a
-// Host or Origin that is not this loopback listener 403, another method 405, a request without
-// the parameter 400 (and does not use the callback up), and any request after the accepted one 410.
+// one GET on its path (unguessable for external steps) carrying param (or an error parameter) and,
+// for an oauth step, the login's state; a wrong path gets 404, a Host or Origin that is not this
+// loopback listener 403, another method 405, a request without the parameter or with another state
+// 400 (and does not use the callback up), and any request after the accepted one 410.
 type callback struct {
 	url    string // http://127.0.0.1:port/callback/<token>
 	path   string
@@ -189,9 +190,9 @@ func printable(s string, n int) string {
 	return b.String()
 }
 
-// visitURL is the URL to show for a step: the step's url with the callback URL in it (at
+// visitURL is the URL to show for an external step: the step's url with the callback URL in it (at
 // ${callback_url}, query-escaped, else as a redirect_uri parameter), or the callback URL itself when
-// the step has no url (an oauth step: the surface drives the provider's authorization with it).
+// the step has no url.
 func visitURL(stepURL, cb string) (string, error) {
 	if stepURL == "" {
 		return cb, nil

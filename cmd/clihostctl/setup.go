@@ -34,8 +34,9 @@ func newSetupCmd(g *globalOptions, runF func(*setupOptions) error) *cobra.Comman
 		Long: `Setup runs the bundle's one-time setup steps for you in a workspace (default: the current
 directory; for the daemon's MCP agents, run it in the daemon's --workspace).
 Prompts are asked here at the terminal (secrets without echo) or answered with --value STEP=VALUE;
-steps that need a browser print a URL and the daemon waits for its callback. Completed steps are
-remembered and not asked again unless --force.`,
+steps that need a browser print a URL and the daemon waits for its callback (an OAuth
+authorization), or print a URL and a code to enter there while the daemon polls (an OAuth device
+flow). Completed steps are remembered and not asked again unless --force.`,
 		Example: "  clihostctl setup openclaw\n  clihostctl setup openclaw --value gateway-url=wss://gw.example --value gateway-token=@token.txt",
 		Args:    exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
