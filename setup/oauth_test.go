@@ -97,8 +97,11 @@ func (a *authServer) issueCode(challenge, redirect string) string {
 }
 
 func (a *authServer) tokenEndpoint(w http.ResponseWriter, r *http.Request) {
-	if a.token != nil {
-		a.token(w, r)
+	a.mu.Lock()
+	hostile := a.token
+	a.mu.Unlock()
+	if hostile != nil {
+		hostile(w, r)
 		return
 	}
 	if err := r.ParseForm(); err != nil || r.PostForm.Get("client_id") != "cli" {
@@ -174,6 +177,13 @@ func oauthError(w http.ResponseWriter, status int, code string) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": code})
 }
 
+// setToken makes the token endpoint answer with h.
+func (a *authServer) setToken(h func(w http.ResponseWriter, r *http.Request)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.token = h
+}
+
 // step is an oauth step against this server.
 func (a *authServer) step(flow string) manifest.SetupStep {
 	return manifest.SetupStep{ID: "login", Kind: manifest.StepOAuth, SecretSlug: "svc/token", OAuth: &manifest.OAuthFlow{
@@ -229,7 +239,9 @@ func TestOAuthAuthorizationCodePKCE(t *testing.T) {
 	if !ok || err != nil || !strings.HasPrefix(tok, "access_") {
 		t.Fatalf("Secret = %q %v %v, want the access token", tok, ok, err)
 	}
+	a.mu.Lock()
 	q := a.lastAuthorize
+	a.mu.Unlock()
 	if q.Get("code_challenge_method") != "S256" || q.Get("scope") != "read write" || !strings.HasPrefix(q.Get("redirect_uri"), "http://127.0.0.1:") {
 		t.Errorf("authorization request %v", q)
 	}
@@ -371,7 +383,7 @@ func TestOAuthHostileTokenEndpoint(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			a := newAuthServer(t)
-			a.token = h
+			a.setToken(h)
 			f := newFixture(t, a.step(""))
 			_, err := f.run(browser(t), RunOptions{})
 			stepErr(t, err, errcode.SetupFailed, "login")
@@ -479,10 +491,13 @@ func TestOAuthDeviceCodeSlowDown(t *testing.T) {
 	if _, err := f.run(&deviceAnswerer{}, RunOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if len(a.pollTimes) != 2 {
-		t.Fatalf("%d polls", len(a.pollTimes))
+	a.mu.Lock()
+	polls := a.pollTimes
+	a.mu.Unlock()
+	if len(polls) != 2 {
+		t.Fatalf("%d polls", len(polls))
 	}
-	if gap := a.pollTimes[1].Sub(a.pollTimes[0]); gap < 6*time.Second {
+	if gap := polls[1].Sub(polls[0]); gap < 6*time.Second {
 		t.Fatalf("poll after slow_down came %s later, want interval 1 s + 5 s", gap)
 	}
 }
@@ -580,7 +595,7 @@ func TestOAuthRefresh(t *testing.T) {
 		}
 	}
 	// A refused refresh fails without quoting the server.
-	a.token = func(w http.ResponseWriter, _ *http.Request) { oauthError(w, http.StatusBadRequest, "invalid_grant") }
+	a.setToken(func(w http.ResponseWriter, _ *http.Request) { oauthError(w, http.StatusBadRequest, "invalid_grant") })
 	f.e.Now = func() time.Time { return time.Now().Add(5 * time.Hour) }
 	_, _, err = f.e.FreshSecret(f.ctx, f.b, f.s, "svc/token")
 	stepErr(t, err, errcode.SetupFailed, "login")
