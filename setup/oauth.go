@@ -42,9 +42,9 @@ type oauthGrant struct {
 	Expiry       time.Time `json:"expiry,omitzero"`
 }
 
-// oauth gets an oauth step's access token: from Values (a token obtained elsewhere), else by
-// driving the step's flow. The grant (refresh token, expiry) is stored under oauth/<slug>; the
-// caller stores the token under secret/<slug>.
+// oauth gets an oauth step's access token: from Values (a token obtained elsewhere, stored
+// without a grant), else by driving the step's flow. The grant (refresh token, expiry) is stored
+// under oauth/<slug>; the caller stores the token under secret/<slug>.
 func (r *runState) oauth(ctx context.Context, st manifest.SetupStep) (string, error) {
 	if st.SecretSlug == "" {
 		return "", failed(st, "an oauth step needs secret_slug", "name the secret slot the token lands in", nil)
@@ -53,7 +53,9 @@ func (r *runState) oauth(ctx context.Context, st manifest.SetupStep) (string, er
 		if v == "" {
 			return "", failed(st, "the given value is empty", "give the access token the flow produces", nil)
 		}
-		return v, nil
+		// A token obtained elsewhere: no grant, so that an earlier flow's refresh token never
+		// replaces it.
+		return v, r.storeGrant(st, &oauth2.Token{})
 	}
 	cfg, err := oauthConfig(st.OAuth)
 	if err != nil {

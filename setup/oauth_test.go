@@ -601,3 +601,20 @@ func TestOAuthRefresh(t *testing.T) {
 	stepErr(t, err, errcode.SetupFailed, "login")
 	a.noLeak(t, errText(err))
 }
+
+// A token given with --value replaces the flow's grant: its old refresh token must not later
+// overwrite the given token.
+func TestOAuthValueDropsOldGrant(t *testing.T) {
+	a := newAuthServer(t)
+	f := newFixture(t, a.step(""))
+	if _, err := f.run(browser(t), RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.run(nil, RunOptions{Force: true, Values: map[string]string{"login": "given-token"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.e.Now = func() time.Time { return time.Now().Add(5 * time.Hour) }
+	if v, ok, err := f.e.FreshSecret(f.ctx, f.b, f.s, "svc/token"); v != "given-token" || !ok || err != nil {
+		t.Fatalf("FreshSecret = %q %v %v, want the given token", v, ok, err)
+	}
+}
