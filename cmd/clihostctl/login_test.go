@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -301,6 +302,52 @@ func TestLoginRequiresCallbackURL(t *testing.T) {
 // request reaches it; once the command ended, nothing answers there.
 func TestSandboxedLoginGetsItsCallback(t *testing.T) {
 	fixture.NeedRoot(t)
+	sandboxedLoginCallback(t)
+}
+
+// TestSandboxedLoginGetsItsCallbackUnprivileged is the same login run by an unprivileged user
+// (nobody): the test binary runs itself through setpriv, where the sandbox is built in a user
+// namespace.
+func TestSandboxedLoginGetsItsCallbackUnprivileged(t *testing.T) {
+	if os.Getenv("CLIHOST_TEST_UNPRIVILEGED_LOGIN") == "1" {
+		sandboxedLoginCallback(t)
+		return
+	}
+	fixture.NeedRoot(t)
+	fixture.Need(t, "setpriv")
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tmp := filepath.Join(dir, "tmp")
+	bin := filepath.Join(dir, "clihostctl.test")
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(tmp, 0o1777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tmp, 0o1777); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	fixture.Reachable(t, tmp)
+	cmd := exec.Command("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+		bin, "-test.run=^TestSandboxedLoginGetsItsCallbackUnprivileged$", "-test.count=1", "-test.v")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "TMPDIR=" + tmp, "HOME=" + tmp, "CLIHOST_TEST_UNPRIVILEGED_LOGIN=1"}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS") {
+		t.Fatalf("as nobody: %v\n%s", err, out)
+	}
+}
+
+// sandboxedLoginCallback runs a login with requires_callback_url in the sandbox and plays the
+// browser (see TestSandboxedLoginGetsItsCallback).
+func sandboxedLoginCallback(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
