@@ -38,7 +38,6 @@ type DeviceCodeShower interface {
 // oauth/<slug>): what refreshing it needs.
 type oauthGrant struct {
 	RefreshToken string    `json:"refresh_token,omitempty"`
-	TokenType    string    `json:"token_type,omitempty"`
 	Expiry       time.Time `json:"expiry,omitzero"`
 }
 
@@ -167,7 +166,7 @@ func checkDeviceAuth(da *oauth2.DeviceAuthResponse) error {
 
 // storeGrant keeps what refreshing tok needs under oauth/<slug>.
 func (r *runState) storeGrant(st manifest.SetupStep, tok *oauth2.Token) error {
-	g, _ := json.Marshal(oauthGrant{RefreshToken: tok.RefreshToken, TokenType: tok.TokenType, Expiry: tok.Expiry.UTC()})
+	g, _ := json.Marshal(oauthGrant{RefreshToken: tok.RefreshToken, Expiry: tok.Expiry.UTC()})
 	return r.store(st, prefixOAuth+st.SecretSlug, string(g))
 }
 

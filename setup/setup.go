@@ -9,7 +9,7 @@
 //	input/<step-id>  the value a prompt, external or oauth step captured (for ${input.<step-id>})
 //	env/<NAME>       a value persisted with persist.env, injected at call time (PersistedEnv)
 //	secret/<slug>    a value persisted with persist.secret_slug, or an oauth step's access token (Secret)
-//	oauth/<slug>     an oauth step's grant: refresh token, token type, expiry (FreshSecret)
+//	oauth/<slug>     an oauth step's grant: refresh token and expiry (FreshSecret)
 //
 // Commands (cmd steps, skip_if, select options, persist.cmd) run without a shell through package
 // runner, and may only run the bundle's own bin (lifecycle.Env.Command). Their words may hold these
