@@ -63,13 +63,15 @@ type SetupRequest struct {
 }
 
 // SetupEvent is one line of a setup run: "visit" asks the person to open URL (the daemon waits on
-// its callback), and the last line is "done" or "error".
+// its callback, or, with UserCode, polls a device flow while the person types the code there), and
+// the last line is "done" or "error".
 type SetupEvent struct {
-	Phase string            `json:"phase"`
-	Step  string            `json:"step,omitempty"`
-	URL   string            `json:"url,omitempty"`
-	Steps []SetupStep       `json:"steps,omitempty"`
-	Error *callresult.Error `json:"error,omitempty"`
+	Phase    string            `json:"phase"`
+	Step     string            `json:"step,omitempty"`
+	URL      string            `json:"url,omitempty"`
+	UserCode string            `json:"user_code,omitempty"` // an oauth device flow's code (RFC 8628)
+	Steps    []SetupStep       `json:"steps,omitempty"`
+	Error    *callresult.Error `json:"error,omitempty"`
 }
 
 // LoginInfo tells clihostctl what to run in the person's terminal.
@@ -78,6 +80,9 @@ type LoginInfo struct {
 	Argv        []string `json:"argv"` // login.cmd split, with the resolved binary first
 	Interactive bool     `json:"interactive"`
 	Workspace   string   `json:"workspace"`
+	// RequiresCallbackURL is login.requires_callback_url: clihostctl allocates a loopback callback
+	// URL for the command, forwards its port into the sandbox and passes the URL to it.
+	RequiresCallbackURL bool `json:"requires_callback_url,omitempty"`
 	// Sandbox is the bundle's kernel sandbox for the command (nil when the operator turned the
 	// sandbox off); Home is the home directory ~ stands for in it. EnvPass and EnvSet are the
 	// bundle's env block: clihostctl builds the command's environment from its own, never the

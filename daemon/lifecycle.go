@@ -174,7 +174,8 @@ func (d *Engine) SetupInfo(_ context.Context, req control.ScopeRequest, peer con
 	return control.SetupInfo{Bundle: b.Key(), Workspace: s.Workspace, Steps: stepInfo(b, status)}, nil
 }
 
-// visitor relays external/oauth steps' callback URLs to clihostctl; prompts were answered up front.
+// visitor relays external/oauth steps' callback URLs and device codes to clihostctl; prompts were
+// answered up front.
 type visitor struct{ emit func(control.SetupEvent) }
 
 func (v visitor) Ask(_ context.Context, step manifest.SetupStep, _ []setup.Choice) (string, error) {
@@ -183,6 +184,13 @@ func (v visitor) Ask(_ context.Context, step manifest.SetupStep, _ []setup.Choic
 
 func (v visitor) Visit(_ context.Context, step manifest.SetupStep, url string) error {
 	v.emit(control.SetupEvent{Phase: "visit", Step: step.ID, URL: url})
+	return nil
+}
+
+// ShowDeviceCode implements setup.DeviceCodeShower: the verification URI and user code go to
+// clihostctl like a visit.
+func (v visitor) ShowDeviceCode(_ context.Context, step manifest.SetupStep, uri, code string) error {
+	v.emit(control.SetupEvent{Phase: "visit", Step: step.ID, URL: uri, UserCode: code})
 	return nil
 }
 
@@ -231,7 +239,7 @@ func (d *Engine) LoginInfo(ctx context.Context, req control.ScopeRequest, peer c
 	}
 	words[0] = lenv.BinPath
 	info := control.LoginInfo{Bundle: b.Key(), Argv: words, Interactive: b.CLI.Auth.Login.Interactive, Workspace: s.Workspace,
-		Sandbox: lenv.Sandbox}
+		Sandbox: lenv.Sandbox, RequiresCallbackURL: b.CLI.Auth.Login.RequiresCallbackURL}
 	for _, kv := range lenv.Env {
 		if home, ok := strings.CutPrefix(kv, "HOME="); ok {
 			info.Home = home

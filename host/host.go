@@ -331,13 +331,13 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	if e != nil {
 		return Envelope{Error: e, Warnings: lifeWarnings}
 	}
-	// ${secrets.NAME} are the secret slugs setup stored for this scope; without a setup engine
-	// there are none.
+	// ${secrets.NAME} are the secret slugs setup stored for this scope (an oauth step's token
+	// refreshed first when it expired); without a setup engine there are none.
 	secrets := func(name string) (string, bool) {
 		if h.opts.Setup == nil {
 			return "", false
 		}
-		v, ok, _ := h.opts.Setup.Secret(scope, name)
+		v, ok, _ := h.opts.Setup.FreshSecret(ctx, b, scope, name)
 		if ok {
 			usedSecrets = append(usedSecrets, v)
 		}

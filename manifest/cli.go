@@ -109,6 +109,18 @@ type SetupStep struct {
 	SecretSlug  string         `yaml:"secret_slug,omitempty" json:"secret_slug,omitempty"` // oauth
 	URL         string         `yaml:"url,omitempty" json:"url,omitempty"`                 // external
 	Callback    *Callback      `yaml:"callback,omitempty" json:"callback,omitempty"`       // external
+	OAuth       *OAuthFlow     `yaml:"oauth,omitempty" json:"oauth,omitempty"`             // oauth
+}
+
+// OAuthFlow is the OAuth 2.0 flow an oauth setup step drives (see oauth.go).
+type OAuthFlow struct {
+	Flow                   string   `yaml:"flow,omitempty" json:"flow,omitempty"` // authorization_code (default) or device_code
+	ClientID               string   `yaml:"client_id" json:"client_id"`
+	AuthorizationURL       string   `yaml:"authorization_url,omitempty" json:"authorization_url,omitempty"`               // authorization_code
+	DeviceAuthorizationURL string   `yaml:"device_authorization_url,omitempty" json:"device_authorization_url,omitempty"` // device_code
+	TokenURL               string   `yaml:"token_url" json:"token_url"`
+	Scopes                 []string `yaml:"scopes,omitempty" json:"scopes,omitempty"`
+	TimeoutMS              int      `yaml:"timeout_ms,omitempty" json:"timeout_ms,omitempty"`
 }
 
 // SkipIf skips a setup step when its command exits with ExitCode (default 0).

@@ -207,8 +207,23 @@ func (l *linter) setupRules() {
 				l.c.at(ptr+"/"+field.name, SeverityError, "setup-value-placement", fmt.Sprintf("${value} is used in %s; it exists only in persist.cmd", field.name), "move the command that consumes the value to persist.cmd")
 			}
 		}
+		l.oauthStepRule(ptr, s)
 		if s.SkipIf != nil && valuePlaceholer.MatchString(s.SkipIf.Cmd) {
 			l.c.at(ptr+"/skip_if/cmd", SeverityError, "setup-value-placement", "${value} is used in skip_if.cmd; it exists only in persist.cmd", "skip_if runs before the value is known")
+		}
+	}
+}
+
+// oauthStepRule checks an oauth step's flow: without one the host can only take a token given with
+// --value; an unusable one fails the step.
+func (l *linter) oauthStepRule(ptr string, s SetupStep) {
+	switch {
+	case s.Kind != StepOAuth:
+	case s.OAuth == nil:
+		l.c.at(ptr, SeverityWarning, "setup-oauth-flow", fmt.Sprintf("oauth step %q declares no flow: the host cannot obtain the token, only store one given with --value %s=TOKEN", s.ID, s.ID), "add oauth: {flow, client_id, authorization_url or device_authorization_url, token_url, scopes}")
+	default:
+		if err := s.OAuth.Check(); err != nil {
+			l.c.at(ptr+"/oauth", SeverityError, "setup-oauth-flow", err.Error(), "endpoints are https URLs (plain http only to a loopback address); the host sets redirect_uri, state and the PKCE challenge itself")
 		}
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 	"unicode"
+
+	"github.com/clihost/clihost/manifest"
 )
 
 // closeGrace bounds how long a closing callback server waits for the request in flight.
@@ -33,14 +35,16 @@ type callbackResult struct {
 }
 
 // callback is a single-use loopback HTTP server for one external or oauth step. It accepts exactly
-// one GET on its unguessable path carrying param (or an error parameter); a wrong path gets 404, a
-// Host or Origin that is not this loopback listener 403, another method 405, a request without
-// the parameter 400 (and does not use the callback up), and any request after the accepted one 410.
+// one GET on its path (unguessable for external steps) carrying param (or an error parameter) and,
+// for an oauth step, the login's state; a wrong path gets 404, a Host or Origin that is not this
+// loopback listener 403, another method 405, a request without the parameter or with another state
+// 400 (and does not use the callback up), and any request after the accepted one 410.
 type callback struct {
 	url    string // http://127.0.0.1:port/callback/<token>
 	path   string
 	port   string
 	param  string
+	state  string              // when set, a request must carry it as its state parameter (OAuth)
 	result chan callbackResult // receives the accepted request's result; buffered
 
 	mu   sync.Mutex
@@ -50,8 +54,16 @@ type callback struct {
 	served chan struct{} // closed when Serve returned
 }
 
-// startCallback listens on host (a loopback IP) on a free port.
+// startCallback listens on host (a loopback IP) on a free port, on an unguessable path.
 func startCallback(host, param string) (*callback, error) {
+	var tok [32]byte
+	_, _ = rand.Read(tok[:]) // crypto/rand never fails since Go 1.24
+	return listenCallback(host, param, "/callback/"+base64.RawURLEncoding.EncodeToString(tok[:]), "")
+}
+
+// listenCallback listens on host (a loopback IP) on a free port for one request to path; a
+// non-empty state must come back as the request's state parameter.
+func listenCallback(host, param, path, state string) (*callback, error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
@@ -62,13 +74,12 @@ func startCallback(host, param string) (*callback, error) {
 	if err != nil {
 		return nil, fmt.Errorf("callback server: %w", err)
 	}
-	var tok [32]byte
-	_, _ = rand.Read(tok[:]) // crypto/rand never fails since Go 1.24
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	c := &callback{
-		path:   "/callback/" + base64.RawURLEncoding.EncodeToString(tok[:]),
+		path:   path,
 		port:   port,
 		param:  param,
+		state:  state,
 		result: make(chan callbackResult, 1),
 		served: make(chan struct{}),
 	}
@@ -126,6 +137,11 @@ func (c *callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply(http.StatusBadRequest, fmt.Sprintf("missing the %q parameter", c.param))
 		return
 	}
+	if c.state != "" && subtle.ConstantTimeCompare([]byte(q.Get("state")), []byte(c.state)) != 1 {
+		// A forged or stale redirect (CSRF): refused, and it does not use the callback up.
+		reply(http.StatusBadRequest, "the state parameter does not match this login")
+		return
+	}
 	c.mu.Lock()
 	used := c.used
 	c.used = true
@@ -146,7 +162,7 @@ func (c *callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // loopbackHost reports whether a Host header names this listener by a loopback name.
 func (c *callback) loopbackHost(hostport string) bool {
 	host, port, err := net.SplitHostPort(hostport)
-	return err == nil && port == c.port && isLoopbackName(host)
+	return err == nil && port == c.port && manifest.IsLoopbackHost(host)
 }
 
 // loopbackOrigin accepts no Origin, or this listener's own http origin.
@@ -155,15 +171,7 @@ func (c *callback) loopbackOrigin(origin string) bool {
 		return true
 	}
 	u, err := url.Parse(origin)
-	return err == nil && u.Scheme == "http" && u.Port() == c.port && isLoopbackName(u.Hostname()) && (u.Path == "" || u.Path == "/")
-}
-
-func isLoopbackName(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return err == nil && u.Scheme == "http" && u.Port() == c.port && manifest.IsLoopbackHost(u.Hostname()) && (u.Path == "" || u.Path == "/")
 }
 
 // printable shortens s to n runes and drops control characters, for quoting untrusted text.
@@ -182,9 +190,9 @@ func printable(s string, n int) string {
 	return b.String()
 }
 
-// visitURL is the URL to show for a step: the step's url with the callback URL in it (at
+// visitURL is the URL to show for an external step: the step's url with the callback URL in it (at
 // ${callback_url}, query-escaped, else as a redirect_uri parameter), or the callback URL itself when
-// the step has no url (an oauth step: the surface drives the provider's authorization with it).
+// the step has no url.
 func visitURL(stepURL, cb string) (string, error) {
 	if stepURL == "" {
 		return cb, nil

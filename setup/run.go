@@ -40,9 +40,13 @@ type runState struct {
 //   - prompt: the value comes from opts.Values, else ans.Ask; select choices are the static list
 //     or options.cmd's `value<TAB>label` lines; booleans are normalised to "true"/"false"; an empty
 //     answer takes the default.
-//   - external, oauth: the value comes from opts.Values, else from a single-use loopback callback
+//   - external: the value comes from opts.Values, else from a single-use loopback callback
 //     (callback.param, default "code"; callback.timeout_ms, default 600 s) whose URL ans.Visit
-//     shows. An oauth step stores it under its secret_slug.
+//     shows.
+//   - oauth: the access token comes from opts.Values, else from the flow the step's oauth block
+//     declares (authorization code with PKCE through ans.Visit and a loopback callback, or the
+//     device flow through a DeviceCodeShower; oauth.timeout_ms, default 600 s). It is stored under
+//     the step's secret_slug, its refresh token and expiry beside it (FreshSecret).
 //
 // The value then goes where persist says (env and secret_slug into the encrypted secret store,
 // cmd by running it with ${value}), a prompt/external/oauth value is kept for ${input.<id>}, and
@@ -144,8 +148,10 @@ func (r *runState) step(ctx context.Context, st manifest.SetupStep) error {
 		value, err = r.cmd(ctx, st)
 	case manifest.StepPrompt:
 		value, err = r.prompt(ctx, st)
-	case manifest.StepExternal, manifest.StepOAuth:
+	case manifest.StepExternal:
 		value, err = r.callback(ctx, st)
+	case manifest.StepOAuth:
+		value, err = r.oauth(ctx, st)
 	default:
 		err = failed(st, fmt.Sprintf("unknown step kind %q", st.Kind), "kind is cmd, prompt, external or oauth", nil)
 	}
@@ -356,12 +362,9 @@ func (r *runState) persist(ctx context.Context, st manifest.SetupStep, value str
 	return nil
 }
 
-// callback gets an external or oauth step's value: from Values, else through a loopback callback
-// whose URL ans.Visit shows.
+// callback gets an external step's value: from Values, else through a loopback callback whose
+// URL ans.Visit shows.
 func (r *runState) callback(ctx context.Context, st manifest.SetupStep) (string, error) {
-	if st.Kind == manifest.StepOAuth && st.SecretSlug == "" {
-		return "", failed(st, "an oauth step needs secret_slug", "name the secret slot the token lands in", nil)
-	}
 	if v, ok := r.o.Values[st.ID]; ok {
 		if v == "" {
 			return "", failed(st, "the given value is empty", "give the value the flow produces", nil)
@@ -387,9 +390,15 @@ func (r *runState) callback(ctx context.Context, st manifest.SetupStep) (string,
 	if err != nil {
 		return "", failed(st, err.Error(), "fix the step's url in the manifest", err)
 	}
+	return r.await(ctx, st, cb, timeout, func(ctx context.Context) error { return r.ans.Visit(ctx, st, u) })
+}
+
+// await runs show (which tells the person where to go) and waits, at most timeout, for cb's one
+// accepted request; show's context is cancelled once it arrived.
+func (r *runState) await(ctx context.Context, st manifest.SetupStep, cb *callback, timeout time.Duration, show func(context.Context) error) (string, error) {
 	vctx, cancel := context.WithCancel(ctx)
 	visited := make(chan error, 1)
-	go func() { visited <- r.ans.Visit(vctx, st, u) }()
+	go func() { visited <- show(vctx) }()
 	defer func() {
 		cancel()
 		if visited != nil {

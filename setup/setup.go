@@ -8,7 +8,8 @@
 //
 //	input/<step-id>  the value a prompt, external or oauth step captured (for ${input.<step-id>})
 //	env/<NAME>       a value persisted with persist.env, injected at call time (PersistedEnv)
-//	secret/<slug>    a value persisted with persist.secret_slug, or an oauth step's token (Secret)
+//	secret/<slug>    a value persisted with persist.secret_slug, or an oauth step's access token (Secret)
+//	oauth/<slug>     an oauth step's grant: refresh token and expiry (FreshSecret)
 //
 // Commands (cmd steps, skip_if, select options, persist.cmd) run without a shell through package
 // runner, and may only run the bundle's own bin (lifecycle.Env.Command). Their words may hold these
@@ -18,8 +19,10 @@
 //	${input.<step-id>}  an earlier prompt, external or oauth step's value
 //	${secrets.<slug>}   a value stored under secret/<slug> by an earlier step
 //
-// External and oauth steps get a single-use loopback callback URL; a step's url carries it where
-// it says ${callback_url} (query-escaped), else as a redirect_uri query parameter.
+// External steps get a single-use loopback callback URL; a step's url carries it where it says
+// ${callback_url} (query-escaped), else as a redirect_uri query parameter. Oauth steps drive the
+// OAuth 2.0 flow their oauth block declares (oauth.go): authorization code with PKCE, redirected to
+// a single-use loopback callback, or the device authorization grant.
 //
 // Captured values never appear in errors, the ledger or StepStatus; stderr excerpts in errors have
 // sensitive substituted values redacted.
@@ -31,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/clihost/clihost/errcode"
@@ -81,6 +85,8 @@ type Engine struct {
 	Now func() time.Time
 	// CallbackHost is the loopback address callback servers listen on; "" means 127.0.0.1.
 	CallbackHost string
+
+	refreshMu sync.Mutex // one oauth refresh at a time: a rotated refresh token is used once
 }
 
 // StepStatus is a step as the ledger sees it. It never carries a value.
@@ -279,6 +285,9 @@ func (e *Engine) Reset(b *manifest.Bundle, s lifecycle.Scope) error {
 	}
 	for _, n := range names {
 		slug, isSlug := strings.CutPrefix(n, prefixSecret)
+		if grant, isGrant := strings.CutPrefix(n, prefixOAuth); isGrant {
+			slug, isSlug = grant, true
+		}
 		if !strings.HasPrefix(n, prefixInput) && !strings.HasPrefix(n, prefixEnv) && !(isSlug && declaresSlug(b, slug)) {
 			continue // not setup's to delete
 		}

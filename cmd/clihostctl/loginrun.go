@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
+	"regexp"
 	"slices"
 
 	"github.com/clihost/clihost/control"
@@ -27,6 +29,14 @@ func runLoginCommand(ctx context.Context, ios *IOStreams, info control.LoginInfo
 	if info.Home != "" {
 		env = append(env, "HOME="+info.Home)
 	}
+	if info.RequiresCallbackURL {
+		u, err := withCallbackURL(&info)
+		if err != nil {
+			return err
+		}
+		env = append(env, callbackEnv+"="+u)
+		fmt.Fprintf(ios.ErrOut, "the login's callback URL (forwarded into its sandbox while it runs): %s\n", u)
+	}
 	c := runner.Command{Path: info.Argv[0], Args: info.Argv[1:], Dir: ws, Env: env, Sandbox: info.Sandbox,
 		Attach: &runner.Attach{Stdin: ios.In, Stdout: ios.Out, Stderr: ios.ErrOut}}
 	if tty, ok := ios.In.(*os.File); ok && ios.IsStdinTTY() {
@@ -47,6 +57,39 @@ func runLoginCommand(ctx context.Context, ios *IOStreams, info control.LoginInfo
 	}
 	defer sweepLogin(ios, git)
 	return loginResult(runner.Run(ctx, c))
+}
+
+// callbackEnv is the variable a login command with requires_callback_url finds its callback URL in.
+const callbackEnv = "CLIHOST_CALLBACK_URL"
+
+// callbackWordRE matches the ${callback_url} placeholder in a login command's words (single-quoted
+// in login.cmd, so that the daemon's split keeps it literal).
+var callbackWordRE = regexp.MustCompile(`\$\{\s*callback_url\s*\}`)
+
+// withCallbackURL allocates a free port on the host's loopback for a login that requires a
+// callback URL (AIP-29 auth.login.requires_callback_url), puts the URL in place of
+// ${callback_url} in info.Argv, and adds the port to the sandbox's ingress: while the command runs,
+// the host's 127.0.0.1:port is forwarded to the same port on the sandbox's loopback, where the
+// command listens; the forwarding ends with the command.
+func withCallbackURL(info *control.LoginInfo) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("allocate the login's callback port: %w", err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close() // the forwarder (or, sandbox off, the command) listens on it next
+	u := fmt.Sprintf("http://127.0.0.1:%d/callback", port)
+	argv := slices.Clone(info.Argv)
+	for i, w := range argv[1:] {
+		argv[i+1] = callbackWordRE.ReplaceAllLiteralString(w, u)
+	}
+	info.Argv = argv
+	if info.Sandbox != nil {
+		plan := *info.Sandbox
+		plan.Ingress = append(slices.Clone(plan.Ingress), port)
+		info.Sandbox = &plan
+	}
+	return u, nil
 }
 
 // loginResult is the error of a login command's run: why it did not start, or how it failed.

@@ -34,8 +34,9 @@ func newSetupCmd(g *globalOptions, runF func(*setupOptions) error) *cobra.Comman
 		Long: `Setup runs the bundle's one-time setup steps for you in a workspace (default: the current
 directory; for the daemon's MCP agents, run it in the daemon's --workspace).
 Prompts are asked here at the terminal (secrets without echo) or answered with --value STEP=VALUE;
-steps that need a browser print a URL and the daemon waits for its callback. Completed steps are
-remembered and not asked again unless --force.`,
+steps that need a browser print a URL and the daemon waits for its callback (an OAuth
+authorization), or print a URL and a code to enter there while the daemon polls (an OAuth device
+flow). Completed steps are remembered and not asked again unless --force.`,
 		Example: "  clihostctl setup openclaw\n  clihostctl setup openclaw --value gateway-url=wss://gw.example --value gateway-token=@token.txt",
 		Args:    exactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
@@ -99,7 +100,11 @@ func runSetup(o *setupOptions) error {
 		values[s.ID] = v
 	}
 	last, err := c.Setup(ctx, control.SetupRequest{ScopeRequest: scope, Values: values, Force: o.force}, func(ev control.SetupEvent) {
-		fmt.Fprintf(o.io.ErrOut, "step %s: open this URL to continue (waiting for it to call back):\n  %s\n", plain(ev.Step), plain(ev.URL))
+		if ev.UserCode != "" {
+			fmt.Fprintf(o.io.ErrOut, "step %s: open this URL and enter the code %s (waiting for the authorization):\n  %s\n", plain(ev.Step), plain(ev.UserCode), plain(ev.URL))
+		} else {
+			fmt.Fprintf(o.io.ErrOut, "step %s: open this URL to continue (waiting for it to call back):\n  %s\n", plain(ev.Step), plain(ev.URL))
+		}
 		if webURL(ev.URL) {
 			_ = exec.Command("xdg-open", ev.URL).Start() // best effort: a desktop opens it
 		}

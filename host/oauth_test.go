@@ -1,0 +1,100 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/lifecycle"
+	"github.com/clihost/clihost/setup"
+)
+
+// TestCallRefreshesExpiredOAuthToken: a tool given ${secrets.SLUG} of an oauth step whose access
+// token expired gets a fresh one: the host refreshes it at the step's token endpoint (a local OAuth
+// server) with the stored refresh token before the call, and stores it. The tool (sha256sum of its
+// stdin) proves which token reached it without printing it.
+func TestCallRefreshesExpiredOAuthToken(t *testing.T) {
+	fixture.Need(t, "sha256sum")
+	var refreshes atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ParseForm() != nil || r.PostForm.Get("grant_type") != "refresh_token" || r.PostForm.Get("refresh_token") != "refresh-1" {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":"invalid_grant"}`))
+			return
+		}
+		refreshes.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"fresh-token-2","token_type":"Bearer","expires_in":3600}`))
+	}))
+	defer srv.Close()
+	files := map[string]string{
+		"sum/CLI.md": `---
+name: sum
+id: sum
+description: Hashes its stdin.
+version: 1.0.0
+bin: sha256sum
+install: [{ method: apt, package: coreutils }]
+version_check: { cmd: "sha256sum --version", parse: 'sha256sum \(GNU coreutils\) (\d+\.\d+)', range: "" }
+sandbox:
+  network: { egress: [] }
+  fs: { read: ["./**"], write: [] }
+  exec: { allow: false }
+  env: { pass: [] }
+setup:
+  - id: login
+    kind: oauth
+    secret_slug: svctoken
+    oauth: { client_id: cli, authorization_url: "` + srv.URL + `/authorize", token_url: "` + srv.URL + `/token" }
+commands:
+  hash: ./tools/hash/TOOL.md
+---
+`,
+		"sum/tools/hash/TOOL.md": `---
+name: Hash
+id: sum.hash
+description: Hashes the token.
+version: 1.0.0
+inputs: { type: object, additionalProperties: false, properties: {} }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: [], stdin: "${secrets.svctoken}" }
+---
+`,
+	}
+	engine := setupEngine(t)
+	h, _ := writeBundle(t, files, Options{Setup: engine})
+	b := bundle(t, h, "sum")
+	ws := fixture.Workspace(t)
+	scope := lifecycle.Scope{Bundle: b.Key(), Workspace: ws, User: "alice"}
+	bin, _ := h.resolve(b)
+	lenv := lifecycle.Env{BinPath: bin, Dir: ws, Env: []string{"PATH=/usr/bin:/bin"}}
+	if _, err := engine.Run(context.Background(), b, scope, lenv, nil, setup.RunOptions{Values: map[string]string{"login": "stale-token-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	grant, _ := json.Marshal(map[string]any{"refresh_token": "refresh-1", "expiry": time.Now().Add(-time.Minute)})
+	if err := engine.Secrets.Put(scope.Key(), "oauth/svctoken", string(grant)); err != nil {
+		t.Fatal(err)
+	}
+	hash := func(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
+	for i := range 2 {
+		env := h.Call(context.Background(), b, "hash", map[string]any{}, Caller{Workspace: ws, User: "alice"}, CallOptions{})
+		out, _ := env.Value.(string)
+		if !env.OK || !strings.HasPrefix(out, hash("fresh-token-2")) {
+			t.Fatalf("call %d: %+v %+v; want the hash of the refreshed token", i, env, env.Error)
+		}
+	}
+	if n := refreshes.Load(); n != 1 {
+		t.Fatalf("%d refreshes, want 1 (the second call uses the stored fresh token)", n)
+	}
+	if v, _, _ := engine.Secret(scope, "svctoken"); v != "fresh-token-2" {
+		t.Fatalf("stored token %q", v)
+	}
+}
