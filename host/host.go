@@ -310,7 +310,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	loginScope := scope
 	loginScope.User = LoginUser(c.User)
 	var usedSecrets []string
-	if e := h.secretEnv(b, t, scope, &env, &usedSecrets); e != nil {
+	if e := h.secretEnv(ctx, b, t, scope, &env, &usedSecrets); e != nil {
 		return Envelope{Error: e}
 	}
 	lenv := lifecycle.Env{BinPath: bin.path, Dir: workspace, Env: slices.Clone(env)}

@@ -23,18 +23,7 @@ import (
 // stdin) proves which token reached it without printing it.
 func TestCallRefreshesExpiredOAuthToken(t *testing.T) {
 	fixture.Need(t, "sha256sum")
-	var refreshes atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.ParseForm() != nil || r.PostForm.Get("grant_type") != "refresh_token" || r.PostForm.Get("refresh_token") != "refresh-1" {
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = w.Write([]byte(`{"error":"invalid_grant"}`))
-			return
-		}
-		refreshes.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"access_token":"fresh-token-2","token_type":"Bearer","expires_in":3600}`))
-	}))
-	defer srv.Close()
+	srv, refreshes := refreshServer(t)
 	files := map[string]string{
 		"sum/CLI.md": `---
 name: sum
@@ -49,12 +38,7 @@ sandbox:
   fs: { read: ["./**"], write: [] }
   exec: { allow: false }
   env: { pass: [] }
-setup:
-  - id: login
-    kind: oauth
-    secret_slug: svctoken
-    oauth: { client_id: cli, authorization_url: "` + srv.URL + `/authorize", token_url: "` + srv.URL + `/token" }
-commands:
+` + oauthSetup(srv.URL) + `commands:
   hash: ./tools/hash/TOOL.md
 ---
 `,
@@ -69,9 +53,96 @@ runner: { cli: ../../CLI.md, argv: [], stdin: "${secrets.svctoken}" }
 ---
 `,
 	}
+	hash := func(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
+	checkRefreshed(t, files, "sum", "hash", refreshes, func(out any) bool {
+		s, _ := out.(string)
+		return strings.HasPrefix(s, hash("fresh-token-2"))
+	})
+}
+
+// TestInventorySlotRefreshesExpiredOAuthToken: the same through auth.ref: a SECRETS.md slot that an
+// oauth step fills reaches the CLI's environment refreshed when its access token expired. jq shows
+// which token arrived by its suffix alone (the whole value would come back redacted).
+func TestInventorySlotRefreshesExpiredOAuthToken(t *testing.T) {
+	fixture.Need(t, "jq")
+	srv, refreshes := refreshServer(t)
+	files := map[string]string{
+		"vault/CLI.md": `---
+name: vault
+id: vault
+description: jq stands in for a CLI reading its token from its environment.
+version: 1.0.0
+bin: jq
+install: [{ method: apt, package: jq }]
+version_check: { cmd: "jq --version", parse: 'jq-(\d+\.\d+(?:\.\d+)?)', range: ">=1.5" }
+auth: { ref: ./SECRETS.md }
+sandbox:
+  network: { egress: [] }
+  fs: { read: [], write: [] }
+  exec: { allow: false }
+  env: { pass: [] }
+` + oauthSetup(srv.URL) + `output: { default_format: json }
+commands:
+  show: ./tools/show/TOOL.md
+---
+`,
+		"vault/SECRETS.md": `---
+secrets:
+  - slug: svctoken
+    name: Service token
+    description: The access token the oauth step obtains.
+    metadata: { bindings: { env: SVC_TOKEN } }
+---
+`,
+		"vault/tools/show/TOOL.md": `---
+name: Show
+id: vault.show
+description: Shows which token arrived.
+version: 1.0.0
+inputs: { type: object, additionalProperties: false, properties: {} }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: ["-n", "$ENV.SVC_TOKEN | ltrimstr(\"fresh-token-\") | ltrimstr(\"stale-token-\")"] }
+---
+`,
+	}
+	checkRefreshed(t, files, "vault", "show", refreshes, func(out any) bool { return out == "2" })
+}
+
+// oauthSetup is a CLI.md setup block with one oauth step filling the svctoken slot.
+func oauthSetup(url string) string {
+	return `setup:
+  - id: login
+    kind: oauth
+    secret_slug: svctoken
+    oauth: { client_id: cli, authorization_url: "` + url + `/authorize", token_url: "` + url + `/token" }
+`
+}
+
+// refreshServer is a local OAuth server that refreshes refresh-1 into fresh-token-2, counting.
+func refreshServer(t *testing.T) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	refreshes := new(atomic.Int32)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ParseForm() != nil || r.PostForm.Get("grant_type") != "refresh_token" || r.PostForm.Get("refresh_token") != "refresh-1" {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":"invalid_grant"}`))
+			return
+		}
+		refreshes.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"fresh-token-2","token_type":"Bearer","expires_in":3600}`))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, refreshes
+}
+
+// checkRefreshed sets up bundle id's oauth step with an expired token and a refresh token, calls
+// tool twice and wants fresh(value) both times, one refresh in all, and the fresh token stored.
+func checkRefreshed(t *testing.T, files map[string]string, id, tool string, refreshes *atomic.Int32, fresh func(any) bool) {
+	t.Helper()
 	engine := setupEngine(t)
 	h, _ := writeBundle(t, files, Options{Setup: engine})
-	b := bundle(t, h, "sum")
+	b := bundle(t, h, id)
 	ws := fixture.Workspace(t)
 	scope := lifecycle.Scope{Bundle: b.Key(), Workspace: ws, User: "alice"}
 	bin, _ := h.resolve(b)
@@ -83,11 +154,9 @@ runner: { cli: ../../CLI.md, argv: [], stdin: "${secrets.svctoken}" }
 	if err := engine.Secrets.Put(scope.Key(), "oauth/svctoken", string(grant)); err != nil {
 		t.Fatal(err)
 	}
-	hash := func(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
 	for i := range 2 {
-		env := h.Call(context.Background(), b, "hash", map[string]any{}, Caller{Workspace: ws, User: "alice"}, CallOptions{})
-		out, _ := env.Value.(string)
-		if !env.OK || !strings.HasPrefix(out, hash("fresh-token-2")) {
+		env := h.Call(context.Background(), b, tool, map[string]any{}, Caller{Workspace: ws, User: "alice"}, CallOptions{})
+		if !env.OK || !fresh(env.Value) {
 			t.Fatalf("call %d: %+v %+v; want the hash of the refreshed token", i, env, env.Error)
 		}
 	}

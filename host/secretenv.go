@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -16,12 +17,12 @@ import (
 // carries them. Only the variables the inventory declares are set, only for b's calls; values
 // never reach argv. A required slot that is unset refuses the call (setup_required) with the
 // command that sets it.
-func (h *Host) secretEnv(b *manifest.Bundle, t *manifest.ToolEntry, scope lifecycle.Scope, env, sensitive *[]string) *Error {
+func (h *Host) secretEnv(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, scope lifecycle.Scope, env, sensitive *[]string) *Error {
 	for _, slot := range b.Secrets {
 		if !slot.BoundTo(t) {
 			continue
 		}
-		value, ok, e := h.slotValue(b, slot, scope)
+		value, ok, e := h.slotValue(ctx, b, slot, scope)
 		if e != nil {
 			return e
 		}
@@ -44,12 +45,13 @@ func (h *Host) secretEnv(b *manifest.Bundle, t *manifest.ToolEntry, scope lifecy
 	return nil
 }
 
-// slotValue reads slot's value in scope; ok is false when it is unset or the host keeps no store.
-func (h *Host) slotValue(b *manifest.Bundle, slot manifest.SecretSlot, scope lifecycle.Scope) (string, bool, *Error) {
+// slotValue reads slot's value in scope, refreshed first when an oauth step fills the slot and its
+// access token has expired; ok is false when it is unset or the host keeps no store.
+func (h *Host) slotValue(ctx context.Context, b *manifest.Bundle, slot manifest.SecretSlot, scope lifecycle.Scope) (string, bool, *Error) {
 	if h.opts.Setup == nil {
 		return "", false, nil
 	}
-	v, ok, err := h.opts.Setup.Secret(scope, slot.Slug)
+	v, ok, err := h.opts.Setup.FreshSecret(ctx, b, scope, slot.Slug)
 	if err != nil {
 		return "", false, &Error{Code: errcode.Internal, Message: fmt.Sprintf("reading %s's secret %q: %v", b.ID(), slot.Slug, err),
 			Hint: "set it again: " + SecretSetCommand(b, slot, scope.Workspace)}

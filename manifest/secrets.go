@@ -228,22 +228,29 @@ func slotRules(c *collector, ptr string, e secretEntry) SecretSlot {
 	return s
 }
 
-// metadataEnv is the variables of AIP-19's env binding: metadata.bindings.env, else the
+// metadataEnv is the variables of AIP-19's env binding: metadata.bindings.env (one name or a
+// list), else the
 // convention (STRIPE_API_KEY for stripe-api-key; the part after a namespace's slash).
 func metadataEnv(c *collector, ptr string, e secretEntry) []SecretEnv {
-	if bindings, ok := e.Metadata["bindings"].(map[string]any); ok {
-		if list, ok := bindings["env"].([]any); ok {
-			var out []SecretEnv
-			for i, v := range list {
-				name, isString := v.(string)
-				if !isString {
-					c.at(JoinPointer(ptr, "metadata", "bindings", "env", i), SeverityError, "secrets-env-name", "metadata.bindings.env lists a value that is not a string", "list variable names, e.g. [GH_TOKEN, GITHUB_TOKEN]")
-					continue
-				}
-				out = append(out, SecretEnv{Name: name})
-			}
-			return out
+	if bindings, ok := e.Metadata["bindings"].(map[string]any); ok && bindings["env"] != nil {
+		if name, ok := bindings["env"].(string); ok {
+			return []SecretEnv{{Name: name}}
 		}
+		list, ok := bindings["env"].([]any)
+		if !ok {
+			c.at(JoinPointer(ptr, "metadata", "bindings", "env"), SeverityError, "secrets-env-name", "metadata.bindings.env is neither a variable name nor a list of them", "list variable names, e.g. [GH_TOKEN, GITHUB_TOKEN]")
+			return nil
+		}
+		var out []SecretEnv
+		for i, v := range list {
+			name, isString := v.(string)
+			if !isString {
+				c.at(JoinPointer(ptr, "metadata", "bindings", "env", i), SeverityError, "secrets-env-name", "metadata.bindings.env lists a value that is not a string", "list variable names, e.g. [GH_TOKEN, GITHUB_TOKEN]")
+				continue
+			}
+			out = append(out, SecretEnv{Name: name})
+		}
+		return out
 	}
 	base := e.Slug[strings.LastIndexByte(e.Slug, '/')+1:]
 	return []SecretEnv{{Name: strings.ToUpper(strings.ReplaceAll(base, "-", "_"))}}

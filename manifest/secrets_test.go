@@ -113,6 +113,8 @@ func TestSecretsInventoryHostile(t *testing.T) {
 		{name: "reserved: HTTPS_PROXY", ref: "./SECRETS.md", file: entry("    metadata: { bindings: { env: [HTTPS_PROXY] } }\n"), rule: "secrets-env-reserved", where: "SECRETS.md", line: 3},
 		{name: "reserved: LD_PRELOAD", ref: "./SECRETS.md", file: entry("    metadata: { bindings: { env: [LD_PRELOAD] } }\n"), rule: "secrets-env-reserved", where: "SECRETS.md", line: 3},
 		{name: "reserved: NODE_OPTIONS", ref: "./SECRETS.md", file: entry("    metadata: { bindings: { env: [NODE_OPTIONS] } }\n"), rule: "secrets-env-reserved", where: "SECRETS.md", line: 3},
+		{name: "reserved variable written as one name", ref: "./SECRETS.md", file: entry("    metadata: { bindings: { env: LD_PRELOAD } }\n"), rule: "secrets-env-reserved", where: "SECRETS.md", line: 3},
+		{name: "bindings.env neither a name nor a list", ref: "./SECRETS.md", file: entry("    metadata: { bindings: { env: { a: 1 } } }\n"), rule: "secrets-env-name", where: "SECRETS.md", line: 6},
 		{name: "invalid variable name", ref: "./SECRETS.md", file: entry("    metadata: { bindings: { env: [\"A=B\"] } }\n"), rule: "secrets-env-name", where: "SECRETS.md", line: 3},
 		{name: "invalid exposure name", ref: "./SECRETS.md", file: entry("    exposures: [{ kind: env, name: lower, field: value }]\n"), rule: "secrets-env-name", where: "SECRETS.md", line: 3},
 		{name: "required not a boolean", ref: "./SECRETS.md", file: entry("    metadata: { required: \"no\" }\n"), rule: "secrets-required", where: "SECRETS.md", line: 6},
