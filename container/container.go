@@ -1,0 +1,234 @@
+// Package container runs a bundle's CLI in an OCI container for AIP-17's engine: sandbox: it finds
+// a container runtime on the host (podman first, then docker when its engine answers), checks that
+// an image is present (it never pulls), and builds the runtime's `run` argv for one call: the
+// workspace bind-mounted at its own path, no network, no capabilities, a read-only root, the
+// call's limits as the runtime's flags and the call's environment from a file, never from the
+// runtime's own environment. It imports nothing of clihost's: host calls it, runner runs the argv.
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Runtime is a container runtime found on this host.
+type Runtime struct {
+	Name string // "podman" or "docker"
+	Path string // absolute path of its client
+}
+
+// ErrNoRuntime is returned by Find when no usable runtime is on PATH.
+var ErrNoRuntime = errors.New("engine: sandbox needs podman or docker; none found on PATH")
+
+// probeTimeout bounds a runtime's answer to `version` or `image exists`.
+const probeTimeout = 10 * time.Second
+
+// Find returns the runtime a call should use: podman when lookPath finds it (it needs no daemon),
+// else docker when its client is found and its engine answers. env is the runtime's environment
+// (Env). The error names what is missing.
+func Find(ctx context.Context, lookPath func(string) (string, error), env []string) (Runtime, error) {
+	if p, err := lookPath("podman"); err == nil {
+		return Runtime{Name: "podman", Path: p}, nil
+	}
+	p, err := lookPath("docker")
+	if err != nil {
+		return Runtime{}, ErrNoRuntime
+	}
+	rt := Runtime{Name: "docker", Path: p}
+	if out, err := rt.output(ctx, env, "version", "--format", "{{.Server.Version}}"); err != nil {
+		return Runtime{}, fmt.Errorf("engine: sandbox needs podman or docker: podman is not on PATH and docker's engine does not answer (%s)", oneLine(out, err))
+	}
+	return rt, nil
+}
+
+// ImagePresent reports nil when image is in the runtime's local store, else an error naming the
+// command that would fetch it (clihost never pulls).
+func (rt Runtime) ImagePresent(ctx context.Context, env []string, image string) error {
+	if strings.HasPrefix(image, "-") {
+		return fmt.Errorf("image %q is not an image name", image)
+	}
+	args := []string{"image", "inspect", "--format", "{{.Id}}", "--", image}
+	if rt.Name == "podman" {
+		args = []string{"image", "exists", "--", image}
+	}
+	if out, err := rt.output(ctx, env, args...); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && exit.ExitCode() == 1 {
+			return fmt.Errorf("image %s not present: %s pull %s", image, rt.Name, image)
+		}
+		return fmt.Errorf("image %s could not be checked with %s: %s", image, rt.Name, oneLine(out, err))
+	}
+	return nil
+}
+
+// Remove removes the container name, running or not (after a call that timed out or was
+// cancelled: stopping the runtime's client does not stop the container).
+func (rt Runtime) Remove(env []string, name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	out, err := rt.output(ctx, env, "rm", "--force", "--", name)
+	if err != nil && !strings.Contains(string(out), "no such container") && !strings.Contains(strings.ToLower(string(out)), "no container with name") {
+		return fmt.Errorf("%s rm %s: %s", rt.Name, name, oneLine(out, err))
+	}
+	return nil
+}
+
+func (rt Runtime) output(ctx context.Context, env []string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, rt.Path, args...)
+	cmd.Env = env
+	return cmd.CombinedOutput()
+}
+
+func oneLine(out []byte, err error) string {
+	s := strings.TrimSpace(string(out))
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if s == "" {
+		return err.Error()
+	}
+	return s
+}
+
+// Env is the environment of the runtime's client: PATH, HOME and, for a rootless runtime,
+// XDG_RUNTIME_DIR, from lookup; nothing of the call's (that goes in the env file). Variables such
+// as DOCKER_HOST or CONTAINERS_CONF a bundle could name would redirect the runtime itself.
+func Env(lookup func(string) (string, bool)) []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "XDG_RUNTIME_DIR"} {
+		if v, ok := lookup(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// Limits are one call's resource limits, as the runtime's flags; zero means none.
+type Limits struct {
+	MemoryBytes int64
+	Pids        int64
+	NoFile      int64
+	FileSize    int64
+	CPU         time.Duration
+	TmpfsBytes  int64
+}
+
+// Spec is one call run in a container.
+type Spec struct {
+	Name      string   // the container's name (unique per call)
+	Image     string   // present in the runtime's store (ImagePresent)
+	Workspace string   // absolute; bind-mounted read-write at the same path, and the working directory
+	UID, GID  int      // the identity the CLI runs as inside
+	EnvFile   string   // a file of KEY=VALUE lines (WriteEnvFile): the CLI's whole environment
+	Argv      []string // the program (looked up on the image's PATH) and its arguments
+	Stdin     bool     // keep standard input open (the call has stdin)
+	Timeout   time.Duration
+	Limits    Limits
+}
+
+// Args returns the arguments of the runtime's `run` for s. The program and its arguments follow
+// the image as separate arguments (the runtime execs them; there is no shell). It refuses a
+// workspace the runtime's --mount syntax cannot carry.
+func (rt Runtime) Args(s Spec) ([]string, error) {
+	if strings.ContainsAny(s.Workspace, ",\n") || !strings.HasPrefix(s.Workspace, "/") {
+		return nil, fmt.Errorf("workspace %q cannot be mounted into a container (it must be absolute, without commas)", s.Workspace)
+	}
+	if len(s.Argv) == 0 || s.Image == "" || strings.HasPrefix(s.Image, "-") {
+		return nil, errors.New("a container run needs an image and a program")
+	}
+	a := []string{"run", "--rm", "--name", s.Name, "--pull=never", "--network=none",
+		"--cap-drop=all", "--security-opt=no-new-privileges", "--read-only",
+		"--user=" + strconv.Itoa(s.UID) + ":" + strconv.Itoa(s.GID),
+		"--mount=type=bind,source=" + s.Workspace + ",destination=" + s.Workspace,
+		"--workdir=" + s.Workspace, "--env-file=" + s.EnvFile}
+	tmp := "--tmpfs=/tmp:rw,nosuid,nodev"
+	if s.Limits.TmpfsBytes > 0 {
+		tmp += ",size=" + strconv.FormatInt(s.Limits.TmpfsBytes, 10)
+	}
+	a = append(a, tmp)
+	if rt.Name == "podman" {
+		// podman passes the host's proxy variables into containers by default, and mounts its own
+		// tmpfs on /tmp, /var/tmp and /run with --read-only.
+		a = append(a, "--http-proxy=false", "--read-only-tmpfs=false")
+		if s.Timeout > 0 {
+			a = append(a, "--timeout="+strconv.FormatInt(int64((s.Timeout+time.Second-1)/time.Second), 10))
+		}
+	}
+	if s.Stdin {
+		a = append(a, "--interactive")
+	}
+	l := s.Limits
+	if l.MemoryBytes > 0 {
+		m := strconv.FormatInt(l.MemoryBytes, 10)
+		a = append(a, "--memory="+m, "--memory-swap="+m)
+	}
+	if l.Pids > 0 {
+		a = append(a, "--pids-limit="+strconv.FormatInt(l.Pids, 10))
+	}
+	if l.NoFile > 0 {
+		n := strconv.FormatInt(l.NoFile, 10)
+		a = append(a, "--ulimit=nofile="+n+":"+n)
+	} else if u, ok := ownLimit(unix.RLIMIT_NOFILE); ok {
+		a = append(a, "--ulimit=nofile="+u)
+	}
+	// The runtime raises RLIMIT_NPROC by default, which needs CAP_SYS_RESOURCE where its own
+	// limit is lower: the call's pids limit is the cap it passes instead (the kernel counts it
+	// per uid, so a busy agent uid may see it first).
+	if l.Pids > 0 {
+		n := strconv.FormatInt(l.Pids, 10)
+		a = append(a, "--ulimit=nproc="+n+":"+n)
+	}
+	if l.FileSize > 0 {
+		n := strconv.FormatInt(l.FileSize, 10)
+		a = append(a, "--ulimit=fsize="+n+":"+n)
+	}
+	if l.CPU > 0 {
+		n := strconv.FormatInt(int64((l.CPU+time.Second-1)/time.Second), 10)
+		a = append(a, "--ulimit=cpu="+n+":"+n)
+	}
+	a = append(a, "--", s.Image)
+	return append(a, s.Argv...), nil
+}
+
+// ownLimit is this process's limit of resource as soft:hard, when both are finite.
+func ownLimit(resource int) (string, bool) {
+	var r unix.Rlimit
+	if unix.Getrlimit(resource, &r) != nil || r.Cur == unix.RLIM_INFINITY || r.Max == unix.RLIM_INFINITY {
+		return "", false
+	}
+	return strconv.FormatUint(r.Cur, 10) + ":" + strconv.FormatUint(r.Max, 10), true
+}
+
+// WriteEnvFile writes env (KEY=VALUE) to a new file only its owner reads in dir, for Spec.EnvFile,
+// and returns its path. A value with a newline cannot be written to an env file and is refused.
+func WriteEnvFile(dir string, env []string) (string, error) {
+	var b strings.Builder
+	for _, kv := range env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(kv, "\n\r\x00") {
+			return "", fmt.Errorf("environment variable %q cannot be passed to a container (a value with a newline)", k)
+		}
+		b.WriteString(kv)
+		b.WriteByte('\n')
+	}
+	f, err := os.CreateTemp(dir, "clihost-env-*")
+	if err != nil {
+		return "", fmt.Errorf("container env file: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(b.String()); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("container env file: %w", err)
+	}
+	return f.Name(), nil
+}

@@ -1,0 +1,183 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/clihost/clihost/argv"
+	"github.com/clihost/clihost/container"
+	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/lifecycle"
+	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/output"
+	"github.com/clihost/clihost/runner"
+)
+
+// runnerRefusal is the error of a call whose bundle's runner engine this host does not run in
+// clihost's kernel sandbox: in-process is refused; sandbox is refused when a container cannot run
+// the tool here (h.callContainer decides the rest). Nil for the subprocess engine.
+func runnerRefusal(b *manifest.Bundle, t *manifest.ToolEntry) *Error {
+	switch b.CLI.Runner.Engine() {
+	case manifest.EngineSubprocess:
+		return nil
+	case manifest.EngineInProcess:
+		return &Error{Code: errcode.RunnerUnavailable, Message: fmt.Sprintf("bundle %s asks for runner engine: in-process, which clihost refuses for CLIs", b.Key()),
+			Hint: "remove runner.engine (the default, subprocess, runs the CLI in clihost's kernel sandbox)"}
+	case manifest.EngineSandbox:
+		switch {
+		case b.CLI.Runner.Image() == "":
+			return &Error{Code: errcode.RunnerUnavailable, Message: "engine: sandbox without an image", Hint: "name the OCI image in runner.image"}
+		case len(t.Tool.Runner.Steps) > 0:
+			return &Error{Code: errcode.RunnerUnavailable, Message: "a tool with runner.steps cannot run under engine: sandbox", Hint: "use runner.argv, or engine: subprocess"}
+		case b.CLI.Sandbox.Network != nil && len(b.CLI.Sandbox.Network.Egress) > 0:
+			return &Error{Code: errcode.RunnerUnavailable, Message: "engine: sandbox runs with no network; network.egress cannot be filtered in a container",
+				Hint: "use engine: subprocess for a CLI that needs the network"}
+		}
+		return nil
+	}
+	return &Error{Code: errcode.RunnerUnavailable, Message: fmt.Sprintf("unknown runner engine %q", b.CLI.Runner.Engine()), Hint: "use subprocess or sandbox"}
+}
+
+// lookPathIn returns a LookPath over the directories of pathVar (the host's PATH as Options.LookupEnv
+// reads it), not the process's own environment.
+func lookPathIn(pathVar string) func(string) (string, error) {
+	return func(name string) (string, error) {
+		for _, dir := range filepath.SplitList(pathVar) {
+			if !filepath.IsAbs(dir) {
+				continue
+			}
+			p := filepath.Join(dir, name)
+			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+				return p, nil
+			}
+		}
+		return "", fmt.Errorf("%s: not found on PATH", name)
+	}
+}
+
+// ContainerRuntime returns the container runtime engine: sandbox calls use on this host, or the
+// error naming what is missing.
+func (h *Host) ContainerRuntime(ctx context.Context) (container.Runtime, []string, error) {
+	pathVar, _ := h.opts.LookupEnv("PATH")
+	env := container.Env(h.opts.LookupEnv)
+	rt, err := container.Find(ctx, lookPathIn(pathVar), env)
+	return rt, env, err
+}
+
+// callContainer runs tool t of b, whose runner asks for engine: sandbox, in an OCI container (see
+// package container), or refuses it with runner_unavailable naming what this host lacks. It never
+// runs the CLI on the host. The bundle's login and setup steps do not run here (they would run
+// on the host); ${secrets.NAME} come from setup's store as for any call.
+func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, input map[string]any, c Caller, env []string, rec *Invoked, opts CallOptions) Envelope {
+	image := b.CLI.Runner.Image()
+	rt, rtEnv, err := h.ContainerRuntime(ctx)
+	if err != nil {
+		return fail(errcode.RunnerUnavailable, err.Error(), "install podman (apt-get install podman) or start docker's engine; or use engine: subprocess, clihost's kernel sandbox")
+	}
+	if err := rt.ImagePresent(ctx, rtEnv, image); err != nil {
+		return fail(errcode.RunnerUnavailable, err.Error(), fmt.Sprintf("make the image present on this host (%s pull %s, or %s load); clihost never pulls", rt.Name, image, rt.Name))
+	}
+	who, idErr := h.identityFor(c.Workspace, c.Peer, "")
+	if idErr != nil {
+		return Envelope{Error: idErr}
+	}
+	scope := lifecycle.Scope{Bundle: b.Key(), Workspace: c.Workspace, User: c.User}
+	var used []string
+	secrets := func(name string) (string, bool) {
+		if h.opts.Setup == nil {
+			return "", false
+		}
+		v, ok, _ := h.opts.Setup.Secret(scope, name)
+		if ok {
+			used = append(used, v)
+		}
+		return v, ok
+	}
+	args, err := argv.ExpandValues(t.Tool.Runner.Parsed, argv.Values{Input: input, Secrets: secrets, Schema: t.Tool.Inputs})
+	if err != nil {
+		return Envelope{Error: expandError(err)}
+	}
+	stdin, e := expandStdin(t.Tool.Runner.ParsedStdin, argv.Values{Input: input, Secrets: secrets})
+	if e != nil {
+		return Envelope{Error: e}
+	}
+	conv := output.For(b.CLI, t.Tool)
+	args = append(slices.Clone(b.CLI.BinArgs), conv.Args(args)...)
+	rec.ArgvCount = len(args)
+	dir, err := os.MkdirTemp("", "clihost-container-")
+	if err != nil {
+		return fail(errcode.Internal, "a folder for the container's env file: "+err.Error(), "")
+	}
+	defer os.RemoveAll(dir)
+	envFile, err := container.WriteEnvFile(dir, containerEnv(env))
+	if err != nil {
+		return fail(errcode.InputInvalid, err.Error(), "")
+	}
+	timeout := callTimeout(b, t)
+	l := h.limitsFor(b, t)
+	name := "clihost-" + rec.CallID
+	runArgs, err := rt.Args(container.Spec{Name: name, Image: image, Workspace: c.Workspace, UID: who.id.UID, GID: who.id.GID, EnvFile: envFile,
+		Argv: append([]string{b.CLI.Bin}, args...), Stdin: stdin != nil, Timeout: timeout,
+		Limits: container.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, NoFile: l.NoFile, FileSize: l.FileSize, CPU: l.CPU, TmpfsBytes: l.TmpfsBytes}})
+	if err != nil {
+		return fail(errcode.RunnerUnavailable, err.Error(), "run the call in another workspace")
+	}
+	stop := h.progress(opts.Progress)
+	res, err := runner.Run(ctx, runner.Command{Path: rt.Path, Args: runArgs, Dir: c.Workspace, Env: rtEnv, Timeout: timeout, Stdin: stdin})
+	stop()
+	var warnings []string
+	if res.TimedOut || res.Canceled || res.Signal != "" {
+		if rmErr := rt.Remove(rtEnv, name); rmErr != nil {
+			warnings = append(warnings, "the call's container could not be removed: "+rmErr.Error())
+		}
+	}
+	if e := runtimeFailure(rt, image, b.CLI.Bin, res, err); e != nil {
+		return Envelope{Error: e, Warnings: warnings}
+	}
+	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, used, nil)
+	out.Warnings = append(out.Warnings, warnings...)
+	return out
+}
+
+// runtimeFailure is the error of a container run that failed in the runtime rather than in the CLI
+// (exit statuses 125: the runtime's own error; 126: the program cannot be invoked; 127: not in the
+// image), or nil.
+func runtimeFailure(rt container.Runtime, image, bin string, res runner.Result, err error) *Error {
+	stderr := strings.TrimSpace(string(res.Stderr))
+	switch {
+	case err != nil && !errors.Is(err, context.Canceled):
+		return &Error{Code: errcode.RunnerUnavailable, Message: fmt.Sprintf("%s could not be started: %v", rt.Name, err), Hint: "check the container runtime: " + rt.Path}
+	case err != nil || res.TimedOut || res.Canceled:
+		return nil
+	case res.ExitCode == 125 || (res.ExitCode == 126 && strings.Contains(stderr, "OCI")):
+		return &Error{Code: errcode.RunnerUnavailable, Message: fmt.Sprintf("%s could not run the container: %s", rt.Name, stderr), Hint: "run clihostctl doctor; check that " + rt.Name + " run works on this host"}
+	case res.ExitCode == 126 || res.ExitCode == 127:
+		return &Error{Code: errcode.NotInstalled, Message: fmt.Sprintf("%s cannot be run in image %s: %s", bin, image, stderr), Hint: "build the image with the CLI on its PATH"}
+	}
+	return nil
+}
+
+// containerEnv is the environment of the CLI inside the container: the call's, without PATH (the
+// image's) and with HOME the container's /tmp unless the bundle set one.
+func containerEnv(env []string) []string {
+	var out []string
+	home := false
+	for _, kv := range env {
+		switch {
+		case strings.HasPrefix(kv, "PATH="):
+			continue
+		case strings.HasPrefix(kv, "HOME="):
+			home = true
+		}
+		out = append(out, kv)
+	}
+	if !home {
+		out = append(out, "HOME=/tmp")
+	}
+	return out
+}
