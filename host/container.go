@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -178,6 +179,50 @@ func containerEnv(env []string) []string {
 	}
 	if !home {
 		out = append(out, "HOME=/tmp")
+	}
+	return out
+}
+
+// RunnerFindings reports what this host cannot honour of bundle b's runner block, as lint
+// warnings at the bundle's id: engine: sandbox with no usable container runtime or without its
+// image (rule runner-host; its calls are refused), and needs.native packages this host lacks
+// (rule runner-needs-missing; asked of dpkg-query, on hosts that have it).
+func (h *Host) RunnerFindings(ctx context.Context, b *manifest.Bundle) manifest.Findings {
+	if b.CLI == nil || b.CLI.Runner == nil {
+		return nil
+	}
+	at := func(rule, msg, hint string) manifest.Finding {
+		return manifest.Finding{Pos: b.IDPos, Severity: manifest.SeverityWarning, Rule: rule, Message: msg, Hint: hint}
+	}
+	var out manifest.Findings
+	r := b.CLI.Runner
+	if r.Engine() == manifest.EngineSandbox && r.Image() != "" {
+		rt, env, err := h.ContainerRuntime(ctx)
+		if err == nil {
+			err = rt.ImagePresent(ctx, env, r.Image())
+		}
+		if err != nil {
+			out = append(out, at("runner-host", "this host cannot run the bundle's engine: sandbox, so its calls will be refused: "+err.Error(),
+				"install podman (apt-get install podman) and make the image present, or use engine: subprocess"))
+		}
+	}
+	if n := r.Needs(); n != nil && r.Engine() == manifest.EngineSubprocess && len(n.Native) > 0 {
+		pathVar, _ := h.opts.LookupEnv("PATH")
+		dpkg, err := lookPathIn(pathVar)("dpkg-query")
+		if err != nil {
+			return out
+		}
+		var missing []string
+		for _, p := range n.Native {
+			st, err := exec.CommandContext(ctx, dpkg, "-W", "-f=${Status}", "--", p).Output()
+			if err != nil || !strings.Contains(string(st), "install ok installed") {
+				missing = append(missing, p)
+			}
+		}
+		if len(missing) > 0 {
+			out = append(out, at("runner-needs-missing", "needs.native packages not installed on this host: "+strings.Join(missing, ", "),
+				"apt-get install "+strings.Join(missing, " ")))
+		}
 	}
 	return out
 }

@@ -201,6 +201,6 @@ func (l *linter) runnerRules(rf *runnerFile) {
 	}
 	if n := b.Needs; n != nil && b.Engine == EngineSandbox && (len(n.Native)+len(n.Npm)+len(n.Pip) > 0) {
 		c.at(base+"/needs", SeverityWarning, "runner-needs-image", "clihost installs nothing into a container image: the image must already hold what needs lists",
-			"build the image with these packages; clihostctl doctor does not check inside images")
+			"build the image with these packages; clihost does not look inside images")
 	}
 }

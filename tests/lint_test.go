@@ -20,9 +20,9 @@ func TestCatalogLintsClean(t *testing.T) {
 
 // TestSpecWrittenBundleLintsClean lints a bundle written from AIP-29 alone (nested under a category
 // folder, with every setup step kind, auth, a runner ref, requires, intents and metadata). Its
-// findings are warnings: that clihost does not read the RUNNER.md it refers to (its limits would
-// not apply), and the spec's style of passing string inputs as optional('--f')'s separate value,
-// where a value starting with '-' is refused (argv-option-value, issue 12); nothing else.
+// runner ref names a RUNNER.md, which clihost reads and validates (a missing one is an error). Its
+// only findings are warnings about the spec's style of passing string inputs as optional('--f')'s
+// separate value, where a value starting with '-' is refused (argv-option-value, issue 12).
 func TestSpecWrittenBundleLintsClean(t *testing.T) {
 	r := runBin(t, bin.ctl, "", "lint", "--format", "json", "testdata/unseen")
 	var rep struct {

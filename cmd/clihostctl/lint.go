@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/registry"
 )
@@ -74,6 +76,12 @@ func runLint(o *lintOptions) error {
 		return fmt.Errorf("no CLI.md found in %v", o.paths)
 	}
 	findings := reg.AllFindings()
+	// What this host cannot honour of each bundle's runner (runner-host, runner-needs-missing).
+	h := host.New(reg, host.Options{})
+	for _, e := range entries {
+		findings = append(findings, h.RunnerFindings(context.Background(), e.Bundle)...)
+	}
+	findings.Sort()
 	report := lintReport{Findings: findings}
 	for _, e := range entries {
 		report.Bundles = append(report.Bundles, bundleSummary{Key: e.Bundle.Key(), File: e.Bundle.File, Tools: len(e.Bundle.Tools)})
