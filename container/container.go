@@ -127,7 +127,11 @@ type Limits struct {
 type Spec struct {
 	Name      string   // the container's name (unique per call)
 	Image     string   // present in the runtime's store (ImagePresent)
-	Workspace string   // absolute; bind-mounted read-write at the same path, and the working directory
+	Workspace string   // absolute; the working directory
+	// Mounts are bound in order: the workspace (or an empty directory in its place), the readable
+	// and writable roots, protected and masked paths inside it, as the kernel sandbox's plan lists
+	// them. Nothing else of the host is visible.
+	Mounts []Mount
 	UID, GID  int      // the identity the CLI runs as inside
 	EnvFile   string   // a file of KEY=VALUE lines (WriteEnvFile): the CLI's whole environment
 	Argv      []string // the program (looked up on the image's PATH) and its arguments
@@ -136,12 +140,39 @@ type Spec struct {
 	Limits    Limits
 }
 
+// Mount is a bind mount of Source at Target (both absolute).
+type Mount struct {
+	Source, Target string
+	ReadOnly       bool
+}
+
+func (m Mount) flag() (string, error) {
+	for _, p := range []string{m.Source, m.Target} {
+		if strings.ContainsAny(p, ",\n") || !strings.HasPrefix(p, "/") {
+			return "", fmt.Errorf("path %q cannot be mounted into a container (it must be absolute, without commas)", p)
+		}
+	}
+	f := "--mount=type=bind,source=" + m.Source + ",destination=" + m.Target
+	if m.ReadOnly {
+		f += ",readonly=true"
+	}
+	return f, nil
+}
+
 // Args returns the arguments of the runtime's `run` for s. The program and its arguments follow
 // the image as separate arguments (the runtime execs them; there is no shell). It refuses a
 // workspace the runtime's --mount syntax cannot carry.
 func (rt Runtime) Args(s Spec) ([]string, error) {
+	mounts := []string{}
 	if strings.ContainsAny(s.Workspace, ",\n") || !strings.HasPrefix(s.Workspace, "/") {
-		return nil, fmt.Errorf("workspace %q cannot be mounted into a container (it must be absolute, without commas)", s.Workspace)
+		return nil, fmt.Errorf("workspace %q cannot be a container's working directory (it must be absolute, without commas)", s.Workspace)
+	}
+	for _, m := range s.Mounts {
+		f, err := m.flag()
+		if err != nil {
+			return nil, err
+		}
+		mounts = append(mounts, f)
 	}
 	if len(s.Argv) == 0 || s.Image == "" || strings.HasPrefix(s.Image, "-") {
 		return nil, errors.New("a container run needs an image and a program")
@@ -149,8 +180,8 @@ func (rt Runtime) Args(s Spec) ([]string, error) {
 	a := []string{"run", "--rm", "--name", s.Name, "--pull=never", "--network=none",
 		"--cap-drop=all", "--security-opt=no-new-privileges", "--read-only",
 		"--user=" + strconv.Itoa(s.UID) + ":" + strconv.Itoa(s.GID),
-		"--mount=type=bind,source=" + s.Workspace + ",destination=" + s.Workspace,
 		"--workdir=" + s.Workspace, "--env-file=" + s.EnvFile}
+	a = append(a, mounts...)
 	tmp := "--tmpfs=/tmp:rw,nosuid,nodev"
 	if s.Limits.TmpfsBytes > 0 {
 		tmp += ",size=" + strconv.FormatInt(s.Limits.TmpfsBytes, 10)
@@ -160,6 +191,11 @@ func (rt Runtime) Args(s Spec) ([]string, error) {
 		// podman passes the host's proxy variables into containers by default, and mounts its own
 		// tmpfs on /tmp, /var/tmp and /run with --read-only.
 		a = append(a, "--http-proxy=false", "--read-only-tmpfs=false")
+		if os.Geteuid() != 0 {
+			// rootless: the daemon's uid is the same uid inside, not a subordinate one, so that
+			// the workspace's files keep their owner.
+			a = append(a, "--userns=keep-id")
+		}
 		if s.Timeout > 0 {
 			a = append(a, "--timeout="+strconv.FormatInt(int64((s.Timeout+time.Second-1)/time.Second), 10))
 		}

@@ -15,7 +15,7 @@ import (
 // line (it goes in the env file).
 func TestArgs(t *testing.T) {
 	hostile := []string{"jq", "; rm -rf / #", "$(id)", "--privileged", "-v=/:/host"}
-	s := Spec{Name: "clihost-x", Image: "localhost/jq:1", Workspace: "/work/ws", UID: 1000, GID: 1000, EnvFile: "/run/e", Argv: hostile,
+	s := Spec{Name: "clihost-x", Image: "localhost/jq:1", Workspace: "/work/ws", Mounts: []Mount{{Source: "/work/ws", Target: "/work/ws"}, {Source: "/e", Target: "/work/ws/.env", ReadOnly: true}}, UID: 1000, GID: 1000, EnvFile: "/run/e", Argv: hostile,
 		Timeout: 1500 * time.Millisecond, Limits: Limits{MemoryBytes: 64 << 20, Pids: 32, NoFile: 256, CPU: 2 * time.Second, TmpfsBytes: 1 << 20}}
 	a, err := Runtime{Name: "podman", Path: "/usr/bin/podman"}.Args(s)
 	if err != nil {
@@ -27,12 +27,12 @@ func TestArgs(t *testing.T) {
 	}
 	for _, want := range []string{"--network=none", "--cap-drop=all", "--read-only", "--pull=never", "--user=1000:1000", "--env-file=/run/e",
 		"--memory=67108864", "--pids-limit=32", "--ulimit=nofile=256:256", "--ulimit=nproc=32:32", "--ulimit=cpu=2:2", "--timeout=2",
-		"--http-proxy=false", "--mount=type=bind,source=/work/ws,destination=/work/ws", "--workdir=/work/ws", "--tmpfs=/tmp:rw,nosuid,nodev,size=1048576"} {
+		"--http-proxy=false", "--mount=type=bind,source=/work/ws,destination=/work/ws", "--mount=type=bind,source=/e,destination=/work/ws/.env,readonly=true", "--workdir=/work/ws", "--tmpfs=/tmp:rw,nosuid,nodev,size=1048576"} {
 		if !slices.Contains(a[:i], want) {
 			t.Errorf("missing %s in %q", want, a[:i])
 		}
 	}
-	if _, err := (Runtime{Name: "docker"}).Args(Spec{Image: "i", Workspace: "/a,readonly=false", Argv: []string{"x"}}); err == nil {
+	if _, err := (Runtime{Name: "docker"}).Args(Spec{Image: "i", Workspace: "/a", Mounts: []Mount{{Source: "/a,readonly=false", Target: "/a"}}, Argv: []string{"x"}}); err == nil {
 		t.Fatal("a workspace with a comma was accepted into --mount")
 	}
 	if _, err := (Runtime{Name: "docker"}).Args(Spec{Image: "--privileged", Workspace: "/a", Argv: []string{"x"}}); err == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/container"
 	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/output"
@@ -83,6 +84,14 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 	if err := rt.ImagePresent(ctx, rtEnv, image); err != nil {
 		return fail(errcode.RunnerUnavailable, err.Error(), fmt.Sprintf("make the image present on this host (%s pull %s, or %s load); clihost never pulls", rt.Name, image, rt.Name))
 	}
+	// The kernel sandbox's policy of the call decides what of the workspace the container may
+	// write and what it must not see (deny paths, protected bundle folders), and its git rule
+	// runs around the call as for engine: subprocess. The runtime's client is the "binary".
+	scratch := slices.Clone(env)
+	plan, pol, e := h.confine(b, t, rt.Path, c, &scratch)
+	if e != nil {
+		return Envelope{Error: e}
+	}
 	who, idErr := h.identityFor(c.Workspace, c.Peer, "")
 	if idErr != nil {
 		return Envelope{Error: idErr}
@@ -119,10 +128,14 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 	if err != nil {
 		return fail(errcode.InputInvalid, err.Error(), "")
 	}
+	mounts, err := workspaceMounts(plan, c.Workspace, dir)
+	if err != nil {
+		return fail(errcode.Internal, "the container's mounts: "+err.Error(), "")
+	}
 	timeout := callTimeout(b, t)
 	l := h.limitsFor(b, t)
 	name := "clihost-" + rec.CallID
-	runArgs, err := rt.Args(container.Spec{Name: name, Image: image, Workspace: c.Workspace, UID: who.id.UID, GID: who.id.GID, EnvFile: envFile,
+	runArgs, err := rt.Args(container.Spec{Name: name, Image: image, Workspace: c.Workspace, Mounts: mounts, UID: who.id.UID, GID: who.id.GID, EnvFile: envFile,
 		Argv: append([]string{b.CLI.Bin}, args...), Stdin: stdin != nil, Timeout: timeout,
 		Limits: container.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, NoFile: l.NoFile, FileSize: l.FileSize, CPU: l.CPU, TmpfsBytes: l.TmpfsBytes}})
 	if err != nil {
@@ -131,7 +144,8 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 	stop := h.progress(opts.Progress)
 	res, err := runner.Run(ctx, runner.Command{Path: rt.Path, Args: runArgs, Dir: c.Workspace, Env: rtEnv, Timeout: timeout, Stdin: stdin})
 	stop()
-	var warnings []string
+	warnings := sweep(pol)
+	h.auditSweep(b, rec.CallID, warnings)
 	if res.TimedOut || res.Canceled || res.Signal != "" {
 		if rmErr := rt.Remove(rtEnv, name); rmErr != nil {
 			warnings = append(warnings, "the call's container could not be removed: "+rmErr.Error())
@@ -140,9 +154,69 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 	if e := runtimeFailure(rt, image, b.CLI.Bin, res, err); e != nil {
 		return Envelope{Error: e, Warnings: warnings}
 	}
-	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, used, nil)
+	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, used, pol)
 	out.Warnings = append(out.Warnings, warnings...)
 	return out
+}
+
+// workspaceMounts turns the kernel sandbox's plan of a call into the container's view of workspace
+// ws: the workspace itself when the plan lets the program read it (read-write when it lets it
+// write it), else an empty directory in its place with the readable and writable roots inside it
+// bound over it; each writable root inside it bound read-write, each protected path read-only over
+// itself, and each denied path that exists masked by an empty read-only directory or file made in
+// scratch. Nothing outside the workspace is mounted. A nil plan (the operator turned the kernel
+// sandbox off) gives the workspace read-write.
+func workspaceMounts(plan *isolation.Plan, ws, scratch string) ([]container.Mount, error) {
+	if plan == nil {
+		return []container.Mount{{Source: ws, Target: ws}}, nil
+	}
+	emptyDir, emptyFile := filepath.Join(scratch, "empty-dir"), filepath.Join(scratch, "empty-file")
+	if err := os.Mkdir(emptyDir, 0o555); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(emptyFile, nil, 0o444); err != nil {
+		return nil, err
+	}
+	inside := func(p string) bool { return strings.HasPrefix(p, ws+"/") }
+	var mounts []container.Mount
+	switch {
+	case slices.Contains(plan.ReadWrite, ws):
+		mounts = append(mounts, container.Mount{Source: ws, Target: ws})
+	case slices.Contains(plan.ReadOnly, ws) || slices.Contains(plan.Exec, ws):
+		mounts = append(mounts, container.Mount{Source: ws, Target: ws, ReadOnly: true})
+	default:
+		mounts = append(mounts, container.Mount{Source: emptyDir, Target: ws, ReadOnly: true})
+		for _, p := range slices.Concat(plan.ReadOnly, plan.Exec) {
+			if inside(p) {
+				mounts = append(mounts, container.Mount{Source: p, Target: p, ReadOnly: true})
+			}
+		}
+	}
+	for _, p := range plan.ReadWrite {
+		if inside(p) {
+			mounts = append(mounts, container.Mount{Source: p, Target: p})
+		}
+	}
+	for _, p := range plan.Protect {
+		if inside(p) || p == ws {
+			mounts = append(mounts, container.Mount{Source: p, Target: p, ReadOnly: true})
+		}
+	}
+	for _, p := range plan.Deny {
+		if !inside(p) && p != ws {
+			continue
+		}
+		st, err := os.Lstat(p)
+		if err != nil {
+			continue // absent: the sweep removes what the call creates there (plan.Absent)
+		}
+		src := emptyFile
+		if st.IsDir() {
+			src = emptyDir
+		}
+		mounts = append(mounts, container.Mount{Source: src, Target: p, ReadOnly: true})
+	}
+	return mounts, nil
 }
 
 // runtimeFailure is the error of a container run that failed in the runtime rather than in the CLI

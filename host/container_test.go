@@ -4,14 +4,18 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/isolation"
+	"github.com/clihost/clihost/manifest"
 )
 
 // jqBoxBundle is a bundle whose tool runs jq with the filter and file given, under runner (a
@@ -29,12 +33,14 @@ version_check: { cmd: "jq --version", parse: 'jq-(\d+\.\d+(?:\.\d+)?)', range: "
 runner: ` + runner + `
 sandbox:
   network: { egress: [] }
-  fs: { read: ["./**"], write: [] }
+  fs: { read: ["./**"], write: [], deny: ["**/.env"] }
   exec: { allow: false }
   env: { pass: [BOX_TOKEN] }
 commands:
   read: ./tools/read/TOOL.md
   env: ./tools/env/TOOL.md
+  raw: ./tools/raw/TOOL.md
+  spin: ./tools/spin/TOOL.md
 ---
 `,
 		"box/tools/read/TOOL.md": `---
@@ -55,6 +61,27 @@ version: 1.0.0
 inputs: { type: object, additionalProperties: false, properties: {} }
 outputs: { type: object }
 runner: { cli: ../../CLI.md, argv: [-n, -c, "env"], output: { format: json } }
+---
+`,
+		"box/tools/raw/TOOL.md": `---
+name: Raw
+id: box.raw
+description: A file as text.
+version: 1.0.0
+inputs: { type: object, additionalProperties: false, properties: { file: { type: string } }, required: [file] }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: [-R, -r, ".", "${input.file}"] }
+---
+`,
+		"box/tools/spin/TOOL.md": `---
+name: Spin
+id: box.spin
+description: Build an array of n numbers (memory), or loop forever (time).
+version: 1.0.0
+timeout_ms: 3000
+inputs: { type: object, additionalProperties: false, properties: { filter: { type: string } }, required: [filter] }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: ["${input.filter}", -n] }
 ---
 `,
 	}
@@ -215,4 +242,64 @@ func TestSandboxEngineRunsInContainer(t *testing.T) {
 	if env.OK || env.Error.Code != "runner_unavailable" || !strings.Contains(env.Error.Message, "podman pull "+image+"-absent") || env.ExitCode != nil {
 		t.Fatalf("absent image: %+v %+v", env, env.Error)
 	}
+}
+
+// TestSandboxEngineHostile: in the container the bundle's deny paths in the workspace are masked
+// (an existing .env reads empty), the workspace is read-only when the bundle grants no write, a
+// CLI that runs past its timeout is stopped and its container removed, and one that allocates
+// past runner.limits.memory_mb is killed.
+func TestSandboxEngineHostile(t *testing.T) {
+	fixture.Need(t, "podman", "jq", "ldd", "tar")
+	image := jqImage(t)
+	h, _ := writeBundle(t, jqBoxBundle("{ engine: sandbox, image: \""+image+"\", limits: { memory_mb: 64 } }"), Options{})
+	b := bundle(t, h, "box")
+	ws := t.TempDir()
+	for name, data := range map[string]string{".env": "TOKEN=hunter2\n", "sub/.env": "TOKEN=hunter3\n", "ok.txt": "visible\n"} {
+		_ = os.MkdirAll(filepath.Dir(filepath.Join(ws, name)), 0o755)
+		if err := os.WriteFile(filepath.Join(ws, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fixture.GiveToAgent(t, ws)
+	call := func(tool, input string) Envelope {
+		return h.Call(context.Background(), b, tool, js(t, input), Caller{Workspace: ws}, CallOptions{})
+	}
+	if env := call("raw", `{"file": "ok.txt"}`); !env.OK || env.Value != "visible\n" {
+		t.Fatalf("ok.txt: %+v %+v", env, env.Error)
+	}
+	for _, f := range []string{".env", "sub/.env", ws + "/sub/../.env"} {
+		env := call("raw", `{"file": "`+f+`"}`)
+		if strings.Contains(env.Value.(string)+string(fmt.Sprint(env.Error)), "hunter") {
+			t.Fatalf("%s was readable in the container: %+v %+v", f, env, env.Error)
+		}
+	}
+	// jq writes nothing itself: the mounts the call gets say whether the workspace is writable.
+	mounts, err := workspaceMounts(mustPlan(t, h, b, ws), ws, t.TempDir())
+	if err != nil || len(mounts) == 0 || mounts[0].Target != ws || !mounts[0].ReadOnly {
+		t.Fatalf("workspace mounts %+v %v: want the workspace first, read-only (fs.write: [])", mounts, err)
+	}
+
+	start := time.Now()
+	env := call("spin", `{"filter": "def f: f; f"}`)
+	if env.OK || env.Error.Code != "timeout" || time.Since(start) > 30*time.Second {
+		t.Fatalf("spin: %+v %+v after %s", env, env.Error, time.Since(start))
+	}
+	if out, _ := exec.Command("podman", "ps", "-a", "--format", "{{.Names}}").Output(); strings.Contains(string(out), "clihost-") {
+		t.Fatalf("a container outlived its call: %s", out)
+	}
+	env = call("spin", `{"filter": "[range(50000000)] | length"}`)
+	if env.OK || env.Error.ExitCode == nil || (*env.Error.ExitCode != 137 && *env.Error.ExitCode != -1) {
+		t.Fatalf("50M numbers in 64 MiB: want the CLI killed (OOM, 137), got %+v %+v", env, env.Error)
+	}
+}
+
+// mustPlan is the kernel sandbox's plan of a call of b's spin tool in ws.
+func mustPlan(t *testing.T, h *Host, b *manifest.Bundle, ws string) *isolation.Plan {
+	t.Helper()
+	var env []string
+	plan, _, e := h.confine(b, b.Tool("spin"), "/usr/bin/podman", Caller{Workspace: ws}, &env)
+	if e != nil {
+		t.Fatalf("confine: %+v", e)
+	}
+	return plan
 }
