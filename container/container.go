@@ -125,19 +125,19 @@ type Limits struct {
 
 // Spec is one call run in a container.
 type Spec struct {
-	Name      string   // the container's name (unique per call)
-	Image     string   // present in the runtime's store (ImagePresent)
-	Workspace string   // absolute; the working directory
+	Name      string // the container's name (unique per call)
+	Image     string // present in the runtime's store (ImagePresent)
+	Workspace string // absolute; the working directory
 	// Mounts are bound in order: the workspace (or an empty directory in its place), the readable
 	// and writable roots, protected and masked paths inside it, as the kernel sandbox's plan lists
 	// them. Nothing else of the host is visible.
-	Mounts []Mount
-	UID, GID  int      // the identity the CLI runs as inside
-	EnvFile   string   // a file of KEY=VALUE lines (WriteEnvFile): the CLI's whole environment
-	Argv      []string // the program (looked up on the image's PATH) and its arguments
-	Stdin     bool     // keep standard input open (the call has stdin)
-	Timeout   time.Duration
-	Limits    Limits
+	Mounts   []Mount
+	UID, GID int      // the identity the CLI runs as inside
+	EnvFile  string   // a file of KEY=VALUE lines (WriteEnvFile): the CLI's whole environment
+	Argv     []string // the program (looked up on the image's PATH) and its arguments
+	Stdin    bool     // keep standard input open (the call has stdin)
+	Timeout  time.Duration
+	Limits   Limits
 }
 
 // Mount is a bind mount of Source at Target (both absolute).
