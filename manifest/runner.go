@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -109,6 +110,26 @@ func (r *RunnerRef) Needs() *RunnerNeeds {
 	return r.Block.Needs
 }
 
+// debPackage is a Debian package name (Debian Policy 5.6.1), with an optional :arch qualifier.
+var debPackage = regexp.MustCompile(`^[a-z0-9][a-z0-9+.\-]+(?::[a-z0-9\-]+)?$`)
+
+// NativeNeeds returns the needs.native packages an apt install entry of cli installs with its own
+// package (AIP-17's names are Debian's): those of an engine: subprocess runner whose names are
+// Debian package names (lint refuses others, runner-needs-name); none for engine: sandbox (its
+// image holds them).
+func NativeNeeds(cli *CLI) []string {
+	if cli == nil || cli.Runner.Engine() != EngineSubprocess || cli.Runner.Needs() == nil {
+		return nil
+	}
+	var out []string
+	for _, p := range cli.Runner.Needs().Native {
+		if debPackage.MatchString(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // runnerFile is a RUNNER.md as the linter read it: its document, for positions, or its finding.
 type runnerFile struct {
 	c *collector // the RUNNER.md's findings; nil when it was not read
@@ -197,6 +218,14 @@ func (l *linter) runnerRules(rf *runnerFile) {
 	default:
 		if b.Image != "" {
 			c.at(base+"/image", SeverityWarning, "runner-image-ignored", fmt.Sprintf("image %q is ignored: only engine: sandbox runs in an image", b.Image), "add engine: sandbox, or remove image")
+		}
+	}
+	if n := b.Needs; n != nil {
+		for i, p := range n.Native {
+			if !debPackage.MatchString(p) {
+				c.at(JoinPointer(base+"/needs/native", i), SeverityError, "runner-needs-name", fmt.Sprintf("needs.native %q is not a Debian package name", p),
+					"name the Debian package (lowercase letters, digits, + - .), e.g. libcairo2")
+			}
 		}
 	}
 	if n := b.Needs; n != nil && b.Engine == EngineSandbox && (len(n.Native)+len(n.Npm)+len(n.Pip) > 0) {
