@@ -190,6 +190,7 @@ func TestRulePositions(t *testing.T) {
 		{"runner-sandbox-image", SeverityError, []edit{{cliFile, "bin: demo\n", "bin: demo\nrunner:\n  engine: sandbox\n"}}, nil, cliFile, "  engine: sandbox"},
 		{"runner-sandbox-egress", SeverityError, []edit{{cliFile, "bin: demo\n", "bin: demo\nrunner: { engine: sandbox, image: localhost/demo }\n"}}, nil, cliFile, "egress: [api.example.com,"},
 		{"runner-image-ignored", SeverityWarning, []edit{{cliFile, "bin: demo\n", "bin: demo\nrunner:\n  image: localhost/demo\n"}}, nil, cliFile, "  image: localhost/demo"},
+		{"runner-sandbox-steps", SeverityError, []edit{{cliFile, "bin: demo\n", "bin: demo\nrunner: { engine: sandbox, image: localhost/demo }\n"}, {toolFile, "  argv: [item, list,", "  steps:\n    - argv: [item, list]\n  x_argv: [item, list,"}}, nil, toolFile, "  steps:"},
 		{"runner-needs-name", SeverityError, []edit{{cliFile, "bin: demo\n", "bin: demo\nrunner:\n  needs:\n    native: [libcairo2, \"--allow-unauthenticated\"]\n"}}, nil, cliFile, "    native: [libcairo2"},
 		{"runner-needs-image", SeverityWarning, []edit{{cliFile, "bin: demo\n", "bin: demo\nrunner:\n  engine: sandbox\n  image: localhost/demo\n  needs: { native: [weasyprint] }\n"}}, nil, cliFile, "  needs: { native"},
 		{"tool-limits-widen", SeverityError, []edit{{cliFile, "bin: demo\n", "bin: demo\nrunner: ./RUNNER.md\n"}, {toolFile, "  output: { format: json }\n", "  output: { format: json }\n  limits: { memory_mb: 1024, cpu_ms: 1000 }\n"}},
