@@ -133,8 +133,9 @@ type Spec struct {
 	// them. Nothing else of the host is visible.
 	Mounts   []Mount
 	UID, GID int      // the identity the CLI runs as inside
+	Groups   []int    // its supplementary groups
 	EnvFile  string   // a file of KEY=VALUE lines (WriteEnvFile): the CLI's whole environment
-	Argv     []string // the program (looked up on the image's PATH) and its arguments
+	Argv     []string // the program (the entrypoint, looked up on the image's PATH) and its arguments
 	Stdin    bool     // keep standard input open (the call has stdin)
 	Timeout  time.Duration
 	Limits   Limits
@@ -174,7 +175,7 @@ func (rt Runtime) Args(s Spec) ([]string, error) {
 		}
 		mounts = append(mounts, f)
 	}
-	if len(s.Argv) == 0 || s.Image == "" || strings.HasPrefix(s.Image, "-") {
+	if len(s.Argv) == 0 || s.Image == "" || strings.HasPrefix(s.Image, "-") || s.Argv[0] == "" || strings.HasPrefix(s.Argv[0], "[") {
 		return nil, errors.New("a container run needs an image and a program")
 	}
 	a := []string{"run", "--rm", "--name", s.Name, "--pull=never", "--network=none",
@@ -232,8 +233,12 @@ func (rt Runtime) Args(s Spec) ([]string, error) {
 		n := strconv.FormatInt(int64((l.CPU+time.Second-1)/time.Second), 10)
 		a = append(a, "--ulimit=cpu="+n+":"+n)
 	}
-	a = append(a, "--", s.Image)
-	return append(a, s.Argv...), nil
+	for _, g := range s.Groups {
+		a = append(a, "--group-add="+strconv.Itoa(g))
+	}
+	// The program is the entrypoint, so that an image's own ENTRYPOINT never wraps the call.
+	a = append(a, "--entrypoint="+s.Argv[0], "--", s.Image)
+	return append(a, s.Argv[1:]...), nil
 }
 
 // ownLimit is this process's limit of resource as soft:hard, when both are finite.

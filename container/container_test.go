@@ -22,7 +22,7 @@ func TestArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	i := slices.Index(a, "localhost/jq:1")
-	if i < 1 || a[i-1] != "--" || !slices.Equal(a[i+1:], hostile) {
+	if i < 2 || a[i-1] != "--" || a[i-2] != "--entrypoint=jq" || !slices.Equal(a[i+1:], hostile[1:]) {
 		t.Fatalf("argv after the image: %q", a)
 	}
 	for _, want := range []string{"--network=none", "--cap-drop=all", "--read-only", "--pull=never", "--user=1000:1000", "--env-file=/run/e",

@@ -135,7 +135,7 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 	timeout := callTimeout(b, t)
 	l := h.limitsFor(b, t)
 	name := "clihost-" + rec.CallID
-	runArgs, err := rt.Args(container.Spec{Name: name, Image: image, Workspace: c.Workspace, Mounts: mounts, UID: who.id.UID, GID: who.id.GID, EnvFile: envFile,
+	runArgs, err := rt.Args(container.Spec{Name: name, Image: image, Workspace: c.Workspace, Mounts: mounts, UID: who.id.UID, GID: who.id.GID, Groups: who.id.Groups, EnvFile: envFile,
 		Argv: append([]string{b.CLI.Bin}, args...), Stdin: stdin != nil, Timeout: timeout,
 		Limits: container.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, NoFile: l.NoFile, FileSize: l.FileSize, CPU: l.CPU, TmpfsBytes: l.TmpfsBytes}})
 	if err != nil {

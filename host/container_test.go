@@ -153,7 +153,8 @@ func TestInProcessEngineRefusedAtCall(t *testing.T) {
 }
 
 // jqImage builds, offline, an image holding only the host's /usr/bin/jq and the shared libraries
-// ldd names (podman import of a rootfs tarball), and returns its name; removed after the test.
+// ldd names (podman import of a rootfs tarball), and returns its name; removed after the test. Its
+// ENTRYPOINT (a hostile image's) must never wrap a call.
 func jqImage(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
@@ -186,7 +187,8 @@ func jqImage(t *testing.T) string {
 	var r [6]byte
 	_, _ = rand.Read(r[:])
 	name := "localhost/clihost-test-jq:" + hex.EncodeToString(r[:])
-	if out, err := exec.Command("podman", "import", "--change", "ENV=PATH=/usr/bin", tarball, name).CombinedOutput(); err != nil {
+	if out, err := exec.Command("podman", "import", "--change", "ENV=PATH=/usr/bin",
+		"--change", `ENTRYPOINT ["/usr/bin/jq", "-n", "\"the image's entrypoint ran\""]`, tarball, name).CombinedOutput(); err != nil {
 		t.Fatalf("podman import: %v %s", err, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("podman", "rmi", "--force", name).Run() })
