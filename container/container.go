@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -67,6 +68,38 @@ func (rt Runtime) ImagePresent(ctx context.Context, env []string, image string) 
 		return fmt.Errorf("image %s could not be checked with %s: %s", image, rt.Name, oneLine(out, err))
 	}
 	return nil
+}
+
+// cgroupCheck caches CgroupLimits's answer per runtime client and effective uid: whether a
+// runtime is rootless and the host's cgroup version change only with a reboot or another client.
+var cgroupCheck sync.Map // key: path + "\x00" + euid → error (nil: limits enforced)
+
+// CgroupLimits reports nil when the runtime enforces memory and process limits (--memory,
+// --pids-limit), else why not: a rootless runtime on a cgroup v1 host ignores them (podman says so
+// on stderr and runs the container anyway).
+func (rt Runtime) CgroupLimits(ctx context.Context, env []string) error {
+	key := rt.Path + "\x00" + strconv.Itoa(os.Geteuid())
+	if v, ok := cgroupCheck.Load(key); ok {
+		err, _ := v.(error)
+		return err
+	}
+	format := "{{.Host.CgroupsVersion}} {{.Host.Security.Rootless}}"
+	if rt.Name == "docker" {
+		format = "{{.CgroupVersion}} {{json .SecurityOptions}}"
+	}
+	out, err := rt.output(ctx, env, "info", "--format", format)
+	if err != nil {
+		return fmt.Errorf("%s info: %s", rt.Name, oneLine(out, err)) // not cached: may be transient
+	}
+	fields := strings.Fields(string(out))
+	v1 := len(fields) > 0 && strings.TrimPrefix(fields[0], "v") == "1"
+	rootless := strings.Contains(string(out), "true") || strings.Contains(string(out), "rootless")
+	var res error
+	if v1 && rootless {
+		res = fmt.Errorf("rootless %s on a cgroup v1 host ignores memory and process limits", rt.Name)
+	}
+	cgroupCheck.Store(key, res)
+	return res
 }
 
 // Remove removes the container name, running or not (after a call that timed out or was

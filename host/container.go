@@ -134,6 +134,12 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 	}
 	timeout := callTimeout(b, t)
 	l := h.limitsFor(b, t)
+	if l.MemoryBytes > 0 || l.Pids > 0 {
+		if err := rt.CgroupLimits(ctx, rtEnv); err != nil {
+			return fail(errcode.RunnerUnavailable, "the call's memory and process limits cannot be enforced in a container here: "+err.Error(),
+				"run clihostd as root (rootful podman), on a cgroup v2 host, or use engine: subprocess (the kernel sandbox enforces them)")
+		}
+	}
 	name := "clihost-" + rec.CallID
 	runArgs, err := rt.Args(container.Spec{Name: name, Image: image, Workspace: c.Workspace, Mounts: mounts, UID: who.id.UID, GID: who.id.GID, Groups: who.id.Groups, EnvFile: envFile,
 		Argv: append([]string{b.CLI.Bin}, args...), Stdin: stdin != nil, Timeout: timeout,
