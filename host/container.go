@@ -98,26 +98,10 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 	}
 	scope := lifecycle.Scope{Bundle: b.Key(), Workspace: c.Workspace, User: c.User}
 	var used []string
-	secrets := func(name string) (string, bool) {
-		if h.opts.Setup == nil {
-			return "", false
-		}
-		v, ok, _ := h.opts.Setup.Secret(scope, name)
-		if ok {
-			used = append(used, v)
-		}
-		return v, ok
-	}
-	args, err := argv.ExpandValues(t.Tool.Runner.Parsed, argv.Values{Input: input, Secrets: secrets, Schema: t.Tool.Inputs})
-	if err != nil {
-		return Envelope{Error: expandError(err)}
-	}
-	stdin, e := expandStdin(t.Tool.Runner.ParsedStdin, argv.Values{Input: input, Secrets: secrets})
+	args, stdin, conv, e := h.containerArgv(b, t, input, scope, &used)
 	if e != nil {
 		return Envelope{Error: e}
 	}
-	conv := output.For(b.CLI, t.Tool)
-	args = append(slices.Clone(b.CLI.BinArgs), conv.Args(args)...)
 	rec.ArgvCount = len(args)
 	dir, err := os.MkdirTemp("", "clihost-container-")
 	if err != nil {
@@ -163,6 +147,32 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, used, pol)
 	out.Warnings = append(out.Warnings, warnings...)
 	return out
+}
+
+// containerArgv expands tool t's argv and stdin for input (${secrets.NAME} from setup's store for
+// scope, each value used appended to *used, for redaction) and returns the arguments after bin
+// (bin_args, the output convention's flags, the tool's argv) and the convention.
+func (h *Host) containerArgv(b *manifest.Bundle, t *manifest.ToolEntry, input map[string]any, scope lifecycle.Scope, used *[]string) ([]string, []byte, output.Convention, *Error) {
+	secrets := func(name string) (string, bool) {
+		if h.opts.Setup == nil {
+			return "", false
+		}
+		v, ok, _ := h.opts.Setup.Secret(scope, name)
+		if ok {
+			*used = append(*used, v)
+		}
+		return v, ok
+	}
+	conv := output.For(b.CLI, t.Tool)
+	args, err := argv.ExpandValues(t.Tool.Runner.Parsed, argv.Values{Input: input, Secrets: secrets, Schema: t.Tool.Inputs})
+	if err != nil {
+		return nil, nil, conv, expandError(err)
+	}
+	stdin, e := expandStdin(t.Tool.Runner.ParsedStdin, argv.Values{Input: input, Secrets: secrets})
+	if e != nil {
+		return nil, nil, conv, e
+	}
+	return append(slices.Clone(b.CLI.BinArgs), conv.Args(args)...), stdin, conv, nil
 }
 
 // workspaceMounts turns the kernel sandbox's plan of a call into the container's view of workspace
