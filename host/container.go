@@ -76,13 +76,10 @@ func (h *Host) ContainerRuntime(ctx context.Context) (container.Runtime, []strin
 // runs the CLI on the host. The bundle's login and setup steps do not run here (they would run
 // on the host); ${secrets.NAME} come from setup's store as for any call.
 func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, input map[string]any, c Caller, env []string, rec *Invoked, opts CallOptions) Envelope {
-	image := b.CLI.Runner.Image()
-	rt, rtEnv, err := h.ContainerRuntime(ctx)
-	if err != nil {
-		return fail(errcode.RunnerUnavailable, err.Error(), "install podman (apt-get install podman) or start docker's engine; or use engine: subprocess, clihost's kernel sandbox")
-	}
-	if err := rt.ImagePresent(ctx, rtEnv, image); err != nil {
-		return fail(errcode.RunnerUnavailable, err.Error(), fmt.Sprintf("make the image present on this host (%s pull %s, or %s load); clihost never pulls", rt.Name, image, rt.Name))
+	image, timeout, l := b.CLI.Runner.Image(), callTimeout(b, t), h.limitsFor(b, t)
+	rt, rtEnv, e := h.usableRuntime(ctx, image, l)
+	if e != nil {
+		return Envelope{Error: e}
 	}
 	// The kernel sandbox's policy of the call decides what of the workspace the container may
 	// write and what it must not see (deny paths, protected bundle folders), and its git rule
@@ -116,14 +113,6 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 	if err != nil {
 		return fail(errcode.Internal, "the container's mounts: "+err.Error(), "")
 	}
-	timeout := callTimeout(b, t)
-	l := h.limitsFor(b, t)
-	if l.MemoryBytes > 0 || l.Pids > 0 {
-		if err := rt.CgroupLimits(ctx, rtEnv); err != nil {
-			return fail(errcode.RunnerUnavailable, "the call's memory and process limits cannot be enforced in a container here: "+err.Error(),
-				"run clihostd as root (rootful podman), on a cgroup v2 host, or use engine: subprocess (the kernel sandbox enforces them)")
-		}
-	}
 	name := "clihost-" + rec.CallID
 	runArgs, err := rt.Args(container.Spec{Name: name, Image: image, Workspace: c.Workspace, Mounts: mounts, UID: who.id.UID, GID: who.id.GID, Groups: who.id.Groups, EnvFile: envFile,
 		Argv: append([]string{b.CLI.Bin}, args...), Stdin: stdin != nil, Timeout: timeout,
@@ -147,6 +136,28 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, used, pol)
 	out.Warnings = append(out.Warnings, warnings...)
 	return out
+}
+
+// usableRuntime returns the container runtime a call with limits l runs image in, and the
+// runtime's environment, or runner_unavailable naming what is missing: a runtime, the image, or
+// the enforcement of l's memory and process limits.
+func (h *Host) usableRuntime(ctx context.Context, image string, l isolation.Limits) (container.Runtime, []string, *Error) {
+	rt, rtEnv, err := h.ContainerRuntime(ctx)
+	if err != nil {
+		return rt, nil, &Error{Code: errcode.RunnerUnavailable, Message: err.Error(),
+			Hint: "install podman (apt-get install podman) or start docker's engine; or use engine: subprocess, clihost's kernel sandbox"}
+	}
+	if err := rt.ImagePresent(ctx, rtEnv, image); err != nil {
+		return rt, nil, &Error{Code: errcode.RunnerUnavailable, Message: err.Error(),
+			Hint: fmt.Sprintf("make the image present on this host (%s pull %s, or %s load); clihost never pulls", rt.Name, image, rt.Name)}
+	}
+	if l.MemoryBytes > 0 || l.Pids > 0 {
+		if err := rt.CgroupLimits(ctx, rtEnv); err != nil {
+			return rt, nil, &Error{Code: errcode.RunnerUnavailable, Message: "the call's memory and process limits cannot be enforced in a container here: " + err.Error(),
+				Hint: "run clihostd as root (rootful podman), on a cgroup v2 host, or use engine: subprocess (the kernel sandbox enforces them)"}
+		}
+	}
+	return rt, rtEnv, nil
 }
 
 // containerArgv expands tool t's argv and stdin for input (${secrets.NAME} from setup's store for
