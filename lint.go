@@ -1,6 +1,9 @@
 package clihost
 
 import (
+	"context"
+
+	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/registry"
 )
@@ -16,12 +19,15 @@ type LintReport struct {
 	Errors, Warnings int
 }
 
-// Lint reports the findings of every bundle the Host loaded. A bundle with errors is never served.
+// Lint reports the findings of every bundle the Host loaded, and what this host cannot honour of
+// each bundle's runner (runner-host: no container runtime or image for engine: sandbox;
+// runner-needs-missing: needs.native packages not installed). A bundle with errors is never served.
 func (h *Host) Lint() LintReport { return lintOf(h.reg) }
 
 // Lint loads the bundles of the options' sources (WithBundleDirs, WithBundleFS, WithDefinitions,
 // WithCatalog, WithDefaultBundles; the others are ignored) and reports what it found, without
-// making a Host: nothing runs.
+// making a Host: nothing but the runner's host checks (is a container runtime there, is an image
+// present, is a package installed) runs.
 func Lint(opts ...Option) (LintReport, error) {
 	var c config
 	for _, o := range opts {
@@ -43,6 +49,11 @@ func lintOf(reg *registry.Registry) LintReport {
 		r.Bundles = append(r.Bundles, bundleOf(e.Bundle))
 	}
 	r.Findings = reg.AllFindings()
+	h := host.New(reg, host.Options{})
+	for _, e := range reg.Entries() {
+		r.Findings = append(r.Findings, h.RunnerFindings(context.Background(), e.Bundle)...)
+	}
+	r.Findings.Sort()
 	r.Errors, r.Warnings = r.Findings.Count()
 	return r
 }

@@ -67,6 +67,12 @@ const (
 	// SandboxUnavailable: the kernel sandbox could not be built for the call. Produced by host.
 	// Run clihostctl doctor; the hint names the missing kernel feature.
 	SandboxUnavailable Code = "sandbox_unavailable"
+	// RunnerUnavailable: the bundle's AIP-17 runner cannot be honoured on this host, so the CLI did
+	// not run: engine: sandbox with no usable container runtime (podman, docker), its image absent,
+	// or a tool shape a container cannot run (steps, network egress); engine: in-process, which is
+	// refused for CLIs. Produced by host. Follow the hint (install podman, pull the image, or use
+	// engine: subprocess).
+	RunnerUnavailable Code = "runner_unavailable"
 	// ResourceExhausted: the call hit a per-call resource limit (memory, processes, CPU, file size).
 	// Produced by host. Narrow the request or raise the operator's limits.
 	ResourceExhausted Code = "resource_exhausted"
@@ -120,7 +126,7 @@ const (
 var All = []Code{
 	InputInvalid, Internal, NotFound, NotInstalled, VersionMismatch, BundleInvalid, SetupRequired,
 	SetupFailed, SecretMissing, AuthRequired, LoginRefused, WorkspaceDenied, BinaryDenied, PathDenied,
-	PathTraversalBlocked, SandboxUnavailable, ResourceExhausted, Timeout, Killed, Cancelled,
+	PathTraversalBlocked, SandboxUnavailable, RunnerUnavailable, ResourceExhausted, Timeout, Killed, Cancelled,
 	ProviderError, UpstreamError, UsageError, OutputParseFailed, OutputInvalid, ApprovalRequired, ApprovalDenied,
 	ApprovalInvalid, InstallFailed, NeedsRoot, RecordRefused,
 }

@@ -299,6 +299,12 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	if e := h.approve(b, t, input, c, opts, rec); e != nil {
 		return Envelope{Error: e}
 	}
+	if e := runnerRefusal(b, t); e != nil {
+		return Envelope{Error: e}
+	}
+	if b.CLI.Runner.Engine() == manifest.EngineSandbox {
+		return h.callContainer(ctx, b, t, input, c, env, rec, opts)
+	}
 
 	bin, gateErr := h.gate(ctx, b, c, env)
 	if gateErr != nil {

@@ -80,3 +80,21 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// TestRunnerFileLimitsReachPlan: limits written in a RUNNER.md (runner: ./RUNNER.md) reach the
+// sandbox plan of a call, narrowed further by the tool's; today's main ignored the file.
+func TestRunnerFileLimitsReachPlan(t *testing.T) {
+	files := fixture.True()
+	files["true/CLI.md"] = strings.Replace(files["true/CLI.md"], "sandbox:\n", "runner: ./RUNNER.md\nsandbox:\n", 1)
+	files["true/RUNNER.md"] = "---\nengine: subprocess\nlimits: { memory_mb: 512, cpu_ms: 3000, timeout_ms: 700 }\n---\n"
+	files["true/tools/run/TOOL.md"] = strings.Replace(files["true/tools/run/TOOL.md"], "runner: { cli: ../../CLI.md,", "runner: { limits: { cpu_ms: 1000 }, cli: ../../CLI.md,", 1)
+	h, _ := writeBundle(t, files, Options{})
+	b := bundle(t, h, "true")
+	got := h.limitsFor(b, b.Tool("run"))
+	if got.MemoryBytes != 512<<20 || got.CPU != time.Second {
+		t.Fatalf("limits %+v, want 512 MiB (RUNNER.md) and 1 s CPU (the tool's)", got)
+	}
+	if d := callTimeout(b, b.Tool("run")); d != 700*time.Millisecond {
+		t.Fatalf("timeout %s, want the RUNNER.md's 700ms", d)
+	}
+}

@@ -44,7 +44,7 @@ func (in *installer) toolCommand(e manifest.InstallMethod) toolCommand {
 	switch e.Method {
 	case manifest.MethodApt:
 		c.tools, c.root = []string{"apt-get"}, true
-		c.args = []string{"install", "-y", "--no-install-recommends", e.Package}
+		c.args = append([]string{"install", "-y", "--no-install-recommends", e.Package}, manifest.NativeNeeds(in.b.CLI)...)
 		c.set = map[string]string{"DEBIAN_FRONTEND": "noninteractive"}
 	case manifest.MethodDnf:
 		c.tools, c.root = []string{"dnf"}, true

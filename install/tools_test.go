@@ -332,3 +332,32 @@ func TestRunEntry(t *testing.T) {
 		t.Fatalf("a failing apt-get: err = %v, output %q", err, out.String())
 	}
 }
+
+// TestAptInstallsNativeNeeds: an apt entry installs the runner's needs.native packages (Debian
+// names, AIP-17) with the bundle's own package; names that are not package names (an option) are
+// never passed; an engine: sandbox runner's needs are its image's.
+func TestAptInstallsNativeNeeds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		engine, want string
+	}{
+		{"", "install -y --no-install-recommends tool-pkg libcairo2 fonts-dejavu-core"},
+		{"sandbox", "install -y --no-install-recommends tool-pkg"},
+	} {
+		pathDir := t.TempDir()
+		o := options(t)
+		o.Privileged = true
+		o.LookupEnv = envOf(map[string]string{"PATH": pathDir + ":/usr/bin:/bin"})
+		stub(t, pathDir, "apt-get", pathDir, 0)
+		b := bundle(manifest.InstallMethod{Method: "apt", Package: "tool-pkg"})
+		b.CLI.Runner = &manifest.RunnerRef{Block: &manifest.Runner{Engine: tc.engine, Image: "i",
+			Needs: &manifest.RunnerNeeds{Native: []string{"libcairo2", "--allow-unauthenticated", "fonts-dejavu-core"}}}}
+		if _, err := install.Install(context.Background(), b, o); err != nil {
+			t.Fatal(err)
+		}
+		args, _ := os.ReadFile(filepath.Join(pathDir, "apt-get.args"))
+		if got := strings.TrimSpace(string(args)); got != tc.want {
+			t.Errorf("engine %q: apt-get %q, want %q", tc.engine, got, tc.want)
+		}
+	}
+}

@@ -207,30 +207,6 @@ type Expiry struct {
 	Detect string `yaml:"detect,omitempty" json:"detect,omitempty"`
 }
 
-// RunnerRef is the bundle-level AIP-17 runner: a path to a RUNNER.md or an inline block.
-type RunnerRef struct {
-	Ref    string         `json:"ref,omitempty"`
-	Inline map[string]any `json:"inline,omitempty"`
-	// Limits is the inline block's limits, decoded (nil without them; the schema checks their shape).
-	Limits *RunnerLimits `json:"-"`
-}
-
-// UnmarshalYAML accepts a string ref or an inline mapping.
-func (r *RunnerRef) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind == yaml.ScalarNode {
-		r.Ref = n.Value
-		return nil
-	}
-	_ = n.Decode(&r.Inline)
-	var aux struct {
-		Limits *RunnerLimits `yaml:"limits"`
-	}
-	if n.Decode(&aux) == nil {
-		r.Limits = aux.Limits
-	}
-	return nil
-}
-
 // RunnerLimits is AIP-17's runner.limits: resource caps of one call. Zero leaves a field to the
 // host (whose operator limits always apply as well: the effective limit is the smallest).
 type RunnerLimits struct {

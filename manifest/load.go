@@ -144,6 +144,7 @@ func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
 	b.CLI = cli
 	l := &linter{b: b, c: c, refs: newCollector(doc), opts: opts, cli: cli}
 	l.root = root
+	l.runnerFile = l.loadRunnerFile()
 	// CLI.md's own checks run while the tools load, on the same workers; neither writes what the
 	// other reads.
 	l.loadTools(func() {
@@ -152,6 +153,9 @@ func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
 	})
 	c.merge(l.refs)
 	b.Findings = append(b.Findings, c.findings()...)
+	if rf := l.runnerFile; rf != nil {
+		b.Findings = append(b.Findings, rf.c.findings()...)
+	}
 	b.Findings.Sort()
 	return b
 }

@@ -225,6 +225,9 @@ func (r RunnerRef) MarshalYAML() (any, error) {
 	if r.Ref != "" {
 		return r.Ref, nil
 	}
+	if r.Registry != "" {
+		return map[string]string{"ref": r.Registry}, nil
+	}
 	return r.Inline, nil
 }
 

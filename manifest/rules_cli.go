@@ -20,6 +20,8 @@ type linter struct {
 	opts LoadOptions
 	cli  *CLI
 	root string // the bundle folder on disk, symlinks resolved; "" when not on disk (bundlefiles.go)
+	// runnerFile is the RUNNER.md the runner refers to, read before the tools load (runner.go).
+	runnerFile *runnerFile
 }
 
 var (
@@ -48,9 +50,7 @@ func (l *linter) cliRules() {
 	if doc.Has("/bin") && !binPattern.MatchString(cli.Bin) {
 		c.at("/bin", SeverityError, "cli-bin", fmt.Sprintf("bin %q is not a single token", cli.Bin), "bin is the binary's name on PATH; put default arguments in bin_args")
 	}
-	if cli.Runner != nil && cli.Runner.Ref != "" {
-		c.at("/runner", SeverityWarning, "cli-runner-ref", fmt.Sprintf("runner refers to %q: clihost does not read RUNNER.md files, so its limits do not apply", cli.Runner.Ref), "write the block inline: runner: { limits: { memory_mb: 512 } }")
-	}
+	l.runnerRules(l.runnerFile)
 	l.cliFileRules()
 	l.installRules()
 	l.versionRules()

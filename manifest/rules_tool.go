@@ -359,6 +359,10 @@ func (t *toolLinter) runnerRules(tool *Tool) {
 	}
 	t.limitsRules(r.Limits)
 	hasArgv, hasSteps := doc.Has("/runner/argv"), doc.Has("/runner/steps")
+	if hasSteps && t.cli.Runner.Engine() == EngineSandbox {
+		c.atKey("/runner/steps", SeverityError, "runner-sandbox-steps", "the bundle's runner is engine: sandbox, which runs one argv in a container; runner.steps are not run there",
+			"use runner.argv, or engine: subprocess")
+	}
 	switch {
 	case hasArgv && hasSteps:
 		c.atKey("/runner/steps", SeverityError, "tool-runner-argv", "runner has both argv and steps", "a tool runs one argv or a list of steps: keep one")

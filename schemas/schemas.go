@@ -22,15 +22,23 @@ var CLISchemaJSON []byte
 //go:embed TOOL.schema.json
 var ToolSchemaJSON []byte
 
+// RunnerSchemaJSON is the text of RUNNER.schema.json: the AIP-17 runner block (CLI.md's inline
+// runner and a RUNNER.md's frontmatter).
+//
+//go:embed RUNNER.schema.json
+var RunnerSchemaJSON []byte
+
 // The URLs under which the schemas are registered with the compiler (their $id).
 const (
-	CLISchemaURL  = "https://clihost.dev/schemas/agentcli-v1/CLI.schema.json"
-	ToolSchemaURL = "https://clihost.dev/schemas/agentcli-v1/TOOL.schema.json"
+	CLISchemaURL    = "https://clihost.dev/schemas/agentcli-v1/CLI.schema.json"
+	ToolSchemaURL   = "https://clihost.dev/schemas/agentcli-v1/TOOL.schema.json"
+	RunnerSchemaURL = "https://clihost.dev/schemas/agentcli-v1/RUNNER.schema.json"
 )
 
 var (
 	once                  sync.Once
 	cliSchema, toolSchema *jsonschema.Schema
+	runnerSchema          *jsonschema.Schema
 	compileErr            error
 )
 
@@ -44,6 +52,14 @@ func compileAll() {
 	}
 	if err := c.AddResource(ToolSchemaURL, bytes.NewReader(ToolSchemaJSON)); err != nil {
 		compileErr = fmt.Errorf("load TOOL schema: %w", err)
+		return
+	}
+	if err := c.AddResource(RunnerSchemaURL, bytes.NewReader(RunnerSchemaJSON)); err != nil {
+		compileErr = fmt.Errorf("load RUNNER schema: %w", err)
+		return
+	}
+	if runnerSchema, compileErr = c.Compile(RunnerSchemaURL); compileErr != nil {
+		compileErr = fmt.Errorf("compile RUNNER schema: %w", compileErr)
 		return
 	}
 	if cliSchema, compileErr = c.Compile(CLISchemaURL); compileErr != nil {
@@ -65,4 +81,10 @@ func CLI() (*jsonschema.Schema, error) {
 func Tool() (*jsonschema.Schema, error) {
 	once.Do(compileAll)
 	return toolSchema, compileErr
+}
+
+// Runner returns the compiled AIP-17 runner block schema (a RUNNER.md's frontmatter).
+func Runner() (*jsonschema.Schema, error) {
+	once.Do(compileAll)
+	return runnerSchema, compileErr
 }

@@ -1,0 +1,308 @@
+// Package container runs a bundle's CLI in an OCI container for AIP-17's engine: sandbox: it finds
+// a container runtime on the host (podman first, then docker when its engine answers), checks that
+// an image is present (it never pulls), and builds the runtime's `run` argv for one call: the
+// workspace bind-mounted at its own path, no network, no capabilities, a read-only root, the
+// call's limits as the runtime's flags and the call's environment from a file, never from the
+// runtime's own environment. It imports nothing of clihost's: host calls it, runner runs the argv.
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Runtime is a container runtime found on this host.
+type Runtime struct {
+	Name string // "podman" or "docker"
+	Path string // absolute path of its client
+}
+
+// ErrNoRuntime is returned by Find when no usable runtime is on PATH.
+var ErrNoRuntime = errors.New("engine: sandbox needs podman or docker; none found on PATH")
+
+// probeTimeout bounds a runtime's answer to `version` or `image exists`.
+const probeTimeout = 10 * time.Second
+
+// Find returns the runtime a call should use: podman when lookPath finds it (it needs no daemon),
+// else docker when its client is found and its engine answers. env is the runtime's environment
+// (Env). The error names what is missing.
+func Find(ctx context.Context, lookPath func(string) (string, error), env []string) (Runtime, error) {
+	if p, err := lookPath("podman"); err == nil {
+		return Runtime{Name: "podman", Path: p}, nil
+	}
+	p, err := lookPath("docker")
+	if err != nil {
+		return Runtime{}, ErrNoRuntime
+	}
+	rt := Runtime{Name: "docker", Path: p}
+	if out, err := rt.output(ctx, env, "version", "--format", "{{.Server.Version}}"); err != nil {
+		return Runtime{}, fmt.Errorf("engine: sandbox needs podman or docker: podman is not on PATH and docker's engine does not answer (%s)", oneLine(out, err))
+	}
+	return rt, nil
+}
+
+// ImagePresent reports nil when image is in the runtime's local store, else an error naming the
+// command that would fetch it (clihost never pulls).
+func (rt Runtime) ImagePresent(ctx context.Context, env []string, image string) error {
+	if strings.HasPrefix(image, "-") {
+		return fmt.Errorf("image %q is not an image name", image)
+	}
+	args := []string{"image", "inspect", "--format", "{{.Id}}", "--", image}
+	if rt.Name == "podman" {
+		args = []string{"image", "exists", "--", image}
+	}
+	if out, err := rt.output(ctx, env, args...); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && exit.ExitCode() == 1 {
+			return fmt.Errorf("image %s not present: %s pull %s", image, rt.Name, image)
+		}
+		return fmt.Errorf("image %s could not be checked with %s: %s", image, rt.Name, oneLine(out, err))
+	}
+	return nil
+}
+
+// cgroupCheck caches CgroupLimits's answer per runtime client and effective uid: whether a
+// runtime is rootless and the host's cgroup version change only with a reboot or another client.
+var cgroupCheck sync.Map // key: path + "\x00" + euid → error (nil: limits enforced)
+
+// CgroupLimits reports nil when the runtime enforces memory and process limits (--memory,
+// --pids-limit), else why not: a rootless runtime on a cgroup v1 host ignores them (podman says so
+// on stderr and runs the container anyway).
+func (rt Runtime) CgroupLimits(ctx context.Context, env []string) error {
+	key := rt.Path + "\x00" + strconv.Itoa(os.Geteuid())
+	if v, ok := cgroupCheck.Load(key); ok {
+		err, _ := v.(error)
+		return err
+	}
+	format := "{{.Host.CgroupsVersion}} {{.Host.Security.Rootless}}"
+	if rt.Name == "docker" {
+		format = "{{.CgroupVersion}} {{json .SecurityOptions}}"
+	}
+	out, err := rt.output(ctx, env, "info", "--format", format)
+	if err != nil {
+		return fmt.Errorf("%s info: %s", rt.Name, oneLine(out, err)) // not cached: may be transient
+	}
+	fields := strings.Fields(string(out))
+	v1 := len(fields) > 0 && strings.TrimPrefix(fields[0], "v") == "1"
+	rootless := strings.Contains(string(out), "true") || strings.Contains(string(out), "rootless")
+	var res error
+	if v1 && rootless {
+		res = fmt.Errorf("rootless %s on a cgroup v1 host ignores memory and process limits", rt.Name)
+	}
+	cgroupCheck.Store(key, res)
+	return res
+}
+
+// Remove removes the container name, running or not (after a call that timed out or was
+// cancelled: stopping the runtime's client does not stop the container).
+func (rt Runtime) Remove(env []string, name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	out, err := rt.output(ctx, env, "rm", "--force", "--", name)
+	if err != nil && !strings.Contains(string(out), "no such container") && !strings.Contains(strings.ToLower(string(out)), "no container with name") {
+		return fmt.Errorf("%s rm %s: %s", rt.Name, name, oneLine(out, err))
+	}
+	return nil
+}
+
+func (rt Runtime) output(ctx context.Context, env []string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, rt.Path, args...)
+	cmd.Env = env
+	return cmd.CombinedOutput()
+}
+
+func oneLine(out []byte, err error) string {
+	s := strings.TrimSpace(string(out))
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if s == "" {
+		return err.Error()
+	}
+	return s
+}
+
+// Env is the environment of the runtime's client: PATH, HOME and, for a rootless runtime,
+// XDG_RUNTIME_DIR, from lookup; nothing of the call's (that goes in the env file). Variables such
+// as DOCKER_HOST or CONTAINERS_CONF a bundle could name would redirect the runtime itself.
+func Env(lookup func(string) (string, bool)) []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME", "XDG_RUNTIME_DIR"} {
+		if v, ok := lookup(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// Limits are one call's resource limits, as the runtime's flags; zero means none.
+type Limits struct {
+	MemoryBytes int64
+	Pids        int64
+	NoFile      int64
+	FileSize    int64
+	CPU         time.Duration
+	TmpfsBytes  int64
+}
+
+// Spec is one call run in a container.
+type Spec struct {
+	Name      string // the container's name (unique per call)
+	Image     string // present in the runtime's store (ImagePresent)
+	Workspace string // absolute; the working directory
+	// Mounts are bound in order: the workspace (or an empty directory in its place), the readable
+	// and writable roots, protected and masked paths inside it, as the kernel sandbox's plan lists
+	// them. Nothing else of the host is visible.
+	Mounts   []Mount
+	UID, GID int      // the identity the CLI runs as inside
+	Groups   []int    // its supplementary groups
+	EnvFile  string   // a file of KEY=VALUE lines (WriteEnvFile): the CLI's whole environment
+	Argv     []string // the program (the entrypoint, looked up on the image's PATH) and its arguments
+	Stdin    bool     // keep standard input open (the call has stdin)
+	Timeout  time.Duration
+	Limits   Limits
+}
+
+// Mount is a bind mount of Source at Target (both absolute).
+type Mount struct {
+	Source, Target string
+	ReadOnly       bool
+}
+
+func (m Mount) flag() (string, error) {
+	for _, p := range []string{m.Source, m.Target} {
+		if strings.ContainsAny(p, ",\n") || !strings.HasPrefix(p, "/") {
+			return "", fmt.Errorf("path %q cannot be mounted into a container (it must be absolute, without commas)", p)
+		}
+	}
+	f := "--mount=type=bind,source=" + m.Source + ",destination=" + m.Target
+	if m.ReadOnly {
+		f += ",readonly=true"
+	}
+	return f, nil
+}
+
+// Args returns the arguments of the runtime's `run` for s. The program and its arguments follow
+// the image as separate arguments (the runtime execs them; there is no shell). It refuses a
+// workspace the runtime's --mount syntax cannot carry.
+func (rt Runtime) Args(s Spec) ([]string, error) {
+	mounts := []string{}
+	if strings.ContainsAny(s.Workspace, ",\n") || !strings.HasPrefix(s.Workspace, "/") {
+		return nil, fmt.Errorf("workspace %q cannot be a container's working directory (it must be absolute, without commas)", s.Workspace)
+	}
+	for _, m := range s.Mounts {
+		f, err := m.flag()
+		if err != nil {
+			return nil, err
+		}
+		mounts = append(mounts, f)
+	}
+	if len(s.Argv) == 0 || s.Image == "" || strings.HasPrefix(s.Image, "-") || s.Argv[0] == "" || strings.HasPrefix(s.Argv[0], "[") {
+		return nil, errors.New("a container run needs an image and a program")
+	}
+	a := []string{"run", "--rm", "--name", s.Name, "--pull=never", "--network=none",
+		"--cap-drop=all", "--security-opt=no-new-privileges", "--read-only",
+		"--user=" + strconv.Itoa(s.UID) + ":" + strconv.Itoa(s.GID),
+		"--workdir=" + s.Workspace, "--env-file=" + s.EnvFile}
+	a = append(a, mounts...)
+	tmp := "--tmpfs=/tmp:rw,nosuid,nodev"
+	if s.Limits.TmpfsBytes > 0 {
+		tmp += ",size=" + strconv.FormatInt(s.Limits.TmpfsBytes, 10)
+	}
+	a = append(a, tmp)
+	if rt.Name == "podman" {
+		// podman passes the host's proxy variables into containers by default, and mounts its own
+		// tmpfs on /tmp, /var/tmp and /run with --read-only.
+		a = append(a, "--http-proxy=false", "--read-only-tmpfs=false")
+		if os.Geteuid() != 0 {
+			// rootless: the daemon's uid is the same uid inside, not a subordinate one, so that
+			// the workspace's files keep their owner.
+			a = append(a, "--userns=keep-id")
+		}
+		if s.Timeout > 0 {
+			a = append(a, "--timeout="+strconv.FormatInt(int64((s.Timeout+time.Second-1)/time.Second), 10))
+		}
+	}
+	if s.Stdin {
+		a = append(a, "--interactive")
+	}
+	l := s.Limits
+	if l.MemoryBytes > 0 {
+		m := strconv.FormatInt(l.MemoryBytes, 10)
+		a = append(a, "--memory="+m, "--memory-swap="+m)
+	}
+	if l.Pids > 0 {
+		a = append(a, "--pids-limit="+strconv.FormatInt(l.Pids, 10))
+	}
+	if l.NoFile > 0 {
+		n := strconv.FormatInt(l.NoFile, 10)
+		a = append(a, "--ulimit=nofile="+n+":"+n)
+	} else if u, ok := ownLimit(unix.RLIMIT_NOFILE); ok {
+		a = append(a, "--ulimit=nofile="+u)
+	}
+	// The runtime raises RLIMIT_NPROC by default, which needs CAP_SYS_RESOURCE where its own
+	// limit is lower: the call's pids limit is the cap it passes instead (the kernel counts it
+	// per uid, so a busy agent uid may see it first).
+	if l.Pids > 0 {
+		n := strconv.FormatInt(l.Pids, 10)
+		a = append(a, "--ulimit=nproc="+n+":"+n)
+	}
+	if l.FileSize > 0 {
+		n := strconv.FormatInt(l.FileSize, 10)
+		a = append(a, "--ulimit=fsize="+n+":"+n)
+	}
+	if l.CPU > 0 {
+		n := strconv.FormatInt(int64((l.CPU+time.Second-1)/time.Second), 10)
+		a = append(a, "--ulimit=cpu="+n+":"+n)
+	}
+	for _, g := range s.Groups {
+		a = append(a, "--group-add="+strconv.Itoa(g))
+	}
+	// The program is the entrypoint, so that an image's own ENTRYPOINT never wraps the call.
+	a = append(a, "--entrypoint="+s.Argv[0], "--", s.Image)
+	return append(a, s.Argv[1:]...), nil
+}
+
+// ownLimit is this process's limit of resource as soft:hard, when both are finite.
+func ownLimit(resource int) (string, bool) {
+	var r unix.Rlimit
+	if unix.Getrlimit(resource, &r) != nil || r.Cur == unix.RLIM_INFINITY || r.Max == unix.RLIM_INFINITY {
+		return "", false
+	}
+	return strconv.FormatUint(r.Cur, 10) + ":" + strconv.FormatUint(r.Max, 10), true
+}
+
+// WriteEnvFile writes env (KEY=VALUE) to a new file only its owner reads in dir, for Spec.EnvFile,
+// and returns its path. A value with a newline cannot be written to an env file and is refused.
+func WriteEnvFile(dir string, env []string) (string, error) {
+	var b strings.Builder
+	for _, kv := range env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsAny(kv, "\n\r\x00") {
+			return "", fmt.Errorf("environment variable %q cannot be passed to a container (a value with a newline)", k)
+		}
+		b.WriteString(kv)
+		b.WriteByte('\n')
+	}
+	f, err := os.CreateTemp(dir, "clihost-env-*")
+	if err != nil {
+		return "", fmt.Errorf("container env file: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(b.String()); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("container env file: %w", err)
+	}
+	return f.Name(), nil
+}

@@ -1,0 +1,67 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestArgs: the program and its arguments follow the image verbatim, one argument each (no
+// shell); no network, no capabilities, the limits as flags; no environment value on the command
+// line (it goes in the env file).
+func TestArgs(t *testing.T) {
+	hostile := []string{"jq", "; rm -rf / #", "$(id)", "--privileged", "-v=/:/host"}
+	s := Spec{Name: "clihost-x", Image: "localhost/jq:1", Workspace: "/work/ws", Mounts: []Mount{{Source: "/work/ws", Target: "/work/ws"}, {Source: "/e", Target: "/work/ws/.env", ReadOnly: true}}, UID: 1000, GID: 1000, EnvFile: "/run/e", Argv: hostile,
+		Timeout: 1500 * time.Millisecond, Limits: Limits{MemoryBytes: 64 << 20, Pids: 32, NoFile: 256, CPU: 2 * time.Second, TmpfsBytes: 1 << 20}}
+	a, err := Runtime{Name: "podman", Path: "/usr/bin/podman"}.Args(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.Index(a, "localhost/jq:1")
+	if i < 2 || a[i-1] != "--" || a[i-2] != "--entrypoint=jq" || !slices.Equal(a[i+1:], hostile[1:]) {
+		t.Fatalf("argv after the image: %q", a)
+	}
+	for _, want := range []string{"--network=none", "--cap-drop=all", "--read-only", "--pull=never", "--user=1000:1000", "--env-file=/run/e",
+		"--memory=67108864", "--pids-limit=32", "--ulimit=nofile=256:256", "--ulimit=nproc=32:32", "--ulimit=cpu=2:2", "--timeout=2",
+		"--http-proxy=false", "--mount=type=bind,source=/work/ws,destination=/work/ws", "--mount=type=bind,source=/e,destination=/work/ws/.env,readonly=true", "--workdir=/work/ws", "--tmpfs=/tmp:rw,nosuid,nodev,size=1048576"} {
+		if !slices.Contains(a[:i], want) {
+			t.Errorf("missing %s in %q", want, a[:i])
+		}
+	}
+	if _, err := (Runtime{Name: "docker"}).Args(Spec{Image: "i", Workspace: "/a", Mounts: []Mount{{Source: "/a,readonly=false", Target: "/a"}}, Argv: []string{"x"}}); err == nil {
+		t.Fatal("a workspace with a comma was accepted into --mount")
+	}
+	if _, err := (Runtime{Name: "docker"}).Args(Spec{Image: "--privileged", Workspace: "/a", Argv: []string{"x"}}); err == nil {
+		t.Fatal("an image starting with - was accepted")
+	}
+}
+
+// TestWriteEnvFile: the file is its owner's alone; a value with a newline (which would smuggle a
+// second variable) is refused.
+func TestWriteEnvFile(t *testing.T) {
+	dir := t.TempDir()
+	p, err := WriteEnvFile(dir, []string{"A=1", "B=x=y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(p)
+	data, _ := os.ReadFile(p)
+	if st.Mode().Perm() != 0o600 || string(data) != "A=1\nB=x=y\n" {
+		t.Fatalf("mode %v, data %q", st.Mode(), data)
+	}
+	if _, err := WriteEnvFile(dir, []string{"A=1\nLD_PRELOAD=/x"}); err == nil {
+		t.Fatal("a newline in a value was written")
+	}
+}
+
+// TestFindNone: no podman and no docker on PATH names both.
+func TestFindNone(t *testing.T) {
+	_, err := Find(context.Background(), func(string) (string, error) { return "", errors.New("no") }, nil)
+	if !errors.Is(err, ErrNoRuntime) || !strings.Contains(err.Error(), "podman or docker") {
+		t.Fatalf("err %v", err)
+	}
+}

@@ -1,0 +1,329 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/clihost/clihost/argv"
+	"github.com/clihost/clihost/container"
+	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/isolation"
+	"github.com/clihost/clihost/lifecycle"
+	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/output"
+	"github.com/clihost/clihost/runner"
+)
+
+// runnerRefusal is the error of a call whose bundle's runner engine this host does not run in
+// clihost's kernel sandbox: in-process is refused; sandbox is refused when a container cannot run
+// the tool here (h.callContainer decides the rest). Nil for the subprocess engine.
+func runnerRefusal(b *manifest.Bundle, t *manifest.ToolEntry) *Error {
+	switch b.CLI.Runner.Engine() {
+	case manifest.EngineSubprocess:
+		return nil
+	case manifest.EngineInProcess:
+		return &Error{Code: errcode.RunnerUnavailable, Message: fmt.Sprintf("bundle %s asks for runner engine: in-process, which clihost refuses for CLIs", b.Key()),
+			Hint: "remove runner.engine (the default, subprocess, runs the CLI in clihost's kernel sandbox)"}
+	case manifest.EngineSandbox:
+		switch {
+		case b.CLI.Runner.Image() == "":
+			return &Error{Code: errcode.RunnerUnavailable, Message: "engine: sandbox without an image", Hint: "name the OCI image in runner.image"}
+		case len(t.Tool.Runner.Steps) > 0:
+			return &Error{Code: errcode.RunnerUnavailable, Message: "a tool with runner.steps cannot run under engine: sandbox", Hint: "use runner.argv, or engine: subprocess"}
+		case b.CLI.Sandbox.Network != nil && len(b.CLI.Sandbox.Network.Egress) > 0:
+			return &Error{Code: errcode.RunnerUnavailable, Message: "engine: sandbox runs with no network; network.egress cannot be filtered in a container",
+				Hint: "use engine: subprocess for a CLI that needs the network"}
+		}
+		return nil
+	}
+	return &Error{Code: errcode.RunnerUnavailable, Message: fmt.Sprintf("unknown runner engine %q", b.CLI.Runner.Engine()), Hint: "use subprocess or sandbox"}
+}
+
+// lookPathIn returns a LookPath over the directories of pathVar (the host's PATH as Options.LookupEnv
+// reads it), not the process's own environment.
+func lookPathIn(pathVar string) func(string) (string, error) {
+	return func(name string) (string, error) {
+		for _, dir := range filepath.SplitList(pathVar) {
+			if !filepath.IsAbs(dir) {
+				continue
+			}
+			p := filepath.Join(dir, name)
+			if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode().Perm()&0o111 != 0 {
+				return p, nil
+			}
+		}
+		return "", fmt.Errorf("%s: not found on PATH", name)
+	}
+}
+
+// ContainerRuntime returns the container runtime engine: sandbox calls use on this host, or the
+// error naming what is missing.
+func (h *Host) ContainerRuntime(ctx context.Context) (container.Runtime, []string, error) {
+	pathVar, _ := h.opts.LookupEnv("PATH")
+	env := container.Env(h.opts.LookupEnv)
+	rt, err := container.Find(ctx, lookPathIn(pathVar), env)
+	return rt, env, err
+}
+
+// callContainer runs tool t of b, whose runner asks for engine: sandbox, in an OCI container (see
+// package container), or refuses it with runner_unavailable naming what this host lacks. It never
+// runs the CLI on the host. The bundle's login and setup steps do not run here (they would run
+// on the host); ${secrets.NAME} come from setup's store as for any call.
+func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, input map[string]any, c Caller, env []string, rec *Invoked, opts CallOptions) Envelope {
+	image, timeout, l := b.CLI.Runner.Image(), callTimeout(b, t), h.limitsFor(b, t)
+	rt, rtEnv, e := h.usableRuntime(ctx, image, l)
+	if e != nil {
+		return Envelope{Error: e}
+	}
+	// The kernel sandbox's policy of the call decides what of the workspace the container may
+	// write and what it must not see (deny paths, protected bundle folders), and its git rule
+	// runs around the call as for engine: subprocess. The runtime's client is the "binary".
+	scratch := slices.Clone(env)
+	plan, pol, e := h.confine(b, t, rt.Path, c, &scratch)
+	if e != nil {
+		return Envelope{Error: e}
+	}
+	who, idErr := h.identityFor(c.Workspace, c.Peer, "")
+	if idErr != nil {
+		return Envelope{Error: idErr}
+	}
+	scope := lifecycle.Scope{Bundle: b.Key(), Workspace: c.Workspace, User: c.User}
+	var used []string
+	args, stdin, conv, e := h.containerArgv(b, t, input, scope, &used)
+	if e != nil {
+		return Envelope{Error: e}
+	}
+	rec.ArgvCount = len(args)
+	dir, err := os.MkdirTemp("", "clihost-container-")
+	if err != nil {
+		return fail(errcode.Internal, "a folder for the container's env file: "+err.Error(), "")
+	}
+	defer os.RemoveAll(dir)
+	envFile, err := container.WriteEnvFile(dir, containerEnv(env))
+	if err != nil {
+		return fail(errcode.InputInvalid, err.Error(), "")
+	}
+	mounts, err := workspaceMounts(plan, c.Workspace, dir)
+	if err != nil {
+		return fail(errcode.Internal, "the container's mounts: "+err.Error(), "")
+	}
+	name := "clihost-" + rec.CallID
+	runArgs, err := rt.Args(container.Spec{Name: name, Image: image, Workspace: c.Workspace, Mounts: mounts, UID: who.id.UID, GID: who.id.GID, Groups: who.id.Groups, EnvFile: envFile,
+		Argv: append([]string{b.CLI.Bin}, args...), Stdin: stdin != nil, Timeout: timeout,
+		Limits: container.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, NoFile: l.NoFile, FileSize: l.FileSize, CPU: l.CPU, TmpfsBytes: l.TmpfsBytes}})
+	if err != nil {
+		return fail(errcode.RunnerUnavailable, err.Error(), "run the call in another workspace")
+	}
+	stop := h.progress(opts.Progress)
+	res, err := runner.Run(ctx, runner.Command{Path: rt.Path, Args: runArgs, Dir: c.Workspace, Env: rtEnv, Timeout: timeout, Stdin: stdin})
+	stop()
+	warnings := sweep(pol)
+	h.auditSweep(b, rec.CallID, warnings)
+	if res.TimedOut || res.Canceled || res.Signal != "" {
+		if rmErr := rt.Remove(rtEnv, name); rmErr != nil {
+			warnings = append(warnings, "the call's container could not be removed: "+rmErr.Error())
+		}
+	}
+	if e := runtimeFailure(rt, image, b.CLI.Bin, res, err); e != nil {
+		return Envelope{Error: e, Warnings: warnings}
+	}
+	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, used, pol)
+	out.Warnings = append(out.Warnings, warnings...)
+	return out
+}
+
+// usableRuntime returns the container runtime a call with limits l runs image in, and the
+// runtime's environment, or runner_unavailable naming what is missing: a runtime, the image, or
+// the enforcement of l's memory and process limits.
+func (h *Host) usableRuntime(ctx context.Context, image string, l isolation.Limits) (container.Runtime, []string, *Error) {
+	rt, rtEnv, err := h.ContainerRuntime(ctx)
+	if err != nil {
+		return rt, nil, &Error{Code: errcode.RunnerUnavailable, Message: err.Error(),
+			Hint: "install podman (apt-get install podman) or start docker's engine; or use engine: subprocess, clihost's kernel sandbox"}
+	}
+	if err := rt.ImagePresent(ctx, rtEnv, image); err != nil {
+		return rt, nil, &Error{Code: errcode.RunnerUnavailable, Message: err.Error(),
+			Hint: fmt.Sprintf("make the image present on this host (%s pull %s, or %s load); clihost never pulls", rt.Name, image, rt.Name)}
+	}
+	if l.MemoryBytes > 0 || l.Pids > 0 {
+		if err := rt.CgroupLimits(ctx, rtEnv); err != nil {
+			return rt, nil, &Error{Code: errcode.RunnerUnavailable, Message: "the call's memory and process limits cannot be enforced in a container here: " + err.Error(),
+				Hint: "run clihostd as root (rootful podman), on a cgroup v2 host, or use engine: subprocess (the kernel sandbox enforces them)"}
+		}
+	}
+	return rt, rtEnv, nil
+}
+
+// containerArgv expands tool t's argv and stdin for input (${secrets.NAME} from setup's store for
+// scope, each value used appended to *used, for redaction) and returns the arguments after bin
+// (bin_args, the output convention's flags, the tool's argv) and the convention.
+func (h *Host) containerArgv(b *manifest.Bundle, t *manifest.ToolEntry, input map[string]any, scope lifecycle.Scope, used *[]string) ([]string, []byte, output.Convention, *Error) {
+	secrets := func(name string) (string, bool) {
+		if h.opts.Setup == nil {
+			return "", false
+		}
+		v, ok, _ := h.opts.Setup.Secret(scope, name)
+		if ok {
+			*used = append(*used, v)
+		}
+		return v, ok
+	}
+	conv := output.For(b.CLI, t.Tool)
+	args, err := argv.ExpandValues(t.Tool.Runner.Parsed, argv.Values{Input: input, Secrets: secrets, Schema: t.Tool.Inputs})
+	if err != nil {
+		return nil, nil, conv, expandError(err)
+	}
+	stdin, e := expandStdin(t.Tool.Runner.ParsedStdin, argv.Values{Input: input, Secrets: secrets})
+	if e != nil {
+		return nil, nil, conv, e
+	}
+	return append(slices.Clone(b.CLI.BinArgs), conv.Args(args)...), stdin, conv, nil
+}
+
+// workspaceMounts turns the kernel sandbox's plan of a call into the container's view of workspace
+// ws: the workspace itself when the plan lets the program read it (read-write when it lets it
+// write it), else an empty directory in its place with the readable and writable roots inside it
+// bound over it; each writable root inside it bound read-write, each protected path read-only over
+// itself, and each denied path that exists masked by an empty read-only directory or file made in
+// scratch. Nothing outside the workspace is mounted. A nil plan (the operator turned the kernel
+// sandbox off) gives the workspace read-write.
+func workspaceMounts(plan *isolation.Plan, ws, scratch string) ([]container.Mount, error) {
+	if plan == nil {
+		return []container.Mount{{Source: ws, Target: ws}}, nil
+	}
+	emptyDir, emptyFile := filepath.Join(scratch, "empty-dir"), filepath.Join(scratch, "empty-file")
+	if err := os.Mkdir(emptyDir, 0o555); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(emptyFile, nil, 0o444); err != nil {
+		return nil, err
+	}
+	inside := func(p string) bool { return strings.HasPrefix(p, ws+"/") }
+	var mounts []container.Mount
+	switch {
+	case slices.Contains(plan.ReadWrite, ws):
+		mounts = append(mounts, container.Mount{Source: ws, Target: ws})
+	case slices.Contains(plan.ReadOnly, ws) || slices.Contains(plan.Exec, ws):
+		mounts = append(mounts, container.Mount{Source: ws, Target: ws, ReadOnly: true})
+	default:
+		mounts = append(mounts, container.Mount{Source: emptyDir, Target: ws, ReadOnly: true})
+		for _, p := range slices.Concat(plan.ReadOnly, plan.Exec) {
+			if inside(p) {
+				mounts = append(mounts, container.Mount{Source: p, Target: p, ReadOnly: true})
+			}
+		}
+	}
+	for _, p := range plan.ReadWrite {
+		if inside(p) {
+			mounts = append(mounts, container.Mount{Source: p, Target: p})
+		}
+	}
+	for _, p := range plan.Protect {
+		if inside(p) || p == ws {
+			mounts = append(mounts, container.Mount{Source: p, Target: p, ReadOnly: true})
+		}
+	}
+	for _, p := range plan.Deny {
+		if !inside(p) && p != ws {
+			continue
+		}
+		st, err := os.Lstat(p)
+		if err != nil {
+			continue // absent: the sweep removes what the call creates there (plan.Absent)
+		}
+		src := emptyFile
+		if st.IsDir() {
+			src = emptyDir
+		}
+		mounts = append(mounts, container.Mount{Source: src, Target: p, ReadOnly: true})
+	}
+	return mounts, nil
+}
+
+// runtimeFailure is the error of a container run that failed in the runtime rather than in the CLI
+// (exit statuses 125: the runtime's own error; 126: the program cannot be invoked; 127: not in the
+// image), or nil.
+func runtimeFailure(rt container.Runtime, image, bin string, res runner.Result, err error) *Error {
+	stderr := strings.TrimSpace(string(res.Stderr))
+	switch {
+	case err != nil && !errors.Is(err, context.Canceled):
+		return &Error{Code: errcode.RunnerUnavailable, Message: fmt.Sprintf("%s could not be started: %v", rt.Name, err), Hint: "check the container runtime: " + rt.Path}
+	case err != nil || res.TimedOut || res.Canceled:
+		return nil
+	case res.ExitCode == 125 || (res.ExitCode == 126 && strings.Contains(stderr, "OCI")):
+		return &Error{Code: errcode.RunnerUnavailable, Message: fmt.Sprintf("%s could not run the container: %s", rt.Name, stderr), Hint: "run clihostctl doctor; check that " + rt.Name + " run works on this host"}
+	case res.ExitCode == 126 || res.ExitCode == 127:
+		return &Error{Code: errcode.NotInstalled, Message: fmt.Sprintf("%s cannot be run in image %s: %s", bin, image, stderr), Hint: "build the image with the CLI on its PATH"}
+	}
+	return nil
+}
+
+// containerEnv is the environment of the CLI inside the container: the call's, without PATH (the
+// image's) and with HOME the container's /tmp unless the bundle set one.
+func containerEnv(env []string) []string {
+	var out []string
+	home := false
+	for _, kv := range env {
+		switch {
+		case strings.HasPrefix(kv, "PATH="):
+			continue
+		case strings.HasPrefix(kv, "HOME="):
+			home = true
+		}
+		out = append(out, kv)
+	}
+	if !home {
+		out = append(out, "HOME=/tmp")
+	}
+	return out
+}
+
+// RunnerFindings reports what this host cannot honour of bundle b's runner block, as lint
+// warnings at the bundle's id: engine: sandbox with no usable container runtime or without its
+// image (rule runner-host; its calls are refused), and needs.native packages this host lacks
+// (rule runner-needs-missing; asked of dpkg-query, on hosts that have it).
+func (h *Host) RunnerFindings(ctx context.Context, b *manifest.Bundle) manifest.Findings {
+	if b.CLI == nil || b.CLI.Runner == nil {
+		return nil
+	}
+	at := func(rule, msg, hint string) manifest.Finding {
+		return manifest.Finding{Pos: b.IDPos, Severity: manifest.SeverityWarning, Rule: rule, Message: msg, Hint: hint}
+	}
+	var out manifest.Findings
+	r := b.CLI.Runner
+	if r.Engine() == manifest.EngineSandbox && r.Image() != "" {
+		rt, env, err := h.ContainerRuntime(ctx)
+		if err == nil {
+			err = rt.ImagePresent(ctx, env, r.Image())
+		}
+		if err != nil {
+			out = append(out, at("runner-host", "this host cannot run the bundle's engine: sandbox, so its calls will be refused: "+err.Error(),
+				"install podman (apt-get install podman) and make the image present, or use engine: subprocess"))
+		}
+	}
+	if n := r.Needs(); n != nil && r.Engine() == manifest.EngineSubprocess && len(n.Native) > 0 {
+		pathVar, _ := h.opts.LookupEnv("PATH")
+		dpkg, err := lookPathIn(pathVar)("dpkg-query")
+		if err != nil {
+			return out
+		}
+		var missing []string
+		for _, p := range n.Native {
+			st, err := exec.CommandContext(ctx, dpkg, "-W", "-f=${Status}", "--", p).Output()
+			if err != nil || !strings.Contains(string(st), "install ok installed") {
+				missing = append(missing, p)
+			}
+		}
+		if len(missing) > 0 {
+			out = append(out, at("runner-needs-missing", "needs.native packages not installed on this host: "+strings.Join(missing, ", "),
+				"apt-get install "+strings.Join(missing, " ")))
+		}
+	}
+	return out
+}
