@@ -23,6 +23,7 @@ type Bundle struct {
 	CLI      *CLI         `json:"cli"`
 	Body     string       `json:"-"`
 	Tools    []*ToolEntry `json:"tools"`
+	Intents  []*Intent    `json:"intents,omitempty"` // the INTENT.md files that loaded without errors
 	Findings Findings     `json:"findings,omitempty"`
 	IDPos    Pos          `json:"-"` // where id is declared, for findings about the bundle as a whole
 	OSDir    string       `json:"-"` // the bundle folder on disk; empty for the embedded catalog
@@ -135,9 +136,6 @@ func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
 	}
 	cli := &CLI{}
 	doc.decode(cli)
-	if len(cli.Intents) > 0 && len(cli.Actions) == 0 {
-		cli.Actions = cli.Intents
-	}
 	b.CLI = cli
 	l := &linter{b: b, c: c, refs: newCollector(doc), opts: opts, cli: cli}
 	l.root = root
@@ -147,6 +145,7 @@ func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
 		c.schema(schema)
 		l.cliRules()
 	})
+	l.loadIntents()
 	c.merge(l.refs)
 	b.Findings = append(b.Findings, c.findings()...)
 	b.Findings.Sort()

@@ -22,15 +22,23 @@ var CLISchemaJSON []byte
 //go:embed TOOL.schema.json
 var ToolSchemaJSON []byte
 
+// IntentSchemaJSON is the text of INTENT.schema.json (AIP-28's draft schema).
+//
+//go:embed INTENT.schema.json
+var IntentSchemaJSON []byte
+
 // The URLs under which the schemas are registered with the compiler (their $id).
 const (
 	CLISchemaURL  = "https://clihost.dev/schemas/agentcli-v1/CLI.schema.json"
 	ToolSchemaURL = "https://clihost.dev/schemas/agentcli-v1/TOOL.schema.json"
+	// IntentSchemaURL is INTENT.schema.json's.
+	IntentSchemaURL = "https://clihost.dev/schemas/agentcli-v1/INTENT.schema.json"
 )
 
 var (
 	once                  sync.Once
 	cliSchema, toolSchema *jsonschema.Schema
+	intentSchema          *jsonschema.Schema
 	compileErr            error
 )
 
@@ -52,6 +60,14 @@ func compileAll() {
 	}
 	if toolSchema, compileErr = c.Compile(ToolSchemaURL); compileErr != nil {
 		compileErr = fmt.Errorf("compile TOOL schema: %w", compileErr)
+		return
+	}
+	if err := c.AddResource(IntentSchemaURL, bytes.NewReader(IntentSchemaJSON)); err != nil {
+		compileErr = fmt.Errorf("load INTENT schema: %w", err)
+		return
+	}
+	if intentSchema, compileErr = c.Compile(IntentSchemaURL); compileErr != nil {
+		compileErr = fmt.Errorf("compile INTENT schema: %w", compileErr)
 	}
 }
 
@@ -65,4 +81,10 @@ func CLI() (*jsonschema.Schema, error) {
 func Tool() (*jsonschema.Schema, error) {
 	once.Do(compileAll)
 	return toolSchema, compileErr
+}
+
+// Intent returns the compiled INTENT.md (AIP-28) frontmatter schema.
+func Intent() (*jsonschema.Schema, error) {
+	once.Do(compileAll)
+	return intentSchema, compileErr
 }
