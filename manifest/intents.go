@@ -415,7 +415,7 @@ func numeric(v any) (float64, bool) {
 }
 
 // mapInputs applies a route's mapping: an input named in it goes to the tool input it names
-// (string form, or {from}); the others keep their names.
+// (`input: tool_key`, or `tool_key: {from: input}`); the others keep their names.
 func mapInputs(mapping map[string]any, in map[string]any) map[string]any {
 	out := map[string]any{}
 	mapped := map[string]bool{}
@@ -433,7 +433,7 @@ func mapInputs(mapping map[string]any, in map[string]any) map[string]any {
 		}
 	}
 	for k, v := range in {
-		if !mapped[k] {
+		if _, taken := out[k]; !mapped[k] && !taken { // a mapping's target wins over a same-named input
 			out[k] = v
 		}
 	}

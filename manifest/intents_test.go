@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -101,5 +102,36 @@ func TestIntentsLint(t *testing.T) {
 				t.Fatalf("finding at %s:%d, want %s:%d: %s", fs[0].Pos.File, fs[0].Pos.Line, file, lineOf(t, src, tc.marker), fs[0])
 			}
 		})
+	}
+}
+
+// TestIntentResolve: arguments are typed, routed by when (else the default), hidden by
+// depends_on, and renamed by mapping; bad arguments are refused with the input's name.
+func TestIntentResolve(t *testing.T) {
+	src := strings.Replace(intentOK, "implements:\n", `  - { name: detail, label: Detail, type: text, depends_on: { style: long } }
+  - { name: tags, label: Tags, type: multi-choice, values: [a, b] }
+implements:
+`, 1)
+	src = strings.Replace(src, "default: true }", "default: true, mapping: { limit: max, style: { from: tags } } }", 1)
+	b := diskBundle(t, []edit{withIntents("./intents/list/INTENT.md")}, map[string]string{"demo/intents/list/INTENT.md": src}, nil)
+	if len(b.Intents) != 1 {
+		t.Fatalf("not loaded:\n%s", findingsText(b.Findings))
+	}
+	it := b.Intents[0]
+	it.Tools[1] = &ToolEntry{Path: []string{"other"}} // tell the routes apart
+	tool, in, err := it.Resolve(map[string]string{"limit": "3", "style": "long", "detail": "d"})
+	if err != nil || tool != it.Tools[0] || in["limit"] != 3.0 || in["style"] != "long" || in["detail"] != "d" {
+		t.Errorf("when route: %v %v %v", tool, in, err)
+	}
+	tool, in, err = it.Resolve(map[string]string{"limit": "3", "style": "short", "detail": "hidden", "tags": "a, b"})
+	if err != nil || tool != it.Tools[1] || in["max"] != 3.0 || in["limit"] != nil || in["detail"] != nil || fmt.Sprint(in["style"]) != "[a b]" {
+		t.Errorf("default route: %v %v %v", tool, in, err)
+	}
+	for args, want := range map[string]string{"limit=x": `argument limit: "x" is not a number`, "style=huge": `argument style: "huge" is not one of short, long`,
+		"tags=a,c": `"c" is not one of a, b`, "colour=red": "argument colour: the intent has no such input"} {
+		k, v, _ := strings.Cut(args, "=")
+		if _, _, err := it.Resolve(map[string]string{k: v}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", args, err, want)
+		}
 	}
 }

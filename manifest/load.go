@@ -329,7 +329,7 @@ func schemaHint(keyword string) string {
 	case "minItems", "minLength", "minProperties":
 		return "the value must not be empty"
 	case "not":
-		return "declare only one of actions and intents (intents is an alias)"
+		return "declare only one of actions and intents (the same list of INTENT.md refs)"
 	}
 	return "see docs/authoring.md"
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // jqIntent is an INTENT.md (AIP-28) for the jq bundle: its inputs become the prompt's arguments.
@@ -101,5 +102,20 @@ func TestIntentsAsPromptsOverHTTP(t *testing.T) {
 		if e := rep.Steps[3].Error; e == nil || !strings.Contains(e.Message, "argument numbers is required") {
 			t.Errorf("acli=%v a missing argument: %+v %s", acliMode, e, rep.Steps[3].Result)
 		}
+	}
+	// An edit of the INTENT.md alone is served after the reload it triggers, not the old prompt.
+	writeFile(t, filepath.Join(dir, "intents", "sum", "INTENT.md"), strings.Replace(jqIntent, `en: "Sum numbers"`, `en: "Add them up"`, 1))
+	d.waitFor(t, "reloading bundles")
+	tgt := httpTarget(d.mcp, "jq", false)
+	tgt.args = append(tgt.args, "--bearer", tok.Token)
+	var got string
+	for range 50 { // the swap follows the log line
+		if got = string(runClient(t, "client.mjs", tgt, []step{{"op": "prompts"}}).Steps[0].Result); strings.Contains(got, `"title":"Add them up"`) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(got, `"title":"Add them up"`) {
+		t.Errorf("after the edit: %s", got)
 	}
 }
