@@ -1,14 +1,14 @@
 package manifest
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"path"
 	"slices"
 	"strconv"
 	"strings"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/clihost/clihost/schemas"
 )
@@ -30,14 +30,15 @@ func (c *CLI) IntentRefs() ([]IntentRef, string) {
 // I18n is an AIP-28 i18n string: a plain string (English) or a map keyed by BCP-47 locale.
 type I18n map[string]string
 
-// UnmarshalYAML reads a plain string as the "en" text.
-func (t *I18n) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind == yaml.ScalarNode {
-		*t = I18n{"en": n.Value}
+// UnmarshalJSON reads a plain string as the "en" text.
+func (t *I18n) UnmarshalJSON(data []byte) error {
+	var str string
+	if json.Unmarshal(data, &str) == nil {
+		*t = I18n{"en": str}
 		return nil
 	}
 	m := map[string]string{}
-	if err := n.Decode(&m); err != nil {
+	if err := json.Unmarshal(data, &m); err != nil {
 		return err
 	}
 	*t = m
@@ -57,65 +58,66 @@ func (t I18n) String() string {
 
 // Intent is a loaded INTENT.md: the frontmatter fields clihost uses.
 type Intent struct {
-	File        string         `json:"file" yaml:"-"` // as displayed
-	ID          string         `json:"id" yaml:"id"`
-	Version     string         `json:"version" yaml:"version"`
-	Name        I18n           `json:"name" yaml:"name"`
-	Label       I18n           `json:"label" yaml:"label"`
-	Description I18n           `json:"description" yaml:"description"`
-	Surfaces    []string       `json:"surfaces" yaml:"surfaces"`
-	Inputs      []IntentInput  `json:"inputs,omitempty" yaml:"inputs"`
-	Implements  []IntentRoute  `json:"implements" yaml:"implements"`
-	Examples    []IntentSample `json:"examples,omitempty" yaml:"examples"`
-	Body        string         `json:"-" yaml:"-"`
+	File        string         `json:"file"` // as displayed
+	ID          string         `json:"id"`
+	Version     string         `json:"version"`
+	Name        I18n           `json:"name"`
+	Label       I18n           `json:"label"`
+	Description I18n           `json:"description"`
+	Surfaces    []string       `json:"surfaces"`
+	Inputs      []IntentInput  `json:"inputs,omitempty"`
+	Implements  []IntentRoute  `json:"implements"`
+	Examples    []IntentSample `json:"examples,omitempty"`
+	Body        string         `json:"-"`
 	// Tools are the bundle's tools the routes name, by route index (nil for a route clihost does
 	// not run: a workflow or an entry).
-	Tools []*ToolEntry `json:"-" yaml:"-"`
+	Tools []*ToolEntry `json:"-"`
 }
 
 // IntentInput is one UX input of an intent.
 type IntentInput struct {
-	Name        string         `json:"name" yaml:"name"`
-	Label       I18n           `json:"label" yaml:"label"`
-	Type        string         `json:"type" yaml:"type"`
-	Hint        I18n           `json:"hint,omitempty" yaml:"hint"`
-	Placeholder I18n           `json:"placeholder,omitempty" yaml:"placeholder"`
-	Required    bool           `json:"required,omitempty" yaml:"required"`
-	Default     any            `json:"default,omitempty" yaml:"default"`
-	Values      []IntentValue  `json:"values,omitempty" yaml:"values"`
-	DependsOn   map[string]any `json:"depends_on,omitempty" yaml:"depends_on"`
+	Name        string         `json:"name"`
+	Label       I18n           `json:"label"`
+	Type        string         `json:"type"`
+	Hint        I18n           `json:"hint,omitempty"`
+	Placeholder I18n           `json:"placeholder,omitempty"`
+	Required    bool           `json:"required,omitempty"`
+	Default     any            `json:"default,omitempty"`
+	Values      []IntentValue  `json:"values,omitempty"`
+	DependsOn   map[string]any `json:"depends_on,omitempty"`
 }
 
 // IntentValue is one value of a choice input: a string, or {value, label}.
 type IntentValue struct {
-	Value any  `json:"value" yaml:"value"`
-	Label I18n `json:"label,omitempty" yaml:"label"`
+	Value any  `json:"value"`
+	Label I18n `json:"label,omitempty"`
 }
 
-// UnmarshalYAML reads the short form (a plain string) too.
-func (v *IntentValue) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind == yaml.ScalarNode {
-		v.Value = n.Value
+// UnmarshalJSON reads the short form (a plain string) too.
+func (v *IntentValue) UnmarshalJSON(data []byte) error {
+	var str string
+	if json.Unmarshal(data, &str) == nil {
+		v.Value = str
 		return nil
 	}
 	type plain IntentValue
-	return n.Decode((*plain)(v))
+	return decodeJSON(data, (*plain)(v))
 }
 
 // IntentRoute is one entry of implements.
 type IntentRoute struct {
-	Tool     string         `json:"tool,omitempty" yaml:"tool"`
-	Workflow string         `json:"workflow,omitempty" yaml:"workflow"`
-	Entry    string         `json:"entry,omitempty" yaml:"entry"`
-	Default  bool           `json:"default,omitempty" yaml:"default"`
-	When     map[string]any `json:"when,omitempty" yaml:"when"`
-	Mapping  map[string]any `json:"mapping,omitempty" yaml:"mapping"`
+	Tool     string         `json:"tool,omitempty"`
+	Workflow string         `json:"workflow,omitempty"`
+	Entry    string         `json:"entry,omitempty"`
+	Default  bool           `json:"default,omitempty"`
+	When     map[string]any `json:"when,omitempty"`
+	Mapping  map[string]any `json:"mapping,omitempty"`
 }
 
 // IntentSample is one example of an intent.
 type IntentSample struct {
-	User I18n `json:"user" yaml:"user"`
-	Note I18n `json:"note,omitempty" yaml:"note"`
+	User I18n `json:"user"`
+	Note I18n `json:"note,omitempty"`
 }
 
 // loadIntents loads and lints the INTENT.md of every intents (or actions) ref. A ref that leaves
@@ -175,8 +177,14 @@ func (l *linter) loadIntent(file string, data []byte) (*Intent, *collector) {
 		panic(err) // the embedded schema is part of the binary; tests guarantee it compiles
 	}
 	c.schema(schema)
-	it := &Intent{File: file, Body: doc.Body}
-	doc.decode(it)
+	// Decoded from the frontmatter's JSON-compatible values (numbers as json.Number), never from
+	// YAML's own types (timestamps, maps with other keys), so that every value an intent hands on
+	// is one JSON Schema validation takes.
+	it := &Intent{}
+	if raw, err := json.Marshal(doc.Value); err == nil {
+		_ = decodeJSON(raw, it) // type mismatches are the schema's findings
+	}
+	it.File, it.Body = file, doc.Body
 	l.intentRules(c, it)
 	return it, c
 }
@@ -403,15 +411,23 @@ func holds(op string, arg, v any, set bool) bool {
 	return false
 }
 
-// numeric reads an int or float.
+// numeric reads a number (json.Number from the manifest, float64 from an argument).
 func numeric(v any) (float64, bool) {
 	switch n := v.(type) {
-	case int:
-		return float64(n), true
+	case json.Number:
+		f, err := n.Float64()
+		return f, err == nil
 	case float64:
 		return n, true
 	}
 	return 0, false
+}
+
+// decodeJSON decodes data into out keeping numbers as json.Number.
+func decodeJSON(data []byte, out any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	return dec.Decode(out)
 }
 
 // mapInputs applies a route's mapping: an input named in it goes to the tool input it names

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -110,6 +111,8 @@ func TestIntentsLint(t *testing.T) {
 func TestIntentResolve(t *testing.T) {
 	src := strings.Replace(intentOK, "implements:\n", `  - { name: detail, label: Detail, type: text, depends_on: { style: long } }
   - { name: tags, label: Tags, type: multi-choice, values: [a, b] }
+  - { name: since, label: Since, type: date, default: 2024-01-31 }
+  - { name: extra, label: Extra, type: text, default: { 1: one, 2.5: [x, 2024-02-01] } }
 implements:
 `, 1)
 	src = strings.Replace(src, "default: true }", "default: true, mapping: { limit: max, style: { from: tags } } }", 1)
@@ -126,6 +129,10 @@ implements:
 	tool, in, err = it.Resolve(map[string]string{"limit": "3", "style": "short", "detail": "hidden", "tags": "a, b"})
 	if err != nil || tool != it.Tools[1] || in["max"] != 3.0 || in["limit"] != nil || in["detail"] != nil || fmt.Sprint(in["style"]) != "[a b]" {
 		t.Errorf("default route: %v %v %v", tool, in, err)
+	}
+	// YAML's own types (a timestamp, a map with number keys) reach the tool input as JSON values.
+	if raw, err := json.Marshal(in); err != nil || !strings.Contains(string(raw), `"since":"2024-01-31"`) || !strings.Contains(string(raw), `"extra":{"1":"one","2.5":["x","2024-02-01"]}`) {
+		t.Errorf("defaults: %s %v", raw, err)
 	}
 	for args, want := range map[string]string{"limit=x": `argument limit: "x" is not a number`, "style=huge": `argument style: "huge" is not one of short, long`,
 		"tags=a,c": `"c" is not one of a, b`, "colour=red": "argument colour: the intent has no such input"} {
