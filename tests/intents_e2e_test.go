@@ -31,8 +31,9 @@ implements:
 `
 
 // TestIntentsAsPromptsOverHTTP serves a jq bundle shipping an INTENT.md from clihostd and reads it
-// with the official TypeScript SDK client over HTTP, in tools mode and ACLI mode: prompts/list
-// shows the intent with its inputs as arguments, prompts/get routes the arguments to the tool.
+// with the official TypeScript SDK clients (v1 and v2) over HTTP, in tools mode and ACLI mode:
+// prompts/list shows the intent with its inputs as arguments, prompts/get routes the arguments to
+// the tool.
 func TestIntentsAsPromptsOverHTTP(t *testing.T) {
 	requireNodeModules(t)
 	dir := filepath.Join(t.TempDir(), "jq")
@@ -51,10 +52,14 @@ func TestIntentsAsPromptsOverHTTP(t *testing.T) {
 	if r := d.ctl(t, "token", "--json"); json.Unmarshal([]byte(r.stdout), &tok) != nil || tok.Token == "" {
 		t.Fatalf("token: %+v", r)
 	}
-	for _, acliMode := range []bool{false, true} {
+	for _, run := range []struct {
+		client   string
+		acliMode bool
+	}{{"client.mjs", false}, {"client.mjs", true}, {"client2.mjs", false}, {"client2.mjs", true}} {
+		acliMode := run.acliMode
 		tgt := httpTarget(d.mcp, "jq", acliMode)
 		tgt.args = append(tgt.args, "--bearer", tok.Token)
-		rep := runClient(t, "client.mjs", tgt, []step{
+		rep := runClient(t, run.client, tgt, []step{
 			{"op": "prompts"},
 			{"op": "prompt", "name": "jq.sum", "arguments": map[string]any{"numbers": "[1,2,3]", "compact": "true"}},
 			{"op": "prompt", "name": "jq.sum", "arguments": map[string]any{"numbers": "[1]", "compact": "maybe"}},
@@ -70,12 +75,12 @@ func TestIntentsAsPromptsOverHTTP(t *testing.T) {
 			}
 		}
 		if err := json.Unmarshal(rep.Steps[0].Result, &list); err != nil || len(list.Prompts) != 1 {
-			t.Fatalf("acli=%v prompts/list: %s %v", acliMode, rep.Steps[0].Result, rep.Steps[0].Error)
+			t.Fatalf("%s acli=%v prompts/list: %s %v", run.client, acliMode, rep.Steps[0].Result, rep.Steps[0].Error)
 		}
 		p := list.Prompts[0]
 		if p.Name != "jq.sum" || p.Title != "Sum numbers" || p.Description != "Add up the numbers of a JSON array." || len(p.Arguments) != 3 ||
 			p.Arguments[0].Name != "numbers" || !p.Arguments[0].Required || p.Arguments[0].Description != "a JSON array of numbers" || p.Arguments[2].Required {
-			t.Errorf("acli=%v prompt %+v", acliMode, p)
+			t.Errorf("%s acli=%v prompt %+v", run.client, acliMode, p)
 		}
 		var got struct {
 			Messages []struct {
@@ -84,7 +89,7 @@ func TestIntentsAsPromptsOverHTTP(t *testing.T) {
 			}
 		}
 		if err := json.Unmarshal(rep.Steps[1].Result, &got); err != nil || len(got.Messages) != 1 {
-			t.Fatalf("acli=%v prompts/get: %s %v", acliMode, rep.Steps[1].Result, rep.Steps[1].Error)
+			t.Fatalf("%s acli=%v prompts/get: %s %v", run.client, acliMode, rep.Steps[1].Result, rep.Steps[1].Error)
 		}
 		text := got.Messages[0].Content.Text
 		want := []string{"Call the tool `eval`", `"json": "[1,2,3]"`, `"compact": true`, `"filter": "add"`}
@@ -93,14 +98,14 @@ func TestIntentsAsPromptsOverHTTP(t *testing.T) {
 		}
 		for _, w := range want {
 			if got.Messages[0].Role != "user" || !strings.Contains(text, w) {
-				t.Errorf("acli=%v prompt text lacks %q:\n%s", acliMode, w, text)
+				t.Errorf("%s acli=%v prompt text lacks %q:\n%s", run.client, acliMode, w, text)
 			}
 		}
 		if e := rep.Steps[2].Error; e == nil || !strings.Contains(e.Message, `"maybe" is not true or false`) {
-			t.Errorf("acli=%v a bad toggle: %+v %s", acliMode, e, rep.Steps[2].Result)
+			t.Errorf("%s acli=%v a bad toggle: %+v %s", run.client, acliMode, e, rep.Steps[2].Result)
 		}
 		if e := rep.Steps[3].Error; e == nil || !strings.Contains(e.Message, "argument numbers is required") {
-			t.Errorf("acli=%v a missing argument: %+v %s", acliMode, e, rep.Steps[3].Result)
+			t.Errorf("%s acli=%v a missing argument: %+v %s", run.client, acliMode, e, rep.Steps[3].Result)
 		}
 	}
 	// An edit of the INTENT.md alone is served after the reload it triggers, not the old prompt.

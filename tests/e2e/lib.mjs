@@ -12,8 +12,8 @@
 //                                                   (the step gets "cancelled":true); with
 //                                                   "cancelWhenFile":PATH it is aborted once
 //                                                   PATH exists (polled every 20 ms)
-//   {"op":"prompts"}                                 prompts/list (client.mjs)
-//   {"op":"prompt","name":"p","arguments":{...}}     prompts/get (client.mjs)
+//   {"op":"prompts"}                                 prompts/list
+//   {"op":"prompt","name":"p","arguments":{...}}     prompts/get
 //   {"op":"sleep","ms":500}                          wait
 //   {"op":"ping"}                                    ping (legacy protocol only)
 //   A call step may also carry (SDK v2 only) "manual":true (an input_required result is reported as
