@@ -126,10 +126,26 @@ type BundleStatus struct {
 	Auth    string `json:"auth"`              // none, unknown, unauthed, logging_in, authed
 	Sandbox string `json:"sandbox"`           // on, off (the operator ran clihostd --sandbox=off), or "unavailable: why"
 	// Limits are the per-call resource limits of the bundle's commands and what enforces each.
-	Limits  []sandboxprobe.LimitMechanism `json:"limits,omitempty"`
-	Ready   bool                          `json:"ready"`
-	Reason  string                        `json:"reason,omitempty"` // why not ready, with what to do
-	Checked time.Time                     `json:"checked"`
+	Limits []sandboxprobe.LimitMechanism `json:"limits,omitempty"`
+	// Requires is the bundle's requires.min_disk_mb and min_memory_mb against what the daemon has;
+	// nil when the bundle declares neither.
+	Requires *RequiresStatus `json:"requires,omitempty"`
+	Ready    bool            `json:"ready"`
+	Reason   string          `json:"reason,omitempty"` // why not ready, with what to do
+	Checked  time.Time       `json:"checked"`
+}
+
+// RequiresStatus is a bundle's requires.min_disk_mb and min_memory_mb (0: none) next to the free
+// disk on the filesystem its install writes to and the memory available to the daemon.
+type RequiresStatus struct {
+	MinDiskMB         int    `json:"min_disk_mb,omitempty"`
+	MinMemoryMB       int    `json:"min_memory_mb,omitempty"`
+	DiskPath          string `json:"disk_path,omitempty"`
+	FreeDiskMB        int64  `json:"free_disk_mb"`
+	AvailableMemoryMB int64  `json:"available_memory_mb"`
+	MemoryBound       string `json:"memory_bound,omitempty"` // MemAvailable, or the daemon's cgroup memory limit
+	Problem           string `json:"problem,omitempty"`      // what falls short, with both amounts; empty when met
+	Hint              string `json:"hint,omitempty"`
 }
 
 // InstallRequest asks the daemon to install a bundle's CLI.

@@ -35,6 +35,9 @@ func (d *Engine) installError(b *manifest.Bundle, res install.Result, err error)
 			Message: fmt.Sprintf("install[%d] (%s %s) needs root: clihostctl runs it", e.Index, e.Tool, e.Package)}
 	}
 	d.log.Warn("install failed", "bundle", b.Key(), "err", err)
+	if re := (*install.RequiresError)(nil); errors.As(err, &re) {
+		return control.InstallEvent{Phase: "error", Message: err.Error(), Error: &callresult.Error{Code: errcode.InsufficientResources, Message: re.Message, Hint: re.Hint}}
+	}
 	var root []control.RootEntry
 	for _, s := range res.Skipped {
 		if s.NeedsRoot != "" {

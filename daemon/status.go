@@ -10,7 +10,9 @@ import (
 	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/install"
 	"github.com/clihost/clihost/lifecycle"
+	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/registry"
 )
 
@@ -40,6 +42,7 @@ func (d *Engine) bundleStatus(ctx context.Context, st *state, e *registry.Entry)
 		bs.Name = b.CLI.Name
 		bs.Limits = st.host.LimitMechanisms(b)
 	}
+	bs.Requires = d.requiresStatus(b)
 	if b.Findings.HasErrors() || !e.Indexed {
 		bs.Install, bs.Reason = "invalid", "the bundle has lint errors and is not served; run: clihostctl lint "+b.Dir
 		return bs
@@ -76,6 +79,24 @@ func (d *Engine) bundleStatus(ctx context.Context, st *state, e *registry.Entry)
 		}
 	}
 	return bs
+}
+
+// requiresStatus measures b's requires.min_disk_mb and min_memory_mb as an install would; nil
+// when b declares neither.
+func (d *Engine) requiresStatus(b *manifest.Bundle) *control.RequiresStatus {
+	r, refused, declared, err := install.CheckBundle(b, install.Options{StateDir: d.stateDir})
+	if !declared {
+		return nil
+	}
+	rs := &control.RequiresStatus{MinDiskMB: b.CLI.Requires.MinDiskMB, MinMemoryMB: b.CLI.Requires.MinMemoryMB, DiskPath: r.DiskPath,
+		FreeDiskMB: r.FreeDiskMB, AvailableMemoryMB: r.AvailableMemoryMB, MemoryBound: r.MemoryBound}
+	switch {
+	case err != nil:
+		rs.Problem, rs.Hint = err.Error(), "clihostd could not measure its free disk or memory"
+	case refused != nil:
+		rs.Problem, rs.Hint = refused.Message, refused.Hint
+	}
+	return rs
 }
 
 // agentCommand is the clihostctl command (setup or login) that prepares what status reports, the

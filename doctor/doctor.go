@@ -330,8 +330,28 @@ func bundleChecks(ctx context.Context, c *control.Client, d control.DaemonStatus
 	}
 	for _, s := range st {
 		out = append(out, readiness(s))
+		if s.Requires != nil {
+			out = append(out, requiresCheck(s.Key, *s.Requires))
+		}
 	}
 	return out
+}
+
+// requiresCheck is one bundle's requires.min_disk_mb and min_memory_mb against what the daemon
+// measured: a warning naming both amounts when the host falls short.
+func requiresCheck(key string, r control.RequiresStatus) Check {
+	name := "requires " + key
+	if r.Problem != "" {
+		return Check{Name: name, Status: Warn, Message: r.Problem, Fix: r.Hint}
+	}
+	var parts []string
+	if r.MinDiskMB > 0 {
+		parts = append(parts, fmt.Sprintf("min_disk_mb %d: %d MB free on the filesystem of %s", r.MinDiskMB, r.FreeDiskMB, r.DiskPath))
+	}
+	if r.MinMemoryMB > 0 {
+		parts = append(parts, fmt.Sprintf("min_memory_mb %d: %d MB available (%s)", r.MinMemoryMB, r.AvailableMemoryMB, r.MemoryBound))
+	}
+	return Check{Name: name, Status: OK, Message: "met: " + strings.Join(parts, "; ")}
 }
 
 // readiness is one bundle's readiness check.

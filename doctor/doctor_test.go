@@ -194,3 +194,18 @@ func TestCgroupCheckSaysWhatIsNotEnforced(t *testing.T) {
 		t.Fatalf("cgroup v2: %+v", c)
 	}
 }
+
+// TestRequiresLine: a bundle's requires.min_disk_mb / min_memory_mb is one line, a warning with
+// the daemon's hint when the host falls short, else the amounts it found.
+func TestRequiresLine(t *testing.T) {
+	c := requiresCheck("big@1", control.RequiresStatus{MinDiskMB: 500, DiskPath: "/var/lib/clihost/bin", FreeDiskMB: 7,
+		Problem: "this host does not meet the bundle's requirements: 7 MB free on the filesystem of /var/lib/clihost/bin, the bundle's requires.min_disk_mb is 500 MB",
+		Hint:    "free at least 493 MB on the filesystem of /var/lib/clihost/bin, then install again"})
+	if c.Name != "requires big@1" || c.Status != Warn || !strings.Contains(c.Message, "7 MB free") || !strings.Contains(c.Fix, "493 MB") {
+		t.Errorf("short: %+v", c)
+	}
+	c = requiresCheck("big@1", control.RequiresStatus{MinDiskMB: 5, MinMemoryMB: 64, DiskPath: "/s/bin", FreeDiskMB: 900, AvailableMemoryMB: 2048, MemoryBound: "MemAvailable"})
+	if c.Status != OK || c.Message != "met: min_disk_mb 5: 900 MB free on the filesystem of /s/bin; min_memory_mb 64: 2048 MB available (MemAvailable)" {
+		t.Errorf("met: %+v", c)
+	}
+}

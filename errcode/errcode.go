@@ -117,6 +117,10 @@ const (
 	// NeedsRoot: the install entries that would work need root and the daemon is not root. Produced
 	// by daemon. Run clihostctl install under sudo (it runs those entries itself).
 	NeedsRoot Code = "needs_root"
+	// InsufficientResources: the host has less free disk (on the filesystem the install writes to)
+	// or available memory than the bundle's requires.min_disk_mb or min_memory_mb. Produced by
+	// install (through daemon). Free disk or memory (the message names both amounts), then install again.
+	InsufficientResources Code = "insufficient_resources"
 	// RecordRefused: the daemon would not record an install the caller ran as root (not root, wrong
 	// entry, binary not found). Produced by daemon. Follow the hint.
 	RecordRefused Code = "record_refused"
@@ -128,5 +132,5 @@ var All = []Code{
 	SetupFailed, SecretMissing, AuthRequired, LoginRefused, WorkspaceDenied, BinaryDenied, PathDenied,
 	PathTraversalBlocked, SandboxUnavailable, RunnerUnavailable, ResourceExhausted, Timeout, Killed, Cancelled,
 	ProviderError, UpstreamError, UsageError, OutputParseFailed, OutputInvalid, ApprovalRequired, ApprovalDenied,
-	ApprovalInvalid, InstallFailed, NeedsRoot, RecordRefused,
+	ApprovalInvalid, InstallFailed, NeedsRoot, InsufficientResources, RecordRefused,
 }

@@ -41,9 +41,10 @@ type stepCall struct {
 // runSteps runs a tool's runner.steps in order, each as its own process the way call runs one
 // argv: in the workspace's sandbox (compiled for the step's program), never through a shell. A
 // step that does not succeed ends the call with its error. The result is the output of the steps
-// that append to the final output, each without its trailing newlines, joined by newlines; when the
-// tool's format is text and that result, trimmed, starts with '{' or '[' and is one JSON value, it
-// is parsed as JSON (UTCP's detection).
+// that append to the final output, each without its trailing newlines, joined by newlines (in the
+// text format stripped of surrounding white space, as UTCP strips its script's output); when the
+// tool's format is text and that result starts with '{' or '[' and is one JSON value, it is parsed
+// as JSON (UTCP's detection).
 func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 	b, t := sc.b, sc.t
 	steps := t.Tool.Runner.Steps
@@ -90,20 +91,17 @@ func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 			out.Warnings = append(warnings, out.Warnings...)
 			return out
 		}
-		data := res.Stdout
-		switch conv.Stream {
-		case "stderr":
-			data = res.Stderr
-		case "mixed":
-			data = append(append(bytes.Clone(res.Stdout), '\n'), res.Stderr...)
-		}
-		outputs = append(outputs, strings.TrimRight(string(data), "\n"))
+		out, fromStderr := stepOutput(conv.Stream, res)
+		outputs = append(outputs, out)
 		if s.Appends(i, len(steps)) {
 			final = append(final, outputs[i])
-			truncated = truncated || res.StdoutTruncated || res.StderrTruncated && conv.Stream != "stdout"
+			truncated = truncated || res.StdoutTruncated || res.StderrTruncated && (conv.Stream != "stdout" || fromStderr)
 		}
 	}
 	combined := strings.Join(final, "\n")
+	if conv.Format == output.FormatText {
+		combined = strings.TrimSpace(combined) // UTCP returns its script's output stripped
+	}
 	conv.Stream = "stdout"
 	if conv.Format == output.FormatText && isJSONDocument(combined) {
 		conv.Format = output.FormatJSON
@@ -111,6 +109,21 @@ func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 	out := h.finish(ctx, b, t, runner.Result{Stdout: []byte(combined), StdoutTruncated: truncated}, nil, conv, timeout, sc.scope, sc.rec, *sc.used, nil)
 	out.Warnings = append(warnings, out.Warnings...)
 	return out
+}
+
+// stepOutput is the output of a step that succeeded, without its trailing newlines: the stream
+// output.stream names; with the default (stdout), stderr when stdout is empty, as UTCP, whose
+// steps run as $(… 2>&1), returns what a program wrote to stderr when it wrote nothing else.
+// fromStderr reports whether that output includes stderr.
+func stepOutput(stream string, res runner.Result) (out string, fromStderr bool) {
+	trim := func(b []byte) string { return strings.TrimRight(string(b), "\n") }
+	switch {
+	case stream == "mixed":
+		return trim(append(append(bytes.Clone(res.Stdout), '\n'), res.Stderr...)), true
+	case stream == "stderr" || trim(res.Stdout) == "":
+		return trim(res.Stderr), true
+	}
+	return trim(res.Stdout), false
 }
 
 // stepCommand builds the process of step i: its program, expanded argv, working directory,

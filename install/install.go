@@ -293,6 +293,7 @@ func (in *installer) run(ctx context.Context) (Result, error) {
 		return Result{}, fmt.Errorf("install %s: %w: no install entry %d (the bundle has %d)", in.key, ErrInstallFailed, in.o.From, len(in.b.CLI.Install))
 	}
 	var res Result
+	var short *RequiresError // an entry refused for want of disk or memory
 	for i := in.o.From; i < len(in.b.CLI.Install); i++ {
 		e := in.b.CLI.Install[i]
 		path, err := in.entry(ctx, e)
@@ -301,6 +302,7 @@ func (in *installer) run(ctx context.Context) (Result, error) {
 			in.log.Info("installed", "bundle", in.key, "entry", i, "method", e.Method, "bin", path)
 			return res, nil
 		}
+		errors.As(err, &short)
 		skip := Skip{Index: i, Method: e.Method, Reason: err.Error()}
 		if nr := (*NeedsRootError)(nil); errors.As(err, &nr) {
 			nr.Index = i
@@ -328,6 +330,9 @@ func (in *installer) run(ctx context.Context) (Result, error) {
 	for i, s := range res.Skipped {
 		reasons[i] = fmt.Sprintf("install[%d] (%s): %s", s.Index, s.Method, s.Reason)
 	}
+	if short != nil {
+		return res, fmt.Errorf("install %s: %w: %w (no install entry succeeded: %s)", in.key, ErrInstallFailed, short, strings.Join(reasons, "; "))
+	}
 	return res, fmt.Errorf("install %s: %w: no install entry succeeded: %s", in.key, ErrInstallFailed, strings.Join(reasons, "; "))
 }
 
@@ -341,6 +346,9 @@ func (in *installer) entry(ctx context.Context, e manifest.InstallMethod) (strin
 	}
 	if reason := in.platformMismatch("", e.OS, e.Arch); reason != "" {
 		return "", errors.New("skipped: " + reason)
+	}
+	if err := in.requires(e); err != nil {
+		return "", err
 	}
 	switch e.Method {
 	case manifest.MethodDownload:

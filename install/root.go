@@ -73,6 +73,9 @@ func RunEntry(ctx context.Context, b *manifest.Bundle, index int, o Options) (Re
 		}
 	}
 	e := b.CLI.Install[index]
+	if err := in.requires(e); err != nil {
+		return Result{}, fmt.Errorf("install %s: %w: install[%d] (%s): %w", in.key, ErrInstallFailed, index, e.Method, err)
+	}
 	path, err := in.packageManager(ctx, e)
 	if err != nil {
 		return Result{Skipped: []Skip{{Index: index, Method: e.Method, Reason: err.Error()}}},

@@ -73,15 +73,6 @@ func (l *linter) cliFileRules() {
 	if a := l.cli.Auth; a != nil && a.Ref != "" && !strings.Contains(a.Ref, "://") {
 		l.outside(l.c, "/auth/ref", "auth.ref", a.Ref)
 	}
-	key := "/actions"
-	if !l.c.doc.Has(key) {
-		key = "/intents"
-	}
-	for i, a := range l.cli.Actions {
-		if a.Ref != "" && !strings.Contains(a.Ref, "://") {
-			l.outside(l.c, JoinPointer(key, i, "ref"), "action", a.Ref)
-		}
-	}
 }
 
 // resolveBeneath follows rel from root the way the kernel resolves a path, one component at a time

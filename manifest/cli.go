@@ -22,12 +22,15 @@ type CLI struct {
 	Sandbox      Sandbox         `yaml:"sandbox" json:"sandbox"`
 	Output       *Output         `yaml:"output,omitempty" json:"output,omitempty"`
 	Commands     CommandTree     `yaml:"commands" json:"commands"`
-	Actions      []ActionRef     `yaml:"actions,omitempty" json:"actions,omitempty"`
-	Intents      []ActionRef     `yaml:"intents,omitempty" json:"-"` // alias of Actions, merged at load
-	Requires     *Requires       `yaml:"requires,omitempty" json:"requires,omitempty"`
-	Examples     []CLIExample    `yaml:"examples,omitempty" json:"examples,omitempty"`
-	Tags         []string        `yaml:"tags,omitempty" json:"tags,omitempty"`
-	Metadata     map[string]any  `yaml:"metadata,omitempty" json:"metadata,omitempty"`
+	// Intents are the INTENT.md files (AIP-28) the bundle ships, under AIP-29's prose name;
+	// Actions is the same list under the name AIP-29's CLI.schema.json gives it (IntentRefs reads
+	// whichever is declared; lint refuses both).
+	Intents  []IntentRef    `yaml:"intents,omitempty" json:"intents,omitempty"`
+	Actions  []IntentRef    `yaml:"actions,omitempty" json:"actions,omitempty"`
+	Requires *Requires      `yaml:"requires,omitempty" json:"requires,omitempty"`
+	Examples []CLIExample   `yaml:"examples,omitempty" json:"examples,omitempty"`
+	Tags     []string       `yaml:"tags,omitempty" json:"tags,omitempty"`
+	Metadata map[string]any `yaml:"metadata,omitempty" json:"metadata,omitempty"`
 }
 
 // The install methods of AIP-29 v1.
@@ -287,11 +290,6 @@ type Output struct {
 	ExitCodes     map[string]string `yaml:"exit_codes,omitempty" json:"exit_codes,omitempty"`
 	Stream        string            `yaml:"stream,omitempty" json:"stream,omitempty"`
 	ErrorStream   string            `yaml:"error_stream,omitempty" json:"error_stream,omitempty"`
-}
-
-// ActionRef points at an INTENT.md (AIP-28) the bundle ships.
-type ActionRef struct {
-	Ref string `yaml:"ref" json:"ref"`
 }
 
 // Requires lists capability requirements (AIP-7).

@@ -23,6 +23,7 @@ type Bundle struct {
 	CLI      *CLI         `json:"cli"`
 	Body     string       `json:"-"`
 	Tools    []*ToolEntry `json:"tools"`
+	Intents  []*Intent    `json:"intents,omitempty"` // the INTENT.md files that loaded without errors
 	Findings Findings     `json:"findings,omitempty"`
 	IDPos    Pos          `json:"-"` // where id is declared, for findings about the bundle as a whole
 	OSDir    string       `json:"-"` // the bundle folder on disk; empty for the embedded catalog
@@ -138,9 +139,6 @@ func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
 	}
 	cli := &CLI{}
 	doc.decode(cli)
-	if len(cli.Intents) > 0 && len(cli.Actions) == 0 {
-		cli.Actions = cli.Intents
-	}
 	b.CLI = cli
 	l := &linter{b: b, c: c, refs: newCollector(doc), opts: opts, cli: cli}
 	l.root = root
@@ -151,6 +149,7 @@ func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
 		c.schema(schema)
 		l.cliRules()
 	})
+	l.loadIntents()
 	c.merge(l.refs)
 	b.Findings = append(b.Findings, c.findings()...)
 	if rf := l.runnerFile; rf != nil {
@@ -337,7 +336,7 @@ func schemaHint(keyword string) string {
 	case "minItems", "minLength", "minProperties":
 		return "the value must not be empty"
 	case "not":
-		return "declare only one of actions and intents (intents is an alias)"
+		return "declare only one of actions and intents (the same list of INTENT.md refs)"
 	}
 	return "see docs/authoring.md"
 }

@@ -60,7 +60,7 @@ func (l *linter) cliRules() {
 	l.outputRules("/output", cli.Output)
 	l.sandboxRules(l.c, "/sandbox", &cli.Sandbox)
 	if doc.Has("/actions") && doc.Has("/intents") {
-		c.atKey("/intents", SeverityError, "cli-actions-alias", "both actions and intents are declared", "intents is an alias of actions; keep one")
+		c.atKey("/intents", SeverityError, "cli-actions-alias", "both actions and intents are declared", "they are the same list of INTENT.md refs (the schema's and the prose's name for it); keep one")
 	}
 }
 

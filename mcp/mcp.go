@@ -49,10 +49,11 @@ func NewServer(h *host.Host, b *manifest.Bundle, o Options) *sdk.Server {
 	}
 	s := sdk.NewServer(&sdk.Implementation{Name: name, Title: b.CLI.Name, Version: b.CLI.Version},
 		&sdk.ServerOptions{PageSize: o.PageSize, Instructions: b.CLI.Description,
-			// clihost serves tools. The SDK answers prompts/list and resources/list (with empty
-			// lists) whatever is declared, so they are declared too: a server must not answer what
-			// it does not declare (MCP 2026-07-28 server/discover).
+			// clihost serves tools, and the bundle's intents as prompts. The SDK answers
+			// resources/list (with an empty list) whatever is declared, so it is declared too: a
+			// server must not answer what it does not declare (MCP 2026-07-28 server/discover).
 			Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Prompts: &sdk.PromptCapabilities{}, Resources: &sdk.ResourceCapabilities{}}})
+	addPrompts(s, b, o.ACLI)
 	if o.ACLI {
 		s.AddTool(&sdk.Tool{Name: acli.ToolName, Description: acli.ToolDescription(b), InputSchema: acli.InputSchema()}, acliHandler(h, b, o.Caller, o))
 		return s

@@ -28,17 +28,24 @@ var ToolSchemaJSON []byte
 //go:embed RUNNER.schema.json
 var RunnerSchemaJSON []byte
 
+// IntentSchemaJSON is the text of INTENT.schema.json (AIP-28's draft schema).
+//
+//go:embed INTENT.schema.json
+var IntentSchemaJSON []byte
+
 // The URLs under which the schemas are registered with the compiler (their $id).
 const (
 	CLISchemaURL    = "https://clihost.dev/schemas/agentcli-v1/CLI.schema.json"
 	ToolSchemaURL   = "https://clihost.dev/schemas/agentcli-v1/TOOL.schema.json"
 	RunnerSchemaURL = "https://clihost.dev/schemas/agentcli-v1/RUNNER.schema.json"
+	IntentSchemaURL = "https://clihost.dev/schemas/agentcli-v1/INTENT.schema.json"
 )
 
 var (
 	once                  sync.Once
 	cliSchema, toolSchema *jsonschema.Schema
 	runnerSchema          *jsonschema.Schema
+	intentSchema          *jsonschema.Schema
 	compileErr            error
 )
 
@@ -68,6 +75,14 @@ func compileAll() {
 	}
 	if toolSchema, compileErr = c.Compile(ToolSchemaURL); compileErr != nil {
 		compileErr = fmt.Errorf("compile TOOL schema: %w", compileErr)
+		return
+	}
+	if err := c.AddResource(IntentSchemaURL, bytes.NewReader(IntentSchemaJSON)); err != nil {
+		compileErr = fmt.Errorf("load INTENT schema: %w", err)
+		return
+	}
+	if intentSchema, compileErr = c.Compile(IntentSchemaURL); compileErr != nil {
+		compileErr = fmt.Errorf("compile INTENT schema: %w", compileErr)
 	}
 }
 
@@ -87,4 +102,10 @@ func Tool() (*jsonschema.Schema, error) {
 func Runner() (*jsonschema.Schema, error) {
 	once.Do(compileAll)
 	return runnerSchema, compileErr
+}
+
+// Intent returns the compiled INTENT.md (AIP-28) frontmatter schema.
+func Intent() (*jsonschema.Schema, error) {
+	once.Do(compileAll)
+	return intentSchema, compileErr
 }

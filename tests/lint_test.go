@@ -51,8 +51,9 @@ func TestSpecWrittenBundleLintsClean(t *testing.T) {
 
 // TestSpecExampleFindings lints AIP-29's own gh example as printed in the spec. It is accepted except
 // where the spec itself is wrong or incomplete: the placeholder SHA-256, the unenforceable
-// **/.git/** read pattern, and the TOOL.md files and the SECRETS.md the example names but does not include; its
-// pr-create argv (--title ${input.title}, …) draws the argv-option-value warning (issue 12).
+// **/.git/** read pattern, and the TOOL.md, INTENT.md and SECRETS.md files the example names but
+// does not include; its pr-create argv (--title ${input.title}, …) draws the argv-option-value
+// warning (issue 12).
 func TestSpecExampleFindings(t *testing.T) {
 	r := runBin(t, bin.ctl, "", "lint", "testdata/spec-example")
 	if r.code != 1 {
@@ -70,7 +71,7 @@ func TestSpecExampleFindings(t *testing.T) {
 			t.Errorf("wrong position: %s", line)
 		}
 	}
-	want := map[string]int{"error install-sha256": 1, "error sandbox-glob-unenforceable": 1, "error commands-ref-missing": 7, "warning argv-option-value": 3,
+	want := map[string]int{"error install-sha256": 1, "error sandbox-glob-unenforceable": 1, "error commands-ref-missing": 7, "error intents-ref-missing": 2, "warning argv-option-value": 3,
 		"error secrets-ref-missing": 1} // the example names a SECRETS.md it does not include
 	if len(count) != len(want) {
 		t.Fatalf("findings %v, want %v\n%s", count, want, r.stdout)

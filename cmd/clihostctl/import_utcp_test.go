@@ -15,7 +15,7 @@ func TestImportUTCP(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s%s", code, stdout, stderr)
 	}
-	if !strings.Contains(stdout, "imported 6 tool(s)") || !strings.Contains(stdout, "bundle utcp-demo") {
+	if !strings.Contains(stdout, "imported 8 tool(s)") || !strings.Contains(stdout, "bundle utcp-demo") {
 		t.Errorf("stdout %q", stdout)
 	}
 	for _, want := range []string{`tool "count_files" refused: command 0 "find . -type f | wc -l", column 16: a pipe (|)`,

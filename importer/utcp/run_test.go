@@ -122,6 +122,14 @@ func TestImportedToolsRun(t *testing.T) {
 	if got := value("git_ref", map[string]any{"branch": "a//b"}); got != "refs/heads/a/b" {
 		t.Errorf("git_ref = %q", got)
 	}
+	// A step that wrote only to stderr hands on its stderr (UTCP runs each step as $(cmd 2>&1)).
+	if got := value("warned", map[string]any{"note": "careful"}); got != `Previous: ["DEBUG:","careful"]` {
+		t.Errorf("warned = %q", got)
+	}
+	// The final output is stripped of surrounding white space, as UTCP strips its script's output.
+	if got := value("padded", nil); got != "padded" {
+		t.Errorf("padded = %q", got)
+	}
 	// No file appeared in the workspace: nothing was run through a shell.
 	entries, _ := os.ReadDir(ws)
 	if len(entries) != 1 {

@@ -152,7 +152,7 @@ func TestCallTemplateRefusals(t *testing.T) {
 
 func TestConvertManual(t *testing.T) {
 	b := convertManual(t)
-	if want := []string{"echo_chain", "read_name", "append_some", "show_env", "always_fails", "git_ref"}; !slices.Equal(b.Tools, want) {
+	if want := []string{"echo_chain", "read_name", "append_some", "show_env", "always_fails", "git_ref", "warned", "padded"}; !slices.Equal(b.Tools, want) {
 		t.Errorf("tools %q, want %q", b.Tools, want)
 	}
 	var refused []string

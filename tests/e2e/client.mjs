@@ -40,6 +40,12 @@ await run({
       signal,
     });
   },
+  listPrompts(c, _step, opts) {
+    return c.listPrompts({}, { timeout: opts.timeout });
+  },
+  getPrompt(c, step, opts) {
+    return c.getPrompt({ name: step.name, arguments: step.arguments ?? {} }, { timeout: opts.timeout });
+  },
   ping(c) {
     return c.ping();
   },

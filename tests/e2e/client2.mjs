@@ -39,6 +39,12 @@ await run({
       ...(step.manual || step.retryOf !== undefined || step.requestState !== undefined ? { allowInputRequired: true } : {}),
     });
   },
+  listPrompts(c, _step, opts) {
+    return c.listPrompts(undefined, { timeout: opts.timeout, cacheMode: "refresh" });
+  },
+  getPrompt(c, step, opts) {
+    return c.getPrompt({ name: step.name, arguments: step.arguments ?? {} }, { timeout: opts.timeout });
+  },
   ping(c) {
     return c.ping();
   },

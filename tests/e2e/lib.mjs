@@ -12,6 +12,8 @@
 //                                                   (the step gets "cancelled":true); with
 //                                                   "cancelWhenFile":PATH it is aborted once
 //                                                   PATH exists (polled every 20 ms)
+//   {"op":"prompts"}                                 prompts/list
+//   {"op":"prompt","name":"p","arguments":{...}}     prompts/get
 //   {"op":"sleep","ms":500}                          wait
 //   {"op":"ping"}                                    ping (legacy protocol only)
 //   A call step may also carry (SDK v2 only) "manual":true (an input_required result is reported as
@@ -201,6 +203,13 @@ export async function run(adapter, argv) {
             clearInterval(poll);
             if (step.progress) out.progressNotifications = progress;
           }
+          break;
+        }
+        case "prompts":
+        case "prompt": {
+          const fn = step.op === "prompts" ? adapter.listPrompts : adapter.getPrompt;
+          if (!fn) throw Object.assign(new Error(`${adapter.name} has no ${step.op} step`), { code: "bad_script" });
+          out.result = await fn(client, step, opts);
           break;
         }
         case "sleep":
