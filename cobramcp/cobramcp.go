@@ -28,6 +28,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -44,10 +46,11 @@ import (
 
 // MCPTool is one tool definition.
 type MCPTool struct {
-	Name         string      `json:"name"`
-	Description  string      `json:"description,omitempty"`
-	InputSchema  JSONSchema  `json:"inputSchema"`
-	OutputSchema *JSONSchema `json:"outputSchema,omitempty"`
+	Name         string           `json:"name"`
+	Description  string           `json:"description,omitempty"`
+	InputSchema  JSONSchema       `json:"inputSchema"`
+	OutputSchema *JSONSchema      `json:"outputSchema,omitempty"`
+	Annotations  *ToolAnnotations `json:"annotations,omitempty"`
 }
 
 // JSONSchema is a tool's object schema.
@@ -59,19 +62,22 @@ type JSONSchema struct {
 	AdditionalProperties *Property           `json:"additionalProperties,omitempty"`
 }
 
-// Property is the schema of one flag or positional. AdditionalProperties is an addition to the
-// spec's Property, for maps (stringToString).
+// Property is the schema of one flag, positional or output value. AdditionalProperties (maps,
+// stringToString), Properties and Required (objects in an output schema) are additions to the
+// spec's Property.
 type Property struct {
-	Type                 string    `json:"type"`
-	Description          string    `json:"description,omitempty"`
-	Default              any       `json:"default,omitempty"`
-	Pattern              string    `json:"pattern,omitempty"`
-	Format               string    `json:"format,omitempty"`
-	Minimum              *int      `json:"minimum,omitempty"`
-	Maximum              *int      `json:"maximum,omitempty"`
-	Items                *Property `json:"items,omitempty"`
-	AdditionalProperties *Property `json:"additionalProperties,omitempty"`
-	Examples             []string  `json:"examples,omitempty"`
+	Type                 string              `json:"type"`
+	Properties           map[string]Property `json:"properties,omitempty"`
+	Required             []string            `json:"required,omitempty"`
+	Description          string              `json:"description,omitempty"`
+	Default              any                 `json:"default,omitempty"`
+	Pattern              string              `json:"pattern,omitempty"`
+	Format               string              `json:"format,omitempty"`
+	Minimum              *int                `json:"minimum,omitempty"`
+	Maximum              *int                `json:"maximum,omitempty"`
+	Items                *Property           `json:"items,omitempty"`
+	AdditionalProperties *Property           `json:"additionalProperties,omitempty"`
+	Examples             []string            `json:"examples,omitempty"`
 }
 
 // ArgSpec describes one positional argument. Attach them to a command with SetArgSpecs; without,
@@ -133,6 +139,16 @@ type Options struct {
 	// (an extension of the spec: no state is shared between calls). Its tree must have the same
 	// commands as the root given to ServeMCP.
 	Factory func(stdout, stderr io.Writer) *cobra.Command
+	// CaptureProcessOutput points descriptors 1 and 2 at pipes of the call while each command
+	// runs (Linux), so that what it writes to os.Stdout and os.Stderr directly (fmt.Println, the
+	// log package) and the output of processes it starts are the call's output. Descriptors are
+	// process-wide: calls then run one at a time, and whatever else the process writes meanwhile
+	// is part of the call's output. ServeMCP always sets it (over stdio, such writes would
+	// otherwise corrupt the MCP stream).
+	CaptureProcessOutput bool
+	// MaxOutputBytes bounds what a call keeps of its stdout, and of its stderr (default
+	// DefaultMaxOutputBytes); the rest is drained and dropped, and the text says so.
+	MaxOutputBytes int
 }
 
 const argSpecsAnnotation = "cobramcp.argspecs"
@@ -146,7 +162,10 @@ func SetArgSpecs(cmd *cobra.Command, specs []ArgSpec) {
 	cmd.Annotations[argSpecsAnnotation] = string(b)
 }
 
-// ArgSpecs returns a command's positionals: those set with SetArgSpecs, else those of its Use string.
+// ArgSpecs returns a command's positionals: those set with SetArgSpecs, else those of its Use
+// string reconciled with what its Args validator accepts (probed with 0 to 10 arguments: the
+// spec's option C), so that "search [query]" with cobra.ExactArgs(1) has a required query, and
+// "pick" with cobra.RangeArgs(1, 3) has a required arg1 and optional arg2 and arg3.
 func ArgSpecs(cmd *cobra.Command) []ArgSpec {
 	if s := cmd.Annotations[argSpecsAnnotation]; s != "" {
 		var specs []ArgSpec
@@ -159,6 +178,9 @@ func ArgSpecs(cmd *cobra.Command) []ArgSpec {
 	for _, a := range usage.ParseArgs(rest) {
 		specs = append(specs, ArgSpec{Name: a.Name, Type: "string", Required: a.Required, Variadic: a.Variadic,
 			Description: fmt.Sprintf("%s argument", a.Name)})
+	}
+	if min, max, ok := arity(cmd); ok {
+		specs = withArity(specs, min, max)
 	}
 	return specs
 }
@@ -202,7 +224,9 @@ func Commands(root *cobra.Command, filter func(*cobra.Command) bool) []*cobra.Co
 
 // CommandToMCPTool converts one command into its tool definition: local and inherited flags (help
 // left out, hidden and deprecated ones too), required flags (MarkFlagRequired), defaults other
-// than zero values, and positionals.
+// than zero values, and positionals; the hints of its annotations and its output schema
+// (SetAnnotations, SetOutputSchema; an output schema whose annotation is not valid JSON is left
+// out, and NewServer panics on it).
 func CommandToMCPTool(cmd *cobra.Command) MCPTool {
 	desc := cmd.CommandPath()
 	if cmd.Short != "" {
@@ -212,7 +236,8 @@ func CommandToMCPTool(cmd *cobra.Command) MCPTool {
 		desc += "\n\n" + cmd.Long
 	}
 	schema, _ := inputSchema(cmd)
-	return MCPTool{Name: ToolName(cmd), Description: desc, InputSchema: schema}
+	out, _ := outputSchema(cmd)
+	return MCPTool{Name: ToolName(cmd), Description: desc, InputSchema: schema, OutputSchema: out, Annotations: Annotations(cmd)}
 }
 
 // positional is a positional argument and the name of its property.
@@ -496,6 +521,9 @@ func ExecuteMCPTool(rootCmd *cobra.Command, toolName string, args map[string]int
 	return b.execute(context.Background(), toolName, args)
 }
 
+// ErrPanicked wraps the value of a command that panicked.
+var ErrPanicked = errors.New("command panicked")
+
 // execute runs one call: a protocol-level error (unknown tool) is returned as error; bad
 // arguments and failed commands are results with IsError.
 func (b *bridge) execute(ctx context.Context, toolName string, args map[string]any) (*MCPResult, error) {
@@ -509,53 +537,86 @@ func (b *bridge) execute(ctx context.Context, toolName string, args map[string]a
 	}
 	path := strings.Fields(cmd.CommandPath())[1:]
 	full := append(append([]string(nil), path...), cliArgs...)
-	var stdout, stderr bytes.Buffer
-	root := b.root
-	if b.opts.Factory != nil {
-		root = b.opts.Factory(&stdout, &stderr)
-	} else {
+	target, stdout, stderr, runErr := b.run(ctx, path, full)
+	if errors.Is(runErr, ErrToolNotFound) {
+		return nil, fmt.Errorf("%w: %s", ErrToolNotFound, toolName)
+	}
+	if b.opts.Logger != nil {
+		b.opts.Logger.Printf("cobramcp: %s %q: err=%v, %d bytes of output", toolName, full, runErr, len(stdout))
+	}
+	if runErr != nil {
+		return b.failure(runErr, stdout, stderr), nil
+	}
+	return b.result(target, stdout, stderr), nil
+}
+
+// run executes the command line full (path is the command's path in it) and returns the command
+// and what it wrote. With CaptureProcessOutput, descriptors 1 and 2 are the call's pipes while it
+// runs, under the process-wide lock; else the command's writers are the call's buffers.
+func (b *bridge) run(ctx context.Context, path, full []string) (*cobra.Command, string, string, error) {
+	max := cmp.Or(b.opts.MaxOutputBytes, DefaultMaxOutputBytes)
+	outBuf, errBuf := &capped{max: max}, &capped{max: max}
+	var stdout, stderr io.Writer = outBuf, errBuf
+	var capture *fdCapture
+	if b.captures() {
+		if err := lockStdio(ctx); err != nil {
+			return nil, "", "", err
+		}
+		defer unlockStdio()
+		var err error
+		if capture, err = startCapture(outBuf, errBuf); err != nil {
+			return nil, "", "", fmt.Errorf("capture output: %w", err)
+		}
+		stdout, stderr = os.Stdout, os.Stderr
+	}
+	if b.opts.Factory == nil {
 		b.mu.Lock()
 		defer b.mu.Unlock()
+	}
+	target, err := b.invoke(ctx, path, full, stdout, stderr)
+	if capture != nil {
+		if cerr := capture.finish(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("capture output: %w", cerr))
+		}
+	}
+	return target, outBuf.String(), errBuf.String(), err
+}
+
+// captures says whether calls capture descriptors 1 and 2.
+func (b *bridge) captures() bool { return b.opts.CaptureProcessOutput && captureFDs }
+
+// invoke executes the command line on the tree (a new one from Factory, else the shared one with
+// its flags reset); a panic of the command is returned as an error wrapping ErrPanicked.
+func (b *bridge) invoke(ctx context.Context, path, full []string, stdout, stderr io.Writer) (target *cobra.Command, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", ErrPanicked, r)
+			if b.opts.Logger != nil {
+				b.opts.Logger.Printf("cobramcp: %q panicked: %v\n%s", full, r, debug.Stack())
+			}
+		}
+	}()
+	root := b.root
+	if b.opts.Factory != nil {
+		root = b.opts.Factory(stdout, stderr)
+	} else {
 		resetFlags(root)
 	}
-	target, _, err := root.Find(path)
+	target, _, err = root.Find(path)
 	if err != nil || target == nil {
-		return nil, fmt.Errorf("%w: %s", ErrToolNotFound, toolName)
+		return nil, ErrToolNotFound
 	}
 	if b.opts.PreExecute != nil {
 		if err := b.opts.PreExecute(target); err != nil {
-			return b.failure(err, "", ""), nil
+			return target, fmt.Errorf("pre-execute: %w", err)
 		}
 	}
 	root.SetArgs(full)
-	root.SetOut(&stdout)
-	root.SetErr(&stderr)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	root.SetIn(strings.NewReader(""))
 	root.SilenceUsage, root.SilenceErrors = true, true
-	runErr := root.ExecuteContext(ctx)
-	if b.opts.Logger != nil {
-		b.opts.Logger.Printf("cobramcp: %s %q: err=%v, %d bytes of output", toolName, full, runErr, stdout.Len())
-	}
-	if runErr != nil {
-		return b.failure(runErr, stdout.String(), stderr.String()), nil
-	}
-	out := stdout.String()
-	res := &MCPResult{Content: []Content{{Type: "text", Text: out}}}
-	if b.opts.OutputParser != nil {
-		v, err := b.opts.OutputParser(out, target)
-		if err != nil {
-			return b.failure(fmt.Errorf("parse output: %w", err), out, stderr.String()), nil
-		}
-		if v != nil {
-			res.StructuredContent = v
-			if _, isString := v.(string); !isString {
-				if js, err := json.Marshal(v); err == nil {
-					res.Content = []Content{{Type: "text", Text: string(js)}}
-				}
-			}
-		}
-	}
-	return res, nil
+	return target, root.ExecuteContext(ctx)
 }
 
 // failure is an error result: ErrorHandler's message, else the error with the command's stderr.
@@ -615,10 +676,28 @@ func NewServer(rootCmd *cobra.Command, opts *Options) *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: name, Version: version},
 		&sdk.ServerOptions{Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}}})
 	for _, c := range Commands(rootCmd, b.opts.CommandFilter) {
-		t := CommandToMCPTool(c)
-		s.AddTool(&sdk.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}, b.handler(t.Name))
+		s.AddTool(sdkTool(c), b.handler(ToolName(c)))
 	}
 	return s
+}
+
+// sdkTool is c's tool for the SDK; it panics, as the SDK's AddTool does on a bad tool, when c's
+// output schema annotation is not a schema: a programming error to see when the server starts.
+func sdkTool(c *cobra.Command) *sdk.Tool {
+	t := CommandToMCPTool(c)
+	tool := &sdk.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
+	if _, err := resolvedOutputSchema(c); err != nil {
+		panic(fmt.Errorf("cobramcp: %w", err))
+	}
+	if t.OutputSchema != nil {
+		tool.OutputSchema = t.OutputSchema
+	}
+	if a := t.Annotations; a != nil {
+		tool.Annotations = &sdk.ToolAnnotations{Title: a.Title, DestructiveHint: a.DestructiveHint, OpenWorldHint: a.OpenWorldHint,
+			ReadOnlyHint: a.ReadOnlyHint != nil && *a.ReadOnlyHint, IdempotentHint: a.IdempotentHint != nil && *a.IdempotentHint}
+		tool.Title = a.Title
+	}
+	return tool
 }
 
 func (b *bridge) handler(name string) sdk.ToolHandler {
@@ -643,12 +722,19 @@ func (b *bridge) handler(name string) sdk.ToolHandler {
 	}
 }
 
-// ServeMCP serves rootCmd's tree over MCP on stdin and stdout until the client disconnects.
+// ServeMCP serves rootCmd's tree over MCP on stdin and stdout until the client disconnects, with
+// Options.CaptureProcessOutput set and the MCP stream kept apart from the commands' descriptors
+// (ServeStdio).
 func ServeMCP(rootCmd *cobra.Command, opts *Options) error {
 	return ServeMCPContext(context.Background(), rootCmd, opts)
 }
 
 // ServeMCPContext is ServeMCP with a context that stops the server.
 func ServeMCPContext(ctx context.Context, rootCmd *cobra.Command, opts *Options) error {
-	return NewServer(rootCmd, opts).Run(ctx, &sdk.StdioTransport{})
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.CaptureProcessOutput = true
+	return ServeStdio(ctx, NewServer(rootCmd, &o))
 }
