@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/spf13/cobra"
 )
 
 // demoBin builds cobramcp/internal/demo once per test binary.
@@ -206,5 +208,39 @@ func TestStdioStreamAndChildren(t *testing.T) {
 	}
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("stdout ended %v after stdin: the background process (sleep 5) holds the MCP stream", d)
+	}
+}
+
+// TestCaptureInProcess: CaptureProcessOutput on a server in this process: what a command writes
+// to os.Stdout past MaxOutputBytes is drained and dropped (the command is not blocked), stderr
+// goes with a failure, and a command that replaces os.Stdout does not keep it replaced.
+func TestCaptureInProcess(t *testing.T) {
+	root := &cobra.Command{Use: "app"}
+	root.AddCommand(&cobra.Command{Use: "flood", RunE: func(*cobra.Command, []string) error {
+		_, err := os.Stdout.WriteString(strings.Repeat("z", 1<<20))
+		return err
+	}}, &cobra.Command{Use: "swap", RunE: func(*cobra.Command, []string) error {
+		os.Stdout = os.Stderr
+		fmt.Fprintln(os.Stderr, "to stderr")
+		return errors.New("failed")
+	}})
+	realStdout := os.Stdout
+	b := &bridge{root: root, opts: Options{CaptureProcessOutput: true, MaxOutputBytes: 1000}}
+	res, err := b.execute(context.Background(), "app_flood", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := res.Content[0].Text; !strings.HasPrefix(got, strings.Repeat("z", 1000)+"\n[cobramcp: output truncated, 1047576 bytes dropped]") {
+		t.Errorf("flood: %d bytes: %.80q…", len(got), got)
+	}
+	res, err = b.execute(context.Background(), "app_swap", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.IsError || !strings.Contains(res.Content[0].Text, "to stderr") {
+		t.Errorf("swap: %+v", res)
+	}
+	if os.Stdout != realStdout {
+		t.Error("os.Stdout stays replaced after the call")
 	}
 }
