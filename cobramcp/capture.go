@@ -113,7 +113,7 @@ func startCapture(outBuf, errBuf *capped) (*fdCapture, error) {
 // finish points descriptors 1 and 2 back where they were, restores os.Stdout and os.Stderr, and
 // waits for the rest of the output (at most drainGrace once the command's own ends are closed).
 func (c *fdCapture) finish() error {
-	os.Stdout, os.Stderr = c.savedOut, c.savedErr
+	os.Stdout, os.Stderr = reopened(c.savedOut, 1, "/dev/stdout"), reopened(c.savedErr, 2, "/dev/stderr")
 	for i, fd := range []int{1, 2} {
 		if err := dup3(c.saved[i], fd); err != nil && c.restoreErr == nil {
 			c.restoreErr = fmt.Errorf("restore descriptor %d: %w", fd, err)
@@ -171,4 +171,13 @@ func drain(r *os.File, buf *capped) chan struct{} {
 		}
 	}()
 	return done
+}
+
+// reopened is f, or a new file on descriptor fd when the command closed f (os.Stdout.Close()), so
+// that later calls can write there again.
+func reopened(f *os.File, fd int, name string) *os.File {
+	if rc, err := f.SyscallConn(); err == nil && rc.Control(func(uintptr) {}) == nil {
+		return f
+	}
+	return os.NewFile(uintptr(fd), name)
 }

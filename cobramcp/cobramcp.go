@@ -521,8 +521,17 @@ func ExecuteMCPTool(rootCmd *cobra.Command, toolName string, args map[string]int
 	return b.execute(context.Background(), toolName, args)
 }
 
-// ErrPanicked wraps the value of a command that panicked.
+// ErrPanicked is what the error of a call whose command panicked wraps.
 var ErrPanicked = errors.New("command panicked")
+
+// panicError is a command's panic: its value goes to the client, its stack only to the Logger.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("%v: %v", ErrPanicked, e.value) }
+func (e *panicError) Unwrap() error { return ErrPanicked }
 
 // execute runs one call: a protocol-level error (unknown tool) is returned as error; bad
 // arguments and failed commands are results with IsError.
@@ -543,6 +552,9 @@ func (b *bridge) execute(ctx context.Context, toolName string, args map[string]a
 	}
 	if b.opts.Logger != nil {
 		b.opts.Logger.Printf("cobramcp: %s %q: err=%v, %d bytes of output", toolName, full, runErr, len(stdout))
+		if p := (*panicError)(nil); errors.As(runErr, &p) {
+			b.opts.Logger.Printf("cobramcp: %s panicked: %v\n%s", toolName, p.value, p.stack)
+		}
 	}
 	if runErr != nil {
 		return b.failure(runErr, stdout, stderr), nil
@@ -590,10 +602,7 @@ func (b *bridge) captures() bool { return b.opts.CaptureProcessOutput && capture
 func (b *bridge) invoke(ctx context.Context, path, full []string, stdout, stderr io.Writer) (target *cobra.Command, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %v", ErrPanicked, r)
-			if b.opts.Logger != nil {
-				b.opts.Logger.Printf("cobramcp: %q panicked: %v\n%s", full, r, debug.Stack())
-			}
+			err = &panicError{value: r, stack: debug.Stack()}
 		}
 	}()
 	root := b.root

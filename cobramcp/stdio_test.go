@@ -244,3 +244,27 @@ func TestCaptureInProcess(t *testing.T) {
 		t.Error("os.Stdout stays replaced after the call")
 	}
 }
+
+// TestCaptureClosedStdout: a command that closes os.Stdout does not leave later calls without
+// one, and a panic's stack goes to the Logger, not to the client.
+func TestCaptureClosedStdout(t *testing.T) {
+	root := &cobra.Command{Use: "app"}
+	root.AddCommand(&cobra.Command{Use: "close", RunE: func(*cobra.Command, []string) error {
+		fmt.Println("before")
+		return os.Stdout.Close()
+	}}, &cobra.Command{Use: "print", Run: func(*cobra.Command, []string) { fmt.Println("printed") }},
+		&cobra.Command{Use: "panic", Run: func(*cobra.Command, []string) { panic("deep") }})
+	var logged strings.Builder
+	b := &bridge{root: root, opts: Options{CaptureProcessOutput: true,
+		Logger: loggerFunc(func(f string, a ...any) { fmt.Fprintf(&logged, f, a...) })}}
+	for _, c := range []struct{ tool, want string }{{"app_close", "before\n"}, {"app_print", "printed\n"}, {"app_print", "printed\n"}} {
+		res, err := b.execute(context.Background(), c.tool, nil)
+		if err != nil || res.IsError || res.Content[0].Text != c.want {
+			t.Errorf("%s: %+v %v, want %q", c.tool, res, err, c.want)
+		}
+	}
+	res, _ := b.execute(context.Background(), "app_panic", nil)
+	if !res.IsError || strings.Contains(res.Content[0].Text, "goroutine") || !strings.Contains(logged.String(), "goroutine") {
+		t.Errorf("panic: result %q, log %q", res.Content[0].Text, logged.String())
+	}
+}
