@@ -1,22 +1,44 @@
 // Package cobramcp gives any Cobra program an MCP mode, in-process, as cobra-mcp-bridge.md
 // describes: each runnable command becomes one MCP tool (named by its command path joined with _,
 // root included: gitx_remote_add), whose input schema holds the command's local and inherited flags
-// (pflag types mapped to JSON Schema) and the positionals of its Use string; a tool call rebuilds
-// the command line and executes the command tree in the same process, capturing what the command
-// writes to cmd.OutOrStdout() and cmd.OutOrStderr().
+// (pflag types mapped to JSON Schema) and its positionals; a tool call rebuilds the command line and
+// executes the command tree in the same process.
 //
 //	if os.Getenv("MCP_MODE") == "true" {
 //		return cobramcp.ServeMCP(root, &cobramcp.Options{ServerInfo: cobramcp.ServerInfo{Name: "myapp", Version: "1.0.0"}})
 //	}
 //
 // The server runs on the official MCP Go SDK (github.com/modelcontextprotocol/go-sdk) over stdio;
-// NewServer returns it for other transports.
+// NewServer returns it for other transports, and ServeStdio serves one on stdio.
+//
+// Output. A call's output is what the command writes to cmd.OutOrStdout() and cmd.OutOrStderr();
+// with Options.CaptureProcessOutput (always on with ServeMCP; Linux) it is everything written to
+// descriptors 1 and 2 while the command runs — fmt.Println, the log package, processes it starts —
+// through pipes drained as it runs (each kept up to MaxOutputBytes). Over stdio the MCP session
+// reads and writes duplicates of descriptors 0 and 1 taken at start; 0 then reads /dev/null and 1
+// writes to stderr between calls, so a command can neither read the session nor corrupt it. Calls
+// that capture run one at a time (descriptors are process-wide). A command that panics is an
+// isError result; one that calls os.Exit ends the server.
+//
+// Positionals come from SetArgSpecs, else the Use string ("<name> [path] files..."), reconciled
+// with what the command's Args validator accepts when called with 0 to 10 arguments (the spec's
+// option C): "search [query]" with cobra.ExactArgs(1) has a required query.
+//
+// Metadata. Command annotations give the tool's hints (SetAnnotations, or the keys
+// AnnotationReadOnly, AnnotationDestructive, AnnotationIdempotent, AnnotationOpenWorld,
+// AnnotationTitle set to "true"/"false") and its output schema (SetOutputSchema). Structured
+// content comes from Options.OutputParser, else the format the command declares (SetOutputFormat:
+// json, yaml, table) or its --output/--format flag asks for, else a JSON object or array printed
+// alone; tables (a header line and whitespace-aligned rows) become arrays of objects (ParseTable),
+// and a value that is not an object is {"result": value}. Declared output that does not parse, or
+// that its schema refuses, makes the call an error.
 //
 // Executing on the caller's tree reuses its flag values between calls; the bridge resets every flag
 // to its default first (slices through pflag.SliceValue.Replace), but pflag's map flags
 // (stringToString, stringToInt) keep the keys of earlier calls. Options.Factory avoids all shared
 // state: each call then runs on a new tree, which also captures programs that write to a writer
-// fixed when the tree was built. Calls are serialised unless a Factory is given.
+// fixed when the tree was built. Calls are serialised unless a Factory is given and output is not
+// captured.
 package cobramcp
 
 import (
