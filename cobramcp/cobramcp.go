@@ -1,22 +1,44 @@
 // Package cobramcp gives any Cobra program an MCP mode, in-process, as cobra-mcp-bridge.md
 // describes: each runnable command becomes one MCP tool (named by its command path joined with _,
 // root included: gitx_remote_add), whose input schema holds the command's local and inherited flags
-// (pflag types mapped to JSON Schema) and the positionals of its Use string; a tool call rebuilds
-// the command line and executes the command tree in the same process, capturing what the command
-// writes to cmd.OutOrStdout() and cmd.OutOrStderr().
+// (pflag types mapped to JSON Schema) and its positionals; a tool call rebuilds the command line and
+// executes the command tree in the same process.
 //
 //	if os.Getenv("MCP_MODE") == "true" {
 //		return cobramcp.ServeMCP(root, &cobramcp.Options{ServerInfo: cobramcp.ServerInfo{Name: "myapp", Version: "1.0.0"}})
 //	}
 //
 // The server runs on the official MCP Go SDK (github.com/modelcontextprotocol/go-sdk) over stdio;
-// NewServer returns it for other transports.
+// NewServer returns it for other transports, and ServeStdio serves one on stdio.
+//
+// Output. A call's output is what the command writes to cmd.OutOrStdout() and cmd.OutOrStderr();
+// with Options.CaptureProcessOutput (always on with ServeMCP; Linux) it is everything written to
+// descriptors 1 and 2 while the command runs — fmt.Println, the log package, processes it starts —
+// through pipes drained as it runs (each kept up to MaxOutputBytes). Over stdio the MCP session
+// reads and writes duplicates of descriptors 0 and 1 taken at start; 0 then reads /dev/null and 1
+// writes to stderr between calls, so a command can neither read the session nor corrupt it. Calls
+// that capture run one at a time (descriptors are process-wide). A command that panics is an
+// isError result; one that calls os.Exit ends the server.
+//
+// Positionals come from SetArgSpecs, else the Use string ("<name> [path] files..."), reconciled
+// with what the command's Args validator accepts when called with 0 to 10 arguments (the spec's
+// option C): "search [query]" with cobra.ExactArgs(1) has a required query.
+//
+// Metadata. Command annotations give the tool's hints (SetAnnotations, or the keys
+// AnnotationReadOnly, AnnotationDestructive, AnnotationIdempotent, AnnotationOpenWorld,
+// AnnotationTitle set to "true"/"false") and its output schema (SetOutputSchema). Structured
+// content comes from Options.OutputParser, else the format the command declares (SetOutputFormat:
+// json, yaml, table) or its --output/--format flag asks for, else a JSON object or array printed
+// alone; tables (a header line and whitespace-aligned rows) become arrays of objects (ParseTable),
+// and a value that is not an object is {"result": value}. Declared output that does not parse, or
+// that its schema refuses, makes the call an error.
 //
 // Executing on the caller's tree reuses its flag values between calls; the bridge resets every flag
 // to its default first (slices through pflag.SliceValue.Replace), but pflag's map flags
 // (stringToString, stringToInt) keep the keys of earlier calls. Options.Factory avoids all shared
 // state: each call then runs on a new tree, which also captures programs that write to a writer
-// fixed when the tree was built. Calls are serialised unless a Factory is given.
+// fixed when the tree was built. Calls are serialised unless a Factory is given and output is not
+// captured.
 package cobramcp
 
 import (
@@ -28,6 +50,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -44,10 +68,11 @@ import (
 
 // MCPTool is one tool definition.
 type MCPTool struct {
-	Name         string      `json:"name"`
-	Description  string      `json:"description,omitempty"`
-	InputSchema  JSONSchema  `json:"inputSchema"`
-	OutputSchema *JSONSchema `json:"outputSchema,omitempty"`
+	Name         string           `json:"name"`
+	Description  string           `json:"description,omitempty"`
+	InputSchema  JSONSchema       `json:"inputSchema"`
+	OutputSchema *JSONSchema      `json:"outputSchema,omitempty"`
+	Annotations  *ToolAnnotations `json:"annotations,omitempty"`
 }
 
 // JSONSchema is a tool's object schema.
@@ -59,19 +84,22 @@ type JSONSchema struct {
 	AdditionalProperties *Property           `json:"additionalProperties,omitempty"`
 }
 
-// Property is the schema of one flag or positional. AdditionalProperties is an addition to the
-// spec's Property, for maps (stringToString).
+// Property is the schema of one flag, positional or output value. AdditionalProperties (maps,
+// stringToString), Properties and Required (objects in an output schema) are additions to the
+// spec's Property.
 type Property struct {
-	Type                 string    `json:"type"`
-	Description          string    `json:"description,omitempty"`
-	Default              any       `json:"default,omitempty"`
-	Pattern              string    `json:"pattern,omitempty"`
-	Format               string    `json:"format,omitempty"`
-	Minimum              *int      `json:"minimum,omitempty"`
-	Maximum              *int      `json:"maximum,omitempty"`
-	Items                *Property `json:"items,omitempty"`
-	AdditionalProperties *Property `json:"additionalProperties,omitempty"`
-	Examples             []string  `json:"examples,omitempty"`
+	Type                 string              `json:"type"`
+	Properties           map[string]Property `json:"properties,omitempty"`
+	Required             []string            `json:"required,omitempty"`
+	Description          string              `json:"description,omitempty"`
+	Default              any                 `json:"default,omitempty"`
+	Pattern              string              `json:"pattern,omitempty"`
+	Format               string              `json:"format,omitempty"`
+	Minimum              *int                `json:"minimum,omitempty"`
+	Maximum              *int                `json:"maximum,omitempty"`
+	Items                *Property           `json:"items,omitempty"`
+	AdditionalProperties *Property           `json:"additionalProperties,omitempty"`
+	Examples             []string            `json:"examples,omitempty"`
 }
 
 // ArgSpec describes one positional argument. Attach them to a command with SetArgSpecs; without,
@@ -133,6 +161,16 @@ type Options struct {
 	// (an extension of the spec: no state is shared between calls). Its tree must have the same
 	// commands as the root given to ServeMCP.
 	Factory func(stdout, stderr io.Writer) *cobra.Command
+	// CaptureProcessOutput points descriptors 1 and 2 at pipes of the call while each command
+	// runs (Linux), so that what it writes to os.Stdout and os.Stderr directly (fmt.Println, the
+	// log package) and the output of processes it starts are the call's output. Descriptors are
+	// process-wide: calls then run one at a time, and whatever else the process writes meanwhile
+	// is part of the call's output. ServeMCP always sets it (over stdio, such writes would
+	// otherwise corrupt the MCP stream).
+	CaptureProcessOutput bool
+	// MaxOutputBytes bounds what a call keeps of its stdout, and of its stderr (default
+	// DefaultMaxOutputBytes); the rest is drained and dropped, and the text says so.
+	MaxOutputBytes int
 }
 
 const argSpecsAnnotation = "cobramcp.argspecs"
@@ -146,7 +184,10 @@ func SetArgSpecs(cmd *cobra.Command, specs []ArgSpec) {
 	cmd.Annotations[argSpecsAnnotation] = string(b)
 }
 
-// ArgSpecs returns a command's positionals: those set with SetArgSpecs, else those of its Use string.
+// ArgSpecs returns a command's positionals: those set with SetArgSpecs, else those of its Use
+// string reconciled with what its Args validator accepts (probed with 0 to 10 arguments: the
+// spec's option C), so that "search [query]" with cobra.ExactArgs(1) has a required query, and
+// "pick" with cobra.RangeArgs(1, 3) has a required arg1 and optional arg2 and arg3.
 func ArgSpecs(cmd *cobra.Command) []ArgSpec {
 	if s := cmd.Annotations[argSpecsAnnotation]; s != "" {
 		var specs []ArgSpec
@@ -159,6 +200,9 @@ func ArgSpecs(cmd *cobra.Command) []ArgSpec {
 	for _, a := range usage.ParseArgs(rest) {
 		specs = append(specs, ArgSpec{Name: a.Name, Type: "string", Required: a.Required, Variadic: a.Variadic,
 			Description: fmt.Sprintf("%s argument", a.Name)})
+	}
+	if min, max, ok := arity(cmd); ok {
+		specs = withArity(specs, min, max)
 	}
 	return specs
 }
@@ -202,7 +246,9 @@ func Commands(root *cobra.Command, filter func(*cobra.Command) bool) []*cobra.Co
 
 // CommandToMCPTool converts one command into its tool definition: local and inherited flags (help
 // left out, hidden and deprecated ones too), required flags (MarkFlagRequired), defaults other
-// than zero values, and positionals.
+// than zero values, and positionals; the hints of its annotations and its output schema
+// (SetAnnotations, SetOutputSchema; an output schema whose annotation is not valid JSON is left
+// out, and NewServer panics on it).
 func CommandToMCPTool(cmd *cobra.Command) MCPTool {
 	desc := cmd.CommandPath()
 	if cmd.Short != "" {
@@ -212,7 +258,8 @@ func CommandToMCPTool(cmd *cobra.Command) MCPTool {
 		desc += "\n\n" + cmd.Long
 	}
 	schema, _ := inputSchema(cmd)
-	return MCPTool{Name: ToolName(cmd), Description: desc, InputSchema: schema}
+	out, _ := outputSchema(cmd)
+	return MCPTool{Name: ToolName(cmd), Description: desc, InputSchema: schema, OutputSchema: out, Annotations: Annotations(cmd)}
 }
 
 // positional is a positional argument and the name of its property.
@@ -496,6 +543,18 @@ func ExecuteMCPTool(rootCmd *cobra.Command, toolName string, args map[string]int
 	return b.execute(context.Background(), toolName, args)
 }
 
+// ErrPanicked is what the error of a call whose command panicked wraps.
+var ErrPanicked = errors.New("command panicked")
+
+// panicError is a command's panic: its value goes to the client, its stack only to the Logger.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("%v: %v", ErrPanicked, e.value) }
+func (e *panicError) Unwrap() error { return ErrPanicked }
+
 // execute runs one call: a protocol-level error (unknown tool) is returned as error; bad
 // arguments and failed commands are results with IsError.
 func (b *bridge) execute(ctx context.Context, toolName string, args map[string]any) (*MCPResult, error) {
@@ -509,53 +568,86 @@ func (b *bridge) execute(ctx context.Context, toolName string, args map[string]a
 	}
 	path := strings.Fields(cmd.CommandPath())[1:]
 	full := append(append([]string(nil), path...), cliArgs...)
-	var stdout, stderr bytes.Buffer
-	root := b.root
-	if b.opts.Factory != nil {
-		root = b.opts.Factory(&stdout, &stderr)
-	} else {
+	target, stdout, stderr, runErr := b.run(ctx, path, full)
+	if errors.Is(runErr, ErrToolNotFound) {
+		return nil, fmt.Errorf("%w: %s", ErrToolNotFound, toolName)
+	}
+	if b.opts.Logger != nil {
+		b.opts.Logger.Printf("cobramcp: %s %q: err=%v, %d bytes of output", toolName, full, runErr, len(stdout))
+		if p := (*panicError)(nil); errors.As(runErr, &p) {
+			b.opts.Logger.Printf("cobramcp: %s panicked: %v\n%s", toolName, p.value, p.stack)
+		}
+	}
+	if runErr != nil {
+		return b.failure(runErr, stdout, stderr), nil
+	}
+	return b.result(target, stdout, stderr), nil
+}
+
+// run executes the command line full (path is the command's path in it) and returns the command
+// and what it wrote. With CaptureProcessOutput, descriptors 1 and 2 are the call's pipes while it
+// runs, under the process-wide lock; else the command's writers are the call's buffers.
+func (b *bridge) run(ctx context.Context, path, full []string) (*cobra.Command, string, string, error) {
+	max := cmp.Or(b.opts.MaxOutputBytes, DefaultMaxOutputBytes)
+	outBuf, errBuf := &capped{max: max}, &capped{max: max}
+	var stdout, stderr io.Writer = outBuf, errBuf
+	var capture *fdCapture
+	if b.captures() {
+		if err := lockStdio(ctx); err != nil {
+			return nil, "", "", err
+		}
+		defer unlockStdio()
+		var err error
+		if capture, err = startCapture(outBuf, errBuf); err != nil {
+			return nil, "", "", fmt.Errorf("capture output: %w", err)
+		}
+		stdout, stderr = os.Stdout, os.Stderr
+	}
+	if b.opts.Factory == nil {
 		b.mu.Lock()
 		defer b.mu.Unlock()
+	}
+	target, err := b.invoke(ctx, path, full, stdout, stderr)
+	if capture != nil {
+		if cerr := capture.finish(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("capture output: %w", cerr))
+		}
+	}
+	return target, outBuf.String(), errBuf.String(), err
+}
+
+// captures says whether calls capture descriptors 1 and 2.
+func (b *bridge) captures() bool { return b.opts.CaptureProcessOutput && captureFDs }
+
+// invoke executes the command line on the tree (a new one from Factory, else the shared one with
+// its flags reset); a panic of the command is returned as an error wrapping ErrPanicked.
+func (b *bridge) invoke(ctx context.Context, path, full []string, stdout, stderr io.Writer) (target *cobra.Command, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &panicError{value: r, stack: debug.Stack()}
+		}
+	}()
+	root := b.root
+	if b.opts.Factory != nil {
+		root = b.opts.Factory(stdout, stderr)
+	} else {
 		resetFlags(root)
 	}
-	target, _, err := root.Find(path)
+	target, _, err = root.Find(path)
 	if err != nil || target == nil {
-		return nil, fmt.Errorf("%w: %s", ErrToolNotFound, toolName)
+		return nil, ErrToolNotFound
 	}
 	if b.opts.PreExecute != nil {
 		if err := b.opts.PreExecute(target); err != nil {
-			return b.failure(err, "", ""), nil
+			return target, fmt.Errorf("pre-execute: %w", err)
 		}
 	}
 	root.SetArgs(full)
-	root.SetOut(&stdout)
-	root.SetErr(&stderr)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
 	root.SetIn(strings.NewReader(""))
 	root.SilenceUsage, root.SilenceErrors = true, true
-	runErr := root.ExecuteContext(ctx)
-	if b.opts.Logger != nil {
-		b.opts.Logger.Printf("cobramcp: %s %q: err=%v, %d bytes of output", toolName, full, runErr, stdout.Len())
-	}
-	if runErr != nil {
-		return b.failure(runErr, stdout.String(), stderr.String()), nil
-	}
-	out := stdout.String()
-	res := &MCPResult{Content: []Content{{Type: "text", Text: out}}}
-	if b.opts.OutputParser != nil {
-		v, err := b.opts.OutputParser(out, target)
-		if err != nil {
-			return b.failure(fmt.Errorf("parse output: %w", err), out, stderr.String()), nil
-		}
-		if v != nil {
-			res.StructuredContent = v
-			if _, isString := v.(string); !isString {
-				if js, err := json.Marshal(v); err == nil {
-					res.Content = []Content{{Type: "text", Text: string(js)}}
-				}
-			}
-		}
-	}
-	return res, nil
+	return target, root.ExecuteContext(ctx)
 }
 
 // failure is an error result: ErrorHandler's message, else the error with the command's stderr.
@@ -615,10 +707,28 @@ func NewServer(rootCmd *cobra.Command, opts *Options) *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: name, Version: version},
 		&sdk.ServerOptions{Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}}})
 	for _, c := range Commands(rootCmd, b.opts.CommandFilter) {
-		t := CommandToMCPTool(c)
-		s.AddTool(&sdk.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}, b.handler(t.Name))
+		s.AddTool(sdkTool(c), b.handler(ToolName(c)))
 	}
 	return s
+}
+
+// sdkTool is c's tool for the SDK; it panics, as the SDK's AddTool does on a bad tool, when c's
+// output schema annotation is not a schema: a programming error to see when the server starts.
+func sdkTool(c *cobra.Command) *sdk.Tool {
+	t := CommandToMCPTool(c)
+	tool := &sdk.Tool{Name: t.Name, Description: t.Description, InputSchema: t.InputSchema}
+	if _, err := resolvedOutputSchema(c); err != nil {
+		panic(fmt.Errorf("cobramcp: %w", err))
+	}
+	if t.OutputSchema != nil {
+		tool.OutputSchema = t.OutputSchema
+	}
+	if a := t.Annotations; a != nil {
+		tool.Annotations = &sdk.ToolAnnotations{Title: a.Title, DestructiveHint: a.DestructiveHint, OpenWorldHint: a.OpenWorldHint,
+			ReadOnlyHint: a.ReadOnlyHint != nil && *a.ReadOnlyHint, IdempotentHint: a.IdempotentHint != nil && *a.IdempotentHint}
+		tool.Title = a.Title
+	}
+	return tool
 }
 
 func (b *bridge) handler(name string) sdk.ToolHandler {
@@ -643,12 +753,19 @@ func (b *bridge) handler(name string) sdk.ToolHandler {
 	}
 }
 
-// ServeMCP serves rootCmd's tree over MCP on stdin and stdout until the client disconnects.
+// ServeMCP serves rootCmd's tree over MCP on stdin and stdout until the client disconnects, with
+// Options.CaptureProcessOutput set and the MCP stream kept apart from the commands' descriptors
+// (ServeStdio).
 func ServeMCP(rootCmd *cobra.Command, opts *Options) error {
 	return ServeMCPContext(context.Background(), rootCmd, opts)
 }
 
 // ServeMCPContext is ServeMCP with a context that stops the server.
 func ServeMCPContext(ctx context.Context, rootCmd *cobra.Command, opts *Options) error {
-	return NewServer(rootCmd, opts).Run(ctx, &sdk.StdioTransport{})
+	o := Options{}
+	if opts != nil {
+		o = *opts
+	}
+	o.CaptureProcessOutput = true
+	return ServeStdio(ctx, NewServer(rootCmd, &o))
 }

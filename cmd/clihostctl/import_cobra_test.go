@@ -10,7 +10,6 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/clihost/clihost/cobramcp"
 	"github.com/clihost/clihost/internal/fixture"
 )
 
@@ -53,8 +52,18 @@ func TestMCPSelf(t *testing.T) {
 	g := &globalOptions{bundleDirs: []string{"testdata/tree"}}
 	root := newRootCmd(newGlobalOptions(systemStreams()))
 	ctx := context.Background()
-	c := fixture.MCPClient(t, cobramcp.NewServer(root, selfMCPOptions(g)), nil)
-	names := fixture.MCPToolNames(t, c)
+	c := fixture.MCPClient(t, newSelfServer(root, selfMCPOptions(g)), nil)
+	list, err := c.ListTools(ctx, &sdk.ListToolsParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range list.Tools {
+		names = append(names, tl.Name)
+		if a := tl.Annotations; a == nil || !a.ReadOnlyHint || !a.IdempotentHint || a.OpenWorldHint == nil || *a.OpenWorldHint {
+			t.Errorf("%s: annotations %+v, want read-only, idempotent, closed world", tl.Name, a)
+		}
+	}
 	if got := strings.Join(names, " "); got != "clihostctl_inspect clihostctl_lint clihostctl_status clihostctl_tools clihostctl_version" {
 		t.Fatalf("tools: %s", got)
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/clihost/clihost/cobramcp"
@@ -34,14 +35,35 @@ fresh command tree in this process; --bundles given to mcp-self is each call's d
 	}
 }
 
-// runMCPSelf serves root's read-only commands over MCP on stdin and stdout.
+// runMCPSelf serves root's read-only commands over MCP on stdin and stdout. On the process's own
+// stdin and stdout, the bridge keeps the MCP stream apart from descriptors 0, 1 and 2 and
+// captures what a command writes there directly (cobramcp.ServeStdio); on other streams (tests
+// in-process) it serves them as they are.
 func runMCPSelf(g *globalOptions, root *cobra.Command) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := cobramcp.NewServer(root, selfMCPOptions(g)).Run(ctx, stdioTransport(g.io)); err != nil && ctx.Err() == nil {
+	opts := selfMCPOptions(g)
+	var err error
+	if g.io.In == os.Stdin && g.io.Out == os.Stdout {
+		opts.CaptureProcessOutput = true
+		err = cobramcp.ServeStdio(ctx, newSelfServer(root, opts))
+	} else {
+		err = newSelfServer(root, opts).Run(ctx, stdioTransport(g.io))
+	}
+	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("mcp server: %w", err)
 	}
 	return nil
+}
+
+// newSelfServer is the bridge's server of root's read-only commands, each marked so for the
+// client: read-only, idempotent, and a closed world (they read bundles and the local daemon).
+func newSelfServer(root *cobra.Command, opts *cobramcp.Options) *sdk.Server {
+	for _, c := range cobramcp.Commands(root, opts.CommandFilter) {
+		cobramcp.SetAnnotations(c, cobramcp.ToolAnnotations{ReadOnlyHint: cobramcp.Bool(true),
+			IdempotentHint: cobramcp.Bool(true), OpenWorldHint: cobramcp.Bool(false)})
+	}
+	return cobramcp.NewServer(root, opts)
 }
 
 // selfMCPOptions are the bridge options of mcp-self: the read-only commands, each call on a new
