@@ -1,6 +1,9 @@
 package output
 
-import "testing"
+import (
+	"os"
+	"testing"
+)
 
 // TestClassifyProviderRealLines: lines the agent CLIs print (Node, Rust, Claude Code, Codex, Gemini,
 // Qwen) when a local file, the network or the egress proxy fails them, each in its class.
@@ -75,5 +78,22 @@ func TestClassifyTimeout(t *testing.T) {
 		if got.Category != c.want || got.ShouldRetry || !got.ShouldFallback {
 			t.Errorf("stdout %q stderr %q: %+v, want %s, no retry, fallback", c.stdout, c.stderr, got, c.want)
 		}
+	}
+}
+
+// TestClassifyTimeoutRecorded: Codex 0.169's own output, recorded with no network until timeout(1)
+// stopped it after 300 s (codex exec --json; it retries "waiting for network" without end, even
+// with request_max_retries and stream_max_retries at 1): the deadline's class is network.
+func TestClassifyTimeoutRecorded(t *testing.T) {
+	data, err := os.ReadFile("testdata/codex-0.169-recorded-no-network-timeout.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := ParseProvider(ProviderStreamJSON, data)
+	if r.Error != "" || r.Content != "" || len(r.Retries) == 0 {
+		t.Fatalf("parse: %+v", r)
+	}
+	if pe := ClassifyTimeout(string(data), "Reading additional input from stdin...\n"); pe.Category != CategoryNetwork {
+		t.Fatalf("%+v, want network", pe)
 	}
 }

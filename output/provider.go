@@ -142,7 +142,8 @@ var metadataEvents = map[string]bool{
 //
 //   - Claude (protocol form) {"type":"content","content":"…"}: deltas, joined as they come.
 //   - Claude Code {"type":"assistant","message":{"content":[{"type":"text","text":"…"},…]}}: whole
-//     messages.
+//     messages; a "<synthetic>" model's message is Claude Code's report of a failed request, not
+//     an answer.
 //   - Codex {"type":"item.completed","item":{"type":"agent_message","text":"…"}} (or
 //     item.agent_message.text); other item types (reasoning, commands) are skipped.
 //   - Gemini {"type":"message","role":"assistant","content":"…","delta":true}.
@@ -204,6 +205,9 @@ func parseStream(s string) (r ProviderResult, usageFound bool) {
 			continue
 		case typ == "assistant":
 			if m, ok := v["message"].(map[string]any); ok {
+				if str(m["model"]) == "<synthetic>" { // Claude Code's own text for a failed request ("API Error: …")
+					continue
+				}
 				add(blocksText(m["content"]), true)
 			} else {
 				add(str(v["content"]), true)
