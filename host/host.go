@@ -4,6 +4,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -426,7 +427,7 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 		Category: f.Category, Retryable: f.Retryable, Fallback: f.Fallback, RetryAfterMS: f.RetryAfterMS}
 	if res.TimedOut {
 		e.Message = fmt.Sprintf("the command did not finish within %s and was stopped", timeout)
-		e.PartialStdout = r.text(string(res.Stdout))
+		e.PartialStdout = r.text(partialStdout(res.Stdout))
 	}
 	switch {
 	case f.Category == output.CategoryPermission && f.Path != "" && pol != nil:
@@ -439,6 +440,22 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 		e.Hint = "the CLI's login expired; " + loginHint(b)
 	}
 	return Envelope{ExitCode: &exit, Error: e}
+}
+
+// maxPartialStdout bounds Error.PartialStdout: a timed-out call's first bytes of stdout.
+const maxPartialStdout = 1 << 20
+
+// partialStdout is the start of a timed-out call's stdout, at most maxPartialStdout bytes, cut at
+// a line end (else a character boundary).
+func partialStdout(out []byte) string {
+	if len(out) <= maxPartialStdout {
+		return string(out)
+	}
+	out = out[:maxPartialStdout]
+	if i := bytes.LastIndexByte(out, '\n'); i >= 0 {
+		return string(out[:i+1])
+	}
+	return strings.ToValidUTF8(string(out), "")
 }
 
 // lifecycle checks setup (in scope, the caller's) and login (in loginScope, see LoginUser) before a
