@@ -32,7 +32,7 @@ type ProviderStatus struct {
 }
 
 // BreakerState is a provider's circuit breaker, kept by the daemon while it runs (it is not
-// persisted: a restarted daemon starts every breaker closed).
+// persisted: a restarted daemon starts every breaker closed), one per provider bundle and user.
 type BreakerState struct {
 	State string `json:"state"` // closed, open, half_open
 	// Failures counts the consecutive failed calls of the provider's tool (reset by a success).
@@ -51,8 +51,9 @@ type BreakerState struct {
 
 // ProviderBackend is what a Backend offers for provider bundles, when it has any.
 type ProviderBackend interface {
-	// Providers lists the provider bundles (only bundle, matched as id or id@major, when set).
-	Providers(bundle string) ([]ProviderStatus, error)
+	// Providers lists the provider bundles (only bundle, matched as id or id@major, when set), with
+	// the breakers of the peer whose request ctx belongs to (see PeerOf).
+	Providers(ctx context.Context, bundle string) ([]ProviderStatus, error)
 }
 
 func providerHandlers(mux *http.ServeMux, b Backend) {
@@ -61,7 +62,7 @@ func providerHandlers(mux *http.ServeMux, b Backend) {
 		return
 	}
 	mux.HandleFunc("GET "+PathProviders, func(w http.ResponseWriter, r *http.Request) {
-		ps, err := pb.Providers(r.URL.Query().Get("bundle"))
+		ps, err := pb.Providers(r.Context(), r.URL.Query().Get("bundle"))
 		if err != nil {
 			writeError(w, http.StatusNotFound, err.Error(), "clihostctl status lists the loaded bundles")
 			return

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/clihost/clihost/approval"
@@ -34,15 +35,34 @@ func (d *Engine) Call(ctx context.Context, req control.CallRequest, input map[st
 		return st.host.Call(ctx, b, req.Tool, input, caller, opts)
 	}
 	// A provider tool: its circuit breaker admits the call (or refuses it) and counts its outcome.
-	probe, refusal := d.breakers.admit(b.Key())
+	key := breakerKey(b.Key(), peer.Peer)
+	probe, refusal := d.breakers.admit(key)
 	if refusal != nil {
 		return callresult.Envelope{Error: refusal}
 	}
 	env := st.host.Call(ctx, b, req.Tool, input, caller, opts)
 	outcome, why := providerOutcome(env, spec.Format)
 	threshold, cooldown := d.breakerLimits()
-	d.breakers.record(b.Key(), probe, outcome, why, threshold, cooldown)
+	d.breakers.record(key, probe, outcome, why, threshold, cooldown)
 	return env
+}
+
+// breakerKey names the breaker of bundle for the control peer p (nil outside a control request):
+// each user has their own, since each has their own login, setup and quota, and one user's failing
+// calls must not shut a provider for the others.
+func breakerKey(bundle string, p *control.Peer) string {
+	if p == nil {
+		return bundle
+	}
+	return bundle + "\x00" + strconv.Itoa(p.UID)
+}
+
+// peerOf is the control peer of ctx's request, nil outside one.
+func peerOf(ctx context.Context) *control.Peer {
+	if p, ok := control.PeerOf(ctx); ok {
+		return &p
+	}
+	return nil
 }
 
 // breakerLimits are the configured threshold and cool-down of the providers' circuit breakers.
@@ -57,8 +77,9 @@ func (d *Engine) breakerLimits() (int, time.Duration) {
 	return threshold, cooldown
 }
 
-// Providers implements control.ProviderBackend: the provider bundles and their breakers.
-func (d *Engine) Providers(name string) ([]control.ProviderStatus, error) {
+// Providers implements control.ProviderBackend: the provider bundles and the breakers of the
+// peer whose request ctx belongs to.
+func (d *Engine) Providers(ctx context.Context, name string) ([]control.ProviderStatus, error) {
 	st := d.cur.Load()
 	var out []control.ProviderStatus
 	for _, e := range st.reg.Entries() {
@@ -66,7 +87,7 @@ func (d *Engine) Providers(name string) ([]control.ProviderStatus, error) {
 		if name != "" && b.ID() != name && b.Key() != name {
 			continue
 		}
-		if p := d.providerStatus(b); p != nil {
+		if p := d.providerStatus(ctx, b); p != nil {
 			out = append(out, *p)
 		}
 	}
@@ -79,15 +100,16 @@ func (d *Engine) Providers(name string) ([]control.ProviderStatus, error) {
 	return out, nil
 }
 
-// providerStatus is b's provider spec and breaker, nil when b is not a provider bundle.
-func (d *Engine) providerStatus(b *manifest.Bundle) *control.ProviderStatus {
+// providerStatus is b's provider spec and the breaker of ctx's peer, nil when b is not a provider
+// bundle.
+func (d *Engine) providerStatus(ctx context.Context, b *manifest.Bundle) *control.ProviderStatus {
 	spec, ok := output.ProviderOf(b)
 	if !ok {
 		return nil
 	}
 	threshold, cooldown := d.breakerLimits()
 	return &control.ProviderStatus{Bundle: b.Key(), ID: b.ID(), Tool: spec.Tool, Format: spec.Format, Model: spec.Model,
-		Breaker: d.breakers.state(b.Key(), threshold, cooldown)}
+		Breaker: d.breakers.state(breakerKey(b.Key(), peerOf(ctx)), threshold, cooldown)}
 }
 
 // PendingApprovals implements control.ApprovalBackend.

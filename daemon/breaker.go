@@ -132,10 +132,11 @@ const (
 // providerOutcome judges a call of a provider tool: a process that ran and failed (an exit code,
 // a timeout) or succeeded with an error in its output and no answer is a failure, with its
 // category; a call the host refused before running anything, or that the caller cancelled, is
-// neutral; the rest succeeded.
+// neutral, and so is one the provider refused as invalid input (see failedUnlessInput); the rest
+// succeeded.
 func providerOutcome(env callresult.Envelope, format string) (callOutcome, string) {
 	if e := env.Error; e != nil {
-		if e.ExitCode == nil || e.Code == errcode.Cancelled {
+		if e.ExitCode == nil || e.Code == errcode.Cancelled || e.Code == errcode.UsageError {
 			return outcomeNeutral, ""
 		}
 		if e.Code == errcode.Timeout {
@@ -146,7 +147,7 @@ func providerOutcome(env callresult.Envelope, format string) (callOutcome, strin
 		if text == "" {
 			text = e.Message
 		}
-		return outcomeFailed, output.ClassifyProvider(text, *e.ExitCode).Category
+		return failedUnlessInput(output.ClassifyProvider(text, *e.ExitCode).Category)
 	}
 	text, ok := env.Value.(string)
 	if !ok {
@@ -154,7 +155,17 @@ func providerOutcome(env callresult.Envelope, format string) (callOutcome, strin
 	}
 	r, err := output.ParseProvider(format, []byte(text))
 	if err == nil && r.Error != "" && r.Content == "" {
-		return outcomeFailed, output.ClassifyProvider(r.Error, 0).Category
+		return failedUnlessInput(output.ClassifyProvider(r.Error, 0).Category)
 	}
 	return outcomeOK, ""
+}
+
+// failedUnlessInput is a failure of category, except that a request the provider refused as
+// invalid (validation: a bad prompt or model) is the caller's, not the provider's health: neutral,
+// so that no input can trip a breaker.
+func failedUnlessInput(category string) (callOutcome, string) {
+	if category == output.CategoryValidation {
+		return outcomeNeutral, ""
+	}
+	return outcomeFailed, category
 }

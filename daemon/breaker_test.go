@@ -58,7 +58,7 @@ func TestProviderBreaker(t *testing.T) {
 	}
 	state := func() control.BreakerState {
 		t.Helper()
-		ps, err := e.Providers("catp")
+		ps, err := e.Providers(context.Background(), "catp")
 		if err != nil || len(ps) != 1 {
 			t.Fatalf("providers: %v %v", ps, err)
 		}
@@ -135,5 +135,36 @@ func TestBreakerOneProbe(t *testing.T) {
 	bs.record("p@1", true, outcomeNeutral, "", 1, time.Minute) // the probe was cancelled
 	if probe, refusal := bs.admit("p@1"); !probe || refusal != nil {
 		t.Fatalf("after a neutral probe: %v %+v", probe, refusal)
+	}
+}
+
+// TestBreakerHostileInput: no input a caller sends can trip a provider's breaker (a request the
+// provider refuses as invalid is neutral), and one user's failures open only that user's breaker.
+func TestBreakerHostileInput(t *testing.T) {
+	one := 1
+	for _, c := range []struct {
+		env  callresult.Envelope
+		want callOutcome
+	}{
+		{callresult.Envelope{Error: &callresult.Error{Code: errcode.UpstreamError, ExitCode: &one, Stderr: "API Error: 400 invalid_request_error: model: bogus"}}, outcomeNeutral},
+		{callresult.Envelope{Error: &callresult.Error{Code: errcode.UsageError, ExitCode: &one, Stderr: "error: unknown option '--bogus'"}}, outcomeNeutral},
+		{callresult.Envelope{OK: true, Value: `{"type":"result","is_error":true,"result":"API Error: 400 {\"type\":\"invalid_request_error\"}"}`}, outcomeNeutral},
+		{callresult.Envelope{Error: &callresult.Error{Code: errcode.InputInvalid}}, outcomeNeutral},
+		{callresult.Envelope{Error: &callresult.Error{Code: errcode.UpstreamError, ExitCode: &one, Stderr: "API Error: 503 service_unavailable"}}, outcomeFailed},
+		{callresult.Envelope{Error: &callresult.Error{Code: errcode.Timeout, ExitCode: &one, PartialStdout: `{"type":"error","message":"Reconnecting... waiting for network"}`}}, outcomeFailed},
+		{callresult.Envelope{OK: true, Value: `{"type":"result","is_error":false,"result":"hi"}`}, outcomeOK},
+	} {
+		if got, _ := providerOutcome(c.env, "stream-json"); got != c.want {
+			t.Errorf("%+v: outcome %d, want %d", c.env.Error, got, c.want)
+		}
+	}
+	bs := &breakers{}
+	alice, bob := breakerKey("p@1", &control.Peer{UID: 1001}), breakerKey("p@1", &control.Peer{UID: 1002})
+	bs.record(alice, false, outcomeFailed, "server", 1, time.Hour)
+	if _, refusal := bs.admit(alice); refusal == nil {
+		t.Fatal("alice's breaker did not open")
+	}
+	if _, refusal := bs.admit(bob); refusal != nil {
+		t.Fatalf("alice's failures shut the provider for bob: %+v", refusal)
 	}
 }
