@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,5 +129,65 @@ func TestAskThroughDaemon(t *testing.T) {
 	audit, err := os.ReadFile(filepath.Join(state, "audit.jsonl"))
 	if err != nil || !strings.Contains(string(audit), `"cli_id":"ok"`) || !strings.Contains(string(audit), `"cli_id":"down"`) {
 		t.Fatalf("the daemon's audit log lacks ask's calls: %v\n%s", err, audit)
+	}
+}
+
+// TestAskThroughUnprivilegedDaemon: the shipped deployment, clihostd as an unprivileged user with a
+// socket group. ask goes through it for the daemon's own user and for a group member, and the
+// circuit breakers are per user: the agent's failures open the provider for the agent only.
+func TestAskThroughUnprivilegedDaemon(t *testing.T) {
+	fixture.NeedRoot(t)
+	fixture.Group(t, sockGroup)
+	agent := fixture.User(t, agentName, sockGroup)
+	member := fixture.User(t, memberName, sockGroup)
+	dir, err := fakeProvider()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, s := range []fakeSpec{{id: "ok", format: "text"}, {id: "down", fail: "server"}} {
+		for k, v := range fakeBundle(s) {
+			files[k] = v
+		}
+	}
+	bundles := fixture.Write(t, files)
+	fixture.Reachable(t, bundles)
+	base := t.TempDir()
+	fixture.Reachable(t, base)
+	state, ws, mws, sock := filepath.Join(base, "state"), filepath.Join(base, "ws"), filepath.Join(base, "mws"), filepath.Join(base, "run", "ctl.sock")
+	for _, d := range []string{state, ws, filepath.Dir(sock)} {
+		privateDir(t, d, agent.UID, agent.GID, 0o755)
+	}
+	privateDir(t, mws, member.UID, member.GID, 0o755)
+	cmd := exec.Command(bin.daemon, "--state", state, "--socket", sock, "--http", "127.0.0.1:0", "--workspace", ws, "--group", sockGroup,
+		"--bundles", bundles, "--no-catalog", "--breaker-threshold", "1", "--breaker-cooldown", "1h")
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=" + dir + ":" + systemPath, "HOME=" + agent.Home, "CLIHOST_BUNDLES="}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(agent.UID), Gid: uint32(agent.GID), Groups: groupsOf(agent)}}
+	d := &daemonProc{cmd: cmd, socket: sock, state: state, ws: ws}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.proc = fixture.Start(t, cmd)
+	d.log = fixture.Follow(stderr)
+	d.waitFor(t, "clihostd ready")
+	ask := func(u fixture.TestUser, workspace string) askOut {
+		t.Helper()
+		r := d.ctlAs(t, u, "ask", "--json", "--workspace", workspace, "--max-attempts", "1", "--providers", "down,ok", "what is up?")
+		var a askOut
+		if err := json.Unmarshal([]byte(r.stdout), &a); err != nil || a.Via != "clihostd" {
+			t.Fatalf("ask as %s: exit %d %v\n%s%s", u.Name, r.code, err, r.stdout, r.stderr)
+		}
+		return a
+	}
+	if a := ask(agent, ws); !a.OK || a.attempts() != "down:server ok:ok" || a.Attempts[0].Skipped {
+		t.Fatalf("agent, first: %+v", a)
+	}
+	if a := ask(agent, ws); !a.OK || !a.Attempts[0].Skipped || a.Attempts[0].Code != "provider_unavailable" {
+		t.Fatalf("agent, breaker open: %+v", a)
+	}
+	if a := ask(member, mws); !a.OK || a.attempts() != "down:server ok:ok" || a.Attempts[0].Skipped {
+		t.Fatalf("member: the agent's breaker shut the provider for another user: %+v", a)
 	}
 }
