@@ -126,6 +126,9 @@ func TestAskThroughDaemon(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || len(st.Bundles) != 1 || st.Bundles[0].Provider == nil || st.Bundles[0].Provider.Breaker.State != "open" {
 		t.Fatalf("status: %v\n%s%s", err, r.stdout, r.stderr)
 	}
+	if r := d.ctl(t, "status", "down"); !strings.Contains(r.stdout, "down@1: provider circuit breaker open after 2 failed calls (last: server)") {
+		t.Fatalf("status text: %s%s", r.stdout, r.stderr)
+	}
 	audit, err := os.ReadFile(filepath.Join(state, "audit.jsonl"))
 	if err != nil || !strings.Contains(string(audit), `"cli_id":"ok"`) || !strings.Contains(string(audit), `"cli_id":"down"`) {
 		t.Fatalf("the daemon's audit log lacks ask's calls: %v\n%s", err, audit)
