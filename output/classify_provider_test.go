@@ -34,6 +34,9 @@ func TestClassifyProviderRealLines(t *testing.T) {
 		{"connect ENETUNREACH 2606:4700::6812:1a2b:443", CategoryNetwork},
 		{"API Error: 502 egress proxy: lookup api.anthropic.com: no such host", CategoryNetwork},
 		{"API Error: 504 egress proxy: lookup api.anthropic.com: i/o timeout", CategoryNetwork},
+		// A provider's own error in the same text keeps its category.
+		{"Warning: EACCES: permission denied, open '/home/u/.gemini/tmp/log.json'\nError: 429 RATE_LIMIT_EXCEEDED", CategoryRateLimit},
+		{"ENOENT: no such file or directory, open '/home/u/.qwen/cache'\n[API Error: 503 service_unavailable]", CategoryServer},
 		// The table as before.
 		{"API Error: 529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"}}", CategoryRateLimit},
 		{"Invalid API key · Please run /login", CategoryAuthentication},

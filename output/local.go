@@ -34,3 +34,7 @@ var localFailure = regexp.MustCompile(`(?i)\b(?:EACCES|EPERM|EROFS|ENOENT): [^,\
 
 // localClass is the class of a local failure.
 var localClass = Class{Category: CategoryLocal, Fallback: true}
+
+// localMasks are the categories a local failure replaces (see ClassifyProvider).
+var localMasks = map[string]bool{CategoryAuthentication: true, CategoryNotFound: true, CategoryConfiguration: true,
+	CategoryValidation: true, CategoryUnknown: true}

@@ -505,7 +505,10 @@ const MaxProviderMessage = 500
 // themselves. Empty output is classified as "Exit code: N".
 //
 // A local failure (see CategoryLocal: a file the CLI could not use, the egress proxy's policy
-// refusal) is recognised first. The other categories are checked in the protocol's order (see
+// refusal) takes the place of the categories its words would otherwise match (authentication for
+// "permission denied" and the proxy's 403, not_found for ENOENT, configuration, validation,
+// unknown); a provider's quota, rate limit, network, server or timeout error in the same text
+// keeps its own category. The other categories are checked in the protocol's order (see
 // Classify). When the text matches no category, exit 124 (timeout(1)) is timeout and exit 127
 // (the shell's "command not found") is not_found.
 func ClassifyProvider(text string, exitCode int) ProviderError {
@@ -519,7 +522,7 @@ func ClassifyProvider(text string, exitCode int) ProviderError {
 		text = fmt.Sprintf("Exit code: %d", exitCode)
 	}
 	cl := Classify(text)
-	if localFailure.MatchString(text) {
+	if localMasks[cl.Category] && localFailure.MatchString(text) {
 		cl = localClass
 	}
 	if cl.Category == CategoryUnknown {
