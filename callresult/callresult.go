@@ -49,6 +49,10 @@ type Error struct {
 	Retryable    bool         `json:"retryable,omitempty"`
 	Fallback     bool         `json:"fallback,omitempty"`
 	RetryAfterMS int64        `json:"retry_after_ms,omitempty"`
+	// PartialStdout is, for a call stopped at its time limit (code timeout), what the command had
+	// printed on stdout by then (secrets redacted): an agent CLI's partial answer, or the retry
+	// notices that say what it was waiting for.
+	PartialStdout string `json:"partial_stdout,omitempty"`
 	// Approval is the pending approval an approval_required call waits for.
 	Approval *ApprovalInfo `json:"approval,omitempty"`
 }

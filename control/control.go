@@ -133,6 +133,9 @@ type BundleStatus struct {
 	Ready    bool            `json:"ready"`
 	Reason   string          `json:"reason,omitempty"` // why not ready, with what to do
 	Checked  time.Time       `json:"checked"`
+	// Provider is set for a provider bundle (metadata.provider): how ask drives it and its
+	// circuit breaker.
+	Provider *ProviderStatus `json:"provider,omitempty"`
 }
 
 // RequiresStatus is a bundle's requires.min_disk_mb and min_memory_mb (0: none) next to the free
@@ -201,6 +204,9 @@ type CallRequest struct {
 	Tool      string          `json:"tool"`
 	Input     json.RawMessage `json:"input,omitempty"`
 	Workspace string          `json:"workspace"`
+	// TimeoutMS, when positive, shortens the call's time limit (never lengthens it); a call
+	// stopped at it keeps its partial stdout in the error (clihostctl ask's deadlines).
+	TimeoutMS int64 `json:"timeout_ms,omitempty"`
 }
 
 // TokenInfo tells an admitted user how to reach the MCP endpoints.

@@ -263,6 +263,7 @@ func Handler(b Backend, a Admission) http.Handler {
 		serveAudit(w, r, b.AuditFile(), q.Get("follow") == "1", q.Get("rotated") == "1")
 	})
 	stateHandlers(mux, b, a)
+	providerHandlers(mux, b)
 	approvalHandlers(mux, b, a)
 	tokenHandlers(mux, b, a)
 	secretHandlers(mux, b)

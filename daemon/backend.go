@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/clihost/clihost/approval"
@@ -10,6 +12,8 @@ import (
 	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/agenttoken"
+	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/output"
 )
 
 // Call implements control.Backend.
@@ -25,7 +29,87 @@ func (d *Engine) Call(ctx context.Context, req control.CallRequest, input map[st
 		return callresult.Envelope{Error: herr}
 	}
 	caller.Workspace = ws
-	return st.host.Call(ctx, b, req.Tool, input, caller, host.CallOptions{Via: approval.ViaControl})
+	opts := host.CallOptions{Via: approval.ViaControl, Timeout: time.Duration(req.TimeoutMS) * time.Millisecond}
+	spec, isProvider := output.ProviderOf(b)
+	if !isProvider || b.Tool(req.Tool) != b.Tool(spec.Tool) {
+		return st.host.Call(ctx, b, req.Tool, input, caller, opts)
+	}
+	// A provider tool: its circuit breaker admits the call (or refuses it) and counts its outcome.
+	key := breakerKey(b.Key(), peer.Peer)
+	probe, refusal := d.breakers.admit(key)
+	if refusal != nil {
+		return callresult.Envelope{Error: refusal}
+	}
+	env := st.host.Call(ctx, b, req.Tool, input, caller, opts)
+	outcome, why := providerOutcome(env, spec.Format)
+	threshold, cooldown := d.breakerLimits()
+	d.breakers.record(key, probe, outcome, why, threshold, cooldown)
+	return env
+}
+
+// breakerKey names the breaker of bundle for the control peer p (nil outside a control request):
+// each user has their own, since each has their own login, setup and quota, and one user's failing
+// calls must not shut a provider for the others.
+func breakerKey(bundle string, p *control.Peer) string {
+	if p == nil {
+		return bundle
+	}
+	return bundle + "\x00" + strconv.Itoa(p.UID)
+}
+
+// peerOf is the control peer of ctx's request, nil outside one.
+func peerOf(ctx context.Context) *control.Peer {
+	if p, ok := control.PeerOf(ctx); ok {
+		return &p
+	}
+	return nil
+}
+
+// breakerLimits are the configured threshold and cool-down of the providers' circuit breakers.
+func (d *Engine) breakerLimits() (int, time.Duration) {
+	threshold, cooldown := d.cfg.BreakerThreshold, d.cfg.BreakerCooldown
+	if threshold < 1 {
+		threshold = DefaultBreakerThreshold
+	}
+	if cooldown <= 0 {
+		cooldown = DefaultBreakerCooldown
+	}
+	return threshold, cooldown
+}
+
+// Providers implements control.ProviderBackend: the provider bundles and the breakers of the
+// peer whose request ctx belongs to.
+func (d *Engine) Providers(ctx context.Context, name string) ([]control.ProviderStatus, error) {
+	st := d.cur.Load()
+	var out []control.ProviderStatus
+	for _, e := range st.reg.Entries() {
+		b := e.Bundle
+		if name != "" && b.ID() != name && b.Key() != name {
+			continue
+		}
+		if p := d.providerStatus(ctx, b); p != nil {
+			out = append(out, *p)
+		}
+	}
+	if name != "" && len(out) == 0 {
+		if _, err := st.reg.Get(name); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("bundle %s is not a provider (it has no metadata.provider block)", name)
+	}
+	return out, nil
+}
+
+// providerStatus is b's provider spec and the breaker of ctx's peer, nil when b is not a provider
+// bundle.
+func (d *Engine) providerStatus(ctx context.Context, b *manifest.Bundle) *control.ProviderStatus {
+	spec, ok := output.ProviderOf(b)
+	if !ok {
+		return nil
+	}
+	threshold, cooldown := d.breakerLimits()
+	return &control.ProviderStatus{Bundle: b.Key(), ID: b.ID(), Tool: spec.Tool, Format: spec.Format, Model: spec.Model,
+		Breaker: d.breakers.state(breakerKey(b.Key(), peerOf(ctx)), threshold, cooldown)}
 }
 
 // PendingApprovals implements control.ApprovalBackend.

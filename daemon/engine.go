@@ -60,6 +60,11 @@ type Config struct {
 	Approvals    string        // --approvals: the approval policy file
 	DrainTimeout time.Duration // --drain-timeout: how long Serve waits for calls in flight when ctx ends
 
+	// BreakerThreshold is how many consecutive failed calls open a provider's circuit breaker, and
+	// BreakerCooldown how long it stays open before a probe call; 0 is the default of each.
+	BreakerThreshold int
+	BreakerCooldown  time.Duration
+
 	Version string // the daemon's version, in status, MCP and the log
 }
 
@@ -104,6 +109,7 @@ type Engine struct {
 	probes     probeCache
 	approvals  *approval.Gate // outlives reloads: pending approvals and the key of their requestStates
 	closeOnce  sync.Once
+	breakers   breakers // the provider bundles' circuit breakers; outlive reloads
 }
 
 var (
@@ -111,6 +117,7 @@ var (
 	_ control.StateBackend    = (*Engine)(nil)
 	_ control.ApprovalBackend = (*Engine)(nil)
 	_ control.TokenBackend    = (*Engine)(nil)
+	_ control.ProviderBackend = (*Engine)(nil)
 )
 
 // auditRecord appends one JSON record to the audit log.

@@ -43,6 +43,7 @@ func (d *Engine) bundleStatus(ctx context.Context, st *state, e *registry.Entry)
 		bs.Limits = st.host.LimitMechanisms(b)
 	}
 	bs.Requires = d.requiresStatus(b)
+	bs.Provider = d.providerStatus(ctx, b)
 	if b.Findings.HasErrors() || !e.Indexed {
 		bs.Install, bs.Reason = "invalid", "the bundle has lint errors and is not served; run: clihostctl lint "+b.Dir
 		return bs

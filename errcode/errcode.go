@@ -124,6 +124,11 @@ const (
 	// RecordRefused: the daemon would not record an install the caller ran as root (not root, wrong
 	// entry, binary not found). Produced by daemon. Follow the hint.
 	RecordRefused Code = "record_refused"
+	// ProviderUnavailable: a provider bundle's circuit breaker is open: its recent calls failed one
+	// after another, so the daemon refuses calls of its provider tool until the cool-down ends and a
+	// probe call succeeds. Produced by daemon. Use another provider (clihostctl ask falls back), or
+	// wait for the retry time clihostctl status shows.
+	ProviderUnavailable Code = "provider_unavailable"
 )
 
 // All lists every code above, in the order docs/errors.md shows them.
@@ -132,5 +137,5 @@ var All = []Code{
 	SetupFailed, SecretMissing, AuthRequired, LoginRefused, WorkspaceDenied, BinaryDenied, PathDenied,
 	PathTraversalBlocked, SandboxUnavailable, RunnerUnavailable, ResourceExhausted, Timeout, Killed, Cancelled,
 	ProviderError, UpstreamError, UsageError, OutputParseFailed, OutputInvalid, ApprovalRequired, ApprovalDenied,
-	ApprovalInvalid, InstallFailed, NeedsRoot, InsufficientResources, RecordRefused,
+	ApprovalInvalid, InstallFailed, NeedsRoot, InsufficientResources, RecordRefused, ProviderUnavailable,
 }

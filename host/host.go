@@ -4,6 +4,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -123,6 +124,18 @@ type CallOptions struct {
 	Via string
 	// Approval is the answer the front end collected for this call (an MCP elicitation), or nil.
 	Approval *approval.Answer
+	// Timeout, when positive, shortens the call's wall-clock limit (the tool's timeout_ms and
+	// runner.limits); it never lengthens it. A call stopped at it is a timeout whose error keeps
+	// the output printed so far (Error.PartialStdout).
+	Timeout time.Duration
+}
+
+// capTimeout is limit shortened to opts.Timeout when that is positive and shorter.
+func (opts CallOptions) capTimeout(limit time.Duration) time.Duration {
+	if opts.Timeout > 0 && opts.Timeout < limit {
+		return opts.Timeout
+	}
+	return limit
 }
 
 // Call runs one tool of b with input (decoded JSON; it is modified: defaults are filled in). tool is
@@ -367,7 +380,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	args = append(slices.Clone(b.CLI.BinArgs), conv.Args(args)...)
 	rec.ArgvCount = len(args)
 
-	timeout := callTimeout(b, t)
+	timeout := opts.capTimeout(callTimeout(b, t))
 	plan, pol, e := h.confine(b, t, bin.path, c, &env)
 	if e != nil {
 		return Envelope{Error: e}
@@ -423,6 +436,7 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 		Category: f.Category, Retryable: f.Retryable, Fallback: f.Fallback, RetryAfterMS: f.RetryAfterMS}
 	if res.TimedOut {
 		e.Message = fmt.Sprintf("the command did not finish within %s and was stopped", timeout)
+		e.PartialStdout = r.text(partialStdout(res.Stdout))
 	}
 	switch {
 	case f.Category == output.CategoryPermission && f.Path != "" && pol != nil:
@@ -435,6 +449,22 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 		e.Hint = "the CLI's login expired; " + loginHint(b)
 	}
 	return Envelope{ExitCode: &exit, Error: e}
+}
+
+// maxPartialStdout bounds Error.PartialStdout: a timed-out call's first bytes of stdout.
+const maxPartialStdout = 1 << 20
+
+// partialStdout is the start of a timed-out call's stdout, at most maxPartialStdout bytes, cut at
+// a line end (else a character boundary).
+func partialStdout(out []byte) string {
+	if len(out) <= maxPartialStdout {
+		return string(out)
+	}
+	out = out[:maxPartialStdout]
+	if i := bytes.LastIndexByte(out, '\n'); i >= 0 {
+		return string(out[:i+1])
+	}
+	return strings.ToValidUTF8(string(out), "")
 }
 
 // lifecycle checks setup (in scope, the caller's) and login (in loginScope, see LoginUser) before a

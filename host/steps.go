@@ -49,7 +49,7 @@ func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 	b, t := sc.b, sc.t
 	steps := t.Tool.Runner.Steps
 	conv := output.For(b.CLI, t.Tool)
-	timeout := callTimeout(b, t)
+	timeout := sc.opts.capTimeout(callTimeout(b, t))
 	deadline := time.Now().Add(timeout)
 	stop := h.progress(sc.opts.Progress)
 	defer stop()

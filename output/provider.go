@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -35,6 +36,10 @@ type ProviderResult struct {
 	// Error is the text of an error the output reports (a stream's error event, a JSON error object,
 	// a result flagged is_error), empty when there is none. A result can carry content and an error.
 	Error string `json:"error,omitempty"`
+	// Retries are the notices of the CLI's own retries (Claude Code's system/api_retry events,
+	// Codex's "Reconnecting..." error events), oldest first: they are not the call's errors (the
+	// CLI went on), but they say why a call that ran out of time was still waiting.
+	Retries []string `json:"retries,omitempty"`
 }
 
 // EstimateTokens is the protocol's estimate for text without a reported count: ceil(characters/4).
@@ -44,7 +49,7 @@ func EstimateTokens(s string) int { return (utf8.RuneCountInString(s) + 3) / 4 }
 // stream-json) after stripping ANSI escapes:
 //
 //   - text: the trimmed output.
-//   - json: one object; the first of content, text, response, message, output, result that is a
+//   - json: one object (or an array of stream events, Qwen Code's json, read as stream-json); the first of content, text, response, message, output, result that is a
 //     string, else Anthropic content blocks (content[].text), else OpenAI choices
 //     (choices[0].message.content, choices[0].text), else message.content / message.text. Output
 //     that is not JSON is taken as text.
@@ -60,6 +65,10 @@ func ParseProvider(format string, data []byte) (ProviderResult, error) {
 	case ProviderText, "":
 		r.Content = strings.TrimSpace(s)
 	case ProviderJSON:
+		if lines, ok := messageArray(s); ok { // Qwen Code's json: the stream's messages as one array
+			r, found = parseStream(lines)
+			break
+		}
 		v, ok := decodeObject(strings.TrimSpace(s))
 		if !ok {
 			if !json.Valid([]byte(s)) { // not JSON: the text is the answer; other JSON values hold none
@@ -80,6 +89,29 @@ func ParseProvider(format string, data []byte) (ProviderResult, error) {
 		r.Estimated = true
 	}
 	return r, nil
+}
+
+// messageArray turns a JSON array of objects (Qwen Code's --output-format json: [{"type":"system",…},
+// {"type":"assistant",…}, {"type":"result",…}]) into JSON Lines, one object a line.
+func messageArray(s string) (string, bool) {
+	s = strings.TrimSpace(s)
+	if !strings.HasPrefix(s, "[") {
+		return "", false
+	}
+	var msgs []json.RawMessage
+	if err := json.Unmarshal([]byte(s), &msgs); err != nil || len(msgs) == 0 {
+		return "", false
+	}
+	var b strings.Builder
+	for _, m := range msgs {
+		var c bytes.Buffer
+		if json.Compact(&c, m) != nil || !bytes.HasPrefix(c.Bytes(), []byte("{")) {
+			return "", false
+		}
+		b.Write(c.Bytes())
+		b.WriteByte('\n')
+	}
+	return b.String(), true
 }
 
 func decodeObject(s string) (map[string]any, bool) {
@@ -110,7 +142,8 @@ var metadataEvents = map[string]bool{
 //
 //   - Claude (protocol form) {"type":"content","content":"…"}: deltas, joined as they come.
 //   - Claude Code {"type":"assistant","message":{"content":[{"type":"text","text":"…"},…]}}: whole
-//     messages.
+//     messages; a "<synthetic>" model's message is Claude Code's report of a failed request, not
+//     an answer.
 //   - Codex {"type":"item.completed","item":{"type":"agent_message","text":"…"}} (or
 //     item.agent_message.text); other item types (reasoning, commands) are skipped.
 //   - Gemini {"type":"message","role":"assistant","content":"…","delta":true}.
@@ -118,14 +151,20 @@ var metadataEvents = map[string]bool{
 //   - OpenAI chunks {"choices":[{"delta":{"content":"…"}}]}, Anthropic
 //     {"type":"content_block_delta","delta":{"text":"…"}} and any other event by the json rules.
 //
+// Claude Code's final {"type":"result","result":"…"} (also Qwen Code's) is the answer when it
+// carries one and is not an error: the assistant events before it split the same text into one
+// event per content block, and joining those adds separators the answer does not have.
+//
 // Metadata events are skipped. Usage is the last one an event reports (turn.completed and
 // result usage, Gemini's result stats). Errors come from error events, turn.failed, a result
-// with is_error or status "error", and {"error":…}.
+// with is_error or status "error", and {"error":…}; the CLI's own retry notices (see
+// retryNotice) are collected in Retries, not as errors.
 func parseStream(s string) (r ProviderResult, usageFound bool) {
 	var b strings.Builder
 	var errs []string
 	jsonLines := 0
-	resultText := ""   // Claude Code's final result, used when no assistant message carried text
+	resultText := "" // Claude Code's final result: the answer, when the stream has one
+	haveResult := false
 	lastWhole := false // the previous chunk was a whole message: separate the next one
 	add := func(text string, whole bool) {
 		if text == "" {
@@ -147,19 +186,28 @@ func parseStream(s string) (r ProviderResult, usageFound bool) {
 		if u, ok := usageOf(v); ok {
 			r.Usage, usageFound = u, true
 		}
+		if n := retryNotice(v); n != "" {
+			r.Retries = append(r.Retries, n)
+			continue
+		}
 		if e := jsonError(v); e != "" {
 			errs = append(errs, e)
 		}
 		typ, _ := v["type"].(string)
 		role, _ := v["role"].(string)
 		if isErr, _ := v["is_error"].(bool); typ == "result" && !isErr {
-			resultText = str(v["result"])
+			if t, ok := v["result"].(string); ok {
+				resultText, haveResult = t, true
+			}
 		}
 		switch {
 		case typ == "error" || typ == "turn.failed":
 			continue
 		case typ == "assistant":
 			if m, ok := v["message"].(map[string]any); ok {
+				if str(m["model"]) == "<synthetic>" { // Claude Code's own text for a failed request ("API Error: …")
+					continue
+				}
 				add(blocksText(m["content"]), true)
 			} else {
 				add(str(v["content"]), true)
@@ -200,7 +248,7 @@ func parseStream(s string) (r ProviderResult, usageFound bool) {
 		return ProviderResult{Content: strings.TrimSpace(s)}, false
 	}
 	r.Content = strings.TrimSpace(b.String())
-	if r.Content == "" {
+	if haveResult && strings.TrimSpace(resultText) != "" {
 		r.Content = strings.TrimSpace(resultText)
 	}
 	r.Error = strings.Join(errs, "\n")
@@ -284,11 +332,53 @@ func str(v any) string {
 	return s
 }
 
+// retryNoticePattern is how Codex announces a retry of its own in an error event:
+// "Reconnecting... 2/5 (stream disconnected before completion: …)", "Reconnecting... waiting for
+// network (Connection failed: error sending request)".
+var retryNoticePattern = regexp.MustCompile(`^(?i:reconnecting\.\.\.)`)
+
+// retryNotice is the text of an event that announces one of the CLI's own retries, "" for any
+// other event: Claude Code's {"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,
+// "error_status":502,"error":"server_error"} (an attempt without a response, error_status null,
+// reads "connection failed"), and Codex's {"type":"error","message":"Reconnecting... …"}.
+func retryNotice(v map[string]any) string {
+	typ, _ := v["type"].(string)
+	switch {
+	case typ == "system" && str(v["subtype"]) == "api_retry":
+		attempt, _ := num(v["attempt"])
+		max, _ := num(v["max_retries"])
+		what := str(v["error"])
+		if status, ok := num(v["error_status"]); ok {
+			what = fmt.Sprintf("%s (HTTP %d)", what, status)
+		} else {
+			what += " (connection failed: no response)"
+		}
+		return fmt.Sprintf("API retry %d/%d: %s", attempt, max, what)
+	case typ == "error" && retryNoticePattern.MatchString(str(v["message"])):
+		return str(v["message"])
+	}
+	return ""
+}
+
+func stringList(v any) []string {
+	l, _ := v.([]any)
+	var out []string
+	for _, x := range l {
+		if s, ok := x.(string); ok && s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 // jsonError is the error an object reports: {"type":"error","message":…} (Gemini's severity
 // "warning" is not one), {"type":"turn.failed","error":{"message":…}}, {"error":"…"} or
 // {"error":{"message":…}}, and a result with is_error true or status "error".
 func jsonError(v map[string]any) string {
 	typ, _ := v["type"].(string)
+	if typ == "system" { // Claude Code's bookkeeping (init, api_retry, …) reports no error of the call
+		return ""
+	}
 	if sev, _ := v["severity"].(string); typ == "error" && sev != "" && sev != "error" {
 		return ""
 	}
@@ -306,6 +396,9 @@ func jsonError(v map[string]any) string {
 	if isErr || str(v["status"]) == "error" {
 		if s := jsonContent(v); s != "" {
 			return s
+		}
+		if errs := stringList(v["errors"]); len(errs) > 0 { // Claude Code's error_during_execution
+			return strings.Join(errs, "\n")
 		}
 		if s := str(v["subtype"]); s != "" {
 			return s
@@ -407,18 +500,31 @@ const MaxProviderMessage = 500
 // ClassifyProvider classifies a failed provider call from its output (stderr, stdout or both) and
 // exit code, as the protocol classifies a spawn result: an error the output reports as JSON (an
 // error event, {"error":…}, a result with is_error) takes precedence over the rest of the text;
-// empty output is classified as "Exit code: N". The categories are checked in the protocol's
-// order (see Classify). When the text matches no category, exit 124 (timeout(1)) is timeout and
-// exit 127 (the shell's "command not found") is not_found.
+// when the JSON reports none, the CLI's last retry notice does (Claude Code's api_retry events,
+// Codex's "Reconnecting..."; see retryNotice), and the notices are never read as errors
+// themselves. Empty output is classified as "Exit code: N".
+//
+// A local failure (see CategoryLocal: a file the CLI could not use, the egress proxy's policy
+// refusal) takes the place of the categories its words would otherwise match (authentication for
+// "permission denied" and the proxy's 403, not_found for ENOENT, configuration, validation,
+// unknown); a provider's quota, rate limit, network, server or timeout error in the same text
+// keeps its own category. The other categories are checked in the protocol's order (see
+// Classify). When the text matches no category, exit 124 (timeout(1)) is timeout and exit 127
+// (the shell's "command not found") is not_found.
 func ClassifyProvider(text string, exitCode int) ProviderError {
 	text = strings.TrimSpace(StripANSI(text))
-	if e := jsonErrors(text); e != "" {
+	if e, retries := jsonErrors(text); e != "" {
 		text = e
+	} else if len(retries) > 0 {
+		text = retries[len(retries)-1]
 	}
 	if text == "" {
 		text = fmt.Sprintf("Exit code: %d", exitCode)
 	}
 	cl := Classify(text)
+	if localMasks[cl.Category] && localFailure.MatchString(text) {
+		cl = localClass
+	}
 	if cl.Category == CategoryUnknown {
 		switch exitCode {
 		case 124:
@@ -427,6 +533,46 @@ func ClassifyProvider(text string, exitCode int) ProviderError {
 			cl = Classify("command not found")
 		}
 	}
+	return providerError(cl, text)
+}
+
+// ClassifyTimeout classifies a provider call stopped at its deadline from what it printed before
+// (its partial stdout and stderr): the CLI's last error or retry notice says what it was waiting
+// for ("Reconnecting... waiting for network" is network, an api_retry with HTTP 502 is server).
+// When the output names nothing, the category is timeout. Either way the call is not retried
+// (its time is used up) and falls back to the next provider.
+func ClassifyTimeout(stdout, stderr string) ProviderError {
+	pe := ProviderError{Category: CategoryUnknown}
+	for _, text := range []string{stdout, stderr} {
+		text = strings.TrimSpace(StripANSI(text))
+		e, retries := jsonErrors(text)
+		if e == "" && len(retries) > 0 {
+			e = retries[len(retries)-1]
+		}
+		if e == "" && text != "" && !strings.HasPrefix(text, "{") {
+			e = lastLines(text, 5)
+		}
+		if e == "" {
+			continue
+		}
+		if pe = ClassifyProvider(e, 0); pe.Category != CategoryUnknown {
+			break
+		}
+	}
+	if pe.Category == CategoryUnknown {
+		cl := Classify("timed out")
+		pe = providerError(cl, "the call ran out of time")
+	} else {
+		pe.Message = "the call ran out of time; " + pe.Message
+		if r := []rune(pe.Message); len(r) > MaxProviderMessage {
+			pe.Message = string(r[:MaxProviderMessage])
+		}
+	}
+	pe.ShouldRetry, pe.ShouldFallback, pe.RetryAfterMS = false, true, 0
+	return pe
+}
+
+func providerError(cl Class, text string) ProviderError {
 	if r := []rune(text); len(r) > MaxProviderMessage {
 		text = string(r[:MaxProviderMessage])
 	}
@@ -434,18 +580,24 @@ func ClassifyProvider(text string, exitCode int) ProviderError {
 }
 
 // jsonErrors collects the errors that the JSON objects among text's lines (or text as one
-// object) report.
-func jsonErrors(text string) string {
-	if v, ok := decodeObject(text); ok {
-		return jsonError(v)
-	}
+// object) report, and the CLI's retry notices among them.
+func jsonErrors(text string) (errText string, retries []string) {
 	var errs []string
-	for _, line := range bytes.Split([]byte(text), []byte("\n")) {
-		if v, ok := decodeObject(string(bytes.TrimSpace(line))); ok {
-			if e := jsonError(v); e != "" {
-				errs = append(errs, e)
-			}
+	visit := func(v map[string]any) {
+		if n := retryNotice(v); n != "" {
+			retries = append(retries, n)
+		} else if e := jsonError(v); e != "" {
+			errs = append(errs, e)
 		}
 	}
-	return strings.Join(errs, "\n")
+	if v, ok := decodeObject(text); ok && json.Valid([]byte(text)) { // one object, maybe indented
+		visit(v)
+		return strings.Join(errs, "\n"), retries
+	}
+	for _, line := range bytes.Split([]byte(text), []byte("\n")) {
+		if v, ok := decodeObject(string(bytes.TrimSpace(line))); ok {
+			visit(v)
+		}
+	}
+	return strings.Join(errs, "\n"), retries
 }

@@ -40,6 +40,8 @@ type fakeSpec struct {
 	fails                   int // fail only the first N calls; 0: every call (when fail is set)
 	bin                     string
 	timeoutMS               int
+	noModel                 bool // the tool has no model input
+	setup                   bool // the bundle has a setup step (never done in these tests)
 }
 
 func fakeBundle(s fakeSpec) map[string]string {
@@ -52,6 +54,16 @@ func fakeBundle(s fakeSpec) map[string]string {
 	}
 	if timeout == 0 {
 		timeout = 20000
+	}
+	inputs := `{ type: object, additionalProperties: false, properties: { prompt: { type: string, minLength: 1 }, model: { type: string } }, required: [prompt] }`
+	argv := `["${input.model | optional('--model')}", "--", "${input.prompt}"]`
+	if s.noModel {
+		inputs = `{ type: object, additionalProperties: false, properties: { prompt: { type: string, minLength: 1 } }, required: [prompt] }`
+		argv = `["--", "${input.prompt}"]`
+	}
+	setup := ""
+	if s.setup {
+		setup = "setup:\n  - { id: token, kind: prompt, type: secret, prompt: \"A token\", persist: { env: FAKE_TOKEN } }\n"
 	}
 	fails := ""
 	if s.fails > 0 {
@@ -66,7 +78,7 @@ version: 1.0.0
 bin: %[2]s
 install: [{ method: npm, package: fakeprovider }]
 version_check: { cmd: "%[2]s --version", parse: 'fakeprovider (\d+\.\d+\.\d+)', range: ">=1 <2" }
-sandbox:
+%[7]ssandbox:
   network: { egress: [] }
   fs: { read: ["./**"], write: ["./**"] }
   exec: { allow: false }
@@ -81,18 +93,18 @@ sandbox:
 metadata:
   provider: { tool: ask, format: %[6]s }
 ---
-`, s.id, bin, s.fail, s.format, fails, parse),
+`, s.id, bin, s.fail, s.format, fails, parse, setup),
 		s.id + "/tools/ask/TOOL.md": fmt.Sprintf(`---
 name: Ask
 id: %s.ask
 description: Ask the fake provider.
 version: 1.0.0
-inputs: { type: object, additionalProperties: false, properties: { prompt: { type: string, minLength: 1 } }, required: [prompt] }
+inputs: %s
 outputs: { type: string }
 timeout_ms: %d
-runner: { cli: ../../CLI.md, argv: ["--", "${input.prompt}"] }
+runner: { cli: ../../CLI.md, argv: %s }
 ---
-`, s.id, timeout),
+`, s.id, inputs, timeout, argv),
 	}
 }
 
@@ -100,6 +112,8 @@ type askOut struct {
 	OK        bool
 	Provider  string
 	Content   string
+	Partial   bool
+	Via       string
 	Estimated bool
 	Usage     struct {
 		InputTokens  int `json:"input_tokens"`
@@ -110,6 +124,8 @@ type askOut struct {
 		Attempt        int
 		OK             bool
 		Code           string
+		Skipped        bool
+		Partial        bool
 		Category       string
 		ShouldRetry    bool  `json:"should_retry"`
 		ShouldFallback bool  `json:"should_fallback"`

@@ -49,11 +49,11 @@ func TestRetryWait(t *testing.T) {
 
 func TestProviderSpec(t *testing.T) {
 	b := &manifest.Bundle{CLI: &manifest.CLI{Metadata: map[string]any{"provider": map[string]any{"tool": "chat", "format": "json"}}}}
-	if tool, format := providerSpec(b); tool != "chat" || format != "json" {
-		t.Fatalf("%s %s", tool, format)
+	if spec, ok := output.ProviderOf(b); !ok || spec.Tool != "chat" || spec.Format != "json" {
+		t.Fatalf("%+v %v", spec, ok)
 	}
-	if tool, format := providerSpec(&manifest.Bundle{CLI: &manifest.CLI{}}); tool != "ask" || format != "text" {
-		t.Fatalf("defaults: %s %s", tool, format)
+	if spec, ok := output.ProviderOf(&manifest.Bundle{CLI: &manifest.CLI{}}); ok || spec.Tool != "ask" || spec.Format != "text" {
+		t.Fatalf("defaults: %+v %v", spec, ok)
 	}
 }
 

@@ -81,6 +81,10 @@ func runStatus(ctx context.Context, o *statusOptions) error {
 		if !b.Ready && b.Reason != "" {
 			fmt.Fprintf(o.io.Out, "%s: %s\n", b.Key, b.Reason)
 		}
+		if p := b.Provider; p != nil && p.Breaker.State != control.BreakerClosed {
+			fmt.Fprintf(o.io.Out, "%s: provider circuit breaker %s after %d failed calls (last: %s); probe at %s\n",
+				b.Key, p.Breaker.State, p.Breaker.Failures, p.Breaker.LastError, p.Breaker.RetryAt.Format(time.RFC3339))
+		}
 	}
 	if len(st[0].Limits) > 0 {
 		fmt.Fprintln(o.io.Out, limitsLine(st[0].Limits))

@@ -76,6 +76,8 @@ func parse(args []string, stderr io.Writer) (options, int) {
 	fs.IntVar(&c.AuditKeep, "audit-keep", host.AuditKeep, "how many rotated audit logs (audit.jsonl.1 … .N) to keep; 0 keeps none")
 	fs.StringVar(&c.Approvals, "approvals", approval.DefaultPolicyFile(), "the approval policy: which tools run without asking, are asked for or refused (docs/operations.md, Approvals); a missing file means none, one that does not parse stops the daemon")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM or SIGINT: how long calls in flight may still run before they are canceled (their sandboxes get SIGTERM, then SIGKILL 2s later) and the daemon exits")
+	fs.IntVar(&c.BreakerThreshold, "breaker-threshold", daemon.DefaultBreakerThreshold, "consecutive failed calls of a provider bundle's tool that open its circuit breaker (calls refused with provider_unavailable)")
+	fs.DurationVar(&c.BreakerCooldown, "breaker-cooldown", daemon.DefaultBreakerCooldown, "how long a provider's open circuit breaker refuses calls before it lets one probe call through")
 	fs.IntVar(&c.SandboxPool, "sandbox-pool", daemon.DefaultSandboxPool(), "the most sandbox inits kept started ahead of calls, each serving one call (0: none; every call then starts its own, about 2-3 ms slower)")
 	for _, f := range host.LimitFlags(&c.Limits) {
 		fs.Var(f.Value, f.Name, f.Usage)

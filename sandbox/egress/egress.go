@@ -16,9 +16,11 @@ package egress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -98,7 +100,14 @@ type Decision struct {
 	// refused when it was accepted (MaxConns) names its server ("http" for the HTTP proxy,
 	// "socks5", "capture"), with the address it was made to as Host and Port.
 	Via string
+	// LookupErr is set when an allowed name could not be resolved (no such host, no answer,
+	// a lookup that timed out): the refusal is the network's, not the policy's, and the
+	// proxies answer it as a gateway error (502, or 504 for a timeout), not as a 403.
+	LookupErr error
 }
+
+// errNoAddresses is the lookup failure of a name that resolved to no address at all.
+var errNoAddresses = errors.New("no addresses")
 
 const (
 	lookupTimeout = 10 * time.Second
@@ -145,11 +154,12 @@ func (p *Policy) check(ctx context.Context, raw string, port int) Decision {
 	lctx, cancel := context.WithTimeout(ctx, lookupTimeout)
 	defer cancel()
 	addrs, err := p.resolve(lctx, host)
-	if err != nil {
-		return refuse("lookup %s: %v", host, err)
+	if err == nil && len(addrs) == 0 {
+		err = errNoAddresses
 	}
-	if len(addrs) == 0 {
-		return refuse("lookup %s: no addresses", host)
+	if err != nil {
+		d.LookupErr = err
+		return refuse("lookup %s: %v", host, err)
 	}
 	var blocked []string
 	for _, a := range addrs {
@@ -273,6 +283,27 @@ func (p *Policy) dial(ctx context.Context, d Decision) (net.Conn, error) {
 	}
 	var dl net.Dialer
 	return dl.DialContext(dctx, "tcp", addr.String())
+}
+
+// gatewayStatus is the HTTP status the proxy answers when an allowed destination could not be
+// reached (err is the lookup's or the dial's error): 504 Gateway Timeout when it timed out,
+// else 502 Bad Gateway. A policy refusal is a 403 (see refusalStatus).
+func gatewayStatus(err error) int {
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusBadGateway
+}
+
+// refusalStatus is the HTTP status of a refused decision: 403 Forbidden when the policy
+// refused it, the gateway status of its lookup failure when the name is allowed but did not
+// resolve.
+func refusalStatus(d Decision) int {
+	if d.LookupErr != nil {
+		return gatewayStatus(d.LookupErr)
+	}
+	return http.StatusForbidden
 }
 
 // splice copies between a and b until both directions end, ctx is done, or (idle > 0) no byte

@@ -12,11 +12,12 @@ import (
 
 // ServeHTTPProxy runs an HTTP proxy on ln until ctx is done (it then returns nil) or ln
 // fails. It accepts two request forms:
-//   - CONNECT host:port: checked, then tunnelled to the checked address; a refusal is a 403
-//     whose body is the reason, a failed dial a 502.
+//   - CONNECT host:port: checked, then tunnelled to the checked address; a policy refusal is
+//     a 403 whose body is the reason; an allowed name that does not resolve, or a dial that
+//     fails, is a 502 (504 when the lookup or the dial timed out).
 //   - absolute-form http:// requests (GET http://host/path, any method): checked, then
 //     forwarded to the checked address, with hop-by-hop headers and Proxy-Authorization
-//     removed.
+//     removed; refusals and failures are answered as for CONNECT.
 //
 // Anything else (origin-form requests, https:// absolute form, userinfo in the target) is a
 // 400. Every decision is passed to Log. A request's line and headers must arrive within
@@ -72,7 +73,7 @@ func (h *httpProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d := h.p.decide(r.Context(), "http", host, port)
 	if !d.Allowed {
-		http.Error(w, "egress proxy: "+d.Reason, http.StatusForbidden)
+		http.Error(w, "egress proxy: "+d.Reason, refusalStatus(d))
 		return
 	}
 	// A fake address of the DNS stub was decided as its name: the upstream gets the name.
@@ -100,7 +101,7 @@ func (h *httpProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ResponseHeaderTimeout: h.p.idleTimeout(),
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			http.Error(w, "egress proxy: "+err.Error(), http.StatusBadGateway)
+			http.Error(w, "egress proxy: "+err.Error(), gatewayStatus(err))
 		},
 	}
 	rp.ServeHTTP(w, r)
@@ -120,12 +121,12 @@ func (h *httpProxy) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	d := h.p.decide(r.Context(), "connect", host, port)
 	if !d.Allowed {
-		http.Error(w, "egress proxy: "+d.Reason, http.StatusForbidden)
+		http.Error(w, "egress proxy: "+d.Reason, refusalStatus(d))
 		return
 	}
 	up, err := h.p.dial(r.Context(), d)
 	if err != nil {
-		http.Error(w, "egress proxy: "+err.Error(), http.StatusBadGateway)
+		http.Error(w, "egress proxy: "+err.Error(), gatewayStatus(err))
 		return
 	}
 	conn, rw, err := http.NewResponseController(w).Hijack()

@@ -52,7 +52,11 @@ func (p *Policy) serveSOCKSConn(ctx context.Context, c net.Conn) {
 	}
 	d := p.decide(ctx, "socks5", host, port)
 	if !d.Allowed {
-		socksReply(c, socksNotAllowed)
+		code := byte(socksNotAllowed)
+		if d.LookupErr != nil { // the name is allowed; the network could not find it
+			code = socksHostUnreach
+		}
+		socksReply(c, code)
 		c.Close()
 		return
 	}

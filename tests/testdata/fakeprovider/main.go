@@ -2,11 +2,15 @@
 // the environment the bundle sets:
 //
 //	FAKE_ID      names the provider (in answers and in the attempt counter's file name)
-//	FAKE_FAIL    the error class to fail with (quota, rate_limit, …, sleep, json_error), empty: none
+//	FAKE_FAIL    the error class to fail with (quota, rate_limit, …, sleep, json_error), empty: none;
+//	             also partial (print part of the answer, then hang), stalled (print Codex's
+//	             "Reconnecting... waiting for network" notices, then hang) and eacces (a config
+//	             folder it may not create)
 //	FAKE_FAILS   fail only the first N calls (counted in .fake-FAKE_ID in the working directory)
 //	FAKE_FORMAT  the success output: text, json, claude, codex, gemini, ax
 //
-// --version prints "fakeprovider 1.0.0"; otherwise the last argument is the prompt.
+// --version prints "fakeprovider 1.0.0"; otherwise the last argument is the prompt, and
+// "--model M" before it names the model (the answer says which).
 package main
 
 import (
@@ -26,6 +30,7 @@ var failures = map[string]string{
 	"network":        "Error: connect ECONNREFUSED 10.0.0.1:443",
 	"server":         "Error: 503 service_unavailable",
 	"timeout":        "Error: request timed_out",
+	"eacces":         "Error: EACCES: permission denied, mkdir '/home/agent/.fake'",
 	"not_found":      "Error: model_not_found: no such model",
 	"configuration":  "Error: not_configured: run setup first",
 	"unknown":        "Error: the flux capacitor is misaligned",
@@ -41,10 +46,29 @@ func main() {
 	if len(args) > 0 {
 		prompt = args[len(args)-1]
 	}
+	model := ""
+	for i, a := range args[:max(len(args)-1, 0)] {
+		if a == "--model" && i+1 < len(args)-1 {
+			model = args[i+1]
+		}
+	}
 	id := os.Getenv("FAKE_ID")
-	if fail := os.Getenv("FAKE_FAIL"); fail != "" && failing(id) {
+	if model != "" {
+		id += " (" + model + ")"
+	}
+	if fail := os.Getenv("FAKE_FAIL"); fail != "" && failing(os.Getenv("FAKE_ID")) {
 		switch fail {
 		case "sleep":
+			time.Sleep(time.Minute)
+		case "partial":
+			fmt.Println(`{"type":"system","subtype":"init"}`)
+			fmt.Println(`{"type":"assistant","message":{"model":"fake","content":[{"type":"text","text":"partial answer from ` + id + `"}]}}`)
+			time.Sleep(time.Minute)
+		case "stalled":
+			fmt.Println(`{"type":"thread.started","thread_id":"t"}`)
+			for range 2 {
+				fmt.Println(`{"type":"error","message":"Reconnecting... waiting for network (Connection failed: error sending request)"}`)
+			}
 			time.Sleep(time.Minute)
 		case "json_error":
 			fmt.Println(`{"type":"system","subtype":"init"}`)

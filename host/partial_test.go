@@ -1,0 +1,69 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/internal/fixture"
+)
+
+// TestCallTimeoutOptionAndPartialStdout: CallOptions.Timeout shortens a call's limit but never
+// lengthens it, and a call stopped at its limit keeps the start of what it printed (at most
+// maxPartialStdout bytes, cut at a line end): tail -f prints a workspace file, then waits for
+// more, in the real sandbox.
+func TestCallTimeoutOptionAndPartialStdout(t *testing.T) {
+	fixture.Need(t, "tail", "sleep")
+	files := map[string]string{
+		"tailf/CLI.md": strings.Replace(fixture.CLI("tail", "tailf", "  say: ./tools/say/TOOL.md\n"), `fs: { read: [], write: [] }`, `fs: { read: ["./**"], write: [] }`, 1),
+		"tailf/tools/say/TOOL.md": `---
+name: Say
+id: tailf.say
+description: Print notes.txt and wait for more.
+version: 1.0.0
+inputs: { type: object, properties: {} }
+outputs: { type: string }
+timeout_ms: 60000
+runner: { cli: ../../CLI.md, argv: ["-f", "notes.txt"] }
+---
+`,
+	}
+	h, _ := writeBundle(t, files, Options{})
+	ws := fixture.Workspace(t)
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("part one\npart two\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := h.Call(context.Background(), bundle(t, h, "tailf"), "say", map[string]any{}, Caller{Workspace: ws}, CallOptions{Timeout: 400 * time.Millisecond})
+	if env.OK || env.Error.Code != errcode.Timeout || !strings.Contains(env.Error.Message, "within 400ms") {
+		t.Fatalf("want a timeout after 400ms: %+v", env.Error)
+	}
+	if p := env.Error.PartialStdout; p != "part one\npart two\n" {
+		t.Fatalf("partial stdout: %q", p)
+	}
+	// Never lengthened: the tool's own limit (here runner.limits' 300 ms) wins over a longer option.
+	sleep := fixture.Sleep(60000)
+	sleep["sleep/CLI.md"] = strings.Replace(sleep["sleep/CLI.md"], "sandbox:\n", "runner: { limits: { timeout_ms: 300 } }\nsandbox:\n", 1)
+	h2, _ := writeBundle(t, sleep, Options{})
+	env = h2.Call(context.Background(), bundle(t, h2, "sleep"), "nap", js(t, `{"s": "30"}`), Caller{Workspace: fixture.Workspace(t)}, CallOptions{Timeout: time.Hour})
+	if env.OK || env.Error.Code != errcode.Timeout || !strings.Contains(env.Error.Message, "within 300ms") || env.Error.PartialStdout != "" {
+		t.Fatalf("want the tool's 300ms: %+v", env.Error)
+	}
+}
+
+// TestPartialStdoutBound: at most maxPartialStdout bytes, cut at the last line end within them.
+func TestPartialStdoutBound(t *testing.T) {
+	line := []byte("0123456789abcde\n")
+	big := bytes.Repeat(line, 2*maxPartialStdout/len(line))
+	got := partialStdout(big)
+	if len(got) > maxPartialStdout || !strings.HasSuffix(got, "\n") || len(got) < maxPartialStdout-len(line) {
+		t.Fatalf("%d bytes", len(got))
+	}
+	if got := partialStdout([]byte("short")); got != "short" {
+		t.Fatalf("%q", got)
+	}
+}

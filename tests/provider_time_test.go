@@ -1,0 +1,196 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/clihost/clihost/internal/fixture"
+)
+
+// TestAskDeadlinesPartialModel runs ask in-process through the real host and sandbox against fake
+// providers that hang: each provider's --timeout and the whole ask's --deadline stop them, the
+// stopped call is classified from what it printed (Codex's "waiting for network" is network) and
+// not retried, a partial answer comes back marked partial when nobody answers in full, --model
+// reaches the provider's model input (a provider without one is skipped), and a local failure
+// (EACCES on its config folder) falls back instead of stopping as "authentication".
+func TestAskDeadlinesPartialModel(t *testing.T) {
+	env := newProviderEnv(t,
+		fakeSpec{id: "ok", format: "text"},
+		fakeSpec{id: "nomodel", format: "text", noModel: true},
+		fakeSpec{id: "stall", fail: "stalled", parse: "stream-json"},
+		fakeSpec{id: "stall2", fail: "stalled", parse: "stream-json"},
+		fakeSpec{id: "partial", fail: "partial", parse: "stream-json"},
+		fakeSpec{id: "eacces", fail: "eacces"})
+	cases := []struct {
+		name, providers string
+		extra           []string
+		ok, partial     bool
+		attempts        string
+		content         string
+		max             time.Duration // well above what the case needs, far below the tools' 20 s
+	}{
+		{"stalled provider times out as network, then falls back", "stall,ok", []string{"--timeout", "1500ms"}, true, false,
+			"stall:network ok:ok", "answer from ok: what is up?", 10 * time.Second},
+		{"partial answer marked partial", "partial", []string{"--timeout", "1500ms"}, false, true,
+			"partial:timeout", "partial answer from partial", 10 * time.Second},
+		{"a full answer wins over a partial one", "partial,ok", []string{"--timeout", "1500ms"}, true, false,
+			"partial:timeout ok:ok", "answer from ok: what is up?", 10 * time.Second},
+		{"the overall deadline ends the chain", "stall,stall2,ok", []string{"--timeout", "10s", "--deadline", "1500ms"}, false, false,
+			"stall:network", "", 10 * time.Second},
+		{"--model reaches the model input", "ok", []string{"--model", "m-1"}, true, false,
+			"ok:ok", "answer from ok (m-1): what is up?", 15 * time.Second},
+		{"a provider without a model input is skipped", "nomodel,ok", []string{"--model", "m-1"}, true, false,
+			"nomodel:configuration ok:ok", "answer from ok (m-1): what is up?", 15 * time.Second},
+		{"a local failure falls back", "eacces,ok", nil, true, false,
+			"eacces:local ok:ok", "answer from ok: what is up?", 15 * time.Second},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			a, r := env.ask(c.providers, c.extra...)
+			took := time.Since(start)
+			if a.OK != c.ok || a.Partial != c.partial || a.attempts() != c.attempts || a.Content != c.content {
+				t.Fatalf("ok=%v partial=%v attempts %q content %q; want ok=%v partial=%v %q %q\n%s%s",
+					a.OK, a.Partial, a.attempts(), a.Content, c.ok, c.partial, c.attempts, c.content, r.stdout, r.stderr)
+			}
+			if c.ok != (r.code == 0) || a.Via != "in-process" {
+				t.Fatalf("exit %d via %q", r.code, a.Via)
+			}
+			if took > c.max {
+				t.Fatalf("took %s", took)
+			}
+		})
+	}
+	// The text form prints the partial answer and says it is partial.
+	r := env.run("", "ask", "--workspace", env.ws, "--audit", os.DevNull, "--timeout", "1s", "--providers", "partial", "hi")
+	if r.code != 1 || r.stdout != "partial answer from partial\n" || !strings.Contains(r.stderr, "partial") {
+		t.Fatalf("text partial: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestAskThroughDaemon: with clihostd running, ask's calls go through it (its sandbox and audit
+// log), a provider never set up is skipped rather than ending the chain, and the daemon's circuit
+// breaker opens after repeated failures across ask invocations and is visible in status.
+func TestAskThroughDaemon(t *testing.T) {
+	dir, err := fakeProvider()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, s := range []fakeSpec{{id: "ok", format: "text"}, {id: "down", fail: "server"}, {id: "nosetup", format: "text", setup: true}} {
+		for k, v := range fakeBundle(s) {
+			files[k] = v
+		}
+	}
+	bundles := fixture.Write(t, files)
+	fixture.Reachable(t, bundles)
+	state := t.TempDir()
+	d := startDaemonWith(t, state, fixture.Workspace(t), func(c *exec.Cmd) { c.Env[0] = "PATH=" + dir + ":" + systemPath },
+		"--bundles", bundles, "--no-catalog", "--breaker-threshold", "2", "--breaker-cooldown", "1h")
+	ask := func(providers string) askOut {
+		t.Helper()
+		r := d.ctl(t, "ask", "--json", "--workspace", d.ws, "--backoff", "10ms", "--max-attempts", "1", "--providers", providers, "what is up?")
+		var a askOut
+		if err := json.Unmarshal([]byte(r.stdout), &a); err != nil {
+			t.Fatalf("ask %s: exit %d %v\n%s%s", providers, r.code, err, r.stdout, r.stderr)
+		}
+		if a.Via != "clihostd" {
+			t.Fatalf("ask did not go through clihostd: %+v", a)
+		}
+		return a
+	}
+	if a := ask("nosetup,ok"); !a.OK || a.attempts() != "nosetup:configuration ok:ok" || !a.Attempts[0].Skipped {
+		t.Fatalf("never set up: %+v", a)
+	}
+	for i := range 2 {
+		if a := ask("down,ok"); !a.OK || a.attempts() != "down:server ok:ok" || a.Attempts[0].Skipped {
+			t.Fatalf("ask %d: %+v", i, a)
+		}
+	}
+	a := ask("down,ok")
+	if !a.OK || a.attempts() != "down:server ok:ok" || !a.Attempts[0].Skipped || a.Attempts[0].Code != "provider_unavailable" {
+		t.Fatalf("open breaker: %+v", a)
+	}
+	r := d.ctl(t, "status", "down", "--json")
+	var st struct {
+		Bundles []struct {
+			Provider *struct{ Breaker struct{ State string } }
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || len(st.Bundles) != 1 || st.Bundles[0].Provider == nil || st.Bundles[0].Provider.Breaker.State != "open" {
+		t.Fatalf("status: %v\n%s%s", err, r.stdout, r.stderr)
+	}
+	if r := d.ctl(t, "status", "down"); !strings.Contains(r.stdout, "down@1: provider circuit breaker open after 2 failed calls (last: server)") {
+		t.Fatalf("status text: %s%s", r.stdout, r.stderr)
+	}
+	audit, err := os.ReadFile(filepath.Join(state, "audit.jsonl"))
+	if err != nil || !strings.Contains(string(audit), `"cli_id":"ok"`) || !strings.Contains(string(audit), `"cli_id":"down"`) {
+		t.Fatalf("the daemon's audit log lacks ask's calls: %v\n%s", err, audit)
+	}
+}
+
+// TestAskThroughUnprivilegedDaemon: the shipped deployment, clihostd as an unprivileged user with a
+// socket group. ask goes through it for the daemon's own user and for a group member, and the
+// circuit breakers are per user: the agent's failures open the provider for the agent only.
+func TestAskThroughUnprivilegedDaemon(t *testing.T) {
+	fixture.NeedRoot(t)
+	fixture.Group(t, sockGroup)
+	agent := fixture.User(t, agentName, sockGroup)
+	member := fixture.User(t, memberName, sockGroup)
+	dir, err := fakeProvider()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for _, s := range []fakeSpec{{id: "ok", format: "text"}, {id: "down", fail: "server"}} {
+		for k, v := range fakeBundle(s) {
+			files[k] = v
+		}
+	}
+	bundles := fixture.Write(t, files)
+	fixture.Reachable(t, bundles)
+	base := t.TempDir()
+	fixture.Reachable(t, base)
+	state, ws, mws, sock := filepath.Join(base, "state"), filepath.Join(base, "ws"), filepath.Join(base, "mws"), filepath.Join(base, "run", "ctl.sock")
+	for _, d := range []string{state, ws, filepath.Dir(sock)} {
+		privateDir(t, d, agent.UID, agent.GID, 0o755)
+	}
+	privateDir(t, mws, member.UID, member.GID, 0o755)
+	cmd := exec.Command(bin.daemon, "--state", state, "--socket", sock, "--http", "127.0.0.1:0", "--workspace", ws, "--group", sockGroup,
+		"--bundles", bundles, "--no-catalog", "--breaker-threshold", "1", "--breaker-cooldown", "1h")
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=" + dir + ":" + systemPath, "HOME=" + agent.Home, "CLIHOST_BUNDLES="}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(agent.UID), Gid: uint32(agent.GID), Groups: groupsOf(agent)}}
+	d := &daemonProc{cmd: cmd, socket: sock, state: state, ws: ws}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.proc = fixture.Start(t, cmd)
+	d.log = fixture.Follow(stderr)
+	d.waitFor(t, "clihostd ready")
+	ask := func(u fixture.TestUser, workspace string) askOut {
+		t.Helper()
+		r := d.ctlAs(t, u, "ask", "--json", "--workspace", workspace, "--max-attempts", "1", "--providers", "down,ok", "what is up?")
+		var a askOut
+		if err := json.Unmarshal([]byte(r.stdout), &a); err != nil || a.Via != "clihostd" {
+			t.Fatalf("ask as %s: exit %d %v\n%s%s", u.Name, r.code, err, r.stdout, r.stderr)
+		}
+		return a
+	}
+	if a := ask(agent, ws); !a.OK || a.attempts() != "down:server ok:ok" || a.Attempts[0].Skipped {
+		t.Fatalf("agent, first: %+v", a)
+	}
+	if a := ask(agent, ws); !a.OK || !a.Attempts[0].Skipped || a.Attempts[0].Code != "provider_unavailable" {
+		t.Fatalf("agent, breaker open: %+v", a)
+	}
+	if a := ask(member, mws); !a.OK || a.attempts() != "down:server ok:ok" || a.Attempts[0].Skipped {
+		t.Fatalf("member: the agent's breaker shut the provider for another user: %+v", a)
+	}
+}
