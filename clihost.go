@@ -168,8 +168,10 @@ func WithWorkspace(dir string) Option { return func(c *config) { c.workspace = d
 // WithStateDir keeps state in dir (created 0700): the record of installed CLIs and the binaries
 // installed there, setup answers and secrets, login state, and the homes of uids without one.
 // Calls are then gated on setup and login as clihostd gates them. A running clihostd's state
-// directory is locked by it (store.ErrLocked). Without it the Host keeps nothing: calls are not
-// gated on setup or login, and Install, Setup and Login return ErrNoState.
+// directory is locked by it (store.ErrLocked). It must lie apart from the workspace (neither
+// inside the other, symlinks resolved): New refuses it otherwise, since tools allowed to write
+// their workspace could replace the CLIs installed there. Without it the Host keeps nothing:
+// calls are not gated on setup or login, and Install, Setup and Login return ErrNoState.
 func WithStateDir(dir string) Option { return func(c *config) { c.stateDir = dir } }
 
 // WithHomeDir gives uids without a usable home of their own <dir>/homes/<uid> as HOME, on a Host
@@ -237,6 +239,9 @@ func New(ctx context.Context, opts ...Option) (*Host, error) {
 		return nil, err
 	}
 	if c.stateDir != "" {
+		if err := apart(c.stateDir, ws); err != nil {
+			return nil, err
+		}
 		if err := h.openState(c.stateDir, &hopts); err != nil {
 			return nil, err
 		}
@@ -271,6 +276,50 @@ func (c *config) approvals() (*approval.Policy, error) {
 	}
 	c.deny = append(c.deny, c.policy)
 	return approval.LoadPolicy(c.policy)
+}
+
+// apart refuses a state directory that is, contains or lies inside the workspace (symlinks
+// resolved): a tool allowed to write its workspace could then replace the CLIs Install placed in
+// the state directory's bin/ and the homes it keeps.
+func apart(stateDir, workspace string) error {
+	state, err := resolved(stateDir)
+	if err != nil {
+		return fmt.Errorf("clihost: state directory: %w", err)
+	}
+	ws, err := resolved(workspace)
+	if err != nil {
+		return fmt.Errorf("clihost: workspace: %w", err)
+	}
+	if within(state, ws) || within(ws, state) {
+		return fmt.Errorf("clihost: the state directory %s overlaps the workspace %s: tools that may write their workspace "+
+			"could replace the CLIs installed there (keep the state outside the workspace, e.g. under os.UserConfigDir or /var/lib)", stateDir, workspace)
+	}
+	return nil
+}
+
+// resolved is p absolute with the symlinks of its existing part resolved (the rest may not exist yet).
+func resolved(p string) (string, error) {
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	var rest []string
+	for {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(append([]string{r}, rest...)...), nil
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return "", fmt.Errorf("%s: no part of it exists", p)
+		}
+		rest = append([]string{filepath.Base(p)}, rest...)
+		p = parent
+	}
+}
+
+// within reports whether p is dir or lies inside it (both clean and absolute).
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // openState opens the store in dir and wires setup, login and installed binaries into opts.
