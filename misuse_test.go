@@ -48,3 +48,28 @@ func TestStateDirApartFromWorkspace(t *testing.T) {
 	}
 	h.Close()
 }
+
+// TestNilArgumentsRefused: a nil tool, fs.FS or Option is an error from New and Lint, never a
+// panic of the embedding program.
+func TestNilArgumentsRefused(t *testing.T) {
+	for name, opt := range map[string]Option{
+		"nil tool":   WithDefinitions(DefineCli(lsCLI(), "", DefineTool("list", lsTool(), ""), nil)),
+		"nil fs.FS":  WithBundleFS("nothing", nil),
+		"nil Option": nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("panic: %v", r)
+				}
+			}()
+			if h, err := New(context.Background(), opt, WithWorkspace(t.TempDir())); err == nil {
+				h.Close()
+				t.Errorf("New succeeded")
+			}
+			if _, err := Lint(opt); err == nil {
+				t.Errorf("Lint succeeded")
+			}
+		})
+	}
+}
