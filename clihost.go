@@ -121,6 +121,10 @@ func WithBundleDirs(dirs ...string) Option {
 // (they are not on disk).
 func WithBundleFS(name string, fsys fs.FS) Option {
 	return func(c *config) {
+		if fsys == nil {
+			c.err = errors.Join(c.err, fmt.Errorf("clihost: WithBundleFS %q: a nil fs.FS", name))
+			return
+		}
 		c.sources = append(c.sources, registry.Source{Name: name, FS: fsys, Root: ".", Display: under(name, ":")})
 	}
 }
@@ -210,12 +214,9 @@ func WithAgentUser(name string) Option { return func(c *config) { c.agent = name
 // New loads the bundles of the options' sources and makes a Host over them. Bundles with lint
 // errors are loaded (Lint reports them) but never called.
 func New(ctx context.Context, opts ...Option) (*Host, error) {
-	var c config
-	for _, o := range opts {
-		o(&c)
-	}
-	if c.err != nil {
-		return nil, c.err
+	c, err := configOf(opts)
+	if err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -248,6 +249,19 @@ func New(ctx context.Context, opts ...Option) (*Host, error) {
 	}
 	h.h = host.New(reg, hopts)
 	return h, nil
+}
+
+// configOf applies opts; the error is the options' own (a nil Option among them).
+func configOf(opts []Option) (*config, error) {
+	c := &config{}
+	for i, o := range opts {
+		if o == nil {
+			c.err = errors.Join(c.err, fmt.Errorf("clihost: option %d is nil", i+1))
+			continue
+		}
+		o(c)
+	}
+	return c, c.err
 }
 
 // registry loads the configured sources.

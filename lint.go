@@ -23,12 +23,9 @@ func (h *Host) Lint() LintReport { return lintOf(h.reg) }
 // WithCatalog, WithDefaultBundles; the others are ignored) and reports what it found, without
 // making a Host: nothing runs.
 func Lint(opts ...Option) (LintReport, error) {
-	var c config
-	for _, o := range opts {
-		o(&c)
-	}
-	if c.err != nil {
-		return LintReport{}, c.err
+	c, err := configOf(opts)
+	if err != nil {
+		return LintReport{}, err
 	}
 	reg, err := c.registry()
 	if err != nil {
