@@ -2,10 +2,14 @@ package clihost
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/manifest"
 )
 
 // TestStateDirApartFromWorkspace: a state directory that is the workspace, lies inside it
@@ -71,5 +75,59 @@ func TestNilArgumentsRefused(t *testing.T) {
 				t.Errorf("Lint succeeded")
 			}
 		})
+	}
+}
+
+// TestHintsNameTheGoAPI: the errors a Host returns tell its embedder what to call (Host.Setup,
+// Host.Login, SetupOptions.Values, Host.Lint, WithAgentUser), never a clihostctl or clihostd
+// command, which would act on a daemon's state, not this Host's.
+func TestHintsNameTheGoAPI(t *testing.T) {
+	ctx := context.Background()
+	c := lsCLI()
+	c.Setup = []manifest.SetupStep{{ID: "colour", Kind: "prompt", Type: "text", Prompt: "Which colour?", Persist: &manifest.Persist{Env: "LS_COLOUR"}}}
+	c.Auth = &manifest.Auth{Login: &manifest.Login{Cmd: "ls --version", CompletesWhen: &manifest.ExitCheck{Cmd: "ls --version"}}}
+	broken := lsTool()
+	broken.Runner = nil
+	bad := lsCLI()
+	bad.ID = "broken"
+	h, err := New(ctx, WithDefinitions(DefineCli(c, "", DefineTool("list", lsTool(), "")), DefineCli(bad, "", DefineTool("list", broken, ""))),
+		WithStateDir(t.TempDir()), WithWorkspace(fixture.Workspace(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	check := func(what string, err error, want string) {
+		t.Helper()
+		var e *Error
+		if !errors.As(err, &e) {
+			t.Fatalf("%s: %v, want a *Error", what, err)
+		}
+		text := e.Message + " " + e.Hint
+		if strings.Contains(text, "clihostctl") || strings.Contains(text, "clihostd") || !strings.Contains(text, want) {
+			t.Errorf("%s: %q, want %q and no clihostctl or clihostd", what, text, want)
+		}
+	}
+	list := func() error {
+		_, err := h.Call(ctx, "ls", "list", map[string]any{"path": "."}, CallOptions{})
+		return err
+	}
+	check("a call before setup", list(), "Host.Setup")
+	check("setup without the answer", h.Setup(ctx, "ls", SetupOptions{}), "SetupOptions.Values")
+	if err := h.Setup(ctx, "ls", SetupOptions{Values: map[string]string{"colour": "red"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Logout("ls"); err != nil {
+		t.Fatal(err)
+	}
+	check("a call logged out", list(), "Host.Login")
+	_, err = h.Call(ctx, "broken", "list", map[string]any{"path": "."}, CallOptions{})
+	check("a bundle with lint errors", err, "Host.Lint")
+	if os.Geteuid() == 0 { // root's private workspace: its CLIs would run as nobody, who cannot enter it
+		private, err := New(ctx, WithDefinitions(lsDefinition(t)), WithWorkspace(t.TempDir()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = private.Call(ctx, "ls", "list", map[string]any{"path": "."}, CallOptions{})
+		check("root's private workspace", err, "WithAgentUser")
 	}
 }
