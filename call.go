@@ -69,6 +69,7 @@ func (h *Host) call(ctx context.Context, bundle, tool string, input map[string]a
 	if env.OK {
 		return env, nil
 	}
+	h.forEmbedder(b, env.Error)
 	return env, newError(env.Error)
 }
 

@@ -228,6 +228,7 @@ func (h *Host) lifecycle(ctx context.Context, bundle, user string) (*manifest.Bu
 	}
 	env, verr := h.h.LifecycleEnv(ctx, b, h.caller())
 	if verr != nil {
+		h.forEmbedder(b, verr)
 		return nil, lifecycle.Scope{}, lifecycle.Env{}, newError(verr)
 	}
 	return b, lifecycle.Scope{Bundle: b.Key(), Workspace: h.workspace, User: user}, env, nil

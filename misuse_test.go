@@ -78,9 +78,9 @@ func TestNilArgumentsRefused(t *testing.T) {
 	}
 }
 
-// TestHintsNameTheGoAPI: the errors a Host returns tell its embedder what to call (Host.Setup,
-// Host.Login, SetupOptions.Values, Host.Lint, WithAgentUser), never a clihostctl or clihostd
-// command, which would act on a daemon's state, not this Host's.
+// TestHintsNameTheGoAPI: the errors a Host with a state directory returns tell its embedder what
+// to call (Host.Setup, Host.Login, SetupOptions.Values, Host.Lint), never a clihostctl command,
+// which would act on a daemon's state, not this Host's.
 func TestHintsNameTheGoAPI(t *testing.T) {
 	ctx := context.Background()
 	c := lsCLI()
@@ -122,12 +122,5 @@ func TestHintsNameTheGoAPI(t *testing.T) {
 	check("a call logged out", list(), "Host.Login")
 	_, err = h.Call(ctx, "broken", "list", map[string]any{"path": "."}, CallOptions{})
 	check("a bundle with lint errors", err, "Host.Lint")
-	if os.Geteuid() == 0 { // root's private workspace: its CLIs would run as nobody, who cannot enter it
-		private, err := New(ctx, WithDefinitions(lsDefinition(t)), WithWorkspace(t.TempDir()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = private.Call(ctx, "ls", "list", map[string]any{"path": "."}, CallOptions{})
-		check("root's private workspace", err, "WithAgentUser")
-	}
+
 }
