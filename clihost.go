@@ -9,8 +9,9 @@
 //	...
 //	res, err := h.Call(ctx, "jq", "eval", map[string]any{"filter": ".a", "json": `{"a":1}`}, clihost.CallOptions{})
 //
-// Every tool runs in the kernel sandbox (namespaces, Landlock, seccomp, the egress proxy); there
-// is no option to turn it off. Failures are *Error values carrying an errcode.Code (errors.As);
+// Every tool runs in the kernel sandbox (namespaces, Landlock, seccomp, the egress proxy), and so
+// do version checks, setup steps and logins; there is no option to turn it off. Installing a CLI
+// is the exception: Install runs the bundle's installers outside it (see Host.Install). Failures are *Error values carrying an errcode.Code (errors.As);
 // a call's result is the same envelope clihostd returns (callresult.Envelope).
 //
 // # The sandbox's init

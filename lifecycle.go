@@ -67,6 +67,12 @@ type InstallOptions struct {
 // version checked in the sandbox, and one reinstall on a mismatch. The result is recorded in the
 // state directory, where later calls find the binary. The error is a *Error (install_failed,
 // version_mismatch, …) or ErrNoState.
+//
+// The installers themselves run OUTSIDE the sandbox, as this program's user (root when it is
+// root), with the network: package managers (apt's maintainer scripts, npm's and pip's install
+// scripts), go and cargo builds and curl installer scripts run what the bundle names. A checksum
+// proves the download is the one the bundle's author chose, not that it is harmless. Install only
+// bundles you trust; calls, version checks, setup and login are sandboxed whatever the bundle.
 func (h *Host) Install(ctx context.Context, bundle string, o InstallOptions) (Binary, error) {
 	if h.store == nil {
 		return Binary{}, ErrNoState
@@ -107,7 +113,8 @@ func (h *Host) Install(ctx context.Context, bundle string, o InstallOptions) (Bi
 // virtualenv: an entry that needs root) in this process, with its output on out: a clihostd that
 // is not root hands such entries back to its root caller (sudo clihostctl install), which runs
 // them here; the daemon then finds the binary, checks and records it. Nothing is verified or
-// recorded here, and no state directory is needed.
+// recorded here, and no state directory is needed. The package manager runs outside the sandbox,
+// as this program's user (see Install).
 func (h *Host) InstallEntry(ctx context.Context, bundle string, index int, out io.Writer) error {
 	b, err := h.bundle(bundle)
 	if err != nil {
