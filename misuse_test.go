@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/clihost/clihost/internal/fixture"
@@ -123,4 +124,34 @@ func TestHintsNameTheGoAPI(t *testing.T) {
 	_, err = h.Call(ctx, "broken", "list", map[string]any{"path": "."}, CallOptions{})
 	check("a bundle with lint errors", err, "Host.Lint")
 
+}
+
+// TestConcurrentFirstCalls: a Host's methods may be called from several goroutines, the first calls
+// included: as root, each CLI's uid gets its home in the state directory on first use, and calls
+// racing to make it all run (none sees it half made, owned by root).
+func TestConcurrentFirstCalls(t *testing.T) {
+	fixture.NeedRoot(t)
+	ctx := context.Background()
+	ws := fixture.Workspace(t)
+	for range 10 {
+		h, err := New(ctx, WithDefinitions(lsDefinition(t)), WithStateDir(t.TempDir()), WithWorkspace(ws))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 8)
+		for range 8 {
+			wg.Go(func() {
+				if _, err := h.Call(ctx, "ls", "list", map[string]any{"path": "."}, CallOptions{}); err != nil {
+					errs <- err
+				}
+			})
+		}
+		wg.Wait()
+		h.Close()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("a first call racing others: %v", err)
+		}
+	}
 }
