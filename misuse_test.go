@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/manifest"
 )
@@ -153,5 +154,25 @@ func TestConcurrentFirstCalls(t *testing.T) {
 		for err := range errs {
 			t.Fatalf("a first call racing others: %v", err)
 		}
+	}
+}
+
+// TestApprovalHintNamesAnswerApproval: approval_required tells the embedder how it answers
+// (Host.AnswerApproval with the pending id), not to "run the call from a terminal", which only a
+// person at clihostctl can do.
+func TestApprovalHintNamesAnswerApproval(t *testing.T) {
+	h, err := New(context.Background(), WithDefinitions(lsDefinition(t, func(tool *manifest.Tool) { tool.Approval = "always" })),
+		WithWorkspace(fixture.Workspace(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	_, err = h.Call(context.Background(), "ls", "list", map[string]any{"path": "."}, CallOptions{})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != errcode.ApprovalRequired {
+		t.Fatalf("%v, want approval_required", err)
+	}
+	if !strings.Contains(e.Hint, "Host.AnswerApproval") || !strings.Contains(e.Hint, e.Detail.Approval.ID) || strings.Contains(e.Hint, "terminal") {
+		t.Errorf("hint %q, want Host.AnswerApproval with the id %s", e.Hint, e.Detail.Approval.ID)
 	}
 }
