@@ -3,11 +3,14 @@ package clihost
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/internal/fixture"
@@ -174,5 +177,33 @@ func TestApprovalHintNamesAnswerApproval(t *testing.T) {
 	}
 	if !strings.Contains(e.Hint, "Host.AnswerApproval") || !strings.Contains(e.Hint, e.Detail.Approval.ID) || strings.Contains(e.Hint, "terminal") {
 		t.Errorf("hint %q, want Host.AnswerApproval with the id %s", e.Hint, e.Detail.Approval.ID)
+	}
+}
+
+// TestInstallCancelled: an Install whose context ends (cancelled, or its deadline passed) while the
+// download stalls stops at once with cancelled, as a call does, not install_failed with advice to
+// fix the bundle.
+func TestInstallCancelled(t *testing.T) {
+	stall := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("x"))
+		w.(http.Flusher).Flush()
+		<-stall
+	}))
+	defer srv.Close()
+	defer close(stall)
+	h, err := New(context.Background(), WithDefinitions(echoDefinition(srv.URL+"/echo", strings.Repeat("0", 64))),
+		WithStateDir(t.TempDir()), WithWorkspace(fixture.Workspace(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = h.Install(ctx, "echo", InstallOptions{})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != errcode.Cancelled || time.Since(start) > 10*time.Second {
+		t.Errorf("Install past its deadline: %v after %v, want cancelled", err, time.Since(start))
 	}
 }
