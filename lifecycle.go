@@ -93,7 +93,7 @@ func (h *Host) Install(ctx context.Context, bundle string, o InstallOptions) (Bi
 		res, err := install.Install(ctx, b, install.Options{StateDir: h.stateDir, AllowUnverified: o.AllowUnverified,
 			Privileged: os.Geteuid() == 0, Output: o.Output})
 		if err != nil {
-			return Binary{}, newError(installError(err))
+			return Binary{}, newError(installError(ctx, err))
 		}
 		h.h.Forget(b)
 		path, ver, verr := h.h.Verify(ctx, b, h.workspace)
@@ -124,14 +124,15 @@ func (h *Host) InstallEntry(ctx context.Context, bundle string, index int, out i
 	return err
 }
 
-// installError is install.Install's error with its code.
-func installError(err error) *callresult.Error {
+// installError is install.Install's error with its code: cancelled when ctx ended (cancelled, or
+// its deadline passed), as a call's.
+func installError(ctx context.Context, err error) *callresult.Error {
 	code, hint := errcode.InstallFailed, "each install entry's reason is listed; install the CLI by hand, or fix the bundle's install entries"
 	var ce *install.ChecksumError
 	switch {
 	case errors.As(err, &ce):
 		hint = "the download does not match the bundle's verify_sha256; nothing was installed. Report it to the bundle's author"
-	case errors.Is(err, context.Canceled):
+	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		code, hint = errcode.Cancelled, ""
 	}
 	return &callresult.Error{Code: code, Message: err.Error(), Hint: hint}
