@@ -207,3 +207,22 @@ func TestInstallCancelled(t *testing.T) {
 		t.Errorf("Install past its deadline: %v after %v, want cancelled", err, time.Since(start))
 	}
 }
+
+// TestLifecycleCancelled: a Login waiting for its completes_when check whose context ends returns
+// cancelled (the caller's doing), not auth_required with "run Login again".
+func TestLifecycleCancelled(t *testing.T) {
+	c := lsCLI()
+	c.Auth = &manifest.Auth{Login: &manifest.Login{Cmd: "ls --version", CompletesWhen: &manifest.ExitCheck{Cmd: "ls ./never-there"}}}
+	h, err := New(context.Background(), WithDefinitions(DefineCli(c, "", DefineTool("list", lsTool(), ""))),
+		WithStateDir(t.TempDir()), WithWorkspace(fixture.Workspace(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var e *Error
+	if err := h.Login(ctx, "ls", LoginOptions{}); !errors.As(err, &e) || e.Code != errcode.Cancelled {
+		t.Errorf("Login past its deadline: %v, want cancelled", err)
+	}
+}
