@@ -195,7 +195,7 @@ type LoginOptions struct {
 // Login runs a bundle's auth.login.cmd in the sandbox on the given streams, then waits for its
 // completes_when check to pass, as clihostctl login does; calls then see the bundle as logged in.
 // The login belongs to the Host's user (clihostd's login scope). The error is a *Error
-// (auth_required with why) or ErrNoState.
+// (auth_required with why, cancelled when ctx ended first) or ErrNoState.
 func (h *Host) Login(ctx context.Context, bundle string, o LoginOptions) error {
 	b, scope, env, err := h.lifecycle(ctx, bundle, host.LoginUser(h.user))
 	if err != nil {
@@ -207,6 +207,9 @@ func (h *Host) Login(ctx context.Context, bundle string, o LoginOptions) error {
 		return loginResult(env.Run(ctx, c))
 	}
 	if _, err := h.auth.Login(ctx, b, scope, env, run); err != nil {
+		if ctx.Err() != nil {
+			return newError(&callresult.Error{Code: errcode.Cancelled, Message: err.Error()})
+		}
 		return newError(&callresult.Error{Code: errcode.AuthRequired, Message: err.Error(), Hint: "run Login again"})
 	}
 	return nil
