@@ -21,7 +21,9 @@
 // program's own executable re-executed. Importing this package makes the program able to act as
 // that init: it imports sandbox/nsinit/entry for its side effect, which takes over the process
 // during package initialisation when it was started as the init (a marker as its first argument),
-// before main runs. Nothing else is needed: no TestMain, no call in main. The helper starts
+// before main runs. Nothing else is needed: no TestMain, no call in main. (The init functions
+// of packages initialised before it still run in the init: keep them free of side effects, or
+// install the helper.) The helper starts
 // sandboxes a little faster (go build -o DIR/clihost-sandbox github.com/clihost/clihost/cmd/clihost-sandbox
 // beside the program). The program needs what clihostd needs to build a sandbox: root, or
 // unprivileged user namespaces (clihostctl doctor says which the machine offers).
@@ -119,7 +121,9 @@ func WithBundleDirs(dirs ...string) Option {
 // WithBundleFS loads the bundles found in fsys (every CLI.md at any depth), named name in lint
 // findings. The bundles' files are read through fsys only: a reference leaving the bundle's
 // folder (../) is a lint error and the bundle is not served. Such bundles cannot vendor binaries
-// (they are not on disk).
+// (they are not on disk). What fsys itself lets through is its own affair: os.DirFS follows
+// symbolic links out of its directory, so a bundle folder on disk from others belongs in
+// WithBundleDirs, whose reads never leave it.
 func WithBundleFS(name string, fsys fs.FS) Option {
 	return func(c *config) {
 		if fsys == nil {
@@ -183,7 +187,8 @@ func WithStateDir(dir string) Option { return func(c *config) { c.stateDir = dir
 // without a state directory (WithStateDir implies it for its own directory).
 func WithHomeDir(dir string) Option { return func(c *config) { c.homeDir = dir } }
 
-// WithAudit writes one JSON line per call (and per egress decision) to w.
+// WithAudit writes one JSON line per call (and per egress decision) to w. When w is a file, mask it
+// with WithDeny (clihostd masks its own audit log): a tool allowed to write it could forge lines.
 func WithAudit(w io.Writer) Option { return func(c *config) { c.audit = w } }
 
 // WithApprovalPolicy enforces the approval policy in file (docs/operations.md, Approvals; a file
