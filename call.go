@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/clihost/clihost/approval"
@@ -20,7 +21,7 @@ type Result = callresult.Envelope
 // CallOptions adjust one call (the zero value is a plain call).
 type CallOptions struct {
 	// Via names the front end for approval rules (approval.ViaCLI, the default: a call made in
-	// this process).
+	// this process; approval_required then names Host.AnswerApproval in its hint).
 	Via string
 	// Progress is called about every second while the CLI runs, with the time elapsed.
 	Progress func(elapsed time.Duration)
@@ -62,12 +63,18 @@ func (h *Host) call(ctx context.Context, bundle, tool string, input map[string]a
 		}
 		return env, err
 	}
-	if o.Via == "" {
+	embedder := o.Via == "" // clihostctl names its front end; its person at a terminal is asked
+	if embedder {
 		o.Via = approval.ViaCLI
 	}
 	env := h.h.Call(ctx, b, tool, input, h.caller(), host.CallOptions{Via: o.Via, Progress: o.Progress})
 	if env.OK {
 		return env, nil
+	}
+	h.forEmbedder(b, env.Error)
+	if e := env.Error; embedder && e.Code == errcode.ApprovalRequired && e.Approval != nil {
+		e.Hint = fmt.Sprintf("once a person agrees, call Host.AnswerApproval(%q, true, who) and repeat the same call; "+
+			"or allow the tool in the approval policy (WithApprovalPolicy)", e.Approval.ID)
 	}
 	return env, newError(env.Error)
 }

@@ -9,8 +9,9 @@
 //	...
 //	res, err := h.Call(ctx, "jq", "eval", map[string]any{"filter": ".a", "json": `{"a":1}`}, clihost.CallOptions{})
 //
-// Every tool runs in the kernel sandbox (namespaces, Landlock, seccomp, the egress proxy); there
-// is no option to turn it off. Failures are *Error values carrying an errcode.Code (errors.As);
+// Every tool runs in the kernel sandbox (namespaces, Landlock, seccomp, the egress proxy), and so
+// do version checks, setup steps and logins; there is no option to turn it off. Installing a CLI
+// is the exception: Install runs the bundle's installers outside it (see Host.Install). Failures are *Error values carrying an errcode.Code (errors.As);
 // a call's result is the same envelope clihostd returns (callresult.Envelope).
 //
 // # The sandbox's init
@@ -20,7 +21,9 @@
 // program's own executable re-executed. Importing this package makes the program able to act as
 // that init: it imports sandbox/nsinit/entry for its side effect, which takes over the process
 // during package initialisation when it was started as the init (a marker as its first argument),
-// before main runs. Nothing else is needed: no TestMain, no call in main. The helper starts
+// before main runs. Nothing else is needed: no TestMain, no call in main. (The init functions
+// of packages initialised before it still run in the init: keep them free of side effects, or
+// install the helper.) The helper starts
 // sandboxes a little faster (go build -o DIR/clihost-sandbox github.com/clihost/clihost/cmd/clihost-sandbox
 // beside the program). The program needs what clihostd needs to build a sandbox: root, or
 // unprivileged user namespaces (clihostctl doctor says which the machine offers).
@@ -118,9 +121,15 @@ func WithBundleDirs(dirs ...string) Option {
 // WithBundleFS loads the bundles found in fsys (every CLI.md at any depth), named name in lint
 // findings. The bundles' files are read through fsys only: a reference leaving the bundle's
 // folder (../) is a lint error and the bundle is not served. Such bundles cannot vendor binaries
-// (they are not on disk).
+// (they are not on disk). What fsys itself lets through is its own affair: os.DirFS follows
+// symbolic links out of its directory, so a bundle folder on disk from others belongs in
+// WithBundleDirs, whose reads never leave it.
 func WithBundleFS(name string, fsys fs.FS) Option {
 	return func(c *config) {
+		if fsys == nil {
+			c.err = errors.Join(c.err, fmt.Errorf("clihost: WithBundleFS %q: a nil fs.FS", name))
+			return
+		}
 		c.sources = append(c.sources, registry.Source{Name: name, FS: fsys, Root: ".", Display: under(name, ":")})
 	}
 }
@@ -168,15 +177,18 @@ func WithWorkspace(dir string) Option { return func(c *config) { c.workspace = d
 // WithStateDir keeps state in dir (created 0700): the record of installed CLIs and the binaries
 // installed there, setup answers and secrets, login state, and the homes of uids without one.
 // Calls are then gated on setup and login as clihostd gates them. A running clihostd's state
-// directory is locked by it (store.ErrLocked). Without it the Host keeps nothing: calls are not
-// gated on setup or login, and Install, Setup and Login return ErrNoState.
+// directory is locked by it (store.ErrLocked). It must lie apart from the workspace (neither
+// inside the other, symlinks resolved): New refuses it otherwise, since tools allowed to write
+// their workspace could replace the CLIs installed there. Without it the Host keeps nothing:
+// calls are not gated on setup or login, and Install, Setup and Login return ErrNoState.
 func WithStateDir(dir string) Option { return func(c *config) { c.stateDir = dir } }
 
 // WithHomeDir gives uids without a usable home of their own <dir>/homes/<uid> as HOME, on a Host
 // without a state directory (WithStateDir implies it for its own directory).
 func WithHomeDir(dir string) Option { return func(c *config) { c.homeDir = dir } }
 
-// WithAudit writes one JSON line per call (and per egress decision) to w.
+// WithAudit writes one JSON line per call (and per egress decision) to w. When w is a file, mask it
+// with WithDeny (clihostd masks its own audit log): a tool allowed to write it could forge lines.
 func WithAudit(w io.Writer) Option { return func(c *config) { c.audit = w } }
 
 // WithApprovalPolicy enforces the approval policy in file (docs/operations.md, Approvals; a file
@@ -208,12 +220,9 @@ func WithAgentUser(name string) Option { return func(c *config) { c.agent = name
 // New loads the bundles of the options' sources and makes a Host over them. Bundles with lint
 // errors are loaded (Lint reports them) but never called.
 func New(ctx context.Context, opts ...Option) (*Host, error) {
-	var c config
-	for _, o := range opts {
-		o(&c)
-	}
-	if c.err != nil {
-		return nil, c.err
+	c, err := configOf(opts)
+	if err != nil {
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -237,12 +246,28 @@ func New(ctx context.Context, opts ...Option) (*Host, error) {
 		return nil, err
 	}
 	if c.stateDir != "" {
+		if err := apart(c.stateDir, ws); err != nil {
+			return nil, err
+		}
 		if err := h.openState(c.stateDir, &hopts); err != nil {
 			return nil, err
 		}
 	}
 	h.h = host.New(reg, hopts)
 	return h, nil
+}
+
+// configOf applies opts; the error is the options' own (a nil Option among them).
+func configOf(opts []Option) (*config, error) {
+	c := &config{}
+	for i, o := range opts {
+		if o == nil {
+			c.err = errors.Join(c.err, fmt.Errorf("clihost: option %d is nil", i+1))
+			continue
+		}
+		o(c)
+	}
+	return c, c.err
 }
 
 // registry loads the configured sources.
@@ -271,6 +296,50 @@ func (c *config) approvals() (*approval.Policy, error) {
 	}
 	c.deny = append(c.deny, c.policy)
 	return approval.LoadPolicy(c.policy)
+}
+
+// apart refuses a state directory that is, contains or lies inside the workspace (symlinks
+// resolved): a tool allowed to write its workspace could then replace the CLIs Install placed in
+// the state directory's bin/ and the homes it keeps.
+func apart(stateDir, workspace string) error {
+	state, err := resolved(stateDir)
+	if err != nil {
+		return fmt.Errorf("clihost: state directory: %w", err)
+	}
+	ws, err := resolved(workspace)
+	if err != nil {
+		return fmt.Errorf("clihost: workspace: %w", err)
+	}
+	if within(state, ws) || within(ws, state) {
+		return fmt.Errorf("clihost: the state directory %s overlaps the workspace %s: tools that may write their workspace "+
+			"could replace the CLIs installed there (keep the state outside the workspace, e.g. under os.UserConfigDir or /var/lib)", stateDir, workspace)
+	}
+	return nil
+}
+
+// resolved is p absolute with the symlinks of its existing part resolved (the rest may not exist yet).
+func resolved(p string) (string, error) {
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	var rest []string
+	for {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(append([]string{r}, rest...)...), nil
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return "", fmt.Errorf("%s: no part of it exists", p)
+		}
+		rest = append([]string{filepath.Base(p)}, rest...)
+		p = parent
+	}
+}
+
+// within reports whether p is dir or lies inside it (both clean and absolute).
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 // openState opens the store in dir and wires setup, login and installed binaries into opts.

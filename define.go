@@ -54,7 +54,10 @@ func (d *Definition) render(body string, tools []*ToolDefinition) error {
 		return errors.New("the commands block is made from the tools: leave CLI.Commands empty")
 	}
 	cli := d.cli
-	for _, t := range tools {
+	for i, t := range tools {
+		if t == nil {
+			return fmt.Errorf("tool %d is nil", i+1)
+		}
 		if len(t.command) == 0 {
 			return fmt.Errorf("tool %q has no command", t.tool.ID)
 		}

@@ -44,5 +44,24 @@ func notFound(err error) *callresult.Error {
 }
 
 func bundleInvalid(b *manifest.Bundle, err error) *callresult.Error {
-	return &callresult.Error{Code: errcode.BundleInvalid, Message: err.Error(), Hint: fmt.Sprintf("Host.Lint lists the %d finding(s) of %s", len(b.Findings), b.File)}
+	msg := err.Error() // names clihostctl lint with the bundle's folder
+	if b.OSDir == "" { // a definition, an fs.FS or the catalog: no folder to lint
+		msg = fmt.Sprintf("bundle %s has lint errors and is not served", b.Key())
+	}
+	return &callresult.Error{Code: errcode.BundleInvalid, Message: msg, Hint: fmt.Sprintf("Host.Lint lists the %d finding(s) of %s", len(b.Findings), b.File)}
+}
+
+// forEmbedder rewrites the remedy of e, an error of bundle b from clihostd's engine, on a Host that
+// keeps state, as the Go API call that applies it: clihostctl setup and login would act on a
+// daemon's state, not on this Host's. (A Host without state has no Setup or Login to offer.)
+func (h *Host) forEmbedder(b *manifest.Bundle, e *callresult.Error) {
+	if e == nil || h.store == nil {
+		return
+	}
+	switch {
+	case e.Code == errcode.SetupRequired:
+		e.Hint = fmt.Sprintf("call Host.Setup(ctx, %q, clihost.SetupOptions{Values: …}) with the answers of its pending steps", b.ID())
+	case e.Code == errcode.AuthRequired && b.CLI.Auth != nil && b.CLI.Auth.Login != nil:
+		e.Hint = fmt.Sprintf("call Host.Login(ctx, %q, clihost.LoginOptions{…}) (runs %q)", b.ID(), b.CLI.Auth.Login.Cmd)
+	}
 }

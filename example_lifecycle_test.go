@@ -41,7 +41,15 @@ func ExampleHost_Setup() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(state)
-	h, err := clihost.New(ctx, clihost.WithDefinitions(greeter), clihost.WithStateDir(state), clihost.WithWorkspace(os.TempDir()))
+	ws, err := os.MkdirTemp("", "clihost-workspace-") // apart from the state directory: New refuses one inside the other
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := os.Chmod(ws, 0o777); err != nil { // a root program's CLIs run as nobody in its workspaces
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(ws)
+	h, err := clihost.New(ctx, clihost.WithDefinitions(greeter), clihost.WithStateDir(state), clihost.WithWorkspace(ws))
 	if err != nil {
 		log.Fatal(err)
 	}

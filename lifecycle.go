@@ -67,6 +67,12 @@ type InstallOptions struct {
 // version checked in the sandbox, and one reinstall on a mismatch. The result is recorded in the
 // state directory, where later calls find the binary. The error is a *Error (install_failed,
 // version_mismatch, …) or ErrNoState.
+//
+// The installers themselves run OUTSIDE the sandbox, as this program's user (root when it is
+// root), with the network: package managers (apt's maintainer scripts, npm's and pip's install
+// scripts), go and cargo builds and curl installer scripts run what the bundle names. A checksum
+// proves the download is the one the bundle's author chose, not that it is harmless. Install only
+// bundles you trust; calls, version checks, setup and login are sandboxed whatever the bundle.
 func (h *Host) Install(ctx context.Context, bundle string, o InstallOptions) (Binary, error) {
 	if h.store == nil {
 		return Binary{}, ErrNoState
@@ -87,7 +93,7 @@ func (h *Host) Install(ctx context.Context, bundle string, o InstallOptions) (Bi
 		res, err := install.Install(ctx, b, install.Options{StateDir: h.stateDir, AllowUnverified: o.AllowUnverified,
 			Privileged: os.Geteuid() == 0, Output: o.Output})
 		if err != nil {
-			return Binary{}, newError(installError(err))
+			return Binary{}, newError(installError(ctx, err))
 		}
 		h.h.Forget(b)
 		path, ver, verr := h.h.Verify(ctx, b, h.workspace)
@@ -107,7 +113,8 @@ func (h *Host) Install(ctx context.Context, bundle string, o InstallOptions) (Bi
 // virtualenv: an entry that needs root) in this process, with its output on out: a clihostd that
 // is not root hands such entries back to its root caller (sudo clihostctl install), which runs
 // them here; the daemon then finds the binary, checks and records it. Nothing is verified or
-// recorded here, and no state directory is needed.
+// recorded here, and no state directory is needed. The package manager runs outside the sandbox,
+// as this program's user (see Install).
 func (h *Host) InstallEntry(ctx context.Context, bundle string, index int, out io.Writer) error {
 	b, err := h.bundle(bundle)
 	if err != nil {
@@ -117,14 +124,15 @@ func (h *Host) InstallEntry(ctx context.Context, bundle string, index int, out i
 	return err
 }
 
-// installError is install.Install's error with its code.
-func installError(err error) *callresult.Error {
+// installError is install.Install's error with its code: cancelled when ctx ended (cancelled, or
+// its deadline passed), as a call's.
+func installError(ctx context.Context, err error) *callresult.Error {
 	code, hint := errcode.InstallFailed, "each install entry's reason is listed; install the CLI by hand, or fix the bundle's install entries"
 	var ce *install.ChecksumError
 	switch {
 	case errors.As(err, &ce):
 		hint = "the download does not match the bundle's verify_sha256; nothing was installed. Report it to the bundle's author"
-	case errors.Is(err, context.Canceled):
+	case ctx.Err() != nil || errors.Is(err, context.Canceled):
 		code, hint = errcode.Cancelled, ""
 	}
 	return &callresult.Error{Code: code, Message: err.Error(), Hint: hint}
@@ -187,7 +195,7 @@ type LoginOptions struct {
 // Login runs a bundle's auth.login.cmd in the sandbox on the given streams, then waits for its
 // completes_when check to pass, as clihostctl login does; calls then see the bundle as logged in.
 // The login belongs to the Host's user (clihostd's login scope). The error is a *Error
-// (auth_required with why) or ErrNoState.
+// (auth_required with why, cancelled when ctx ended first) or ErrNoState.
 func (h *Host) Login(ctx context.Context, bundle string, o LoginOptions) error {
 	b, scope, env, err := h.lifecycle(ctx, bundle, host.LoginUser(h.user))
 	if err != nil {
@@ -199,6 +207,9 @@ func (h *Host) Login(ctx context.Context, bundle string, o LoginOptions) error {
 		return loginResult(env.Run(ctx, c))
 	}
 	if _, err := h.auth.Login(ctx, b, scope, env, run); err != nil {
+		if ctx.Err() != nil {
+			return newError(&callresult.Error{Code: errcode.Cancelled, Message: err.Error()})
+		}
 		return newError(&callresult.Error{Code: errcode.AuthRequired, Message: err.Error(), Hint: "run Login again"})
 	}
 	return nil
@@ -228,6 +239,7 @@ func (h *Host) lifecycle(ctx context.Context, bundle, user string) (*manifest.Bu
 	}
 	env, verr := h.h.LifecycleEnv(ctx, b, h.caller())
 	if verr != nil {
+		h.forEmbedder(b, verr)
 		return nil, lifecycle.Scope{}, lifecycle.Env{}, newError(verr)
 	}
 	return b, lifecycle.Scope{Bundle: b.Key(), Workspace: h.workspace, User: user}, env, nil

@@ -29,12 +29,9 @@ func (h *Host) Lint() LintReport { return lintOf(h.reg) }
 // making a Host: nothing but the runner's host checks (is a container runtime there, is an image
 // present, is a package installed) runs.
 func Lint(opts ...Option) (LintReport, error) {
-	var c config
-	for _, o := range opts {
-		o(&c)
-	}
-	if c.err != nil {
-		return LintReport{}, c.err
+	c, err := configOf(opts)
+	if err != nil {
+		return LintReport{}, err
 	}
 	reg, err := c.registry()
 	if err != nil {

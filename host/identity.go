@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/internal/access"
 	"github.com/clihost/clihost/sandbox"
@@ -289,12 +291,10 @@ func (h *Host) keptHome(id sandbox.Identity) (string, error) {
 			return "", fmt.Errorf("the home kept for uid %d: %w", id.UID, err)
 		}
 	}
-	if err := os.Mkdir(home, 0o700); err == nil {
-		if err := os.Chown(home, id.UID, id.GID); err != nil {
+	if _, err := os.Lstat(home); errors.Is(err, os.ErrNotExist) {
+		if err := makeHome(homes, home, id); err != nil {
 			return "", fmt.Errorf("the home kept for uid %d: %w", id.UID, err)
 		}
-	} else if !errors.Is(err, os.ErrExist) {
-		return "", fmt.Errorf("the home kept for uid %d: %w", id.UID, err)
 	}
 	st, err := os.Lstat(home)
 	if err != nil {
@@ -304,6 +304,28 @@ func (h *Host) keptHome(id sandbox.Identity) (string, error) {
 		return "", fmt.Errorf("the home kept for uid %d: %s is not a directory that uid owns", id.UID, home)
 	}
 	return home, nil
+}
+
+// makeHome makes home (in homes) owned by id, mode 0700, appearing whole: it is made and chowned
+// under a temporary name, then renamed into place unless a call racing this one has put its own
+// there first, so no call ever sees it owned by root.
+func makeHome(homes, home string, id sandbox.Identity) error {
+	tmp, err := os.MkdirTemp(homes, ".new-"+filepath.Base(home)+"-") // mode 0700
+	if err != nil {
+		return err
+	}
+	if err := os.Chown(tmp, id.UID, id.GID); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, home, unix.RENAME_NOREPLACE)
+	if err != nil {
+		_ = os.Remove(tmp)
+		if errors.Is(err, unix.EEXIST) {
+			return nil // another call made it
+		}
+	}
+	return err
 }
 
 // searchable makes dir exist with mode 0711: every user may search it, no one but its owner list
