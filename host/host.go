@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -396,9 +395,16 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 	if res.Canceled {
 		return Envelope{ExitCode: &exit, Error: &Error{Code: errcode.Cancelled, Message: "the call was cancelled; its processes were stopped", ExitCode: &exit}}
 	}
-	out := output.Parse(conv, output.Process{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
+	r := newRedactor(secretValues(b, h.opts.LookupEnv, usedSecrets))
+	stdout, stderr := res.Stdout, res.Stderr
+	if res.StdoutTruncated { // the capture limit may have cut a value, leaving its start
+		stdout = []byte(r.cutTail(string(stdout)))
+	}
+	if res.StderrTruncated {
+		stderr = []byte(r.cutTail(string(stderr)))
+	}
+	out := output.Parse(conv, output.Process{ExitCode: res.ExitCode, Stdout: stdout, Stderr: stderr,
 		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, TimedOut: res.TimedOut})
-	r := redactor(secretValues(b, h.opts.LookupEnv, usedSecrets))
 	if out.OK {
 		if s := t.OutputSchema(); s != nil {
 			if err := s.Validate(out.Value); err != nil {
@@ -411,9 +417,9 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 	}
 	f := out.Failure
 	if res.Exhausted != "" {
-		return Envelope{ExitCode: &exit, Error: exhaustedError(res, &exit, r.text(f.Stderr))}
+		return Envelope{ExitCode: &exit, Error: exhaustedError(res, &exit, r.text(r.cutHead(f.Stderr)))}
 	}
-	e := &Error{Code: f.Code, Message: r.text(f.Message), Hint: f.Hint, ExitCode: &exit, Stderr: r.text(f.Stderr),
+	e := &Error{Code: f.Code, Message: r.text(f.Message), Hint: f.Hint, ExitCode: &exit, Stderr: r.text(r.cutHead(f.Stderr)),
 		Category: f.Category, Retryable: f.Retryable, Fallback: f.Fallback, RetryAfterMS: f.RetryAfterMS}
 	if res.TimedOut {
 		e.Message = fmt.Sprintf("the command did not finish within %s and was stopped", timeout)
@@ -580,6 +586,5 @@ func secretValues(b *manifest.Bundle, lookup func(string) (string, bool), used [
 			}
 		}
 	}
-	sort.Slice(vals, func(i, j int) bool { return len(vals[i]) > len(vals[j]) })
 	return vals
 }

@@ -97,6 +97,9 @@ func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 		case "mixed":
 			data = append(append(bytes.Clone(res.Stdout), '\n'), res.Stderr...)
 		}
+		if res.StdoutTruncated || res.StderrTruncated { // a cut may have left a value's start at the end
+			data = []byte(newRedactor(secretValues(b, h.opts.LookupEnv, *sc.used)).cutTail(string(data)))
+		}
 		outputs = append(outputs, strings.TrimRight(string(data), "\n"))
 		if s.Appends(i, len(steps)) {
 			final = append(final, outputs[i])

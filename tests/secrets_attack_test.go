@@ -1,0 +1,140 @@
+package tests
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/clihost/clihost/internal/fixture"
+)
+
+// leakBundle is a bundle whose CLI is jq with one tool per entry of tools: its argv (after -n)
+// and its output format. Its SECRETS.md declares VAULT_TOKEN (required) and VAULT_PIN (optional).
+func leakBundle(t *testing.T, dir string, tools map[string][2]string) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, "vault", "SECRETS.md"), `---
+secrets:
+  - { slug: vault-token, name: Token, description: The token. }
+  - { slug: vault-pin, name: PIN, description: A numeric PIN., metadata: { required: false } }
+---
+`)
+	var cmds strings.Builder
+	for name, spec := range tools {
+		cmds.WriteString("  " + name + ": ./tools/" + name + "/TOOL.md\n")
+		writeFile(t, filepath.Join(dir, "vault", "tools", name, "TOOL.md"), `---
+name: `+name+`
+id: vault.`+name+`
+description: Prints its environment in some form.
+version: 1.0.0
+inputs: { type: object, properties: {} }
+outputs: {}
+runner: { cli: ../../CLI.md, argv: [-n, `+spec[0]+`], output: { format: `+spec[1]+` } }
+---
+`)
+	}
+	writeFile(t, filepath.Join(dir, "vault", "CLI.md"), `---
+name: vault CLI
+id: vault
+description: jq stands in for a CLI that reads its credentials from its environment.
+version: 1.0.0
+bin: jq
+install: [{ method: apt, package: jq }]
+version_check: { cmd: "jq --version", parse: 'jq-(\d+\.\d+(?:\.\d+)?)', range: ">=1.5" }
+auth: { ref: ./SECRETS.md }
+sandbox:
+  network: { egress: [] }
+  fs: { read: [], write: [] }
+  exec: { allow: false }
+  env: { pass: [] }
+output: { default_format: json }
+commands:
+`+cmds.String()+`---
+`)
+}
+
+// strs collects every string of a decoded JSON document, object keys included.
+func strs(v any, out *[]string) {
+	switch t := v.(type) {
+	case string:
+		*out = append(*out, t)
+	case json.Number:
+		*out = append(*out, t.String())
+	case map[string]any:
+		for k, x := range t {
+			*out = append(*out, k)
+			strs(x, out)
+		}
+	case []any:
+		for _, x := range t {
+			strs(x, out)
+		}
+	}
+}
+
+// TestSecretsNeverLeakThroughAResult: a CLI that prints its secret — as an object key, as a JSON
+// number, JSON-escaped inside a string, base64-encoded, JSON-escaped on stderr, cut by the stderr
+// excerpt or by the capture limit — never returns it, whole or in a part that says more than
+// three characters of it, through clihostctl call's envelope.
+func TestSecretsNeverLeakThroughAResult(t *testing.T) {
+	if _, err := lookSystem("jq"); err != nil {
+		fixture.Missing(t, "jq is not installed: %v", err)
+	}
+	const value = `Tok&en"<s3cret>\valu3-9f8e`
+	const pin = "73915284"
+	// The stderr excerpt keeps the last 4 KiB: the cut falls 12 characters before the secret's end.
+	// The capture keeps the first 10 MiB of stdout: the cut falls 12 characters into the secret.
+	tools := map[string][2]string{
+		"key":     {`-c, '{($ENV.VAULT_TOKEN): 1}'`, "json"},
+		"number":  {`-c, '{pin: ($ENV.VAULT_PIN|tonumber)}'`, "json"},
+		"escaped": {`-c, '{a: ($ENV.VAULT_TOKEN|tojson)}'`, "json"},
+		"base64":  {`-c, '{a: ($ENV.VAULT_TOKEN|@base64)}'`, "json"},
+		"b64mid":  {`-c, '{a: ("u:" + $ENV.VAULT_TOKEN|@base64)}'`, "json"},
+		"stderr":  {`-c, '$ENV.VAULT_TOKEN|tojson|error'`, "json"},
+		"cut":     {`-c, 'error(("a" * 5000) + $ENV.VAULT_TOKEN + ("b" * 4084))'`, "json"},
+		"trunc":   {`-r, '("x" * 10485748) + $ENV.VAULT_TOKEN'`, "text"},
+	}
+	dir := t.TempDir()
+	leakBundle(t, dir, tools)
+	if r := runBin(t, bin.ctl, "", "lint", dir); r.code != 0 {
+		t.Fatalf("lint: %s%s", r.stdout, r.stderr)
+	}
+	d := startDaemon(t, t.TempDir(), "--bundles", dir)
+	ws := []string{"--workspace", d.ws}
+	if r := d.ctlIn(t, value, append([]string{"secret", "set", "vault", "VAULT_TOKEN", "--stdin"}, ws...)...); r.code != 0 {
+		t.Fatalf("secret set: %d %s", r.code, r.stderr)
+	}
+	if r := d.ctlIn(t, pin, append([]string{"secret", "set", "vault", "VAULT_PIN", "--stdin"}, ws...)...); r.code != 0 {
+		t.Fatalf("secret set: %d %s", r.code, r.stderr)
+	}
+	quoted, _ := json.Marshal(value)
+	forms := map[string]string{"value": value, "pin": pin, "JSON-escaped": strings.Trim(string(quoted), `"`),
+		"JSON-escaped, HTML characters as they are": `Tok&en\"<s3cret>\\valu3-9f8e`,
+		"base64": base64.StdEncoding.EncodeToString([]byte(value))[:32],
+		"tail":   value[len(value)-12:], "head": value[:12]}
+	b64mid := base64.StdEncoding.EncodeToString([]byte("u:" + value))
+	forms["base64 at an offset"] = b64mid[4:32]
+	for name := range tools {
+		r := d.ctl(t, append([]string{"call", "vault", name}, ws...)...)
+		var env any
+		dec := json.NewDecoder(strings.NewReader(r.stdout))
+		dec.UseNumber()
+		if err := dec.Decode(&env); err != nil {
+			t.Errorf("%s: the result is not JSON: %v: %.300s %s", name, err, r.stdout, r.stderr)
+			continue
+		}
+		var all []string
+		strs(env, &all)
+		text := strings.Join(all, "\n")
+		if !strings.Contains(text, "[REDACTED]") {
+			t.Errorf("%s: no redaction marker in %.300s", name, text)
+		}
+		for form, s := range forms {
+			if strings.Contains(text, s) {
+				i := strings.Index(text, s)
+				t.Errorf("%s: the secret's %s form is in the result: …%s…", name, form, text[max(0, i-40):min(len(text), i+len(s)+40)])
+			}
+		}
+	}
+}
