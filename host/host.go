@@ -312,6 +312,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	if e := h.secretEnv(b, t, scope, &env, &usedSecrets); e != nil {
 		return Envelope{Error: e}
 	}
+	barred := slices.Clone(usedSecrets) // SECRETS.md values: never on a command line
 	lenv := lifecycle.Env{BinPath: bin.path, Dir: workspace, Env: slices.Clone(env)}
 	var lpol *sandbox.Policy
 	if h.opts.Auth != nil && b.CLI.Auth != nil && b.CLI.Auth.Login != nil {
@@ -344,7 +345,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	}
 	if len(t.Tool.Runner.Steps) > 0 {
 		out := h.runSteps(ctx, stepCall{b: b, t: t, input: input, workspace: workspace, peer: c.Peer, env: env, bin: bin, secrets: secrets,
-			used: &usedSecrets, scope: loginScope, rec: rec, opts: opts})
+			used: &usedSecrets, barred: barred, scope: loginScope, rec: rec, opts: opts})
 		out.Warnings = append(lifeWarnings, out.Warnings...)
 		return out
 	}
@@ -359,6 +360,9 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	conv := output.For(b.CLI, t.Tool)
 	args = append(slices.Clone(b.CLI.BinArgs), conv.Args(args)...)
 	rec.ArgvCount = len(args)
+	if e := onCommandLine(b, b.CLI.Bin, args, barred); e != nil {
+		return Envelope{Error: e}
+	}
 
 	timeout := callTimeout(b, t)
 	plan, pol, e := h.confine(b, t, bin.path, c, &env)

@@ -100,3 +100,23 @@ func SecretSetCommand(b *manifest.Bundle, slot manifest.SecretSlot, workspace st
 	}
 	return cmd
 }
+
+// onCommandLine refuses a process whose arguments carry one of values (the SECRETS.md values the
+// call received; four characters or longer, as redaction): a command line is world-readable
+// (/proc/PID/cmdline, ps -eo args) while the process runs. The argv template put it there
+// (${secrets.SLUG}), or a step's output that printed it (${steps.N.output}).
+func onCommandLine(b *manifest.Bundle, program string, args, values []string) *Error {
+	for _, v := range values {
+		if len(v) < minRedacted {
+			continue
+		}
+		for _, a := range args {
+			if strings.Contains(a, v) {
+				return &Error{Code: errcode.BundleInvalid, Category: "configuration",
+					Message: fmt.Sprintf("the call would put a secret of %s's SECRETS.md on %s's command line, where every local user reads it while it runs; nothing was run", b.ID(), program),
+					Hint:    "the bundle gives secrets through the environment (SECRETS.md exposures) or standard input, never in argv (${secrets.SLUG}, or a step output that printed one); report it to the bundle's author"}
+			}
+		}
+	}
+	return nil
+}

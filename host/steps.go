@@ -33,6 +33,7 @@ type stepCall struct {
 	bin       binary    // the bundle's verified bin
 	secrets   argv.Secrets
 	used      *[]string       // secret values used so far, for redaction
+	barred    []string        // the SECRETS.md values the call received, never on a command line
 	scope     lifecycle.Scope // the login's scope (LoginUser), for a login that expired
 	rec       *Invoked
 	opts      CallOptions
@@ -61,6 +62,9 @@ func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 		s := &steps[i]
 		vals := argv.Values{Input: sc.input, Secrets: sc.secrets, Steps: outputs, Schema: sc.t.Tool.Inputs}
 		proc, e := h.stepCommand(sc, i, s, vals)
+		if e == nil {
+			e = onCommandLine(b, filepath.Base(proc.Path), proc.Args, sc.barred)
+		}
 		if e != nil {
 			return Envelope{Error: e, Warnings: warnings}
 		}

@@ -3,6 +3,7 @@ package tests
 import (
 	"encoding/base64"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -134,6 +135,77 @@ func TestSecretsNeverLeakThroughAResult(t *testing.T) {
 			if strings.Contains(text, s) {
 				i := strings.Index(text, s)
 				t.Errorf("%s: the secret's %s form is in the result: …%s…", name, form, text[max(0, i-40):min(len(text), i+len(s)+40)])
+			}
+		}
+	}
+}
+
+// TestSecretsNeverOnACommandLine: a tool whose argv carries a SECRETS.md secret — through
+// ${secrets.SLUG}, or a step's output that printed it — is refused before anything runs: no
+// process of the call ever has the value in its /proc/PID/cmdline, which every local user reads.
+func TestSecretsNeverOnACommandLine(t *testing.T) {
+	if _, err := lookSystem("jq"); err != nil {
+		fixture.Missing(t, "jq is not installed: %v", err)
+	}
+	const value = "cmdline-s3cret-4f1e2d"
+	slow := `reduce range(3000000) as $i (0; .+1)`
+	dir := t.TempDir()
+	leakBundle(t, dir, map[string][2]string{
+		"argv": {`-c, --arg, x, "${secrets.vault-token}", '{a: $x, n: (` + slow + `)}'`, "json"},
+	})
+	writeFile(t, filepath.Join(dir, "vault", "tools", "steps", "TOOL.md"), `---
+name: steps
+id: vault.steps
+description: Prints its token in step 0 and hands it to step 1 on the command line.
+version: 1.0.0
+inputs: { type: object, properties: {} }
+outputs: {}
+runner:
+  cli: ../../CLI.md
+  steps:
+    - argv: [-n, -r, '$ENV.VAULT_TOKEN']
+    - argv: [-n, -c, --arg, x, "${steps.0.output}", '{a: $x, n: (`+slow+`)}']
+---
+`)
+	cli := filepath.Join(dir, "vault", "CLI.md")
+	src, _ := os.ReadFile(cli)
+	writeFile(t, cli, strings.Replace(string(src), "commands:\n", "commands:\n  steps: ./tools/steps/TOOL.md\n", 1))
+	if r := runBin(t, bin.ctl, "", "lint", dir); r.code != 0 {
+		t.Fatalf("lint: %s%s", r.stdout, r.stderr)
+	}
+	d := startDaemon(t, t.TempDir(), "--bundles", dir)
+	ws := []string{"--workspace", d.ws}
+	if r := d.ctlIn(t, value, append([]string{"secret", "set", "vault", "VAULT_TOKEN", "--stdin"}, ws...)...); r.code != 0 {
+		t.Fatalf("secret set: %d %s", r.code, r.stderr)
+	}
+	for _, tool := range []string{"argv", "steps"} {
+		seen := make(chan string, 1)
+		stop := make(chan struct{})
+		go func() { seen <- watchCmdlines(value, stop) }()
+		r := d.ctl(t, append([]string{"call", "vault", tool}, ws...)...)
+		close(stop)
+		if pid := <-seen; pid != "" {
+			t.Errorf("%s: process %s had the secret on its command line", tool, pid)
+		}
+		if r.code == 0 || !strings.Contains(r.stdout, "command line") || strings.Contains(r.stdout, value) {
+			t.Errorf("%s: a call that puts the secret on a command line must be refused: exit %d %s", tool, r.code, r.stdout)
+		}
+	}
+}
+
+// watchCmdlines polls every process's command line for s until stop closes, and returns the pid
+// of the first that holds it ("" when none did).
+func watchCmdlines(s string, stop <-chan struct{}) string {
+	for {
+		select {
+		case <-stop:
+			return ""
+		default:
+		}
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range procs {
+			if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), s) {
+				return filepath.Base(filepath.Dir(p))
 			}
 		}
 	}
