@@ -407,8 +407,15 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 	if res.StderrTruncated {
 		stderr = []byte(r.cutTail(string(stderr)))
 	}
-	out := output.Parse(conv, output.Process{ExitCode: res.ExitCode, Stdout: stdout, Stderr: stderr,
-		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, TimedOut: res.TimedOut})
+	proc := output.Process{ExitCode: res.ExitCode, Stdout: stdout, Stderr: stderr,
+		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, TimedOut: res.TimedOut}
+	out := output.Parse(conv, proc)
+	if !out.OK && len(r) > 0 {
+		// A failure's message is the streams' last lines and its stderr an excerpt: cut from the
+		// redacted streams, so that no part of a value (a PEM key's last lines) survives the cut.
+		proc.Stdout, proc.Stderr = []byte(r.text(string(stdout))), []byte(r.text(string(stderr)))
+		out = output.Parse(conv, proc)
+	}
 	if out.OK {
 		if s := t.OutputSchema(); s != nil {
 			if err := s.Validate(out.Value); err != nil {

@@ -19,6 +19,7 @@ func leakBundle(t *testing.T, dir string, tools map[string][2]string) {
 secrets:
   - { slug: vault-token, name: Token, description: The token. }
   - { slug: vault-pin, name: PIN, description: A numeric PIN., metadata: { required: false } }
+  - { slug: vault-key, name: Key, description: A private key in PEM., metadata: { required: false } }
 ---
 `)
 	var cmds strings.Builder
@@ -84,6 +85,7 @@ func TestSecretsNeverLeakThroughAResult(t *testing.T) {
 	}
 	const value = `Tok&en"<s3cret>\valu3-9f8e`
 	const pin = "73915284"
+	const key = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\nMzEfYyjiWA4R4/M2bS1GB4t7NXp98C3S\n-----END PRIVATE KEY-----"
 	// The stderr excerpt keeps the last 4 KiB: the cut falls 12 characters before the secret's end.
 	// The capture keeps the first 10 MiB of stdout: the cut falls 12 characters into the secret.
 	tools := map[string][2]string{
@@ -95,6 +97,7 @@ func TestSecretsNeverLeakThroughAResult(t *testing.T) {
 		"stderr":  {`-c, '$ENV.VAULT_TOKEN|tojson|error'`, "json"},
 		"cut":     {`-c, 'error(("a" * 5000) + $ENV.VAULT_TOKEN + ("b" * 4084))'`, "json"},
 		"trunc":   {`-r, '("x" * 10485748) + $ENV.VAULT_TOKEN'`, "text"},
+		"lines":   {`-r, '$ENV.VAULT_KEY|error'`, "json"},
 	}
 	dir := t.TempDir()
 	leakBundle(t, dir, tools)
@@ -109,11 +112,14 @@ func TestSecretsNeverLeakThroughAResult(t *testing.T) {
 	if r := d.ctlIn(t, pin, append([]string{"secret", "set", "vault", "VAULT_PIN", "--stdin"}, ws...)...); r.code != 0 {
 		t.Fatalf("secret set: %d %s", r.code, r.stderr)
 	}
+	if r := d.ctlIn(t, key, append([]string{"secret", "set", "vault", "VAULT_KEY", "--stdin"}, ws...)...); r.code != 0 {
+		t.Fatalf("secret set: %d %s", r.code, r.stderr)
+	}
 	quoted, _ := json.Marshal(value)
 	forms := map[string]string{"value": value, "pin": pin, "JSON-escaped": strings.Trim(string(quoted), `"`),
 		"JSON-escaped, HTML characters as they are": `Tok&en\"<s3cret>\\valu3-9f8e`,
 		"base64": base64.StdEncoding.EncodeToString([]byte(value))[:32],
-		"tail":   value[len(value)-12:], "head": value[:12]}
+		"tail":   value[len(value)-12:], "head": value[:12], "key's line": "MzEfYyjiWA4R4/M2bS1GB4t7NXp98C3S"}
 	b64mid := base64.StdEncoding.EncodeToString([]byte("u:" + value))
 	forms["base64 at an offset"] = b64mid[4:32]
 	for name := range tools {
