@@ -32,8 +32,9 @@ const (
 	// run). Produced by host's gate. Install the version the bundle names, or fix the bundle.
 	VersionMismatch Code = "version_mismatch"
 	// BundleInvalid: the bundle has lint errors or a broken step, so its tools are not callable, or
-	// a call would put a secret of its SECRETS.md on a command line. Produced by host; clihostctl
-	// ask also reports a provider bundle that does not fit. Run clihostctl lint on the bundle.
+	// a call would put a secret of its SECRETS.md on a command line or hand it to a tool its
+	// access.bind does not grant it to. Produced by host; clihostctl ask also reports a provider
+	// bundle that does not fit. Run clihostctl lint on the bundle.
 	BundleInvalid Code = "bundle_invalid"
 	// SetupRequired: the bundle's setup has pending steps, or a ${secrets.NAME} or a required
 	// secret of its SECRETS.md it needs has no value. Produced by host and setup. Run clihostctl

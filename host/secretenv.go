@@ -17,6 +17,11 @@ import (
 // never reach argv. A required slot that is unset refuses the call (setup_required) with the
 // command that sets it.
 func (h *Host) secretEnv(b *manifest.Bundle, t *manifest.ToolEntry, scope lifecycle.Scope, env, sensitive *[]string) *Error {
+	if slug, ok := b.UngrantedSecret(t); ok {
+		return &Error{Code: errcode.BundleInvalid, Category: "configuration",
+			Message: fmt.Sprintf("%s's tool %s names ${secrets.%s}, a secret its SECRETS.md's access.bind does not grant it; nothing was run", b.ID(), t.CommandPath(), slug),
+			Hint:    "report it to the bundle's author: grant the tool the secret in access.bind, or remove the reference"}
+	}
 	for _, slot := range b.Secrets {
 		if !slot.BoundTo(t) {
 			continue

@@ -55,6 +55,44 @@ func (s SecretSlot) BoundTo(t *ToolEntry) bool {
 	return false
 }
 
+// UngrantedSecret is a secret of b's inventory that t names in a template (${secrets.SLUG} in its
+// argv, stdin, or a step's argv, dir, env or stdin) although access.bind does not grant it to t
+// (false when there is none): such a call would hand t a credential the inventory keeps from it.
+func (b *Bundle) UngrantedSecret(t *ToolEntry) (string, bool) {
+	r := t.Tool.Runner
+	if len(b.Secrets) == 0 || r == nil {
+		return "", false
+	}
+	toks := slices.Clone(r.Parsed)
+	if r.ParsedStdin != nil {
+		toks = append(toks, *r.ParsedStdin)
+	}
+	for _, st := range r.Steps {
+		toks = append(toks, st.Parsed...)
+		for _, p := range []*TemplateToken{st.ParsedDir, st.ParsedStdin} {
+			if p != nil {
+				toks = append(toks, *p)
+			}
+		}
+		for _, tok := range st.ParsedEnv {
+			toks = append(toks, tok)
+		}
+	}
+	for _, tok := range toks {
+		for _, e := range tok.Exprs() {
+			if e.Source != "secrets" {
+				continue
+			}
+			for _, s := range b.Secrets {
+				if s.Slug == e.Name() && !s.BoundTo(t) {
+					return s.Slug, true
+				}
+			}
+		}
+	}
+	return "", false
+}
+
 // SecretSlotFor finds the slot a name designates: its slug or one of its environment variables.
 func (b *Bundle) SecretSlotFor(name string) (SecretSlot, bool) {
 	for _, s := range b.Secrets {

@@ -216,3 +216,75 @@ func watchCmdlines(s string, stop <-chan struct{}) string {
 		}
 	}
 }
+
+// TestSecretsAccessBindHoldsForTemplates: a secret SECRETS.md's access.bind grants to one tool
+// reaches no other tool of the bundle through ${secrets.SLUG} — in runner.stdin, a step's env or
+// its stdin: such a call is refused before anything runs, and the granted tool still gets it.
+func TestSecretsAccessBindHoldsForTemplates(t *testing.T) {
+	if _, err := lookSystem("jq"); err != nil {
+		fixture.Missing(t, "jq is not installed: %v", err)
+	}
+	const value = "bound-s3cret-only-for-show"
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "vault", "SECRETS.md"), `---
+secrets:
+  - slug: vault-token
+    name: Token
+    description: Only vault.show may have it.
+    access: { bind: [{ tool: vault.show }] }
+---
+`)
+	tool := func(name, runner string) {
+		writeFile(t, filepath.Join(dir, "vault", "tools", name, "TOOL.md"), `---
+name: `+name+`
+id: vault.`+name+`
+description: Reads a secret.
+version: 1.0.0
+inputs: { type: object, properties: {} }
+outputs: {}
+runner:
+  cli: ../../CLI.md
+`+runner+`---
+`)
+	}
+	tool("show", "  argv: [-n, -c, '{t: $ENV.VAULT_TOKEN}']\n")
+	tool("stdin", "  argv: [-R, -c, '{t: .}']\n  stdin: \"${secrets.vault-token}\"\n")
+	tool("stepenv", "  steps:\n    - argv: [-n, -c, '{t: $ENV.X}']\n      env: { X: \"${secrets.vault-token}\" }\n")
+	tool("stepstdin", "  steps:\n    - argv: [-R, -c, '{t: .}']\n      stdin: \"${secrets.vault-token}\"\n")
+	writeFile(t, filepath.Join(dir, "vault", "CLI.md"), `---
+name: vault CLI
+id: vault
+description: jq stands in for a CLI.
+version: 1.0.0
+bin: jq
+install: [{ method: apt, package: jq }]
+version_check: { cmd: "jq --version", parse: 'jq-(\d+\.\d+(?:\.\d+)?)', range: ">=1.5" }
+auth: { ref: ./SECRETS.md }
+sandbox:
+  network: { egress: [] }
+  fs: { read: [], write: [] }
+  exec: { allow: false }
+  env: { pass: [] }
+output: { default_format: json }
+commands:
+  show: ./tools/show/TOOL.md
+  stdin: ./tools/stdin/TOOL.md
+  stepenv: ./tools/stepenv/TOOL.md
+  stepstdin: ./tools/stepstdin/TOOL.md
+---
+`)
+	d := startDaemon(t, t.TempDir(), "--bundles", dir)
+	ws := []string{"--workspace", d.ws}
+	if r := d.ctlIn(t, value, append([]string{"secret", "set", "vault", "VAULT_TOKEN", "--stdin"}, ws...)...); r.code != 0 {
+		t.Fatalf("secret set: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := d.ctl(t, append([]string{"call", "vault", "show"}, ws...)...); r.code != 0 || !strings.Contains(r.stdout, `"t": "[REDACTED]"`) {
+		t.Fatalf("the granted tool: exit %d %s", r.code, r.stdout)
+	}
+	for _, name := range []string{"stdin", "stepenv", "stepstdin"} {
+		r := d.ctl(t, append([]string{"call", "vault", name}, ws...)...)
+		if r.code == 0 || strings.Contains(r.stdout, "REDACTED") || !strings.Contains(r.stdout, "access.bind") {
+			t.Errorf("%s: a tool access.bind does not grant the secret got it: exit %d %s", name, r.code, r.stdout)
+		}
+	}
+}
