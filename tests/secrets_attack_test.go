@@ -288,3 +288,21 @@ commands:
 		}
 	}
 }
+
+// TestSecretsTooLongForAnEnvironment: a value no environment variable can carry (Linux takes at
+// most 128 KiB per variable) is refused when it is set, with the limit, rather than breaking every
+// later call of the bundle as if its CLI were not installed.
+func TestSecretsTooLongForAnEnvironment(t *testing.T) {
+	if _, err := lookSystem("jq"); err != nil {
+		fixture.Missing(t, "jq is not installed: %v", err)
+	}
+	dir := t.TempDir()
+	leakBundle(t, dir, map[string][2]string{"show": {`-c, '{n: ($ENV.VAULT_TOKEN|length)}'`, "json"}})
+	d := startDaemon(t, t.TempDir(), "--bundles", dir)
+	ws := []string{"--workspace", d.ws}
+	r := d.ctlIn(t, strings.Repeat("k", 200<<10), append([]string{"secret", "set", "vault", "VAULT_TOKEN", "--stdin"}, ws...)...)
+	if r.code == 0 || !strings.Contains(r.stderr, "KiB") {
+		c := d.ctl(t, append([]string{"call", "vault", "show"}, ws...)...)
+		t.Fatalf("a 200 KiB value was accepted (exit %d %s); the call then says: %s", r.code, r.stderr, c.stdout)
+	}
+}
