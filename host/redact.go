@@ -25,6 +25,10 @@ const redacted = "[REDACTED]"
 // shorter one would replace ordinary text everywhere.
 const minRedacted = 4
 
+// minBase64 is the shortest base64 form redacted: one of eight characters matches random base64
+// text once in 2^48 positions.
+const minBase64 = 8
+
 // newRedactor is the redactor of values, longest forms first (so a value inside another is
 // not replaced first, leaving the rest of the longer one).
 func newRedactor(values []string) redactor {
@@ -57,7 +61,10 @@ func forms(v string) []string {
 	add(url.PathEscape(v))
 	for _, e := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 		for k := range 3 {
-			add(base64Aligned(e, v, k))
+			// Shorter, a form would also match ordinary base64 text (a file's content) now and then.
+			if f := base64Aligned(e, v, k); len(f) >= minBase64 {
+				add(f)
+			}
 		}
 	}
 	return out
