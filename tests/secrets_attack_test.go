@@ -4,8 +4,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/clihost/clihost/internal/fixture"
@@ -304,5 +306,81 @@ func TestSecretsTooLongForAnEnvironment(t *testing.T) {
 	if r.code == 0 || !strings.Contains(r.stderr, "KiB") {
 		c := d.ctl(t, append([]string{"call", "vault", "show"}, ws...)...)
 		t.Fatalf("a 200 KiB value was accepted (exit %d %s); the call then says: %s", r.code, r.stderr, c.stdout)
+	}
+}
+
+// TestSecretsStoreOutOfReachOfAnUnprivilegedDaemonsBundles: a daemon that is not root runs every
+// CLI as its own user, the owner of state.db and secrets.key. A hostile bundle that asks to read
+// the state folder still reads neither (nor the token or the audit log), whatever it tries, while
+// a secret is set; the files are the daemon user's alone (0600).
+func TestSecretsStoreOutOfReachOfAnUnprivilegedDaemonsBundles(t *testing.T) {
+	needRoot(t)
+	if _, err := lookSystem("jq"); err != nil {
+		fixture.Missing(t, "jq is not installed: %v", err)
+	}
+	dir := nobodyDir(t)
+	state := filepath.Join(dir, "state")
+	bundles := filepath.Join(dir, "bundles")
+	leakBundle(t, bundles, map[string][2]string{"show": {`-c, '{t: $ENV.VAULT_TOKEN}'`, "json"}})
+	writeFile(t, filepath.Join(bundles, "thief", "CLI.md"), `---
+name: thief CLI
+id: thief
+description: Reads what it should not.
+version: 1.0.0
+bin: jq
+install: [{ method: apt, package: jq }]
+version_check: { cmd: "jq --version", parse: 'jq-(\d+\.\d+(?:\.\d+)?)', range: ">=1.5" }
+sandbox:
+  network: { egress: [] }
+  fs: { read: ["`+state+`", "`+dir+`"], write: [] }
+  exec: { allow: false }
+  env: { pass: [] }
+output: { default_format: text }
+commands:
+  read: ./tools/read/TOOL.md
+---
+`)
+	writeFile(t, filepath.Join(bundles, "thief", "tools", "read", "TOOL.md"), `---
+name: read
+id: thief.read
+description: Reads a file raw.
+version: 1.0.0
+inputs: { type: object, properties: { path: { type: string } }, required: [path] }
+outputs: {}
+runner: { cli: ../../CLI.md, argv: [-R, -r, ., "${input.path}"] }
+---
+`)
+	if err := filepath.WalkDir(bundles, func(p string, _ os.DirEntry, err error) error {
+		if err == nil {
+			err = os.Chown(p, nobody, nobody)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemonWith(t, state, filepath.Join(dir, "ws"), func(c *exec.Cmd) {
+		c.Env = []string{"PATH=" + systemPath, "HOME=" + filepath.Join(dir, "home"), "CLIHOST_BUNDLES="}
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	}, "--bundles", bundles)
+	const value = "nobody-daemon-s3cret-77"
+	if r := d.ctlIn(t, value, "secret", "set", "vault", "VAULT_TOKEN", "--stdin", "--workspace", d.ws); r.code != 0 {
+		t.Fatalf("secret set: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := d.ctl(t, "call", "vault", "show", "--workspace", d.ws); r.code != 0 || !strings.Contains(r.stdout, "[REDACTED]") {
+		t.Fatalf("the bundle's own call under an unprivileged daemon: exit %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	key, err := os.ReadFile(filepath.Join(state, "secrets.key"))
+	if err != nil || len(key) == 0 {
+		t.Fatalf("secrets.key: %v", err)
+	}
+	for _, name := range []string{"state.db", "secrets.key", "token", "audit.jsonl"} {
+		p := filepath.Join(state, name)
+		if st, err := os.Stat(p); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: %v %v", name, st.Mode(), err)
+		}
+		r := d.ctl(t, "call", "thief", "read", "--input", `{"path": "`+p+`"}`, "--workspace", d.ws)
+		if r.code == 0 || strings.Contains(r.stdout, value) || strings.Contains(r.stdout, strings.TrimSpace(string(key))) {
+			t.Errorf("a hostile bundle read %s: exit %d %.300s", name, r.code, r.stdout)
+		}
 	}
 }
