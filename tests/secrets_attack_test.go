@@ -312,7 +312,8 @@ func TestSecretsTooLongForAnEnvironment(t *testing.T) {
 // TestSecretsStoreOutOfReachOfAnUnprivilegedDaemonsBundles: a daemon that is not root runs every
 // CLI as its own user, the owner of state.db and secrets.key. A hostile bundle that asks to read
 // the state folder still reads neither (nor the token or the audit log), whatever it tries, while
-// a secret is set; the files are the daemon user's alone (0600).
+// a secret is set, nor the environ, memory or command line of another bundle's CLI running as the
+// same uid with the secret; the files are the daemon user's alone (0600).
 func TestSecretsStoreOutOfReachOfAnUnprivilegedDaemonsBundles(t *testing.T) {
 	needRoot(t)
 	if _, err := lookSystem("jq"); err != nil {
@@ -321,7 +322,8 @@ func TestSecretsStoreOutOfReachOfAnUnprivilegedDaemonsBundles(t *testing.T) {
 	dir := nobodyDir(t)
 	state := filepath.Join(dir, "state")
 	bundles := filepath.Join(dir, "bundles")
-	leakBundle(t, bundles, map[string][2]string{"show": {`-c, '{t: $ENV.VAULT_TOKEN}'`, "json"}})
+	leakBundle(t, bundles, map[string][2]string{"show": {`-c, '{t: $ENV.VAULT_TOKEN}'`, "json"},
+		"slow": {`-c, '{t: $ENV.VAULT_TOKEN, n: (reduce range(6000000) as $i (0; .+1))}'`, "json"}})
 	writeFile(t, filepath.Join(bundles, "thief", "CLI.md"), `---
 name: thief CLI
 id: thief
@@ -383,4 +385,30 @@ runner: { cli: ../../CLI.md, argv: [-R, -r, ., "${input.path}"] }
 			t.Errorf("a hostile bundle read %s: exit %d %.300s", name, r.code, r.stdout)
 		}
 	}
+	// While the vault bundle's CLI runs with the secret in its environment, as the same uid, the
+	// thief asks for that process's environ and memory by its host pid.
+	done := make(chan result, 1)
+	go func() { done <- d.ctl(t, "call", "vault", "slow", "--workspace", d.ws) }()
+	var pid string
+	for pid == "" {
+		select {
+		case r := <-done:
+			t.Fatalf("the slow call ended before its process was seen: %s", r.stdout)
+		default:
+		}
+		procs, _ := filepath.Glob("/proc/[0-9]*/environ")
+		for _, p := range procs {
+			if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), value) {
+				pid = filepath.Base(filepath.Dir(p))
+			}
+		}
+	}
+	for _, f := range []string{"environ", "mem", "cmdline"} {
+		p := "/proc/" + pid + "/" + f
+		r := d.ctl(t, "call", "thief", "read", "--input", `{"path": "`+p+`"}`, "--workspace", d.ws)
+		if r.code == 0 || strings.Contains(r.stdout, value) || strings.Contains(r.stdout, "VAULT_TOKEN") {
+			t.Errorf("a hostile bundle read %s of another bundle's running CLI: exit %d %.300s", p, r.code, r.stdout)
+		}
+	}
+	<-done
 }
