@@ -412,3 +412,59 @@ runner: { cli: ../../CLI.md, argv: [-R, -r, ., "${input.path}"] }
 	}
 	<-done
 }
+
+// TestSecretsEnvironmentOfTheCLIsUserOnly: on a root daemon the MCP agents' (and root's) calls
+// run as --agent-user. While the CLI runs with its secret, its environment is that uid's to read
+// (/proc/PID/environ: the kernel's rule for a process of one's own uid, which the sandbox cannot
+// change — operations.md says to run the agent itself as another user) and no one else's: another
+// local user reads neither its environ nor its memory.
+func TestSecretsEnvironmentOfTheCLIsUserOnly(t *testing.T) {
+	fixture.Need(t, "jq", "cat")
+	fixture.NeedRoot(t)
+	agent := fixture.User(t, agentName)
+	other := fixture.User(t, ownerName)
+	parent := t.TempDir()
+	fixture.Reachable(t, parent)
+	ws := filepath.Join(parent, "project")
+	privateDir(t, ws, agent.UID, agent.GID, 0o700)
+	dir := t.TempDir()
+	leakBundle(t, dir, map[string][2]string{"slow": {`-c, '{t: $ENV.VAULT_TOKEN, n: (reduce range(6000000) as $i (0; .+1))}'`, "json"}})
+	d := rootDaemon(t, "--workspace", ws, "--agent-user", agentName, "--bundles", dir)
+	const value = "agent-must-not-read-this-77"
+	if r := d.ctlIn(t, value, "secret", "set", "vault", "VAULT_TOKEN", "--stdin", "--workspace", ws); r.code != 0 {
+		t.Fatalf("secret set: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	done := make(chan result, 1)
+	go func() { done <- d.ctl(t, "call", "vault", "slow", "--workspace", ws) }()
+	pid := ""
+	for pid == "" {
+		select {
+		case r := <-done:
+			t.Fatalf("the slow call ended before its process was seen: %s", r.stdout)
+		default:
+		}
+		procs, _ := filepath.Glob("/proc/[0-9]*/environ")
+		for _, p := range procs {
+			if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), value) {
+				pid = filepath.Base(filepath.Dir(p))
+			}
+		}
+	}
+	read := func(u fixture.TestUser, f string) (string, error) {
+		cmd := exec.Command("cat", "/proc/"+pid+"/"+f)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groupsOf(u)}}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := read(agent, "environ"); err != nil || !strings.Contains(out, value) {
+		t.Logf("the CLI's own uid no longer reads its environment (operations.md says it does): %v", err)
+	}
+	for _, f := range []string{"environ", "mem"} {
+		if out, err := read(other, f); err == nil || strings.Contains(out, value) {
+			t.Errorf("another user read /proc/%s/%s of the CLI holding the secret: %v %.200q", pid, f, err, out)
+		}
+	}
+	if r := <-done; r.code != 0 {
+		t.Fatalf("the slow call: %d %s", r.code, r.stdout)
+	}
+}
