@@ -12,8 +12,8 @@ import (
 )
 
 // redactor replaces secret values (four characters or longer) in what a call returns: each value
-// as it is and in the forms a CLI commonly prints it in (JSON-escaped inside a string, with or
-// without HTML escapes; URL-escaped; base64, standard or URL-safe, at any of the three
+// as it is and in the forms a CLI commonly prints it in (with a terminal's "\r\n" line endings;
+// JSON-escaped inside a string, with or without HTML escapes; URL-escaped; base64, standard or URL-safe, at any of the three
 // alignments it can take inside a longer encoded text such as "user:token"), in strings, object
 // keys and numbers. It is not a barrier against a CLI that transforms a value on purpose (split
 // across lines, reversed, hex): what reaches the CLI's environment is the CLI's to keep.
@@ -49,6 +49,9 @@ func forms(v string) []string {
 		if len(f) >= minRedacted && !slices.Contains(out, f) {
 			out = append(out, f)
 		}
+	}
+	if strings.Contains(v, "\n") { // as a terminal prints it (a tool with tty.required)
+		add(strings.ReplaceAll(strings.ReplaceAll(v, "\r\n", "\n"), "\n", "\r\n"))
 	}
 	q, _ := json.Marshal(v)
 	add(strings.Trim(string(q), `"`))

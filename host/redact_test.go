@@ -63,3 +63,13 @@ func TestRedactorCuts(t *testing.T) {
 		}
 	}
 }
+
+// TestRedactorTerminalLineEndings: a multi-line value printed through a terminal (a tool with
+// tty.required) comes back with "\r\n" line endings and is redacted all the same.
+func TestRedactorTerminalLineEndings(t *testing.T) {
+	const key = "-----BEGIN KEY-----\nMIIEvQIBADANBgkq\n-----END KEY-----"
+	out := newRedactor([]string{key}).text("key:\r\n" + strings.ReplaceAll(key, "\n", "\r\n") + "\r\n")
+	if strings.Contains(out, "MIIEvQIBADANBgkq") {
+		t.Fatalf("not redacted: %q", out)
+	}
+}
