@@ -274,7 +274,11 @@ func toolNames(b *manifest.Bundle) []string {
 	return out
 }
 
-func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, input map[string]any, c Caller, opts CallOptions, rec *Invoked) Envelope {
+func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, input map[string]any, c Caller, opts CallOptions, rec *Invoked) (result Envelope) {
+	// The values the call received (SECRETS.md, setup's, ${secrets.NAME}) as it goes; clihost's
+	// own errors about them (a step's dir, a step output refused as an option) are redacted too.
+	var usedSecrets []string
+	defer func() { h.redactError(b, result.Error, usedSecrets) }()
 	if b.Findings.HasErrors() || t.Tool.Runner == nil || !t.Tool.Runner.Callable() || t.InputSchema() == nil {
 		return fail(errcode.BundleInvalid, fmt.Sprintf("bundle %s has lint errors; its tools are not callable", b.Key()), "run: clihostctl lint "+b.Dir)
 	}
@@ -308,7 +312,6 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	scope := lifecycle.Scope{Bundle: b.Key(), Workspace: workspace, User: c.User}
 	loginScope := scope
 	loginScope.User = LoginUser(c.User)
-	var usedSecrets []string
 	if e := h.secretEnv(b, t, scope, &env, &usedSecrets); e != nil {
 		return Envelope{Error: e}
 	}
@@ -380,6 +383,15 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	out := h.finish(ctx, b, t, res, err, conv, timeout, loginScope, rec, usedSecrets, pol)
 	out.Warnings = append(append(out.Warnings, warnings...), cgroupWarning(res)...)
 	return out
+}
+
+// redactError redacts the values of used (and auth.state.env's) in e's text.
+func (h *Host) redactError(b *manifest.Bundle, e *Error, used []string) {
+	if e == nil {
+		return
+	}
+	r := newRedactor(secretValues(b, h.opts.LookupEnv, used))
+	e.Message, e.Hint, e.Stderr = r.text(e.Message), r.text(e.Hint), r.text(e.Stderr)
 }
 
 // finish turns a finished (or unstartable) process into the call's envelope. pol is the sandbox

@@ -468,3 +468,51 @@ func TestSecretsEnvironmentOfTheCLIsUserOnly(t *testing.T) {
 		t.Fatalf("the slow call: %d %s", r.code, r.stdout)
 	}
 }
+
+// TestSecretsNotInTheHostsOwnErrors: errors clihost itself writes about a call's values — a step's
+// dir that does not exist, a step output refused as an option — name those values, and a step
+// output can be a secret the CLI printed: they are redacted like the CLI's own output.
+func TestSecretsNotInTheHostsOwnErrors(t *testing.T) {
+	if _, err := lookSystem("jq"); err != nil {
+		fixture.Missing(t, "jq is not installed: %v", err)
+	}
+	const value = "hosts-own-error-s3cret"
+	dir := t.TempDir()
+	leakBundle(t, dir, map[string][2]string{"show": {`-c, '{}'`, "json"}})
+	steps := map[string]string{
+		"stepdir":  "    - argv: [-n, -r, '$ENV.VAULT_TOKEN']\n    - argv: [-n, '{}']\n      dir: \"${steps.0.output}\"\n",
+		"stepdash": "    - argv: [-n, -r, '\"-\" + $ENV.VAULT_TOKEN']\n    - argv: [-n, '{}', \"${steps.0.output}\"]\n",
+	}
+	cli := filepath.Join(dir, "vault", "CLI.md")
+	src, _ := os.ReadFile(cli)
+	for name, body := range steps {
+		writeFile(t, filepath.Join(dir, "vault", "tools", name, "TOOL.md"), `---
+name: `+name+`
+id: vault.`+name+`
+description: Hands a secret a step printed to clihost.
+version: 1.0.0
+inputs: { type: object, properties: {} }
+outputs: {}
+runner:
+  cli: ../../CLI.md
+  steps:
+`+body+`---
+`)
+		src = []byte(strings.Replace(string(src), "commands:\n", "commands:\n  "+name+": ./tools/"+name+"/TOOL.md\n", 1))
+	}
+	writeFile(t, cli, string(src))
+	if r := runBin(t, bin.ctl, "", "lint", dir); r.code != 0 {
+		t.Fatalf("lint: %s%s", r.stdout, r.stderr)
+	}
+	d := startDaemon(t, t.TempDir(), "--bundles", dir)
+	ws := []string{"--workspace", d.ws}
+	if r := d.ctlIn(t, value, append([]string{"secret", "set", "vault", "VAULT_TOKEN", "--stdin"}, ws...)...); r.code != 0 {
+		t.Fatalf("secret set: %d %s", r.code, r.stderr)
+	}
+	for name := range steps {
+		r := d.ctl(t, append([]string{"call", "vault", name}, ws...)...)
+		if r.code == 0 || strings.Contains(r.stdout, value[:12]) || !strings.Contains(r.stdout, "[REDACTED]") {
+			t.Errorf("%s: exit %d %s", name, r.code, r.stdout)
+		}
+	}
+}
