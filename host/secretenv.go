@@ -69,11 +69,13 @@ func exposed(b *manifest.Bundle, slot manifest.SecretSlot, v manifest.SecretEnv,
 		return value, nil
 	}
 	var obj map[string]any
-	if err := json.Unmarshal([]byte(value), &obj); err == nil {
+	dec := json.NewDecoder(strings.NewReader(value))
+	dec.UseNumber() // a number as written: a float64 would print a long id as 1.2e+18
+	if err := dec.Decode(&obj); err == nil {
 		switch f := obj[v.Field].(type) {
 		case string:
 			return f, nil
-		case json.Number, float64, bool:
+		case json.Number, bool:
 			return fmt.Sprint(f), nil
 		}
 	}
