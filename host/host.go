@@ -324,7 +324,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 		if lenv.Sandbox, lpol, e = h.confine(b, nil, bin.path, c, &lenv.Env); e != nil {
 			return Envelope{Error: e}
 		}
-		lenv.Egress = h.egressPolicy(lpol, b.ID(), rec.CallID)
+		lenv.Egress = h.egressPolicy(lpol, b.ID(), rec.CallID, secretValues(b, h.opts.LookupEnv, usedSecrets)...)
 	}
 	e := h.lifecycle(ctx, b, scope, loginScope, lenv, &env, &usedSecrets)
 	// The login commands ran in the workspace too: the git rule applies to what they wrote, before
@@ -374,7 +374,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	}
 	stop := h.progress(opts.Progress)
 	res, err := runner.Run(ctx, runner.Command{Path: bin.path, Args: args, Dir: workspace, Env: env, Timeout: timeout,
-		TTY: eff.TTY != nil && eff.TTY.Required, Stdin: stdin, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), rec.CallID), Pool: h.opts.Sandbox.Pool,
+		TTY: eff.TTY != nil && eff.TTY.Required, Stdin: stdin, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), rec.CallID, secretValues(b, h.opts.LookupEnv, usedSecrets)...), Pool: h.opts.Sandbox.Pool,
 		OnCleanupError: h.cleanupError(b, rec.CallID)})
 	stop()
 	toolWarnings := sweep(pol)

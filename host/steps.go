@@ -79,7 +79,7 @@ func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 		if e != nil {
 			return Envelope{Error: e, Warnings: warnings}
 		}
-		proc.Env, proc.Timeout, proc.Sandbox, proc.Egress, proc.Pool = env, remaining, plan, h.egressPolicy(pol, b.ID(), sc.rec.CallID), h.opts.Sandbox.Pool
+		proc.Env, proc.Timeout, proc.Sandbox, proc.Egress, proc.Pool = env, remaining, plan, h.egressPolicy(pol, b.ID(), sc.rec.CallID, secretValues(b, h.opts.LookupEnv, *sc.used)...), h.opts.Sandbox.Pool
 		proc.OnCleanupError = h.cleanupError(b, sc.rec.CallID)
 		res, err := runner.Run(ctx, proc)
 		swept := sweep(pol)
