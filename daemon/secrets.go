@@ -11,6 +11,11 @@ import (
 	"github.com/clihost/clihost/manifest"
 )
 
+// maxSecretValue is the longest value SetSecret takes: Linux passes at most 128 KiB per
+// environment string (MAX_ARG_STRLEN, NAME=value included); a longer one would make every call
+// of the bundle fail to start.
+const maxSecretValue = 127 << 10
+
 // SecretList implements control.SecretBackend: the bundle's SECRETS.md slots in the caller's scope
 // (its user, a workspace it may use), set or unset; never a value.
 func (d *Engine) SecretList(_ context.Context, req control.ScopeRequest, peer control.Caller) (control.SecretList, error) {
@@ -38,6 +43,8 @@ func (d *Engine) SetSecret(_ context.Context, req control.SecretRequest, peer co
 		err = d.setup.DeleteSecret(s, slot.Slug)
 	case req.Value == "":
 		return control.SecretList{}, errors.New("the value is empty; to empty the slot, pass --unset")
+	case len(req.Value) > maxSecretValue:
+		return control.SecretList{}, fmt.Errorf("the value is %d bytes; an environment variable carries at most %d KiB (Linux's limit per variable, less its name)", len(req.Value), maxSecretValue>>10)
 	case strings.ContainsRune(req.Value, 0):
 		return control.SecretList{}, errors.New("the value holds a NUL byte, which no environment variable can carry")
 	default:

@@ -31,9 +31,10 @@ const (
 	// VersionMismatch: the installed binary fails the bundle's version_check (or the check could not
 	// run). Produced by host's gate. Install the version the bundle names, or fix the bundle.
 	VersionMismatch Code = "version_mismatch"
-	// BundleInvalid: the bundle has lint errors or a broken step, so its tools are not callable.
-	// Produced by host; clihostctl ask also reports a provider bundle that does not fit. Run
-	// clihostctl lint on the bundle.
+	// BundleInvalid: the bundle has lint errors or a broken step, so its tools are not callable, or
+	// a call would put a secret of its SECRETS.md on a command line or hand it to a tool its
+	// access.bind does not grant it to. Produced by host; clihostctl ask also reports a provider
+	// bundle that does not fit. Run clihostctl lint on the bundle.
 	BundleInvalid Code = "bundle_invalid"
 	// SetupRequired: the bundle's setup has pending steps, or a ${secrets.NAME} or a required
 	// secret of its SECRETS.md it needs has no value. Produced by host and setup. Run clihostctl

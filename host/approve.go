@@ -58,15 +58,22 @@ func (h *Host) AnswerApproval(id string, approve bool, by string) (approval.Pend
 // runnerDigest is what an approval of t is bound to besides its input: everything that decides what
 // the call runs and how — the program and its fixed arguments, the runner (argv or steps, with
 // their programs, directories, environment and stdin; the output convention and limits) and the
-// effective sandbox. A bundle reloaded with any of them changed between the question and the
-// answer asks again.
+// effective sandbox, and the secrets of its SECRETS.md it receives (slugs, variables, fields). A
+// bundle reloaded with any of them changed between the question and the answer asks again.
 func runnerDigest(b *manifest.Bundle, t *manifest.ToolEntry) string {
+	var secrets []manifest.SecretSlot
+	for _, s := range b.Secrets {
+		if s.BoundTo(t) {
+			secrets = append(secrets, s)
+		}
+	}
 	data, err := json.Marshal(struct {
 		Bin     string
 		BinArgs []string
 		Runner  *manifest.ToolRunner
 		Sandbox any
-	}{b.CLI.Bin, b.CLI.BinArgs, t.Tool.Runner, manifest.EffectiveSandbox(b.CLI.Sandbox, t.Tool.Sandbox)})
+		Secrets []manifest.SecretSlot `json:",omitempty"`
+	}{b.CLI.Bin, b.CLI.BinArgs, t.Tool.Runner, manifest.EffectiveSandbox(b.CLI.Sandbox, t.Tool.Sandbox), secrets})
 	if err != nil {
 		return "unencodable: " + err.Error() // no approval given for it matches another call's
 	}

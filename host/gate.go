@@ -57,7 +57,7 @@ func (h *Host) gate(ctx context.Context, b *manifest.Bundle, c Caller, env []str
 		return binary{}, &Error{Code: errcode.VersionMismatch, Message: fmt.Sprintf("the version check of %s could not run: %v", path, cerr), Hint: "fix the bundle's version_check or the installed binary"}
 	}
 	if !res.OK {
-		return binary{}, versionError(b, path, res, pol, redactor(secretValues(b, h.opts.LookupEnv, nil)))
+		return binary{}, versionError(b, path, res, pol, newRedactor(secretValues(b, h.opts.LookupEnv, nil)))
 	}
 	bin := binary{path: path, version: res.Version, modTime: st.ModTime(), size: st.Size()}
 	h.mu.Lock()

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -288,7 +287,11 @@ func toolNames(b *manifest.Bundle) []string {
 	return out
 }
 
-func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, input map[string]any, c Caller, opts CallOptions, rec *Invoked) Envelope {
+func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, input map[string]any, c Caller, opts CallOptions, rec *Invoked) (result Envelope) {
+	// The values the call received (SECRETS.md, setup's, ${secrets.NAME}) as it goes; clihost's
+	// own errors about them (a step's dir, a step output refused as an option) are redacted too.
+	var usedSecrets []string
+	defer func() { h.redactError(b, result.Error, usedSecrets) }()
 	if b.Findings.HasErrors() || t.Tool.Runner == nil || !t.Tool.Runner.Callable() || t.InputSchema() == nil {
 		return fail(errcode.BundleInvalid, fmt.Sprintf("bundle %s has lint errors; its tools are not callable", b.Key()), "run: clihostctl lint "+b.Dir)
 	}
@@ -328,10 +331,10 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	scope := lifecycle.Scope{Bundle: b.Key(), Workspace: workspace, User: c.User}
 	loginScope := scope
 	loginScope.User = LoginUser(c.User)
-	var usedSecrets []string
 	if e := h.secretEnv(ctx, b, t, scope, &env, &usedSecrets); e != nil {
 		return Envelope{Error: e}
 	}
+	barred := slices.Clone(usedSecrets) // SECRETS.md values: never on a command line
 	lenv := lifecycle.Env{BinPath: bin.path, Dir: workspace, Env: slices.Clone(env)}
 	var lpol *sandbox.Policy
 	if h.opts.Auth != nil && b.CLI.Auth != nil && b.CLI.Auth.Login != nil {
@@ -340,7 +343,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 		if lenv.Sandbox, lpol, e = h.confine(b, nil, bin.path, c, &lenv.Env); e != nil {
 			return Envelope{Error: e}
 		}
-		lenv.Egress = h.egressPolicy(lpol, b.ID(), rec.CallID)
+		lenv.Egress = h.egressPolicy(lpol, b.ID(), rec.CallID, secretValues(b, h.opts.LookupEnv, usedSecrets)...)
 	}
 	e := h.lifecycle(ctx, b, scope, loginScope, lenv, &env, &usedSecrets)
 	// The login commands ran in the workspace too: the git rule applies to what they wrote, before
@@ -364,7 +367,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	}
 	if len(t.Tool.Runner.Steps) > 0 {
 		out := h.runSteps(ctx, stepCall{b: b, t: t, input: input, workspace: workspace, peer: c.Peer, env: env, bin: bin, secrets: secrets,
-			used: &usedSecrets, scope: loginScope, rec: rec, opts: opts})
+			used: &usedSecrets, barred: barred, scope: loginScope, rec: rec, opts: opts})
 		out.Warnings = append(lifeWarnings, out.Warnings...)
 		return out
 	}
@@ -379,6 +382,9 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	conv := output.For(b.CLI, t.Tool)
 	args = append(slices.Clone(b.CLI.BinArgs), conv.Args(args)...)
 	rec.ArgvCount = len(args)
+	if e := onCommandLine(b, b.CLI.Bin, args, barred); e != nil {
+		return Envelope{Error: e}
+	}
 
 	timeout := opts.capTimeout(callTimeout(b, t))
 	plan, pol, e := h.confine(b, t, bin.path, c, &env)
@@ -387,7 +393,7 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	}
 	stop := h.progress(opts.Progress)
 	res, err := runner.Run(ctx, runner.Command{Path: bin.path, Args: args, Dir: workspace, Env: env, Timeout: timeout,
-		TTY: eff.TTY != nil && eff.TTY.Required, Stdin: stdin, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), rec.CallID), Pool: h.opts.Sandbox.Pool,
+		TTY: eff.TTY != nil && eff.TTY.Required, Stdin: stdin, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), rec.CallID, secretValues(b, h.opts.LookupEnv, usedSecrets)...), Pool: h.opts.Sandbox.Pool,
 		OnCleanupError: h.cleanupError(b, rec.CallID)})
 	stop()
 	toolWarnings := sweep(pol)
@@ -396,6 +402,15 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	out := h.finish(ctx, b, t, res, err, conv, timeout, loginScope, rec, usedSecrets, pol)
 	out.Warnings = append(append(out.Warnings, warnings...), cgroupWarning(res)...)
 	return out
+}
+
+// redactError redacts the values of used (and auth.state.env's) in e's text.
+func (h *Host) redactError(b *manifest.Bundle, e *Error, used []string) {
+	if e == nil {
+		return
+	}
+	r := newRedactor(secretValues(b, h.opts.LookupEnv, used))
+	e.Message, e.Hint, e.Stderr = r.text(e.Message), r.text(e.Hint), r.text(e.Stderr)
 }
 
 // finish turns a finished (or unstartable) process into the call's envelope. pol is the sandbox
@@ -415,9 +430,23 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 	if res.Canceled {
 		return Envelope{ExitCode: &exit, Error: &Error{Code: errcode.Cancelled, Message: "the call was cancelled; its processes were stopped", ExitCode: &exit}}
 	}
-	out := output.Parse(conv, output.Process{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
-		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, TimedOut: res.TimedOut})
-	r := redactor(secretValues(b, h.opts.LookupEnv, usedSecrets))
+	r := newRedactor(secretValues(b, h.opts.LookupEnv, usedSecrets))
+	stdout, stderr := res.Stdout, res.Stderr
+	if res.StdoutTruncated { // the capture limit may have cut a value, leaving its start
+		stdout = []byte(r.cutTail(string(stdout)))
+	}
+	if res.StderrTruncated {
+		stderr = []byte(r.cutTail(string(stderr)))
+	}
+	proc := output.Process{ExitCode: res.ExitCode, Stdout: stdout, Stderr: stderr,
+		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, TimedOut: res.TimedOut}
+	out := output.Parse(conv, proc)
+	if !out.OK && len(r) > 0 {
+		// A failure's message is the streams' last lines and its stderr an excerpt: cut from the
+		// redacted streams, so that no part of a value (a PEM key's last lines) survives the cut.
+		proc.Stdout, proc.Stderr = []byte(r.text(string(stdout))), []byte(r.text(string(stderr)))
+		out = output.Parse(conv, proc)
+	}
 	if out.OK {
 		if s := t.OutputSchema(); s != nil {
 			if err := s.Validate(out.Value); err != nil {
@@ -430,9 +459,9 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 	}
 	f := out.Failure
 	if res.Exhausted != "" {
-		return Envelope{ExitCode: &exit, Error: exhaustedError(res, &exit, r.text(f.Stderr))}
+		return Envelope{ExitCode: &exit, Error: exhaustedError(res, &exit, r.text(r.cutHead(f.Stderr)))}
 	}
-	e := &Error{Code: f.Code, Message: r.text(f.Message), Hint: f.Hint, ExitCode: &exit, Stderr: r.text(f.Stderr),
+	e := &Error{Code: f.Code, Message: r.text(f.Message), Hint: f.Hint, ExitCode: &exit, Stderr: r.text(r.cutHead(f.Stderr)),
 		Category: f.Category, Retryable: f.Retryable, Fallback: f.Fallback, RetryAfterMS: f.RetryAfterMS}
 	if res.TimedOut {
 		e.Message = fmt.Sprintf("the command did not finish within %s and was stopped", timeout)
@@ -616,6 +645,5 @@ func secretValues(b *manifest.Bundle, lookup func(string) (string, bool), used [
 			}
 		}
 	}
-	sort.Slice(vals, func(i, j int) bool { return len(vals[i]) > len(vals[j]) })
 	return vals
 }

@@ -59,20 +59,22 @@ type SandboxOptions struct {
 var DefaultEgressPorts = []int{80, 443, 22}
 
 // egressPolicy returns the egress policy of a call whose compiled policy is pol, logging its
-// decisions to the audit log under callID, aggregated and capped per call (see auditLog.egress);
-// nil when the bundle declares no egress (no network).
-func (h *Host) egressPolicy(pol *sandbox.Policy, cliID, callID string) *egress.Policy {
+// decisions to the audit log under callID, aggregated and capped per call (see auditLog.egress),
+// with secrets (the values the process received) redacted from the names and reasons; nil when
+// the bundle declares no egress (no network).
+func (h *Host) egressPolicy(pol *sandbox.Policy, cliID, callID string, secrets ...string) *egress.Policy {
 	if pol == nil || len(pol.Egress) == 0 {
 		return nil
 	}
+	r := newRedactor(secrets) // a name looked up can be made of a secret: the classic DNS way out
 	ports := h.opts.Sandbox.EgressPorts
 	if len(ports) == 0 {
 		ports = DefaultEgressPorts
 	}
 	return &egress.Policy{Allow: pol.Egress, Ports: ports, AdmitNets: h.opts.Sandbox.AdmitNets, MaxConns: h.opts.Sandbox.EgressMaxConns,
 		Log: func(d egress.Decision) {
-			rec := EgressDecision{Type: "cli.egress", CallID: callID, CLIID: cliID, Host: d.Host, Port: d.Port,
-				Allowed: d.Allowed, Reason: d.Reason, Via: d.Via, TS: timestamp(time.Now())}
+			rec := EgressDecision{Type: "cli.egress", CallID: callID, CLIID: cliID, Host: r.text(d.Host), Port: d.Port,
+				Allowed: d.Allowed, Reason: r.text(d.Reason), Via: d.Via, TS: timestamp(time.Now())}
 			if d.Allowed && d.Addr.IsValid() {
 				rec.Addr = d.Addr.String()
 			}

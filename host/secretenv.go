@@ -18,6 +18,11 @@ import (
 // never reach argv. A required slot that is unset refuses the call (setup_required) with the
 // command that sets it.
 func (h *Host) secretEnv(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, scope lifecycle.Scope, env, sensitive *[]string) *Error {
+	if slug, ok := b.UngrantedSecret(t); ok {
+		return &Error{Code: errcode.BundleInvalid, Category: "configuration",
+			Message: fmt.Sprintf("%s's tool %s names ${secrets.%s}, a secret its SECRETS.md's access.bind does not grant it; nothing was run", b.ID(), t.CommandPath(), slug),
+			Hint:    "report it to the bundle's author: grant the tool the secret in access.bind, or remove the reference"}
+	}
 	for _, slot := range b.Secrets {
 		if !slot.BoundTo(t) {
 			continue
@@ -66,11 +71,13 @@ func exposed(b *manifest.Bundle, slot manifest.SecretSlot, v manifest.SecretEnv,
 		return value, nil
 	}
 	var obj map[string]any
-	if err := json.Unmarshal([]byte(value), &obj); err == nil {
+	dec := json.NewDecoder(strings.NewReader(value))
+	dec.UseNumber() // a number as written: a float64 would print a long id as 1.2e+18
+	if err := dec.Decode(&obj); err == nil {
 		switch f := obj[v.Field].(type) {
 		case string:
 			return f, nil
-		case json.Number, float64, bool:
+		case json.Number, bool:
 			return fmt.Sprint(f), nil
 		}
 	}
@@ -101,4 +108,24 @@ func SecretSetCommand(b *manifest.Bundle, slot manifest.SecretSlot, workspace st
 		cmd += " --workspace " + workspace
 	}
 	return cmd
+}
+
+// onCommandLine refuses a process whose arguments carry one of values (the SECRETS.md values the
+// call received; four characters or longer, as redaction): a command line is world-readable
+// (/proc/PID/cmdline, ps -eo args) while the process runs. The argv template put it there
+// (${secrets.SLUG}), or a step's output that printed it (${steps.N.output}).
+func onCommandLine(b *manifest.Bundle, program string, args, values []string) *Error {
+	for _, v := range values {
+		if len(v) < minRedacted {
+			continue
+		}
+		for _, a := range args {
+			if strings.Contains(a, v) {
+				return &Error{Code: errcode.BundleInvalid, Category: "configuration",
+					Message: fmt.Sprintf("the call would put a secret of %s's SECRETS.md on %s's command line, where every local user reads it while it runs; nothing was run", b.ID(), program),
+					Hint:    "the bundle gives secrets through the environment (SECRETS.md exposures) or standard input, never in argv (${secrets.SLUG}, or a step output that printed one); report it to the bundle's author"}
+			}
+		}
+	}
+	return nil
 }

@@ -33,6 +33,7 @@ type stepCall struct {
 	bin       binary    // the bundle's verified bin
 	secrets   argv.Secrets
 	used      *[]string       // secret values used so far, for redaction
+	barred    []string        // the SECRETS.md values the call received, never on a command line
 	scope     lifecycle.Scope // the login's scope (LoginUser), for a login that expired
 	rec       *Invoked
 	opts      CallOptions
@@ -62,6 +63,9 @@ func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 		s := &steps[i]
 		vals := argv.Values{Input: sc.input, Secrets: sc.secrets, Steps: outputs, Schema: sc.t.Tool.Inputs}
 		proc, e := h.stepCommand(sc, i, s, vals)
+		if e == nil {
+			e = onCommandLine(b, filepath.Base(proc.Path), proc.Args, sc.barred)
+		}
 		if e != nil {
 			return Envelope{Error: e, Warnings: warnings}
 		}
@@ -76,7 +80,7 @@ func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 		if e != nil {
 			return Envelope{Error: e, Warnings: warnings}
 		}
-		proc.Env, proc.Timeout, proc.Sandbox, proc.Egress, proc.Pool = env, remaining, plan, h.egressPolicy(pol, b.ID(), sc.rec.CallID), h.opts.Sandbox.Pool
+		proc.Env, proc.Timeout, proc.Sandbox, proc.Egress, proc.Pool = env, remaining, plan, h.egressPolicy(pol, b.ID(), sc.rec.CallID, secretValues(b, h.opts.LookupEnv, *sc.used)...), h.opts.Sandbox.Pool
 		proc.OnCleanupError = h.cleanupError(b, sc.rec.CallID)
 		res, err := runner.Run(ctx, proc)
 		swept := sweep(pol)
@@ -92,6 +96,9 @@ func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 			return out
 		}
 		out, fromStderr := stepOutput(conv.Stream, res)
+		if res.StdoutTruncated || res.StderrTruncated { // a cut may have left a value's start at the end
+			out = newRedactor(secretValues(b, h.opts.LookupEnv, *sc.used)).cutTail(out)
+		}
 		outputs = append(outputs, out)
 		if s.Appends(i, len(steps)) {
 			final = append(final, outputs[i])

@@ -88,3 +88,25 @@ func TestRefusedEnvList(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedEnvInProcessCode: the variables that make an allowed program itself load or run code
+// of the setter's choosing — no exec of another program, which exec.allow and Landlock would
+// govern — are refused, siblings of the listed ones included: the JVM launcher's other options
+// variable, Lua's startup code and module paths, python's user site (its .pth files run at
+// startup), PHP's ini files (auto_prepend_file), OpenSSL's configuration (it loads engines and
+// providers, shared objects, into every program linked with it: curl, git, python), zsh's startup
+// folder, .NET's startup hooks and profilers, vi's startup commands, and git's configuration
+// files named from the environment (core.fsmonitor, outside the workspace's git check). A secret
+// may not be bound to any of them either.
+func TestRefusedEnvInProcessCode(t *testing.T) {
+	for _, name := range []string{"JDK_JAVA_OPTIONS", "LUA_INIT", "LUA_INIT_5_4", "LUA_PATH", "LUA_PATH_5_3", "LUA_CPATH", "LUA_CPATH_5_4",
+		"PYTHONUSERBASE", "PHPRC", "PHP_INI_SCAN_DIR", "OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES", "ZDOTDIR",
+		"DOTNET_STARTUP_HOOKS", "CORECLR_PROFILER_PATH", "CORECLR_PROFILER_PATH_64", "EXINIT", "VIMINIT", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM"} {
+		if why, _, refused := RefusedEnv(name); !refused || why == "" {
+			t.Errorf("%s is not refused", name)
+		}
+		if ReservedSecretEnv(name) == "" {
+			t.Errorf("a secret may be bound to %s", name)
+		}
+	}
+}

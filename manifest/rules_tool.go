@@ -106,6 +106,7 @@ func (l *linter) finishTools(tl toolLoads) {
 			continue
 		}
 		l.b.Tools = append(l.b.Tools, j.entry)
+		j.inventoryRefRules()
 		if t := j.entry.Tool; t != nil && t.ID != "" {
 			if other, dup := ids[t.ID]; dup {
 				j.c.at("/id", SeverityError, "tool-id-duplicate", fmt.Sprintf("tool id %q is also used by %s", t.ID, other), "give every tool of a bundle its own id, e.g. <bundle>.<command path>")

@@ -3,6 +3,7 @@ package manifest
 import (
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -53,6 +54,99 @@ func (s SecretSlot) BoundTo(t *ToolEntry) bool {
 		}
 	}
 	return false
+}
+
+// UngrantedSecret is a secret of b's inventory that t names in a template (${secrets.SLUG} in its
+// argv, stdin, or a step's argv, dir, env or stdin) although access.bind does not grant it to t
+// (false when there is none): such a call would hand t a credential the inventory keeps from it.
+func (b *Bundle) UngrantedSecret(t *ToolEntry) (string, bool) {
+	for _, pt := range toolTemplates(t.Tool.Runner) {
+		for _, e := range pt.tok.Exprs() {
+			if s, ok := b.inventorySecret(e); ok && !s.BoundTo(t) {
+				return s.Slug, true
+			}
+		}
+	}
+	return "", false
+}
+
+// inventorySecret is the slot a ${secrets.SLUG} expression names, if SLUG is in the inventory.
+func (b *Bundle) inventorySecret(e *TemplateExpr) (SecretSlot, bool) {
+	if e.Source != "secrets" {
+		return SecretSlot{}, false
+	}
+	for _, s := range b.Secrets {
+		if s.Slug == e.Name() {
+			return s, true
+		}
+	}
+	return SecretSlot{}, false
+}
+
+// pointedToken is one template of a tool's runner and where it is in TOOL.md.
+type pointedToken struct {
+	ptr  string
+	tok  TemplateToken
+	argv bool // an argv entry
+}
+
+// toolTemplates lists every template of r: its argv and stdin, each step's argv, dir, env and stdin.
+func toolTemplates(r *ToolRunner) []pointedToken {
+	if r == nil {
+		return nil
+	}
+	var out []pointedToken
+	for i, tok := range r.Parsed {
+		out = append(out, pointedToken{JoinPointer("/runner/argv", i), tok, true})
+	}
+	if r.ParsedStdin != nil {
+		out = append(out, pointedToken{"/runner/stdin", *r.ParsedStdin, false})
+	}
+	for k, st := range r.Steps {
+		ptr := JoinPointer("/runner/steps", k)
+		for i, tok := range st.Parsed {
+			out = append(out, pointedToken{JoinPointer(ptr, "argv", i), tok, true})
+		}
+		if st.ParsedDir != nil {
+			out = append(out, pointedToken{ptr + "/dir", *st.ParsedDir, false})
+		}
+		for _, name := range slices.Sorted(maps.Keys(st.ParsedEnv)) {
+			out = append(out, pointedToken{JoinPointer(ptr, "env", name), st.ParsedEnv[name], false})
+		}
+		if st.ParsedStdin != nil {
+			out = append(out, pointedToken{ptr + "/stdin", *st.ParsedStdin, false})
+		}
+	}
+	return out
+}
+
+// inventoryRefRules reports the tool's templates that name a secret of the bundle's inventory where
+// clihost refuses the call at run time: in an argv entry (secrets-argv, an error where setup's
+// secrets get the secret-in-argv warning, which it replaces), or in a tool access.bind does not
+// grant it to (secrets-unbound). It runs once the CLI's and the tools' rules are done (the
+// inventory and the tool are both loaded then).
+func (j *toolLinter) inventoryRefRules() {
+	if len(j.b.Secrets) == 0 || j.entry.Tool == nil {
+		return
+	}
+	for _, pt := range toolTemplates(j.entry.Tool.Runner) {
+		for _, e := range pt.tok.Exprs() {
+			s, ok := j.b.inventorySecret(e)
+			if !ok {
+				continue
+			}
+			if !s.BoundTo(j.entry) {
+				j.c.at(pt.ptr, SeverityError, "secrets-unbound", fmt.Sprintf("${secrets.%s} names a secret SECRETS.md's access.bind does not grant to this tool: clihost refuses the call", s.Slug),
+					"grant the tool the secret in SECRETS.md (access: { bind: [{ tool: TOOL-ID }] }), or remove the reference")
+			}
+			if pt.argv {
+				pos := j.c.doc.Pos(pt.ptr)
+				j.c.semantic = slices.DeleteFunc(j.c.semantic, func(f Finding) bool { return f.Rule == "secret-in-argv" && f.Pos == pos })
+				j.c.at(pt.ptr, SeverityError, "secrets-argv", fmt.Sprintf("${secrets.%s}, a secret of the SECRETS.md inventory, is on the command line, where every local user reads it while the CLI runs: clihost refuses the call", s.Slug),
+					fmt.Sprintf("the CLI gets it in the variables SECRETS.md binds, or give it on standard input (runner.stdin: \"${secrets.%s}\")", s.Slug))
+			}
+		}
+	}
 }
 
 // SecretSlotFor finds the slot a name designates: its slug or one of its environment variables.

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -210,5 +211,45 @@ func TestSecretsInventoryReread(t *testing.T) {
 	}
 	if _, ok := b.SecretSlotFor("MULTI_A"); ok {
 		t.Fatal("a variable of the old inventory survived the edit")
+	}
+}
+
+// TestSecretsInventoryInArgv: ${secrets.SLUG} of an inventory secret in an argv is an error
+// (secrets-argv), not setup's secret-in-argv warning: clihost refuses such a call at run time, as a
+// command line is world-readable; a setup secret there stays a warning.
+func TestSecretsInventoryInArgv(t *testing.T) {
+	argv := func(ref string) edit {
+		return edit{toolFile, `"--", "${input.query}"]`, `"--", "${input.query}", "--token=${secrets.` + ref + `}"]`}
+	}
+	b := diskBundle(t, []edit{withRef, argv("demo-api-key")}, map[string]string{"demo/SECRETS.md": goodSecrets}, nil)
+	var rules []string
+	for _, f := range b.Findings {
+		rules = append(rules, fmt.Sprintf("%s:%v", f.Rule, f.Severity))
+	}
+	if len(rules) != 1 || rules[0] != "secrets-argv:error" {
+		t.Fatalf("an inventory secret in argv: %v\n%s", rules, findingsText(b.Findings))
+	}
+	b = diskBundle(t, []edit{withRef, argv("from-setup")}, map[string]string{"demo/SECRETS.md": goodSecrets}, nil)
+	if len(b.Findings) != 1 || b.Findings[0].Rule != "secret-in-argv" || b.Findings[0].Severity != SeverityWarning {
+		t.Fatalf("a setup secret in argv:\n%s", findingsText(b.Findings))
+	}
+}
+
+// TestSecretsInventoryUnbound: a tool naming (in its stdin) an inventory secret that access.bind
+// grants only to another tool is an error (secrets-unbound), and UngrantedSecret, the call's own
+// check, names it.
+func TestSecretsInventoryUnbound(t *testing.T) {
+	inv := strings.Replace(goodSecrets, "    description: The key the demo CLI calls its API with.\n",
+		"    description: The key the demo CLI calls its API with.\n    access: { bind: [{ tool: demo.other }] }\n", 1)
+	stdin := edit{toolFile, "runner:\n", "runner:\n  stdin: \"${secrets.demo-api-key}\"\n"}
+	b := diskBundle(t, []edit{withRef, stdin}, map[string]string{"demo/SECRETS.md": inv}, nil)
+	if len(b.Findings) != 1 || b.Findings[0].Rule != "secrets-unbound" || b.Findings[0].Severity != SeverityError || b.Findings[0].Pos.Line == 0 {
+		t.Fatalf("an ungranted secret in stdin:\n%s", findingsText(b.Findings))
+	}
+	if slug, ok := b.UngrantedSecret(b.Tool("demo.item.list")); !ok || slug != "demo-api-key" {
+		t.Fatalf("the call's own check: %q %v", slug, ok)
+	}
+	if slug, ok := b.UngrantedSecret(b.Tool("demo.item.list")); ok && slug == "demo/github" {
+		t.Fatal("a secret granted to the tool is reported")
 	}
 }
