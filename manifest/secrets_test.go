@@ -118,6 +118,10 @@ func TestSecretsInventoryHostile(t *testing.T) {
 		{name: "invalid variable name", ref: "./SECRETS.md", file: entry("    metadata: { bindings: { env: [\"A=B\"] } }\n"), rule: "secrets-env-name", where: "SECRETS.md", line: 3},
 		{name: "invalid exposure name", ref: "./SECRETS.md", file: entry("    exposures: [{ kind: env, name: lower, field: value }]\n"), rule: "secrets-env-name", where: "SECRETS.md", line: 3},
 		{name: "required not a boolean", ref: "./SECRETS.md", file: entry("    metadata: { required: \"no\" }\n"), rule: "secrets-required", where: "SECRETS.md", line: 6},
+		// A bind grant naming no tool of the bundle would inject the secret into no call at all
+		// (and, for a required secret, never ask for it): an error at the grant, not a silent no-op.
+		{name: "bind to a tool the bundle lacks", ref: "./SECRETS.md", file: entry("    access:\n      bind:\n        - tool: demo.item.lsit\n"), rule: "secrets-bind-unknown", where: "SECRETS.md", line: 8},
+		{name: "one bind grant of two unknown", ref: "./SECRETS.md", file: entry("    access:\n      bind:\n        - tool: demo.item.list\n        - tool: nosuch\n"), rule: "secrets-bind-unknown", where: "SECRETS.md", line: 9},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -179,6 +183,42 @@ func TestSecretsInventoryWarnings(t *testing.T) {
 	}
 	if len(b.Secrets) != 1 || !b.Secrets[0].Bound || len(b.Secrets[0].Tools) != 0 || b.Secrets[0].BoundTo(b.Tools[0]) {
 		t.Fatalf("a bind list of grants clihost ignores grants no tool: %+v", b.Secrets)
+	}
+}
+
+// TestSecretsBindForms: a bind grant may name a tool by its id, its command path, its dotted path
+// or its MCP name (the names clihostctl call and intents take), and each form lints clean and
+// binds the secret to that tool only.
+func TestSecretsBindForms(t *testing.T) {
+	for _, name := range []string{"demo.item.list", "item list", "item.list", "item_list"} {
+		inv := "---\nsecrets:\n  - slug: demo-key\n    name: Key\n    description: A key.\n    access: { bind: [{ tool: \"" + name + "\" }] }\n---\n"
+		b := diskBundle(t, []edit{withRef}, map[string]string{"demo/SECRETS.md": inv}, nil)
+		if len(b.Findings) != 0 {
+			t.Fatalf("%q: unexpected findings:\n%s", name, findingsText(b.Findings))
+		}
+		if !b.Secrets[0].BoundTo(b.Tool("demo.item.list")) {
+			t.Fatalf("%q: the secret is not bound to the tool it names", name)
+		}
+	}
+}
+
+// TestSecretsRevealIgnoredWarns: clihost injects secrets by access.bind only; an access.reveal
+// or access.rotate block (AIP-19's other operations) is not acted on, and without bind the secret
+// reaches every tool, so the author who wrote reveal: [{ tool: X }] to limit it is told.
+func TestSecretsRevealIgnoredWarns(t *testing.T) {
+	inv := "---\nsecrets:\n  - slug: demo-key\n    name: Key\n    description: A key.\n    access:\n      reveal: [{ tool: demo.item.list }]\n      rotate: [{ role: admin }]\n---\n"
+	b := diskBundle(t, []edit{withRef}, map[string]string{"demo/SECRETS.md": inv}, nil)
+	if b.Findings.HasErrors() {
+		t.Fatalf("warnings only expected:\n%s", findingsText(b.Findings))
+	}
+	lines := map[int]bool{}
+	for _, f := range b.Findings {
+		if f.Rule == "secrets-access-unsupported" && strings.HasSuffix(f.Pos.File, "SECRETS.md") && f.Hint != "" {
+			lines[f.Pos.Line] = true
+		}
+	}
+	if !lines[7] || !lines[8] {
+		t.Fatalf("want secrets-access-unsupported warnings at lines 7 (reveal) and 8 (rotate):\n%s", findingsText(b.Findings))
 	}
 }
 
