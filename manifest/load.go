@@ -149,6 +149,7 @@ func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
 		c.schema(schema)
 		l.cliRules()
 	})
+	l.secretBindRules()
 	l.loadIntents()
 	c.merge(l.refs)
 	b.Findings = append(b.Findings, c.findings()...)
