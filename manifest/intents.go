@@ -227,6 +227,8 @@ func (l *linter) intentRules(c *collector, it *Intent) {
 		case r.Tool != "":
 			if it.Tools[i] = l.intentTool(r.Tool); it.Tools[i] == nil {
 				c.at(JoinPointer(ptr, "tool"), SeverityError, "intent-tool-unknown", fmt.Sprintf("tool %q is not a tool of this bundle", r.Tool), "name a TOOL.md of the bundle's commands (./tools/pr-create/TOOL.md), a tool id or a command path")
+			} else {
+				mappingTargets(c, ptr, r.Mapping, it.Tools[i])
 			}
 		case r.Workflow != "" || r.Entry != "":
 			c.at(ptr, SeverityWarning, "intent-route-unsupported", "clihost runs tools only: this route (a workflow or an entry) is never chosen", "route to a tool of the bundle")
@@ -234,6 +236,21 @@ func (l *linter) intentRules(c *collector, it *Intent) {
 	}
 	if len(it.Implements) > 1 && defaults != 1 {
 		c.atKey("/implements", SeverityError, "intent-default", fmt.Sprintf("%d of the %d implements entries are marked default; AIP-28 asks for exactly one", defaults, len(it.Implements)), "mark the fallback route default: true")
+	}
+}
+
+// mappingTargets reports a mapping onto an input the routed tool's closed inputs do not declare:
+// every prompts/get taking the route with that input set would build an input the tool refuses.
+func mappingTargets(c *collector, ptr string, mapping map[string]any, t *ToolEntry) {
+	for k, spec := range mapping {
+		target := k
+		if s, ok := spec.(string); ok {
+			target = s
+		}
+		if !t.acceptsInput(target) {
+			c.at(JoinPointer(ptr, "mapping", k), SeverityError, "intent-mapping-unknown", fmt.Sprintf("the mapping hands the tool an input %q its inputs do not declare (additionalProperties: false): the route would always be refused", target),
+				"map onto one of the tool's inputs: clihostctl inspect BUNDLE lists them")
+		}
 	}
 }
 
@@ -289,7 +306,23 @@ func (it *Intent) Resolve(args map[string]string) (*ToolEntry, map[string]any, e
 	if i < 0 {
 		return nil, nil, fmt.Errorf("no route of intent %s matches these arguments", it.ID)
 	}
-	return it.Tools[i], mapInputs(it.Implements[i].Mapping, in), nil
+	t := it.Tools[i]
+	return t, mapInputs(it.Implements[i].Mapping, in, t.acceptsInput), nil
+}
+
+// acceptsInput reports whether the tool's inputs take a property of this name: any name, unless
+// they are closed (additionalProperties: false, no patternProperties) and do not declare it.
+func (t *ToolEntry) acceptsInput(name string) bool {
+	if t.Tool == nil {
+		return true
+	}
+	in := t.Tool.Inputs
+	if in["additionalProperties"] != false || in["patternProperties"] != nil {
+		return true
+	}
+	props, _ := in["properties"].(map[string]any)
+	_, ok := props[name]
+	return ok
 }
 
 // route is the index of the first tool route whose when matches, else of the default (or only)
@@ -432,7 +465,7 @@ func decodeJSON(data []byte, out any) error {
 
 // mapInputs applies a route's mapping: an input named in it goes to the tool input it names
 // (`input: tool_key`, or `tool_key: {from: input}`); the others keep their names.
-func mapInputs(mapping map[string]any, in map[string]any) map[string]any {
+func mapInputs(mapping map[string]any, in map[string]any, accepts func(string) bool) map[string]any {
 	out := map[string]any{}
 	mapped := map[string]bool{}
 	for toolKey, spec := range mapping {
@@ -449,7 +482,9 @@ func mapInputs(mapping map[string]any, in map[string]any) map[string]any {
 		}
 	}
 	for k, v := range in {
-		if _, taken := out[k]; !mapped[k] && !taken { // a mapping's target wins over a same-named input
+		// A mapping's target wins over a same-named input; an input the tool does not take (one
+		// only when reads, say) is not handed on by name.
+		if _, taken := out[k]; !mapped[k] && !taken && accepts(k) {
 			out[k] = v
 		}
 	}

@@ -156,6 +156,8 @@ implements:
 func TestIntentRouteClosedTool(t *testing.T) {
 	src := strings.Replace(intentOK, "implements:\n", "  - { name: q, label: Query, type: text, required: true }\n  - { name: mode, label: Mode, type: choice, values: [a, b], default: a }\nimplements:\n", 1)
 	src = strings.Replace(src, "default: true }", "default: true, mapping: { q: query } }", 1)
+	src = strings.Replace(src, "when: { style: long } }", "when: { style: long }, mapping: { q: { from: q } } }", 1)
+	src = strings.Replace(src, "mapping: { q: { from: q } }", "mapping: { query: { from: q } }", 1)
 	b := diskBundle(t, []edit{withIntents("./intents/list/INTENT.md")}, map[string]string{"demo/intents/list/INTENT.md": src}, nil)
 	if len(b.Intents) != 1 || b.Findings.HasErrors() {
 		t.Fatalf("not loaded:\n%s", findingsText(b.Findings))
