@@ -285,15 +285,20 @@ func containerEnv(env []string) []string {
 }
 
 // RunnerFindings reports what this host cannot honour of bundle b's runner block, as lint
-// warnings at the bundle's id: engine: sandbox with no usable container runtime or without its
-// image (rule runner-host; its calls are refused), and needs.native packages this host lacks
-// (rule runner-needs-missing; asked of dpkg-query, on hosts that have it).
+// warnings at the line that asks for it (the image, needs.native; the bundle's id when unknown):
+// engine: sandbox with no usable container runtime or without its image (rule runner-host; its
+// calls are refused), and needs.native packages this host lacks (rule runner-needs-missing; asked
+// of dpkg-query, on hosts that have it; names that are not Debian package names are
+// runner-needs-name errors already and are not asked about).
 func (h *Host) RunnerFindings(ctx context.Context, b *manifest.Bundle) manifest.Findings {
 	if b.CLI == nil || b.CLI.Runner == nil {
 		return nil
 	}
-	at := func(rule, msg, hint string) manifest.Finding {
-		return manifest.Finding{Pos: b.IDPos, Severity: manifest.SeverityWarning, Rule: rule, Message: msg, Hint: hint}
+	at := func(pos manifest.Pos, rule, msg, hint string) manifest.Finding {
+		if pos.File == "" {
+			pos = b.IDPos
+		}
+		return manifest.Finding{Pos: pos, Severity: manifest.SeverityWarning, Rule: rule, Message: msg, Hint: hint}
 	}
 	var out manifest.Findings
 	r := b.CLI.Runner
@@ -303,7 +308,7 @@ func (h *Host) RunnerFindings(ctx context.Context, b *manifest.Bundle) manifest.
 			err = rt.ImagePresent(ctx, env, r.Image())
 		}
 		if err != nil {
-			out = append(out, at("runner-host", "this host cannot run the bundle's engine: sandbox, so its calls will be refused: "+err.Error(),
+			out = append(out, at(b.RunnerImagePos, "runner-host", "this host cannot run the bundle's engine: sandbox, so its calls will be refused: "+err.Error(),
 				"install podman (apt-get install podman) and make the image present, or use engine: subprocess"))
 		}
 	}
@@ -314,14 +319,14 @@ func (h *Host) RunnerFindings(ctx context.Context, b *manifest.Bundle) manifest.
 			return out
 		}
 		var missing []string
-		for _, p := range n.Native {
+		for _, p := range manifest.NativeNeeds(b.CLI) {
 			st, err := exec.CommandContext(ctx, dpkg, "-W", "-f=${Status}", "--", p).Output()
 			if err != nil || !strings.Contains(string(st), "install ok installed") {
 				missing = append(missing, p)
 			}
 		}
 		if len(missing) > 0 {
-			out = append(out, at("runner-needs-missing", "needs.native packages not installed on this host: "+strings.Join(missing, ", "),
+			out = append(out, at(b.RunnerNeedsPos, "runner-needs-missing", "needs.native packages not installed on this host: "+strings.Join(missing, ", "),
 				"apt-get install "+strings.Join(missing, " ")))
 		}
 	}
