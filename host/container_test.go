@@ -305,3 +305,22 @@ func mustPlan(t *testing.T, h *Host, b *manifest.Bundle, ws string) *isolation.P
 	}
 	return plan
 }
+
+// TestSandboxEngineLimitIsResourceExhausted: a container call killed at its runner.limits (the
+// OOM killer at memory_mb, RLIMIT_CPU at cpu_ms) fails with resource_exhausted naming the limits
+// and their values, as a kernel-sandbox call does, not as a CLI that exited 137 on its own.
+func TestSandboxEngineLimitIsResourceExhausted(t *testing.T) {
+	fixture.Need(t, "podman", "jq", "ldd", "tar")
+	image := jqImage(t)
+	h, _ := writeBundle(t, jqBoxBundle("{ engine: sandbox, image: \""+image+"\", limits: { memory_mb: 64, cpu_ms: 1000, timeout_ms: 20000 } }"), Options{})
+	b := bundle(t, h, "box")
+	ws := t.TempDir()
+	fixture.GiveToAgent(t, ws)
+	for _, filter := range []string{"[range(50000000)] | length", "last(range(1e15))"} {
+		env := h.Call(context.Background(), b, "spin", js(t, `{"filter": "`+filter+`"}`), Caller{Workspace: ws}, CallOptions{})
+		if env.OK || env.Error == nil || env.Error.Code != "resource_exhausted" || env.Error.Category != "resource" ||
+			!strings.Contains(env.Error.Message, "memory limit 64 MiB") || !strings.Contains(env.Error.Message, "CPU time limit 1s") {
+			t.Fatalf("%s: want resource_exhausted naming the limits, got %+v %+v", filter, env, env.Error)
+		}
+	}
+}
