@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/container"
@@ -18,6 +19,7 @@ import (
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/output"
 	"github.com/clihost/clihost/runner"
+	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
 // runnerRefusal is the error of a call whose bundle's runner engine this host does not run in
@@ -132,6 +134,9 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 	}
 	if e := runtimeFailure(rt, image, b.CLI.Bin, res, err); e != nil {
 		return Envelope{Error: e, Warnings: warnings}
+	}
+	if res.Exhausted == "" && !res.TimedOut && !res.Canceled && res.ExitCode == 137 {
+		res.Exhausted = containerKilled(l)
 	}
 	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, used, pol)
 	out.Warnings = append(out.Warnings, warnings...)
@@ -262,6 +267,25 @@ func runtimeFailure(rt container.Runtime, image, bin string, res runner.Result, 
 		return &Error{Code: errcode.NotInstalled, Message: fmt.Sprintf("%s cannot be run in image %s: %s", bin, image, stderr), Hint: "build the image with the CLI on its PATH"}
 	}
 	return nil
+}
+
+// containerKilled says which limits of l a container's CLI killed with SIGKILL (exit 137) may
+// have reached: the memory limit (the OOM killer) and the CPU time limit (RLIMIT_CPU, whole
+// seconds: the CLI is pid 1 of its container and ignores SIGXCPU, so the hard limit's SIGKILL
+// ends it). The runtime does not say which, so both are named; "" when neither is set (a
+// SIGKILL the CLI got some other way).
+func containerKilled(l isolation.Limits) string {
+	var limits []string
+	if l.MemoryBytes > 0 {
+		limits = append(limits, "memory limit "+nsinit.FormatBytes(l.MemoryBytes))
+	}
+	if l.CPU > 0 {
+		limits = append(limits, fmt.Sprintf("CPU time limit %s", (l.CPU+time.Second-1)/time.Second*time.Second))
+	}
+	if len(limits) == 0 {
+		return ""
+	}
+	return "the CLI was killed in its container (SIGKILL, exit 137) at a resource limit: " + strings.Join(limits, " or ") + " reached"
 }
 
 // containerEnv is the environment of the CLI inside the container: the call's, without PATH (the
