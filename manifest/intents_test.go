@@ -175,3 +175,32 @@ func TestIntentRouteClosedTool(t *testing.T) {
 		}
 	}
 }
+
+// TestIntentFieldBounds: AIP-28's field options min/max (number), min_length/max_length and
+// pattern (text-like) bound the prompt arguments, as a form would; an argument outside them is
+// refused with the input's name, and a pattern that does not compile is a lint error.
+func TestIntentFieldBounds(t *testing.T) {
+	src := strings.Replace(intentOK, "implements:\n", "  - { name: n, label: N, type: number, min: 1, max: 10 }\n  - { name: s, label: S, type: text, min_length: 2, max_length: 5, pattern: \"^[a-z]+$\" }\nimplements:\n", 1)
+	open := edit{toolFile, "  additionalProperties: false\n", ""}
+	b := diskBundle(t, []edit{withIntents("./intents/list/INTENT.md"), open}, map[string]string{"demo/intents/list/INTENT.md": src}, nil)
+	if len(b.Intents) != 1 {
+		t.Fatalf("not loaded:\n%s", findingsText(b.Findings))
+	}
+	it := b.Intents[0]
+	if _, _, err := it.Resolve(map[string]string{"n": "10", "s": "abc"}); err != nil {
+		t.Fatalf("in bounds: %v", err)
+	}
+	for args, want := range map[string]string{"n=0": "argument n: 0 is less than its min 1", "n=10.5": "argument n: 10.5 is more than its max 10",
+		"s=a": "argument s: 1 characters, fewer than its min_length 2", "s=abcdef": "argument s: 6 characters, more than its max_length 5",
+		"s=AB": "argument s: \"AB\" does not match its pattern ^[a-z]+$"} {
+		k, v, _ := strings.Cut(args, "=")
+		if _, _, err := it.Resolve(map[string]string{k: v}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", args, err, want)
+		}
+	}
+	bad := strings.Replace(src, `pattern: "^[a-z]+$"`, `pattern: "(["`, 1)
+	b = diskBundle(t, []edit{withIntents("./intents/list/INTENT.md"), open}, map[string]string{"demo/intents/list/INTENT.md": bad}, nil)
+	if fs := findingsOf(b, "intent-input-pattern"); len(fs) != 1 || fs[0].Severity != SeverityError || fs[0].Pos.Line != lineOf(t, bad, "name: s,") || len(b.Intents) != 0 {
+		t.Fatalf("want one intent-input-pattern error at the input, got:\n%s", findingsText(b.Findings))
+	}
+}
