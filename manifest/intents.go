@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/clihost/clihost/schemas"
 )
@@ -85,6 +87,13 @@ type IntentInput struct {
 	Default     any            `json:"default,omitempty"`
 	Values      []IntentValue  `json:"values,omitempty"`
 	DependsOn   map[string]any `json:"depends_on,omitempty"`
+	// Min and Max bound a number; MinLength, MaxLength (characters) and Pattern (RE2, unanchored
+	// unless it anchors itself) bound text-like inputs (AIP-28's field options).
+	Min       *float64 `json:"min,omitempty"`
+	Max       *float64 `json:"max,omitempty"`
+	MinLength *int     `json:"min_length,omitempty"`
+	MaxLength *int     `json:"max_length,omitempty"`
+	Pattern   string   `json:"pattern,omitempty"`
 }
 
 // IntentValue is one value of a choice input: a string, or {value, label}.
@@ -199,6 +208,12 @@ func (l *linter) intentRules(c *collector, it *Intent) {
 			c.at(JoinPointer("/inputs", i, "name"), SeverityError, "intent-input-duplicate", fmt.Sprintf("input %q is declared twice", in.Name), "give every input its own name")
 		}
 		inputs[in.Name] = true
+		if in.Pattern != "" {
+			if _, err := regexp.Compile(in.Pattern); err != nil {
+				c.at(JoinPointer("/inputs", i, "pattern"), SeverityError, "intent-input-pattern", fmt.Sprintf("input %q: pattern %q does not compile: %v", in.Name, in.Pattern, err),
+					"write an RE2 regular expression (no lookaround or backreferences), e.g. ^[a-z0-9-]+$")
+			}
+		}
 	}
 	names := func(ptr string, m map[string]any) {
 		for k := range m {
@@ -285,6 +300,9 @@ func (it *Intent) Resolve(args map[string]string) (*ToolEntry, map[string]any, e
 			continue
 		}
 		v, err := f.convert(raw)
+		if err == nil {
+			err = f.bounds(v)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("argument %s: %w", f.Name, err)
 		}
@@ -372,6 +390,34 @@ func (f IntentInput) convert(raw string) (any, error) {
 		return out, nil
 	}
 	return raw, nil
+}
+
+// bounds checks a converted argument against the input's min/max (numbers) and min_length,
+// max_length and pattern (strings).
+func (f IntentInput) bounds(v any) error {
+	switch x := v.(type) {
+	case float64:
+		if f.Min != nil && x < *f.Min {
+			return fmt.Errorf("%v is less than its min %v", x, *f.Min)
+		}
+		if f.Max != nil && x > *f.Max {
+			return fmt.Errorf("%v is more than its max %v", x, *f.Max)
+		}
+	case string:
+		n := utf8.RuneCountInString(x)
+		if f.MinLength != nil && n < *f.MinLength {
+			return fmt.Errorf("%d characters, fewer than its min_length %d", n, *f.MinLength)
+		}
+		if f.MaxLength != nil && n > *f.MaxLength {
+			return fmt.Errorf("%d characters, more than its max_length %d", n, *f.MaxLength)
+		}
+		if f.Pattern != "" {
+			if re, err := regexp.Compile(f.Pattern); err != nil || !re.MatchString(x) {
+				return fmt.Errorf("%q does not match its pattern %s", x, f.Pattern)
+			}
+		}
+	}
+	return nil
 }
 
 // choose finds raw among the input's values (any value when it lists none).
