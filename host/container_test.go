@@ -15,6 +15,7 @@ import (
 
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/isolation"
+	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
 )
 
@@ -322,5 +323,46 @@ func TestSandboxEngineLimitIsResourceExhausted(t *testing.T) {
 			!strings.Contains(env.Error.Message, "memory limit 64 MiB") || !strings.Contains(env.Error.Message, "CPU time limit 1s") {
 			t.Fatalf("%s: want resource_exhausted naming the limits, got %+v %+v", filter, env, env.Error)
 		}
+	}
+}
+
+// TestSandboxEngineGetsInventorySecrets: an engine: sandbox bundle's SECRETS.md secrets reach the
+// container's environment as they reach a kernel-sandbox call (and come back redacted), and a
+// required one that is unset refuses the call before any container starts.
+func TestSandboxEngineGetsInventorySecrets(t *testing.T) {
+	fixture.Need(t, "podman", "jq", "ldd", "tar")
+	image := jqImage(t)
+	files := jqBoxBundle("{ engine: sandbox, image: \"" + image + "\" }")
+	files["box/CLI.md"] = strings.Replace(files["box/CLI.md"], "sandbox:\n", "auth: { ref: ./SECRETS.md }\nsandbox:\n", 1)
+	files["box/SECRETS.md"] = "---\nsecrets:\n  - { slug: box-secret, name: Box secret, description: The key the CLI reads. }\n---\n"
+	engine := setupEngine(t)
+	h, _ := writeBundle(t, files, Options{Setup: engine})
+	b := bundle(t, h, "box")
+	ws := t.TempDir()
+	fixture.GiveToAgent(t, ws)
+	call := func() Envelope {
+		return h.Call(context.Background(), b, "env", js(t, `{}`), Caller{Workspace: ws, User: "alice"}, CallOptions{})
+	}
+	if env := call(); env.OK || env.Error.Code != "setup_required" || !strings.Contains(env.Error.Hint, "clihostctl secret set box BOX_SECRET") {
+		t.Fatalf("unset required secret: %+v %+v", env, env.Error)
+	}
+	if err := engine.SetSecret(lifecycle.Scope{Bundle: b.Key(), Workspace: ws, User: "alice"}, "box-secret", "s3cr3t-value"); err != nil {
+		t.Fatal(err)
+	}
+	env := call()
+	vars, _ := env.Value.(map[string]any)
+	if !env.OK || vars["BOX_SECRET"] != "[REDACTED]" {
+		t.Fatalf("the container did not get BOX_SECRET (or it came back unredacted): %+v %+v", env.Value, env.Error)
+	}
+	// A multi-line value (a PEM key) reaches it too: secrets do not go through the env file,
+	// which refuses newlines and would put the plaintext on disk (AIP-19).
+	pem := "-----BEGIN KEY-----\nabc\n-----END KEY-----"
+	if err := engine.SetSecret(lifecycle.Scope{Bundle: b.Key(), Workspace: ws, User: "alice"}, "box-secret", pem); err != nil {
+		t.Fatal(err)
+	}
+	env = call()
+	vars, _ = env.Value.(map[string]any)
+	if !env.OK || vars["BOX_SECRET"] != "[REDACTED]" {
+		t.Fatalf("a multi-line secret did not reach the container: %+v %+v", env.Value, env.Error)
 	}
 }
