@@ -96,7 +96,13 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 		return Envelope{Error: idErr}
 	}
 	scope := lifecycle.Scope{Bundle: b.Key(), Workspace: c.Workspace, User: c.User}
-	var used []string
+	var used, secretVars []string
+	// The SECRETS.md inventory's variables reach the container as a kernel-sandbox call's
+	// environment: through the runtime's own environment (--env=NAME), never its command line
+	// or the env file on disk; a required one unset refuses the call here.
+	if e := h.secretEnv(ctx, b, t, scope, &secretVars, &used); e != nil {
+		return Envelope{Error: e}
+	}
 	args, stdin, conv, e := h.containerArgv(b, t, input, scope, &used)
 	if e != nil {
 		return Envelope{Error: e}
@@ -116,14 +122,14 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 		return fail(errcode.Internal, "the container's mounts: "+err.Error(), "")
 	}
 	name := "clihost-" + rec.CallID
-	runArgs, err := rt.Args(container.Spec{Name: name, Image: image, Workspace: c.Workspace, Mounts: mounts, UID: who.id.UID, GID: who.id.GID, Groups: who.id.Groups, EnvFile: envFile,
+	runArgs, err := rt.Args(container.Spec{Name: name, Image: image, Workspace: c.Workspace, Mounts: mounts, UID: who.id.UID, GID: who.id.GID, Groups: who.id.Groups, EnvFile: envFile, SecretEnv: envNames(secretVars),
 		Argv: append([]string{b.CLI.Bin}, args...), Stdin: stdin != nil, Timeout: timeout,
 		Limits: container.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, NoFile: l.NoFile, FileSize: l.FileSize, CPU: l.CPU, TmpfsBytes: l.TmpfsBytes}})
 	if err != nil {
 		return fail(errcode.RunnerUnavailable, err.Error(), "run the call in another workspace")
 	}
 	stop := h.progress(opts.Progress)
-	res, err := runner.Run(ctx, runner.Command{Path: rt.Path, Args: runArgs, Dir: c.Workspace, Env: rtEnv, Timeout: timeout, Stdin: stdin})
+	res, err := runner.Run(ctx, runner.Command{Path: rt.Path, Args: runArgs, Dir: c.Workspace, Env: append(slices.Clone(rtEnv), secretVars...), Timeout: timeout, Stdin: stdin})
 	stop()
 	warnings := sweep(pol)
 	h.auditSweep(b, rec.CallID, warnings)
@@ -267,6 +273,16 @@ func runtimeFailure(rt container.Runtime, image, bin string, res runner.Result, 
 		return &Error{Code: errcode.NotInstalled, Message: fmt.Sprintf("%s cannot be run in image %s: %s", bin, image, stderr), Hint: "build the image with the CLI on its PATH"}
 	}
 	return nil
+}
+
+// envNames are the names of NAME=VALUE entries.
+func envNames(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		out = append(out, name)
+	}
+	return out
 }
 
 // containerKilled says which limits of l a container's CLI killed with SIGKILL (exit 137) may
