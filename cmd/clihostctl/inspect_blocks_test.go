@@ -72,3 +72,12 @@ runner: { cli: ../../CLI.md, argv: ["-n", "--arg", "k", "${input.key}", "$k"] }
 		}
 	}
 }
+
+// TestCallUnquotedCommandPath: `clihostctl call vault kv get` (a command path not quoted, as an
+// author first types it) is a usage error whose message says how to write it.
+func TestCallUnquotedCommandPath(t *testing.T) {
+	code, _, errOut := runCtl(t, "call", "gh", "pr", "list")
+	if code != 2 || !strings.Contains(errOut, `clihostctl call gh "pr list"`) || !strings.Contains(errOut, "pr.list") {
+		t.Fatalf("exit %d, stderr %q: want a usage error showing the quoted and the dotted path", code, errOut)
+	}
+}
