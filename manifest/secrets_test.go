@@ -252,3 +252,36 @@ func TestSecretsInventoryReread(t *testing.T) {
 		t.Fatal("a variable of the old inventory survived the edit")
 	}
 }
+
+// TestSecretsOAuthStepField: an oauth setup step stores a bare access token (its refresh token is
+// sealed, never handed to the CLI); a slot it fills that exposes another field of an oauth value,
+// or declares itself a keypair or json value, would fail every call: a lint error at the exposure
+// or the kind.
+func TestSecretsOAuthStepField(t *testing.T) {
+	step := edit{cliFile, "auth:\n", "  - id: connect\n    kind: oauth\n    secret_slug: demo-key\n    oauth: { client_id: c, authorization_url: \"https://a.example/authorize\", token_url: \"https://a.example/token\" }\nauth:\n  ref: ./SECRETS.md\n"}
+	entry := "---\nsecrets:\n  - slug: demo-key\n    name: Key\n    description: A key.\n"
+	for name, tc := range map[string]struct {
+		inv  string
+		line int
+		ok   bool
+	}{
+		"accessToken":  {inv: entry + "    kind: oauth\n    exposures: [{ kind: env, name: DEMO_KEY, field: accessToken }]\n---\n", ok: true},
+		"opaque":       {inv: entry + "---\n", ok: true},
+		"refreshToken": {inv: entry + "    kind: oauth\n    exposures:\n      - { kind: env, name: DEMO_KEY, field: refreshToken }\n---\n", line: 8},
+		"keypair":      {inv: entry + "    kind: keypair\n    exposures: [{ kind: env, name: DEMO_KEY, field: private }]\n---\n", line: 6},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := diskBundle(t, []edit{step}, map[string]string{"demo/SECRETS.md": tc.inv}, nil)
+			fs := findingsOf(b, "secrets-oauth-step")
+			if tc.ok {
+				if b.Findings.HasErrors() {
+					t.Fatalf("unexpected findings:\n%s", findingsText(b.Findings))
+				}
+				return
+			}
+			if len(fs) != 1 || fs[0].Severity != SeverityError || fs[0].Pos.Line != tc.line || fs[0].Hint == "" {
+				t.Fatalf("want one secrets-oauth-step error at line %d, got:\n%s", tc.line, findingsText(b.Findings))
+			}
+		})
+	}
+}
