@@ -204,7 +204,32 @@ func inventoryRules(c *collector, cli *CLI) []SecretSlot {
 		slots = append(slots, slotRules(c, JoinPointer("/secrets", i), e))
 	}
 	envCollisions(c, cli, slots)
+	oauthStepSlots(c, cli, f.Secrets)
 	return slots
+}
+
+// oauthStepSlots checks the slots an oauth setup step fills: it stores the bare access token (the
+// refresh token stays sealed), which a slot of kind oauth exposes as accessToken; a keypair or
+// json slot, or another field of an oauth one, would refuse every call.
+func oauthStepSlots(c *collector, cli *CLI, entries []secretEntry) {
+	for i, e := range entries {
+		if !slices.ContainsFunc(cli.Setup, func(st SetupStep) bool { return st.Kind == "oauth" && st.SecretSlug == e.Slug }) {
+			continue
+		}
+		ptr := JoinPointer("/secrets", i)
+		switch e.Kind {
+		case "keypair", "json":
+			c.at(ptr+"/kind", SeverityError, "secrets-oauth-step", fmt.Sprintf("secret %q is filled by an oauth setup step, which stores an access token, not a %s value", e.Slug, e.Kind),
+				"declare it kind: oauth (exposed as field accessToken) or leave kind out (opaque)")
+		case "oauth":
+			for j, x := range e.Exposures {
+				if x.Kind == "env" && x.Field != "" && x.Field != "accessToken" {
+					c.at(JoinPointer(ptr, "exposures", j, "field"), SeverityError, "secrets-oauth-step", fmt.Sprintf("secret %q is filled by an oauth setup step, which hands the CLI its access token only, not %q", e.Slug, x.Field),
+						"expose field: accessToken; the refresh token stays in clihost's store, which refreshes the access token itself")
+				}
+			}
+		}
+	}
 }
 
 // slotRules checks one entry and turns it into a slot.
