@@ -165,13 +165,16 @@ type Spec struct {
 	// and writable roots, protected and masked paths inside it, as the kernel sandbox's plan lists
 	// them. Nothing else of the host is visible.
 	Mounts   []Mount
-	UID, GID int      // the identity the CLI runs as inside
-	Groups   []int    // its supplementary groups
-	EnvFile  string   // a file of KEY=VALUE lines (WriteEnvFile): the CLI's whole environment
-	Argv     []string // the program (the entrypoint, looked up on the image's PATH) and its arguments
-	Stdin    bool     // keep standard input open (the call has stdin)
-	Timeout  time.Duration
-	Limits   Limits
+	UID, GID int    // the identity the CLI runs as inside
+	Groups   []int  // its supplementary groups
+	EnvFile  string // a file of KEY=VALUE lines (WriteEnvFile): the CLI's environment but secrets
+	// SecretEnv names variables the runtime copies from its own environment (--env=NAME): the
+	// secrets, whose values never go on its command line or into a file.
+	SecretEnv []string
+	Argv      []string // the program (the entrypoint, looked up on the image's PATH) and its arguments
+	Stdin     bool     // keep standard input open (the call has stdin)
+	Timeout   time.Duration
+	Limits    Limits
 }
 
 // Mount is a bind mount of Source at Target (both absolute).
@@ -215,6 +218,12 @@ func (rt Runtime) Args(s Spec) ([]string, error) {
 		"--cap-drop=all", "--security-opt=no-new-privileges", "--read-only",
 		"--user=" + strconv.Itoa(s.UID) + ":" + strconv.Itoa(s.GID),
 		"--workdir=" + s.Workspace, "--env-file=" + s.EnvFile}
+	for _, name := range s.SecretEnv {
+		if name == "" || strings.ContainsAny(name, "=\n\x00") {
+			return nil, fmt.Errorf("secret variable %q cannot be passed to a container", name)
+		}
+		a = append(a, "--env="+name)
+	}
 	a = append(a, mounts...)
 	tmp := "--tmpfs=/tmp:rw,nosuid,nodev"
 	if s.Limits.TmpfsBytes > 0 {

@@ -65,3 +65,19 @@ func TestFindNone(t *testing.T) {
 		t.Fatalf("err %v", err)
 	}
 }
+
+// TestArgsSecretEnv: secrets are named to the runtime (--env=NAME, the value taken from its own
+// environment), never given with their value; a name that would carry one is refused.
+func TestArgsSecretEnv(t *testing.T) {
+	s := Spec{Name: "c", Image: "localhost/jq:1", Workspace: "/w", EnvFile: "/run/e", Argv: []string{"jq"}, SecretEnv: []string{"A_TOKEN"}}
+	a, err := Runtime{Name: "podman"}.Args(s)
+	if err != nil || !slices.Contains(a, "--env=A_TOKEN") {
+		t.Fatalf("args %q, %v: want --env=A_TOKEN", a, err)
+	}
+	for _, bad := range []string{"A_TOKEN=value", "", "A\nB"} {
+		s.SecretEnv = []string{bad}
+		if _, err := (Runtime{Name: "podman"}).Args(s); err == nil {
+			t.Errorf("secret variable %q accepted", bad)
+		}
+	}
+}

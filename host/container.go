@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/container"
@@ -18,6 +19,7 @@ import (
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/output"
 	"github.com/clihost/clihost/runner"
+	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
 // runnerRefusal is the error of a call whose bundle's runner engine this host does not run in
@@ -94,7 +96,13 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 		return Envelope{Error: idErr}
 	}
 	scope := lifecycle.Scope{Bundle: b.Key(), Workspace: c.Workspace, User: c.User}
-	var used []string
+	var used, secretVars []string
+	// The SECRETS.md inventory's variables reach the container as a kernel-sandbox call's
+	// environment: through the runtime's own environment (--env=NAME), never its command line
+	// or the env file on disk; a required one unset refuses the call here.
+	if e := h.secretEnv(ctx, b, t, scope, &secretVars, &used); e != nil {
+		return Envelope{Error: e}
+	}
 	args, stdin, conv, e := h.containerArgv(b, t, input, scope, &used)
 	if e != nil {
 		return Envelope{Error: e}
@@ -114,14 +122,14 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 		return fail(errcode.Internal, "the container's mounts: "+err.Error(), "")
 	}
 	name := "clihost-" + rec.CallID
-	runArgs, err := rt.Args(container.Spec{Name: name, Image: image, Workspace: c.Workspace, Mounts: mounts, UID: who.id.UID, GID: who.id.GID, Groups: who.id.Groups, EnvFile: envFile,
+	runArgs, err := rt.Args(container.Spec{Name: name, Image: image, Workspace: c.Workspace, Mounts: mounts, UID: who.id.UID, GID: who.id.GID, Groups: who.id.Groups, EnvFile: envFile, SecretEnv: envNames(secretVars),
 		Argv: append([]string{b.CLI.Bin}, args...), Stdin: stdin != nil, Timeout: timeout,
 		Limits: container.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, NoFile: l.NoFile, FileSize: l.FileSize, CPU: l.CPU, TmpfsBytes: l.TmpfsBytes}})
 	if err != nil {
 		return fail(errcode.RunnerUnavailable, err.Error(), "run the call in another workspace")
 	}
 	stop := h.progress(opts.Progress)
-	res, err := runner.Run(ctx, runner.Command{Path: rt.Path, Args: runArgs, Dir: c.Workspace, Env: rtEnv, Timeout: timeout, Stdin: stdin})
+	res, err := runner.Run(ctx, runner.Command{Path: rt.Path, Args: runArgs, Dir: c.Workspace, Env: append(slices.Clone(rtEnv), secretVars...), Timeout: timeout, Stdin: stdin})
 	stop()
 	warnings := sweep(pol)
 	h.auditSweep(b, rec.CallID, warnings)
@@ -132,6 +140,9 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 	}
 	if e := runtimeFailure(rt, image, b.CLI.Bin, res, err); e != nil {
 		return Envelope{Error: e, Warnings: warnings}
+	}
+	if res.Exhausted == "" && !res.TimedOut && !res.Canceled && res.ExitCode == 137 {
+		res.Exhausted = containerKilled(l)
 	}
 	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, used, pol)
 	out.Warnings = append(out.Warnings, warnings...)
@@ -264,6 +275,35 @@ func runtimeFailure(rt container.Runtime, image, bin string, res runner.Result, 
 	return nil
 }
 
+// envNames are the names of NAME=VALUE entries.
+func envNames(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		out = append(out, name)
+	}
+	return out
+}
+
+// containerKilled says which limits of l a container's CLI killed with SIGKILL (exit 137) may
+// have reached: the memory limit (the OOM killer) and the CPU time limit (RLIMIT_CPU, whole
+// seconds: the CLI is pid 1 of its container and ignores SIGXCPU, so the hard limit's SIGKILL
+// ends it). The runtime does not say which, so both are named; "" when neither is set (a
+// SIGKILL the CLI got some other way).
+func containerKilled(l isolation.Limits) string {
+	var limits []string
+	if l.MemoryBytes > 0 {
+		limits = append(limits, "memory limit "+nsinit.FormatBytes(l.MemoryBytes))
+	}
+	if l.CPU > 0 {
+		limits = append(limits, fmt.Sprintf("CPU time limit %s", (l.CPU+time.Second-1)/time.Second*time.Second))
+	}
+	if len(limits) == 0 {
+		return ""
+	}
+	return "the CLI was killed in its container (SIGKILL, exit 137) at a resource limit: " + strings.Join(limits, " or ") + " reached"
+}
+
 // containerEnv is the environment of the CLI inside the container: the call's, without PATH (the
 // image's) and with HOME the container's /tmp unless the bundle set one.
 func containerEnv(env []string) []string {
@@ -285,15 +325,20 @@ func containerEnv(env []string) []string {
 }
 
 // RunnerFindings reports what this host cannot honour of bundle b's runner block, as lint
-// warnings at the bundle's id: engine: sandbox with no usable container runtime or without its
-// image (rule runner-host; its calls are refused), and needs.native packages this host lacks
-// (rule runner-needs-missing; asked of dpkg-query, on hosts that have it).
+// warnings at the line that asks for it (the image, needs.native; the bundle's id when unknown):
+// engine: sandbox with no usable container runtime or without its image (rule runner-host; its
+// calls are refused), and needs.native packages this host lacks (rule runner-needs-missing; asked
+// of dpkg-query, on hosts that have it; names that are not Debian package names are
+// runner-needs-name errors already and are not asked about).
 func (h *Host) RunnerFindings(ctx context.Context, b *manifest.Bundle) manifest.Findings {
 	if b.CLI == nil || b.CLI.Runner == nil {
 		return nil
 	}
-	at := func(rule, msg, hint string) manifest.Finding {
-		return manifest.Finding{Pos: b.IDPos, Severity: manifest.SeverityWarning, Rule: rule, Message: msg, Hint: hint}
+	at := func(pos manifest.Pos, rule, msg, hint string) manifest.Finding {
+		if pos.File == "" {
+			pos = b.IDPos
+		}
+		return manifest.Finding{Pos: pos, Severity: manifest.SeverityWarning, Rule: rule, Message: msg, Hint: hint}
 	}
 	var out manifest.Findings
 	r := b.CLI.Runner
@@ -303,7 +348,7 @@ func (h *Host) RunnerFindings(ctx context.Context, b *manifest.Bundle) manifest.
 			err = rt.ImagePresent(ctx, env, r.Image())
 		}
 		if err != nil {
-			out = append(out, at("runner-host", "this host cannot run the bundle's engine: sandbox, so its calls will be refused: "+err.Error(),
+			out = append(out, at(b.RunnerImagePos, "runner-host", "this host cannot run the bundle's engine: sandbox, so its calls will be refused: "+err.Error(),
 				"install podman (apt-get install podman) and make the image present, or use engine: subprocess"))
 		}
 	}
@@ -314,14 +359,14 @@ func (h *Host) RunnerFindings(ctx context.Context, b *manifest.Bundle) manifest.
 			return out
 		}
 		var missing []string
-		for _, p := range n.Native {
+		for _, p := range manifest.NativeNeeds(b.CLI) {
 			st, err := exec.CommandContext(ctx, dpkg, "-W", "-f=${Status}", "--", p).Output()
 			if err != nil || !strings.Contains(string(st), "install ok installed") {
 				missing = append(missing, p)
 			}
 		}
 		if len(missing) > 0 {
-			out = append(out, at("runner-needs-missing", "needs.native packages not installed on this host: "+strings.Join(missing, ", "),
+			out = append(out, at(b.RunnerNeedsPos, "runner-needs-missing", "needs.native packages not installed on this host: "+strings.Join(missing, ", "),
 				"apt-get install "+strings.Join(missing, " ")))
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/isolation"
+	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
 )
 
@@ -305,4 +306,67 @@ func mustPlan(t *testing.T, h *Host, b *manifest.Bundle, ws string) *isolation.P
 		t.Fatalf("confine: %+v", e)
 	}
 	return plan
+}
+
+// TestSandboxEngineLimitIsResourceExhausted: a container call killed at its runner.limits (the
+// OOM killer at memory_mb, RLIMIT_CPU at cpu_ms) fails with resource_exhausted naming the limits
+// and their values, as a kernel-sandbox call does, not as a CLI that exited 137 on its own.
+func TestSandboxEngineLimitIsResourceExhausted(t *testing.T) {
+	fixture.Need(t, "podman", "jq", "ldd", "tar")
+	image := jqImage(t)
+	files := jqBoxBundle("{ engine: sandbox, image: \"" + image + "\", limits: { memory_mb: 64, cpu_ms: 1000 } }")
+	// A second of CPU may take many seconds of a loaded machine's wall clock.
+	files["box/tools/spin/TOOL.md"] = strings.Replace(files["box/tools/spin/TOOL.md"], "timeout_ms: 3000", "timeout_ms: 120000", 1)
+	h, _ := writeBundle(t, files, Options{})
+	b := bundle(t, h, "box")
+	ws := t.TempDir()
+	fixture.GiveToAgent(t, ws)
+	for _, filter := range []string{"[range(50000000)] | length", "last(range(1e15))"} {
+		env := h.Call(context.Background(), b, "spin", js(t, `{"filter": "`+filter+`"}`), Caller{Workspace: ws}, CallOptions{})
+		if env.OK || env.Error == nil || env.Error.Code != "resource_exhausted" || env.Error.Category != "resource" ||
+			!strings.Contains(env.Error.Message, "memory limit 64 MiB") || !strings.Contains(env.Error.Message, "CPU time limit 1s") {
+			t.Fatalf("%s: want resource_exhausted naming the limits, got %+v %+v", filter, env, env.Error)
+		}
+	}
+}
+
+// TestSandboxEngineGetsInventorySecrets: an engine: sandbox bundle's SECRETS.md secrets reach the
+// container's environment as they reach a kernel-sandbox call (and come back redacted), and a
+// required one that is unset refuses the call before any container starts.
+func TestSandboxEngineGetsInventorySecrets(t *testing.T) {
+	fixture.Need(t, "podman", "jq", "ldd", "tar")
+	image := jqImage(t)
+	files := jqBoxBundle("{ engine: sandbox, image: \"" + image + "\" }")
+	files["box/CLI.md"] = strings.Replace(files["box/CLI.md"], "sandbox:\n", "auth: { ref: ./SECRETS.md }\nsandbox:\n", 1)
+	files["box/SECRETS.md"] = "---\nsecrets:\n  - { slug: box-secret, name: Box secret, description: The key the CLI reads. }\n---\n"
+	engine := setupEngine(t)
+	h, _ := writeBundle(t, files, Options{Setup: engine})
+	b := bundle(t, h, "box")
+	ws := t.TempDir()
+	fixture.GiveToAgent(t, ws)
+	call := func() Envelope {
+		return h.Call(context.Background(), b, "env", js(t, `{}`), Caller{Workspace: ws, User: "alice"}, CallOptions{})
+	}
+	if env := call(); env.OK || env.Error.Code != "setup_required" || !strings.Contains(env.Error.Hint, "clihostctl secret set box BOX_SECRET") {
+		t.Fatalf("unset required secret: %+v %+v", env, env.Error)
+	}
+	if err := engine.SetSecret(lifecycle.Scope{Bundle: b.Key(), Workspace: ws, User: "alice"}, "box-secret", "s3cr3t-value"); err != nil {
+		t.Fatal(err)
+	}
+	env := call()
+	vars, _ := env.Value.(map[string]any)
+	if !env.OK || vars["BOX_SECRET"] != "[REDACTED]" {
+		t.Fatalf("the container did not get BOX_SECRET (or it came back unredacted): %+v %+v", env.Value, env.Error)
+	}
+	// A multi-line value (a PEM key) reaches it too: secrets do not go through the env file,
+	// which refuses newlines and would put the plaintext on disk (AIP-19).
+	pem := "-----BEGIN KEY-----\nabc\n-----END KEY-----"
+	if err := engine.SetSecret(lifecycle.Scope{Bundle: b.Key(), Workspace: ws, User: "alice"}, "box-secret", pem); err != nil {
+		t.Fatal(err)
+	}
+	env = call()
+	vars, _ = env.Value.(map[string]any)
+	if !env.OK || vars["BOX_SECRET"] != "[REDACTED]" {
+		t.Fatalf("a multi-line secret did not reach the container: %+v %+v", env.Value, env.Error)
+	}
 }

@@ -167,3 +167,60 @@ func checkRefreshed(t *testing.T, files map[string]string, id, tool string, refr
 		t.Fatalf("stored token %q", v)
 	}
 }
+
+// TestOAuthKindSlotFilledByOAuthStep: an inventory written from AIP-19 declares the token an
+// oauth step obtains as kind: oauth and exposes its accessToken field; the step stores the bare
+// access token (its refresh token sealed beside it), and the call gets that token, refreshed, in
+// the variable: not setup_required because the value "is not a JSON object".
+func TestOAuthKindSlotFilledByOAuthStep(t *testing.T) {
+	fixture.Need(t, "jq")
+	srv, refreshes := refreshServer(t)
+	files := map[string]string{
+		"vault/CLI.md": `---
+name: vault
+id: vault
+description: jq stands in for a CLI reading its token from its environment.
+version: 1.0.0
+bin: jq
+install: [{ method: apt, package: jq }]
+version_check: { cmd: "jq --version", parse: 'jq-(\d+\.\d+(?:\.\d+)?)', range: ">=1.5" }
+auth: { ref: ./SECRETS.md }
+sandbox:
+  network: { egress: [] }
+  fs: { read: [], write: [] }
+  exec: { allow: false }
+  env: { pass: [] }
+` + oauthSetup(srv.URL) + `output: { default_format: json }
+commands:
+  show: ./tools/show/TOOL.md
+---
+`,
+		"vault/SECRETS.md": `---
+secrets:
+  - slug: svctoken
+    name: Service token
+    description: The OAuth token the oauth step obtains.
+    kind: oauth
+    exposures:
+      - { kind: env, name: SVC_TOKEN, field: accessToken }
+---
+`,
+		"vault/tools/show/TOOL.md": `---
+name: Show
+id: vault.show
+description: Shows which token arrived.
+version: 1.0.0
+inputs: { type: object, additionalProperties: false, properties: {} }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: ["-n", "$ENV.SVC_TOKEN | ltrimstr(\"fresh-token-\") | ltrimstr(\"stale-token-\")"] }
+---
+`,
+	}
+	// Before setup ran, the refusal names the setup that fills the slot, not only secret set.
+	h, _ := writeBundle(t, files, Options{Setup: setupEngine(t)})
+	env := h.Call(context.Background(), bundle(t, h, "vault"), "show", map[string]any{}, Caller{Workspace: fixture.Workspace(t), User: "alice"}, CallOptions{})
+	if env.OK || env.Error.Code != "setup_required" || !strings.Contains(env.Error.Hint, "clihostctl setup vault") {
+		t.Fatalf("unset slot: %+v %+v; want setup_required naming clihostctl setup", env, env.Error)
+	}
+	checkRefreshed(t, files, "vault", "show", refreshes, func(out any) bool { return out == "2" })
+}

@@ -38,6 +38,7 @@ func (h *Host) secretEnv(ctx context.Context, b *manifest.Bundle, t *manifest.To
 			continue
 		}
 		*sensitive = append(*sensitive, value)
+		value = oauthEnvelope(b, slot, value)
 		for _, v := range slot.Env {
 			x, e := exposed(b, slot, v, value, scope)
 			if e != nil {
@@ -62,6 +63,32 @@ func (h *Host) slotValue(ctx context.Context, b *manifest.Bundle, slot manifest.
 			Hint: "set it again: " + SecretSetCommand(b, slot, scope.Workspace)}
 	}
 	return v, ok, nil
+}
+
+// oauthEnvelope turns the bare access token an oauth setup step stores into AIP-19's oauth value
+// ({"accessToken": …}) when the slot it fills is of kind oauth, so that an exposure's field
+// accessToken finds it; the refresh token stays sealed beside it, never handed to the CLI. Any
+// other value is returned unchanged.
+func oauthEnvelope(b *manifest.Bundle, slot manifest.SecretSlot, value string) string {
+	if slot.Kind != "oauth" || strings.HasPrefix(strings.TrimSpace(value), "{") || filledBy(b, slot) != "oauth" {
+		return value
+	}
+	out, err := json.Marshal(map[string]string{"accessToken": value})
+	if err != nil {
+		return value
+	}
+	return string(out)
+}
+
+// filledBy is the kind of the setup step that fills slot (an oauth step's secret_slug, or a
+// step's persist.secret_slug), or "" when none does.
+func filledBy(b *manifest.Bundle, slot manifest.SecretSlot) string {
+	for _, st := range b.CLI.Setup {
+		if st.Kind == "oauth" && st.SecretSlug == slot.Slug || st.Persist != nil && st.Persist.SecretSlug == slot.Slug {
+			return st.Kind
+		}
+	}
+	return ""
 }
 
 // exposed is the value variable v gets: the whole value of an opaque secret, else the field v
@@ -92,9 +119,17 @@ func secretUnset(b *manifest.Bundle, slot manifest.SecretSlot, scope lifecycle.S
 	for _, v := range slot.Env {
 		names = append(names, v.Name)
 	}
+	hint := "set it (clihostd keeps it encrypted and passes it to the CLI's environment): " + SecretSetCommand(b, slot, scope.Workspace)
+	if filledBy(b, slot) != "" {
+		hint = "run the bundle's setup, whose step fills it: clihostctl setup " + b.ID()
+		if scope.Workspace != "" {
+			hint += " --workspace " + scope.Workspace
+		}
+		hint += " (or " + SecretSetCommand(b, slot, scope.Workspace) + ")"
+	}
 	return &Error{Code: errcode.SetupRequired, Category: "authentication",
 		Message: fmt.Sprintf("%s needs the secret %q (%s, its %s) and it is not set for this workspace and user", b.ID(), slot.Slug, slot.Name, strings.Join(names, ", ")),
-		Hint:    "set it (clihostd keeps it encrypted and passes it to the CLI's environment): " + SecretSetCommand(b, slot, scope.Workspace)}
+		Hint:    hint}
 }
 
 // SecretSetCommand is the clihostctl command that sets slot's value for workspace.

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"maps"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/clihost/clihost/schemas"
 )
@@ -85,6 +87,13 @@ type IntentInput struct {
 	Default     any            `json:"default,omitempty"`
 	Values      []IntentValue  `json:"values,omitempty"`
 	DependsOn   map[string]any `json:"depends_on,omitempty"`
+	// Min and Max bound a number; MinLength, MaxLength (characters) and Pattern (RE2, unanchored
+	// unless it anchors itself) bound text-like inputs (AIP-28's field options).
+	Min       *float64 `json:"min,omitempty"`
+	Max       *float64 `json:"max,omitempty"`
+	MinLength *int     `json:"min_length,omitempty"`
+	MaxLength *int     `json:"max_length,omitempty"`
+	Pattern   string   `json:"pattern,omitempty"`
 }
 
 // IntentValue is one value of a choice input: a string, or {value, label}.
@@ -199,6 +208,12 @@ func (l *linter) intentRules(c *collector, it *Intent) {
 			c.at(JoinPointer("/inputs", i, "name"), SeverityError, "intent-input-duplicate", fmt.Sprintf("input %q is declared twice", in.Name), "give every input its own name")
 		}
 		inputs[in.Name] = true
+		if in.Pattern != "" {
+			if _, err := regexp.Compile(in.Pattern); err != nil {
+				c.at(JoinPointer("/inputs", i, "pattern"), SeverityError, "intent-input-pattern", fmt.Sprintf("input %q: pattern %q does not compile: %v", in.Name, in.Pattern, err),
+					"write an RE2 regular expression (no lookaround or backreferences), e.g. ^[a-z0-9-]+$")
+			}
+		}
 	}
 	names := func(ptr string, m map[string]any) {
 		for k := range m {
@@ -227,6 +242,8 @@ func (l *linter) intentRules(c *collector, it *Intent) {
 		case r.Tool != "":
 			if it.Tools[i] = l.intentTool(r.Tool); it.Tools[i] == nil {
 				c.at(JoinPointer(ptr, "tool"), SeverityError, "intent-tool-unknown", fmt.Sprintf("tool %q is not a tool of this bundle", r.Tool), "name a TOOL.md of the bundle's commands (./tools/pr-create/TOOL.md), a tool id or a command path")
+			} else {
+				mappingTargets(c, ptr, r.Mapping, it.Tools[i])
 			}
 		case r.Workflow != "" || r.Entry != "":
 			c.at(ptr, SeverityWarning, "intent-route-unsupported", "clihost runs tools only: this route (a workflow or an entry) is never chosen", "route to a tool of the bundle")
@@ -234,6 +251,21 @@ func (l *linter) intentRules(c *collector, it *Intent) {
 	}
 	if len(it.Implements) > 1 && defaults != 1 {
 		c.atKey("/implements", SeverityError, "intent-default", fmt.Sprintf("%d of the %d implements entries are marked default; AIP-28 asks for exactly one", defaults, len(it.Implements)), "mark the fallback route default: true")
+	}
+}
+
+// mappingTargets reports a mapping onto an input the routed tool's closed inputs do not declare:
+// every prompts/get taking the route with that input set would build an input the tool refuses.
+func mappingTargets(c *collector, ptr string, mapping map[string]any, t *ToolEntry) {
+	for k, spec := range mapping {
+		target := k
+		if s, ok := spec.(string); ok {
+			target = s
+		}
+		if !t.acceptsInput(target) {
+			c.at(JoinPointer(ptr, "mapping", k), SeverityError, "intent-mapping-unknown", fmt.Sprintf("the mapping hands the tool an input %q its inputs do not declare (additionalProperties: false): the route would always be refused", target),
+				"map onto one of the tool's inputs: clihostctl inspect BUNDLE lists them")
+		}
 	}
 }
 
@@ -268,6 +300,9 @@ func (it *Intent) Resolve(args map[string]string) (*ToolEntry, map[string]any, e
 			continue
 		}
 		v, err := f.convert(raw)
+		if err == nil {
+			err = f.bounds(v)
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("argument %s: %w", f.Name, err)
 		}
@@ -289,7 +324,23 @@ func (it *Intent) Resolve(args map[string]string) (*ToolEntry, map[string]any, e
 	if i < 0 {
 		return nil, nil, fmt.Errorf("no route of intent %s matches these arguments", it.ID)
 	}
-	return it.Tools[i], mapInputs(it.Implements[i].Mapping, in), nil
+	t := it.Tools[i]
+	return t, mapInputs(it.Implements[i].Mapping, in, t.acceptsInput), nil
+}
+
+// acceptsInput reports whether the tool's inputs take a property of this name: any name, unless
+// they are closed (additionalProperties: false, no patternProperties) and do not declare it.
+func (t *ToolEntry) acceptsInput(name string) bool {
+	if t.Tool == nil {
+		return true
+	}
+	in := t.Tool.Inputs
+	if in["additionalProperties"] != false || in["patternProperties"] != nil {
+		return true
+	}
+	props, _ := in["properties"].(map[string]any)
+	_, ok := props[name]
+	return ok
 }
 
 // route is the index of the first tool route whose when matches, else of the default (or only)
@@ -339,6 +390,34 @@ func (f IntentInput) convert(raw string) (any, error) {
 		return out, nil
 	}
 	return raw, nil
+}
+
+// bounds checks a converted argument against the input's min/max (numbers) and min_length,
+// max_length and pattern (strings).
+func (f IntentInput) bounds(v any) error {
+	switch x := v.(type) {
+	case float64:
+		if f.Min != nil && x < *f.Min {
+			return fmt.Errorf("%v is less than its min %v", x, *f.Min)
+		}
+		if f.Max != nil && x > *f.Max {
+			return fmt.Errorf("%v is more than its max %v", x, *f.Max)
+		}
+	case string:
+		n := utf8.RuneCountInString(x)
+		if f.MinLength != nil && n < *f.MinLength {
+			return fmt.Errorf("%d characters, fewer than its min_length %d", n, *f.MinLength)
+		}
+		if f.MaxLength != nil && n > *f.MaxLength {
+			return fmt.Errorf("%d characters, more than its max_length %d", n, *f.MaxLength)
+		}
+		if f.Pattern != "" {
+			if re, err := regexp.Compile(f.Pattern); err != nil || !re.MatchString(x) {
+				return fmt.Errorf("%q does not match its pattern %s", x, f.Pattern)
+			}
+		}
+	}
+	return nil
 }
 
 // choose finds raw among the input's values (any value when it lists none).
@@ -432,7 +511,7 @@ func decodeJSON(data []byte, out any) error {
 
 // mapInputs applies a route's mapping: an input named in it goes to the tool input it names
 // (`input: tool_key`, or `tool_key: {from: input}`); the others keep their names.
-func mapInputs(mapping map[string]any, in map[string]any) map[string]any {
+func mapInputs(mapping map[string]any, in map[string]any, accepts func(string) bool) map[string]any {
 	out := map[string]any{}
 	mapped := map[string]bool{}
 	for toolKey, spec := range mapping {
@@ -449,7 +528,9 @@ func mapInputs(mapping map[string]any, in map[string]any) map[string]any {
 		}
 	}
 	for k, v := range in {
-		if _, taken := out[k]; !mapped[k] && !taken { // a mapping's target wins over a same-named input
+		// A mapping's target wins over a same-named input; an input the tool does not take (one
+		// only when reads, say) is not handed on by name.
+		if _, taken := out[k]; !mapped[k] && !taken && accepts(k) {
 			out[k] = v
 		}
 	}

@@ -79,6 +79,10 @@ func TestIntentsLint(t *testing.T) {
 			content: strings.Replace(intentOK, "tool: demo.item.list", "tool: demo.item.delete", 1), marker: "tool: demo.item.delete"},
 		{name: "no default", rule: "intent-default", ref: "./intents/list/INTENT.md", file: "demo/intents/list/INTENT.md",
 			content: strings.Replace(intentOK, ", default: true", "", 1), marker: "implements:"},
+		// The demo tool's inputs are closed (additionalProperties: false): a mapping onto a name it
+		// does not declare would make every prompts/get taking that route fail.
+		{name: "mapping onto an input the tool lacks", rule: "intent-mapping-unknown", ref: "./intents/list/INTENT.md", file: "demo/intents/list/INTENT.md",
+			content: strings.Replace(intentOK, "default: true }", "default: true, mapping: { limit: max } }", 1), marker: "tool: demo.item.list"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -116,7 +120,9 @@ func TestIntentResolve(t *testing.T) {
 implements:
 `, 1)
 	src = strings.Replace(src, "default: true }", "default: true, mapping: { limit: max, style: { from: tags } } }", 1)
-	b := diskBundle(t, []edit{withIntents("./intents/list/INTENT.md")}, map[string]string{"demo/intents/list/INTENT.md": src}, nil)
+	// The tool's inputs are opened, so that the mapping's targets and every input pass through.
+	open := edit{toolFile, "  additionalProperties: false\n", ""}
+	b := diskBundle(t, []edit{withIntents("./intents/list/INTENT.md"), open}, map[string]string{"demo/intents/list/INTENT.md": src}, nil)
 	if len(b.Intents) != 1 {
 		t.Fatalf("not loaded:\n%s", findingsText(b.Findings))
 	}
@@ -140,5 +146,61 @@ implements:
 		if _, _, err := it.Resolve(map[string]string{k: v}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", args, err, want)
 		}
+	}
+}
+
+// TestIntentRouteClosedTool: AIP-28 maps an intent input to the routed tool's input of the same
+// name; an input the tool does not declare (a routing input such as style, read only by when) is
+// not handed to a tool whose inputs are closed (additionalProperties: false), so that every route
+// of a linted intent builds an input its tool accepts.
+func TestIntentRouteClosedTool(t *testing.T) {
+	src := strings.Replace(intentOK, "implements:\n", "  - { name: q, label: Query, type: text, required: true }\n  - { name: mode, label: Mode, type: choice, values: [a, b], default: a }\nimplements:\n", 1)
+	src = strings.Replace(src, "default: true }", "default: true, mapping: { q: query } }", 1)
+	src = strings.Replace(src, "when: { style: long } }", "when: { style: long }, mapping: { q: { from: q } } }", 1)
+	src = strings.Replace(src, "mapping: { q: { from: q } }", "mapping: { query: { from: q } }", 1)
+	b := diskBundle(t, []edit{withIntents("./intents/list/INTENT.md")}, map[string]string{"demo/intents/list/INTENT.md": src}, nil)
+	if len(b.Intents) != 1 || b.Findings.HasErrors() {
+		t.Fatalf("not loaded:\n%s", findingsText(b.Findings))
+	}
+	for _, style := range []string{"short", "long"} {
+		tool, in, err := b.Intents[0].Resolve(map[string]string{"q": "x", "style": style, "limit": "2", "mode": "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(in) != 2 || in["query"] != "x" || in["limit"] != 2.0 {
+			t.Fatalf("style %s: input %v, want only query and limit", style, in)
+		}
+		if err := tool.InputSchema().Validate(in); err != nil {
+			t.Fatalf("style %s: the input the route builds does not fit its tool: %v", style, err)
+		}
+	}
+}
+
+// TestIntentFieldBounds: AIP-28's field options min/max (number), min_length/max_length and
+// pattern (text-like) bound the prompt arguments, as a form would; an argument outside them is
+// refused with the input's name, and a pattern that does not compile is a lint error.
+func TestIntentFieldBounds(t *testing.T) {
+	src := strings.Replace(intentOK, "implements:\n", "  - { name: n, label: N, type: number, min: 1, max: 10 }\n  - { name: s, label: S, type: text, min_length: 2, max_length: 5, pattern: \"^[a-z]+$\" }\nimplements:\n", 1)
+	open := edit{toolFile, "  additionalProperties: false\n", ""}
+	b := diskBundle(t, []edit{withIntents("./intents/list/INTENT.md"), open}, map[string]string{"demo/intents/list/INTENT.md": src}, nil)
+	if len(b.Intents) != 1 {
+		t.Fatalf("not loaded:\n%s", findingsText(b.Findings))
+	}
+	it := b.Intents[0]
+	if _, _, err := it.Resolve(map[string]string{"n": "10", "s": "abc"}); err != nil {
+		t.Fatalf("in bounds: %v", err)
+	}
+	for args, want := range map[string]string{"n=0": "argument n: 0 is less than its min 1", "n=10.5": "argument n: 10.5 is more than its max 10",
+		"s=a": "argument s: 1 characters, fewer than its min_length 2", "s=abcdef": "argument s: 6 characters, more than its max_length 5",
+		"s=AB": "argument s: \"AB\" does not match its pattern ^[a-z]+$"} {
+		k, v, _ := strings.Cut(args, "=")
+		if _, _, err := it.Resolve(map[string]string{k: v}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", args, err, want)
+		}
+	}
+	bad := strings.Replace(src, `pattern: "^[a-z]+$"`, `pattern: "(["`, 1)
+	b = diskBundle(t, []edit{withIntents("./intents/list/INTENT.md"), open}, map[string]string{"demo/intents/list/INTENT.md": bad}, nil)
+	if fs := findingsOf(b, "intent-input-pattern"); len(fs) != 1 || fs[0].Severity != SeverityError || fs[0].Pos.Line != lineOf(t, bad, "name: s,") || len(b.Intents) != 0 {
+		t.Fatalf("want one intent-input-pattern error at the input, got:\n%s", findingsText(b.Findings))
 	}
 }

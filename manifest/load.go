@@ -31,6 +31,12 @@ type Bundle struct {
 	// Secrets is auth.ref's SECRETS.md inventory (secrets.go).
 	Secrets []SecretSlot `json:"secrets,omitempty"`
 
+	// RunnerImagePos and RunnerNeedsPos are where the runner block (inline in CLI.md, or its
+	// RUNNER.md) names its image and its needs.native, for findings about what this host cannot
+	// honour of them (zero when absent).
+	RunnerImagePos Pos `json:"-"`
+	RunnerNeedsPos Pos `json:"-"`
+
 	fsys   fs.FS
 	fsPath string // CLI.md inside fsys
 }
@@ -149,6 +155,7 @@ func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
 		c.schema(schema)
 		l.cliRules()
 	})
+	l.secretBindRules()
 	l.loadIntents()
 	c.merge(l.refs)
 	b.Findings = append(b.Findings, c.findings()...)

@@ -22,6 +22,9 @@ type linter struct {
 	root string // the bundle folder on disk, symlinks resolved; "" when not on disk (bundlefiles.go)
 	// runnerFile is the RUNNER.md the runner refers to, read before the tools load (runner.go).
 	runnerFile *runnerFile
+	// secrets collects the findings of auth.ref's SECRETS.md (secrets.go); they join the
+	// bundle's once the tools are loaded, with the bind grants checked against them.
+	secrets *collector
 }
 
 var (

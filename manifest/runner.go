@@ -202,6 +202,12 @@ func (l *linter) runnerRules(rf *runnerFile) {
 		base = "/runner/inline"
 	}
 	b := r.Block
+	if c.doc.Has(base + "/image") {
+		l.b.RunnerImagePos = c.doc.Pos(base + "/image")
+	}
+	if c.doc.Has(base + "/needs/native") {
+		l.b.RunnerNeedsPos = c.doc.Pos(base + "/needs/native")
+	}
 	switch b.Engine {
 	case EngineInProcess:
 		c.at(base+"/engine", SeverityError, "runner-engine-in-process", "engine: in-process is refused for CLIs: a CLI is a program of its own, and clihost never runs a bundle's code inside its own process",

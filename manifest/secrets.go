@@ -34,6 +34,8 @@ type SecretSlot struct {
 	// Bound says whether access.bind limits it to them (an absent or empty bind: every tool).
 	Tools []string `json:"tools,omitempty"`
 	Bound bool     `json:"bound,omitempty"`
+	// toolPtrs are the JSON pointers of Tools' grants in SECRETS.md, for findings.
+	toolPtrs []string
 }
 
 // SecretEnv is one environment variable a secret's value reaches the CLI in. Field picks the
@@ -45,15 +47,13 @@ type SecretEnv struct {
 
 // BoundTo reports whether the slot is injected into calls of tool t.
 func (s SecretSlot) BoundTo(t *ToolEntry) bool {
-	if !s.Bound {
-		return true
-	}
-	for _, name := range s.Tools {
-		if t.Tool != nil && t.Tool.ID == name || t.CommandPath() == name || strings.Join(t.Path, ".") == name {
-			return true
-		}
-	}
-	return false
+	return !s.Bound || slices.ContainsFunc(s.Tools, func(name string) bool { return grantNames(name, t) })
+}
+
+// grantNames reports whether a bind grant's tool name designates t: its TOOL.md id, its command
+// path, dotted or not, or its MCP name (the names clihostctl call and intent routes take).
+func grantNames(name string, t *ToolEntry) bool {
+	return t.Tool != nil && t.Tool.ID == name || t.CommandPath() == name || strings.Join(t.Path, ".") == name || MCPName(t.Path) == name
 }
 
 // UngrantedSecret is a secret of b's inventory that t names in a template (${secrets.SLUG} in its
@@ -236,8 +236,27 @@ func (l *linter) secretsRules() {
 	if doc.Root != nil {
 		l.b.Secrets = inventoryRules(sc, l.cli)
 	}
-	// CLI.md's collector carries them: cliRules owns it while the tools load.
-	l.c.semantic = append(l.c.semantic, sc.findings()...)
+	// Its findings join the bundle's once the tools are loaded (secretBindRules).
+	l.secrets = sc
+}
+
+// secretBindRules runs once the tools are loaded: a bind grant that names no tool of the bundle
+// would inject the secret into no call, and never ask for it when it is required. It then hands
+// the inventory's findings to the bundle.
+func (l *linter) secretBindRules() {
+	sc := l.secrets
+	if sc == nil {
+		return
+	}
+	for _, s := range l.b.Secrets {
+		for i, name := range s.Tools {
+			if !slices.ContainsFunc(l.b.Tools, func(t *ToolEntry) bool { return grantNames(name, t) }) {
+				sc.at(s.toolPtrs[i], SeverityError, "secrets-bind-unknown", fmt.Sprintf("secret %q is bound to tool %q, which is not a tool of this bundle: no call would get it", s.Slug, name),
+					"name a tool by its TOOL.md id (e.g. "+l.cli.ID+".pr.list), its command path (\"pr list\") or its MCP name (pr_list); clihostctl tools BUNDLE lists them")
+			}
+		}
+	}
+	l.b.Findings = append(l.b.Findings, sc.findings()...)
 }
 
 // readBundleFile reads rel (clean, relative to the bundle folder): on disk through a descriptor of
@@ -279,7 +298,32 @@ func inventoryRules(c *collector, cli *CLI) []SecretSlot {
 		slots = append(slots, slotRules(c, JoinPointer("/secrets", i), e))
 	}
 	envCollisions(c, cli, slots)
+	oauthStepSlots(c, cli, f.Secrets)
 	return slots
+}
+
+// oauthStepSlots checks the slots an oauth setup step fills: it stores the bare access token (the
+// refresh token stays sealed), which a slot of kind oauth exposes as accessToken; a keypair or
+// json slot, or another field of an oauth one, would refuse every call.
+func oauthStepSlots(c *collector, cli *CLI, entries []secretEntry) {
+	for i, e := range entries {
+		if !slices.ContainsFunc(cli.Setup, func(st SetupStep) bool { return st.Kind == "oauth" && st.SecretSlug == e.Slug }) {
+			continue
+		}
+		ptr := JoinPointer("/secrets", i)
+		switch e.Kind {
+		case "keypair", "json":
+			c.at(ptr+"/kind", SeverityError, "secrets-oauth-step", fmt.Sprintf("secret %q is filled by an oauth setup step, which stores an access token, not a %s value", e.Slug, e.Kind),
+				"declare it kind: oauth (exposed as field accessToken) or leave kind out (opaque)")
+		case "oauth":
+			for j, x := range e.Exposures {
+				if x.Kind == "env" && x.Field != "" && x.Field != "accessToken" {
+					c.at(JoinPointer(ptr, "exposures", j, "field"), SeverityError, "secrets-oauth-step", fmt.Sprintf("secret %q is filled by an oauth setup step, which hands the CLI its access token only, not %q", e.Slug, x.Field),
+						"expose field: accessToken; the refresh token stays in clihost's store, which refreshes the access token itself")
+				}
+			}
+		}
+	}
 }
 
 // slotRules checks one entry and turns it into a slot.
@@ -318,7 +362,8 @@ func slotRules(c *collector, ptr string, e secretEntry) SecretSlot {
 			c.at(ptr, SeverityError, "secrets-env-reserved", fmt.Sprintf("secret %q is bound to %s, which it may not be: %s", e.Slug, env.Name, why), "bind the secret to the variable the CLI reads its credential from, e.g. GH_TOKEN")
 		}
 	}
-	s.Bound, s.Tools = bindGrants(c, ptr, e)
+	s.Bound, s.Tools, s.toolPtrs = bindGrants(c, ptr, e)
+	accessIgnored(c, ptr, e)
 	return s
 }
 
@@ -353,20 +398,39 @@ func metadataEnv(c *collector, ptr string, e secretEntry) []SecretEnv {
 // bindGrants reads access.bind: the tool entries limit the secret to those tools; entries of
 // other kinds (role, userId, cap, workflow) are ignored, as AIP-19 asks of hosts that do not
 // support them, and grant nothing.
-func bindGrants(c *collector, ptr string, e secretEntry) (bool, []string) {
+func bindGrants(c *collector, ptr string, e secretEntry) (bool, []string, []string) {
 	if len(e.Access.Bind) == 0 {
-		return false, nil
+		return false, nil, nil
 	}
-	var tools []string
+	var tools, ptrs []string
 	for i, g := range e.Access.Bind {
 		if t, ok := g["tool"].(string); ok {
 			tools = append(tools, t)
+			ptrs = append(ptrs, JoinPointer(ptr, "access", "bind", i, "tool"))
 			continue
 		}
 		c.at(JoinPointer(ptr, "access", "bind", i), SeverityWarning, "secrets-access-unsupported",
 			"this bind grant is not a tool: clihost ignores it, so it grants nothing", "grant the secret to the tools that need it: bind: [{ tool: TOOL-ID }]")
 	}
-	return true, tools
+	return true, tools, ptrs
+}
+
+// accessIgnored warns about AIP-19's reveal and rotate grants: clihost injects values by
+// access.bind alone and has no reveal or rotate operation, so they grant and limit nothing; an
+// author who meant reveal: [{ tool: X }] to keep the secret from other tools learns that without
+// a bind list every tool gets it.
+func accessIgnored(c *collector, ptr string, e secretEntry) {
+	for _, op := range []string{"reveal", "rotate"} {
+		p := JoinPointer(ptr, "access", op)
+		if !c.doc.Has(p) {
+			continue
+		}
+		hint := "grant the secret to the tools that need it: access: { bind: [{ tool: TOOL-ID }] }"
+		if len(e.Access.Bind) == 0 {
+			hint = "without access.bind every tool of the bundle gets this secret; " + hint
+		}
+		c.atKey(p, SeverityWarning, "secrets-access-unsupported", fmt.Sprintf("access.%s is not acted on: clihost injects a secret into calls by access.bind only", op), hint)
+	}
 }
 
 // envCollisions reports a variable bound by two slots, or set by the sandbox's env.set or a setup

@@ -119,6 +119,10 @@ func TestSecretsInventoryHostile(t *testing.T) {
 		{name: "invalid variable name", ref: "./SECRETS.md", file: entry("    metadata: { bindings: { env: [\"A=B\"] } }\n"), rule: "secrets-env-name", where: "SECRETS.md", line: 3},
 		{name: "invalid exposure name", ref: "./SECRETS.md", file: entry("    exposures: [{ kind: env, name: lower, field: value }]\n"), rule: "secrets-env-name", where: "SECRETS.md", line: 3},
 		{name: "required not a boolean", ref: "./SECRETS.md", file: entry("    metadata: { required: \"no\" }\n"), rule: "secrets-required", where: "SECRETS.md", line: 6},
+		// A bind grant naming no tool of the bundle would inject the secret into no call at all
+		// (and, for a required secret, never ask for it): an error at the grant, not a silent no-op.
+		{name: "bind to a tool the bundle lacks", ref: "./SECRETS.md", file: entry("    access:\n      bind:\n        - tool: demo.item.lsit\n"), rule: "secrets-bind-unknown", where: "SECRETS.md", line: 8},
+		{name: "one bind grant of two unknown", ref: "./SECRETS.md", file: entry("    access:\n      bind:\n        - tool: demo.item.list\n        - tool: nosuch\n"), rule: "secrets-bind-unknown", where: "SECRETS.md", line: 9},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,6 +187,42 @@ func TestSecretsInventoryWarnings(t *testing.T) {
 	}
 }
 
+// TestSecretsBindForms: a bind grant may name a tool by its id, its command path, its dotted path
+// or its MCP name (the names clihostctl call and intents take), and each form lints clean and
+// binds the secret to that tool only.
+func TestSecretsBindForms(t *testing.T) {
+	for _, name := range []string{"demo.item.list", "item list", "item.list", "item_list"} {
+		inv := "---\nsecrets:\n  - slug: demo-key\n    name: Key\n    description: A key.\n    access: { bind: [{ tool: \"" + name + "\" }] }\n---\n"
+		b := diskBundle(t, []edit{withRef}, map[string]string{"demo/SECRETS.md": inv}, nil)
+		if len(b.Findings) != 0 {
+			t.Fatalf("%q: unexpected findings:\n%s", name, findingsText(b.Findings))
+		}
+		if !b.Secrets[0].BoundTo(b.Tool("demo.item.list")) {
+			t.Fatalf("%q: the secret is not bound to the tool it names", name)
+		}
+	}
+}
+
+// TestSecretsRevealIgnoredWarns: clihost injects secrets by access.bind only; an access.reveal
+// or access.rotate block (AIP-19's other operations) is not acted on, and without bind the secret
+// reaches every tool, so the author who wrote reveal: [{ tool: X }] to limit it is told.
+func TestSecretsRevealIgnoredWarns(t *testing.T) {
+	inv := "---\nsecrets:\n  - slug: demo-key\n    name: Key\n    description: A key.\n    access:\n      reveal: [{ tool: demo.item.list }]\n      rotate: [{ role: admin }]\n---\n"
+	b := diskBundle(t, []edit{withRef}, map[string]string{"demo/SECRETS.md": inv}, nil)
+	if b.Findings.HasErrors() {
+		t.Fatalf("warnings only expected:\n%s", findingsText(b.Findings))
+	}
+	lines := map[int]bool{}
+	for _, f := range b.Findings {
+		if f.Rule == "secrets-access-unsupported" && strings.HasSuffix(f.Pos.File, "SECRETS.md") && f.Hint != "" {
+			lines[f.Pos.Line] = true
+		}
+	}
+	if !lines[7] || !lines[8] {
+		t.Fatalf("want secrets-access-unsupported warnings at lines 7 (reveal) and 8 (rotate):\n%s", findingsText(b.Findings))
+	}
+}
+
 // TestSecretsInventoryReread: the inventory is read afresh on every load; an edit to it (a new
 // variable) is what the next load sees, never a copy kept from an earlier one.
 func TestSecretsInventoryReread(t *testing.T) {
@@ -243,7 +283,8 @@ func TestSecretsInventoryUnbound(t *testing.T) {
 		"    description: The key the demo CLI calls its API with.\n    access: { bind: [{ tool: demo.other }] }\n", 1)
 	stdin := edit{toolFile, "runner:\n", "runner:\n  stdin: \"${secrets.demo-api-key}\"\n"}
 	b := diskBundle(t, []edit{withRef, stdin}, map[string]string{"demo/SECRETS.md": inv}, nil)
-	if len(b.Findings) != 1 || b.Findings[0].Rule != "secrets-unbound" || b.Findings[0].Severity != SeverityError || b.Findings[0].Pos.Line == 0 {
+	// The fixture has one tool, so the grant to demo.other is also secrets-bind-unknown.
+	if fs := findingsOf(b, "secrets-unbound"); len(fs) != 1 || fs[0].Severity != SeverityError || fs[0].Pos.Line == 0 || len(b.Findings) != 2 || len(findingsOf(b, "secrets-bind-unknown")) != 1 {
 		t.Fatalf("an ungranted secret in stdin:\n%s", findingsText(b.Findings))
 	}
 	if slug, ok := b.UngrantedSecret(b.Tool("demo.item.list")); !ok || slug != "demo-api-key" {
@@ -251,5 +292,38 @@ func TestSecretsInventoryUnbound(t *testing.T) {
 	}
 	if slug, ok := b.UngrantedSecret(b.Tool("demo.item.list")); ok && slug == "demo/github" {
 		t.Fatal("a secret granted to the tool is reported")
+	}
+}
+
+// TestSecretsOAuthStepField: an oauth setup step stores a bare access token (its refresh token is
+// sealed, never handed to the CLI); a slot it fills that exposes another field of an oauth value,
+// or declares itself a keypair or json value, would fail every call: a lint error at the exposure
+// or the kind.
+func TestSecretsOAuthStepField(t *testing.T) {
+	step := edit{cliFile, "auth:\n", "  - id: connect\n    kind: oauth\n    secret_slug: demo-key\n    oauth: { client_id: c, authorization_url: \"https://a.example/authorize\", token_url: \"https://a.example/token\" }\nauth:\n  ref: ./SECRETS.md\n"}
+	entry := "---\nsecrets:\n  - slug: demo-key\n    name: Key\n    description: A key.\n"
+	for name, tc := range map[string]struct {
+		inv  string
+		line int
+		ok   bool
+	}{
+		"accessToken":  {inv: entry + "    kind: oauth\n    exposures: [{ kind: env, name: DEMO_KEY, field: accessToken }]\n---\n", ok: true},
+		"opaque":       {inv: entry + "---\n", ok: true},
+		"refreshToken": {inv: entry + "    kind: oauth\n    exposures:\n      - { kind: env, name: DEMO_KEY, field: refreshToken }\n---\n", line: 8},
+		"keypair":      {inv: entry + "    kind: keypair\n    exposures: [{ kind: env, name: DEMO_KEY, field: private }]\n---\n", line: 6},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b := diskBundle(t, []edit{step}, map[string]string{"demo/SECRETS.md": tc.inv}, nil)
+			fs := findingsOf(b, "secrets-oauth-step")
+			if tc.ok {
+				if b.Findings.HasErrors() {
+					t.Fatalf("unexpected findings:\n%s", findingsText(b.Findings))
+				}
+				return
+			}
+			if len(fs) != 1 || fs[0].Severity != SeverityError || fs[0].Pos.Line != tc.line || fs[0].Hint == "" {
+				t.Fatalf("want one secrets-oauth-step error at line %d, got:\n%s", tc.line, findingsText(b.Findings))
+			}
+		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -47,7 +48,7 @@ that root or the daemon's user approves with clihostctl approve ID; then repeat 
 Exit status: 0 when the call succeeded, 1 when it failed, 2 on bad usage.`,
 		Example: `  clihostctl call jq filter --input '{"filter": ".name", "files": ["package.json"]}'
   clihostctl call gh "pr list" --input '{"state": "open"}' --workspace ~/src/app`,
-		Args: exactArgs(2),
+		Args: toolArgs,
 		RunE: func(_ *cobra.Command, args []string) error {
 			o.bundle, o.tool = args[0], args[1]
 			if runF != nil {
@@ -172,4 +173,15 @@ func printEnvelope(w io.Writer, env any, ok bool) error {
 		return exitError{1}
 	}
 	return nil
+}
+
+// toolArgs is exactArgs(2), saying how to write a command path given as several words (call gh
+// pr list): quoted, or dotted.
+func toolArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 2 {
+		path := strings.Join(args[1:], " ")
+		return usageError{fmt.Errorf("%s takes 2 argument(s), got %d: give the tool as one argument, its command path quoted (clihostctl call %s %q) or dotted (%s)",
+			cmd.CommandPath(), len(args), args[0], path, strings.Join(args[1:], "."))}
+	}
+	return exactArgs(2)(cmd, args)
 }

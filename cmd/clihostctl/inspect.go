@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -126,6 +127,7 @@ func runInspect(o *inspectOptions) error {
 		fmt.Fprintf(w, "  fs.read:  %s\n  fs.write: %s\n", listOrNone(f.Read), listOrNone(f.Write))
 	}
 	fmt.Fprintf(w, "  exec:     %v %s\n", c.Sandbox.Exec.Allowed(), strings.Join(spawnList(c.Sandbox.Exec), " "))
+	printReferencedBlocks(w, b)
 	fmt.Fprintf(w, "  tools:\n")
 	for _, t := range out.Tools {
 		desc := ""
@@ -138,6 +140,60 @@ func runInspect(o *inspectOptions) error {
 		fmt.Fprintf(w, "  findings: %d error(s), %d warning(s); run clihostctl lint %s\n", e, wn, b.Dir)
 	}
 	return nil
+}
+
+// printReferencedBlocks prints the AIP blocks CLI.md refers to, as clihost read them: the
+// runner (AIP-17), the SECRETS.md inventory's variables (AIP-19) and the intents (AIP-28).
+func printReferencedBlocks(w io.Writer, b *manifest.Bundle) {
+	if r := b.CLI.Runner; r != nil && r.Block != nil {
+		line := "engine " + r.Engine()
+		if r.Ref != "" {
+			line += " (" + r.Ref + ")"
+		}
+		if img := r.Image(); img != "" {
+			line += "; image " + img
+		}
+		if l := r.Block.Limits; l != nil {
+			var parts []string
+			for _, f := range []struct {
+				name string
+				v    int64
+			}{{"memory_mb", l.MemoryMB}, {"cpu_ms", l.CPUMS}, {"timeout_ms", l.TimeoutMS}} {
+				if f.v > 0 {
+					parts = append(parts, fmt.Sprintf("%s %d", f.name, f.v))
+				}
+			}
+			line += "; limits " + strings.Join(parts, ", ")
+		}
+		if n := r.Needs(); n != nil && len(n.Native) > 0 {
+			line += "; needs.native " + strings.Join(n.Native, " ")
+		}
+		fmt.Fprintf(w, "  runner:   %s\n", line)
+	}
+	if len(b.Secrets) > 0 {
+		var vars []string
+		for _, s := range b.Secrets {
+			req := "optional"
+			if s.Required {
+				req = "required"
+			}
+			for _, e := range s.Env {
+				vars = append(vars, e.Name+" ("+req+")")
+			}
+		}
+		fmt.Fprintf(w, "  secrets:  %s\n", strings.Join(vars, ", "))
+	}
+	if len(b.Intents) > 0 {
+		ids := make([]string, 0, len(b.Intents))
+		for _, it := range b.Intents {
+			ids = append(ids, it.ID)
+		}
+		what := "MCP prompt"
+		if len(ids) > 1 {
+			what += "s"
+		}
+		fmt.Fprintf(w, "  intents:  %s (%s)\n", strings.Join(ids, ", "), what)
+	}
 }
 
 func listOrNone(l []string) string {
