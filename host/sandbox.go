@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -111,6 +112,9 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string,
 	who, idErr := h.identityFor(ws, c.Peer, bin) // on a root host, also whether that uid may run bin
 	if idErr != nil {
 		return nil, nil, idErr
+	}
+	if err := makeWriteRoots(who.home, who.id, homeWriteRoots(b, tool), os.Geteuid() == 0); err != nil {
+		return nil, nil, &Error{Code: errcode.Internal, Message: err.Error(), Hint: "check the home " + who.home + " of uid " + strconv.Itoa(who.id.UID)}
 	}
 	pathVar, _ := h.opts.LookupEnv("PATH")
 	pol, err := sandbox.Compile(sandbox.Input{Bundle: b, Tool: tool, Binary: bin, Workspace: ws, Home: who.home,
