@@ -56,16 +56,16 @@ func (c *compiler) execs(binary string, e *manifest.Exec) (string, error) {
 			if p, err = c.executable(s); err != nil {
 				return "", fmt.Errorf("exec.spawn[%d]: %w", i, err)
 			}
-		case s != "" && strings.Contains(s, "/") && packageTree(bin) != "":
+		case s == "":
+			return "", fmt.Errorf("exec.spawn[%d] is empty: a spawn entry is a bare name, an absolute path or a path inside the binary's node_modules", i)
+		case strings.Contains(s, "/"):
 			if p, err = c.inPackageTree(bin, s); err != nil {
 				return "", fmt.Errorf("exec.spawn[%d] %q: %w", i, s, err)
 			}
 			if p == "" {
-				c.note("exec.spawn %q: not found in the package tree %s; it may not be run", s, packageTree(bin))
+				c.note("exec.spawn %q: not found in the binary's node_modules tree; it may not be run", s)
 				continue
 			}
-		case s == "" || strings.Contains(s, "/"):
-			return "", fmt.Errorf("exec.spawn[%d] %q: a spawn entry is a bare name, an absolute path or, for a binary installed by npm, a path inside its node_modules", i, s)
 		default:
 			if p = c.lookPath(s, c.in.PATH); p == "" {
 				c.note("exec.spawn %q: not found on PATH; it may not be run", s)
@@ -92,13 +92,16 @@ func packageTree(bin string) string {
 }
 
 // inPackageTree resolves a relative spawn entry inside bin's package tree (an npm launcher's
-// platform binary, such as codex's @openai/codex-linux-x64/vendor/…/codex): "" when it does not
-// exist (the launcher then cannot run it, which fails closed); an error when it is not clean or its
-// symlinks lead out of the tree.
+// platform binary, such as codex's @openai/codex-linux-x64/vendor/…/codex): "" when bin has no
+// tree (installed otherwise) or the file does not exist there (the launcher then cannot run it,
+// which fails closed); an error when the entry is not clean or its symlinks lead out of the tree.
 func (c *compiler) inPackageTree(bin, rel string) (string, error) {
-	tree := packageTree(bin)
 	if filepath.Clean(rel) != rel || rel == ".." || strings.HasPrefix(rel, "../") {
 		return "", fmt.Errorf("a path inside the package tree must be clean and may not climb out of it")
+	}
+	tree := packageTree(bin)
+	if tree == "" {
+		return "", nil
 	}
 	p, err := c.executable(filepath.Join(tree, rel))
 	if errors.Is(err, fs.ErrNotExist) {
