@@ -3,6 +3,7 @@ package host
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -80,8 +81,7 @@ func makeBeneath(home, rel string, id sandbox.Identity, asRoot bool) error {
 			created := err == nil
 			next, err = unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 			if err == nil && created && asRoot {
-				// Through the new folder's own descriptor: a name swapped since is not followed.
-				err = unix.Fchownat(next, "", id.UID, id.GID, unix.AT_EMPTY_PATH)
+				err = giveTo(next, id)
 			}
 		}
 		unix.Close(fd)
@@ -95,4 +95,34 @@ func makeBeneath(home, rel string, id sandbox.Identity, asRoot bool) error {
 	}
 	unix.Close(fd)
 	return nil
+}
+
+// giveTo hands the folder just created (fd) to id, through its own descriptor (a name swapped since
+// is not followed), and only while it is still what the host made: owned by the host and empty. A
+// folder the uid moved into the name meanwhile (another user's, from a place the uid may write) is
+// left as it is.
+func giveTo(fd int, id sandbox.Identity) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if int(st.Uid) != os.Geteuid() {
+		return nil
+	}
+	if empty, err := emptyDir(fd); err != nil || !empty {
+		return err
+	}
+	return unix.Fchownat(fd, "", id.UID, id.GID, unix.AT_EMPTY_PATH)
+}
+
+// emptyDir reports whether the folder open at fd holds nothing but . and .. (its link count says
+// nothing on every file system: btrfs gives folders 1).
+func emptyDir(fd int) (bool, error) {
+	buf := make([]byte, 4096)
+	n, err := unix.Getdents(fd, buf)
+	if err != nil {
+		return false, err
+	}
+	_, _, names := unix.ParseDirent(buf[:n], -1, nil) // without . and ..
+	return len(names) == 0, nil
 }

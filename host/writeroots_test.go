@@ -7,6 +7,9 @@ import (
 	"syscall"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/sandbox"
 )
@@ -77,5 +80,40 @@ func TestMakeWriteRoots(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(home, "gone")); err == nil {
 		t.Error("a missing home was created")
+	}
+}
+
+// TestGiveToOnlyWhatTheHostMade: a folder swapped in under the name the host just created (not
+// empty, or not the host's) is not handed to the call's uid.
+func TestGiveToOnlyWhatTheHostMade(t *testing.T) {
+	fixture.NeedRoot(t) // chown; the unprivileged host never changes an owner
+	id := sandbox.Identity{UID: 65534, GID: 65534}
+	dir := t.TempDir()
+	full, theirs, fresh := filepath.Join(dir, "full"), filepath.Join(dir, "theirs"), filepath.Join(dir, "fresh")
+	for _, d := range []string{full, theirs, fresh} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(full, "secret"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(theirs, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	for d, wantUID := range map[string]int{full: 0, theirs: 1, fresh: id.UID} {
+		fd, err := unix.Open(d, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = giveTo(fd, id)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := os.Stat(d)
+		if uid := int(st.Sys().(*syscall.Stat_t).Uid); uid != wantUID {
+			t.Errorf("%s belongs to %d, want %d", d, uid, wantUID)
+		}
 	}
 }
