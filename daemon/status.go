@@ -54,7 +54,7 @@ func (d *Engine) bundleStatus(ctx context.Context, st *state, e *registry.Entry)
 		bs.Install, bs.BinPath, bs.Version, bs.Ready = "installed", path, ver, true
 	case err.Code == errcode.VersionMismatch:
 		bs.Install, bs.Reason = "version_mismatch", err.Message+"; "+err.Hint
-	case err.Code == errcode.SandboxUnavailable:
+	case err.Code == errcode.SandboxUnavailable, err.Code == errcode.VersionCheckFailed:
 		bs.Install, bs.Reason = "unverified", err.Message+"; "+err.Hint
 	default:
 		bs.Install, bs.Reason = "missing", fmt.Sprintf("%s; run: clihostctl install %s", err.Message, b.ID())

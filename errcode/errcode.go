@@ -31,6 +31,12 @@ const (
 	// VersionMismatch: the installed binary fails the bundle's version_check (or the check could not
 	// run). Produced by host's gate. Install the version the bundle names, or fix the bundle.
 	VersionMismatch Code = "version_mismatch"
+	// VersionCheckFailed: the bundle's version command crashed before printing a version (a
+	// non-zero exit, a signal or its timeout): the binary is there but does not start here. The
+	// error carries its exit code and stderr's tail. Produced by host's gate. Read the stderr: a file
+	// the sandbox refused, a missing runtime (node), a broken install; reinstalling another version
+	// rarely helps.
+	VersionCheckFailed Code = "version_check_failed"
 	// BundleInvalid: the bundle has lint errors or a broken step, so its tools are not callable, or
 	// a call would put a secret of its SECRETS.md on a command line or hand it to a tool its
 	// access.bind does not grant it to. Produced by host; clihostctl ask also reports a provider
@@ -134,7 +140,7 @@ const (
 
 // All lists every code above, in the order docs/errors.md shows them.
 var All = []Code{
-	InputInvalid, Internal, NotFound, NotInstalled, VersionMismatch, BundleInvalid, SetupRequired,
+	InputInvalid, Internal, NotFound, NotInstalled, VersionMismatch, VersionCheckFailed, BundleInvalid, SetupRequired,
 	SetupFailed, SecretMissing, AuthRequired, LoginRefused, WorkspaceDenied, BinaryDenied, PathDenied,
 	PathTraversalBlocked, SandboxUnavailable, RunnerUnavailable, ResourceExhausted, Timeout, Killed, Cancelled,
 	ProviderError, UpstreamError, UsageError, OutputParseFailed, OutputInvalid, ApprovalRequired, ApprovalDenied,

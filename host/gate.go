@@ -66,25 +66,28 @@ func (h *Host) gate(ctx context.Context, b *manifest.Bundle, c Caller, env []str
 	return bin, nil
 }
 
-// versionError reports a failed version check: a version out of range or unparseable names the
-// range to install; a version command that failed carries its exit code and its stderr's tail
-// (redacted), and a path it was refused is explained against the sandbox it ran in.
+// versionError reports a failed version check: a version out of range or unparseable is
+// version_mismatch and names the range to install; a version command that crashed (a non-zero exit
+// without a version, or its timeout) is version_check_failed and carries its exit code and its
+// stderr's tail (redacted), and a path it was refused is explained against the sandbox it ran in.
 func versionError(b *manifest.Bundle, path string, res versioncheck.Result, pol *sandbox.Policy, r redactor) *Error {
 	e := &Error{Code: errcode.VersionMismatch, Message: r.text(fmt.Sprintf("%s: %s", path, res.Reason)),
 		Hint: fmt.Sprintf("the bundle needs %s %q; install a matching version (%s)", b.CLI.Bin, res.Range, installHint(b))}
 	if res.Captured != "" {
 		return e // a version out of range
 	}
-	if res.ExitCode == 0 {
+	if !res.Failed {
 		// Output the bundle's parse pattern does not match: another program of that name, or a
 		// version_check that does not fit this build of the CLI.
 		e.Hint = fmt.Sprintf("%s printed no version the bundle's version_check.parse recognises: check that %s is the CLI the bundle expects, "+
 			"or fix the bundle's version_check (clihostctl inspect %s)", path, path, b.ID())
 		return e
 	}
+	// The command crashed (or hung) before printing a version: not a version to install but a
+	// binary that does not start here.
 	exit := res.ExitCode
-	e.ExitCode, e.Stderr = &exit, r.text(res.Stderr)
-	e.Hint = fmt.Sprintf("%s failed before printing its version: its stderr says why", b.CLI.Bin)
+	e.Code, e.ExitCode, e.Stderr = errcode.VersionCheckFailed, &exit, r.text(res.Stderr)
+	e.Hint = fmt.Sprintf("%s failed before printing its version (exit code %d): its stderr says why", b.CLI.Bin, exit)
 	if p, _ := output.Refusal(res.Stderr); p != "" && pol != nil {
 		e.Category = output.CategoryPermission
 		e.Hint = r.text(pol.Explain(p))

@@ -281,7 +281,7 @@ runner: { cli: ../../CLI.md, argv: [version] }
 	if e == nil {
 		t.Fatal("the version check passed")
 	}
-	if e.Code != "version_mismatch" || strings.Contains(e.Message, "does not match") || !strings.Contains(e.Message, `"gh --version" failed with exit code 1`) ||
+	if e.Code != "version_check_failed" || strings.Contains(e.Message, "does not match") || !strings.Contains(e.Message, `"gh --version" failed with exit code 1`) ||
 		e.ExitCode == nil || *e.ExitCode != 1 || !strings.Contains(e.Stderr, "failed to read configuration") || !strings.Contains(e.Stderr, "config.yml: permission denied") {
 		t.Fatalf("version check error: %+v", e)
 	}

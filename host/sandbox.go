@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -97,7 +98,9 @@ func SandboxAvailable() error { return probeOnce() }
 // confine compiles the sandbox of one process of bundle b (tool nil: the bundle's own commands)
 // running bin in c's workspace (absolute) for c, and returns the plan runner needs, with HOME set
 // in *env to the home ~ stands for unless the manifest set it (and the workspace as git's
-// safe.directory when the process's uid does not own it), and the policy (for Sweep). It returns a
+// safe.directory when the process's uid does not own it), and the policy (for Sweep). The ~ write
+// roots the bundle declares as subtrees are created first when missing (makeWriteRoots): the
+// sandbox can only grant a folder that exists. It returns a
 // nil plan when the operator turned the sandbox off; workspace_denied when the uid the process
 // would run as may not use the workspace; sandbox_unavailable when this host cannot build the
 // sandbox or the bundle's sandbox cannot be enforced here.
@@ -113,6 +116,9 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string,
 	who, idErr := h.identityFor(ws, c.Peer, bin) // on a root host, also whether that uid may run bin
 	if idErr != nil {
 		return nil, nil, idErr
+	}
+	if err := makeWriteRoots(who.home, who.id, homeWriteRoots(b, tool), os.Geteuid() == 0); err != nil {
+		return nil, nil, &Error{Code: errcode.Internal, Message: err.Error(), Hint: "check the home " + who.home + " of uid " + strconv.Itoa(who.id.UID)}
 	}
 	pathVar, _ := h.opts.LookupEnv("PATH")
 	pol, err := sandbox.Compile(sandbox.Input{Bundle: b, Tool: tool, Binary: bin, Workspace: ws, Home: who.home,

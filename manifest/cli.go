@@ -262,7 +262,10 @@ type FS struct {
 	Deny  []string `yaml:"deny,omitempty" json:"deny,omitempty"`
 }
 
-// Exec says whether the CLI may start other programs, and which.
+// Exec says whether the CLI may start other programs, and which. A spawn entry is a bare name
+// (found on PATH), an absolute path, or a relative path naming a file in the node_modules tree
+// of a binary installed by npm (an npm launcher's native binary); an entry that names nothing on
+// this host runs nothing.
 type Exec struct {
 	Allow *bool    `yaml:"allow" json:"allow"`
 	Spawn []string `yaml:"spawn,omitempty" json:"spawn,omitempty"`

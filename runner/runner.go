@@ -272,6 +272,13 @@ func Run(ctx context.Context, c Command) (Result, error) {
 func sandbox(c Command, argv []string) (sandboxed *nsinit.Cmd, pooled *nsinit.Stdio, err error) {
 	plan := *c.Sandbox
 	plan.Path, plan.Args, plan.Dir, plan.Env = c.Path, argv, c.Dir, c.Env
+	// The plan runs the resolved program (isolation.Plan.Path), under the name it was called by
+	// (argv[0]): a symbolic link on the way to it (npm's node_modules/.bin/gemini, a link in /tmp)
+	// may not exist in the sandbox's mount namespace (the init mounts a fresh /tmp). A link changed
+	// since the policy was compiled resolves to a file its Exec does not list: refused.
+	if r, err := filepath.EvalSymlinks(c.Path); err == nil {
+		plan.Path = r
+	}
 	if c.Timeout > 0 {
 		plan.Timeout = c.Timeout + c.Grace + sandboxMargin
 	}

@@ -695,3 +695,32 @@ func sizeOf(fi os.FileInfo) int64 {
 	}
 	return fi.Size()
 }
+
+// TestSandboxedRunThroughSymlink: a program reached through a symbolic link the sandbox does not
+// show (here in /tmp, which the init mounts fresh; npm's node_modules/.bin links elsewhere) runs
+// as its resolved file, under the name it was called by; a link that now leads to a file the plan
+// does not list is refused.
+func TestSandboxedRunThroughSymlink(t *testing.T) {
+	requireSandbox(t)
+	dir := t.TempDir()
+	link := filepath.Join(dir, "mysh")
+	if err := os.Symlink("/bin/sh", link); err != nil {
+		t.Fatal(err)
+	}
+	c := sh(t, `echo "$0"; exit 4`)
+	c.Path, c.Dir, c.Sandbox = link, "/", sandboxPlan()
+	res, err := runner.Run(context.Background(), c)
+	if err != nil || res.ExitCode != 4 || strings.TrimSpace(string(res.Stdout)) != "sh" {
+		t.Fatalf("through a link in /tmp: err %v exit %d stdout %q stderr %q", err, res.ExitCode, res.Stdout, res.Stderr)
+	}
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/usr/bin/id", link); err != nil {
+		t.Fatal(err)
+	}
+	c.Sandbox = sandboxPlan()
+	if res, err := runner.Run(context.Background(), c); err == nil && res.ExitCode == 0 {
+		t.Fatalf("a link swapped to a program the plan does not list ran: %q", res.Stdout)
+	}
+}

@@ -82,7 +82,8 @@ type Policy struct {
 	// exec.spawn binaries found on Input.PATH with their interpreters. A `#!/usr/bin/env prog`
 	// script also gets prog, looked up on Input.PATH.
 	Exec []string `json:"exec"`
-	// Runtime is the read-only baseline every CLI needs to start (see runtimeCandidates).
+	// Runtime is the read-only baseline every CLI needs to start (see runtimeCandidates), with the
+	// binary's npm package tree when it has one (see packageTree).
 	Runtime []PathRule `json:"runtime"`
 	// Writable are the roots the mount layer binds read-write (fs.write's subtree roots and
 	// literal files); everything else is read-only.
@@ -277,7 +278,7 @@ func (c *compiler) compile() (*Policy, error) {
 	if err != nil {
 		return nil, err
 	}
-	runtime, err := runtimeSet(c.fs)
+	runtime, err := runtimeSet(c.fs, bin)
 	if err != nil {
 		return nil, err
 	}

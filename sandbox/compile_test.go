@@ -556,7 +556,8 @@ func TestExecSpawn(t *testing.T) {
 
 	for _, tc := range []struct{ spawn, want string }{
 		{"/nonexistent/clihost-tool", "no such file"},
-		{"bin/tool", "bare name or an absolute path"},
+		{"./bin/tool", "must be clean"},
+		{"", "is empty"},
 		{"/usr/bin", "not a regular file"},
 	} {
 		sb.Exec.Spawn = []string{tc.spawn}

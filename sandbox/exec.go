@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,8 +56,16 @@ func (c *compiler) execs(binary string, e *manifest.Exec) (string, error) {
 			if p, err = c.executable(s); err != nil {
 				return "", fmt.Errorf("exec.spawn[%d]: %w", i, err)
 			}
-		case s == "" || strings.Contains(s, "/"):
-			return "", fmt.Errorf("exec.spawn[%d] %q: a spawn entry is a bare name or an absolute path", i, s)
+		case s == "":
+			return "", fmt.Errorf("exec.spawn[%d] is empty: a spawn entry is a bare name, an absolute path or a path inside the binary's node_modules", i)
+		case strings.Contains(s, "/"):
+			if p, err = c.inPackageTree(bin, s); err != nil {
+				return "", fmt.Errorf("exec.spawn[%d] %q: %w", i, s, err)
+			}
+			if p == "" {
+				c.note("exec.spawn %q: not found in the binary's node_modules tree; it may not be run", s)
+				continue
+			}
 		default:
 			if p = c.lookPath(s, c.in.PATH); p == "" {
 				c.note("exec.spawn %q: not found on PATH; it may not be run", s)
@@ -68,6 +77,43 @@ func (c *compiler) execs(binary string, e *manifest.Exec) (string, error) {
 		}
 	}
 	return bin, nil
+}
+
+// packageTree is the npm package tree a resolved binary lies in: its outermost node_modules
+// ancestor (npm and pnpm hoist a package's dependencies up to it), or "" when it has none.
+func packageTree(bin string) string {
+	parts := strings.Split(bin, "/")
+	for i, p := range parts[:len(parts)-1] {
+		if p == "node_modules" && i > 0 {
+			return strings.Join(parts[:i+1], "/")
+		}
+	}
+	return ""
+}
+
+// inPackageTree resolves a relative spawn entry inside bin's package tree (an npm launcher's
+// platform binary, such as codex's @openai/codex-linux-x64/vendor/…/codex): "" when bin has no
+// tree (installed otherwise) or the file does not exist there (the launcher then cannot run it,
+// which fails closed); an error when the entry is not clean or its symlinks lead out of the tree.
+func (c *compiler) inPackageTree(bin, rel string) (string, error) {
+	if filepath.Clean(rel) != rel || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("a path inside the package tree must be clean and may not climb out of it")
+	}
+	tree := packageTree(bin)
+	if tree == "" {
+		return "", nil
+	}
+	p, err := c.executable(filepath.Join(tree, rel))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if !within(p, tree) {
+		return "", fmt.Errorf("%s resolves outside the package tree %s", p, tree)
+	}
+	return p, nil
 }
 
 // executable resolves p's symlinks and checks that it is a regular file.

@@ -21,23 +21,42 @@ import (
 //   - /etc/nsswitch.conf, /etc/passwd, /etc/group: user and group lookups (getpwuid for ~, git's
 //     and ssh's identity); they hold no secrets (/etc/shadow is not listed).
 //   - /usr/share/zoneinfo (subtree) and /etc/localtime: time zones.
+//   - /etc/ssl/openssl.cnf, /etc/pki/tls/openssl.cnf and /etc/crypto-policies/back-ends (subtree,
+//     Fedora's openssl.cnf includes it): OpenSSL's configuration. Node loads it at startup and exits
+//     13 ("OpenSSL configuration error") when it exists but cannot be read; /usr/lib/ssl's
+//     openssl.cnf is a link to the Debian one. The file only: /etc/ssl/private stays out.
+//   - /etc/host.conf, /etc/gai.conf, /etc/services, /etc/protocols: the resolver's and
+//     getaddrinfo's configuration and the service and protocol names (glibc, Node's dns).
+//   - /etc/os-release and /usr/share/icu (subtree): the distribution's name (CLIs report it in
+//     their user agent) and ICU's data for a Node built against the system's ICU.
 //
 // Left out on purpose: /etc/resolv.conf and /etc/hosts (the init writes its own, pointing at the
-// in-namespace DNS stub), /dev, /proc and /tmp (the init mounts fresh ones), and the binary's
-// directory (only the binary file itself is granted, through Policy.Exec).
+// in-namespace DNS stub), /dev, /proc and /tmp (the init mounts fresh ones), /etc/machine-id (an
+// identifier of the host), and the binary's directory (only the binary file itself is granted,
+// through Policy.Exec).
 var runtimeCandidates = []string{
 	"/lib", "/lib64", "/usr/lib", "/usr/lib64", "/usr/local/lib", "/etc/ld.so.cache",
 	"/etc/ssl/certs", "/etc/ca-certificates", "/usr/share/ca-certificates",
 	"/etc/pki/tls/certs", "/etc/pki/ca-trust/extracted",
 	"/etc/nsswitch.conf", "/etc/passwd", "/etc/group",
 	"/usr/share/zoneinfo", "/etc/localtime",
+	"/etc/ssl/openssl.cnf", "/etc/pki/tls/openssl.cnf", "/etc/crypto-policies/back-ends",
+	"/etc/host.conf", "/etc/gai.conf", "/etc/services", "/etc/protocols",
+	"/etc/os-release", "/usr/share/icu",
 }
 
-// runtimeSet resolves runtimeCandidates, through v, into read-only rules (directories as subtrees), sorted,
-// without duplicates and without rules a subtree rule already covers.
-func runtimeSet(v *view) ([]PathRule, error) {
+// runtimeSet resolves runtimeCandidates and the binary's npm package tree (see packageTree: the
+// package's own files and the dependencies npm hoisted beside it, which a Node CLI reads as it
+// starts; never written, and executable only where Exec says so), through v, into read-only rules
+// (directories as subtrees), sorted, without duplicates and without rules a subtree rule already
+// covers.
+func runtimeSet(v *view, bin string) ([]PathRule, error) {
 	var rules []PathRule
-	for _, p := range runtimeCandidates {
+	candidates := runtimeCandidates
+	if tree := packageTree(bin); tree != "" {
+		candidates = append(slices.Clip(candidates), tree)
+	}
+	for _, p := range candidates {
 		r, err := v.evalSymlinks(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue

@@ -27,6 +27,7 @@ type Result struct {
 	Range    string // the range it was checked against
 	OK       bool   // the version is inside the range
 	Reason   string // why not, when !OK: a command that failed names its exit code and stderr's tail
+	Failed   bool   // the command crashed before a version could be read: a non-zero exit without one, or its timeout
 	ExitCode int    // the version command's exit code
 	Stderr   string // the last lines of its stderr (StderrTailLines lines, StderrTailBytes bytes at most), ANSI stripped
 }
@@ -71,6 +72,7 @@ func Check(ctx context.Context, vc manifest.VersionCheck, bin string, proc runne
 	res.ExitCode, res.Stderr = r.ExitCode, tail(string(r.Stderr))
 	if r.TimedOut {
 		res.Reason = fmt.Sprintf("%q did not finish within %s%s", vc.Cmd, timeout, stderrPart(res.Stderr))
+		res.Failed = true
 		return res, nil
 	}
 	captured, ok := pattern.Find(string(r.Stdout))
@@ -78,7 +80,7 @@ func Check(ctx context.Context, vc manifest.VersionCheck, bin string, proc runne
 		captured, ok = pattern.Find(string(r.Stderr))
 	}
 	if !ok {
-		res.Reason = noMatch(vc, r, res.Stderr)
+		res.Reason, res.Failed = noMatch(vc, r, res.Stderr), r.ExitCode != 0
 		return res, nil
 	}
 	res.Captured = captured

@@ -26,7 +26,7 @@ func TestCheckRealBinary(t *testing.T) {
 		t.Fatalf("in range: %+v %v", ok, err)
 	}
 	res, err := Check(ctx, manifest.VersionCheck{Cmd: "jq --version", Parse: `jq-(\d+\.\d+(?:\.\d+)?)`, Range: ">=99"}, "jq", runner.Command{Path: jq, Dir: dir})
-	if err != nil || res.OK || !strings.Contains(res.Reason, `outside the range ">=99"`) {
+	if err != nil || res.OK || res.Failed || !strings.Contains(res.Reason, `outside the range ">=99"`) {
 		t.Fatalf("out of range: %+v %v", res, err)
 	}
 	res, err = Check(ctx, manifest.VersionCheck{Cmd: "jq --version", Parse: `nothing like (\d+)`, Range: ""}, "jq", runner.Command{Path: jq, Dir: dir})
@@ -69,7 +69,7 @@ func TestFailedCommandReportsExitAndStderr(t *testing.T) {
 
 	res := check("echo 'failed to read configuration:  open /root/.config/gh/config.yml: permission denied' >&2\nexit 1\n")
 	want := `"fakegh --version" failed with exit code 1; its stderr ends: failed to read configuration:  open /root/.config/gh/config.yml: permission denied`
-	if res.Reason != want || res.ExitCode != 1 || !strings.Contains(res.Stderr, "config.yml: permission denied") {
+	if res.Reason != want || res.ExitCode != 1 || !res.Failed || !strings.Contains(res.Stderr, "config.yml: permission denied") {
 		t.Fatalf("failing command: %+v\nwant reason %s", res, want)
 	}
 
@@ -88,11 +88,11 @@ func TestFailedCommandReportsExitAndStderr(t *testing.T) {
 		t.Fatalf("silent failure: %q", res.Reason)
 	}
 	res = check("echo 'hub version 1.2.3'\necho second\n")
-	if res.Reason != `the output of "fakegh --version" does not match "gh version (\\d+\\.\\d+\\.\\d+)"; it begins "hub version 1.2.3"` {
+	if res.Reason != `the output of "fakegh --version" does not match "gh version (\\d+\\.\\d+\\.\\d+)"; it begins "hub version 1.2.3"` || res.Failed {
 		t.Fatalf("other output: %q", res.Reason)
 	}
 	res = check("exit 0\n")
-	if res.Reason != `"fakegh --version" exited 0 and printed nothing` {
+	if res.Reason != `"fakegh --version" exited 0 and printed nothing` || res.Failed {
 		t.Fatalf("no output: %q", res.Reason)
 	}
 }

@@ -508,7 +508,7 @@ func classifyHostError(e *host.Error) output.ProviderError {
 	switch e.Code {
 	case errcode.NotInstalled:
 		text = "command_not_found"
-	case errcode.VersionMismatch, errcode.BundleInvalid, errcode.SetupRequired, errcode.SandboxUnavailable:
+	case errcode.VersionMismatch, errcode.VersionCheckFailed, errcode.BundleInvalid, errcode.SetupRequired, errcode.SandboxUnavailable:
 		text = "invalid_config"
 	case errcode.AuthRequired:
 		text = "not_authenticated"
