@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/clihost/clihost/internal/fixture"
 )
 
@@ -40,7 +42,7 @@ type realProviderEnv struct {
 
 // newRealProviderEnv copies the shipped provider bundles with their ask tools' timeout_ms cut to
 // 30 s (on a closed network the CLIs retry for minutes; here reaching the first request is what
-// counts) and puts the npm CLIs on PATH.
+// counts) and puts the npm CLIs on PATH. It needs root (a bind mount).
 func newRealProviderEnv(t *testing.T) realProviderEnv {
 	t.Helper()
 	modules, err := filepath.Abs("providers/node_modules")
@@ -50,6 +52,18 @@ func newRealProviderEnv(t *testing.T) realProviderEnv {
 	if _, err := os.Stat(filepath.Join(modules, ".bin", "gemini")); err != nil {
 		fixture.Missing(t, "the provider CLIs are not installed: run npm ci in tests/providers (.ci/run does): %v", err)
 	}
+	// The calls run as other users, and the checkout may sit under a folder they cannot pass
+	// (/root): they reach the CLIs through a bind mount of node_modules in a temporary folder.
+	mnt := filepath.Join(t.TempDir(), "node_modules")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Reachable(t, filepath.Dir(mnt))
+	if err := unix.Mount(modules, mnt, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		t.Fatalf("bind mount %s: %v", modules, err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	modules = mnt
 	bundles := t.TempDir()
 	for _, p := range realProviders {
 		if out, err := exec.Command("cp", "-r", filepath.Join("..", "bundles", p.id), bundles).CombinedOutput(); err != nil {
