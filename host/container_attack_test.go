@@ -1,0 +1,120 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+
+	"github.com/clihost/clihost/internal/fixture"
+)
+
+// toolImage builds, offline, an image holding only the given host programs and the shared
+// libraries ldd names for them, and returns its name; removed after the test.
+func toolImage(t *testing.T, programs ...string) string {
+	t.Helper()
+	root := t.TempDir()
+	files := append([]string(nil), programs...)
+	for _, p := range programs {
+		out, err := exec.Command("ldd", p).Output()
+		if err != nil {
+			t.Fatalf("ldd %s: %v", p, err)
+		}
+		files = append(files, regexp.MustCompile(`/\S+`).FindAllString(string(out), -1)...)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(root, f)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(dst, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, d := range []string{"tmp", "etc"} {
+		_ = os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	tarball := filepath.Join(t.TempDir(), "rootfs.tar")
+	if out, err := exec.Command("tar", "-C", root, "-cf", tarball, ".").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v %s", err, out)
+	}
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	name := "localhost/clihost-test-tools:" + hex.EncodeToString(r[:])
+	if out, err := exec.Command("podman", "import", "--change", "ENV=PATH=/usr/bin:/bin", tarball, name).CombinedOutput(); err != nil {
+		t.Fatalf("podman import: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("podman", "rmi", "--force", name).Run() })
+	return name
+}
+
+// chmodBoxBundle is an engine: sandbox bundle whose CLI is chmod, with the whole workspace
+// writable: its one tool sets a mode on a workspace file.
+func chmodBoxBundle(image string) map[string]string {
+	return map[string]string{
+		"box/CLI.md": `---
+name: chmod in a box
+id: box
+description: chmod, run in a container.
+version: 1.0.0
+bin: chmod
+install: [{ method: apt, package: coreutils }]
+version_check: { cmd: "chmod --version", parse: '(\d+\.\d+)', range: ">=1" }
+runner: { engine: sandbox, image: "` + image + `" }
+sandbox:
+  network: { egress: [] }
+  fs: { read: ["./**"], write: ["./**"] }
+  exec: { allow: false }
+  env: { pass: [] }
+commands:
+  mode: ./tools/mode/TOOL.md
+---
+`,
+		"box/tools/mode/TOOL.md": `---
+name: Mode
+id: box.mode
+description: Set a file's mode.
+version: 1.0.0
+inputs: { type: object, additionalProperties: false, properties: { mode: { type: string }, file: { type: string } }, required: [mode, file] }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: ["${input.mode}", "${input.file}"] }
+---
+`,
+	}
+}
+
+// TestSandboxEngineNoSetuidLeftInWorkspace: a CLI in a container cannot leave a set-user-ID file
+// in the workspace, which whoever later runs it on the host (where the workspace is not nosuid)
+// would run as the call's uid. The kernel sandbox refuses such a mode with seccomp; the
+// container's default seccomp profile allows it, so the host clears the bit after the call.
+func TestSandboxEngineNoSetuidLeftInWorkspace(t *testing.T) {
+	fixture.Need(t, "podman", "ldd", "tar", "chmod")
+	image := toolImage(t, "/bin/chmod")
+	h, _ := writeBundle(t, chmodBoxBundle(image), Options{})
+	b := bundle(t, h, "box")
+	ws := t.TempDir()
+	prog := filepath.Join(ws, "prog")
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fixture.GiveToAgent(t, ws)
+	env := h.Call(context.Background(), b, "mode", js(t, `{"mode": "4755", "file": "prog"}`), Caller{Workspace: ws}, CallOptions{})
+	st, err := os.Lstat(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode()&os.ModeSetuid != 0 {
+		t.Fatalf("the container left a set-user-ID file in the workspace: %s %v (call: %+v %+v)", prog, st.Mode(), env, env.Error)
+	}
+	if env.Error != nil && env.Error.Code == "runner_unavailable" {
+		t.Fatalf("the container did not run: %+v", env.Error)
+	}
+}
