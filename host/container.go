@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/container"
@@ -121,6 +124,7 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 		return fail(errcode.RunnerUnavailable, err.Error(), "run the call in another workspace")
 	}
 	stop := h.progress(opts.Progress)
+	start := time.Now()
 	res, err := runner.Run(ctx, runner.Command{Path: rt.Path, Args: runArgs, Dir: c.Workspace, Env: rtEnv, Timeout: timeout, Stdin: stdin})
 	stop()
 	warnings := sweep(pol)
@@ -130,6 +134,7 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 			warnings = append(warnings, "the call's container could not be removed: "+rmErr.Error())
 		}
 	}
+	warnings = append(warnings, clearSetuid(mounts, start)...)
 	if e := runtimeFailure(rt, image, b.CLI.Bin, res, err); e != nil {
 		return Envelope{Error: e, Warnings: warnings}
 	}
@@ -244,6 +249,55 @@ func workspaceMounts(plan *isolation.Plan, ws, scratch string) ([]container.Moun
 		mounts = append(mounts, container.Mount{Source: src, Target: p, ReadOnly: true})
 	}
 	return mounts, nil
+}
+
+// clearSetuid clears the set-user-ID bit of every regular file in the writable mounts whose
+// inode changed since start (a chmod sets its ctime): the container's seccomp profile lets the CLI
+// set it, and the host does not mount the workspace nosuid, so whoever ran such a file later would
+// run it as the call's uid (the kernel sandbox refuses that mode with seccomp). Each walk goes
+// through an os.Root on the mount's source, so a symbolic link the CLI planted never leads it out.
+// It returns the warnings of the files it changed, and of a walk it could not finish.
+func clearSetuid(mounts []container.Mount, start time.Time) []string {
+	since := start.Add(-time.Second) // ctime comes from the coarse clock
+	var out []string
+	for _, m := range mounts {
+		if m.ReadOnly {
+			continue
+		}
+		root, err := os.OpenRoot(m.Source)
+		if err != nil {
+			out = append(out, "could not check the workspace for set-user-ID files after the call: "+err.Error())
+			continue
+		}
+		err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return nil
+			}
+			info, err := d.Info()
+			if err != nil || info.Mode()&fs.ModeSetuid == 0 || changedAt(info).Before(since) {
+				return nil
+			}
+			if err := root.Chmod(p, info.Mode().Perm()|info.Mode()&(fs.ModeSetgid|fs.ModeSticky)); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+			out = append(out, fmt.Sprintf("cleared the set-user-ID bit of %s, which the CLI set: whoever ran it would run it as the call's user", filepath.Join(m.Source, p)))
+			return nil
+		})
+		root.Close()
+		if err != nil {
+			out = append(out, "could not clear a set-user-ID file after the call: "+err.Error())
+		}
+	}
+	return out
+}
+
+// changedAt is info's inode change time (now when the platform does not say: the bit is cleared).
+func changedAt(info fs.FileInfo) time.Time {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return time.Now()
+	}
+	return time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
 }
 
 // runtimeFailure is the error of a container run that failed in the runtime rather than in the CLI

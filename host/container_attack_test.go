@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/clihost/clihost/internal/fixture"
@@ -116,5 +117,8 @@ func TestSandboxEngineNoSetuidLeftInWorkspace(t *testing.T) {
 	}
 	if env.Error != nil && env.Error.Code == "runner_unavailable" {
 		t.Fatalf("the container did not run: %+v", env.Error)
+	}
+	if len(env.Warnings) != 1 || !strings.Contains(env.Warnings[0], "set-user-ID") {
+		t.Fatalf("want one warning naming the cleared bit, got %q", env.Warnings)
 	}
 }
