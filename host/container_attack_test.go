@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/clihost/clihost/internal/fixture"
 )
@@ -121,4 +122,95 @@ func TestSandboxEngineNoSetuidLeftInWorkspace(t *testing.T) {
 	if len(env.Warnings) != 1 || !strings.Contains(env.Warnings[0], "set-user-ID") {
 		t.Fatalf("want one warning naming the cleared bit, got %q", env.Warnings)
 	}
+}
+
+// lsBoxBundle is an engine: sandbox bundle whose CLI is ls, reading the workspace and writing only
+// its out folder.
+func lsBoxBundle(image string) map[string]string {
+	return map[string]string{
+		"box/CLI.md": `---
+name: ls in a box
+id: box
+description: ls, run in a container.
+version: 1.0.0
+bin: ls
+install: [{ method: apt, package: coreutils }]
+version_check: { cmd: "ls --version", parse: '(\d+\.\d+)', range: ">=1" }
+runner: { engine: sandbox, image: "` + image + `" }
+sandbox:
+  network: { egress: [] }
+  fs: { read: ["./**"], write: ["./out/**"] }
+  exec: { allow: false }
+  env: { pass: [] }
+commands:
+  list: ./tools/list/TOOL.md
+---
+`,
+		"box/tools/list/TOOL.md": `---
+name: List
+id: box.list
+description: List a folder.
+version: 1.0.0
+inputs: { type: object, additionalProperties: false, properties: { dir: { type: string } }, required: [dir] }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: ["-a", "--", "${input.dir}"] }
+---
+`,
+	}
+}
+
+// TestSandboxEngineMountSwapRace: a writable folder of the workspace that another process (a
+// concurrent call with the workspace writable) swaps for a symbolic link to a host folder between
+// the policy's check and the runtime's mount must never show the host folder in the container:
+// the runtime follows a bind mount's source, so what it mounted is checked against what the
+// policy saw before the CLI starts. The kernel sandbox refuses such a swap (nsinit's openPlan).
+func TestSandboxEngineMountSwapRace(t *testing.T) {
+	fixture.Need(t, "podman", "ldd", "tar", "ls")
+	image := toolImage(t, "/bin/ls")
+	h, _ := writeBundle(t, lsBoxBundle(image), Options{})
+	b := bundle(t, h, "box")
+	hostDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(hostDir, "HOST-ONLY-MARKER"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fixture.GiveToAgent(t, hostDir)
+	ws := t.TempDir()
+	out, aside := filepath.Join(ws, "out"), filepath.Join(ws, "out.real")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fixture.GiveToAgent(t, ws)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // the racing process: out is a folder, then a link to hostDir, then a folder again
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				_ = os.Remove(out)
+				_ = os.Rename(aside, out)
+				return
+			default:
+			}
+			if os.Rename(out, aside) == nil {
+				_ = os.Symlink(hostDir, out)
+				time.Sleep(time.Millisecond)
+				_ = os.Remove(out)
+				_ = os.Rename(aside, out)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	ran := 0
+	for i := 0; i < 40; i++ {
+		env := h.Call(context.Background(), b, "list", js(t, `{"dir": "out"}`), Caller{Workspace: ws}, CallOptions{})
+		if s, _ := env.Value.(string); strings.Contains(s, "HOST-ONLY-MARKER") {
+			t.Fatalf("call %d: the container listed the host folder through the swapped link: %q", i, s)
+		}
+		if env.OK {
+			ran++
+		}
+	}
+	t.Logf("%d of 40 calls ran", ran)
 }
