@@ -117,15 +117,19 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 		return fail(errcode.Internal, "the container's mounts: "+err.Error(), "")
 	}
 	name := "clihost-" + rec.CallID
-	runArgs, err := rt.Args(container.Spec{Name: name, Image: image, Workspace: c.Workspace, Mounts: mounts, UID: who.id.UID, GID: who.id.GID, Groups: who.id.Groups, EnvFile: envFile,
+	spec := container.Spec{Name: name, Image: image, Workspace: c.Workspace, Mounts: mounts, UID: who.id.UID, GID: who.id.GID, Groups: who.id.Groups, EnvFile: envFile,
 		Argv: append([]string{b.CLI.Bin}, args...), Stdin: stdin != nil, Timeout: timeout,
-		Limits: container.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, NoFile: l.NoFile, FileSize: l.FileSize, CPU: l.CPU, TmpfsBytes: l.TmpfsBytes}})
+		Limits: container.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, NoFile: l.NoFile, FileSize: l.FileSize, CPU: l.CPU, TmpfsBytes: l.TmpfsBytes}}
+	createArgs, err := rt.Args(spec)
 	if err != nil {
 		return fail(errcode.RunnerUnavailable, err.Error(), "run the call in another workspace")
 	}
+	if e := prepareContainer(ctx, rt, rtEnv, createArgs, spec); e != nil {
+		return Envelope{Error: e, Warnings: sweep(pol)}
+	}
 	stop := h.progress(opts.Progress)
 	start := time.Now()
-	res, err := runner.Run(ctx, runner.Command{Path: rt.Path, Args: runArgs, Dir: c.Workspace, Env: rtEnv, Timeout: timeout, Stdin: stdin})
+	res, err := runner.Run(ctx, runner.Command{Path: rt.Path, Args: rt.StartArgs(spec), Dir: c.Workspace, Env: rtEnv, Timeout: timeout, Stdin: stdin})
 	stop()
 	warnings := sweep(pol)
 	h.auditSweep(b, rec.CallID, warnings)
@@ -141,6 +145,25 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, used, pol)
 	out.Warnings = append(out.Warnings, warnings...)
 	return out
+}
+
+// prepareContainer creates the container of spec and checks, before its program starts, that the
+// runtime mounted the files the policy checked (package container's Prepare), or removes it and
+// returns runner_unavailable.
+func prepareContainer(ctx context.Context, rt container.Runtime, rtEnv, createArgs []string, spec container.Spec) *Error {
+	pins, err := container.PinMounts(spec.Mounts)
+	if err == nil {
+		err = rt.Prepare(ctx, rtEnv, createArgs, spec, pins)
+		pins.Close()
+	}
+	if err == nil {
+		return nil
+	}
+	if rmErr := rt.Remove(rtEnv, spec.Name); rmErr != nil {
+		err = fmt.Errorf("%w (and the container could not be removed: %v)", err, rmErr)
+	}
+	return &Error{Code: errcode.RunnerUnavailable, Message: "the call's container was not started: " + err.Error(),
+		Hint: "a process changed the workspace while the call was set up; run the call again, or check that " + rt.Name + " run works on this host"}
 }
 
 // usableRuntime returns the container runtime a call with limits l runs image in, and the
