@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,8 +54,8 @@ func Find(ctx context.Context, lookPath func(string) (string, error), env []stri
 // ImagePresent reports nil when image is in the runtime's local store, else an error naming the
 // command that would fetch it (clihost never pulls).
 func (rt Runtime) ImagePresent(ctx context.Context, env []string, image string) error {
-	if strings.HasPrefix(image, "-") {
-		return fmt.Errorf("image %q is not an image name", image)
+	if err := ValidImage(image); err != nil {
+		return err
 	}
 	args := []string{"image", "inspect", "--format", "{{.Id}}", "--", image}
 	if rt.Name == "podman" {
@@ -66,6 +67,24 @@ func (rt Runtime) ImagePresent(ctx context.Context, env []string, image string) 
 			return fmt.Errorf("image %s not present: %s pull %s", image, rt.Name, image)
 		}
 		return fmt.Errorf("image %s could not be checked with %s: %s", image, rt.Name, oneLine(out, err))
+	}
+	return nil
+}
+
+// imageReference is the grammar of an image reference (the distribution project's): an optional
+// registry host (with a port), lowercase path components, an optional tag and an optional digest.
+// A transport (containers-storage:, docker-archive:, oci:, dir:, docker://) does not match.
+var imageReference = regexp.MustCompile(`^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(?::[0-9]+)?/)?` +
+	`[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*` +
+	`(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$`)
+
+// ValidImage reports nil when image is an image reference (localhost/jq:1.7, alpine,
+// registry:5000/team/tool@sha256:…), else why not: a name with a transport would make the runtime
+// read another store or a host path (containers-storage:[vfs@/dir+/run]name creates that store),
+// or pull, and a name starting with "-" is an option.
+func ValidImage(image string) error {
+	if len(image) > 255 || !imageReference.MatchString(image) {
+		return fmt.Errorf("image %q is not an image name (a reference such as localhost/jq:1.7 in the runtime's store; no transport such as containers-storage: or docker-archive:)", image)
 	}
 	return nil
 }
@@ -209,7 +228,10 @@ func (rt Runtime) Args(s Spec) ([]string, error) {
 		}
 		mounts = append(mounts, f)
 	}
-	if len(s.Argv) == 0 || s.Image == "" || strings.HasPrefix(s.Image, "-") || s.Argv[0] == "" || strings.HasPrefix(s.Argv[0], "[") {
+	if err := ValidImage(s.Image); err != nil {
+		return nil, err
+	}
+	if len(s.Argv) == 0 || s.Argv[0] == "" || strings.HasPrefix(s.Argv[0], "[") {
 		return nil, errors.New("a container run needs an image and a program")
 	}
 	a := []string{"create", "--rm", "--name", s.Name, "--pull=never", "--network=none",
@@ -488,6 +510,3 @@ func WriteEnvFile(dir string, env []string) (string, error) {
 	}
 	return f.Name(), nil
 }
-
-// ValidImage is a placeholder until the reference check exists.
-func ValidImage(string) error { return nil }
