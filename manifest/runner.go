@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/clihost/clihost/container"
 	"github.com/clihost/clihost/schemas"
 )
 
@@ -210,6 +211,9 @@ func (l *linter) runnerRules(rf *runnerFile) {
 		if b.Image == "" {
 			c.at(base+"/engine", SeverityError, "runner-sandbox-image", "engine: sandbox needs an image: clihost has no template registry to pick one from needs",
 				"name an OCI image present on the host, e.g. image: localhost/jq:1.7 (clihost never pulls it)")
+		} else if err := container.ValidImage(b.Image); err != nil {
+			c.at(base+"/image", SeverityError, "runner-sandbox-image", err.Error(),
+				"name an image in the runtime's store by its reference, e.g. image: localhost/jq:1.7")
 		}
 		if n := l.cli.Sandbox.Network; n != nil && len(n.Egress) > 0 {
 			l.c.at("/sandbox/network/egress", SeverityError, "runner-sandbox-egress", "engine: sandbox runs the container with no network, and clihost cannot filter a container's traffic by host name as network.egress asks",
