@@ -175,6 +175,10 @@ func (h *Host) usableRuntime(ctx context.Context, image string, l isolation.Limi
 		return rt, nil, &Error{Code: errcode.RunnerUnavailable, Message: err.Error(),
 			Hint: "install podman (apt-get install podman) or start docker's engine; or use engine: subprocess, clihost's kernel sandbox"}
 	}
+	if rt.Name != "podman" {
+		return rt, nil, &Error{Code: errcode.RunnerUnavailable, Message: "engine: sandbox needs podman: " + rt.Name + " cannot set up a container's mounts without starting its program, so clihost cannot check them first",
+			Hint: "install podman (apt-get install podman); or use engine: subprocess, clihost's kernel sandbox"}
+	}
 	if err := rt.ImagePresent(ctx, rtEnv, image); err != nil {
 		return rt, nil, &Error{Code: errcode.RunnerUnavailable, Message: err.Error(),
 			Hint: fmt.Sprintf("make the image present on this host (%s pull %s, or %s load); clihost never pulls", rt.Name, image, rt.Name)}
