@@ -214,3 +214,21 @@ func TestSandboxEngineMountSwapRace(t *testing.T) {
 	}
 	t.Logf("%d of 40 calls ran", ran)
 }
+
+// TestSandboxEngineBinNotInImage: a bin the image lacks is not_installed with a hint about the
+// image, not a runtime failure, and leaves no container behind.
+func TestSandboxEngineBinNotInImage(t *testing.T) {
+	fixture.Need(t, "podman", "ldd", "tar", "ls")
+	image := toolImage(t, "/bin/ls")
+	files := lsBoxBundle(image)
+	files["box/CLI.md"] = strings.NewReplacer("bin: ls\n", "bin: clihost-absent-cli\n", `cmd: "ls --version"`, `cmd: "clihost-absent-cli --version"`).Replace(files["box/CLI.md"])
+	h, _ := writeBundle(t, files, Options{})
+	ws := fixture.Workspace(t)
+	env := h.Call(context.Background(), bundle(t, h, "box"), "list", js(t, `{"dir": "."}`), Caller{Workspace: ws}, CallOptions{})
+	if env.OK || env.Error == nil || env.Error.Code != "not_installed" || !strings.Contains(env.Error.Hint, "image") {
+		t.Fatalf("want not_installed, got %+v %+v", env, env.Error)
+	}
+	if out, _ := exec.Command("podman", "ps", "-a", "--format", "{{.Names}}").Output(); strings.Contains(string(out), "clihost-") {
+		t.Fatalf("a container outlived its call: %s", out)
+	}
+}
