@@ -321,6 +321,9 @@ func (rt Runtime) Prepare(ctx context.Context, env []string, createArgs []string
 		return fmt.Errorf("%s create: %s", rt.Name, oneLine(out, err))
 	}
 	if out, err := rt.output(ctx, env, "init", "--", s.Name); err != nil {
+		if strings.Contains(string(out), "command that was not found") || strings.Contains(string(out), "executable file not found") {
+			return fmt.Errorf("%w: %s", ErrNotInImage, oneLine(out, err))
+		}
 		return fmt.Errorf("%s init: %s", rt.Name, oneLine(out, err))
 	}
 	out, err := rt.output(ctx, env, "inspect", "--format", "{{.State.Pid}}", "--", s.Name)
@@ -333,6 +336,9 @@ func (rt Runtime) Prepare(ctx context.Context, env []string, createArgs []string
 	}
 	return pins.check(pid, s.Mounts)
 }
+
+// ErrNotInImage is returned by Prepare when the program is not in the image (or not on its PATH).
+var ErrNotInImage = errors.New("the program is not in the image")
 
 // fileKey identifies a file: its device and inode.
 type fileKey struct{ dev, ino uint64 }

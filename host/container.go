@@ -162,6 +162,9 @@ func prepareContainer(ctx context.Context, rt container.Runtime, rtEnv, createAr
 	if rmErr := rt.Remove(rtEnv, spec.Name); rmErr != nil {
 		err = fmt.Errorf("%w (and the container could not be removed: %v)", err, rmErr)
 	}
+	if errors.Is(err, container.ErrNotInImage) {
+		return &Error{Code: errcode.NotInstalled, Message: fmt.Sprintf("%s cannot be run in image %s: %v", spec.Argv[0], spec.Image, err), Hint: "build the image with the CLI on its PATH"}
+	}
 	return &Error{Code: errcode.RunnerUnavailable, Message: "the call's container was not started: " + err.Error(),
 		Hint: "a process changed the workspace while the call was set up; run the call again, or check that " + rt.Name + " run works on this host"}
 }
