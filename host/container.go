@@ -133,7 +133,7 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 	stop()
 	warnings := sweep(pol)
 	h.auditSweep(b, rec.CallID, warnings)
-	if res.TimedOut || res.Canceled || res.Signal != "" {
+	if err != nil || res.TimedOut || res.Canceled || res.Signal != "" {
 		if rmErr := rt.Remove(rtEnv, name); rmErr != nil {
 			warnings = append(warnings, "the call's container could not be removed: "+rmErr.Error())
 		}
