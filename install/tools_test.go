@@ -334,8 +334,9 @@ func TestRunEntry(t *testing.T) {
 }
 
 // TestAptInstallsNativeNeeds: an apt entry installs the runner's needs.native packages (Debian
-// names, AIP-17) with the bundle's own package; names that are not package names (an option) are
-// never passed; an engine: sandbox runner's needs are its image's.
+// names, AIP-17) with the bundle's own package; names that are not package names (an option, or
+// a name ending in "-", which apt-get install reads as "remove this package") are never passed;
+// an engine: sandbox runner's needs are its image's.
 func TestAptInstallsNativeNeeds(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -351,7 +352,7 @@ func TestAptInstallsNativeNeeds(t *testing.T) {
 		stub(t, pathDir, "apt-get", pathDir, 0)
 		b := bundle(manifest.InstallMethod{Method: "apt", Package: "tool-pkg"})
 		b.CLI.Runner = &manifest.RunnerRef{Block: &manifest.Runner{Engine: tc.engine, Image: "i",
-			Needs: &manifest.RunnerNeeds{Native: []string{"libcairo2", "--allow-unauthenticated", "fonts-dejavu-core"}}}}
+			Needs: &manifest.RunnerNeeds{Native: []string{"libcairo2", "--allow-unauthenticated", "uidmap-", "uidmap:amd64-", "fonts-dejavu-core"}}}}
 		if _, err := install.Install(context.Background(), b, o); err != nil {
 			t.Fatal(err)
 		}
