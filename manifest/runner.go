@@ -111,8 +111,9 @@ func (r *RunnerRef) Needs() *RunnerNeeds {
 	return r.Block.Needs
 }
 
-// debPackage is a Debian package name (Debian Policy 5.6.1), with an optional :arch qualifier.
-var debPackage = regexp.MustCompile(`^[a-z0-9][a-z0-9+.\-]+(?::[a-z0-9\-]+)?$`)
+// debPackage is a Debian package name (Debian Policy 5.6.1), with an optional :arch qualifier. It
+// never ends in "-": apt-get install reads a trailing hyphen as "remove this package".
+var debPackage = regexp.MustCompile(`^[a-z0-9][a-z0-9+.\-]*[a-z0-9+.](?::[a-z0-9]+(?:-[a-z0-9]+)*)?$`)
 
 // NativeNeeds returns the needs.native packages an apt install entry of cli installs with its own
 // package (AIP-17's names are Debian's): those of an engine: subprocess runner whose names are
