@@ -232,3 +232,25 @@ func TestSandboxEngineBinNotInImage(t *testing.T) {
 		t.Fatalf("a container outlived its call: %s", out)
 	}
 }
+
+// TestSandboxEngineWorkspaceThroughLink: a workspace named through a symbolic link (a home under
+// /home → /data/home) is the folder it leads to, as for engine: subprocess: the container sees its
+// files.
+func TestSandboxEngineWorkspaceThroughLink(t *testing.T) {
+	fixture.Need(t, "podman", "ldd", "tar", "ls")
+	image := toolImage(t, "/bin/ls")
+	h, _ := writeBundle(t, lsBoxBundle(image), Options{})
+	real := t.TempDir()
+	if err := os.WriteFile(filepath.Join(real, "seen.txt"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fixture.GiveToAgent(t, real)
+	link := filepath.Join(t.TempDir(), "ws")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	env := h.Call(context.Background(), bundle(t, h, "box"), "list", js(t, `{"dir": "."}`), Caller{Workspace: link}, CallOptions{})
+	if s, _ := env.Value.(string); !env.OK || !strings.Contains(s, "seen.txt") {
+		t.Fatalf("want seen.txt listed, got %+v %+v", env, env.Error)
+	}
+}
