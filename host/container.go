@@ -80,6 +80,12 @@ func (h *Host) ContainerRuntime(ctx context.Context) (container.Runtime, []strin
 // on the host); ${secrets.NAME} come from setup's store as for any call.
 func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, input map[string]any, c Caller, env []string, rec *Invoked, opts CallOptions) Envelope {
 	image, timeout, l := b.CLI.Runner.Image(), callTimeout(b, t), h.limitsFor(b, t)
+	// The policy's paths are real: so is the workspace the mounts compare them with (the call's
+	// scope keeps the name the caller gave).
+	ws, err := filepath.EvalSymlinks(c.Workspace)
+	if err != nil {
+		return fail(errcode.InputInvalid, "workspace: "+err.Error(), "pass an existing directory as the workspace")
+	}
 	rt, rtEnv, e := h.usableRuntime(ctx, image, l)
 	if e != nil {
 		return Envelope{Error: e}
@@ -112,12 +118,12 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 	if err != nil {
 		return fail(errcode.InputInvalid, err.Error(), "")
 	}
-	mounts, err := workspaceMounts(plan, c.Workspace, dir)
+	mounts, err := workspaceMounts(plan, ws, dir)
 	if err != nil {
 		return fail(errcode.Internal, "the container's mounts: "+err.Error(), "")
 	}
 	name := "clihost-" + rec.CallID
-	spec := container.Spec{Name: name, Image: image, Workspace: c.Workspace, Mounts: mounts, UID: who.id.UID, GID: who.id.GID, Groups: who.id.Groups, EnvFile: envFile,
+	spec := container.Spec{Name: name, Image: image, Workspace: ws, Mounts: mounts, UID: who.id.UID, GID: who.id.GID, Groups: who.id.Groups, EnvFile: envFile,
 		Argv: append([]string{b.CLI.Bin}, args...), Stdin: stdin != nil, Timeout: timeout,
 		Limits: container.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, NoFile: l.NoFile, FileSize: l.FileSize, CPU: l.CPU, TmpfsBytes: l.TmpfsBytes}}
 	createArgs, err := rt.Args(spec)
@@ -129,7 +135,7 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 	}
 	stop := h.progress(opts.Progress)
 	start := time.Now()
-	res, err := runner.Run(ctx, runner.Command{Path: rt.Path, Args: rt.StartArgs(spec), Dir: c.Workspace, Env: rtEnv, Timeout: timeout, Stdin: stdin})
+	res, err := runner.Run(ctx, runner.Command{Path: rt.Path, Args: rt.StartArgs(spec), Dir: ws, Env: rtEnv, Timeout: timeout, Stdin: stdin})
 	stop()
 	warnings := sweep(pol)
 	h.auditSweep(b, rec.CallID, warnings)
