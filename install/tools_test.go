@@ -293,6 +293,7 @@ func TestRunEntry(t *testing.T) {
 		manifest.InstallMethod{Method: "download", URL: "http://127.0.0.1:1/x"},
 		manifest.InstallMethod{Method: "apt", Package: "tool-pkg"},
 		manifest.InstallMethod{Method: "apt", Package: "-oDebug::pkgProblemResolver=1"},
+		manifest.InstallMethod{Method: "apt", Package: "uidmap-"},
 	)
 	if _, err := install.Find(b, 1, install.Options{LookupEnv: env}); err == nil {
 		t.Fatal("Find found a binary before the install")
@@ -308,6 +309,11 @@ func TestRunEntry(t *testing.T) {
 	if _, err := install.RunEntry(context.Background(), b, 2, install.Options{LookupEnv: env, Privileged: true}); err == nil ||
 		!strings.Contains(err.Error(), "would be read as an option") {
 		t.Fatalf("RunEntry of an option-like package: err = %v", err)
+	}
+	// apt-get install reads a trailing hyphen as "remove this package".
+	if _, err := install.RunEntry(context.Background(), b, 3, install.Options{LookupEnv: env, Privileged: true}); err == nil ||
+		!strings.Contains(err.Error(), "remove") {
+		t.Fatalf("RunEntry of package uidmap-: err = %v", err)
 	}
 	var out strings.Builder
 	res, err := install.RunEntry(context.Background(), b, 1, install.Options{LookupEnv: env, Privileged: true, Output: &out})
