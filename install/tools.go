@@ -110,6 +110,9 @@ func (in *installer) packageManager(ctx context.Context, e manifest.InstallMetho
 	if strings.HasPrefix(e.Package, "-") {
 		return "", fmt.Errorf("package %q starts with '-': it would be read as an option", e.Package)
 	}
+	if e.Method == manifest.MethodApt && strings.HasSuffix(e.Package, "-") {
+		return "", fmt.Errorf("package %q ends with '-': apt-get install would remove the package it names", e.Package)
+	}
 	c := in.toolCommand(e)
 	if c.root && !in.o.Privileged {
 		return "", &NeedsRootError{Method: e.Method, Package: e.Package, Tool: c.tools[0]}
