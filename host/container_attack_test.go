@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -252,5 +253,37 @@ func TestSandboxEngineWorkspaceThroughLink(t *testing.T) {
 	env := h.Call(context.Background(), bundle(t, h, "box"), "list", js(t, `{"dir": "."}`), Caller{Workspace: link}, CallOptions{})
 	if s, _ := env.Value.(string); !env.OK || !strings.Contains(s, "seen.txt") {
 		t.Fatalf("want seen.txt listed, got %+v %+v", env, env.Error)
+	}
+}
+
+// TestSandboxEngineDockerRefused: on a host whose only runtime is a docker whose engine answers,
+// an engine: sandbox call is refused naming podman (docker cannot set up a container without
+// starting it, so its mounts cannot be checked first), docker never creates or runs a container,
+// and lint warns on that host (runner-host).
+func TestSandboxEngineDockerRefused(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "docker.log")
+	script := "#!/bin/sh\necho \"$@\" >> " + log + "\necho 27.0\n"
+	if err := os.WriteFile(filepath.Join(dir, "docker"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := writeBundle(t, jqBoxBundle("{ engine: sandbox, image: localhost/clihost-absent:1 }"), Options{LookupEnv: envWith(map[string]string{"PATH": dir})})
+	b := bundle(t, h, "box")
+	env := h.Call(context.Background(), b, "read", js(t, `{"filter": ".", "file": "x"}`), Caller{Workspace: fixture.Workspace(t)}, CallOptions{})
+	if env.OK || env.Error == nil || env.Error.Code != "runner_unavailable" || !strings.Contains(env.Error.Message, "needs podman") {
+		t.Fatalf("want runner_unavailable naming podman, got %+v %+v", env, env.Error)
+	}
+	calls, _ := os.ReadFile(log)
+	for _, verb := range []string{"run", "create", "start"} {
+		if strings.Contains("\n"+string(calls), "\n"+verb+" ") {
+			t.Fatalf("docker was asked to %s: %s", verb, calls)
+		}
+	}
+	var rules []string
+	for _, f := range h.RunnerFindings(context.Background(), b) {
+		rules = append(rules, f.Rule)
+	}
+	if !slices.Contains(rules, "runner-host") {
+		t.Fatalf("lint on a docker-only host: %v, want runner-host", rules)
 	}
 }
