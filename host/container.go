@@ -389,7 +389,10 @@ func (h *Host) RunnerFindings(ctx context.Context, b *manifest.Bundle) manifest.
 	r := b.CLI.Runner
 	if r.Engine() == manifest.EngineSandbox && r.Image() != "" {
 		rt, env, err := h.ContainerRuntime(ctx)
-		if err == nil {
+		switch {
+		case err == nil && rt.Name != "podman":
+			err = fmt.Errorf("engine: sandbox needs podman (%s cannot set up a container's mounts without starting its program)", rt.Name)
+		case err == nil:
 			err = rt.ImagePresent(ctx, env, r.Image())
 		}
 		if err != nil {
