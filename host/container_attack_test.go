@@ -229,7 +229,8 @@ func TestSandboxEngineBinNotInImage(t *testing.T) {
 	if env.OK || env.Error == nil || env.Error.Code != "not_installed" || !strings.Contains(env.Error.Hint, "image") {
 		t.Fatalf("want not_installed, got %+v %+v", env, env.Error)
 	}
-	if out, _ := exec.Command("podman", "ps", "-a", "--format", "{{.Names}}").Output(); strings.Contains(string(out), "clihost-") {
+	// Only this test's image: other tests on the host run containers of their own.
+	if out, _ := exec.Command("podman", "ps", "-a", "--filter", "ancestor="+image, "--format", "{{.Names}} {{.Status}}").Output(); strings.Contains(string(out), "clihost-") {
 		t.Fatalf("a container outlived its call: %s", out)
 	}
 }
