@@ -288,3 +288,30 @@ func TestSandboxEngineDockerRefused(t *testing.T) {
 		t.Fatalf("lint on a docker-only host: %v, want runner-host", rules)
 	}
 }
+
+// TestSandboxEngineTmpdirThroughLink: a TMPDIR named through a symbolic link (where the env file
+// and the masks' empty files are made) does not make the mount check refuse every call.
+func TestSandboxEngineTmpdirThroughLink(t *testing.T) {
+	fixture.Need(t, "podman", "ldd", "tar", "ls")
+	image := toolImage(t, "/bin/ls")
+	files := lsBoxBundle(image)
+	files["box/CLI.md"] = strings.Replace(files["box/CLI.md"], `write: ["./out/**"] }`, `write: ["./out/**"], deny: ["**/.env"] }`, 1)
+	h, _ := writeBundle(t, files, Options{})
+	real := t.TempDir()
+	link := filepath.Join(t.TempDir(), "tmp")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	for _, name := range []string{"seen.txt", ".env"} {
+		if err := os.WriteFile(filepath.Join(ws, name), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fixture.GiveToAgent(t, ws)
+	t.Setenv("TMPDIR", link)
+	env := h.Call(context.Background(), bundle(t, h, "box"), "list", js(t, `{"dir": "."}`), Caller{Workspace: ws}, CallOptions{})
+	if s, _ := env.Value.(string); !env.OK || !strings.Contains(s, "seen.txt") {
+		t.Fatalf("want seen.txt listed, got %+v %+v", env, env.Error)
+	}
+}
