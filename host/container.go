@@ -114,6 +114,9 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 		return fail(errcode.Internal, "a folder for the container's env file: "+err.Error(), "")
 	}
 	defer os.RemoveAll(dir)
+	if dir, err = filepath.EvalSymlinks(dir); err != nil { // the mount check refuses links in sources
+		return fail(errcode.Internal, "a folder for the container's env file: "+err.Error(), "")
+	}
 	envFile, err := container.WriteEnvFile(dir, containerEnv(env))
 	if err != nil {
 		return fail(errcode.InputInvalid, err.Error(), "")
