@@ -100,3 +100,25 @@ func TestImageNameIsAReference(t *testing.T) {
 		}
 	}
 }
+
+// TestMountPoints: mountinfo's escaped mount points (a space is \040) are counted as the paths
+// they name, so a workspace with a space in its path passes the mount check.
+func TestMountPoints(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "mountinfo")
+	data := "1 0 254:0 / / rw - ext4 /dev/vda rw\n" +
+		"2 1 254:0 /w\\040s /w\\040s rw - ext4 /dev/vda rw\n" +
+		"3 1 254:0 /w\\040s /w\\040s ro - ext4 /dev/vda rw\n"
+	if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	points, err := mountPoints(file)
+	if err != nil || points["/w s"] != 2 || points["/"] != 1 {
+		t.Fatalf("points %v, err %v", points, err)
+	}
+	if unescapeMountinfo(`a\134b\011`) != "a\\b\t" || unescapeMountinfo(`tail\04`) != `tail\04` {
+		t.Fatal("unescape")
+	}
+	if !hidden(Mount{Target: "/w/a"}, []Mount{{Target: "/w"}}) || hidden(Mount{Target: "/w/a"}, []Mount{{Target: "/w/ab"}}) {
+		t.Fatal("hidden")
+	}
+}
