@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,8 +54,8 @@ func Find(ctx context.Context, lookPath func(string) (string, error), env []stri
 // ImagePresent reports nil when image is in the runtime's local store, else an error naming the
 // command that would fetch it (clihost never pulls).
 func (rt Runtime) ImagePresent(ctx context.Context, env []string, image string) error {
-	if strings.HasPrefix(image, "-") {
-		return fmt.Errorf("image %q is not an image name", image)
+	if err := ValidImage(image); err != nil {
+		return err
 	}
 	args := []string{"image", "inspect", "--format", "{{.Id}}", "--", image}
 	if rt.Name == "podman" {
@@ -66,6 +67,24 @@ func (rt Runtime) ImagePresent(ctx context.Context, env []string, image string) 
 			return fmt.Errorf("image %s not present: %s pull %s", image, rt.Name, image)
 		}
 		return fmt.Errorf("image %s could not be checked with %s: %s", image, rt.Name, oneLine(out, err))
+	}
+	return nil
+}
+
+// imageReference is the grammar of an image reference (the distribution project's): an optional
+// registry host (with a port), lowercase path components, an optional tag and an optional digest.
+// A transport (containers-storage:, docker-archive:, oci:, dir:, docker://) does not match.
+var imageReference = regexp.MustCompile(`^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*(?::[0-9]+)?/)?` +
+	`[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*` +
+	`(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$`)
+
+// ValidImage reports nil when image is an image reference (localhost/jq:1.7, alpine,
+// registry:5000/team/tool@sha256:…), else why not: a name with a transport would make the runtime
+// read another store or a host path (containers-storage:[vfs@/dir+/run]name creates that store),
+// or pull, and a name starting with "-" is an option.
+func ValidImage(image string) error {
+	if len(image) > 255 || !imageReference.MatchString(image) {
+		return fmt.Errorf("image %q is not an image name (a reference such as localhost/jq:1.7 in the runtime's store; no transport such as containers-storage: or docker-archive:)", image)
 	}
 	return nil
 }
@@ -196,9 +215,10 @@ func (m Mount) flag() (string, error) {
 	return f, nil
 }
 
-// Args returns the arguments of the runtime's `run` for s. The program and its arguments follow
-// the image as separate arguments (the runtime execs them; there is no shell). It refuses a
-// workspace the runtime's --mount syntax cannot carry.
+// Args returns the arguments of the runtime's `create` for s (Prepare creates and checks the
+// container, StartArgs runs it). The program and its arguments follow the image as separate
+// arguments (the runtime execs them; there is no shell). It refuses a workspace the runtime's
+// --mount syntax cannot carry.
 func (rt Runtime) Args(s Spec) ([]string, error) {
 	mounts := []string{}
 	if strings.ContainsAny(s.Workspace, ",\n") || !strings.HasPrefix(s.Workspace, "/") {
@@ -211,10 +231,13 @@ func (rt Runtime) Args(s Spec) ([]string, error) {
 		}
 		mounts = append(mounts, f)
 	}
-	if len(s.Argv) == 0 || s.Image == "" || strings.HasPrefix(s.Image, "-") || s.Argv[0] == "" || strings.HasPrefix(s.Argv[0], "[") {
+	if err := ValidImage(s.Image); err != nil {
+		return nil, err
+	}
+	if len(s.Argv) == 0 || s.Argv[0] == "" || strings.HasPrefix(s.Argv[0], "[") {
 		return nil, errors.New("a container run needs an image and a program")
 	}
-	a := []string{"run", "--rm", "--name", s.Name, "--pull=never", "--network=none",
+	a := []string{"create", "--rm", "--name", s.Name, "--pull=never", "--network=none",
 		"--cap-drop=all", "--security-opt=no-new-privileges", "--read-only",
 		"--user=" + strconv.Itoa(s.UID) + ":" + strconv.Itoa(s.GID),
 		"--workdir=" + s.Workspace, "--env-file=" + s.EnvFile}
@@ -281,6 +304,193 @@ func (rt Runtime) Args(s Spec) ([]string, error) {
 	// The program is the entrypoint, so that an image's own ENTRYPOINT never wraps the call.
 	a = append(a, "--entrypoint="+s.Argv[0], "--", s.Image)
 	return append(a, s.Argv[1:]...), nil
+}
+
+// StartArgs returns the arguments of the runtime's `start` that runs container s.Name (created and
+// checked by Prepare) attached to its output, and to its input when s.Stdin.
+func (rt Runtime) StartArgs(s Spec) []string {
+	a := []string{"start", "--attach"}
+	if s.Stdin {
+		a = append(a, "--interactive")
+	}
+	return append(a, "--", s.Name)
+}
+
+// Prepare creates the container of s with createArgs (Args), has the runtime make its mounts
+// without starting its program (podman init), and checks that each mount shows the file pins
+// holds for its source: the runtime follows a symbolic link in a bind mount's source, so a
+// workspace folder swapped for a link to a host folder after the policy's check would otherwise
+// be mounted. On an error the container may exist: the caller removes it (Remove). docker has no
+// init, so it cannot be checked, and is refused.
+func (rt Runtime) Prepare(ctx context.Context, env []string, createArgs []string, s Spec, pins *Pins) error {
+	if rt.Name != "podman" {
+		return fmt.Errorf("%s cannot set up a container's mounts before its program starts, so they cannot be checked; engine: sandbox needs podman", rt.Name)
+	}
+	if out, err := rt.output(ctx, env, createArgs...); err != nil {
+		return fmt.Errorf("%s create: %s", rt.Name, oneLine(out, err))
+	}
+	if out, err := rt.output(ctx, env, "init", "--", s.Name); err != nil {
+		if strings.Contains(string(out), "command that was not found") || strings.Contains(string(out), "executable file not found") {
+			return fmt.Errorf("%w: %s", ErrNotInImage, oneLine(out, err))
+		}
+		return fmt.Errorf("%s init: %s", rt.Name, oneLine(out, err))
+	}
+	out, err := rt.output(ctx, env, "inspect", "--format", "{{.State.Pid}}", "--", s.Name)
+	if err != nil {
+		return fmt.Errorf("%s inspect: %s", rt.Name, oneLine(out, err))
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil || pid <= 0 {
+		return fmt.Errorf("%s inspect: no process for container %s (%q)", rt.Name, s.Name, strings.TrimSpace(string(out)))
+	}
+	return pins.check(pid, s.Mounts)
+}
+
+// ErrNotInImage is returned by Prepare when the program is not in the image (or not on its PATH).
+var ErrNotInImage = errors.New("the program is not in the image")
+
+// fileKey identifies a file: its device and inode.
+type fileKey struct{ dev, ino uint64 }
+
+// Pins holds each mount source open, as it was when PinMounts resolved it, until Close.
+type Pins struct {
+	keys map[string]fileKey
+	fds  []int
+}
+
+// PinMounts opens the source of each mount without following any symbolic link on its path (the
+// policy's paths are real, so a link there was planted since), and keeps it open so that its inode
+// stays the one checked.
+func PinMounts(mounts []Mount) (*Pins, error) {
+	p := &Pins{keys: map[string]fileKey{}}
+	for _, m := range mounts {
+		if _, ok := p.keys[m.Source]; ok {
+			continue
+		}
+		fd, err := unix.Openat2(unix.AT_FDCWD, m.Source, &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("%s changed since the policy's check (a symbolic link on its path?): %w", m.Source, err)
+		}
+		p.fds = append(p.fds, fd)
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			p.Close()
+			return nil, fmt.Errorf("%s: %w", m.Source, err)
+		}
+		p.keys[m.Source] = fileKey{dev: st.Dev, ino: st.Ino}
+	}
+	return p, nil
+}
+
+// Close releases the pinned sources.
+func (p *Pins) Close() {
+	for _, fd := range p.fds {
+		unix.Close(fd)
+	}
+	p.fds = nil
+}
+
+// check compares what container process pid sees at each mount's target with the pinned source.
+// A bind of a path over itself (the workspace and the policy's paths in it) must be a mount point
+// at exactly its target, reached through no symbolic link: the workspace is a live view of the
+// host's, so a link planted there while the runtime made the mounts would have carried a mount
+// elsewhere, where the link can still lead. A mask (an empty file or folder over a deny path, which
+// may itself be a link) is looked up as the runtime did, inside the container's root. A mount
+// hidden by a later one at the same place or above it is not looked at.
+func (p *Pins) check(pid int, mounts []Mount) error {
+	proc := "/proc/" + strconv.Itoa(pid)
+	points, err := mountPoints(proc + "/mountinfo")
+	if err != nil {
+		return err
+	}
+	root, err := unix.Open(proc+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("the container's root: %w", err)
+	}
+	defer unix.Close(root)
+	for i, m := range mounts {
+		self := m.Source == m.Target
+		if self {
+			if points[m.Target] == 0 {
+				return fmt.Errorf("the container has no mount at %s: a symbolic link on its path carried it elsewhere", m.Target)
+			}
+			points[m.Target]--
+		}
+		if hidden(m, mounts[i+1:]) {
+			continue
+		}
+		resolve := uint64(unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS)
+		if self {
+			resolve |= unix.RESOLVE_NO_SYMLINKS
+		}
+		if err := p.same(root, m, resolve); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// same checks that m's target, looked up under root with resolve, is m's pinned source.
+func (p *Pins) same(root int, m Mount, resolve uint64) error {
+	want, ok := p.keys[m.Source]
+	if !ok {
+		return fmt.Errorf("%s was not pinned", m.Source)
+	}
+	fd, err := unix.Openat2(root, strings.TrimPrefix(m.Target, "/"), &unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: resolve})
+	if err != nil {
+		return fmt.Errorf("%s in the container: %w", m.Target, err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("%s in the container: %w", m.Target, err)
+	}
+	if (fileKey{dev: st.Dev, ino: st.Ino}) != want {
+		return fmt.Errorf("the container's %s is not the %s the policy checked: it was swapped (for a symbolic link?) before the runtime mounted it", m.Target, m.Source)
+	}
+	return nil
+}
+
+// mountPoints counts the mount points of a mountinfo file (paths as its process sees them).
+func mountPoints(file string) (map[string]int, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("the container's mounts: %w", err)
+	}
+	points := map[string]int{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) > 4 {
+			points[unescapeMountinfo(f[4])]++
+		}
+	}
+	return points, nil
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space, \011, \012, \134).
+func unescapeMountinfo(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+4 <= len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// hidden reports whether a later mount covers m's target (at it or above it).
+func hidden(m Mount, later []Mount) bool {
+	for _, l := range later {
+		if l.Target == m.Target || strings.HasPrefix(m.Target, l.Target+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // ownLimit is this process's limit of resource as soft:hard, when both are finite.

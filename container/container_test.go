@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -79,5 +81,60 @@ func TestArgsSecretEnv(t *testing.T) {
 		if _, err := (Runtime{Name: "podman"}).Args(s); err == nil {
 			t.Errorf("secret variable %q accepted", bad)
 		}
+	}
+}
+
+// TestImageNameIsAReference: an image name is a reference in the runtime's local store, never a
+// transport (containers-storage:[driver@root+runroot:options]name opens, and creates, another
+// store chosen by the bundle, whose image `create --pull=never` copies in; docker-archive:,
+// oci:, dir: read host paths; docker:// pulls). Such a name is refused before the runtime sees it.
+func TestImageNameIsAReference(t *testing.T) {
+	if _, err := exec.LookPath("podman"); err != nil {
+		t.Skip("no podman")
+	}
+	rt := Runtime{Name: "podman", Path: "podman"}
+	store := filepath.Join(t.TempDir(), "store")
+	for _, image := range []string{
+		"containers-storage:[vfs@" + store + "+" + store + "-run]localhost/evil:1",
+		"containers-storage:localhost/evil:1", "docker-archive:/tmp/x.tar", "oci:/tmp/x", "dir:/etc", "docker://docker.io/library/alpine",
+		"oci-archive:/tmp/x.tar", "localhost/x:1 --privileged", "Localhost/UPPER", "x@sha256:zz", "",
+	} {
+		if err := rt.ImagePresent(context.Background(), os.Environ(), image); err == nil || !strings.Contains(err.Error(), "not an image name") {
+			t.Errorf("%q: want refused as not an image name, got %v", image, err)
+		}
+		if _, err := rt.Args(Spec{Image: image, Workspace: "/a", Argv: []string{"x"}}); err == nil {
+			t.Errorf("%q: a create was built", image)
+		}
+	}
+	if _, err := os.Stat(store); err == nil {
+		t.Fatalf("the runtime made the store %s an image name named", store)
+	}
+	for _, image := range []string{"alpine", "localhost/jq:1.7", "docker.io/library/alpine:3.19", "registry.example.com:5000/team/tool_x-1.2:v1.0",
+		"localhost/x@sha256:" + strings.Repeat("a", 64)} {
+		if err := ValidImage(image); err != nil {
+			t.Errorf("%q: %v", image, err)
+		}
+	}
+}
+
+// TestMountPoints: mountinfo's escaped mount points (a space is \040) are counted as the paths
+// they name, so a workspace with a space in its path passes the mount check.
+func TestMountPoints(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "mountinfo")
+	data := "1 0 254:0 / / rw - ext4 /dev/vda rw\n" +
+		"2 1 254:0 /w\\040s /w\\040s rw - ext4 /dev/vda rw\n" +
+		"3 1 254:0 /w\\040s /w\\040s ro - ext4 /dev/vda rw\n"
+	if err := os.WriteFile(file, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	points, err := mountPoints(file)
+	if err != nil || points["/w s"] != 2 || points["/"] != 1 {
+		t.Fatalf("points %v, err %v", points, err)
+	}
+	if unescapeMountinfo(`a\134b\011`) != "a\\b\t" || unescapeMountinfo(`tail\04`) != `tail\04` {
+		t.Fatal("unescape")
+	}
+	if !hidden(Mount{Target: "/w/a"}, []Mount{{Target: "/w"}}) || hidden(Mount{Target: "/w/a"}, []Mount{{Target: "/w/ab"}}) {
+		t.Fatal("hidden")
 	}
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/clihost/clihost/argv"
@@ -79,6 +81,12 @@ func (h *Host) ContainerRuntime(ctx context.Context) (container.Runtime, []strin
 // on the host); ${secrets.NAME} come from setup's store as for any call.
 func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, input map[string]any, c Caller, env []string, rec *Invoked, opts CallOptions) Envelope {
 	image, timeout, l := b.CLI.Runner.Image(), callTimeout(b, t), h.limitsFor(b, t)
+	// The policy's paths are real: so is the workspace the mounts compare them with (the call's
+	// scope keeps the name the caller gave).
+	ws, err := filepath.EvalSymlinks(c.Workspace)
+	if err != nil {
+		return fail(errcode.InputInvalid, "workspace: "+err.Error(), "pass an existing directory as the workspace")
+	}
 	rt, rtEnv, e := h.usableRuntime(ctx, image, l)
 	if e != nil {
 		return Envelope{Error: e}
@@ -113,31 +121,41 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 		return fail(errcode.Internal, "a folder for the container's env file: "+err.Error(), "")
 	}
 	defer os.RemoveAll(dir)
+	if dir, err = filepath.EvalSymlinks(dir); err != nil { // the mount check refuses links in sources
+		return fail(errcode.Internal, "a folder for the container's env file: "+err.Error(), "")
+	}
 	envFile, err := container.WriteEnvFile(dir, containerEnv(env))
 	if err != nil {
 		return fail(errcode.InputInvalid, err.Error(), "")
 	}
-	mounts, err := workspaceMounts(plan, c.Workspace, dir)
+	mounts, err := workspaceMounts(plan, ws, dir)
 	if err != nil {
 		return fail(errcode.Internal, "the container's mounts: "+err.Error(), "")
 	}
 	name := "clihost-" + rec.CallID
-	runArgs, err := rt.Args(container.Spec{Name: name, Image: image, Workspace: c.Workspace, Mounts: mounts, UID: who.id.UID, GID: who.id.GID, Groups: who.id.Groups, EnvFile: envFile, SecretEnv: envNames(secretVars),
+	spec := container.Spec{Name: name, Image: image, Workspace: ws, Mounts: mounts, UID: who.id.UID, GID: who.id.GID, Groups: who.id.Groups, EnvFile: envFile, SecretEnv: envNames(secretVars),
 		Argv: append([]string{b.CLI.Bin}, args...), Stdin: stdin != nil, Timeout: timeout,
-		Limits: container.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, NoFile: l.NoFile, FileSize: l.FileSize, CPU: l.CPU, TmpfsBytes: l.TmpfsBytes}})
+		Limits: container.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, NoFile: l.NoFile, FileSize: l.FileSize, CPU: l.CPU, TmpfsBytes: l.TmpfsBytes}}
+	createArgs, err := rt.Args(spec)
 	if err != nil {
 		return fail(errcode.RunnerUnavailable, err.Error(), "run the call in another workspace")
 	}
+	// The create names the secrets (--env=NAME) and takes their values from its own environment.
+	if e := prepareContainer(ctx, rt, append(slices.Clone(rtEnv), secretVars...), createArgs, spec); e != nil {
+		return Envelope{Error: e, Warnings: sweep(pol)}
+	}
 	stop := h.progress(opts.Progress)
-	res, err := runner.Run(ctx, runner.Command{Path: rt.Path, Args: runArgs, Dir: c.Workspace, Env: append(slices.Clone(rtEnv), secretVars...), Timeout: timeout, Stdin: stdin})
+	start := time.Now()
+	res, err := runner.Run(ctx, runner.Command{Path: rt.Path, Args: rt.StartArgs(spec), Dir: ws, Env: rtEnv, Timeout: timeout, Stdin: stdin})
 	stop()
 	warnings := sweep(pol)
 	h.auditSweep(b, rec.CallID, warnings)
-	if res.TimedOut || res.Canceled || res.Signal != "" {
+	if err != nil || res.TimedOut || res.Canceled || res.Signal != "" {
 		if rmErr := rt.Remove(rtEnv, name); rmErr != nil {
 			warnings = append(warnings, "the call's container could not be removed: "+rmErr.Error())
 		}
 	}
+	warnings = append(warnings, clearSetuid(mounts, start)...)
 	if e := runtimeFailure(rt, image, b.CLI.Bin, res, err); e != nil {
 		return Envelope{Error: e, Warnings: warnings}
 	}
@@ -149,6 +167,28 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 	return out
 }
 
+// prepareContainer creates the container of spec and checks, before its program starts, that the
+// runtime mounted the files the policy checked (package container's Prepare), or removes it and
+// returns runner_unavailable.
+func prepareContainer(ctx context.Context, rt container.Runtime, rtEnv, createArgs []string, spec container.Spec) *Error {
+	pins, err := container.PinMounts(spec.Mounts)
+	if err == nil {
+		err = rt.Prepare(ctx, rtEnv, createArgs, spec, pins)
+		pins.Close()
+	}
+	if err == nil {
+		return nil
+	}
+	if rmErr := rt.Remove(rtEnv, spec.Name); rmErr != nil {
+		err = fmt.Errorf("%w (and the container could not be removed: %v)", err, rmErr)
+	}
+	if errors.Is(err, container.ErrNotInImage) {
+		return &Error{Code: errcode.NotInstalled, Message: fmt.Sprintf("%s cannot be run in image %s: %v", spec.Argv[0], spec.Image, err), Hint: "build the image with the CLI on its PATH"}
+	}
+	return &Error{Code: errcode.RunnerUnavailable, Message: "the call's container was not started: " + err.Error(),
+		Hint: "a process changed the workspace while the call was set up; run the call again, or check that " + rt.Name + " run works on this host"}
+}
+
 // usableRuntime returns the container runtime a call with limits l runs image in, and the
 // runtime's environment, or runner_unavailable naming what is missing: a runtime, the image, or
 // the enforcement of l's memory and process limits.
@@ -157,6 +197,10 @@ func (h *Host) usableRuntime(ctx context.Context, image string, l isolation.Limi
 	if err != nil {
 		return rt, nil, &Error{Code: errcode.RunnerUnavailable, Message: err.Error(),
 			Hint: "install podman (apt-get install podman) or start docker's engine; or use engine: subprocess, clihost's kernel sandbox"}
+	}
+	if rt.Name != "podman" {
+		return rt, nil, &Error{Code: errcode.RunnerUnavailable, Message: "engine: sandbox needs podman: " + rt.Name + " cannot set up a container's mounts without starting its program, so clihost cannot check them first",
+			Hint: "install podman (apt-get install podman); or use engine: subprocess, clihost's kernel sandbox"}
 	}
 	if err := rt.ImagePresent(ctx, rtEnv, image); err != nil {
 		return rt, nil, &Error{Code: errcode.RunnerUnavailable, Message: err.Error(),
@@ -257,6 +301,55 @@ func workspaceMounts(plan *isolation.Plan, ws, scratch string) ([]container.Moun
 	return mounts, nil
 }
 
+// clearSetuid clears the set-user-ID bit of every regular file in the writable mounts whose
+// inode changed since start (a chmod sets its ctime): the container's seccomp profile lets the CLI
+// set it, and the host does not mount the workspace nosuid, so whoever ran such a file later would
+// run it as the call's uid (the kernel sandbox refuses that mode with seccomp). Each walk goes
+// through an os.Root on the mount's source, so a symbolic link the CLI planted never leads it out.
+// It returns the warnings of the files it changed, and of a walk it could not finish.
+func clearSetuid(mounts []container.Mount, start time.Time) []string {
+	since := start.Add(-time.Second) // ctime comes from the coarse clock
+	var out []string
+	for _, m := range mounts {
+		if m.ReadOnly {
+			continue
+		}
+		root, err := os.OpenRoot(m.Source)
+		if err != nil {
+			out = append(out, "could not check the workspace for set-user-ID files after the call: "+err.Error())
+			continue
+		}
+		err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || !d.Type().IsRegular() {
+				return nil
+			}
+			info, err := d.Info()
+			if err != nil || info.Mode()&fs.ModeSetuid == 0 || changedAt(info).Before(since) {
+				return nil
+			}
+			if err := root.Chmod(p, info.Mode().Perm()|info.Mode()&(fs.ModeSetgid|fs.ModeSticky)); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+			out = append(out, fmt.Sprintf("cleared the set-user-ID bit of %s, which the CLI set: whoever ran it would run it as the call's user", filepath.Join(m.Source, p)))
+			return nil
+		})
+		root.Close()
+		if err != nil {
+			out = append(out, "could not clear a set-user-ID file after the call: "+err.Error())
+		}
+	}
+	return out
+}
+
+// changedAt is info's inode change time (now when the platform does not say: the bit is cleared).
+func changedAt(info fs.FileInfo) time.Time {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return time.Now()
+	}
+	return time.Unix(st.Ctim.Sec, st.Ctim.Nsec)
+}
+
 // runtimeFailure is the error of a container run that failed in the runtime rather than in the CLI
 // (exit statuses 125: the runtime's own error; 126: the program cannot be invoked; 127: not in the
 // image), or nil.
@@ -344,7 +437,10 @@ func (h *Host) RunnerFindings(ctx context.Context, b *manifest.Bundle) manifest.
 	r := b.CLI.Runner
 	if r.Engine() == manifest.EngineSandbox && r.Image() != "" {
 		rt, env, err := h.ContainerRuntime(ctx)
-		if err == nil {
+		switch {
+		case err == nil && rt.Name != "podman":
+			err = fmt.Errorf("engine: sandbox needs podman (%s cannot set up a container's mounts without starting its program)", rt.Name)
+		case err == nil:
 			err = rt.ImagePresent(ctx, env, r.Image())
 		}
 		if err != nil {

@@ -139,7 +139,7 @@ type flight struct {
 //
 // The methods:
 //   - apt, dnf, pacman, brew, choco, scoop, pip: the package manager's own install command
-//     (apt-get install -y --no-install-recommends, dnf install -y, pacman -S --noconfirm,
+//     (apt-get install -y --no-install-recommends -o APT::Cmd::Pattern-Only=true, dnf install -y, pacman -S --noconfirm,
 //     brew install, choco install -y, scoop install, pip install [--user]); the binary is then
 //     looked up on PATH (after the brew directory, and ~/.local/bin for pip user installs). brew
 //     taps a namespaced formula (owner/tap/name) itself.

@@ -44,7 +44,9 @@ func (in *installer) toolCommand(e manifest.InstallMethod) toolCommand {
 	switch e.Method {
 	case manifest.MethodApt:
 		c.tools, c.root = []string{"apt-get"}, true
-		c.args = append([]string{"install", "-y", "--no-install-recommends", e.Package}, manifest.NativeNeeds(in.b.CLI)...)
+		// Pattern-Only: a name is a name, never a regular expression or a glob (apt 2.6 reads
+		// "lib.+", which names no package, as every package it matches).
+		c.args = append([]string{"install", "-y", "--no-install-recommends", "-o", "APT::Cmd::Pattern-Only=true", e.Package}, manifest.NativeNeeds(in.b.CLI)...)
 		c.set = map[string]string{"DEBIAN_FRONTEND": "noninteractive"}
 	case manifest.MethodDnf:
 		c.tools, c.root = []string{"dnf"}, true
@@ -107,6 +109,9 @@ func (in *installer) packageManager(ctx context.Context, e manifest.InstallMetho
 	}
 	if strings.HasPrefix(e.Package, "-") {
 		return "", fmt.Errorf("package %q starts with '-': it would be read as an option", e.Package)
+	}
+	if e.Method == manifest.MethodApt && strings.HasSuffix(e.Package, "-") {
+		return "", fmt.Errorf("package %q ends with '-': apt-get install would remove the package it names", e.Package)
 	}
 	c := in.toolCommand(e)
 	if c.root && !in.o.Privileged {

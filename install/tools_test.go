@@ -42,7 +42,7 @@ func TestPackageManagers(t *testing.T) {
 		env        string                                    // a variable the command must get
 	}{
 		{manifest.InstallMethod{Method: "apt", Package: "tool-pkg"}, "apt-get", true,
-			"install -y --no-install-recommends tool-pkg", func(p, _, _ string) string { return p }, "DEBIAN_FRONTEND=noninteractive"},
+			"install -y --no-install-recommends -o APT::Cmd::Pattern-Only=true tool-pkg", func(p, _, _ string) string { return p }, "DEBIAN_FRONTEND=noninteractive"},
 		{manifest.InstallMethod{Method: "dnf", Package: "tool-pkg"}, "dnf", true,
 			"install -y tool-pkg", func(p, _, _ string) string { return p }, ""},
 		{manifest.InstallMethod{Method: "pacman", Package: "tool-pkg"}, "pacman", true,
@@ -224,7 +224,7 @@ esac
 		t.Fatalf("install: %+v %v", res, err)
 	}
 	calls, _ := os.ReadFile(filepath.Join(pathDir, "calls"))
-	if got := strings.Fields(strings.ReplaceAll(string(calls), "\n", " | ")); strings.Join(got, " ") != "install -y --no-install-recommends tool-pkg | update -q | install -y --no-install-recommends tool-pkg |" {
+	if got := strings.Fields(strings.ReplaceAll(string(calls), "\n", " | ")); strings.Join(got, " ") != "install -y --no-install-recommends -o APT::Cmd::Pattern-Only=true tool-pkg | update -q | install -y --no-install-recommends -o APT::Cmd::Pattern-Only=true tool-pkg |" {
 		t.Fatalf("apt-get calls: %q", calls)
 	}
 }
@@ -293,6 +293,7 @@ func TestRunEntry(t *testing.T) {
 		manifest.InstallMethod{Method: "download", URL: "http://127.0.0.1:1/x"},
 		manifest.InstallMethod{Method: "apt", Package: "tool-pkg"},
 		manifest.InstallMethod{Method: "apt", Package: "-oDebug::pkgProblemResolver=1"},
+		manifest.InstallMethod{Method: "apt", Package: "uidmap-"},
 	)
 	if _, err := install.Find(b, 1, install.Options{LookupEnv: env}); err == nil {
 		t.Fatal("Find found a binary before the install")
@@ -309,6 +310,11 @@ func TestRunEntry(t *testing.T) {
 		!strings.Contains(err.Error(), "would be read as an option") {
 		t.Fatalf("RunEntry of an option-like package: err = %v", err)
 	}
+	// apt-get install reads a trailing hyphen as "remove this package".
+	if _, err := install.RunEntry(context.Background(), b, 3, install.Options{LookupEnv: env, Privileged: true}); err == nil ||
+		!strings.Contains(err.Error(), "remove") {
+		t.Fatalf("RunEntry of package uidmap-: err = %v", err)
+	}
 	var out strings.Builder
 	res, err := install.RunEntry(context.Background(), b, 1, install.Options{LookupEnv: env, Privileged: true, Output: &out})
 	if err != nil || res.Index != 1 || res.Method != "apt" || res.BinPath != filepath.Join(binDir, binName) {
@@ -316,7 +322,7 @@ func TestRunEntry(t *testing.T) {
 	}
 	args, _ := os.ReadFile(filepath.Join(pathDir, "apt-get.args"))
 	envFile, _ := os.ReadFile(filepath.Join(pathDir, "apt-get.env"))
-	if strings.TrimSpace(string(args)) != "install -y --no-install-recommends tool-pkg" ||
+	if strings.TrimSpace(string(args)) != "install -y --no-install-recommends -o APT::Cmd::Pattern-Only=true tool-pkg" ||
 		strings.Contains(string(envFile), "SECRET_TOKEN") || !strings.Contains(string(envFile), "DEBIAN_FRONTEND=noninteractive") {
 		t.Fatalf("apt-get ran with %q and\n%s", args, envFile)
 	}
@@ -327,22 +333,24 @@ func TestRunEntry(t *testing.T) {
 	stub(t, pathDir, "apt-get", "", 100)
 	out.Reset()
 	if _, err := install.RunEntry(context.Background(), b, 1, install.Options{LookupEnv: env, Privileged: true, Output: &out}); err == nil ||
-		!strings.Contains(err.Error(), "apt-get install -y --no-install-recommends tool-pkg: exit status 100: E: Unable to locate package") ||
+		!strings.Contains(err.Error(), "apt-get install -y --no-install-recommends -o APT::Cmd::Pattern-Only=true tool-pkg: exit status 100: E: Unable to locate package") ||
 		!strings.Contains(out.String(), "E: Unable to locate package") {
 		t.Fatalf("a failing apt-get: err = %v, output %q", err, out.String())
 	}
 }
 
 // TestAptInstallsNativeNeeds: an apt entry installs the runner's needs.native packages (Debian
-// names, AIP-17) with the bundle's own package; names that are not package names (an option) are
-// never passed; an engine: sandbox runner's needs are its image's.
+// names, AIP-17) with the bundle's own package; names that are not package names (an option, or
+// a name ending in "-", which apt-get install reads as "remove this package") are never passed,
+// and apt-get reads every name as a name, never as a regular expression or a glob (apt 2.6 reads
+// "lib.+" as every package matching it); an engine: sandbox runner's needs are its image's.
 func TestAptInstallsNativeNeeds(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		engine, want string
 	}{
-		{"", "install -y --no-install-recommends tool-pkg libcairo2 fonts-dejavu-core"},
-		{"sandbox", "install -y --no-install-recommends tool-pkg"},
+		{"", "install -y --no-install-recommends -o APT::Cmd::Pattern-Only=true tool-pkg libcairo2 fonts-dejavu-core"},
+		{"sandbox", "install -y --no-install-recommends -o APT::Cmd::Pattern-Only=true tool-pkg"},
 	} {
 		pathDir := t.TempDir()
 		o := options(t)
@@ -351,7 +359,7 @@ func TestAptInstallsNativeNeeds(t *testing.T) {
 		stub(t, pathDir, "apt-get", pathDir, 0)
 		b := bundle(manifest.InstallMethod{Method: "apt", Package: "tool-pkg"})
 		b.CLI.Runner = &manifest.RunnerRef{Block: &manifest.Runner{Engine: tc.engine, Image: "i",
-			Needs: &manifest.RunnerNeeds{Native: []string{"libcairo2", "--allow-unauthenticated", "fonts-dejavu-core"}}}}
+			Needs: &manifest.RunnerNeeds{Native: []string{"libcairo2", "--allow-unauthenticated", "uidmap-", "uidmap:amd64-", "fonts-dejavu-core"}}}}
 		if _, err := install.Install(context.Background(), b, o); err != nil {
 			t.Fatal(err)
 		}

@@ -191,6 +191,7 @@ func TestRulePositions(t *testing.T) {
 		{"runner-engine-in-process", SeverityError, []edit{{cliFile, "bin: demo\n", "bin: demo\nrunner:\n  inline:\n    engine: in-process\n"}}, nil, cliFile, "    engine: in-process"},
 		{"runner-registry-ref", SeverityError, []edit{{cliFile, "bin: demo\n", "bin: demo\nrunner: { ref: \"@agentik/runners/python-3.12\" }\n"}}, nil, cliFile, "runner: { ref:"},
 		{"runner-sandbox-image", SeverityError, []edit{{cliFile, "bin: demo\n", "bin: demo\nrunner:\n  engine: sandbox\n"}}, nil, cliFile, "  engine: sandbox"},
+		{"runner-sandbox-image", SeverityError, []edit{{cliFile, "bin: demo\n", "bin: demo\nrunner:\n  engine: sandbox\n  image: \"containers-storage:[vfs@/tmp/s+/tmp/r]localhost/demo\"\n"}}, nil, cliFile, "  image: \"containers-storage:"},
 		{"runner-sandbox-egress", SeverityError, []edit{{cliFile, "bin: demo\n", "bin: demo\nrunner: { engine: sandbox, image: localhost/demo }\n"}}, nil, cliFile, "egress: [api.example.com,"},
 		{"runner-image-ignored", SeverityWarning, []edit{{cliFile, "bin: demo\n", "bin: demo\nrunner:\n  image: localhost/demo\n"}}, nil, cliFile, "  image: localhost/demo"},
 		{"runner-sandbox-steps", SeverityError, []edit{{cliFile, "bin: demo\n", "bin: demo\nrunner: { engine: sandbox, image: localhost/demo }\n"}, {toolFile, "  argv: [item, list,", "  steps:\n    - argv: [item, list]\n  x_argv: [item, list,"}}, nil, toolFile, "  steps:"},

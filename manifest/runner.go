@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/clihost/clihost/container"
 	"github.com/clihost/clihost/schemas"
 )
 
@@ -110,8 +111,9 @@ func (r *RunnerRef) Needs() *RunnerNeeds {
 	return r.Block.Needs
 }
 
-// debPackage is a Debian package name (Debian Policy 5.6.1), with an optional :arch qualifier.
-var debPackage = regexp.MustCompile(`^[a-z0-9][a-z0-9+.\-]+(?::[a-z0-9\-]+)?$`)
+// debPackage is a Debian package name (Debian Policy 5.6.1), with an optional :arch qualifier. It
+// never ends in "-": apt-get install reads a trailing hyphen as "remove this package".
+var debPackage = regexp.MustCompile(`^[a-z0-9][a-z0-9+.\-]*[a-z0-9+.](?::[a-z0-9]+(?:-[a-z0-9]+)*)?$`)
 
 // NativeNeeds returns the needs.native packages an apt install entry of cli installs with its own
 // package (AIP-17's names are Debian's): those of an engine: subprocess runner whose names are
@@ -216,6 +218,9 @@ func (l *linter) runnerRules(rf *runnerFile) {
 		if b.Image == "" {
 			c.at(base+"/engine", SeverityError, "runner-sandbox-image", "engine: sandbox needs an image: clihost has no template registry to pick one from needs",
 				"name an OCI image present on the host, e.g. image: localhost/jq:1.7 (clihost never pulls it)")
+		} else if err := container.ValidImage(b.Image); err != nil {
+			c.at(base+"/image", SeverityError, "runner-sandbox-image", err.Error(),
+				"name an image in the runtime's store by its reference, e.g. image: localhost/jq:1.7")
 		}
 		if n := l.cli.Sandbox.Network; n != nil && len(n.Egress) > 0 {
 			l.c.at("/sandbox/network/egress", SeverityError, "runner-sandbox-egress", "engine: sandbox runs the container with no network, and clihost cannot filter a container's traffic by host name as network.egress asks",

@@ -831,3 +831,19 @@ func TestHomeAsWorkspace(t *testing.T) {
 	wantIn(t, "Absent", p.Absent, filepath.Join(f.ws, ".config/autostart"))
 	wantNotIn(t, "Absent", p.Absent, filepath.Join(f.ws, ".bash_aliases"))
 }
+
+// TestHomeAsWorkspaceContainerConfig: the container runtime's per-user configuration
+// (~/.config/containers: containers.conf's engine.runtime, conmon_path, hooks_dir, default
+// volumes; storage.conf's mount_program) is read by the rootless podman clihost itself starts for
+// an engine: sandbox call, outside any sandbox: a call whose writable workspace is the home must
+// not be able to write it (masked when it exists, swept when the call creates it).
+func TestHomeAsWorkspaceContainerConfig(t *testing.T) {
+	f := newFixture(t)
+	f.home = f.ws
+	p := f.compile(f.input(fsSandbox([]string{"./**"}, []string{"./**"}, nil)))
+	wantIn(t, "Deny", p.Deny, filepath.Join(f.ws, ".config/containers"))
+	wantIn(t, "Absent", p.Absent, filepath.Join(f.ws, ".config/containers"))
+	mkdir(t, filepath.Join(f.ws, ".config/containers"))
+	p = f.compile(f.input(fsSandbox([]string{"./**"}, []string{"./**"}, nil)))
+	wantIn(t, "Deny", p.Deny, filepath.Join(f.ws, ".config/containers"))
+}

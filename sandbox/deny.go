@@ -29,12 +29,15 @@ var credentialPaths = []string{
 // shellStartupFiles (relative to home) run as the user at the next login, shell or desktop session:
 // a write there outlives the sandbox. They are always masked, declared or not (they also often
 // export tokens). .bash_aliases is sourced by Debian's .bashrc; the desktop and systemd --user
-// directories start programs at login.
+// directories start programs at login. .config/containers is the rootless container runtime's
+// configuration, which the podman clihost starts for an engine: sandbox call reads outside any
+// sandbox (containers.conf's engine.runtime, conmon_path and hooks_dir name programs it runs, its
+// default volumes mount the host into every container).
 var shellStartupFiles = []string{
 	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".bash_aliases", ".profile",
 	".zshrc", ".zshenv", ".zprofile", ".zlogin", ".config/fish/config.fish", ".config/fish/conf.d",
 	".pam_environment", ".xprofile", ".xsessionrc", ".xinitrc", ".config/environment.d",
-	".config/autostart", ".config/systemd/user",
+	".config/autostart", ".config/systemd/user", ".config/containers",
 }
 
 // homeBinDirs (relative to home) are on the user's PATH (Debian's .profile adds them): a program
