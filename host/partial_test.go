@@ -67,3 +67,54 @@ func TestPartialStdoutBound(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
+
+// TestPartialStdoutRedactedBeforeTheCut: a secret the call's output holds across the
+// maxPartialStdout cut (no line end before it) must not leave in part: the start of an API key is
+// most of the key. tail -f prints a workspace file whose first line is longer than the bound, in
+// the real sandbox, and the token is the bundle's auth state (redacted in whatever a call returns).
+func TestPartialStdoutRedactedBeforeTheCut(t *testing.T) {
+	fixture.Need(t, "tail")
+	const secret = "sk-live-0123456789abcdefghijklmnopqrstuvwxyz"
+	cli := strings.Replace(fixture.CLI("tail", "tailf", "  say: ./tools/say/TOOL.md\n"), `fs: { read: [], write: [] }`, `fs: { read: ["./**"], write: [] }`, 1)
+	cli = strings.Replace(cli, "sandbox:\n", "auth:\n  state: { env: [TAILF_TOKEN] }\nsandbox:\n", 1)
+	files := map[string]string{
+		"tailf/CLI.md": cli,
+		"tailf/tools/say/TOOL.md": `---
+name: Say
+id: tailf.say
+description: Print notes.txt and wait for more.
+version: 1.0.0
+inputs: { type: object, properties: {} }
+outputs: { type: string }
+timeout_ms: 60000
+runner: { cli: ../../CLI.md, argv: ["-f", "notes.txt"] }
+---
+`,
+	}
+	lookup := func(k string) (string, bool) {
+		switch k {
+		case "TAILF_TOKEN":
+			return secret, true
+		case "PATH":
+			return os.Getenv("PATH"), true
+		}
+		return "", false
+	}
+	h, _ := writeBundle(t, files, Options{LookupEnv: lookup})
+	ws := fixture.Workspace(t)
+	notes := append(bytes.Repeat([]byte("x"), maxPartialStdout-len(secret)/2), secret+" and more\n"...)
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), notes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := h.Call(context.Background(), bundle(t, h, "tailf"), "say", map[string]any{}, Caller{Workspace: ws}, CallOptions{Timeout: 2 * time.Second})
+	if env.OK || env.Error.Code != errcode.Timeout {
+		t.Fatalf("want a timeout: %+v", env.Error)
+	}
+	p := env.Error.PartialStdout
+	if len(p) > maxPartialStdout || !strings.HasPrefix(p, "xxxx") {
+		t.Fatalf("partial stdout: %d bytes", len(p))
+	}
+	if half := secret[:len(secret)/2]; strings.Contains(p, half[:8]) {
+		t.Fatalf("the partial stdout ends with the start of the secret: %q", p[len(p)-40:])
+	}
+}
