@@ -168,3 +168,19 @@ func TestBreakerHostileInput(t *testing.T) {
 		t.Fatalf("alice's failures shut the provider for bob: %+v", refusal)
 	}
 }
+
+// TestBreakerRefusalNamesTheBundle: the refusal of an open breaker names the provider bundle, not
+// the breaker's internal key (the bundle, a NUL byte and the caller's uid), which clihostctl ask
+// printed to the terminal and the control API put in the message as "claude@1\u00001000".
+func TestBreakerRefusalNamesTheBundle(t *testing.T) {
+	var bs breakers
+	key := breakerKey("claude@1", &control.Peer{UID: 1000})
+	bs.record(key, false, outcomeFailed, "server", 1, time.Hour)
+	_, refusal := bs.admit(key)
+	if refusal == nil {
+		t.Fatal("the breaker did not open")
+	}
+	if m := refusal.Message + refusal.Hint; strings.ContainsRune(m, 0) || !strings.Contains(m, "provider claude@1 is unavailable") {
+		t.Fatalf("refusal: %q", m)
+	}
+}
