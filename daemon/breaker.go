@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,12 +72,18 @@ func (bs *breakers) admit(key string) (probe bool, refusal *callresult.Error) {
 	case now.Before(b.retryAt) || b.probing:
 		wait := max(b.retryAt.Sub(now), 0)
 		return false, &callresult.Error{Code: errcode.ProviderUnavailable, Category: output.CategoryServer, Fallback: true,
-			Message:      fmt.Sprintf("provider %s is unavailable: its last %d calls failed (last: %s); its circuit breaker is open", key, b.failures, b.lastError),
+			Message:      fmt.Sprintf("provider %s is unavailable: its last %d calls failed (last: %s); its circuit breaker is open", keyBundle(key), b.failures, b.lastError),
 			Hint:         fmt.Sprintf("use another provider; a probe call is let through in %s (clihostctl status shows the breaker)", wait.Round(time.Second)),
 			RetryAfterMS: wait.Milliseconds()}
 	}
 	b.probing = true // the cool-down is over: this call is the half-open probe
 	return true, nil
+}
+
+// keyBundle is the provider bundle (id@major) a breaker key names (see breakerKey).
+func keyBundle(key string) string {
+	bundle, _, _ := strings.Cut(key, "\x00")
+	return bundle
 }
 
 // record counts a call's outcome: failed (the provider failed the call), or neither failed nor
