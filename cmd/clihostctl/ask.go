@@ -433,7 +433,8 @@ func callProvider(ctx context.Context, h *host.Host, caller host.Caller, name, p
 
 // readAnswer reads a provider call's envelope: the answer, or the failure classified. A call that
 // fails, or succeeds with an error in its output and no answer, is a failure; a call stopped at
-// its time limit keeps the part of the answer it printed (Partial) and is classified from it.
+// its time limit keeps the part of the answer it printed (Partial) and is classified from it, and
+// so does one whose output the host cut at its capture limit (local: fall back).
 func readAnswer(name, format string, env host.Envelope, prompt string, start time.Time) (output.ProviderResult, attempt, []string) {
 	a := attempt{Provider: name, MS: time.Since(start).Milliseconds()}
 	if !env.OK {
@@ -463,6 +464,12 @@ func readAnswer(name, format string, env host.Envelope, prompt string, start tim
 		pe := output.ClassifyProvider(r.Error, 0)
 		a.Code, a.ProviderError = errcode.ProviderError, &pe
 		return r, a, env.Warnings
+	}
+	if env.Truncated { // the host cut the output at its capture limit: what is left is part of an answer
+		pe := output.ProviderError{Category: output.CategoryLocal, ShouldFallback: true,
+			Message: "the answer was longer than the host's output capture limit and was cut; ask for a shorter answer"}
+		a.Code, a.ProviderError, a.Partial = errcode.ResourceExhausted, &pe, r.Content != ""
+		return estimate(r, prompt), a, env.Warnings
 	}
 	a.OK = true
 	return estimate(r, prompt), a, env.Warnings
