@@ -11,6 +11,7 @@ import (
 
 	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/output"
 )
 
 // TestCallTimeoutOptionAndPartialStdout: CallOptions.Timeout shortens a call's limit but never
@@ -116,5 +117,65 @@ runner: { cli: ../../CLI.md, argv: ["-f", "notes.txt"] }
 	}
 	if half := secret[:len(secret)/2]; strings.Contains(p, half[:8]) {
 		t.Fatalf("the partial stdout ends with the start of the secret: %q", p[len(p)-40:])
+	}
+}
+
+// TestStderrRedactedBeforeTheExcerpt: a failed call carries the last MaxStderrInError bytes of its
+// stderr; a secret that starts before that cut must not leave as its end. bash's printf (a
+// builtin: nothing is executed) writes the input to stderr and fails, in the real sandbox, and the
+// token is the bundle's auth state. Also the message (the last lines) and a secret whole.
+func TestStderrRedactedBeforeTheExcerpt(t *testing.T) {
+	fixture.Need(t, "bash")
+	const secret = "sk-live-0123456789abcdefghijklmnopqrstuvwxyz"
+	files := map[string]string{
+		"berr/CLI.md": `---
+name: Bash error
+id: berr
+description: Print the input to stderr and fail.
+version: 1.0.0
+bin: bash
+install: [{ method: apt, package: bash }]
+version_check: { cmd: "bash --version", parse: 'version (\d+\.\d+\.\d+)', range: ">=4" }
+auth:
+  state: { env: [BERR_TOKEN] }
+sandbox:
+  network: { egress: [] }
+  fs: { read: [], write: [] }
+  exec: { allow: false }
+  env: { pass: [] }
+commands:
+  fail: ./tools/fail/TOOL.md
+---
+`,
+		"berr/tools/fail/TOOL.md": `---
+name: Fail
+id: berr.fail
+description: Print s to stderr and exit 1.
+version: 1.0.0
+inputs: { type: object, properties: { s: { type: string } }, required: [s] }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: ["-c", "printf '%s' \"$1\" >&2; exit 1", "berr", "${input.s}"] }
+---
+`,
+	}
+	lookup := func(k string) (string, bool) {
+		switch k {
+		case "BERR_TOKEN":
+			return secret, true
+		case "PATH":
+			return os.Getenv("PATH"), true
+		}
+		return "", false
+	}
+	reg := fixture.Load(t, fixture.Write(t, files))
+	h := New(reg, Options{LookupEnv: lookup})
+	// The excerpt is the last 4 KiB: the secret starts 20 bytes before it.
+	s := "error: " + secret + strings.Repeat("y", output.MaxStderrInError-len(secret)+20)
+	env := h.Call(context.Background(), bundle(t, h, "berr"), "fail", map[string]any{"s": s}, Caller{Workspace: fixture.Workspace(t)}, CallOptions{})
+	if env.OK || env.Error.ExitCode == nil || *env.Error.ExitCode != 1 {
+		t.Fatalf("want exit 1: %+v", env.Error)
+	}
+	if tail := secret[20:]; strings.Contains(env.Error.Stderr, tail[:12]) || strings.Contains(env.Error.Message, tail[:12]) {
+		t.Fatalf("the stderr excerpt starts with the end of the secret: %q", env.Error.Stderr[:60])
 	}
 }
