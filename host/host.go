@@ -415,9 +415,11 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 	if res.Canceled {
 		return Envelope{ExitCode: &exit, Error: &Error{Code: errcode.Cancelled, Message: "the call was cancelled; its processes were stopped", ExitCode: &exit}}
 	}
-	out := output.Parse(conv, output.Process{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr,
-		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, TimedOut: res.TimedOut})
 	r := redactor(secretValues(b, h.opts.LookupEnv, usedSecrets))
+	// stderr is redacted whole before Parse takes its excerpt (its last bytes): a secret across
+	// that cut would otherwise leave in part.
+	out := output.Parse(conv, output.Process{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: r.bytes(res.Stderr),
+		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, TimedOut: res.TimedOut})
 	if out.OK {
 		if s := t.OutputSchema(); s != nil {
 			if err := s.Validate(out.Value); err != nil {
@@ -437,7 +439,7 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 	if res.TimedOut {
 		e.Message = fmt.Sprintf("the command did not finish within %s and was stopped", timeout)
 		// Redacted whole, then cut: a secret across the cut would otherwise leave in part.
-		e.PartialStdout = partialStdout([]byte(r.text(string(res.Stdout))))
+		e.PartialStdout = partialStdout(r.bytes(res.Stdout))
 	}
 	switch {
 	case f.Category == output.CategoryPermission && f.Path != "" && pol != nil:

@@ -16,6 +16,14 @@ func (r redactor) text(s string) string {
 	return s
 }
 
+// bytes is b with the secret values replaced (b itself when there are none).
+func (r redactor) bytes(b []byte) []byte {
+	if len(r) == 0 {
+		return b
+	}
+	return []byte(r.text(string(b)))
+}
+
 func (r redactor) value(v any) any {
 	if len(r) == 0 {
 		return v
