@@ -167,6 +167,22 @@ func providerOutcome(env callresult.Envelope, format string) (callOutcome, strin
 	return outcomeOK, ""
 }
 
+// callerCut says a failed call was stopped at the caller's own limit (timeout, shorter than the
+// tool's limit) while the provider was answering or had reported nothing wrong: the caller's
+// deadline came first, which says nothing of the provider's health (timeout_ms is input, and no
+// input may trip a breaker). A CLI that reported trouble before it was stopped (its retry
+// notices: network, server, rate limit) still counts.
+func callerCut(env callresult.Envelope, timeout, limit time.Duration, format string) bool {
+	e := env.Error
+	if e == nil || e.Code != errcode.Timeout || timeout <= 0 || timeout >= limit {
+		return false
+	}
+	if r, err := output.ParseProvider(format, []byte(e.PartialStdout)); err == nil && r.Content != "" {
+		return true // part of an answer: the provider works, the time was too short
+	}
+	return output.ClassifyTimeout(e.PartialStdout, e.Stderr).Category == output.CategoryTimeout
+}
+
 // failedUnlessInput is a failure of category, except that a request the provider refused as
 // invalid (validation: a bad prompt or model) is the caller's, not the provider's health: neutral,
 // so that no input can trip a breaker.
