@@ -12,6 +12,7 @@ import (
 	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/output"
+	"github.com/clihost/clihost/runner"
 )
 
 // TestCallTimeoutOptionAndPartialStdout: CallOptions.Timeout shortens a call's limit but never
@@ -177,5 +178,51 @@ runner: { cli: ../../CLI.md, argv: ["-c", "printf '%s' \"$1\" >&2; exit 1", "ber
 	}
 	if tail := secret[20:]; strings.Contains(env.Error.Stderr, tail[:12]) || strings.Contains(env.Error.Message, tail[:12]) {
 		t.Fatalf("the stderr excerpt starts with the end of the secret: %q", env.Error.Stderr[:60])
+	}
+}
+
+// TestCutOutputEndsWithoutASecret: the host keeps the first 10 MiB of a stream (runner.DefaultLimit)
+// and discards the rest; a secret across that cut must not leave as its start. cat prints a
+// workspace file whose secret straddles the limit, in the real sandbox, and succeeds (truncated).
+func TestCutOutputEndsWithoutASecret(t *testing.T) {
+	fixture.Need(t, "cat")
+	const secret = "sk-live-0123456789abcdefghijklmnopqrstuvwxyz"
+	cli := strings.Replace(fixture.CLI("cat", "catf", "  show: ./tools/show/TOOL.md\n"), `fs: { read: [], write: [] }`, `fs: { read: ["./**"], write: [] }`, 1)
+	cli = strings.Replace(cli, "sandbox:\n", "auth:\n  state: { env: [CATF_TOKEN] }\nsandbox:\n", 1)
+	files := map[string]string{
+		"catf/CLI.md": cli,
+		"catf/tools/show/TOOL.md": `---
+name: Show
+id: catf.show
+description: Print notes.txt.
+version: 1.0.0
+inputs: { type: object, properties: {} }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: ["notes.txt"] }
+---
+`,
+	}
+	lookup := func(k string) (string, bool) {
+		switch k {
+		case "CATF_TOKEN":
+			return secret, true
+		case "PATH":
+			return os.Getenv("PATH"), true
+		}
+		return "", false
+	}
+	h, _ := writeBundle(t, files, Options{LookupEnv: lookup})
+	ws := fixture.Workspace(t)
+	notes := append(bytes.Repeat([]byte("x"), runner.DefaultLimit-len(secret)/2), secret+" and more\n"...)
+	if err := os.WriteFile(filepath.Join(ws, "notes.txt"), notes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := h.Call(context.Background(), bundle(t, h, "catf"), "show", map[string]any{}, Caller{Workspace: ws}, CallOptions{})
+	v, _ := env.Value.(string)
+	if !env.OK || !env.Truncated || !strings.HasPrefix(v, "xxxx") {
+		t.Fatalf("want a cut success: ok=%v truncated=%v %d bytes %+v", env.OK, env.Truncated, len(v), env.Error)
+	}
+	if strings.Contains(v, secret[:8]) {
+		t.Fatalf("the cut output ends with the start of the secret: %q", v[len(v)-40:])
 	}
 }
