@@ -416,9 +416,17 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 		return Envelope{ExitCode: &exit, Error: &Error{Code: errcode.Cancelled, Message: "the call was cancelled; its processes were stopped", ExitCode: &exit}}
 	}
 	r := redactor(secretValues(b, h.opts.LookupEnv, usedSecrets))
-	// stderr is redacted whole before Parse takes its excerpt (its last bytes): a secret across
-	// that cut would otherwise leave in part.
-	out := output.Parse(conv, output.Process{ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: r.bytes(res.Stderr),
+	// stderr is redacted whole before Parse takes its excerpt (its last bytes), and a stream the
+	// capture limit cut loses the start of a secret it ends with: a secret across either cut would
+	// otherwise leave in part.
+	stdout, stderr := res.Stdout, r.bytes(res.Stderr)
+	if res.StdoutTruncated && len(r) > 0 {
+		stdout = r.cutEnd(stdout)
+	}
+	if res.StderrTruncated && len(r) > 0 {
+		stderr = r.cutEnd(stderr)
+	}
+	out := output.Parse(conv, output.Process{ExitCode: res.ExitCode, Stdout: stdout, Stderr: stderr,
 		StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated, TimedOut: res.TimedOut})
 	if out.OK {
 		if s := t.OutputSchema(); s != nil {
@@ -439,7 +447,7 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 	if res.TimedOut {
 		e.Message = fmt.Sprintf("the command did not finish within %s and was stopped", timeout)
 		// Redacted whole, then cut: a secret across the cut would otherwise leave in part.
-		e.PartialStdout = partialStdout(r.bytes(res.Stdout))
+		e.PartialStdout = partialStdout(r.bytes(stdout))
 	}
 	switch {
 	case f.Category == output.CategoryPermission && f.Path != "" && pol != nil:

@@ -24,6 +24,21 @@ func (r redactor) bytes(b []byte) []byte {
 	return []byte(r.text(string(b)))
 }
 
+// cutEnd is b, a stream the capture limit cut, with the secret values replaced and a start of
+// one (four bytes or longer) that b ends with, the rest of which was cut off, replaced too.
+func (r redactor) cutEnd(b []byte) []byte {
+	s := r.text(string(b))
+	for _, v := range r {
+		for k := len(v) - 1; k >= 4; k-- {
+			if strings.HasSuffix(s, v[:k]) {
+				s = s[:len(s)-k] + redacted
+				break
+			}
+		}
+	}
+	return []byte(s)
+}
+
 func (r redactor) value(v any) any {
 	if len(r) == 0 {
 		return v
