@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -221,5 +222,37 @@ runner: { cli: ../../CLI.md, argv: ["1", "2000000"] }
 	}
 	if !strings.HasPrefix(a.Content, "1\n2\n3\n") || len(a.Content) > 10<<20 {
 		t.Fatalf("partial content: %d bytes", len(a.Content))
+	}
+}
+
+// TestAskDeadlineWithStuckDaemon: --deadline is the whole ask's time even when clihostd stops
+// answering (here: stopped with SIGSTOP after it started): ask used to wait on the control socket
+// for ever, since only the provider's process was bounded (by the call's timeout_ms, in the
+// daemon).
+func TestAskDeadlineWithStuckDaemon(t *testing.T) {
+	dir, err := fakeProvider()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundles := fixture.Write(t, fakeBundle(fakeSpec{id: "ok", format: "text"}))
+	fixture.Reachable(t, bundles)
+	d := startDaemonWith(t, t.TempDir(), fixture.Workspace(t), func(c *exec.Cmd) { c.Env[0] = "PATH=" + dir + ":" + systemPath },
+		"--bundles", bundles, "--no-catalog")
+	if err := d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.cmd.Process.Signal(syscall.SIGCONT) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin.ctl, "--socket", d.socket, "ask", "--json", "--workspace", d.ws, "--deadline", "2s", "--providers", "ok", "what is up?")
+	cmd.Env = append(os.Environ(), "CLIHOST_BUNDLES=")
+	start := time.Now()
+	out, err := cmd.Output()
+	took := time.Since(start)
+	if ctx.Err() != nil || took > 15*time.Second {
+		t.Fatalf("ask --deadline 2s with a stuck daemon took %s (%v)\n%s", took, err, out)
+	}
+	if err == nil {
+		t.Fatalf("ask succeeded with a stopped daemon:\n%s", out)
 	}
 }
