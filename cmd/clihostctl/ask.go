@@ -82,6 +82,9 @@ type askOptions struct {
 const (
 	defaultProviderTimeout = 3 * time.Minute
 	defaultAskDeadline     = 10 * time.Minute
+	// askSlack is how long past --deadline ask waits for a call stopped at its limit to end
+	// (runner.DefaultGrace between SIGTERM and SIGKILL, and the sandbox's teardown) and report.
+	askSlack = 5 * time.Second
 )
 
 // newAskCmd is clihostctl ask; runF, when set, runs instead of runAsk (tests).
@@ -165,7 +168,14 @@ func runAsk(o *askOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The calls are bounded by their timeout_ms where they run; this bounds the rest (a daemon
+	// that stops answering), leaving a stopped call the time to end and report.
+	ctx, cancel := context.WithTimeout(ctx, o.deadline+askSlack)
+	defer cancel()
 	pb, closeFn, err := o.backend(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("clihostd did not answer within the ask's deadline (%s): %w", o.deadline, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -256,6 +266,10 @@ func (r *askRun) chain(ctx context.Context) {
 			return
 		}
 		if r.provider(ctx, name) {
+			return
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			r.last = &askError{Category: output.CategoryTimeout, Message: fmt.Sprintf("the ask's deadline (%s) passed while %s was called", r.o.deadline, name), Provider: name}
 			return
 		}
 		if ctx.Err() != nil {
