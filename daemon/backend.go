@@ -42,6 +42,9 @@ func (d *Engine) Call(ctx context.Context, req control.CallRequest, input map[st
 	}
 	env := st.host.Call(ctx, b, req.Tool, input, caller, opts)
 	outcome, why := providerOutcome(env, spec.Format)
+	if outcome == outcomeFailed && callerCut(env, opts.Timeout, host.TimeLimit(b, req.Tool), spec.Format) {
+		outcome = outcomeNeutral
+	}
 	threshold, cooldown := d.breakerLimits()
 	d.breakers.record(key, probe, outcome, why, threshold, cooldown)
 	return env

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -71,12 +72,18 @@ func (bs *breakers) admit(key string) (probe bool, refusal *callresult.Error) {
 	case now.Before(b.retryAt) || b.probing:
 		wait := max(b.retryAt.Sub(now), 0)
 		return false, &callresult.Error{Code: errcode.ProviderUnavailable, Category: output.CategoryServer, Fallback: true,
-			Message:      fmt.Sprintf("provider %s is unavailable: its last %d calls failed (last: %s); its circuit breaker is open", key, b.failures, b.lastError),
+			Message:      fmt.Sprintf("provider %s is unavailable: its last %d calls failed (last: %s); its circuit breaker is open", keyBundle(key), b.failures, b.lastError),
 			Hint:         fmt.Sprintf("use another provider; a probe call is let through in %s (clihostctl status shows the breaker)", wait.Round(time.Second)),
 			RetryAfterMS: wait.Milliseconds()}
 	}
 	b.probing = true // the cool-down is over: this call is the half-open probe
 	return true, nil
+}
+
+// keyBundle is the provider bundle (id@major) a breaker key names (see breakerKey).
+func keyBundle(key string) string {
+	bundle, _, _ := strings.Cut(key, "\x00")
+	return bundle
 }
 
 // record counts a call's outcome: failed (the provider failed the call), or neither failed nor
@@ -158,6 +165,22 @@ func providerOutcome(env callresult.Envelope, format string) (callOutcome, strin
 		return failedUnlessInput(output.ClassifyProvider(r.Error, 0).Category)
 	}
 	return outcomeOK, ""
+}
+
+// callerCut says a failed call was stopped at the caller's own limit (timeout, shorter than the
+// tool's limit) while the provider was answering or had reported nothing wrong: the caller's
+// deadline came first, which says nothing of the provider's health (timeout_ms is input, and no
+// input may trip a breaker). A CLI that reported trouble before it was stopped (its retry
+// notices: network, server, rate limit) still counts.
+func callerCut(env callresult.Envelope, timeout, limit time.Duration, format string) bool {
+	e := env.Error
+	if e == nil || e.Code != errcode.Timeout || timeout <= 0 || timeout >= limit {
+		return false
+	}
+	if r, err := output.ParseProvider(format, []byte(e.PartialStdout)); err == nil && r.Content != "" {
+		return true // part of an answer: the provider works, the time was too short
+	}
+	return output.ClassifyTimeout(e.PartialStdout, e.Stderr).Category == output.CategoryTimeout
 }
 
 // failedUnlessInput is a failure of category, except that a request the provider refused as

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -166,5 +167,72 @@ func TestBreakerHostileInput(t *testing.T) {
 	}
 	if _, refusal := bs.admit(bob); refusal != nil {
 		t.Fatalf("alice's failures shut the provider for bob: %+v", refusal)
+	}
+}
+
+// TestBreakerRefusalNamesTheBundle: the refusal of an open breaker names the provider bundle, not
+// the breaker's internal key (the bundle, a NUL byte and the caller's uid), which clihostctl ask
+// printed to the terminal and the control API put in the message as "claude@1\u00001000".
+func TestBreakerRefusalNamesTheBundle(t *testing.T) {
+	var bs breakers
+	key := breakerKey("claude@1", &control.Peer{UID: 1000})
+	bs.record(key, false, outcomeFailed, "server", 1, time.Hour)
+	_, refusal := bs.admit(key)
+	if refusal == nil {
+		t.Fatal("the breaker did not open")
+	}
+	if m := refusal.Message + refusal.Hint; strings.ContainsRune(m, 0) || !strings.Contains(m, "provider claude@1 is unavailable") {
+		t.Fatalf("refusal: %q", m)
+	}
+}
+
+// TestBreakerCallerTimeout: a call's timeout_ms is the caller's (ask gives each call what is left
+// of its --timeout and --deadline), so a call stopped at a limit the caller shortened, with no sign
+// of trouble in what the CLI printed, does not count: `ask --timeout 1ms` three times opened a
+// healthy provider's breaker for the caller's later asks. A call stopped at the tool's own limit,
+// or whose CLI reported trouble before it was stopped (its retry notices), still counts. cat
+// waits on a FIFO nobody writes, in the real sandbox.
+func TestBreakerCallerTimeout(t *testing.T) {
+	files := catProvider()
+	files["catp/tools/ask/TOOL.md"] = strings.Replace(files["catp/tools/ask/TOOL.md"], "outputs:", "timeout_ms: 1500\noutputs:", 1)
+	e := testEngine(t, files, func(c *Config) { c.BreakerThreshold, c.BreakerCooldown = 2, time.Hour })
+	if err := syscall.Mkfifo(filepath.Join(e.workspace, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Reachable(t, e.workspace)
+	ask := func(timeoutMS int64) callresult.Envelope {
+		return e.Call(context.Background(), control.CallRequest{Bundle: "catp", Tool: "ask", TimeoutMS: timeoutMS},
+			map[string]any{"prompt": "fifo"}, control.Caller{User: e.user})
+	}
+	state := func() control.BreakerState {
+		t.Helper()
+		ps, err := e.Providers(context.Background(), "catp")
+		if err != nil || len(ps) != 1 {
+			t.Fatalf("providers: %v %v", ps, err)
+		}
+		return ps[0].Breaker
+	}
+	for i := range 3 {
+		if env := ask(50); env.OK || env.Error.Code != errcode.Timeout {
+			t.Fatalf("call %d with timeout_ms 50: %s: %s", i, env.Error.Code, env.Error.Message)
+		}
+	}
+	if s := state(); s.State != control.BreakerClosed || s.Failures != 0 {
+		t.Fatalf("the caller's short timeouts opened the breaker: %+v", s)
+	}
+	// The tool's own limit (1.5 s; a longer timeout_ms does not lengthen it): the provider's.
+	for i := range 2 {
+		if env := ask(60000); env.OK || env.Error.Code != errcode.Timeout {
+			t.Fatalf("own limit %d: %s: %s", i, env.Error.Code, env.Error.Message)
+		}
+	}
+	if s := state(); s.State != control.BreakerOpen {
+		t.Fatalf("timeouts at the tool's own limit did not open the breaker: %+v", s)
+	}
+	// Trouble reported before a caller's limit counts.
+	one := 1
+	if got, _ := providerOutcome(callresult.Envelope{Error: &callresult.Error{Code: errcode.Timeout, ExitCode: &one,
+		PartialStdout: `{"type":"error","message":"Reconnecting... waiting for network"}`}}, "stream-json"); got != outcomeFailed {
+		t.Fatalf("a CLI waiting for network: outcome %d", got)
 	}
 }

@@ -465,7 +465,8 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 		Category: f.Category, Retryable: f.Retryable, Fallback: f.Fallback, RetryAfterMS: f.RetryAfterMS}
 	if res.TimedOut {
 		e.Message = fmt.Sprintf("the command did not finish within %s and was stopped", timeout)
-		e.PartialStdout = r.text(partialStdout(res.Stdout))
+		// Redacted whole, then cut: a secret across the cut would otherwise leave in part.
+		e.PartialStdout = partialStdout([]byte(r.text(string(stdout))))
 	}
 	switch {
 	case f.Category == output.CategoryPermission && f.Path != "" && pol != nil:

@@ -69,6 +69,16 @@ func narrower(a, b int64) int64 {
 	return a
 }
 
+// TimeLimit is the wall-clock limit a call of b's tool runs under unless CallOptions.Timeout
+// shortens it (see callTimeout); 0 when b has no such tool.
+func TimeLimit(b *manifest.Bundle, tool string) time.Duration {
+	t := b.Tool(tool)
+	if t == nil || t.Tool == nil {
+		return 0
+	}
+	return callTimeout(b, t)
+}
+
 // callTimeout is the wall-clock limit of a call of tool t: the tool's timeout_ms (else
 // runner.DefaultTimeout), or runner.limits.timeout_ms when that is shorter.
 func callTimeout(b *manifest.Bundle, t *manifest.ToolEntry) time.Duration {

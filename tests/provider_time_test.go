@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -192,5 +193,66 @@ func TestAskThroughUnprivilegedDaemon(t *testing.T) {
 	}
 	if a := ask(member, mws); !a.OK || a.attempts() != "down:server ok:ok" || a.Attempts[0].Skipped {
 		t.Fatalf("member: the agent's breaker shut the provider for another user: %+v", a)
+	}
+}
+
+// TestAskCutAnswerIsPartial: an answer longer than the host's capture limit (10 MiB of stdout) is
+// cut by the host (the envelope says truncated); ask must not present the part it got as the full
+// answer. seq prints 14 MB and exits 0, as a provider bundle in the real sandbox.
+func TestAskCutAnswerIsPartial(t *testing.T) {
+	fixture.Need(t, "seq")
+	cli := strings.Replace(fixture.CLI("seq", "seqp", "  ask: ./tools/ask/TOOL.md\n"), "commands:", "metadata:\n  provider: { tool: ask, format: text }\ncommands:", 1)
+	files := map[string]string{
+		"seqp/CLI.md": cli,
+		"seqp/tools/ask/TOOL.md": `---
+name: Ask
+id: seqp.ask
+description: Count to two million, whatever the prompt.
+version: 1.0.0
+inputs: { type: object, additionalProperties: false, properties: { prompt: { type: string, minLength: 1 } }, required: [prompt] }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: ["1", "2000000"] }
+---
+`,
+	}
+	env := &providerEnv{t: t, bundles: fixture.Write(t, files), ws: fixture.Workspace(t), path: systemPath}
+	a, r := env.ask("seqp")
+	if a.OK || r.code == 0 || !a.Partial || len(a.Attempts) != 1 || a.Attempts[0].OK || !a.Attempts[0].Partial {
+		t.Fatalf("a cut answer came back as a full one: ok=%v partial=%v exit %d attempts %+v\n%s", a.OK, a.Partial, r.code, a.Attempts, r.stderr)
+	}
+	if !strings.HasPrefix(a.Content, "1\n2\n3\n") || len(a.Content) > 10<<20 {
+		t.Fatalf("partial content: %d bytes", len(a.Content))
+	}
+}
+
+// TestAskDeadlineWithStuckDaemon: --deadline is the whole ask's time even when clihostd stops
+// answering (here: stopped with SIGSTOP after it started): ask used to wait on the control socket
+// for ever, since only the provider's process was bounded (by the call's timeout_ms, in the
+// daemon).
+func TestAskDeadlineWithStuckDaemon(t *testing.T) {
+	dir, err := fakeProvider()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundles := fixture.Write(t, fakeBundle(fakeSpec{id: "ok", format: "text"}))
+	fixture.Reachable(t, bundles)
+	d := startDaemonWith(t, t.TempDir(), fixture.Workspace(t), func(c *exec.Cmd) { c.Env[0] = "PATH=" + dir + ":" + systemPath },
+		"--bundles", bundles, "--no-catalog")
+	if err := d.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.cmd.Process.Signal(syscall.SIGCONT) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin.ctl, "--socket", d.socket, "ask", "--json", "--workspace", d.ws, "--deadline", "2s", "--providers", "ok", "what is up?")
+	cmd.Env = append(os.Environ(), "CLIHOST_BUNDLES=")
+	start := time.Now()
+	out, err := cmd.Output()
+	took := time.Since(start)
+	if ctx.Err() != nil || took > 15*time.Second {
+		t.Fatalf("ask --deadline 2s with a stuck daemon took %s (%v)\n%s", took, err, out)
+	}
+	if err == nil {
+		t.Fatalf("ask succeeded with a stopped daemon:\n%s", out)
 	}
 }

@@ -82,6 +82,9 @@ type askOptions struct {
 const (
 	defaultProviderTimeout = 3 * time.Minute
 	defaultAskDeadline     = 10 * time.Minute
+	// askSlack is how long past --deadline ask waits for a call stopped at its limit to end
+	// (runner.DefaultGrace between SIGTERM and SIGKILL, and the sandbox's teardown) and report.
+	askSlack = 5 * time.Second
 )
 
 // newAskCmd is clihostctl ask; runF, when set, runs instead of runAsk (tests).
@@ -165,7 +168,14 @@ func runAsk(o *askOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// The calls are bounded by their timeout_ms where they run; this bounds the rest (a daemon
+	// that stops answering), leaving a stopped call the time to end and report.
+	ctx, cancel := context.WithTimeout(ctx, o.deadline+askSlack)
+	defer cancel()
 	pb, closeFn, err := o.backend(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("clihostd did not answer within the ask's deadline (%s): %w", o.deadline, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -256,6 +266,10 @@ func (r *askRun) chain(ctx context.Context) {
 			return
 		}
 		if r.provider(ctx, name) {
+			return
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			r.last = &askError{Category: output.CategoryTimeout, Message: fmt.Sprintf("the ask's deadline (%s) passed while %s was called", r.o.deadline, name), Provider: name}
 			return
 		}
 		if ctx.Err() != nil {
@@ -433,7 +447,8 @@ func callProvider(ctx context.Context, h *host.Host, caller host.Caller, name, p
 
 // readAnswer reads a provider call's envelope: the answer, or the failure classified. A call that
 // fails, or succeeds with an error in its output and no answer, is a failure; a call stopped at
-// its time limit keeps the part of the answer it printed (Partial) and is classified from it.
+// its time limit keeps the part of the answer it printed (Partial) and is classified from it, and
+// so does one whose output the host cut at its capture limit (local: fall back).
 func readAnswer(name, format string, env host.Envelope, prompt string, start time.Time) (output.ProviderResult, attempt, []string) {
 	a := attempt{Provider: name, MS: time.Since(start).Milliseconds()}
 	if !env.OK {
@@ -463,6 +478,12 @@ func readAnswer(name, format string, env host.Envelope, prompt string, start tim
 		pe := output.ClassifyProvider(r.Error, 0)
 		a.Code, a.ProviderError = errcode.ProviderError, &pe
 		return r, a, env.Warnings
+	}
+	if env.Truncated { // the host cut the output at its capture limit: what is left is part of an answer
+		pe := output.ProviderError{Category: output.CategoryLocal, ShouldFallback: true,
+			Message: "the answer was longer than the host's output capture limit and was cut; ask for a shorter answer"}
+		a.Code, a.ProviderError, a.Partial = errcode.ResourceExhausted, &pe, r.Content != ""
+		return estimate(r, prompt), a, env.Warnings
 	}
 	a.OK = true
 	return estimate(r, prompt), a, env.Warnings

@@ -22,10 +22,12 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -104,6 +106,9 @@ type Decision struct {
 	// a lookup that timed out): the refusal is the network's, not the policy's, and the
 	// proxies answer it as a gateway error (502, or 504 for a timeout), not as a 403.
 	LookupErr error
+	// refusedAddrs says the name resolved only to refused addresses, which Reason lists (for
+	// the audit log) and the client is not told (see answer).
+	refusedAddrs bool
 }
 
 // errNoAddresses is the lookup failure of a name that resolved to no address at all.
@@ -175,7 +180,62 @@ func (p *Policy) check(ctx context.Context, raw string, port int) Decision {
 		d.Addr, d.Allowed, d.Reason = a, true, "allowed by "+entry
 		return d
 	}
+	d.refusedAddrs = true
 	return refuse("%s resolves only to refused addresses: %s", host, strings.Join(blocked, "; "))
+}
+
+// answer is the reason a refused decision gives the sandboxed client: Reason, except that what
+// only the host's resolver knows — its own address (Go's DNS errors name the server), the
+// addresses an allowed name resolved to — stays in Reason, which the audit log gets. The client
+// learns the host and port it asked for and what went wrong.
+func (d Decision) answer() string {
+	switch {
+	case d.LookupErr != nil:
+		return "lookup " + d.Host + ": " + lookupFailure(d.LookupErr)
+	case d.refusedAddrs:
+		return d.Host + " resolves only to refused addresses (private, loopback, link-local, metadata or other special-purpose ranges; the audit log names them)"
+	}
+	return d.Reason
+}
+
+// lookupFailure says why a lookup failed without naming the server that answered.
+func lookupFailure(err error) string {
+	var de *net.DNSError
+	switch {
+	case errors.Is(err, errNoAddresses):
+		return "no addresses"
+	case errors.As(err, &de) && de.IsNotFound:
+		return "no such host"
+	case isTimeout(err):
+		return "timed out"
+	case errors.As(err, &de) && de.Err != "":
+		return de.Err
+	}
+	return "the lookup failed"
+}
+
+// gatewayText is what the client is told when the connection to an allowed host:port failed
+// (err is the dial's, or the forwarded request's, error): the failure without the address that
+// was dialed (a client behind the DNS stub knows only a fake one).
+func gatewayText(host string, port int, err error) string {
+	var se *os.SyscallError
+	var errno syscall.Errno
+	why := "the connection failed"
+	switch {
+	case isTimeout(err):
+		why = "timed out (deadline exceeded)"
+	case errors.As(err, &se):
+		why = se.Err.Error()
+	case errors.As(err, &errno):
+		why = errno.Error()
+	}
+	return "egress proxy: connect to " + net.JoinHostPort(host, strconv.Itoa(port)) + ": " + why
+}
+
+// isTimeout says err is a deadline that passed.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // normalise returns the canonical form of hostname h (lowercase, no trailing dot), or an
@@ -289,8 +349,7 @@ func (p *Policy) dial(ctx context.Context, d Decision) (net.Conn, error) {
 // reached (err is the lookup's or the dial's error): 504 Gateway Timeout when it timed out,
 // else 502 Bad Gateway. A policy refusal is a 403 (see refusalStatus).
 func gatewayStatus(err error) int {
-	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+	if isTimeout(err) {
 		return http.StatusGatewayTimeout
 	}
 	return http.StatusBadGateway

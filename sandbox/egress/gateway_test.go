@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -132,5 +133,84 @@ func TestGatewayErrorsThroughDNSStub(t *testing.T) {
 	code, body, _, _ := connect(t, httpLn.Addr().String(), net.JoinHostPort(addrs[0], strconv.Itoa(f.port)))
 	if code != http.StatusBadGateway || !strings.Contains(body, "lookup gone.example.test") {
 		t.Fatalf("CONNECT to the fake address of an unresolvable name: %d %q; want 502", code, body)
+	}
+}
+
+// TestGatewayBodiesHideResolution: what the proxy answers a sandboxed client names the host and
+// port the client asked for and what went wrong, never what only the host's resolver knows: the
+// resolver's own address (Go's DNS errors say "lookup x on 10.9.8.7:53"), the private addresses an
+// allowed name resolves to, or the real address a dial failed on (a client behind the DNS stub
+// knows only fake ones). The audit log (Policy.Log) keeps the whole reason. Each answer is
+// checked for CONNECT and for absolute-form requests.
+func TestGatewayBodiesHideResolution(t *testing.T) {
+	f := newFixture(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	f.pol.Ports = append(f.pol.Ports, closed)
+	f.pol.Allow = append(f.pol.Allow, "gone.example.test", "slowdns.example.test", "intranet.example.test")
+	resolve := f.pol.Resolver
+	f.pol.Resolver = func(ctx context.Context, host string) ([]netip.Addr, error) {
+		switch host {
+		case "gone.example.test":
+			return nil, &net.DNSError{Err: "no such host", Name: host, Server: "10.9.8.7:53", IsNotFound: true}
+		case "slowdns.example.test":
+			return nil, &net.DNSError{Err: "i/o timeout", Name: host, Server: "10.9.8.7:53", IsTimeout: true}
+		case "intranet.example.test":
+			return []netip.Addr{netip.MustParseAddr("10.20.30.40"), netip.MustParseAddr("fd12:3456::7")}, nil
+		}
+		return resolve(ctx, host)
+	}
+	proxy := serve(t, f.pol.ServeHTTPProxy)
+	p := strconv.Itoa(f.port)
+	secret := []string{"10.9.8.7", "10.20.30.40", "fd12:3456::7", "127.0.0.1", "10.0.0.0/8", "Private-Use"}
+	cases := []struct {
+		target string
+		code   int
+		body   string
+	}{
+		{"gone.example.test:" + p, http.StatusBadGateway, "lookup gone.example.test"},
+		{"slowdns.example.test:" + p, http.StatusGatewayTimeout, "lookup slowdns.example.test"},
+		{"intranet.example.test:" + p, http.StatusForbidden, "intranet.example.test resolves only to refused addresses"},
+		{"api.example.test:" + strconv.Itoa(closed), http.StatusBadGateway, "connection refused"},
+	}
+	client := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: proxy}), DisableKeepAlives: true}}
+	for _, c := range cases {
+		code, body, _, _ := connect(t, proxy, c.target)
+		resp, err := client.Get("http://" + c.target + "/x")
+		if err != nil {
+			t.Fatalf("GET %s: %v", c.target, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for form, got := range map[string]struct {
+			code int
+			body string
+		}{"CONNECT": {code, body}, "GET": {resp.StatusCode, string(b)}} {
+			if got.code != c.code || !strings.Contains(got.body, c.body) {
+				t.Errorf("%s %s: %d %q; want %d %q", form, c.target, got.code, got.body, c.code, c.body)
+			}
+			for _, s := range secret {
+				if strings.Contains(got.body, s) {
+					t.Errorf("%s %s: the answer reveals %q: %q", form, c.target, s, got.body)
+				}
+			}
+		}
+	}
+	// The audit log still has the whole story.
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var logged []string
+	for _, d := range f.logged {
+		logged = append(logged, d.Reason)
+	}
+	all := strings.Join(logged, "\n")
+	for _, s := range []string{"10.9.8.7", "10.20.30.40"} {
+		if !strings.Contains(all, s) {
+			t.Errorf("the logged decisions lost %q:\n%s", s, all)
+		}
 	}
 }

@@ -73,7 +73,7 @@ func (h *httpProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d := h.p.decide(r.Context(), "http", host, port)
 	if !d.Allowed {
-		http.Error(w, "egress proxy: "+d.Reason, refusalStatus(d))
+		http.Error(w, "egress proxy: "+d.answer(), refusalStatus(d))
 		return
 	}
 	// A fake address of the DNS stub was decided as its name: the upstream gets the name.
@@ -101,7 +101,7 @@ func (h *httpProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ResponseHeaderTimeout: h.p.idleTimeout(),
 		},
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
-			http.Error(w, "egress proxy: "+err.Error(), gatewayStatus(err))
+			http.Error(w, gatewayText(d.Host, d.Port, err), gatewayStatus(err))
 		},
 	}
 	rp.ServeHTTP(w, r)
@@ -121,12 +121,12 @@ func (h *httpProxy) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	d := h.p.decide(r.Context(), "connect", host, port)
 	if !d.Allowed {
-		http.Error(w, "egress proxy: "+d.Reason, refusalStatus(d))
+		http.Error(w, "egress proxy: "+d.answer(), refusalStatus(d))
 		return
 	}
 	up, err := h.p.dial(r.Context(), d)
 	if err != nil {
-		http.Error(w, "egress proxy: "+err.Error(), gatewayStatus(err))
+		http.Error(w, gatewayText(d.Host, d.Port, err), gatewayStatus(err))
 		return
 	}
 	conn, rw, err := http.NewResponseController(w).Hijack()
