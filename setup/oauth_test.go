@@ -618,3 +618,60 @@ func TestOAuthValueDropsOldGrant(t *testing.T) {
 		t.Fatalf("FreshSecret = %q %v %v, want the given token", v, ok, err)
 	}
 }
+
+// A token endpoint that hangs on a refresh holds up only the calls that need that same token, and
+// each of them only as long as its own context allows: another scope's live token is handed out
+// at once (the refresh lock is per scope and slug, and never held while a token is live).
+func TestOAuthRefreshHangIsolated(t *testing.T) {
+	a := newAuthServer(t)
+	f := newFixture(t, a.step(""))
+	a.mu.Lock()
+	a.expiresIn = 30 // within the refresh margin: alice's token is refreshed at its next use
+	a.mu.Unlock()
+	if _, err := f.run(browser(t), RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	a.expiresIn = 3600
+	a.mu.Unlock()
+	bob := f.s
+	bob.User = "bob"
+	if _, err := f.e.Run(f.ctx, f.b, bob, f.env, browser(t), RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bobTok, _, _ := f.e.Secret(bob, "svc/token")
+
+	release, arrived := make(chan struct{}), make(chan struct{}, 8)
+	t.Cleanup(func() { close(release) }) // runs before the server's Close, which waits for handlers
+	a.setToken(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable")
+	})
+	go func() { _, _, _ = f.e.FreshSecret(context.Background(), f.b, f.s, "svc/token") }()
+	<-arrived // alice's refresh hangs at the token endpoint
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	begin := time.Now()
+	if v, ok, err := f.e.FreshSecret(ctx, f.b, bob, "svc/token"); v != bobTok || !ok || err != nil {
+		t.Fatalf("bob's live token: %q %v %v", v, ok, err)
+	}
+	if d := time.Since(begin); d > time.Second {
+		t.Errorf("bob's live token waited %s behind alice's hanging refresh", d)
+	}
+	short, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel2()
+	begin = time.Now()
+	_, _, err := f.e.FreshSecret(short, f.b, f.s, "svc/token")
+	if d := time.Since(begin); d > 2*time.Second {
+		t.Errorf("a call with a 300ms context waited %s for alice's hanging refresh", d)
+	}
+	if err == nil {
+		t.Error("an expired token whose refresh did not finish was handed out")
+	}
+	a.noLeak(t, errText(err))
+}
