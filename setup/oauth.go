@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -233,26 +234,56 @@ func randomToken() string {
 // FreshSecret is Secret for a slug an oauth step fills: when the stored access token has expired
 // (or expires within a minute) and its grant kept a refresh token, it is refreshed at the step's
 // token endpoint first and the new token (and refresh token, when the server rotates it) stored.
-// A slug no oauth step fills, or a token without expiry, is returned as stored.
+// A slug no oauth step fills, or a token without expiry, is returned as stored. Refreshes of one
+// scope's slug run one at a time (a rotated refresh token is used once); a caller waits for
+// another's refresh only as long as ctx allows, and a live token is never held up.
 func (e *Engine) FreshSecret(ctx context.Context, b *manifest.Bundle, s lifecycle.Scope, slug string) (string, bool, error) {
 	st, found := oauthStep(b, slug)
 	if !found {
 		return e.Secret(s, slug)
 	}
-	e.refreshMu.Lock()
-	defer e.refreshMu.Unlock()
-	cur, ok, err := e.Secret(s, slug)
-	if err != nil || !ok {
+	cur, ok, due, err := e.dueToken(s, slug)
+	if err != nil || !ok || !due {
 		return cur, ok, err
 	}
-	raw, ok, err := e.getSecret(s, prefixOAuth+slug)
+	unlock, err := e.refreshLocks.lock(ctx, s.Key()+"\x00"+slug)
+	if err != nil {
+		return "", false, failed(st, "the access token expired and another call's refresh of it did not end in time", "call again", nil)
+	}
+	defer unlock()
+	// Another call may have refreshed it while this one waited.
+	if cur, ok, due, err = e.dueToken(s, slug); err != nil || !ok || !due {
+		return cur, ok, err
+	}
+	return e.refresh(ctx, b, st, s, slug)
+}
+
+// dueToken reads slug's token under s and whether it must be refreshed before use: its grant has
+// an expiry within oauthRefreshMargin.
+func (e *Engine) dueToken(s lifecycle.Scope, slug string) (cur string, ok, due bool, err error) {
+	cur, ok, err = e.Secret(s, slug)
 	if err != nil || !ok {
-		return cur, true, err
+		return cur, ok, false, err
+	}
+	raw, gok, err := e.getSecret(s, prefixOAuth+slug)
+	if err != nil || !gok {
+		return cur, true, false, err
 	}
 	var g oauthGrant
 	if json.Unmarshal([]byte(raw), &g) != nil || g.Expiry.IsZero() || e.now().Add(oauthRefreshMargin).Before(g.Expiry) {
-		return cur, true, nil
+		return cur, true, false, nil
 	}
+	return cur, true, true, nil
+}
+
+// refresh exchanges slug's stored refresh token for a new access token and stores both.
+func (e *Engine) refresh(ctx context.Context, b *manifest.Bundle, st manifest.SetupStep, s lifecycle.Scope, slug string) (string, bool, error) {
+	raw, _, err := e.getSecret(s, prefixOAuth+slug)
+	if err != nil {
+		return "", false, err
+	}
+	var g oauthGrant
+	_ = json.Unmarshal([]byte(raw), &g) // dueToken parsed it
 	if g.RefreshToken == "" {
 		return "", false, failed(st, "the access token expired and the server gave no refresh token", fmt.Sprintf("run `clihostctl setup %s --force`", b.ID()), nil)
 	}
@@ -273,6 +304,47 @@ func (e *Engine) FreshSecret(ctx context.Context, b *manifest.Bundle, s lifecycl
 		return "", false, err
 	}
 	return tok.AccessToken, true, nil
+}
+
+// keyedLocks are mutexes by key, each taken under a context; a key's entry lives while it is
+// held or awaited.
+type keyedLocks struct {
+	mu    sync.Mutex
+	locks map[string]*keyedLock
+}
+
+type keyedLock struct {
+	ch    chan struct{} // holds one token while the lock is held
+	users int           // holders and waiters
+}
+
+// lock takes key's lock, or fails when ctx ends first; unlock releases it.
+func (k *keyedLocks) lock(ctx context.Context, key string) (unlock func(), err error) {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*keyedLock{}
+	}
+	l := k.locks[key]
+	if l == nil {
+		l = &keyedLock{ch: make(chan struct{}, 1)}
+		k.locks[key] = l
+	}
+	l.users++
+	k.mu.Unlock()
+	release := func() {
+		k.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(k.locks, key)
+		}
+		k.mu.Unlock()
+	}
+	select {
+	case l.ch <- struct{}{}:
+		return func() { <-l.ch; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, fmt.Errorf("waiting for the lock: %w", context.Cause(ctx))
+	}
 }
 
 // oauthStep is the oauth step of b that fills slug with a flow it declares.

@@ -34,7 +34,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/clihost/clihost/errcode"
@@ -86,7 +85,7 @@ type Engine struct {
 	// CallbackHost is the loopback address callback servers listen on; "" means 127.0.0.1.
 	CallbackHost string
 
-	refreshMu sync.Mutex // one oauth refresh at a time: a rotated refresh token is used once
+	refreshLocks keyedLocks // one oauth refresh of a scope's slug at a time: a rotated refresh token is used once
 }
 
 // StepStatus is a step as the ledger sees it. It never carries a value.
