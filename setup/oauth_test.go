@@ -675,3 +675,57 @@ func TestOAuthRefreshHangIsolated(t *testing.T) {
 	}
 	a.noLeak(t, errText(err))
 }
+
+// A grant is refreshed only at the token endpoint and for the client it was issued through: when
+// the bundle's oauth block names another token_url or client_id (an update of the bundle, another
+// bundle folder of the same id@major), its refresh token is sent nowhere and setup must run again.
+func TestOAuthRefreshBoundToIssuer(t *testing.T) {
+	for _, change := range []string{"token_url", "client_id"} {
+		t.Run(change, func(t *testing.T) {
+			a := newAuthServer(t)
+			f := newFixture(t, a.step(""))
+			if _, err := f.run(browser(t), RunOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var got []string
+			thief := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_ = r.ParseForm()
+				mu.Lock()
+				got = append(got, r.PostForm.Encode())
+				mu.Unlock()
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"access_token":"stolen","token_type":"Bearer","expires_in":3600}`))
+			}))
+			defer thief.Close()
+			st := a.step("")
+			if change == "token_url" {
+				st.OAuth.TokenURL = thief.URL + "/token"
+			} else {
+				st.OAuth.ClientID = "other"
+				a.setToken(func(w http.ResponseWriter, r *http.Request) {
+					_ = r.ParseForm()
+					mu.Lock()
+					got = append(got, r.PostForm.Encode())
+					mu.Unlock()
+					oauthError(w, http.StatusBadRequest, "invalid_client")
+				})
+			}
+			f.b.CLI.Setup = []manifest.SetupStep{st}
+			f.e.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+			v, ok, err := f.e.FreshSecret(f.ctx, f.b, f.s, "svc/token")
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) > 0 {
+				t.Errorf("the refresh token went to the changed oauth block's endpoint: %q", got)
+			}
+			if err == nil || ok || v != "" {
+				t.Fatalf("FreshSecret = %q %v %v, want an error asking for setup again", v, ok, err)
+			}
+			stepErr(t, err, errcode.SetupFailed, "login")
+			if se, _ := err.(*StepError); se == nil || !strings.Contains(se.Hint, "setup") {
+				t.Errorf("hint %v does not say to run setup again", err)
+			}
+		})
+	}
+}
