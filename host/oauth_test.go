@@ -150,7 +150,10 @@ func checkRefreshed(t *testing.T, files map[string]string, id, tool string, refr
 	if _, err := engine.Run(context.Background(), b, scope, lenv, nil, setup.RunOptions{Values: map[string]string{"login": "stale-token-1"}}); err != nil {
 		t.Fatal(err)
 	}
-	grant, _ := json.Marshal(map[string]any{"refresh_token": "refresh-1", "expiry": time.Now().Add(-time.Minute)})
+	// The grant names the endpoint and client it was issued through: the step's.
+	flow := b.CLI.Setup[0].OAuth
+	grant, _ := json.Marshal(map[string]any{"refresh_token": "refresh-1", "expiry": time.Now().Add(-time.Minute),
+		"token_url": flow.TokenURL, "client_id": flow.ClientID})
 	if err := engine.Secrets.Put(scope.Key(), "oauth/svctoken", string(grant)); err != nil {
 		t.Fatal(err)
 	}

@@ -36,10 +36,13 @@ type DeviceCodeShower interface {
 }
 
 // oauthGrant is what the secret store keeps beside an oauth step's access token (under
-// oauth/<slug>): what refreshing it needs.
+// oauth/<slug>): what refreshing it needs, and the token endpoint and client it was issued
+// through, the only ones its refresh token is ever sent to.
 type oauthGrant struct {
 	RefreshToken string    `json:"refresh_token,omitempty"`
 	Expiry       time.Time `json:"expiry,omitzero"`
+	TokenURL     string    `json:"token_url,omitempty"`
+	ClientID     string    `json:"client_id,omitempty"`
 }
 
 // oauth gets an oauth step's access token: from Values (a token obtained elsewhere, stored
@@ -165,9 +168,14 @@ func checkDeviceAuth(da *oauth2.DeviceAuthResponse) error {
 	return nil
 }
 
-// storeGrant keeps what refreshing tok needs under oauth/<slug>.
+// storeGrant keeps what refreshing tok needs under oauth/<slug>, with the endpoint and client of
+// the step's flow.
 func (r *runState) storeGrant(st manifest.SetupStep, tok *oauth2.Token) error {
-	g, _ := json.Marshal(oauthGrant{RefreshToken: tok.RefreshToken, Expiry: tok.Expiry.UTC()})
+	grant := oauthGrant{RefreshToken: tok.RefreshToken, Expiry: tok.Expiry.UTC()}
+	if st.OAuth != nil {
+		grant.TokenURL, grant.ClientID = st.OAuth.TokenURL, st.OAuth.ClientID
+	}
+	g, _ := json.Marshal(grant)
 	return r.store(st, prefixOAuth+st.SecretSlug, string(g))
 }
 
@@ -286,6 +294,12 @@ func (e *Engine) refresh(ctx context.Context, b *manifest.Bundle, st manifest.Se
 	_ = json.Unmarshal([]byte(raw), &g) // dueToken parsed it
 	if g.RefreshToken == "" {
 		return "", false, failed(st, "the access token expired and the server gave no refresh token", fmt.Sprintf("run `clihostctl setup %s --force`", b.ID()), nil)
+	}
+	if g.TokenURL != st.OAuth.TokenURL || g.ClientID != st.OAuth.ClientID {
+		// The bundle changed its oauth block since setup: the refresh token stays with the
+		// endpoint and client that issued it.
+		return "", false, failed(st, "the access token expired and the step's oauth block names another token_url or client_id than the one it was issued through",
+			fmt.Sprintf("run `clihostctl setup %s --force`", b.ID()), nil)
 	}
 	cfg, err := oauthConfig(st.OAuth)
 	if err != nil {
