@@ -729,3 +729,56 @@ func TestOAuthRefreshBoundToIssuer(t *testing.T) {
 		})
 	}
 }
+
+// A token endpoint answering with an access or refresh token that is not RFC 6749's VSCHAR (%x20-7E:
+// newlines, terminal escapes, NUL, other Unicode) or that is gigantic is refused, by the flow and by
+// a refresh: such a token would go into a call's environment, argv or stdin as lines or escapes
+// the CLI did not expect, and the host's redaction of it from outputs (which strip escapes first)
+// would miss it. Nothing is stored.
+func TestOAuthTokenCharacters(t *testing.T) {
+	bad := map[string][2]string{
+		"newline":      {"tok\nINJECTED=1", "rt"},
+		"escape":       {"tok\x1b[31mred", "rt"},
+		"nul":          {"tok\x00x", "rt"},
+		"unicode":      {"tok\u202eevil", "rt"},
+		"huge":         {"tok" + strings.Repeat("A", 200<<10), "rt"},
+		"refresh-line": {"tok", "rt\nx"},
+	}
+	answer := func(access, refresh string) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"access_token": access, "refresh_token": refresh, "token_type": "Bearer", "expires_in": 3600})
+		}
+	}
+	for name, tok := range bad {
+		t.Run(name, func(t *testing.T) {
+			a := newAuthServer(t)
+			a.setToken(answer(tok[0], tok[1]))
+			f := newFixture(t, a.step(""))
+			_, err := f.run(browser(t), RunOptions{})
+			stepErr(t, err, errcode.SetupFailed, "login")
+			if strings.Contains(errText(err), tok[0]) || strings.Contains(errText(err), tok[1]) {
+				t.Errorf("error quotes the token: %q", errText(err))
+			}
+			if _, ok, _ := f.e.Secret(f.s, "svc/token"); ok {
+				t.Fatal("the token was stored")
+			}
+			// A refresh answered the same way keeps nothing of it either.
+			a.setToken(nil)
+			if _, err := f.run(browser(t), RunOptions{Force: true}); err != nil {
+				t.Fatal(err)
+			}
+			good, _, _ := f.e.Secret(f.s, "svc/token")
+			a.setToken(answer(tok[0], tok[1]))
+			f.e.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+			v, _, err := f.e.FreshSecret(f.ctx, f.b, f.s, "svc/token")
+			stepErr(t, err, errcode.SetupFailed, "login")
+			if v != "" {
+				t.Errorf("FreshSecret handed out %q", v)
+			}
+			if stored, _, _ := f.e.Secret(f.s, "svc/token"); stored != good {
+				t.Errorf("the refreshed token was stored: %q", stored)
+			}
+		})
+	}
+}
