@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ const (
 	oauthRefreshMargin = time.Minute // a token expiring sooner than this is refreshed first
 	maxUserCode        = 64          // runes of a device flow's user code
 	maxDeviceInterval  = 60          // seconds between device-flow polls, at most
+	maxTokenBytes      = 32 << 10    // an access or refresh token's length, at most
 )
 
 // DeviceCodeShower is what an Answerer implements to show a device flow (RFC 8628) to the person:
@@ -78,10 +80,29 @@ func (r *runState) oauth(ctx context.Context, st manifest.SetupStep) (string, er
 	if err != nil {
 		return "", err
 	}
+	if err := checkToken(tok); err != nil {
+		return "", failed(st, "the token endpoint's answer is unusable: "+err.Error(), "check the step's token_url; the provider's tokens must be printable ASCII", nil)
+	}
 	if err := r.storeGrant(st, tok); err != nil {
 		return "", err
 	}
 	return tok.AccessToken, nil
+}
+
+// checkToken refuses an access or refresh token that is not RFC 6749's VSCHAR (%x20-7E, appendix
+// A.12 and A.17) or longer than maxTokenBytes: it goes into a call's environment, argv or stdin,
+// where a newline, an escape or a NUL would be read as something else, and outputs are redacted
+// of it only as it is.
+func checkToken(tok *oauth2.Token) error {
+	for name, v := range map[string]string{"access_token": tok.AccessToken, "refresh_token": tok.RefreshToken} {
+		if len(v) > maxTokenBytes {
+			return fmt.Errorf("its %s is longer than %d bytes", name, maxTokenBytes)
+		}
+		if strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+			return fmt.Errorf("its %s has characters other than printable ASCII", name)
+		}
+	}
+	return nil
 }
 
 // authCode runs the authorization code flow with PKCE: the person authorizes at the
@@ -309,6 +330,9 @@ func (e *Engine) refresh(ctx context.Context, b *manifest.Bundle, st manifest.Se
 	tok, err := cfg.TokenSource(ctx, &oauth2.Token{RefreshToken: g.RefreshToken, Expiry: g.Expiry}).Token()
 	if err != nil {
 		return "", false, tokenErr(st, "token endpoint (refresh)", err)
+	}
+	if err := checkToken(tok); err != nil {
+		return "", false, failed(st, "the token endpoint's refresh answer is unusable: "+err.Error(), "check the step's token_url; the provider's tokens must be printable ASCII", nil)
 	}
 	r := &runState{e: e, b: b, s: s}
 	if err := r.store(st, prefixSecret+slug, tok.AccessToken); err != nil {

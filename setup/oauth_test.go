@@ -737,12 +737,12 @@ func TestOAuthRefreshBoundToIssuer(t *testing.T) {
 // would miss it. Nothing is stored.
 func TestOAuthTokenCharacters(t *testing.T) {
 	bad := map[string][2]string{
-		"newline":      {"tok\nINJECTED=1", "rt"},
-		"escape":       {"tok\x1b[31mred", "rt"},
-		"nul":          {"tok\x00x", "rt"},
-		"unicode":      {"tok\u202eevil", "rt"},
-		"huge":         {"tok" + strings.Repeat("A", 200<<10), "rt"},
-		"refresh-line": {"tok", "rt\nx"},
+		"newline":      {"AT-7q\nINJECTED=1", "RT-7q"},
+		"escape":       {"AT-7q\x1b[31mred", "RT-7q"},
+		"nul":          {"AT-7q\x00x", "RT-7q"},
+		"unicode":      {"AT-7q\u202eevil", "RT-7q"},
+		"huge":         {"AT-7q" + strings.Repeat("A", 200<<10), "RT-7q"},
+		"refresh-line": {"AT-7q", "RT-7q\nx"},
 	}
 	answer := func(access, refresh string) http.HandlerFunc {
 		return func(w http.ResponseWriter, _ *http.Request) {
@@ -757,7 +757,7 @@ func TestOAuthTokenCharacters(t *testing.T) {
 			f := newFixture(t, a.step(""))
 			_, err := f.run(browser(t), RunOptions{})
 			stepErr(t, err, errcode.SetupFailed, "login")
-			if strings.Contains(errText(err), tok[0]) || strings.Contains(errText(err), tok[1]) {
+			if strings.Contains(errText(err), "AT-7q") || strings.Contains(errText(err), "RT-7q") {
 				t.Errorf("error quotes the token: %q", errText(err))
 			}
 			if _, ok, _ := f.e.Secret(f.s, "svc/token"); ok {
