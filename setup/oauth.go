@@ -110,7 +110,7 @@ func checkToken(tok *oauth2.Token) error {
 // the state; the code is exchanged with the verifier.
 func (r *runState) authCode(ctx context.Context, st manifest.SetupStep, cfg *oauth2.Config, timeout time.Duration) (*oauth2.Token, error) {
 	state := randomToken()
-	cb, err := listenCallback(r.e.CallbackHost, "code", oauthCallbackPath, state)
+	cb, err := listenCallback(r.e.CallbackHost, "code", oauthCallbackPath, state, r.o.CallbackUIDs)
 	if err != nil {
 		return nil, failed(st, err.Error(), "set the engine's CallbackHost to a loopback address", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -305,7 +306,7 @@ func TestOAuthCallbackStateAndReplay(t *testing.T) {
 
 // A second request to a live callback (the redirect replayed while the exchange runs) gets 410.
 func TestOAuthCallbackReplayWhileLive(t *testing.T) {
-	cb, err := listenCallback("", "code", oauthCallbackPath, "st")
+	cb, err := listenCallback("", "code", oauthCallbackPath, "st", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -780,5 +781,33 @@ func TestOAuthTokenCharacters(t *testing.T) {
 				t.Errorf("the refreshed token was stored: %q", stored)
 			}
 		})
+	}
+}
+
+// A callback run for given users answers only their connections, over IPv4 and IPv6 loopback: the
+// owner of the connecting socket is looked up in /proc/net/tcp(6).
+func TestCallbackOnlyUIDs(t *testing.T) {
+	for _, host := range []string{"127.0.0.1", "::1"} {
+		for _, tc := range []struct {
+			uid  int
+			want int
+		}{{os.Getuid() + 1, http.StatusForbidden}, {os.Getuid(), http.StatusOK}} {
+			cb, err := listenCallback(host, "code", oauthCallbackPath, "st", []int{tc.uid})
+			if err != nil {
+				if host == "::1" {
+					t.Skip("no IPv6 loopback")
+				}
+				t.Fatal(err)
+			}
+			resp, err := http.Get(cb.url + "?code=c&state=st")
+			cb.close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("%s, callback for uid %d, request from uid %d: HTTP %d, want %d", host, tc.uid, os.Getuid(), resp.StatusCode, tc.want)
+			}
+		}
 	}
 }

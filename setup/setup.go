@@ -106,6 +106,11 @@ type RunOptions struct {
 	Force bool
 	// Only runs just these steps (done or not), in manifest order.
 	Only []string
+	// CallbackUIDs, when set, are the only users whose connections the loopback callback servers
+	// of external and oauth steps answer (the user running setup, whose browser follows the
+	// redirect): another local user who learnt a callback URL and its state cannot answer in the
+	// person's place. Empty answers any.
+	CallbackUIDs []int
 }
 
 // StepError is a setup failure (Code errcode.SetupFailed) or a step that needs an answer (errcode.SetupRequired).
