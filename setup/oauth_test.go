@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -809,5 +810,39 @@ func TestCallbackOnlyUIDs(t *testing.T) {
 				t.Errorf("%s, callback for uid %d, request from uid %d: HTTP %d, want %d", host, tc.uid, os.Getuid(), resp.StatusCode, tc.want)
 			}
 		}
+	}
+}
+
+// Calls racing on an expired token whose refresh fails share that one refresh's outcome: the token
+// endpoint is asked once, and none of them waits for a refresh of its own after the first failed
+// (with a hanging endpoint, the last of N calls waited N times the HTTP timeout).
+func TestOAuthRefreshFailureShared(t *testing.T) {
+	a := newAuthServer(t)
+	f := newFixture(t, a.step(""))
+	if _, err := f.run(browser(t), RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var asked atomic.Int32
+	a.setToken(func(w http.ResponseWriter, _ *http.Request) {
+		asked.Add(1)
+		time.Sleep(time.Second)
+		oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable")
+	})
+	f.e.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	begin := time.Now()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if v, _, err := f.e.FreshSecret(f.ctx, f.b, f.s, "svc/token"); err == nil || v != "" {
+				t.Errorf("FreshSecret = %q %v, want the refresh's failure", v, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := asked.Load(); n != 1 {
+		t.Errorf("the token endpoint was asked %d times, want once", n)
+	}
+	if d := time.Since(begin); d > 2500*time.Millisecond {
+		t.Errorf("4 calls took %s for one 1 s refresh", d)
 	}
 }
