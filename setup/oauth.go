@@ -263,9 +263,10 @@ func randomToken() string {
 // FreshSecret is Secret for a slug an oauth step fills: when the stored access token has expired
 // (or expires within a minute) and its grant kept a refresh token, it is refreshed at the step's
 // token endpoint first and the new token (and refresh token, when the server rotates it) stored.
-// A slug no oauth step fills, or a token without expiry, is returned as stored. Refreshes of one
-// scope's slug run one at a time (a rotated refresh token is used once); a caller waits for
-// another's refresh only as long as ctx allows, and a live token is never held up.
+// A slug no oauth step fills, or a token without expiry, is returned as stored. One refresh of a
+// scope's slug runs at a time (a rotated refresh token is used once), bounded by
+// oauthHTTPTimeout and not by any one caller: the calls needing it share its outcome, each
+// waiting only as long as its own ctx allows; a live token never waits.
 func (e *Engine) FreshSecret(ctx context.Context, b *manifest.Bundle, s lifecycle.Scope, slug string) (string, bool, error) {
 	st, found := oauthStep(b, slug)
 	if !found {
@@ -275,16 +276,63 @@ func (e *Engine) FreshSecret(ctx context.Context, b *manifest.Bundle, s lifecycl
 	if err != nil || !ok || !due {
 		return cur, ok, err
 	}
-	unlock, err := e.refreshLocks.lock(ctx, s.Key()+"\x00"+slug)
-	if err != nil {
-		return "", false, failed(st, "the access token expired and another call's refresh of it did not end in time", "call again", nil)
+	f := e.refreshes.join(s.Key()+"\x00"+slug, func() (string, error) {
+		// A refresh that ended since dueToken read the grant left a live token.
+		if cur, ok, due, err := e.dueToken(s, slug); err != nil || !ok || !due {
+			if err == nil && !ok {
+				err = failed(st, "the token is no longer stored", fmt.Sprintf("run `clihostctl setup %s`", b.ID()), nil)
+			}
+			return cur, err
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), oauthHTTPTimeout)
+		defer cancel()
+		v, _, err := e.refresh(rctx, b, st, s, slug)
+		return v, err
+	})
+	select {
+	case <-f.done:
+		if f.err != nil {
+			return "", false, f.err
+		}
+		return f.token, true, nil
+	case <-ctx.Done():
+		return "", false, failed(st, "the access token expired and its refresh did not end in time", "call again", nil)
 	}
-	defer unlock()
-	// Another call may have refreshed it while this one waited.
-	if cur, ok, due, err = e.dueToken(s, slug); err != nil || !ok || !due {
-		return cur, ok, err
+}
+
+// flight is one refresh in progress; done is closed once token or err is set.
+type flight struct {
+	done  chan struct{}
+	token string
+	err   error
+}
+
+// flights are the refreshes in progress, by scope and slug.
+type flights struct {
+	mu sync.Mutex
+	m  map[string]*flight
+}
+
+// join returns the refresh of key in progress, or starts do as it.
+func (fs *flights) join(key string, do func() (string, error)) *flight {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if f := fs.m[key]; f != nil {
+		return f
 	}
-	return e.refresh(ctx, b, st, s, slug)
+	if fs.m == nil {
+		fs.m = map[string]*flight{}
+	}
+	f := &flight{done: make(chan struct{})}
+	fs.m[key] = f
+	go func() {
+		f.token, f.err = do()
+		fs.mu.Lock()
+		delete(fs.m, key)
+		fs.mu.Unlock()
+		close(f.done)
+	}()
+	return f
 }
 
 // dueToken reads slug's token under s and whether it must be refreshed before use: its grant has
@@ -342,47 +390,6 @@ func (e *Engine) refresh(ctx context.Context, b *manifest.Bundle, st manifest.Se
 		return "", false, err
 	}
 	return tok.AccessToken, true, nil
-}
-
-// keyedLocks are mutexes by key, each taken under a context; a key's entry lives while it is
-// held or awaited.
-type keyedLocks struct {
-	mu    sync.Mutex
-	locks map[string]*keyedLock
-}
-
-type keyedLock struct {
-	ch    chan struct{} // holds one token while the lock is held
-	users int           // holders and waiters
-}
-
-// lock takes key's lock, or fails when ctx ends first; unlock releases it.
-func (k *keyedLocks) lock(ctx context.Context, key string) (unlock func(), err error) {
-	k.mu.Lock()
-	if k.locks == nil {
-		k.locks = map[string]*keyedLock{}
-	}
-	l := k.locks[key]
-	if l == nil {
-		l = &keyedLock{ch: make(chan struct{}, 1)}
-		k.locks[key] = l
-	}
-	l.users++
-	k.mu.Unlock()
-	release := func() {
-		k.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(k.locks, key)
-		}
-		k.mu.Unlock()
-	}
-	select {
-	case l.ch <- struct{}{}:
-		return func() { <-l.ch; release() }, nil
-	case <-ctx.Done():
-		release()
-		return nil, fmt.Errorf("waiting for the lock: %w", context.Cause(ctx))
-	}
 }
 
 // oauthStep is the oauth step of b that fills slug with a flow it declares.

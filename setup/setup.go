@@ -85,7 +85,7 @@ type Engine struct {
 	// CallbackHost is the loopback address callback servers listen on; "" means 127.0.0.1.
 	CallbackHost string
 
-	refreshLocks keyedLocks // one oauth refresh of a scope's slug at a time: a rotated refresh token is used once
+	refreshes flights // the oauth refreshes in progress: one per scope's slug, so a rotated refresh token is used once
 }
 
 // StepStatus is a step as the ledger sees it. It never carries a value.
