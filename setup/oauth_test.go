@@ -417,10 +417,17 @@ func TestOAuthRefusesUnsafeEndpoints(t *testing.T) {
 		"preset state":        func(o *manifest.OAuthFlow) { o.AuthorizationURL += "?state=fixed" },
 		"unknown flow":        func(o *manifest.OAuthFlow) { o.Flow = "implicit" },
 		"no client":           func(o *manifest.OAuthFlow) { o.ClientID = "" },
+		// The authorization URL is shown to the person as it is: a bidi override, a C1 control (a
+		// terminal's CSI) or a homograph host would make it read as another.
+		"bidi authorize":      func(o *manifest.OAuthFlow) { o.AuthorizationURL += "/\u202emoc.elgoog.stnuocca" },
+		"c1 authorize":        func(o *manifest.OAuthFlow) { o.AuthorizationURL += "/\u009b2J" },
+		"homograph authorize": func(o *manifest.OAuthFlow) { o.AuthorizationURL = "https://\u0430ccounts.example.com/authorize" },
+		"bidi in query":       func(o *manifest.OAuthFlow) { o.AuthorizationURL += "?prompt=\u202e" },
 	} {
 		t.Run(name, func(t *testing.T) {
 			st := a.step("")
 			mod(st.OAuth)
+			st.OAuth.TimeoutMS = 500 // a flow started by mistake ends soon
 			f := newFixture(t, st)
 			ans := &answerer{visit: func(context.Context, manifest.SetupStep, string) error {
 				t.Error("the flow started")
