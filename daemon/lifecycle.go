@@ -204,7 +204,12 @@ func (d *Engine) Setup(ctx context.Context, req control.SetupRequest, peer contr
 	if verr != nil {
 		return control.SetupEvent{Phase: "error", Error: verr}
 	}
-	status, err := d.setup.Run(ctx, b, s, env, visitor{emit}, setup.RunOptions{Values: req.Values, Force: req.Force})
+	opts := setup.RunOptions{Values: req.Values, Force: req.Force}
+	if c.Peer != nil && c.Peer.UID != 0 {
+		// The callbacks answer only the caller's own browser (root's setup: any user's).
+		opts.CallbackUIDs = []int{c.Peer.UID}
+	}
+	status, err := d.setup.Run(ctx, b, s, env, visitor{emit}, opts)
 	if err != nil {
 		e := &callresult.Error{Code: errcode.SetupFailed, Message: err.Error()}
 		var se *setup.StepError

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -142,3 +143,45 @@ commands:
 }
 
 func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
+
+// TestSetupOAuthCallbackOnlyCaller: an oauth step's callback server answers only connections of
+// the user who runs setup. Another local user who learnt the authorization URL (xdg-open's or the
+// browser's argv, world-readable in /proc/PID/cmdline) and brings a code of its own with this
+// login's state and PKCE challenge would otherwise set the victim's bundle up with the attacker's
+// account (login CSRF); it gets 403, and the person's own browser then completes the login.
+func TestSetupOAuthCallbackOnlyCaller(t *testing.T) {
+	srv := miniOAuth(t)
+	cli := strings.Replace(fixture.CLI("touch", "stamp", "  make: ./tools/make/TOOL.md\n"), "commands:\n", `setup:
+  - id: web
+    kind: oauth
+    secret_slug: svc/web
+    oauth: { client_id: cli, authorization_url: "`+srv.URL+`/authorize", token_url: "`+srv.URL+`/token" }
+commands:
+`, 1)
+	files := stamp()
+	files["stamp/CLI.md"] = cli
+	e := testEngine(t, files, nil)
+	victim := control.Caller{User: "nobody", Peer: &control.Peer{UID: fixture.AgentID, GID: fixture.AgentID}}
+	last := e.Setup(context.Background(), control.SetupRequest{ScopeRequest: control.ScopeRequest{Bundle: "stamp", Workspace: e.workspace}},
+		victim, func(ev control.SetupEvent) {
+			// The attacker: this test process, root, not the user running setup.
+			resp, err := http.Get(ev.URL)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden {
+				t.Errorf("another user's redirect to the callback: HTTP %d, want 403", resp.StatusCode)
+			}
+			// The person's browser, running as the user who runs setup.
+			out, err := exec.Command("setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+				"curl", "-sS", "-L", "-o", "/dev/null", "-w", "%{http_code}", ev.URL).CombinedOutput()
+			if err != nil || string(out) != "200" {
+				t.Errorf("the user's own browser: %s %v", out, err)
+			}
+		})
+	if last.Phase != "done" {
+		t.Fatalf("setup: %+v %+v", last, last.Error)
+	}
+}

@@ -5,6 +5,7 @@ package host
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -355,13 +356,16 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	}
 	// ${secrets.NAME} are the secret slugs setup stored for this scope (an oauth step's token
 	// refreshed first when it expired); without a setup engine there are none.
+	var secretErr error // why a secret could not be read (an expired oauth token's failed refresh)
 	secrets := func(name string) (string, bool) {
 		if h.opts.Setup == nil {
 			return "", false
 		}
-		v, ok, _ := h.opts.Setup.FreshSecret(ctx, b, scope, name)
+		v, ok, err := h.opts.Setup.FreshSecret(ctx, b, scope, name)
 		if ok {
 			usedSecrets = append(usedSecrets, v)
+		} else if err != nil && secretErr == nil {
+			secretErr = err
 		}
 		return v, ok
 	}
@@ -373,11 +377,11 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	}
 	args, err := argv.ExpandValues(t.Tool.Runner.Parsed, argv.Values{Input: input, Secrets: secrets, Schema: t.Tool.Inputs})
 	if err != nil {
-		return Envelope{Error: expandError(err)}
+		return Envelope{Error: cmp.Or(secretReadError(b, secretErr), expandError(err))}
 	}
 	stdin, e := expandStdin(t.Tool.Runner.ParsedStdin, argv.Values{Input: input, Secrets: secrets})
 	if e != nil {
-		return Envelope{Error: e}
+		return Envelope{Error: cmp.Or(secretReadError(b, secretErr), e)}
 	}
 	conv := output.For(b.CLI, t.Tool)
 	args = append(slices.Clone(b.CLI.BinArgs), conv.Args(args)...)
@@ -617,6 +621,19 @@ func expired(b *manifest.Bundle, exit int) bool {
 		return false
 	}
 	return a.Expiry.Detect == fmt.Sprintf("exit_code:%d", exit)
+}
+
+// secretReadError is the error of a call whose secret could not be read (err, nil: none): a
+// setup step's failure (an expired oauth token whose refresh failed) as that step reports it.
+func secretReadError(b *manifest.Bundle, err error) *Error {
+	if err == nil {
+		return nil
+	}
+	var se *setup.StepError
+	if errors.As(err, &se) {
+		return &Error{Code: se.Code, Message: fmt.Sprintf("%s: %s", b.ID(), se.Message), Hint: se.Hint}
+	}
+	return &Error{Code: errcode.Internal, Message: fmt.Sprintf("reading %s's secrets: %v", b.ID(), err)}
 }
 
 func expandError(err error) *Error {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/setup"
@@ -150,7 +151,10 @@ func checkRefreshed(t *testing.T, files map[string]string, id, tool string, refr
 	if _, err := engine.Run(context.Background(), b, scope, lenv, nil, setup.RunOptions{Values: map[string]string{"login": "stale-token-1"}}); err != nil {
 		t.Fatal(err)
 	}
-	grant, _ := json.Marshal(map[string]any{"refresh_token": "refresh-1", "expiry": time.Now().Add(-time.Minute)})
+	// The grant names the endpoint and client it was issued through: the step's.
+	flow := b.CLI.Setup[0].OAuth
+	grant, _ := json.Marshal(map[string]any{"refresh_token": "refresh-1", "expiry": time.Now().Add(-time.Minute),
+		"token_url": flow.TokenURL, "client_id": flow.ClientID})
 	if err := engine.Secrets.Put(scope.Key(), "oauth/svctoken", string(grant)); err != nil {
 		t.Fatal(err)
 	}
@@ -223,4 +227,67 @@ runner: { cli: ../../CLI.md, argv: ["-n", "$ENV.SVC_TOKEN | ltrimstr(\"fresh-tok
 		t.Fatalf("unset slot: %+v %+v; want setup_required naming clihostctl setup", env, env.Error)
 	}
 	checkRefreshed(t, files, "vault", "show", refreshes, func(out any) bool { return out == "2" })
+}
+
+// TestCallRefreshFailureSaysSo: when a ${secrets.SLUG}'s expired oauth token cannot be refreshed
+// (the server refuses the refresh token), the call fails saying so, with setup_failed and the hint
+// to run setup again, not that the secret "has no value" (its value is there, expired).
+func TestCallRefreshFailureSaysSo(t *testing.T) {
+	fixture.Need(t, "sha256sum")
+	srv, _ := refreshServer(t)
+	files := map[string]string{
+		"sum/CLI.md": `---
+name: sum
+id: sum
+description: Hashes its stdin.
+version: 1.0.0
+bin: sha256sum
+install: [{ method: apt, package: coreutils }]
+version_check: { cmd: "sha256sum --version", parse: 'sha256sum \(GNU coreutils\) (\d+\.\d+)', range: "" }
+sandbox:
+  network: { egress: [] }
+  fs: { read: ["./**"], write: [] }
+  exec: { allow: false }
+  env: { pass: [] }
+` + oauthSetup(srv.URL) + `commands:
+  hash: ./tools/hash/TOOL.md
+---
+`,
+		"sum/tools/hash/TOOL.md": `---
+name: Hash
+id: sum.hash
+description: Hashes the token.
+version: 1.0.0
+inputs: { type: object, additionalProperties: false, properties: {} }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: [], stdin: "${secrets.svctoken}" }
+---
+`,
+	}
+	engine := setupEngine(t)
+	h, _ := writeBundle(t, files, Options{Setup: engine})
+	b := bundle(t, h, "sum")
+	ws := fixture.Workspace(t)
+	scope := lifecycle.Scope{Bundle: b.Key(), Workspace: ws, User: "alice"}
+	bin, _ := h.resolve(b)
+	lenv := lifecycle.Env{BinPath: bin, Dir: ws, Env: []string{"PATH=/usr/bin:/bin"}}
+	if _, err := engine.Run(context.Background(), b, scope, lenv, nil, setup.RunOptions{Values: map[string]string{"login": "stale-token-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	flow := b.CLI.Setup[0].OAuth
+	grant, _ := json.Marshal(map[string]any{"refresh_token": "revoked-9", "expiry": time.Now().Add(-time.Minute),
+		"token_url": flow.TokenURL, "client_id": flow.ClientID})
+	if err := engine.Secrets.Put(scope.Key(), "oauth/svctoken", string(grant)); err != nil {
+		t.Fatal(err)
+	}
+	env := h.Call(context.Background(), b, "hash", map[string]any{}, Caller{Workspace: ws, User: "alice"}, CallOptions{})
+	if env.OK || env.Error == nil {
+		t.Fatalf("call with a refused refresh: %+v", env)
+	}
+	if env.Error.Code != errcode.SetupFailed || !strings.Contains(env.Error.Message, "refresh") || !strings.Contains(env.Error.Hint, "setup") {
+		t.Errorf("error %s: %q (hint %q), want setup_failed saying the refresh failed", env.Error.Code, env.Error.Message, env.Error.Hint)
+	}
+	if strings.Contains(env.Error.Message+env.Error.Hint, "revoked-9") || strings.Contains(env.Error.Message+env.Error.Hint, "stale-token-1") {
+		t.Errorf("the error shows a token: %+v", env.Error)
+	}
 }

@@ -3,12 +3,14 @@ package host
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/setup"
 )
 
 // secretEnv adds to env the variables of b's SECRETS.md inventory (auth.ref) bound to tool t, each
@@ -58,6 +60,9 @@ func (h *Host) slotValue(ctx context.Context, b *manifest.Bundle, slot manifest.
 		return "", false, nil
 	}
 	v, ok, err := h.opts.Setup.FreshSecret(ctx, b, scope, slot.Slug)
+	if se := (*setup.StepError)(nil); errors.As(err, &se) {
+		return "", false, secretReadError(b, err) // an expired oauth token whose refresh failed
+	}
 	if err != nil {
 		return "", false, &Error{Code: errcode.Internal, Message: fmt.Sprintf("reading %s's secret %q: %v", b.ID(), slot.Slug, err),
 			Hint: "set it again: " + SecretSetCommand(b, slot, scope.Workspace)}

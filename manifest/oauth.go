@@ -51,10 +51,15 @@ func (f *OAuthFlow) Check() error {
 
 // CheckOAuthEndpoint refuses an OAuth endpoint (name is the field, for the message) that is not an
 // absolute https URL, or plain http to a loopback address (RFC 8252 §8.3: codes and tokens never
-// cross a network in the clear), or that carries credentials or a fragment.
+// cross a network in the clear), or that carries credentials or a fragment, or anything but
+// printable ASCII (RFC 3986; an internationalized host in its xn-- form): the person is shown it
+// as it is, where a bidi override, a control or a homograph host would make it read as another.
 func CheckOAuthEndpoint(name, raw string) error {
 	if raw == "" {
 		return fmt.Errorf("%s is missing", name)
+	}
+	if strings.ContainsFunc(raw, func(r rune) bool { return r <= ' ' || r > '~' }) {
+		return fmt.Errorf("%s %q has characters other than printable ASCII: percent-encode them, and write an internationalized host in its xn-- form", name, quotable(raw))
 	}
 	u, err := url.Parse(raw)
 	switch {

@@ -36,7 +36,8 @@ type callbackResult struct {
 
 // callback is a single-use loopback HTTP server for one external or oauth step. It accepts exactly
 // one GET on its path (unguessable for external steps) carrying param (or an error parameter) and,
-// for an oauth step, the login's state; a wrong path gets 404, a Host or Origin that is not this
+// for an oauth step, the login's state; a wrong path gets 404, a connection of a user other than
+// the one running setup (when the run names it) 403, a Host or Origin that is not this
 // loopback listener 403, another method 405, a request without the parameter or with another state
 // 400 (and does not use the callback up), and any request after the accepted one 410.
 type callback struct {
@@ -45,6 +46,7 @@ type callback struct {
 	port   string
 	param  string
 	state  string              // when set, a request must carry it as its state parameter (OAuth)
+	uids   []int               // when set, the only users whose connections it answers
 	result chan callbackResult // receives the accepted request's result; buffered
 
 	mu   sync.Mutex
@@ -54,16 +56,18 @@ type callback struct {
 	served chan struct{} // closed when Serve returned
 }
 
-// startCallback listens on host (a loopback IP) on a free port, on an unguessable path.
-func startCallback(host, param string) (*callback, error) {
+// startCallback listens on host (a loopback IP) on a free port, on an unguessable path, for the
+// users uids (empty: anyone).
+func startCallback(host, param string, uids []int) (*callback, error) {
 	var tok [32]byte
 	_, _ = rand.Read(tok[:]) // crypto/rand never fails since Go 1.24
-	return listenCallback(host, param, "/callback/"+base64.RawURLEncoding.EncodeToString(tok[:]), "")
+	return listenCallback(host, param, "/callback/"+base64.RawURLEncoding.EncodeToString(tok[:]), "", uids)
 }
 
-// listenCallback listens on host (a loopback IP) on a free port for one request to path; a
-// non-empty state must come back as the request's state parameter.
-func listenCallback(host, param, path, state string) (*callback, error) {
+// listenCallback listens on host (a loopback IP) on a free port for one request to path from one
+// of the users uids (empty: anyone); a non-empty state must come back as the request's state
+// parameter.
+func listenCallback(host, param, path, state string, uids []int) (*callback, error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
@@ -80,6 +84,7 @@ func listenCallback(host, param, path, state string) (*callback, error) {
 		port:   port,
 		param:  param,
 		state:  state,
+		uids:   uids,
 		result: make(chan callbackResult, 1),
 		served: make(chan struct{}),
 	}
@@ -120,6 +125,12 @@ func (c *callback) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if subtle.ConstantTimeCompare([]byte(r.URL.Path), []byte(c.path)) != 1 {
 		reply(http.StatusNotFound, "not found")
+		return
+	}
+	if local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr); !peerAllowed(c.uids, local, r.RemoteAddr) {
+		// Another local user, who may have read the URL and state from a browser's argv: refused,
+		// and it does not use the callback up.
+		reply(http.StatusForbidden, "forbidden: this callback only answers the user who runs setup")
 		return
 	}
 	if !c.loopbackHost(r.Host) || !c.loopbackOrigin(r.Header.Get("Origin")) {

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/oauth2"
@@ -24,6 +26,7 @@ const (
 	oauthRefreshMargin = time.Minute // a token expiring sooner than this is refreshed first
 	maxUserCode        = 64          // runes of a device flow's user code
 	maxDeviceInterval  = 60          // seconds between device-flow polls, at most
+	maxTokenBytes      = 32 << 10    // an access or refresh token's length, at most
 )
 
 // DeviceCodeShower is what an Answerer implements to show a device flow (RFC 8628) to the person:
@@ -35,10 +38,13 @@ type DeviceCodeShower interface {
 }
 
 // oauthGrant is what the secret store keeps beside an oauth step's access token (under
-// oauth/<slug>): what refreshing it needs.
+// oauth/<slug>): what refreshing it needs, and the token endpoint and client it was issued
+// through, the only ones its refresh token is ever sent to.
 type oauthGrant struct {
 	RefreshToken string    `json:"refresh_token,omitempty"`
 	Expiry       time.Time `json:"expiry,omitzero"`
+	TokenURL     string    `json:"token_url,omitempty"`
+	ClientID     string    `json:"client_id,omitempty"`
 }
 
 // oauth gets an oauth step's access token: from Values (a token obtained elsewhere, stored
@@ -74,10 +80,29 @@ func (r *runState) oauth(ctx context.Context, st manifest.SetupStep) (string, er
 	if err != nil {
 		return "", err
 	}
+	if err := checkToken(tok); err != nil {
+		return "", failed(st, "the token endpoint's answer is unusable: "+err.Error(), "check the step's token_url; the provider's tokens must be printable ASCII", nil)
+	}
 	if err := r.storeGrant(st, tok); err != nil {
 		return "", err
 	}
 	return tok.AccessToken, nil
+}
+
+// checkToken refuses an access or refresh token that is not RFC 6749's VSCHAR (%x20-7E, appendix
+// A.12 and A.17) or longer than maxTokenBytes: it goes into a call's environment, argv or stdin,
+// where a newline, an escape or a NUL would be read as something else, and outputs are redacted
+// of it only as it is.
+func checkToken(tok *oauth2.Token) error {
+	for name, v := range map[string]string{"access_token": tok.AccessToken, "refresh_token": tok.RefreshToken} {
+		if len(v) > maxTokenBytes {
+			return fmt.Errorf("its %s is longer than %d bytes", name, maxTokenBytes)
+		}
+		if strings.ContainsFunc(v, func(r rune) bool { return r < 0x20 || r > 0x7e }) {
+			return fmt.Errorf("its %s has characters other than printable ASCII", name)
+		}
+	}
+	return nil
 }
 
 // authCode runs the authorization code flow with PKCE: the person authorizes at the
@@ -85,7 +110,7 @@ func (r *runState) oauth(ctx context.Context, st manifest.SetupStep) (string, er
 // the state; the code is exchanged with the verifier.
 func (r *runState) authCode(ctx context.Context, st manifest.SetupStep, cfg *oauth2.Config, timeout time.Duration) (*oauth2.Token, error) {
 	state := randomToken()
-	cb, err := listenCallback(r.e.CallbackHost, "code", oauthCallbackPath, state)
+	cb, err := listenCallback(r.e.CallbackHost, "code", oauthCallbackPath, state, r.o.CallbackUIDs)
 	if err != nil {
 		return nil, failed(st, err.Error(), "set the engine's CallbackHost to a loopback address", err)
 	}
@@ -164,9 +189,14 @@ func checkDeviceAuth(da *oauth2.DeviceAuthResponse) error {
 	return nil
 }
 
-// storeGrant keeps what refreshing tok needs under oauth/<slug>.
+// storeGrant keeps what refreshing tok needs under oauth/<slug>, with the endpoint and client of
+// the step's flow.
 func (r *runState) storeGrant(st manifest.SetupStep, tok *oauth2.Token) error {
-	g, _ := json.Marshal(oauthGrant{RefreshToken: tok.RefreshToken, Expiry: tok.Expiry.UTC()})
+	grant := oauthGrant{RefreshToken: tok.RefreshToken, Expiry: tok.Expiry.UTC()}
+	if st.OAuth != nil {
+		grant.TokenURL, grant.ClientID = st.OAuth.TokenURL, st.OAuth.ClientID
+	}
+	g, _ := json.Marshal(grant)
 	return r.store(st, prefixOAuth+st.SecretSlug, string(g))
 }
 
@@ -233,28 +263,112 @@ func randomToken() string {
 // FreshSecret is Secret for a slug an oauth step fills: when the stored access token has expired
 // (or expires within a minute) and its grant kept a refresh token, it is refreshed at the step's
 // token endpoint first and the new token (and refresh token, when the server rotates it) stored.
-// A slug no oauth step fills, or a token without expiry, is returned as stored.
+// A slug no oauth step fills, or a token without expiry, is returned as stored. One refresh of a
+// scope's slug runs at a time (a rotated refresh token is used once), bounded by
+// oauthHTTPTimeout and not by any one caller: the calls needing it share its outcome, each
+// waiting only as long as its own ctx allows; a live token never waits.
 func (e *Engine) FreshSecret(ctx context.Context, b *manifest.Bundle, s lifecycle.Scope, slug string) (string, bool, error) {
 	st, found := oauthStep(b, slug)
 	if !found {
 		return e.Secret(s, slug)
 	}
-	e.refreshMu.Lock()
-	defer e.refreshMu.Unlock()
-	cur, ok, err := e.Secret(s, slug)
-	if err != nil || !ok {
+	cur, ok, due, err := e.dueToken(s, slug)
+	if err != nil || !ok || !due {
 		return cur, ok, err
 	}
-	raw, ok, err := e.getSecret(s, prefixOAuth+slug)
+	f := e.refreshes.join(s.Key()+"\x00"+slug, func() (string, error) {
+		// A refresh that ended since dueToken read the grant left a live token.
+		if cur, ok, due, err := e.dueToken(s, slug); err != nil || !ok || !due {
+			if err == nil && !ok {
+				err = failed(st, "the token is no longer stored", fmt.Sprintf("run `clihostctl setup %s`", b.ID()), nil)
+			}
+			return cur, err
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), oauthHTTPTimeout)
+		defer cancel()
+		v, _, err := e.refresh(rctx, b, st, s, slug)
+		return v, err
+	})
+	select {
+	case <-f.done:
+		if f.err != nil {
+			return "", false, f.err
+		}
+		return f.token, true, nil
+	case <-ctx.Done():
+		return "", false, failed(st, "the access token expired and its refresh did not end in time", "call again", nil)
+	}
+}
+
+// flight is one refresh in progress; done is closed once token or err is set.
+type flight struct {
+	done  chan struct{}
+	token string
+	err   error
+}
+
+// flights are the refreshes in progress, by scope and slug.
+type flights struct {
+	mu sync.Mutex
+	m  map[string]*flight
+}
+
+// join returns the refresh of key in progress, or starts do as it.
+func (fs *flights) join(key string, do func() (string, error)) *flight {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if f := fs.m[key]; f != nil {
+		return f
+	}
+	if fs.m == nil {
+		fs.m = map[string]*flight{}
+	}
+	f := &flight{done: make(chan struct{})}
+	fs.m[key] = f
+	go func() {
+		f.token, f.err = do()
+		fs.mu.Lock()
+		delete(fs.m, key)
+		fs.mu.Unlock()
+		close(f.done)
+	}()
+	return f
+}
+
+// dueToken reads slug's token under s and whether it must be refreshed before use: its grant has
+// an expiry within oauthRefreshMargin.
+func (e *Engine) dueToken(s lifecycle.Scope, slug string) (cur string, ok, due bool, err error) {
+	cur, ok, err = e.Secret(s, slug)
 	if err != nil || !ok {
-		return cur, true, err
+		return cur, ok, false, err
+	}
+	raw, gok, err := e.getSecret(s, prefixOAuth+slug)
+	if err != nil || !gok {
+		return cur, true, false, err
 	}
 	var g oauthGrant
 	if json.Unmarshal([]byte(raw), &g) != nil || g.Expiry.IsZero() || e.now().Add(oauthRefreshMargin).Before(g.Expiry) {
-		return cur, true, nil
+		return cur, true, false, nil
 	}
+	return cur, true, true, nil
+}
+
+// refresh exchanges slug's stored refresh token for a new access token and stores both.
+func (e *Engine) refresh(ctx context.Context, b *manifest.Bundle, st manifest.SetupStep, s lifecycle.Scope, slug string) (string, bool, error) {
+	raw, _, err := e.getSecret(s, prefixOAuth+slug)
+	if err != nil {
+		return "", false, err
+	}
+	var g oauthGrant
+	_ = json.Unmarshal([]byte(raw), &g) // dueToken parsed it
 	if g.RefreshToken == "" {
 		return "", false, failed(st, "the access token expired and the server gave no refresh token", fmt.Sprintf("run `clihostctl setup %s --force`", b.ID()), nil)
+	}
+	if g.TokenURL != st.OAuth.TokenURL || g.ClientID != st.OAuth.ClientID {
+		// The bundle changed its oauth block since setup: the refresh token stays with the
+		// endpoint and client that issued it.
+		return "", false, failed(st, "the access token expired and the step's oauth block names another token_url or client_id than the one it was issued through",
+			fmt.Sprintf("run `clihostctl setup %s --force`", b.ID()), nil)
 	}
 	cfg, err := oauthConfig(st.OAuth)
 	if err != nil {
@@ -264,6 +378,9 @@ func (e *Engine) FreshSecret(ctx context.Context, b *manifest.Bundle, s lifecycl
 	tok, err := cfg.TokenSource(ctx, &oauth2.Token{RefreshToken: g.RefreshToken, Expiry: g.Expiry}).Token()
 	if err != nil {
 		return "", false, tokenErr(st, "token endpoint (refresh)", err)
+	}
+	if err := checkToken(tok); err != nil {
+		return "", false, failed(st, "the token endpoint's refresh answer is unusable: "+err.Error(), "check the step's token_url; the provider's tokens must be printable ASCII", nil)
 	}
 	r := &runState{e: e, b: b, s: s}
 	if err := r.store(st, prefixSecret+slug, tok.AccessToken); err != nil {

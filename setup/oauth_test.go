@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -305,7 +307,7 @@ func TestOAuthCallbackStateAndReplay(t *testing.T) {
 
 // A second request to a live callback (the redirect replayed while the exchange runs) gets 410.
 func TestOAuthCallbackReplayWhileLive(t *testing.T) {
-	cb, err := listenCallback("", "code", oauthCallbackPath, "st")
+	cb, err := listenCallback("", "code", oauthCallbackPath, "st", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,10 +417,17 @@ func TestOAuthRefusesUnsafeEndpoints(t *testing.T) {
 		"preset state":        func(o *manifest.OAuthFlow) { o.AuthorizationURL += "?state=fixed" },
 		"unknown flow":        func(o *manifest.OAuthFlow) { o.Flow = "implicit" },
 		"no client":           func(o *manifest.OAuthFlow) { o.ClientID = "" },
+		// The authorization URL is shown to the person as it is: a bidi override, a C1 control (a
+		// terminal's CSI) or a homograph host would make it read as another.
+		"bidi authorize":      func(o *manifest.OAuthFlow) { o.AuthorizationURL += "/\u202emoc.elgoog.stnuocca" },
+		"c1 authorize":        func(o *manifest.OAuthFlow) { o.AuthorizationURL += "/\u009b2J" },
+		"homograph authorize": func(o *manifest.OAuthFlow) { o.AuthorizationURL = "https://\u0430ccounts.example.com/authorize" },
+		"bidi in query":       func(o *manifest.OAuthFlow) { o.AuthorizationURL += "?prompt=\u202e" },
 	} {
 		t.Run(name, func(t *testing.T) {
 			st := a.step("")
 			mod(st.OAuth)
+			st.OAuth.TimeoutMS = 500 // a flow started by mistake ends soon
 			f := newFixture(t, st)
 			ans := &answerer{visit: func(context.Context, manifest.SetupStep, string) error {
 				t.Error("the flow started")
@@ -616,5 +625,231 @@ func TestOAuthValueDropsOldGrant(t *testing.T) {
 	f.e.Now = func() time.Time { return time.Now().Add(5 * time.Hour) }
 	if v, ok, err := f.e.FreshSecret(f.ctx, f.b, f.s, "svc/token"); v != "given-token" || !ok || err != nil {
 		t.Fatalf("FreshSecret = %q %v %v, want the given token", v, ok, err)
+	}
+}
+
+// A token endpoint that hangs on a refresh holds up only the calls that need that same token, and
+// each of them only as long as its own context allows: another scope's live token is handed out
+// at once (the refresh lock is per scope and slug, and never held while a token is live).
+func TestOAuthRefreshHangIsolated(t *testing.T) {
+	a := newAuthServer(t)
+	f := newFixture(t, a.step(""))
+	a.mu.Lock()
+	a.expiresIn = 30 // within the refresh margin: alice's token is refreshed at its next use
+	a.mu.Unlock()
+	if _, err := f.run(browser(t), RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a.mu.Lock()
+	a.expiresIn = 3600
+	a.mu.Unlock()
+	bob := f.s
+	bob.User = "bob"
+	if _, err := f.e.Run(f.ctx, f.b, bob, f.env, browser(t), RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	bobTok, _, _ := f.e.Secret(bob, "svc/token")
+
+	release, arrived := make(chan struct{}), make(chan struct{}, 8)
+	t.Cleanup(func() { close(release) }) // runs before the server's Close, which waits for handlers
+	a.setToken(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable")
+	})
+	go func() { _, _, _ = f.e.FreshSecret(context.Background(), f.b, f.s, "svc/token") }()
+	<-arrived // alice's refresh hangs at the token endpoint
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	begin := time.Now()
+	if v, ok, err := f.e.FreshSecret(ctx, f.b, bob, "svc/token"); v != bobTok || !ok || err != nil {
+		t.Fatalf("bob's live token: %q %v %v", v, ok, err)
+	}
+	if d := time.Since(begin); d > time.Second {
+		t.Errorf("bob's live token waited %s behind alice's hanging refresh", d)
+	}
+	short, cancel2 := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel2()
+	begin = time.Now()
+	_, _, err := f.e.FreshSecret(short, f.b, f.s, "svc/token")
+	if d := time.Since(begin); d > 2*time.Second {
+		t.Errorf("a call with a 300ms context waited %s for alice's hanging refresh", d)
+	}
+	if err == nil {
+		t.Error("an expired token whose refresh did not finish was handed out")
+	}
+	a.noLeak(t, errText(err))
+}
+
+// A grant is refreshed only at the token endpoint and for the client it was issued through: when
+// the bundle's oauth block names another token_url or client_id (an update of the bundle, another
+// bundle folder of the same id@major), its refresh token is sent nowhere and setup must run again.
+func TestOAuthRefreshBoundToIssuer(t *testing.T) {
+	for _, change := range []string{"token_url", "client_id"} {
+		t.Run(change, func(t *testing.T) {
+			a := newAuthServer(t)
+			f := newFixture(t, a.step(""))
+			if _, err := f.run(browser(t), RunOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var got []string
+			thief := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_ = r.ParseForm()
+				mu.Lock()
+				got = append(got, r.PostForm.Encode())
+				mu.Unlock()
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(`{"access_token":"stolen","token_type":"Bearer","expires_in":3600}`))
+			}))
+			defer thief.Close()
+			st := a.step("")
+			if change == "token_url" {
+				st.OAuth.TokenURL = thief.URL + "/token"
+			} else {
+				st.OAuth.ClientID = "other"
+				a.setToken(func(w http.ResponseWriter, r *http.Request) {
+					_ = r.ParseForm()
+					mu.Lock()
+					got = append(got, r.PostForm.Encode())
+					mu.Unlock()
+					oauthError(w, http.StatusBadRequest, "invalid_client")
+				})
+			}
+			f.b.CLI.Setup = []manifest.SetupStep{st}
+			f.e.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+			v, ok, err := f.e.FreshSecret(f.ctx, f.b, f.s, "svc/token")
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) > 0 {
+				t.Errorf("the refresh token went to the changed oauth block's endpoint: %q", got)
+			}
+			if err == nil || ok || v != "" {
+				t.Fatalf("FreshSecret = %q %v %v, want an error asking for setup again", v, ok, err)
+			}
+			stepErr(t, err, errcode.SetupFailed, "login")
+			if se, _ := err.(*StepError); se == nil || !strings.Contains(se.Hint, "setup") {
+				t.Errorf("hint %v does not say to run setup again", err)
+			}
+		})
+	}
+}
+
+// A token endpoint answering with an access or refresh token that is not RFC 6749's VSCHAR (%x20-7E:
+// newlines, terminal escapes, NUL, other Unicode) or that is gigantic is refused, by the flow and by
+// a refresh: such a token would go into a call's environment, argv or stdin as lines or escapes
+// the CLI did not expect, and the host's redaction of it from outputs (which strip escapes first)
+// would miss it. Nothing is stored.
+func TestOAuthTokenCharacters(t *testing.T) {
+	bad := map[string][2]string{
+		"newline":      {"AT-7q\nINJECTED=1", "RT-7q"},
+		"escape":       {"AT-7q\x1b[31mred", "RT-7q"},
+		"nul":          {"AT-7q\x00x", "RT-7q"},
+		"unicode":      {"AT-7q\u202eevil", "RT-7q"},
+		"huge":         {"AT-7q" + strings.Repeat("A", 200<<10), "RT-7q"},
+		"refresh-line": {"AT-7q", "RT-7q\nx"},
+	}
+	answer := func(access, refresh string) http.HandlerFunc {
+		return func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(map[string]any{"access_token": access, "refresh_token": refresh, "token_type": "Bearer", "expires_in": 3600})
+		}
+	}
+	for name, tok := range bad {
+		t.Run(name, func(t *testing.T) {
+			a := newAuthServer(t)
+			a.setToken(answer(tok[0], tok[1]))
+			f := newFixture(t, a.step(""))
+			_, err := f.run(browser(t), RunOptions{})
+			stepErr(t, err, errcode.SetupFailed, "login")
+			if strings.Contains(errText(err), "AT-7q") || strings.Contains(errText(err), "RT-7q") {
+				t.Errorf("error quotes the token: %q", errText(err))
+			}
+			if _, ok, _ := f.e.Secret(f.s, "svc/token"); ok {
+				t.Fatal("the token was stored")
+			}
+			// A refresh answered the same way keeps nothing of it either.
+			a.setToken(nil)
+			if _, err := f.run(browser(t), RunOptions{Force: true}); err != nil {
+				t.Fatal(err)
+			}
+			good, _, _ := f.e.Secret(f.s, "svc/token")
+			a.setToken(answer(tok[0], tok[1]))
+			f.e.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+			v, _, err := f.e.FreshSecret(f.ctx, f.b, f.s, "svc/token")
+			stepErr(t, err, errcode.SetupFailed, "login")
+			if v != "" {
+				t.Errorf("FreshSecret handed out %q", v)
+			}
+			if stored, _, _ := f.e.Secret(f.s, "svc/token"); stored != good {
+				t.Errorf("the refreshed token was stored: %q", stored)
+			}
+		})
+	}
+}
+
+// A callback run for given users answers only their connections, over IPv4 and IPv6 loopback: the
+// owner of the connecting socket is looked up in /proc/net/tcp(6).
+func TestCallbackOnlyUIDs(t *testing.T) {
+	for _, host := range []string{"127.0.0.1", "::1"} {
+		for _, tc := range []struct {
+			uid  int
+			want int
+		}{{os.Getuid() + 1, http.StatusForbidden}, {os.Getuid(), http.StatusOK}} {
+			cb, err := listenCallback(host, "code", oauthCallbackPath, "st", []int{tc.uid})
+			if err != nil {
+				if host == "::1" {
+					t.Skip("no IPv6 loopback")
+				}
+				t.Fatal(err)
+			}
+			resp, err := http.Get(cb.url + "?code=c&state=st")
+			cb.close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if resp.StatusCode != tc.want {
+				t.Errorf("%s, callback for uid %d, request from uid %d: HTTP %d, want %d", host, tc.uid, os.Getuid(), resp.StatusCode, tc.want)
+			}
+		}
+	}
+}
+
+// Calls racing on an expired token whose refresh fails share that one refresh's outcome: the token
+// endpoint is asked once, and none of them waits for a refresh of its own after the first failed
+// (with a hanging endpoint, the last of N calls waited N times the HTTP timeout).
+func TestOAuthRefreshFailureShared(t *testing.T) {
+	a := newAuthServer(t)
+	f := newFixture(t, a.step(""))
+	if _, err := f.run(browser(t), RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var asked atomic.Int32
+	a.setToken(func(w http.ResponseWriter, _ *http.Request) {
+		asked.Add(1)
+		time.Sleep(time.Second)
+		oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable")
+	})
+	f.e.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	begin := time.Now()
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if v, _, err := f.e.FreshSecret(f.ctx, f.b, f.s, "svc/token"); err == nil || v != "" {
+				t.Errorf("FreshSecret = %q %v, want the refresh's failure", v, err)
+			}
+		})
+	}
+	wg.Wait()
+	if n := asked.Load(); n != 1 {
+		t.Errorf("the token endpoint was asked %d times, want once", n)
+	}
+	if d := time.Since(begin); d > 2500*time.Millisecond {
+		t.Errorf("4 calls took %s for one 1 s refresh", d)
 	}
 }

@@ -381,7 +381,7 @@ func (r *runState) callback(ctx context.Context, st manifest.SetupStep) (string,
 		}
 		timeout = timeoutMS(st.Callback.TimeoutMS, DefaultCallbackTimeout)
 	}
-	cb, err := startCallback(r.e.CallbackHost, param)
+	cb, err := startCallback(r.e.CallbackHost, param, r.o.CallbackUIDs)
 	if err != nil {
 		return "", failed(st, err.Error(), "set the engine's CallbackHost to a loopback address", err)
 	}

@@ -34,7 +34,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/clihost/clihost/errcode"
@@ -86,7 +85,7 @@ type Engine struct {
 	// CallbackHost is the loopback address callback servers listen on; "" means 127.0.0.1.
 	CallbackHost string
 
-	refreshMu sync.Mutex // one oauth refresh at a time: a rotated refresh token is used once
+	refreshes flights // the oauth refreshes in progress: one per scope's slug, so a rotated refresh token is used once
 }
 
 // StepStatus is a step as the ledger sees it. It never carries a value.
@@ -107,6 +106,11 @@ type RunOptions struct {
 	Force bool
 	// Only runs just these steps (done or not), in manifest order.
 	Only []string
+	// CallbackUIDs, when set, are the only users whose connections the loopback callback servers
+	// of external and oauth steps answer (the user running setup, whose browser follows the
+	// redirect): another local user who learnt a callback URL and its state cannot answer in the
+	// person's place. Empty answers any.
+	CallbackUIDs []int
 }
 
 // StepError is a setup failure (Code errcode.SetupFailed) or a step that needs an answer (errcode.SetupRequired).

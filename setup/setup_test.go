@@ -610,7 +610,7 @@ func TestCallbackTimeoutAndVisitFailure(t *testing.T) {
 }
 
 func TestCallbackServer(t *testing.T) {
-	cb, err := startCallback("", "code")
+	cb, err := startCallback("", "code", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -657,7 +657,7 @@ func TestCallbackServer(t *testing.T) {
 		t.Fatalf("a second result: %+v", r)
 	default:
 	}
-	if _, err := startCallback("192.0.2.1", "code"); err == nil {
+	if _, err := startCallback("192.0.2.1", "code", nil); err == nil {
 		t.Fatal("a non-loopback callback host was accepted")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -404,4 +405,44 @@ func sandboxedLoginCallback(t *testing.T) {
 		c.Close()
 		t.Fatal("the callback port still answers after the login ended")
 	}
+}
+
+// TestLoginCallbackPortHeld: the callback port allocated for a sandboxed login stays reserved on
+// the host's loopback until the login ends: another local user cannot bind it between its
+// allocation and the forwarder's listen (it used to be closed and listened on again, a window in
+// which a squatter took the port: the login then failed, or, unconfined, its redirect went to the
+// squatter). The forwarder itself (SO_REUSEPORT, this user) still binds it.
+func TestLoginCallbackPortHeld(t *testing.T) {
+	info := control.LoginInfo{Argv: []string{"gh", "auth", "login"}, Sandbox: &isolation.Plan{}}
+	u, release, err := withCallbackURL(&info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := url.Parse(u)
+	if _, err := net.Listen("tcp", p.Host); err == nil {
+		t.Fatalf("%s could be bound by another listener while the login holds it", p.Host)
+	}
+	fwd, err := listenReusePort(p.Host)
+	if err != nil {
+		t.Fatalf("the forwarder cannot bind %s: %v", p.Host, err)
+	}
+	fwd.Close()
+	release()
+	ln, err := net.Listen("tcp", p.Host)
+	if err != nil {
+		t.Fatalf("%s still held after the login: %v", p.Host, err)
+	}
+	ln.Close()
+}
+
+// listenReusePort listens on addr with SO_REUSEPORT, as the sandbox's ingress forwarder does.
+func listenReusePort(addr string) (net.Listener, error) {
+	lc := net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+		var serr error
+		if err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) }); err != nil {
+			return err
+		}
+		return serr
+	}}
+	return lc.Listen(context.Background(), "tcp", addr)
 }

@@ -30,10 +30,11 @@ func runLoginCommand(ctx context.Context, ios *IOStreams, info control.LoginInfo
 		env = append(env, "HOME="+info.Home)
 	}
 	if info.RequiresCallbackURL {
-		u, err := withCallbackURL(&info)
+		u, release, err := withCallbackURL(&info)
 		if err != nil {
 			return err
 		}
+		defer release()
 		env = append(env, callbackEnv+"="+u)
 		fmt.Fprintf(ios.ErrOut, "the login's callback URL (forwarded into its sandbox while it runs): %s\n", u)
 	}
@@ -70,15 +71,22 @@ var callbackWordRE = regexp.MustCompile(`\$\{\s*callback_url\s*\}`)
 // callback URL (AIP-29 auth.login.requires_callback_url), puts the URL in place of
 // ${callback_url} in info.Argv, and adds the port to the sandbox's ingress: while the command runs,
 // the host's 127.0.0.1:port is forwarded to the same port on the sandbox's loopback, where the
-// command listens; the forwarding ends with the command.
-func withCallbackURL(info *control.LoginInfo) (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("allocate the login's callback port: %w", err)
+// command listens; the forwarding ends with the command. For a sandboxed login the port stays
+// reserved until release (a socket bound with SO_REUSEPORT, not listening: the forwarder, this
+// user's, binds it beside; another user cannot); unsandboxed, the command binds it itself, so it
+// is released at once.
+func withCallbackURL(info *control.LoginInfo) (u string, release func(), err error) {
+	var port int
+	release = func() {}
+	if info.Sandbox != nil {
+		port, release, err = reservePort()
+	} else {
+		port, err = freePort()
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close() // the forwarder (or, sandbox off, the command) listens on it next
-	u := fmt.Sprintf("http://127.0.0.1:%d/callback", port)
+	if err != nil {
+		return "", nil, fmt.Errorf("allocate the login's callback port: %w", err)
+	}
+	u = fmt.Sprintf("http://127.0.0.1:%d/callback", port)
 	argv := slices.Clone(info.Argv)
 	for i, w := range argv[1:] {
 		argv[i+1] = callbackWordRE.ReplaceAllLiteralString(w, u)
@@ -89,7 +97,42 @@ func withCallbackURL(info *control.LoginInfo) (string, error) {
 		plan.Ingress = append(slices.Clone(plan.Ingress), port)
 		info.Sandbox = &plan
 	}
-	return u, nil
+	return u, release, nil
+}
+
+// freePort is a port of 127.0.0.1 free now.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// reservePort binds a TCP socket with SO_REUSEPORT (and without SO_REUSEADDR) to a free port of
+// 127.0.0.1 without listening: no connection reaches it, only this user can bind the port beside
+// it, and release closes it.
+func reservePort() (int, func(), error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, nil, err
+	}
+	release := func() { _ = unix.Close(fd) }
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+		release()
+		return 0, nil, err
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		release()
+		return 0, nil, err
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		release()
+		return 0, nil, err
+	}
+	return sa.(*unix.SockaddrInet4).Port, release, nil
 }
 
 // loginResult is the error of a login command's run: why it did not start, or how it failed.

@@ -1,6 +1,7 @@
 package nsinit
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -175,6 +177,17 @@ func (c *ingressConn) close() {
 	}
 }
 
+// reusePort listens with SO_REUSEPORT: the port may be held, bound and not listening, by this
+// user's process that allocated it (clihostctl's login callback), so that no other user can take
+// it first; the kernel lets only the same user bind beside it.
+var reusePort = net.ListenConfig{Control: func(_, _ string, c syscall.RawConn) error {
+	var serr error
+	if err := c.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1) }); err != nil {
+		return err
+	}
+	return serr
+}}
+
 // ServeIngress exposes the plan's Ingress ports (Plan.Ingress): it listens on the host's
 // 127.0.0.1 at each of them and forwards every connection into the sandbox's network namespace, to
 // the same port on its loopback, where the program listens (an OAuth login's callback server). Call
@@ -194,7 +207,7 @@ func (c *Cmd) ServeIngress() (stop func(), err error) {
 		wg.Wait()
 	}
 	for _, port := range c.ingressPorts {
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		l, err := reusePort.Listen(context.Background(), "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
 			stop()
 			return func() {}, fmt.Errorf("nsinit: ingress: %w", err)
