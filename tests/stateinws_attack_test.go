@@ -1,0 +1,159 @@
+package tests
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/clihost/clihost/internal/fixture"
+)
+
+// Attacks on clihostd through a workspace that holds what the daemon later reads, executes or
+// trusts: its state directory (bin/, where Install puts the CLIs every later call runs, and homes/,
+// the HOMEs it keeps for each uid, whose .bashrc, .gitconfig and .npmrc later calls read). A tool
+// allowed to write ./** must never get to write them.
+
+// writerBundle writes a bundle "wr" whose tool run runs `bash -c SCRIPT` in the sandbox with the
+// workspace writable (fs.write ./**), and returns its folder (outside every workspace).
+func writerBundle(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "wr", "CLI.md"), `---
+name: Writer
+id: wr
+description: Runs a bash script that writes its workspace; for the state-in-workspace attacks.
+version: 1.0.0
+bin: bash
+install: [{ method: apt, package: bash }]
+version_check: { cmd: "bash --version", parse: 'GNU bash, version (\d+\.\d+)', range: ">=4" }
+sandbox:
+  network: { egress: [] }
+  fs: { read: ["./**"], write: ["./**"] }
+  exec: { allow: true, spawn: [mkdir, mv, touch, cp, ls] }
+  env: { pass: [] }
+commands:
+  run: ./tools/run/TOOL.md
+---
+`)
+	writeFile(t, filepath.Join(dir, "wr", "tools", "run", "TOOL.md"), `---
+name: Run
+id: wr.run
+description: Runs a bash script.
+version: 1.0.0
+inputs: { type: object, additionalProperties: false, properties: { script: { type: string } }, required: [script] }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: ["-c", "${input.script}"] }
+---
+`)
+	fixture.Reachable(t, dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// plantScript writes into the state directory at rel (relative to the workspace): a program in
+// bin/ and a .bashrc in another uid's kept home, and, failing that (a root daemon's bin/ is not
+// the agent's), moves the state directory aside and puts a folder of its own in its place.
+func plantScript(rel string) string {
+	return `s=` + rel + `; mkdir -p $s/bin $s/homes/4242; echo '#!/bin/sh' > $s/bin/planted; echo 'echo owned' > $s/homes/4242/.bashrc; ` +
+		`if [ ! -e $s/bin/planted ]; then mv $s $s.aside && mkdir -p $s/bin && echo '#!/bin/sh' > $s/bin/planted; fi; ls -la $s/bin; true`
+}
+
+// refusedUntouched checks that a call was refused with workspace_denied naming the state directory,
+// and that nothing was planted in state.
+func refusedUntouched(t *testing.T, r result, state string) {
+	t.Helper()
+	if r.code == 0 || !strings.Contains(r.stdout, "workspace_denied") || !strings.Contains(r.stdout, "state") {
+		t.Errorf("call in a workspace holding the state directory: exit %d, want workspace_denied naming the state directory\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, p := range []string{filepath.Join(state, "bin", "planted"), filepath.Join(state, "homes", "4242"), state + ".aside"} {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("the tool wrote %s, in the daemon's state directory", p)
+		}
+	}
+}
+
+// TestStateDirInWorkspaceUserDaemon: an unprivileged clihostd whose state is in its user's home
+// (~/.local/state/clihost), and its user calling with --workspace ~ (and the state directory
+// itself, its bin/, and ~ through a symbolic link, and a folder made after the daemon started):
+// each call is refused with workspace_denied, and nothing lands in bin/ or homes/.
+func TestStateDirInWorkspaceUserDaemon(t *testing.T) {
+	fixture.NeedRoot(t) // to run the daemon as a user of its own
+	u := fixture.User(t, "clihost-t-stws")
+	if err := os.Chmod(filepath.Dir(bin.ctl), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	state := filepath.Join(home, ".local", "state", "clihost")
+	proj := filepath.Join(home, "proj")
+	for _, d := range []string{state, proj} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(t.TempDir(), "home-link")
+	if err := os.Symlink(home, link); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Reachable(t, filepath.Dir(link))
+	chownTree(t, home, u.UID, u.GID)
+	fixture.Reachable(t, filepath.Dir(home))
+	u.Home = home
+	d := startDaemonWith(t, state, proj, func(c *exec.Cmd) {
+		c.Env = []string{"PATH=" + systemPath, "HOME=" + home, "CLIHOST_BUNDLES="}
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groupsOf(u)}}
+	}, "--bundles", writerBundle(t), "--no-catalog")
+	call := func(ws, rel string) result {
+		return d.ctlAs(t, u, "call", "wr", "run", "--workspace", ws, "--input", `{"script": "`+plantScript(rel)+`"}`)
+	}
+	// Positive control: the project beside the state directory works.
+	if r := call(proj, "x"); r.code != 0 {
+		t.Fatalf("call in %s: exit %d\n%s%s", proj, r.code, r.stdout, r.stderr)
+	}
+	for name, tc := range map[string]struct{ ws, rel string }{
+		"the home":                  {home, ".local/state/clihost"},
+		"the home through a link":   {link, ".local/state/clihost"},
+		"the state directory":       {state, "."},
+		"inside the state (bin)":    {filepath.Join(state, "bin"), ".."},
+		"a parent made after start": {filepath.Join(home, ".local"), "state/clihost"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := os.MkdirAll(tc.ws, 0o700); err == nil {
+				_ = os.Chown(tc.ws, u.UID, u.GID)
+			}
+			refusedUntouched(t, call(tc.ws, tc.rel), state)
+		})
+	}
+}
+
+// TestStateDirInWorkspaceRootDaemon: a root clihostd whose state directory lies in a workspace a
+// user owns: at start it is refused (its own --workspace), and a root caller naming that
+// workspace (the call would run as the workspace's owner, who may move the root-owned state
+// directory aside and put a bin/ of its own in its place) gets workspace_denied.
+func TestStateDirInWorkspaceRootDaemon(t *testing.T) {
+	fixture.NeedRoot(t)
+	ws := fixture.Workspace(t)
+	state := filepath.Join(ws, "state")
+	bundles := writerBundle(t)
+
+	// The daemon's own workspace holding its state: refused at start, with the reason.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin.daemon, "--state", state, "--socket", filepath.Join(t.TempDir(), "s.sock"),
+		"--http", "127.0.0.1:0", "--workspace", ws, "--bundles", bundles, "--no-catalog")
+	cmd.Env = []string{"PATH=" + systemPath, "HOME=" + t.TempDir(), "CLIHOST_BUNDLES="}
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil || err == nil || !strings.Contains(string(out), "workspace") || !strings.Contains(string(out), "state") {
+		t.Errorf("clihostd with its state inside its --workspace: %v (ctx %v), want it refused at start naming both\n%s", err, ctx.Err(), out)
+	}
+
+	// A root caller naming a workspace that holds the state directory.
+	d := startDaemonWith(t, state, fixture.Workspace(t), nil, "--bundles", bundles, "--no-catalog")
+	refusedUntouched(t, d.ctl(t, "call", "wr", "run", "--workspace", ws, "--input", `{"script": "`+plantScript("state")+`"}`), state)
+}
