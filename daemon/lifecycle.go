@@ -71,7 +71,8 @@ func sharedLoginError(b *manifest.Bundle, caller, ws string) *host.Error {
 // workspaceFor resolves the workspace a control-socket caller names (the daemon's --workspace when
 // it names none) to an absolute path without symbolic links, and refuses it with workspace_denied
 // unless the caller could read, write and search it itself (as its uid and groups; the kernel
-// decides when the daemon is root). Root callers may name any workspace.
+// decides when the daemon is root). Root callers may name any workspace but one that holds or lies
+// in the state directory or the daemon's own folder (host.OwnedOverlap), which no caller may name.
 func (d *Engine) workspaceFor(c host.Caller) (string, *host.Error) {
 	ws := c.Workspace
 	if ws == "" {
@@ -99,6 +100,9 @@ func (d *Engine) workspaceFor(c host.Caller) (string, *host.Error) {
 		if cerr := access.CheckDir(real, access.Who{UID: c.Peer.UID, GID: c.Peer.GID, Groups: c.Peer.Groups}); cerr != nil {
 			return "", host.WorkspaceDenied(abs, *c.Peer, cerr)
 		}
+	}
+	if e := host.OwnedOverlap(real, d.stateDir); e != nil && !d.sandbox.Off {
+		return "", e
 	}
 	return real, nil
 }

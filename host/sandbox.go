@@ -97,7 +97,8 @@ func SandboxAvailable() error { return probeOnce() }
 // in *env to the home ~ stands for unless the manifest set it (and the workspace as git's
 // safe.directory when the process's uid does not own it), and the policy (for Sweep). It returns a
 // nil plan when the operator turned the sandbox off; workspace_denied when the uid the process
-// would run as may not use the workspace; sandbox_unavailable when this host cannot build the
+// would run as may not use the workspace, or the workspace holds or lies in the state directory or
+// the folder of the host's executable (OwnedOverlap); sandbox_unavailable when this host cannot build the
 // sandbox or the bundle's sandbox cannot be enforced here.
 func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string, c Caller, env *[]string) (*isolation.Plan, *sandbox.Policy, *Error) {
 	ws := c.Workspace
@@ -107,6 +108,9 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string,
 	if err := probeOnce(); err != nil {
 		return nil, nil, &Error{Code: errcode.SandboxUnavailable, Message: err.Error(),
 			Hint: "run clihost on Linux ≥ 6.2 with Landlock enabled (lsm=landlock), as root or with unprivileged user namespaces; an operator may run clihostd --sandbox=off at their own risk"}
+	}
+	if e := OwnedOverlap(ws, h.opts.Sandbox.StateDir); e != nil {
+		return nil, nil, e
 	}
 	who, idErr := h.identityFor(ws, c.Peer, bin) // on a root host, also whether that uid may run bin
 	if idErr != nil {
