@@ -157,3 +157,91 @@ func TestStateDirInWorkspaceRootDaemon(t *testing.T) {
 	d := startDaemonWith(t, state, fixture.Workspace(t), nil, "--bundles", bundles, "--no-catalog")
 	refusedUntouched(t, d.ctl(t, "call", "wr", "run", "--workspace", ws, "--input", `{"script": "`+plantScript("state")+`"}`), state)
 }
+
+// TestBundleDirInWorkspaceRenamed: clihostd serving --bundles from a folder inside its workspace
+// (cfg/bundles) keeps that folder read-only in the sandbox. A tool that moves the folder above it
+// aside (cfg → cfg.aside, taking the read-only mount with it) and puts a cfg/bundles of its own in
+// its place would choose the sandbox of every later call after the next reload. After the call, the
+// bundle on disk must be the one the operator wrote.
+func TestBundleDirInWorkspaceRenamed(t *testing.T) {
+	ws := t.TempDir()
+	bundles := filepath.Join(ws, "cfg", "bundles")
+	src := writerBundle(t)
+	if out, err := exec.Command("cp", "-r", filepath.Join(src, "wr"), filepath.Join(ws, "wr")).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	if err := os.MkdirAll(filepath.Dir(bundles), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(ws, "wr"), bundles); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(bundles, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", "-r", filepath.Join(src, "wr"), bundles).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	fixture.GiveToAgent(t, ws)
+	cli := filepath.Join(bundles, "wr", "CLI.md")
+	before, err := os.ReadFile(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemonWith(t, t.TempDir(), ws, nil, "--bundles", bundles, "--no-catalog")
+	script := `mv cfg cfg.aside; mkdir -p cfg/bundles && cp -r cfg.aside/bundles/wr cfg/bundles/ && echo '# widened' >> cfg/bundles/wr/CLI.md; ` +
+		`echo '# widened' >> cfg.aside/bundles/wr/CLI.md; ls -la cfg cfg.aside; true`
+	r := d.ctl(t, "call", "wr", "run", "--workspace", ws, "--input", `{"script": "`+script+`"}`)
+	t.Logf("call: %s", r.stdout)
+	after, err := os.ReadFile(cli)
+	if err != nil {
+		t.Fatalf("after the call (%s): %v", r.stdout, err)
+	}
+	if string(after) != string(before) {
+		t.Errorf("the tool replaced the bundle the daemon loads (%s):\n%s\ncall: %s", cli, after, r.stdout)
+	}
+}
+
+// TestExecutableDirInWorkspaceUserDaemon: an unprivileged clihostd installed in its user's home
+// (~/go/bin, as go install puts it), with its state elsewhere, and its user calling with
+// --workspace ~: a tool could write ~/go/bin/clihost-sandbox, the helper every sandbox of the
+// daemon's next run starts from, outside any sandbox. The call is refused with workspace_denied.
+func TestExecutableDirInWorkspaceUserDaemon(t *testing.T) {
+	fixture.NeedRoot(t)
+	u := fixture.User(t, "clihost-t-stws")
+	if err := os.Chmod(filepath.Dir(bin.ctl), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	gobin := filepath.Join(home, "go", "bin")
+	if err := os.MkdirAll(gobin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", bin.daemon, filepath.Join(gobin, "clihostd")).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	chownTree(t, home, u.UID, u.GID)
+	fixture.Reachable(t, filepath.Dir(home))
+	state := t.TempDir()
+	chownTree(t, state, u.UID, u.GID)
+	ws := filepath.Join(home, "proj")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(ws, u.UID, u.GID); err != nil {
+		t.Fatal(err)
+	}
+	u.Home = home
+	d := startDaemonWith(t, state, ws, func(c *exec.Cmd) {
+		c.Path = filepath.Join(gobin, "clihostd")
+		c.Env = []string{"PATH=" + systemPath, "HOME=" + home, "CLIHOST_BUNDLES="}
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groupsOf(u)}}
+	}, "--bundles", writerBundle(t), "--no-catalog")
+	r := d.ctlAs(t, u, "call", "wr", "run", "--workspace", home, "--input", `{"script": "echo '#!/bin/sh' > go/bin/clihost-sandbox; true"}`)
+	if r.code == 0 || !strings.Contains(r.stdout, "workspace_denied") {
+		t.Errorf("call in a workspace holding clihostd's folder: exit %d, want workspace_denied\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Lstat(filepath.Join(gobin, "clihost-sandbox")); err == nil {
+		t.Errorf("the tool planted %s beside clihostd", filepath.Join(gobin, "clihost-sandbox"))
+	}
+}
