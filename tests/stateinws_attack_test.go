@@ -245,3 +245,47 @@ func TestExecutableDirInWorkspaceUserDaemon(t *testing.T) {
 		t.Errorf("the tool planted %s beside clihostd", filepath.Join(gobin, "clihost-sandbox"))
 	}
 }
+
+// TestTrustedPathsInWorkspaceUserDaemon: an unprivileged clihostd with its state outside its
+// user's home, whose approval policy is the default ~/.config/clihost/approvals.yaml: a call with
+// --workspace ~/.config could write the policy (which the next reload trusts: whoever writes it
+// approves every call), and one with --workspace /tmp the env files with secrets of container
+// calls and the version-check folders the daemon makes there as the same user. Both are refused
+// with workspace_denied, and the policy is never written.
+func TestTrustedPathsInWorkspaceUserDaemon(t *testing.T) {
+	fixture.NeedRoot(t)
+	u := fixture.User(t, "clihost-t-stws")
+	if err := os.Chmod(filepath.Dir(bin.ctl), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	conf := filepath.Join(home, ".config")
+	ws := filepath.Join(home, "proj")
+	for _, d := range []string{conf, ws} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := t.TempDir()
+	chownTree(t, home, u.UID, u.GID)
+	chownTree(t, state, u.UID, u.GID)
+	fixture.Reachable(t, filepath.Dir(home))
+	u.Home = home
+	d := startDaemonWith(t, state, ws, func(c *exec.Cmd) {
+		c.Env = []string{"PATH=" + systemPath, "HOME=" + home, "CLIHOST_BUNDLES="}
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groupsOf(u)}}
+	}, "--bundles", writerBundle(t), "--no-catalog")
+	policy := filepath.Join(conf, "clihost", "approvals.yaml")
+	for _, tc := range []struct{ ws, script string }{
+		{conf, "mkdir -p clihost && echo 'rules: []' > clihost/approvals.yaml; sleep 1; true"},
+		{os.TempDir(), "ls -d clihost-* >/dev/null 2>&1; true"},
+	} {
+		r := d.ctlAs(t, u, "call", "wr", "run", "--workspace", tc.ws, "--input", `{"script": "`+tc.script+`"}`)
+		if r.code == 0 || !strings.Contains(r.stdout, "workspace_denied") {
+			t.Errorf("call with --workspace %s: exit %d, want workspace_denied\n%s%s", tc.ws, r.code, r.stdout, r.stderr)
+		}
+	}
+	if _, err := os.Lstat(policy); err == nil {
+		t.Errorf("the tool wrote the approval policy %s", policy)
+	}
+}
