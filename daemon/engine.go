@@ -180,14 +180,14 @@ func (d *Engine) open(ctx context.Context) error {
 	if d.workspace, err = resolveWorkspace(c.Workspace); err != nil {
 		return err
 	}
-	if e := host.OwnedOverlap(d.workspace, d.stateDir); e != nil && !c.SandboxOff {
-		return fmt.Errorf("--workspace: %s (%s)", e.Message, e.Hint)
-	}
 	if d.socketPath = c.Socket; d.socketPath == "" {
 		d.socketPath = control.DefaultSocket(d.stateDir)
 	}
 	if d.sandbox, err = sandboxOptions(d.log, c, d.stateDir, d.socketPath); err != nil {
 		return err
+	}
+	if e := host.OwnedOverlap(d.workspace, d.stateDir, d.sandbox.Trusted...); e != nil && !c.SandboxOff {
+		return fmt.Errorf("--workspace: %s (%s)", e.Message, e.Hint)
 	}
 	d.startPool()
 	if err := d.Reload(); err != nil {

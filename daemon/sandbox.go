@@ -41,6 +41,7 @@ func sandboxOptions(log *slog.Logger, c Config, stateDir, socket string) (host.S
 	}
 	if filepath.IsAbs(c.Approvals) { // whoever writes the policy approves every call
 		o.ExtraDeny = append(o.ExtraDeny, c.Approvals)
+		o.Trusted = append(o.Trusted, c.Approvals) // and no workspace may hold it
 	}
 	if c.AgentUser != "" {
 		u, err := user.Lookup(c.AgentUser)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/clihost/clihost/errcode"
@@ -28,12 +29,15 @@ var executableDir = sync.OnceValue(func() string {
 // folder the host later executes or trusts: its state directory stateDir ("" for none: bin/ holds
 // the CLIs Install put there, which later calls run, and homes/ the HOMEs it keeps for each uid,
 // whose .bashrc, .gitconfig and .npmrc later calls read) and the folder of its own executable
-// (beside it, the clihost-sandbox helper every sandbox starts from, outside any sandbox). A tool
-// allowed to write its workspace (fs.write ./**) could otherwise plant a program that runs with
-// another bundle's credentials, another uid's rights, or the host's own. Symbolic links are
-// resolved in every path first (the part that exists), so a workspace reaching a folder through
-// a link, or one made after the host started, is judged by where it leads.
-func OwnedOverlap(ws, stateDir string) *Error {
+// (beside it, the clihost-sandbox helper every sandbox starts from, outside any sandbox); and a
+// workspace that holds one of trusted (an approval policy: whoever writes it approves every call)
+// or the temporary folder (os.TempDir: the env files with secrets of container calls and the
+// folders of version checks are made there, as the host's user). A tool allowed to write its
+// workspace (fs.write ./**) could otherwise plant a program that runs with another bundle's
+// credentials, another uid's rights, or the host's own. Symbolic links are resolved in every path
+// first (the part that exists), so a workspace reaching a folder through a link, or one made
+// after the host started, is judged by where it leads.
+func OwnedOverlap(ws, stateDir string, trusted ...string) *Error {
 	w, err := resolvedPath(ws)
 	if err != nil {
 		return &Error{Code: errcode.InputInvalid, Message: fmt.Sprintf("workspace %q: %v", ws, err)}
@@ -48,6 +52,12 @@ func OwnedOverlap(ws, stateDir string) *Error {
 	if dir := executableDir(); dir != "" && (within(w, dir) || within(dir, w)) {
 		return ownedError(ws, "the folder "+dir+" of the host's own executable (the clihost-sandbox helper beside it starts every sandbox)",
 			"name a workspace that does not hold the folder clihostd is installed in, or install clihostd and clihost-sandbox elsewhere (/usr/local/bin)")
+	}
+	for _, p := range append(slices.Clone(trusted), os.TempDir()) {
+		if r, err := resolvedPath(p); err == nil && within(r, w) {
+			return ownedError(ws, p+", which the host reads and trusts (an approval policy, or the temporary folder of its version checks and container env files)",
+				"name a workspace that does not hold it (a project folder), or move the file out of the workspace (clihostd --approvals)")
+		}
 	}
 	return nil
 }
