@@ -72,8 +72,8 @@ func sharedLoginError(b *manifest.Bundle, caller, ws string) *host.Error {
 // it names none) to an absolute path without symbolic links, and refuses it with workspace_denied
 // unless the caller could read, write and search it itself (as its uid and groups; the kernel
 // decides when the daemon is root). Root callers may name any workspace but one that holds or lies
-// in the state directory or the daemon's own folder, or holds its approval policy or the temporary
-// folder (host.OwnedOverlap), which no caller may name.
+// in the state directory, the daemon's own folder or its approval policy (host.OwnedOverlap), which
+// no caller may name.
 func (d *Engine) workspaceFor(c host.Caller) (string, *host.Error) {
 	ws := c.Workspace
 	if ws == "" {

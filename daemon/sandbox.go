@@ -43,6 +43,9 @@ func sandboxOptions(log *slog.Logger, c Config, stateDir, socket string) (host.S
 		o.ExtraDeny = append(o.ExtraDeny, c.Approvals)
 		o.Trusted = append(o.Trusted, c.Approvals) // and no workspace may hold it
 	}
+	if self, err := os.Executable(); err == nil { // its next run starts from there
+		o.Trusted = append(o.Trusted, filepath.Dir(self))
+	}
 	if c.AgentUser != "" {
 		u, err := user.Lookup(c.AgentUser)
 		if err != nil {

@@ -2,41 +2,24 @@ package host
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 
 	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
-// executableDir is the folder of the running host's executable, symbolic links resolved ("" when it
-// cannot be named): the sandbox helper (clihost-sandbox) is taken from there, and the service
-// manager starts the host's next run from there.
-var executableDir = sync.OnceValue(func() string {
-	self, err := os.Executable()
-	if err != nil {
-		return ""
-	}
-	real, err := resolvedPath(filepath.Dir(self))
-	if err != nil {
-		return ""
-	}
-	return real
-})
-
 // OwnedOverlap refuses, with workspace_denied, a workspace ws that is, contains or lies inside a
-// folder the host later executes or trusts: its state directory stateDir ("" for none: bin/ holds
+// path the host later executes or trusts: its state directory stateDir ("" for none: bin/ holds
 // the CLIs Install put there, which later calls run, and homes/ the HOMEs it keeps for each uid,
-// whose .bashrc, .gitconfig and .npmrc later calls read) and the folder of its own executable
-// (beside it, the clihost-sandbox helper every sandbox starts from, outside any sandbox); and a
-// workspace that holds one of trusted (an approval policy: whoever writes it approves every call)
-// or the temporary folder (os.TempDir: the env files with secrets of container calls and the
-// folders of version checks are made there, as the host's user). A tool allowed to write its
-// workspace (fs.write ./**) could otherwise plant a program that runs with another bundle's
-// credentials, another uid's rights, or the host's own. Symbolic links are resolved in every path
-// first (the part that exists), so a workspace reaching a folder through a link, or one made
-// after the host started, is judged by where it leads.
+// whose .bashrc, .gitconfig and .npmrc later calls read), the folder of the clihost-sandbox
+// helper when one is used (every sandbox starts from it, unconfined), and each of trusted (for
+// clihostd: its approval policy, whoever writes it approves every call, and its own folder, from
+// which the service manager starts its next run). A tool allowed to write its workspace
+// (fs.write ./**) could otherwise plant a program that runs with another bundle's credentials,
+// another uid's rights, or the host's own. Symbolic links are resolved in every path first (the
+// part that exists), so a workspace reaching a folder through a link, or one made after the host
+// started, is judged by where it leads.
 func OwnedOverlap(ws, stateDir string, trusted ...string) *Error {
 	w, err := resolvedPath(ws)
 	if err != nil {
@@ -49,14 +32,13 @@ func OwnedOverlap(ws, stateDir string, trusted ...string) *Error {
 				"name a workspace that neither holds nor lies in the state directory (a project folder), or move the state elsewhere (clihostd --state)")
 		}
 	}
-	if dir := executableDir(); dir != "" && (within(w, dir) || within(dir, w)) {
-		return ownedError(ws, "the folder "+dir+" of the host's own executable (the clihost-sandbox helper beside it starts every sandbox)",
-			"name a workspace that does not hold the folder clihostd is installed in, or install clihostd and clihost-sandbox elsewhere (/usr/local/bin)")
+	if helper, ok := nsinit.Starter(); ok {
+		trusted = append(slices.Clone(trusted), filepath.Dir(helper))
 	}
-	for _, p := range append(slices.Clone(trusted), os.TempDir()) {
-		if r, err := resolvedPath(p); err == nil && within(r, w) {
-			return ownedError(ws, p+", which the host reads and trusts (an approval policy, or the temporary folder of its version checks and container env files)",
-				"name a workspace that does not hold it (a project folder), or move the file out of the workspace (clihostd --approvals)")
+	for _, p := range trusted {
+		if r, err := resolvedPath(p); err == nil && (within(r, w) || within(w, r)) {
+			return ownedError(ws, p+", which the host runs or trusts (the sandbox helper's or clihostd's folder, or the approval policy)",
+				"name a workspace that neither holds nor lies in it (a project folder), or move it out of the workspace (install clihostd in /usr/local/bin; clihostd --approvals)")
 		}
 	}
 	return nil
@@ -88,4 +70,16 @@ func resolvedPath(p string) (string, error) {
 		rest = append([]string{filepath.Base(p)}, rest...)
 		p = parent
 	}
+}
+
+// ownKeptHome reports whether ws is home, the kept home <state>/homes/<uid> of the uid a process
+// runs as (where the host runs its own version checks when that uid may not use the workspace).
+func (h *Host) ownKeptHome(ws, home string) bool {
+	if h.opts.Sandbox.StateDir == "" {
+		return false
+	}
+	w, err1 := resolvedPath(ws)
+	hm, err2 := resolvedPath(home)
+	homes, err3 := resolvedPath(filepath.Join(h.opts.Sandbox.StateDir, "homes"))
+	return err1 == nil && err2 == nil && err3 == nil && w == hm && filepath.Dir(hm) == homes
 }

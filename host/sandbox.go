@@ -36,8 +36,9 @@ type SandboxOptions struct {
 	// calls in-process): a uid without a usable home of its own gets <StateDir>/homes/<uid>, and no
 	// home may overlap it. Empty: such a uid's home is /nonexistent.
 	StateDir string
-	// Trusted are absolute files or folders outside StateDir that the host later reads and trusts,
-	// such as clihostd's approval policy: a workspace holding one is refused (OwnedOverlap).
+	// Trusted are absolute files or folders outside StateDir that the host later runs or trusts,
+	// such as clihostd's approval policy and its own folder: a workspace that is, holds or lies in
+	// one is refused (OwnedOverlap).
 	Trusted []string
 	// AdmitNets are address ranges egress may reach although they are loopback, private,
 	// link-local or metadata addresses (which are refused otherwise): an operator setting, for test
@@ -112,12 +113,14 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string,
 		return nil, nil, &Error{Code: errcode.SandboxUnavailable, Message: err.Error(),
 			Hint: "run clihost on Linux ≥ 6.2 with Landlock enabled (lsm=landlock), as root or with unprivileged user namespaces; an operator may run clihostd --sandbox=off at their own risk"}
 	}
-	if e := OwnedOverlap(ws, h.opts.Sandbox.StateDir, h.opts.Sandbox.Trusted...); e != nil {
-		return nil, nil, e
-	}
 	who, idErr := h.identityFor(ws, c.Peer, bin) // on a root host, also whether that uid may run bin
 	if idErr != nil {
 		return nil, nil, idErr
+	}
+	// The host's own work may run in the kept home of the uid it runs as (checkDir), which lies in
+	// the state directory; no caller names that workspace (clihostd refuses it first).
+	if e := OwnedOverlap(ws, h.opts.Sandbox.StateDir, h.opts.Sandbox.Trusted...); e != nil && !h.ownKeptHome(ws, who.home) {
+		return nil, nil, e
 	}
 	pathVar, _ := h.opts.LookupEnv("PATH")
 	pol, err := sandbox.Compile(sandbox.Input{Bundle: b, Tool: tool, Binary: bin, Workspace: ws, Home: who.home,

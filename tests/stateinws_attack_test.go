@@ -249,9 +249,7 @@ func TestExecutableDirInWorkspaceUserDaemon(t *testing.T) {
 // TestTrustedPathsInWorkspaceUserDaemon: an unprivileged clihostd with its state outside its
 // user's home, whose approval policy is the default ~/.config/clihost/approvals.yaml: a call with
 // --workspace ~/.config could write the policy (which the next reload trusts: whoever writes it
-// approves every call), and one with --workspace /tmp the env files with secrets of container
-// calls and the version-check folders the daemon makes there as the same user. Both are refused
-// with workspace_denied, and the policy is never written.
+// approves every call). It is refused with workspace_denied, and the policy is never written.
 func TestTrustedPathsInWorkspaceUserDaemon(t *testing.T) {
 	fixture.NeedRoot(t)
 	u := fixture.User(t, "clihost-t-stws")
@@ -278,7 +276,6 @@ func TestTrustedPathsInWorkspaceUserDaemon(t *testing.T) {
 	policy := filepath.Join(conf, "clihost", "approvals.yaml")
 	for _, tc := range []struct{ ws, script string }{
 		{conf, "mkdir -p clihost && echo 'rules: []' > clihost/approvals.yaml; sleep 1; true"},
-		{os.TempDir(), "ls -d clihost-* >/dev/null 2>&1; true"},
 	} {
 		r := d.ctlAs(t, u, "call", "wr", "run", "--workspace", tc.ws, "--input", `{"script": "`+tc.script+`"}`)
 		if r.code == 0 || !strings.Contains(r.stdout, "workspace_denied") {
