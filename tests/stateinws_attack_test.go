@@ -286,3 +286,43 @@ func TestTrustedPathsInWorkspaceUserDaemon(t *testing.T) {
 		t.Errorf("the tool wrote the approval policy %s", policy)
 	}
 }
+
+// TestPodmanConfigInWorkspaceUserDaemon: an unprivileged clihostd (approval policy elsewhere) and
+// its user calling with --workspace ~/.config, or ~/.local/share: a tool could write
+// ~/.config/containers/containers.conf (volumes and hooks for every container the daemon's
+// engine: sandbox calls start, as the daemon's user) or change the image layers in
+// ~/.local/share/containers/storage that later container calls run. Both are refused with
+// workspace_denied and nothing is written.
+func TestPodmanConfigInWorkspaceUserDaemon(t *testing.T) {
+	fixture.NeedRoot(t)
+	u := fixture.User(t, "clihost-t-stws")
+	if err := os.Chmod(filepath.Dir(bin.ctl), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	conf, share, ws := filepath.Join(home, ".config"), filepath.Join(home, ".local", "share"), filepath.Join(home, "proj")
+	for _, d := range []string{conf, share, ws} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := t.TempDir()
+	chownTree(t, home, u.UID, u.GID)
+	chownTree(t, state, u.UID, u.GID)
+	fixture.Reachable(t, filepath.Dir(home))
+	u.Home = home
+	d := startDaemonWith(t, state, ws, func(c *exec.Cmd) {
+		c.Env = []string{"PATH=" + systemPath, "HOME=" + home, "CLIHOST_BUNDLES="}
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groupsOf(u)}}
+	}, "--bundles", writerBundle(t), "--no-catalog", "--approvals", filepath.Join(state, "..", "no-policy.yaml"))
+	for _, tc := range []struct{ ws, rel string }{{conf, "containers/containers.conf"}, {share, "containers/storage/planted"}} {
+		script := "mkdir -p " + filepath.Dir(tc.rel) + " && echo x > " + tc.rel + "; true"
+		r := d.ctlAs(t, u, "call", "wr", "run", "--workspace", tc.ws, "--input", `{"script": "`+script+`"}`)
+		if r.code == 0 || !strings.Contains(r.stdout, "workspace_denied") {
+			t.Errorf("call with --workspace %s: exit %d, want workspace_denied\n%s%s", tc.ws, r.code, r.stdout, r.stderr)
+		}
+		if _, err := os.Lstat(filepath.Join(tc.ws, tc.rel)); err == nil {
+			t.Errorf("the tool wrote %s", filepath.Join(tc.ws, tc.rel))
+		}
+	}
+}
