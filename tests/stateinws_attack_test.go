@@ -326,3 +326,39 @@ func TestPodmanConfigInWorkspaceUserDaemon(t *testing.T) {
 		}
 	}
 }
+
+// TestStateDirBindMountedIntoWorkspace: an unprivileged clihostd whose state directory an operator
+// also bind-mounted into a project folder (~/proj/state): its paths do not overlap, but a tool
+// writing the project writes the state's bin/. The call is refused with workspace_denied (the
+// mount table is read: the state directory's file system and folder under another mount point),
+// as is a workspace inside the bound copy.
+func TestStateDirBindMountedIntoWorkspace(t *testing.T) {
+	fixture.NeedRoot(t)
+	fixture.Need(t, "mount", "umount")
+	u := fixture.User(t, "clihost-t-stws")
+	if err := os.Chmod(filepath.Dir(bin.ctl), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	state, ws, proj := filepath.Join(home, "state"), filepath.Join(home, "ws"), filepath.Join(home, "proj")
+	bound := filepath.Join(proj, "state")
+	for _, d := range []string{filepath.Join(state, "bin"), ws, bound} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chownTree(t, home, u.UID, u.GID)
+	fixture.Reachable(t, filepath.Dir(home))
+	if out, err := exec.Command("mount", "--bind", state, bound).CombinedOutput(); err != nil {
+		t.Skipf("bind mount: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", bound).Run() })
+	u.Home = home
+	d := startDaemonWith(t, state, ws, func(c *exec.Cmd) {
+		c.Env = []string{"PATH=" + systemPath, "HOME=" + home, "CLIHOST_BUNDLES="}
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groupsOf(u)}}
+	}, "--bundles", writerBundle(t), "--no-catalog")
+	for _, tc := range []struct{ ws, rel string }{{proj, "state"}, {filepath.Join(bound, "bin"), ".."}} {
+		refusedUntouched(t, d.ctlAs(t, u, "call", "wr", "run", "--workspace", tc.ws, "--input", `{"script": "`+plantScript(tc.rel)+`"}`), state)
+	}
+}
