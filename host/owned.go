@@ -2,8 +2,11 @@ package host
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/sandbox/nsinit"
@@ -19,7 +22,8 @@ import (
 // (fs.write ./**) could otherwise plant a program that runs with another bundle's credentials,
 // another uid's rights, or the host's own. Symbolic links are resolved in every path first (the
 // part that exists), so a workspace reaching a folder through a link, or one made after the host
-// started, is judged by where it leads.
+// started, is judged by where it leads; and the mount table is read, so a bind mount of the path
+// inside the workspace (or of the workspace inside it) is seen too.
 func OwnedOverlap(ws, stateDir string, trusted ...string) *Error {
 	w, err := resolvedPath(ws)
 	if err != nil {
@@ -27,7 +31,7 @@ func OwnedOverlap(ws, stateDir string, trusted ...string) *Error {
 	}
 	if stateDir != "" {
 		s, err := resolvedPath(stateDir)
-		if err == nil && (within(w, s) || within(s, w)) {
+		if err == nil && overlaps(w, s) {
 			return ownedError(ws, "clihost's state directory "+stateDir+" (its bin/ holds the installed CLIs later calls run, its homes/ the HOMEs it keeps)",
 				"name a workspace that neither holds nor lies in the state directory (a project folder), or move the state elsewhere (clihostd --state)")
 		}
@@ -36,7 +40,7 @@ func OwnedOverlap(ws, stateDir string, trusted ...string) *Error {
 		trusted = append(slices.Clone(trusted), filepath.Dir(helper))
 	}
 	for _, p := range trusted {
-		if r, err := resolvedPath(p); err == nil && (within(r, w) || within(w, r)) {
+		if r, err := resolvedPath(p); err == nil && overlaps(w, r) {
 			return ownedError(ws, p+", which the host runs or trusts (the sandbox helper's or clihostd's folder, or the approval policy)",
 				"name a workspace that neither holds nor lies in it (a project folder), or move it out of the workspace (install clihostd in /usr/local/bin; clihostd --approvals)")
 		}
@@ -82,4 +86,84 @@ func (h *Host) ownKeptHome(ws, home string) bool {
 	hm, err2 := resolvedPath(home)
 	homes, err3 := resolvedPath(filepath.Join(h.opts.Sandbox.StateDir, "homes"))
 	return err1 == nil && err2 == nil && err3 == nil && w == hm && filepath.Dir(hm) == homes
+}
+
+// overlaps reports whether the workspace w and the path p (both resolved) are one, or one holds the
+// other: by their paths, or through a mount that shows the same folder of a file system at another
+// place (a bind mount of p inside w, or w inside a bind mount of p).
+func overlaps(w, p string) bool {
+	if within(w, p) || within(p, w) {
+		return true
+	}
+	mounts, err := readMountinfo()
+	if err != nil {
+		return false
+	}
+	fsP, relP := onFS(mounts, p)
+	fsW, relW := onFS(mounts, w)
+	if fsP != "" && fsP == fsW && (within(relW, relP) || within(relP, relW)) {
+		return true // w lies in p, or holds it, on their file system (w reached through a bind mount)
+	}
+	for _, m := range mounts {
+		if within(m.point, w) && m.dev == fsP && (within(relP, m.root) || within(m.root, relP)) {
+			return true // a mount inside w shows p, or a folder inside p
+		}
+	}
+	return false
+}
+
+// mountEntry is one line of /proc/self/mountinfo: the file system (major:minor), the folder of it
+// mounted, and where.
+type mountEntry struct{ dev, root, point string }
+
+// readMountinfo reads this process's mount table.
+func readMountinfo() ([]mountEntry, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []mountEntry
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		out = append(out, mountEntry{dev: f[2], root: unescapeMount(f[3]), point: unescapeMount(f[4])})
+	}
+	return out, nil
+}
+
+// onFS is the file system p lies on (the last mount whose point holds p, as the kernel shows the
+// topmost) and p's folder within it; "" when none does.
+func onFS(mounts []mountEntry, p string) (dev, rel string) {
+	best := -1
+	for i, m := range mounts {
+		if within(p, m.point) && (best < 0 || len(m.point) >= len(mounts[best].point)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", ""
+	}
+	m := mounts[best]
+	return m.dev, filepath.Join(m.root, strings.TrimPrefix(p, m.point))
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
