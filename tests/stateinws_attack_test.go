@@ -362,3 +362,35 @@ func TestStateDirBindMountedIntoWorkspace(t *testing.T) {
 		refusedUntouched(t, d.ctlAs(t, u, "call", "wr", "run", "--workspace", tc.ws, "--input", `{"script": "`+plantScript(tc.rel)+`"}`), state)
 	}
 }
+
+// TestTempDirInWorkspaceUserDaemon: an unprivileged clihostd whose temporary folder ($TMPDIR) is
+// where it writes the env files (secrets included) of container calls and the folders of version
+// checks, as its own user; a call with --workspace $TMPDIR would let a tool read or change them
+// while another call runs. It is refused with workspace_denied.
+func TestTempDirInWorkspaceUserDaemon(t *testing.T) {
+	fixture.NeedRoot(t)
+	u := fixture.User(t, "clihost-t-stws")
+	if err := os.Chmod(filepath.Dir(bin.ctl), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	tmp, ws := filepath.Join(home, "tmp"), filepath.Join(home, "proj")
+	for _, d := range []string{tmp, ws} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	state := t.TempDir()
+	chownTree(t, home, u.UID, u.GID)
+	chownTree(t, state, u.UID, u.GID)
+	fixture.Reachable(t, filepath.Dir(home))
+	u.Home = home
+	d := startDaemonWith(t, state, ws, func(c *exec.Cmd) {
+		c.Env = []string{"PATH=" + systemPath, "HOME=" + home, "TMPDIR=" + tmp, "CLIHOST_BUNDLES="}
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groupsOf(u)}}
+	}, "--bundles", writerBundle(t), "--no-catalog")
+	r := d.ctlAs(t, u, "call", "wr", "run", "--workspace", tmp, "--input", `{"script": "ls -la; true"}`)
+	if r.code == 0 || !strings.Contains(r.stdout, "workspace_denied") {
+		t.Errorf("call with --workspace %s ($TMPDIR): exit %d, want workspace_denied\n%s%s", tmp, r.code, r.stdout, r.stderr)
+	}
+}
