@@ -186,7 +186,7 @@ func (d *Engine) open(ctx context.Context) error {
 	if d.sandbox, err = sandboxOptions(d.log, c, d.stateDir, d.socketPath); err != nil {
 		return err
 	}
-	if e := host.OwnedOverlap(d.workspace, d.stateDir, d.sandbox.Trusted...); e != nil && !c.SandboxOff {
+	if e := ownedOverlap(d.workspace, d.stateDir, d.sandbox); e != nil {
 		return fmt.Errorf("--workspace: %s (%s)", e.Message, e.Hint)
 	}
 	d.startPool()

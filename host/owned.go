@@ -167,3 +167,22 @@ func unescapeMount(s string) string {
 	}
 	return b.String()
 }
+
+// TempOverlap refuses, with workspace_denied, a workspace ws that is or holds the temporary folder
+// (os.TempDir, symbolic links resolved): the host writes the env files of container calls (their
+// secrets included) and the folders of version checks there, as its own user, and a tool of a host
+// that is not root runs as that user too. clihostd applies it to every workspace; the Go API does
+// not (a program whose CLIs only read may use os.TempDir() as its workspace).
+func TempOverlap(ws string) *Error {
+	w, err := resolvedPath(ws)
+	if err != nil {
+		return &Error{Code: errcode.InputInvalid, Message: fmt.Sprintf("workspace %q: %v", ws, err)}
+	}
+	// Lying inside it is fine (the host's folders there are beside the workspace, not in it);
+	// holding it, by path or through a mount, is not.
+	if tmp, err := resolvedPath(os.TempDir()); err == nil && (within(tmp, w) || overlaps(w, tmp) && !within(w, tmp)) {
+		return ownedError(ws, "the temporary folder "+os.TempDir()+" (the env files of container calls and the folders of version checks are made there)",
+			"name a workspace that does not hold the temporary folder (a project folder)")
+	}
+	return nil
+}
