@@ -186,6 +186,9 @@ func (d *Engine) open(ctx context.Context) error {
 	if d.sandbox, err = sandboxOptions(d.log, c, d.stateDir, d.socketPath); err != nil {
 		return err
 	}
+	if e := ownedOverlap(d.workspace, d.stateDir, d.sandbox); e != nil {
+		return fmt.Errorf("--workspace: %s (%s)", e.Message, e.Hint)
+	}
 	d.startPool()
 	if err := d.Reload(); err != nil {
 		return err

@@ -71,7 +71,9 @@ func sharedLoginError(b *manifest.Bundle, caller, ws string) *host.Error {
 // workspaceFor resolves the workspace a control-socket caller names (the daemon's --workspace when
 // it names none) to an absolute path without symbolic links, and refuses it with workspace_denied
 // unless the caller could read, write and search it itself (as its uid and groups; the kernel
-// decides when the daemon is root). Root callers may name any workspace.
+// decides when the daemon is root). Root callers may name any workspace but one that holds or lies
+// in the state directory, the daemon's own folder or its approval policy, or holds its temporary
+// folder (ownedOverlap), which no caller may name.
 func (d *Engine) workspaceFor(c host.Caller) (string, *host.Error) {
 	ws := c.Workspace
 	if ws == "" {
@@ -100,7 +102,23 @@ func (d *Engine) workspaceFor(c host.Caller) (string, *host.Error) {
 			return "", host.WorkspaceDenied(abs, *c.Peer, cerr)
 		}
 	}
+	if e := ownedOverlap(real, d.stateDir, d.sandbox); e != nil {
+		return "", e
+	}
 	return real, nil
+}
+
+// ownedOverlap refuses a workspace that overlaps what the daemon runs or trusts
+// (host.OwnedOverlap) or holds its temporary folder (host.TempOverlap); nil when the sandbox is
+// off (every CLI may then write anything the daemon's user may).
+func ownedOverlap(ws, stateDir string, o host.SandboxOptions) *host.Error {
+	if o.Off {
+		return nil
+	}
+	if e := host.OwnedOverlap(ws, stateDir, o.Trusted...); e != nil {
+		return e
+	}
+	return host.TempOverlap(ws)
 }
 
 func isDir(p string) bool {

@@ -41,7 +41,12 @@ func sandboxOptions(log *slog.Logger, c Config, stateDir, socket string) (host.S
 	}
 	if filepath.IsAbs(c.Approvals) { // whoever writes the policy approves every call
 		o.ExtraDeny = append(o.ExtraDeny, c.Approvals)
+		o.Trusted = append(o.Trusted, c.Approvals) // and no workspace may hold it
 	}
+	if self, err := os.Executable(); err == nil { // its next run starts from there
+		o.Trusted = append(o.Trusted, filepath.Dir(self))
+	}
+	o.Trusted = append(o.Trusted, podmanPaths()...)
 	if c.AgentUser != "" {
 		u, err := user.Lookup(c.AgentUser)
 		if err != nil {
@@ -75,6 +80,30 @@ func sandboxOptions(log *slog.Logger, c Config, stateDir, socket string) (host.S
 		logLimits(log)
 	}
 	return o, nil
+}
+
+// podmanPaths are the folders of podman's configuration and image storage the daemon's engine:
+// sandbox calls use, as its user (root: the system's): a tool writing containers.conf there gives
+// every later container its volumes and hooks, and one writing the storage changes the images
+// they run.
+func podmanPaths() []string {
+	if os.Geteuid() == 0 {
+		return []string{"/etc/containers", "/var/lib/containers", "/usr/share/containers"}
+	}
+	var out []string
+	if dir, err := os.UserConfigDir(); err == nil {
+		out = append(out, filepath.Join(dir, "containers"))
+	}
+	data := os.Getenv("XDG_DATA_HOME")
+	if !filepath.IsAbs(data) {
+		if home, err := os.UserHomeDir(); err == nil {
+			data = filepath.Join(home, ".local", "share")
+		}
+	}
+	if filepath.IsAbs(data) {
+		out = append(out, filepath.Join(data, "containers"))
+	}
+	return out
 }
 
 // DefaultSandboxPool is --sandbox-pool's default: two inits per CPU, at most 8.

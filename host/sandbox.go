@@ -37,6 +37,10 @@ type SandboxOptions struct {
 	// calls in-process): a uid without a usable home of its own gets <StateDir>/homes/<uid>, and no
 	// home may overlap it. Empty: such a uid's home is /nonexistent.
 	StateDir string
+	// Trusted are absolute files or folders outside StateDir that the host later runs or trusts,
+	// such as clihostd's approval policy and its own folder: a workspace that is, holds or lies in
+	// one is refused (OwnedOverlap).
+	Trusted []string
 	// AdmitNets are address ranges egress may reach although they are loopback, private,
 	// link-local or metadata addresses (which are refused otherwise): an operator setting, for test
 	// hosts on a private network.
@@ -102,7 +106,8 @@ func SandboxAvailable() error { return probeOnce() }
 // roots the bundle declares as subtrees are created first when missing (makeWriteRoots): the
 // sandbox can only grant a folder that exists. It returns a
 // nil plan when the operator turned the sandbox off; workspace_denied when the uid the process
-// would run as may not use the workspace; sandbox_unavailable when this host cannot build the
+// would run as may not use the workspace, or the workspace holds or lies in the state directory or
+// the folder of the host's executable (OwnedOverlap); sandbox_unavailable when this host cannot build the
 // sandbox or the bundle's sandbox cannot be enforced here.
 func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string, c Caller, env *[]string) (*isolation.Plan, *sandbox.Policy, *Error) {
 	ws := c.Workspace
@@ -116,6 +121,11 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string,
 	who, idErr := h.identityFor(ws, c.Peer, bin) // on a root host, also whether that uid may run bin
 	if idErr != nil {
 		return nil, nil, idErr
+	}
+	// The host's own work may run in the kept home of the uid it runs as (checkDir), which lies in
+	// the state directory; no caller names that workspace (clihostd refuses it first).
+	if e := OwnedOverlap(ws, h.opts.Sandbox.StateDir, h.opts.Sandbox.Trusted...); e != nil && !h.ownKeptHome(ws, who.home) {
+		return nil, nil, e
 	}
 	if err := makeWriteRoots(who.home, who.id, homeWriteRoots(b, tool), os.Geteuid() == 0); err != nil {
 		return nil, nil, &Error{Code: errcode.Internal, Message: err.Error(), Hint: "check the home " + who.home + " of uid " + strconv.Itoa(who.id.UID)}

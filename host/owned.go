@@ -1,0 +1,188 @@
+package host
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/sandbox/nsinit"
+)
+
+// OwnedOverlap refuses, with workspace_denied, a workspace ws that is, contains or lies inside a
+// path the host later executes or trusts: its state directory stateDir ("" for none: bin/ holds
+// the CLIs Install put there, which later calls run, and homes/ the HOMEs it keeps for each uid,
+// whose .bashrc, .gitconfig and .npmrc later calls read), the folder of the clihost-sandbox
+// helper when one is used (every sandbox starts from it, unconfined), and each of trusted (for
+// clihostd: its approval policy, whoever writes it approves every call, and its own folder, from
+// which the service manager starts its next run). A tool allowed to write its workspace
+// (fs.write ./**) could otherwise plant a program that runs with another bundle's credentials,
+// another uid's rights, or the host's own. Symbolic links are resolved in every path first (the
+// part that exists), so a workspace reaching a folder through a link, or one made after the host
+// started, is judged by where it leads; and the mount table is read, so a bind mount of the path
+// inside the workspace (or of the workspace inside it) is seen too.
+func OwnedOverlap(ws, stateDir string, trusted ...string) *Error {
+	w, err := resolvedPath(ws)
+	if err != nil {
+		return &Error{Code: errcode.InputInvalid, Message: fmt.Sprintf("workspace %q: %v", ws, err)}
+	}
+	if stateDir != "" {
+		s, err := resolvedPath(stateDir)
+		if err == nil && overlaps(w, s) {
+			return ownedError(ws, "clihost's state directory "+stateDir+" (its bin/ holds the installed CLIs later calls run, its homes/ the HOMEs it keeps)",
+				"name a workspace that neither holds nor lies in the state directory (a project folder), or move the state elsewhere (clihostd --state)")
+		}
+	}
+	if helper, ok := nsinit.Starter(); ok {
+		trusted = append(slices.Clone(trusted), filepath.Dir(helper))
+	}
+	for _, p := range trusted {
+		if r, err := resolvedPath(p); err == nil && overlaps(w, r) {
+			return ownedError(ws, p+", which the host runs or trusts (the sandbox helper's or clihostd's folder, or the approval policy)",
+				"name a workspace that neither holds nor lies in it (a project folder), or move it out of the workspace (install clihostd in /usr/local/bin; clihostd --approvals)")
+		}
+	}
+	return nil
+}
+
+// ownedError is the workspace_denied refusal of ws, which overlaps what.
+func ownedError(ws, what, hint string) *Error {
+	return &Error{Code: errcode.WorkspaceDenied, Category: "permission",
+		Message: fmt.Sprintf("the workspace %s holds or lies in %s: a tool allowed to write its workspace could change it, so it is refused", ws, what),
+		Hint:    hint}
+}
+
+// resolvedPath is p absolute and clean with the symbolic links of its existing part resolved (the
+// rest may not exist yet).
+func resolvedPath(p string) (string, error) {
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	var rest []string
+	for {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(append([]string{r}, rest...)...), nil
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return filepath.Join(append([]string{p}, rest...)...), nil
+		}
+		rest = append([]string{filepath.Base(p)}, rest...)
+		p = parent
+	}
+}
+
+// ownKeptHome reports whether ws is home, the kept home <state>/homes/<uid> of the uid a process
+// runs as (where the host runs its own version checks when that uid may not use the workspace).
+func (h *Host) ownKeptHome(ws, home string) bool {
+	if h.opts.Sandbox.StateDir == "" {
+		return false
+	}
+	w, err1 := resolvedPath(ws)
+	hm, err2 := resolvedPath(home)
+	homes, err3 := resolvedPath(filepath.Join(h.opts.Sandbox.StateDir, "homes"))
+	return err1 == nil && err2 == nil && err3 == nil && w == hm && filepath.Dir(hm) == homes
+}
+
+// overlaps reports whether the workspace w and the path p (both resolved) are one, or one holds the
+// other: by their paths, or through a mount that shows the same folder of a file system at another
+// place (a bind mount of p inside w, or w inside a bind mount of p).
+func overlaps(w, p string) bool {
+	if within(w, p) || within(p, w) {
+		return true
+	}
+	mounts, err := readMountinfo()
+	if err != nil {
+		return false
+	}
+	fsP, relP := onFS(mounts, p)
+	fsW, relW := onFS(mounts, w)
+	if fsP != "" && fsP == fsW && (within(relW, relP) || within(relP, relW)) {
+		return true // w lies in p, or holds it, on their file system (w reached through a bind mount)
+	}
+	for _, m := range mounts {
+		if within(m.point, w) && m.dev == fsP && (within(relP, m.root) || within(m.root, relP)) {
+			return true // a mount inside w shows p, or a folder inside p
+		}
+	}
+	return false
+}
+
+// mountEntry is one line of /proc/self/mountinfo: the file system (major:minor), the folder of it
+// mounted, and where.
+type mountEntry struct{ dev, root, point string }
+
+// readMountinfo reads this process's mount table.
+func readMountinfo() ([]mountEntry, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	var out []mountEntry
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		out = append(out, mountEntry{dev: f[2], root: unescapeMount(f[3]), point: unescapeMount(f[4])})
+	}
+	return out, nil
+}
+
+// onFS is the file system p lies on (the last mount whose point holds p, as the kernel shows the
+// topmost) and p's folder within it; "" when none does.
+func onFS(mounts []mountEntry, p string) (dev, rel string) {
+	best := -1
+	for i, m := range mounts {
+		if within(p, m.point) && (best < 0 || len(m.point) >= len(mounts[best].point)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return "", ""
+	}
+	m := mounts[best]
+	return m.dev, filepath.Join(m.root, strings.TrimPrefix(p, m.point))
+}
+
+// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMount(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// TempOverlap refuses, with workspace_denied, a workspace ws that is or holds the temporary folder
+// (os.TempDir, symbolic links resolved): the host writes the env files of container calls (their
+// secrets included) and the folders of version checks there, as its own user, and a tool of a host
+// that is not root runs as that user too. clihostd applies it to every workspace; the Go API does
+// not (a program whose CLIs only read may use os.TempDir() as its workspace).
+func TempOverlap(ws string) *Error {
+	w, err := resolvedPath(ws)
+	if err != nil {
+		return &Error{Code: errcode.InputInvalid, Message: fmt.Sprintf("workspace %q: %v", ws, err)}
+	}
+	// Lying inside it is fine (the host's folders there are beside the workspace, not in it);
+	// holding it, by path or through a mount, is not.
+	if tmp, err := resolvedPath(os.TempDir()); err == nil && (within(tmp, w) || overlaps(w, tmp) && !within(w, tmp)) {
+		return ownedError(ws, "the temporary folder "+os.TempDir()+" (the env files of container calls and the folders of version checks are made there)",
+			"name a workspace that does not hold the temporary folder (a project folder)")
+	}
+	return nil
+}
