@@ -200,3 +200,59 @@ func TestCatalogExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestDryRunIsWhatRuns: the argv and the environment's names a dry run shows are those the CLI
+// then gets (a script prints its arguments and its exported variables' names).
+func TestDryRunIsWhatRuns(t *testing.T) {
+	sandboxOrSkip(t)
+	dir, ws := authorBundle(t, "{ type: string }", "  - { name: hello, input: { word: hi } }")
+	tool := filepath.Join(dir, "tools/say/TOOL.md")
+	data, _ := os.ReadFile(tool)
+	edited := strings.Replace(string(data), `argv: ["say", "${input.word}"], output: { format: json }`,
+		`argv: ["say", "--word=${input.word}", "${input.word}", "two words", ""], output: { format: text }`, 1)
+	if err := os.WriteFile(tool, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "bin/probe")
+	if err := os.WriteFile(script, []byte(`#!/bin/sh
+if [ "$1" = --version ]; then echo "probe 1.2.3"; exit 0; fi
+for a in "$@"; do printf 'arg=%s\n' "$a"; done
+export -p
+`), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	input := `{"word":"it's"}`
+	code, out, errOut := runCtl(t, "call", "--bundles", dir, "--workspace", ws, "--audit", "-", "probe", "say", "--dry-run", "--json", "--input", input)
+	var d host.DryRun
+	if err := json.Unmarshal([]byte(out), &d); err != nil || code != 0 {
+		t.Fatalf("dry run: exit %d %v\n%s%s", code, err, out, errOut)
+	}
+	code, out, errOut = runCtl(t, "call", "--bundles", dir, "--workspace", ws, "--audit", "-", "probe", "say", "--input", input)
+	var env struct {
+		OK    bool
+		Value string
+	}
+	if err := json.Unmarshal([]byte(out), &env); err != nil || !env.OK {
+		t.Fatalf("call: exit %d %v\n%s%s", code, err, out, errOut)
+	}
+	var args, names []string
+	for l := range strings.Lines(env.Value) {
+		l = strings.TrimSuffix(l, "\n")
+		if a, ok := strings.CutPrefix(l, "arg="); ok {
+			args = append(args, a)
+		} else if n, ok := strings.CutPrefix(l, "export "); ok {
+			if n, _, _ = strings.Cut(n, "="); n != "PWD" && n != "OLDPWD" {
+				names = append(names, n)
+			}
+		}
+	}
+	if len(args) != 5 || args[1] != "--word=it's" || len(names) < 3 {
+		t.Fatalf("the CLI printed %q", env.Value)
+	}
+	if strings.Join(args, "\x00") != strings.Join(d.Argv[1:], "\x00") {
+		t.Errorf("argv: dry run %q, the CLI got %q", d.Argv[1:], args)
+	}
+	if strings.Join(names, ",") != strings.Join(d.Env, ",") {
+		t.Errorf("env: dry run %v, the CLI got %v", d.Env, names)
+	}
+}
