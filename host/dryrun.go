@@ -150,7 +150,7 @@ func (h *Host) DryRun(b *manifest.Bundle, tool string, input map[string]any, c C
 		return nil, e
 	}
 	env = append(env, secretEnvNames(b, t)...)
-	plan, _, e := h.confineFor(b, t, path, c, &env, true)
+	plan, pol, e := h.confineFor(b, t, path, c, &env, true)
 	if e != nil {
 		return nil, e
 	}
@@ -166,10 +166,8 @@ func (h *Host) DryRun(b *manifest.Bundle, tool string, input map[string]any, c C
 	}
 	d.Policy = &DryRunPolicy{Read: nonNil(plan.ReadOnly), Write: nonNil(plan.ReadWrite), Exec: nonNil(plan.Exec), Deny: nonNil(plan.Deny), Protect: plan.Protect,
 		Egress: []string{}, Limits: dryRunLimits(plan.Limits), MissingWriteRoots: missingWriteRoots(d.Home, b, t)}
-	if eff.Network != nil {
-		d.Policy.Egress = slices.Clone(eff.Network.Egress)
-		d.Policy.Ingress = slices.Clone(eff.Network.Ingress)
-	}
+	d.Policy.Egress = append(d.Policy.Egress, pol.Egress...)
+	d.Policy.Ingress = slices.Clone(pol.Ingress)
 	return d, nil
 }
 
