@@ -157,7 +157,7 @@ func (h *Host) DryRun(b *manifest.Bundle, tool string, input map[string]any, c C
 	d.Env = slices.Compact(slices.Sorted(slices.Values(envNames(env))))
 	if plan == nil {
 		d.UID, d.GID = os.Geteuid(), os.Getegid()
-		d.NotChecked = append(d.NotChecked, "the sandbox: the operator turned it off (clihostd --sandbox=off)")
+		d.NotChecked = append(d.NotChecked, "the sandbox: it is OFF on this host (clihostd --sandbox=off); the CLI would run with the full rights of the host user")
 		return d, nil
 	}
 	d.UID, d.GID, d.Groups, d.Home = plan.UID, plan.GID, plan.Groups, envValue(env, "HOME")
