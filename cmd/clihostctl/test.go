@@ -91,6 +91,7 @@ Exit status: 0 when no example failed, 1 when one did, 2 on bad usage.`,
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the results as JSON")
 	cmd.Flags().StringVar(&o.format, "format", "text", "text (one line per example) or tap (Test Anything Protocol)")
 	o.addFlags(cmd.Flags())
+	_ = cmd.Flags().MarkHidden("workspace") // each example gets a workspace of its own
 	return cmd
 }
 
