@@ -25,6 +25,9 @@ type CallOptions struct {
 	Via string
 	// Progress is called about every second while the CLI runs, with the time elapsed.
 	Progress func(elapsed time.Duration)
+	// Debug adds to a failed call's error everything the CLI printed (Error.Detail.Debug, secrets
+	// redacted): what a bundle's author needs when its output does not parse.
+	Debug bool
 }
 
 // Call runs one tool of a bundle, as clihostd runs it for an agent: the input is checked against
@@ -67,7 +70,7 @@ func (h *Host) call(ctx context.Context, bundle, tool string, input map[string]a
 	if embedder {
 		o.Via = approval.ViaCLI
 	}
-	env := h.h.Call(ctx, b, tool, input, h.caller(), host.CallOptions{Via: o.Via, Progress: o.Progress})
+	env := h.h.Call(ctx, b, tool, input, h.caller(), host.CallOptions{Via: o.Via, Progress: o.Progress, Debug: o.Debug})
 	if env.OK {
 		return env, nil
 	}

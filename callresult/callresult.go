@@ -55,7 +55,21 @@ type Error struct {
 	PartialStdout string `json:"partial_stdout,omitempty"`
 	// Approval is the pending approval an approval_required call waits for.
 	Approval *ApprovalInfo `json:"approval,omitempty"`
+	// Debug is, for a call made with debugging on (clihostctl call --debug) that failed after its
+	// command ran, everything the command printed, secrets redacted: an author sees what the CLI
+	// printed when its output did not parse or did not match the outputs schema.
+	Debug *Streams `json:"debug,omitempty"`
 }
+
+// Streams are a command's standard output and error as text, each cut at MaxDebugBytes.
+type Streams struct {
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	Truncated bool   `json:"truncated,omitempty"` // a stream was cut (at the capture limit or MaxDebugBytes)
+}
+
+// MaxDebugBytes bounds each stream of Error.Debug.
+const MaxDebugBytes = 256 << 10
 
 // ApprovalInfo is, in an approval_required error, the pending approval the call waits for: an
 // operator answers it (clihostctl approve, the control API's AnswerApproval) and the caller

@@ -163,6 +163,9 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 		res.Exhausted = containerKilled(l)
 	}
 	out := h.finish(ctx, b, t, res, err, conv, timeout, scope, rec, used, pol)
+	if opts.Debug && err == nil {
+		debugStreams(out.Error, res, newRedactor(secretValues(b, h.opts.LookupEnv, used)))
+	}
 	out.Warnings = append(out.Warnings, warnings...)
 	return out
 }

@@ -128,6 +128,9 @@ type CallOptions struct {
 	// runner.limits); it never lengthens it. A call stopped at it is a timeout whose error keeps
 	// the output printed so far (Error.PartialStdout).
 	Timeout time.Duration
+	// Debug adds to a failed call's error everything its command printed (Error.Debug, secrets
+	// redacted): for bundle authors (clihostctl call --debug), never set by an agent's front end.
+	Debug bool
 }
 
 // capTimeout is limit shortened to opts.Timeout when that is positive and shorter.
@@ -404,6 +407,9 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	h.auditSweep(b, rec.CallID, toolWarnings)
 	warnings := append(lifeWarnings, toolWarnings...)
 	out := h.finish(ctx, b, t, res, err, conv, timeout, loginScope, rec, usedSecrets, pol)
+	if opts.Debug && err == nil {
+		debugStreams(out.Error, res, newRedactor(secretValues(b, h.opts.LookupEnv, usedSecrets)))
+	}
 	out.Warnings = append(append(out.Warnings, warnings...), cgroupWarning(res)...)
 	return out
 }

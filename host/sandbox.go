@@ -110,6 +110,13 @@ func SandboxAvailable() error { return probeOnce() }
 // the folder of the host's executable (OwnedOverlap); sandbox_unavailable when this host cannot build the
 // sandbox or the bundle's sandbox cannot be enforced here.
 func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string, c Caller, env *[]string) (*isolation.Plan, *sandbox.Policy, *Error) {
+	return h.confineFor(b, tool, bin, c, env, false)
+}
+
+// confineFor is confine; dry (a dry run, DryRun) changes nothing on disk: the ~ write roots are not
+// created (a missing one is left out of the policy, as the sandbox would leave it out had it not
+// been created) and the git rule's snapshot is not taken.
+func (h *Host) confineFor(b *manifest.Bundle, tool *manifest.ToolEntry, bin string, c Caller, env *[]string, dry bool) (*isolation.Plan, *sandbox.Policy, *Error) {
 	ws := c.Workspace
 	if h.opts.Sandbox.Off {
 		return nil, nil, nil
@@ -127,8 +134,10 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string,
 	if e := OwnedOverlap(ws, h.opts.Sandbox.StateDir, h.opts.Sandbox.Trusted...); e != nil && !h.ownKeptHome(ws, who.home) {
 		return nil, nil, e
 	}
-	if err := makeWriteRoots(who.home, who.id, homeWriteRoots(b, tool), os.Geteuid() == 0); err != nil {
-		return nil, nil, &Error{Code: errcode.Internal, Message: err.Error(), Hint: "check the home " + who.home + " of uid " + strconv.Itoa(who.id.UID)}
+	if !dry {
+		if err := makeWriteRoots(who.home, who.id, homeWriteRoots(b, tool), os.Geteuid() == 0); err != nil {
+			return nil, nil, &Error{Code: errcode.Internal, Message: err.Error(), Hint: "check the home " + who.home + " of uid " + strconv.Itoa(who.id.UID)}
+		}
 	}
 	pathVar, _ := h.opts.LookupEnv("PATH")
 	pol, err := sandbox.Compile(sandbox.Input{Bundle: b, Tool: tool, Binary: bin, Workspace: ws, Home: who.home,
@@ -144,8 +153,10 @@ func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string,
 	}
 	// The git rule: record the writable roots' git metadata now, so that sweep can judge what the
 	// call changes (a root too large to check refuses the call: it could not be checked after).
-	if err := pol.SnapshotGit(0); err != nil {
-		return nil, nil, sandboxError(b, err)
+	if !dry {
+		if err := pol.SnapshotGit(0); err != nil {
+			return nil, nil, sandboxError(b, err)
+		}
 	}
 	plan, _ := pol.Plan(who.id)
 	plan.Limits = h.limitsFor(b, tool)

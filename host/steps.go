@@ -89,6 +89,9 @@ func (h *Host) runSteps(ctx context.Context, sc stepCall) Envelope {
 		name, mapped := conv.ExitCodes[res.ExitCode]
 		if err != nil || res.Canceled || res.TimedOut || !(name == "ok" || (res.ExitCode == 0 && !mapped)) {
 			out := h.finish(ctx, b, t, res, err, conv, timeout, sc.scope, sc.rec, *sc.used, pol)
+			if sc.opts.Debug && err == nil {
+				debugStreams(out.Error, res, newRedactor(secretValues(b, h.opts.LookupEnv, *sc.used)))
+			}
 			if out.Error != nil {
 				out.Error.Message = fmt.Sprintf("step %d (%s): %s", i, filepath.Base(proc.Path), out.Error.Message)
 			}

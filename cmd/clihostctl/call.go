@@ -23,6 +23,7 @@ import (
 type callOptions struct {
 	*globalOptions
 	hostOptions
+	authorOptions
 	bundle, tool string
 	input        string
 	inputFile    string
@@ -60,6 +61,7 @@ Exit status: 0 when the call succeeded, 1 when it failed, 2 on bad usage.`,
 	cmd.Flags().StringVar(&o.input, "input", "", "the tool's input as a JSON object")
 	cmd.Flags().StringVar(&o.inputFile, "input-file", "", "read the input JSON from this file (- for stdin)")
 	o.addFlags(cmd.Flags())
+	o.addAuthorFlags(cmd)
 	return cmd
 }
 
@@ -88,9 +90,12 @@ func runCall(o *callOptions) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// Through the daemon when one runs (and no bundle directory was named for this call): it keeps
-	// installed binaries, state and the audit log.
-	if len(o.bundleDirs) == 0 && o.audit == "" {
+	if o.dryRun {
+		return runDryRun(ctx, o, raw)
+	}
+	// Through the daemon when one runs (and no bundle directory was named for this call, and no
+	// --debug, which runs here): it keeps installed binaries, state and the audit log.
+	if len(o.bundleDirs) == 0 && o.audit == "" && !o.debug {
 		ws, err := o.workspaceDir()
 		if err != nil {
 			return err
@@ -124,7 +129,7 @@ func runCall(o *callOptions) error {
 		return plainError(err)
 	}
 	call := func() clihost.Result {
-		env, _ := h.Call(ctx, o.bundle, o.tool, json.RawMessage(raw), clihost.CallOptions{Via: approval.ViaCLI})
+		env, _ := h.Call(ctx, o.bundle, o.tool, json.RawMessage(raw), clihost.CallOptions{Via: approval.ViaCLI, Debug: o.debug})
 		return env
 	}
 	env := call()
