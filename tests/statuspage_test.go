@@ -3,9 +3,14 @@ package tests
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -147,5 +152,63 @@ func TestStatusPageInBrowser(t *testing.T) {
 	again, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
 	if !strings.Contains(again, "used or expired") || strings.Contains(again, "evil@1") {
 		t.Errorf("the link loaded twice: %q", again)
+	}
+}
+
+// TestStatusPageUnprivilegedDaemon: the shipped unit's deployment, a daemon that is not root (here
+// the agent user) with a socket group. Its own user gets a login link from clihostctl open and the
+// link opens the page (its sandbox built in a user namespace, or why not); a member of the socket group is refused the link (the page shows every
+// caller's calls, as the audit log it may not read) and gets no URL.
+func TestStatusPageUnprivilegedDaemon(t *testing.T) {
+	fixture.NeedRoot(t)
+	fixture.Group(t, sockGroup)
+	agent := fixture.User(t, agentName, sockGroup)
+	member := fixture.User(t, memberName, sockGroup, shareGroup)
+	if err := os.Chmod(filepath.Dir(bin.ctl), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	base := t.TempDir()
+	fixture.Reachable(t, base)
+	state, ws, sock := filepath.Join(base, "state"), filepath.Join(base, "ws"), filepath.Join(base, "run", "ctl.sock")
+	for _, dir := range []string{state, ws, filepath.Dir(sock)} {
+		privateDir(t, dir, agent.UID, agent.GID, 0o755)
+	}
+	cmd := exec.Command(bin.daemon, "--state", state, "--socket", sock, "--http", "127.0.0.1:0", "--workspace", ws, "--group", sockGroup,
+		"--no-catalog", "--bundles", identityBundles(t))
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=" + systemPath, "HOME=" + agent.Home, "CLIHOST_BUNDLES="}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(agent.UID), Gid: uint32(agent.GID), Groups: groupsOf(agent)}}
+	d := &daemonProc{cmd: cmd, socket: sock, state: state, ws: ws}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.proc = fixture.Start(t, cmd)
+	d.log = fixture.Follow(stderr)
+	d.waitFor(t, "clihostd ready")
+
+	r := d.ctlAs(t, member, "open", "--print")
+	if r.code == 0 || strings.Contains(r.stdout, "/login") || !strings.Contains(r.stderr, "only root or clihostd's own user") {
+		t.Errorf("open as a socket group member: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = d.ctlAs(t, agent, "open", "--print")
+	link := strings.TrimSpace(r.stdout)
+	if r.code != 0 || !strings.Contains(link, "/login?code=") {
+		t.Fatalf("open as the daemon's user: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Jar: jar}).Get(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	page := string(body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(page, "id@1") ||
+		!(strings.Contains(page, "in a user namespace") || strings.Contains(page, "UNAVAILABLE")) {
+		t.Errorf("the page on an unprivileged daemon: %d\n%s", resp.StatusCode, body)
 	}
 }
