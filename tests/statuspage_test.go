@@ -41,6 +41,26 @@ func hostileBundle(t *testing.T) string {
 	return dir
 }
 
+// egressBundle is a bundle "net" whose tool get runs curl to https://blocked.example/, a host
+// outside its egress list: the egress proxy refuses the connection (nothing leaves the machine).
+func egressBundle(t *testing.T) string {
+	t.Helper()
+	cli := strings.NewReplacer(`bin: "curl"`, "bin: curl", `parse: 'curl \(GNU coreutils\) (\d+\.\d+)', range: ">=8"`, `parse: 'curl (\d+\.\d+\.\d+)', range: ">=7"`,
+		"egress: []", `egress: ["allowed.example"]`, "package: coreutils", "package: curl").Replace(fixture.CLI("curl", "net", "  get: ./tools/get/TOOL.md\n"))
+	dir := fixture.Write(t, map[string]string{"net/CLI.md": cli, "net/tools/get/TOOL.md": `---
+name: Get
+id: net.get
+description: Fetches a page of a host the bundle may not reach.
+version: 1.0.0
+inputs: { type: object, additionalProperties: false, properties: {} }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: ["-sS", "--max-time", "5", "https://blocked.example/"] }
+---
+`})
+	fixture.Reachable(t, dir)
+	return dir
+}
+
 // browser starts Debian's chromium headless (flags that work as root, in a new profile) and
 // returns a tab's context; the browser ends with the test.
 func browser(t *testing.T) context.Context {
@@ -66,9 +86,9 @@ func browser(t *testing.T) context.Context {
 }
 
 // TestStatusPageInBrowser runs the real clihostd with a hostile bundle, makes calls through it (one
-// refused by the approval policy), logs in with the link of `clihostctl open --print` in a real
+// refused by the approval policy, one whose connection the egress proxy refuses), logs in with the link of `clihostctl open --print` in a real
 // headless chromium and reads the page as a person sees it: the bundle ready, the calls with their
-// outcomes, the refusal, the hostile description shown as text with its script not run, the
+// outcomes, the refusal, the egress decision, the hostile description shown as text with its script not run, the
 // session cookie out of the page's reach; the link does not work twice.
 func TestStatusPageInBrowser(t *testing.T) {
 	ctx := browser(t)
@@ -76,7 +96,11 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if err := os.WriteFile(policy, []byte("rules:\n  - { bundle: evil, tool: stop, decision: deny }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	d := startDaemon(t, t.TempDir(), "--bundles", hostileBundle(t), "--no-catalog", "--approvals", policy)
+	fixture.Need(t, "curl")
+	d := startDaemon(t, t.TempDir(), "--bundles", hostileBundle(t), "--bundles", egressBundle(t), "--no-catalog", "--approvals", policy)
+	if r := d.ctl(t, "call", "net", "get", "--workspace", d.ws, "--input", `{}`); r.code == 0 || !strings.Contains(r.stdout, "403") {
+		t.Fatalf("call get (egress refused): exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	for range 2 {
 		if r := d.ctl(t, "call", "evil", "run", "--workspace", d.ws, "--input", `{"label":"SECRET-ARGUMENT"}`); r.code != 0 {
 			t.Fatalf("call run: exit %d\n%s%s", r.code, r.stdout, r.stderr)
@@ -118,9 +142,14 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(calls) != 3 || !strings.Contains(calls[0], "stop") || !strings.Contains(calls[0], "refused approval_denied") || !strings.Contains(calls[0], "denied") ||
-		!strings.Contains(calls[1], "run") || !strings.Contains(calls[1], "ok") || !strings.Contains(calls[2], "ok") {
+	if len(calls) != 4 || !strings.Contains(calls[0], "stop") || !strings.Contains(calls[0], "refused approval_denied") || !strings.Contains(calls[0], "denied") ||
+		!strings.Contains(calls[1], "run") || !strings.Contains(calls[1], "ok") || !strings.Contains(calls[2], "ok") ||
+		!strings.Contains(calls[3], "get") || !strings.Contains(calls[3], "failed") || !strings.Contains(calls[3], "(exit 56) 1") {
 		t.Errorf("the calls (newest first): %q", calls)
+	}
+	egress, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("tr.egress")].map(r => r.innerText.replace(/\s+/g, " "))`))
+	if err != nil || len(egress) != 1 || !strings.Contains(egress[0], "net blocked.example:443 connect refused") || !strings.Contains(egress[0], "not in the egress allowlist") {
+		t.Errorf("the egress decisions: %q, %v", egress, err)
 	}
 	if strings.Contains(page, "SECRET-ARGUMENT") {
 		t.Error("the page shows a call's argument")
