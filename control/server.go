@@ -267,6 +267,7 @@ func Handler(b Backend, a Admission) http.Handler {
 	approvalHandlers(mux, b, a)
 	tokenHandlers(mux, b, a)
 	secretHandlers(mux, b)
+	pageHandlers(mux, b, a)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := r.Context().Value(peerKey{}).(Peer)
 		if !ok || !a.admits(p) {

@@ -110,6 +110,8 @@ type Engine struct {
 	approvals  *approval.Gate // outlives reloads: pending approvals and the key of their requestStates
 	closeOnce  sync.Once
 	breakers   breakers // the provider bundles' circuit breakers; outlive reloads
+
+	page pageSessions // the status page's login codes and sessions (statuspage.go)
 }
 
 var (

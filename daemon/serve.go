@@ -47,7 +47,7 @@ func (d *Engine) Serve(ctx context.Context) error {
 	base := func(net.Listener) context.Context { return calls }
 	ctlSrv := &http.Server{Handler: control.Handler(d, control.Admission{OwnerUID: os.Geteuid(), GroupID: gid}),
 		ConnContext: control.ConnContext, BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
-	httpSrv := &http.Server{Handler: d.httpHandler(), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: d.withStatusPage(d.httpHandler()), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
 	go func() { errc <- ctlSrv.Serve(ctlLn) }()
 	go func() { errc <- httpSrv.Serve(httpLn) }()

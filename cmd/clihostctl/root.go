@@ -65,6 +65,7 @@ else ./.cli plus the catalog built into clihost.`,
 		newStatusCmd(g, nil), newDoctorCmd(g, nil), newInstallCmd(g, nil), newSetupCmd(g, nil), newLoginCmd(g, nil), newLogoutCmd(g, nil), newTokenCmd(g, nil), newApproveCmd(g, nil), newAuditCmd(g), newVersionCmd(g), newImportCmd(g), newMCPSelfCmd(g), newStateCmd(g),
 		newSecretCmd(g))
 	root.AddCommand(newTestCmd(g), newNewCmd(g))
+	root.AddCommand(newOpenCmd(g, nil))
 	return root
 }
 
