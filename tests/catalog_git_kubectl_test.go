@@ -1,22 +1,27 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/clihost/clihost/argv"
+	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/output"
@@ -653,6 +658,7 @@ func TestCatalogKubectlToolsAgainstAPIServer(t *testing.T) {
 	run("kubectl.auth.can-i", `{"verb": "delete", "resource": "pods", "namespace": "web"}`, `^"no\\n"$`)
 	run("kubectl.rollout.status", `{"resource": "deployment/web", "namespace": "web"}`, `successfully rolled out`)
 	run("kubectl.top.pod", `{"namespace": "web"}`, `web-0\s+250m\s+64Mi`)
+	run("kubectl.events", `{"namespace": "web", "warnings_only": true}`, `"reason":"BackOff"`)
 	run("kubectl.scale", `{"resource": "deployment/web", "replicas": 1, "namespace": "web", "dry_run": "server"}`, `deployment.apps/web scaled \(server dry run\)`)
 	run("kubectl.delete", `{"resource": "pod", "name": "web-0", "namespace": "web", "dry_run": "server"}`, `pod \\"web-0\\" deleted \(server dry run\)`)
 	reqs := f.requests()
@@ -742,4 +748,126 @@ func TestCatalogKubectlConfigToolsInSandbox(t *testing.T) {
 	catMatch(t, "get-contexts", call("config.get-contexts", `{}`), `^fake\nother$`)
 	catMatch(t, "config view", call("config.view", `{}`), `^fake\tfake-cluster\thttps://kube\.example\.test:6443\tweb\tfake-user$`)
 	catMatch(t, "config view of another context", call("config.view", `{"context": "other"}`), `^other\tfake-cluster\thttps://kube\.example\.test:6443\t\tbasic-user$`)
+}
+
+// TestCatalogKubectlInSandboxThroughEgress runs the read-only kubectl tools in the real sandbox
+// against the loopback API server, through the egress proxy: the catalog bundle with only the
+// server's host name added to its egress (what an operator does for a self-hosted cluster) and the
+// host admitting loopback (clihostd --egress-admit). Without the name in egress the same call is
+// refused by the proxy.
+func TestCatalogKubectlInSandboxThroughEgress(t *testing.T) {
+	fixture.NeedRoot(t)
+	if _, err := lookSystem("kubectl"); err != nil {
+		fixture.Missing(t, "kubectl is not installed (.ci/run installs Debian's kubernetes-client)")
+	}
+	f := newFakeKube(t)
+	port, err := strconv.Atoi(f.srv.URL[strings.LastIndex(f.srv.URL, ":")+1:])
+	must(t, err)
+	u := fixture.User(t, "clihost-t-catkube")
+	kube := filepath.Join(u.Home, ".kube")
+	must(t, os.MkdirAll(kube, 0o700))
+	t.Cleanup(func() { os.RemoveAll(kube) })
+	// A name for the loopback server that is not "localhost": kubectl (Go's proxy rules) never
+	// sends localhost through a proxy, and the sandbox has no other way out.
+	name := loopbackName(t)
+	f.srv.URL = strings.Replace(f.srv.URL, "127.0.0.1", name, 1)
+	f.kubeconfig(t, kube)
+	must(t, os.Rename(filepath.Join(kube, "kubeconfig"), filepath.Join(kube, "config")))
+	chownTree(t, u.Home, u.UID, u.GID)
+	ws := t.TempDir()
+	fixture.Reachable(t, filepath.Dir(ws))
+	chownTree(t, ws, u.UID, u.GID)
+
+	call := func(egress []string, tool string, input map[string]any) (host.Envelope, string) {
+		t.Helper()
+		dir := filepath.Join(t.TempDir(), "kubectl")
+		must(t, os.CopyFS(dir, os.DirFS("../bundles/kubectl")))
+		cliPath := filepath.Join(dir, "CLI.md")
+		cli, err := os.ReadFile(cliPath)
+		must(t, err)
+		list := ""
+		for _, h := range egress {
+			list += "      - " + h + "\n"
+		}
+		must(t, os.WriteFile(cliPath, []byte(strings.Replace(string(cli), "    egress:\n", "    egress:\n"+list, 1)), 0o644))
+		fixture.Reachable(t, filepath.Dir(dir))
+		reg := fixture.Load(t, filepath.Dir(dir))
+		h := host.New(reg, host.Options{
+			Sandbox: host.SandboxOptions{AdmitNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}, EgressPorts: []int{port}},
+			LookupEnv: func(k string) (string, bool) {
+				switch k {
+				case "PATH":
+					return systemPath, true
+				case "HOME":
+					return u.Home, true
+				}
+				return "", false
+			},
+		})
+		b, err := h.Bundle("kubectl")
+		must(t, err)
+		env := h.Call(context.Background(), b, tool, input, host.Caller{Workspace: ws}, host.CallOptions{})
+		raw, _ := json.Marshal(env)
+		return env, string(raw)
+	}
+	for _, c := range []struct {
+		tool  string
+		input map[string]any
+		want  string
+	}{
+		{"version", map[string]any{}, `"gitVersion":"v1.32.4"`},
+		{"get", map[string]any{"resource": "pods", "namespace": "web"}, `"name":"web-0"`},
+		{"logs", map[string]any{"pod": "web-0", "namespace": "web"}, `listening on :8080`},
+		{"auth.can-i", map[string]any{"verb": "get", "resource": "pods"}, `"value":"yes`},
+		{"describe", map[string]any{"resource": "pod", "name": "web-0", "namespace": "web"}, `Restart Count:\s+3`},
+		{"events", map[string]any{"namespace": "web"}, `"reason":"BackOff"`},
+		{"api-resources", map[string]any{"api_group": "apps"}, `deployments`},
+		{"rollout.status", map[string]any{"resource": "deployment/web", "namespace": "web"}, `successfully rolled out`},
+		{"top.pod", map[string]any{"namespace": "web"}, `web-0\s+250m`},
+	} {
+		env, raw := call([]string{name}, c.tool, c.input)
+		if !env.OK || !regexp.MustCompile(c.want).MatchString(raw) {
+			t.Fatalf("%s %v in the sandbox: %s\nrequests:\n%s", c.tool, c.input, raw, f.requests())
+		}
+		if strings.Contains(raw, kubeToken) {
+			t.Fatalf("%s: the token reached the result: %s", c.tool, raw)
+		}
+	}
+	if env, raw := call(nil, "version", map[string]any{}); env.OK || !strings.Contains(raw, "Forbidden") {
+		t.Fatalf("without the API server in egress: %s", raw)
+	}
+	// A change of the cluster asks first: without an approval nothing reaches the server.
+	for _, c := range []struct {
+		tool  string
+		input map[string]any
+	}{
+		{"scale", map[string]any{"resource": "deployment/web", "replicas": 0, "namespace": "web"}},
+		{"delete", map[string]any{"resource": "pod", "name": "web-0", "namespace": "web", "dry_run": "none"}},
+		{"rollout.restart", map[string]any{"resource": "deployment/web", "namespace": "web"}},
+	} {
+		if env, raw := call([]string{name}, c.tool, c.input); env.OK || env.Error == nil || env.Error.Code != "approval_required" {
+			t.Fatalf("%s without an approval: %s", c.tool, raw)
+		}
+	}
+	if reqs := f.requests(); strings.Contains(reqs, "PATCH") || strings.Contains(reqs, "DELETE") {
+		t.Fatalf("a change reached the server without an approval:\n%s", reqs)
+	}
+}
+
+// loopbackName returns a host name other than localhost that resolves to 127.0.0.1 only (the
+// machine's own name in /etc/hosts, on Debian and on this project's machines).
+func loopbackName(t *testing.T) string {
+	t.Helper()
+	name, err := os.Hostname()
+	must(t, err)
+	addrs, err := net.LookupHost(name)
+	if err != nil || len(addrs) == 0 || name == "localhost" {
+		t.Skipf("the host name %q does not resolve (%v): no loopback name for the egress proxy", name, err)
+	}
+	for _, a := range addrs {
+		if a != "127.0.0.1" {
+			t.Skipf("the host name %q resolves to %v, not to 127.0.0.1 only: no loopback name for the egress proxy", name, addrs)
+		}
+	}
+	return name
 }
