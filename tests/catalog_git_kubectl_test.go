@@ -687,7 +687,10 @@ func TestCatalogKubectlToolsAgainstAPIServer(t *testing.T) {
 		{"kubectl.rollout.status", `{"resource": "deployment/web", "wait": true, "timeout_seconds": 300}`, []string{"rollout", "status", "deployment/web", "--watch=true", "--timeout=300s"}},
 		{"kubectl.top.node", `{"sort_by": "memory"}`, []string{"top", "node", "--sort-by=memory"}},
 		{"kubectl.logs", `{"pod": "deployment/web"}`, []string{"logs", "deployment/web", "--tail=200"}},
-		{"kubectl.scale", `{"resource": "deployment/web", "replicas": 0}`, []string{"scale", "deployment/web", "--replicas=0", "--dry-run=none"}},
+		{"kubectl.scale", `{"resource": "deployment/web", "replicas": 0}`, []string{"scale", "deployment/web", "--replicas=0", "--dry-run=server"}},
+		{"kubectl.apply", `{"file": "k8s/app.yaml"}`, []string{"apply", "--filename", "k8s/app.yaml", "--dry-run=server"}},
+		{"kubectl.delete", `{"resource": "pod", "name": "web-0"}`, []string{"delete", "pod", "web-0", "--dry-run=server", "--wait=false"}},
+		{"kubectl.rollout.undo", `{"resource": "deployment/web"}`, []string{"rollout", "undo", "deployment/web", "--dry-run=server"}},
 		{"kubectl.delete", `{"resource": "job", "name": "migrate", "dry_run": "none"}`, []string{"delete", "job", "migrate", "--dry-run=none", "--wait=false"}},
 		{"kubectl.config.view", `{"context": "other"}`, []string{"config", "view", "--minify", "--output=jsonpath={.current-context}{\"\\t\"}{.contexts[0].context.cluster}{\"\\t\"}{.clusters[0].cluster.server}{\"\\t\"}{.contexts[0].context.namespace}{\"\\t\"}{.contexts[0].context.user}", "--context=other"}},
 	} {
@@ -695,12 +698,12 @@ func TestCatalogKubectlToolsAgainstAPIServer(t *testing.T) {
 			t.Errorf("%s %s: argv %q, want %q", c.id, c.input, got, c.want)
 		}
 	}
-	// Bounded and safe by schema: no follow, no unbounded waits, no dry run skipped by default.
+	// Bounded and safe by schema: no follow, no unbounded waits, no other dry-run mode.
 	for _, c := range []struct{ id, input string }{
 		{"kubectl.logs", `{"pod": "web-0", "tail": 1000000}`},
 		{"kubectl.rollout.status", `{"resource": "deployment/web", "timeout_seconds": 3600}`},
-		{"kubectl.apply", `{"file": "k8s/app.yaml"}`},
-		{"kubectl.delete", `{"resource": "pod", "name": "web-0"}`},
+		{"kubectl.apply", `{"file": "k8s/app.yaml", "dry_run": "yes"}`},
+		{"kubectl.delete", `{"resource": "pod", "name": "web-0", "dry_run": ""}`},
 		{"kubectl.rollout.status", `{"resource": "pod/web-0"}`},
 		{"kubectl.delete", `{"resource": "pod", "name": "--all", "dry_run": "none"}`},
 	} {
@@ -842,7 +845,8 @@ func TestCatalogKubectlInSandboxThroughEgress(t *testing.T) {
 		tool  string
 		input map[string]any
 	}{
-		{"scale", map[string]any{"resource": "deployment/web", "replicas": 0, "namespace": "web"}},
+		{"scale", map[string]any{"resource": "deployment/web", "replicas": 0, "namespace": "web", "dry_run": "none"}},
+		{"apply", map[string]any{"file": "app.yaml"}},
 		{"delete", map[string]any{"resource": "pod", "name": "web-0", "namespace": "web", "dry_run": "none"}},
 		{"rollout.restart", map[string]any{"resource": "deployment/web", "namespace": "web"}},
 	} {
