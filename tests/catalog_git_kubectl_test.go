@@ -490,6 +490,13 @@ var kubeObjects = map[string]string{
 	"/apis/metrics.k8s.io/v1beta1": `{"kind":"APIResourceList","apiVersion":"v1","groupVersion":"metrics.k8s.io/v1beta1","resources":[
 		{"name":"pods","singularName":"","namespaced":true,"kind":"PodMetrics","verbs":["get","list"]},
 		{"name":"nodes","singularName":"","namespaced":false,"kind":"NodeMetrics","verbs":["get","list"]}]}`,
+	// OpenAPI v3 says that a Deployment's PATCH takes fieldValidation, so that kubectl validates
+	// manifests on the server instead of downloading the (protobuf) v2 schema.
+	"/openapi/v3": `{"paths":{"apis/apps/v1":{"serverRelativeURL":"/openapi/v3/apis/apps/v1?hash=1"}}}`,
+	"/openapi/v3/apis/apps/v1": `{"openapi":"3.0.0","info":{"title":"Kubernetes","version":"v1.32.4"},"paths":{
+		"/apis/apps/v1/namespaces/{namespace}/deployments/{name}":{"patch":{"x-kubernetes-group-version-kind":{"group":"apps","version":"v1","kind":"Deployment"},
+		"parameters":[{"name":"dryRun","in":"query","schema":{"type":"string"}},{"name":"fieldValidation","in":"query","schema":{"type":"string"}}],
+		"responses":{"200":{"description":"OK"}}}}}}`,
 	"/api/v1/namespaces/web/pods/web-0": kubePod,
 	"/api/v1/namespaces/web/pods":       `{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[` + kubePod + `]}`,
 	"/api/v1/namespaces/web/events": `{"kind":"EventList","apiVersion":"v1","metadata":{"resourceVersion":"7"},"items":[{"metadata":{"name":"web-0.1","namespace":"web"},
@@ -508,6 +515,10 @@ const kubePod = `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web-0","nam
 const kubeDeployment = `{"kind":"Deployment","apiVersion":"apps/v1","metadata":{"name":"web","namespace":"web","uid":"u2","resourceVersion":"7","generation":2,"creationTimestamp":"2025-01-01T00:00:00Z","annotations":{"deployment.kubernetes.io/revision":"2"}},
 	"spec":{"replicas":3,"selector":{"matchLabels":{"app":"web"}},"template":{"metadata":{"labels":{"app":"web"}},"spec":{"containers":[{"name":"app","image":"nginx:1.27"}]}}},
 	"status":{"observedGeneration":2,"replicas":3,"updatedReplicas":3,"readyReplicas":3,"availableReplicas":3}}`
+
+// kubeManifest is the workspace's manifest of the deployment, with 5 replicas where the cluster has 3.
+const kubeManifest = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: web}\nspec:\n  replicas: 5\n" +
+	"  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec: {containers: [{name: app, image: \"nginx:1.27\"}]}\n"
 
 func (f *fakeKube) serve(w http.ResponseWriter, r *http.Request) {
 	line := r.Method + " " + r.URL.RequestURI()
@@ -532,6 +543,9 @@ func (f *fakeKube) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	case r.Method == http.MethodPatch && p == "/apis/apps/v1/namespaces/web/deployments/web/scale":
 		_, _ = w.Write([]byte(`{"kind":"Scale","apiVersion":"autoscaling/v1","metadata":{"name":"web","namespace":"web"},"spec":{"replicas":1},"status":{"replicas":3}}`))
+		return
+	case r.Method == http.MethodPatch && p == "/apis/apps/v1/namespaces/web/deployments/web":
+		_, _ = w.Write([]byte(strings.Replace(kubeDeployment, `"replicas":3,"selector"`, `"replicas":5,"selector"`, 1)))
 		return
 	case r.Method == http.MethodDelete && p == "/api/v1/namespaces/web/pods/web-0":
 		_, _ = w.Write([]byte(kubePod))
@@ -662,10 +676,25 @@ func TestCatalogKubectlToolsAgainstAPIServer(t *testing.T) {
 	run("kubectl.events", `{"namespace": "web", "warnings_only": true}`, `"reason":"BackOff"`)
 	run("kubectl.scale", `{"resource": "deployment/web", "replicas": 1, "namespace": "web", "dry_run": "server"}`, `deployment.apps/web scaled \(server dry run\)`)
 	run("kubectl.delete", `{"resource": "pod", "name": "web-0", "namespace": "web", "dry_run": "server"}`, `pod \\"web-0\\" deleted \(server dry run\)`)
+	manifest := filepath.Join(home, "k8s", "web.yaml")
+	must(t, os.MkdirAll(filepath.Dir(manifest), 0o755))
+	must(t, os.WriteFile(manifest, []byte(kubeManifest), 0o644))
+	run("kubectl.apply", `{"file": "k8s/web.yaml"}`, `deployment.apps/web configured \(server dry run\)`)
+	run("kubectl.apply", `{"file": "k8s/web.yaml", "dry_run": "client"}`, `deployment.apps/web configured \(dry run\)`)
+	run("kubectl.diff", `{"file": "k8s/web.yaml"}`, `-  replicas: 3.*\+  replicas: 5`)
 	reqs := f.requests()
 	for _, want := range []string{"PATCH /apis/apps/v1/namespaces/web/deployments/web/scale?dryRun=All", `DELETE /api/v1/namespaces/web/pods/web-0 {"propagationPolicy":"Background","dryRun":["All"]}`} {
 		if !strings.Contains(reqs, want) {
 			t.Errorf("no %q among the requests:\n%s", want, reqs)
+		}
+	}
+	patches := regexp.MustCompile(`(?m)^PATCH /apis/apps/v1/namespaces/web/deployments/web\?.*$`).FindAllString(reqs, -1)
+	if len(patches) != 2 { // apply's server dry run and diff's; the client dry run sends none
+		t.Errorf("want two PATCHes of the deployment (apply's server dry run, diff), got %q", patches)
+	}
+	for _, p := range patches {
+		if !strings.Contains(p, "dryRun=All") {
+			t.Errorf("a PATCH without dryRun=All: %s", p)
 		}
 	}
 	if strings.Contains(reqs, "PATCH /apis/apps/v1/namespaces/web/deployments/web/scale\n") || regexp.MustCompile(`(?m)^DELETE `).FindAllString(reqs, -1) != nil && !strings.Contains(reqs, `"dryRun":["All"]`) {
@@ -779,6 +808,7 @@ func TestCatalogKubectlInSandboxThroughEgress(t *testing.T) {
 	must(t, os.Rename(filepath.Join(kube, "kubeconfig"), filepath.Join(kube, "config")))
 	chownTree(t, u.Home, u.UID, u.GID)
 	ws := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(ws, "web.yaml"), []byte(kubeManifest), 0o644))
 	fixture.Reachable(t, filepath.Dir(ws))
 	chownTree(t, ws, u.UID, u.GID)
 
@@ -828,6 +858,7 @@ func TestCatalogKubectlInSandboxThroughEgress(t *testing.T) {
 		{"api-resources", map[string]any{"api_group": "apps"}, `deployments`},
 		{"rollout.status", map[string]any{"resource": "deployment/web", "namespace": "web"}, `successfully rolled out`},
 		{"top.pod", map[string]any{"namespace": "web"}, `web-0\s+250m`},
+		{"diff", map[string]any{"file": "web.yaml"}, `-  replicas: 3.*\+  replicas: 5`}, // runs the diff program
 	} {
 		env, raw := call([]string{name}, c.tool, c.input)
 		if !env.OK || !regexp.MustCompile(c.want).MatchString(raw) {
@@ -841,6 +872,7 @@ func TestCatalogKubectlInSandboxThroughEgress(t *testing.T) {
 		t.Fatalf("without the API server in egress: %s", raw)
 	}
 	// A change of the cluster asks first: without an approval nothing reaches the server.
+	before := f.requests()
 	for _, c := range []struct {
 		tool  string
 		input map[string]any
@@ -854,8 +886,8 @@ func TestCatalogKubectlInSandboxThroughEgress(t *testing.T) {
 			t.Fatalf("%s without an approval: %s", c.tool, raw)
 		}
 	}
-	if reqs := f.requests(); strings.Contains(reqs, "PATCH") || strings.Contains(reqs, "DELETE") {
-		t.Fatalf("a change reached the server without an approval:\n%s", reqs)
+	if reqs := f.requests(); reqs != before {
+		t.Fatalf("a call that needs an approval reached the server without one:\n%s", strings.TrimPrefix(reqs, before))
 	}
 }
 
