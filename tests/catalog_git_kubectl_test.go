@@ -150,6 +150,11 @@ func TestCatalogGitBundleSize(t *testing.T) {
 	if len(ids) < 15 {
 		t.Fatalf("git has %d tools, want at least 15: %v", len(ids), ids)
 	}
+	for _, e := range b.Tools { // every shipped git tool works on the local repository only
+		if sb := manifest.EffectiveSandbox(b.CLI.Sandbox, e.Tool.Sandbox); sb.Network == nil || len(sb.Network.Egress) != 0 {
+			t.Errorf("%s may reach the network: %+v", e.Tool.ID, sb.Network)
+		}
+	}
 	for _, want := range []string{"git.status", "git.diff", "git.log", "git.show", "git.blame", "git.branch", "git.add", "git.commit",
 		"git.switch", "git.restore", "git.stash.list", "git.stash.push", "git.stash.pop", "git.tag", "git.rev-parse", "git.ls-files", "git.grep"} {
 		if !slices.Contains(ids, want) {
