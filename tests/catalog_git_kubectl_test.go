@@ -282,47 +282,48 @@ func TestCatalogGitToolsRefuseHostileInput(t *testing.T) {
 // hostileGitConfig names a program for every place a repository's configuration can make git run
 // one: the fsmonitor hook, pager, external diff, textconv and diff/merge drivers, clean/smudge and
 // process filters, the ssh command, askpass, credential helper, gpg programs (with log signatures
-// shown and commits signed), editors and hooks. PROG is an executable script outside the workspace
-// (git execs it directly); SH is a shell command (git runs it with sh -c).
+// shown and commits signed), editors and hooks. PROG_name is an executable script outside the
+// workspace (git execs it directly), SH_name a shell command (git runs it with sh -c); each writes
+// its name to the marker file and PWNED to its output.
 const hostileGitConfig = `[core]
 	repositoryformatversion = 0
 	bare = false
-	fsmonitor = PROG
-	pager = SH
-	sshCommand = SH
-	askPass = PROG
-	editor = SH
+	fsmonitor = PROG_core-fsmonitor
+	pager = SH_core-pager
+	sshCommand = SH_core-sshcommand
+	askPass = PROG_core-askpass
+	editor = SH_core-editor
 	hooksPath = HOOKS
 [pager]
-	status = SH
-	diff = SH
-	log = SH
+	status = SH_pager-status
+	diff = SH_pager-diff
+	log = SH_pager-log
 [diff]
-	external = PROG
+	external = PROG_diff-external
 [diff "evil"]
-	textconv = PROG
-	command = SH
+	textconv = PROG_diffevil-textconv
+	command = SH_diffevil-command
 [filter "evil"]
-	clean = SH
-	smudge = PROG
+	clean = SH_filterevil-clean
+	smudge = PROG_filterevil-smudge
 [filter "evilproc"]
-	process = PROG
+	process = PROG_filterevilproc-process
 [merge "evil"]
-	driver = SH
+	driver = SH_mergeevil-driver
 [credential]
-	helper = !SH
+	helper = !SH_credential-helper
 [gpg]
-	program = PROG
+	program = PROG_gpg-program
 [gpg "ssh"]
-	program = PROG
+	program = PROG_gpgssh-program
 [log]
 	showSignature = true
 [commit]
 	gpgSign = true
 [sequence]
-	editor = SH
+	editor = SH_sequence-editor
 [alias]
-	status = !SH
+	status = !SH_alias-status
 `
 
 // TestCatalogGitHostileRepository runs every tool of the git bundle in a repository whose own
@@ -338,16 +339,26 @@ func TestCatalogGitHostileRepository(t *testing.T) {
 	fixture.Reachable(t, evil)
 	must(t, os.Chmod(evil, 0o777))
 	marker := filepath.Join(evil, "ran")
-	prog := filepath.Join(evil, "prog")
-	must(t, os.WriteFile(prog, []byte("#!/bin/sh\necho \"$0 $*\" >> "+marker+"\necho PWNED\ncat\n"), 0o755))
+	script := func(name string) string {
+		p := filepath.Join(evil, name)
+		must(t, os.WriteFile(p, []byte("#!/bin/sh\necho "+name+" >> "+marker+"\necho PWNED\ncat\n"), 0o755))
+		return p
+	}
+	prog := script("hook")
 	hooks := filepath.Join(evil, "hooks")
 	must(t, os.Mkdir(hooks, 0o755))
 	for _, h := range []string{"pre-commit", "commit-msg", "post-checkout", "post-commit", "reference-transaction", "prepare-commit-msg"} {
 		must(t, os.Symlink(prog, filepath.Join(hooks, h)))
 		must(t, os.Symlink(prog, filepath.Join(r.ws, ".git", "hooks", h)))
 	}
-	sh := "echo sh >> " + marker + "; echo PWNED"
-	cfg := strings.NewReplacer("PROG", prog, "SH", `"`+sh+`"`, "HOOKS", hooks).Replace(hostileGitConfig)
+	cfg := regexp.MustCompile(`(PROG|SH)_([a-z-]+)`).ReplaceAllStringFunc(hostileGitConfig, func(m string) string {
+		kind, name, _ := strings.Cut(m, "_")
+		if kind == "PROG" {
+			return script(name)
+		}
+		return `"echo ` + name + ` >> ` + marker + `; echo PWNED"`
+	})
+	cfg = strings.ReplaceAll(cfg, "HOOKS", hooks)
 	cfgPath := filepath.Join(r.ws, ".git", "config")
 	must(t, os.WriteFile(cfgPath, []byte(cfg), 0o644))
 	st, err := os.Stat(r.ws)
@@ -355,8 +366,9 @@ func TestCatalogGitHostileRepository(t *testing.T) {
 	uid, gid := ownerOf(st)
 	chownTree(t, r.ws, uid, gid)
 
-	// The control: git itself, outside the sandbox, runs them (the fsmonitor hook on status, the
-	// textconv on diff, the clean filter on add).
+	// The control: git itself, outside the sandbox, runs them: the fsmonitor hook on status, the
+	// external diff and the diff driver's command, the textconv, the clean filter (a shell command)
+	// and the smudge filter.
 	control := func(args ...string) {
 		t.Helper()
 		cmd := exec.Command("git", append([]string{"-c", "core.hooksPath=/dev/null"}, args...)...)
@@ -364,12 +376,20 @@ func TestCatalogGitHostileRepository(t *testing.T) {
 		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_SYSTEM=/dev/null", "GIT_PAGER=cat", "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*")
 		_, _ = cmd.CombinedOutput()
 	}
+	// The process filter, which answers no protocol, makes git stop at once: the control goes
+	// without it so that the rest are seen to run.
+	must(t, os.WriteFile(cfgPath, []byte(regexp.MustCompile(`\tprocess = .*\n`).ReplaceAllString(cfg, "")), 0o644))
 	r.write(t, "a.txt", "hello\nchanged\n")
+	r.write(t, "c.dat", "changed data\n") // no diff driver: diff.external applies
 	control("status")
 	control("diff")
+	control("diff", "--no-ext-diff")
+	control("hash-object", "a.txt")
 	ran, _ := os.ReadFile(marker)
-	if !strings.Contains(string(ran), prog) {
-		t.Fatalf("control: git outside clihost did not run the repository's programs (%q): the test proves nothing", ran)
+	for _, want := range []string{"core-fsmonitor", "diff-external", "diffevil-command", "diffevil-textconv", "filterevil-clean", "filterevil-smudge"} {
+		if !strings.Contains(string(ran), want) {
+			t.Fatalf("control: git outside clihost did not run %s (ran: %q): the test would prove nothing", want, ran)
+		}
 	}
 	must(t, os.Remove(marker))
 	must(t, os.WriteFile(cfgPath, []byte(cfg), 0o644)) // git may have rewritten nothing, but be sure
