@@ -392,7 +392,7 @@ func TestCatalogGitHostileRepository(t *testing.T) {
 		}
 	}
 	must(t, os.Remove(marker))
-	must(t, os.WriteFile(cfgPath, []byte(cfg), 0o644)) // git may have rewritten nothing, but be sure
+	must(t, os.WriteFile(cfgPath, []byte(cfg), 0o644)) // the process filter back
 	chownTree(t, r.ws, uid, gid)
 
 	results := []string{}
