@@ -65,7 +65,7 @@ const DefaultConfigFile = "/etc/clihost/clihostd.yaml"
 
 // commandLineOnly are the flags without a key in the configuration file: they name the file, or
 // make the command do something else than serve.
-var commandLineOnly = []string{"config", "print-config", "check", "check-state", "cpuprofile"}
+var commandLineOnly = []string{"config", "print-config", "check", "check-state", "cpuprofile", "version"}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
