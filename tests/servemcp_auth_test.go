@@ -166,6 +166,9 @@ func TestServeMCPListenRefusals(t *testing.T) {
 			t.Errorf("serve-mcp %v: exit %d, %q; want 2 and the refusal", args, r.code, r.stderr)
 		}
 	}
+	if base, _ := startServeMCPLines(t, "--listen", "localhost:0", "--no-auth"); !strings.HasPrefix(base, "http://127.") && !strings.HasPrefix(base, "http://[::1]") {
+		t.Errorf("--listen localhost:0 listens on %s", base)
+	}
 	state := t.TempDir()
 	base, second := startServeMCPLines(t, "--listen", "0.0.0.0:0", "--allow-remote", "--state", state)
 	if !strings.Contains(second, filepath.Join(state, "token")) {

@@ -85,6 +85,10 @@ func runServeMCP(o *serveMCPOptions) error {
 	if err != nil {
 		return err
 	}
+	if loopback && !mcp.IsLoopback(ln.Addr().String()) { // "localhost" that resolves elsewhere
+		ln.Close()
+		return fmt.Errorf("--listen %s bound %s, which is not a loopback address; name 127.0.0.1 or [::1]", o.listen, ln.Addr())
+	}
 	fmt.Fprintf(o.io.ErrOut, "listening on http://%s\n", ln.Addr())
 	switch {
 	case tokens == nil:
