@@ -290,10 +290,11 @@ func quoteIfNeeded(v string) yaml.Style {
 // ReadFile reads the configuration file path, refusing one that is not a regular file, larger
 // than 1 MiB, or that someone other than root or this process's user could change (the file, or a
 // folder on its way, owned by another user or writable by group or others without the sticky bit).
-// A missing file is (nil, nil) unless required.
+// A missing file is (nil, nil) unless required; so is one behind a folder this user may not enter
+// (clihostctl run as another user with HOME still root's), but not a file this user may not read.
 func ReadFile(path string, required bool) ([]byte, error) {
 	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) && !required {
+	if !required && absent(path, err) {
 		return nil, nil
 	}
 	if err != nil {
@@ -341,4 +342,17 @@ func markdownRows(b *strings.Builder, prefix string, s *Section) {
 	for _, n := range names {
 		markdownRows(b, prefix+n+": ", s.Sections[n])
 	}
+}
+
+// absent says that opening path failed with err because there is no file there for this user:
+// it does not exist, or a folder on its way may not be searched.
+func absent(path string, err error) bool {
+	if errors.Is(err, os.ErrNotExist) {
+		return true
+	}
+	if !errors.Is(err, os.ErrPermission) {
+		return false
+	}
+	_, lerr := os.Lstat(path)
+	return errors.Is(lerr, os.ErrPermission)
 }
