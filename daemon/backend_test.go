@@ -220,3 +220,34 @@ func TestTokenBackend(t *testing.T) {
 		t.Errorf("metrics with a wrong token: %d", code)
 	}
 }
+
+// TestUnauthorizedReasons: the MCP listener's 401 says why, in the body and in the RFC 6750
+// challenge: no token, another scheme, a wrong token, a revoked agent token (by name).
+func TestUnauthorizedReasons(t *testing.T) {
+	e := testEngine(t, stamp(), nil)
+	h := e.httpHandler()
+	bot, err := e.CreateToken("ci-bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.RevokeToken("ci-bot"); err != nil {
+		t.Fatal(err)
+	}
+	for auth, want := range map[string]string{
+		"":                                   "no bearer token",
+		"Basic dXNlcjpwYXNz":                 "not a bearer token",
+		"Bearer " + strings.Repeat("ab", 32): "not a token of this server",
+		"Bearer " + bot.Token:                "agent token ci-bot was revoked",
+	} {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodPost, "/mcp/stamp", strings.NewReader(`{}`))
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		h.ServeHTTP(rec, req)
+		ch := rec.Header().Get("WWW-Authenticate")
+		if rec.Code != http.StatusUnauthorized || !strings.Contains(ch, `error="invalid_token"`) || !strings.Contains(ch, want) || !strings.Contains(rec.Body.String(), want) || !strings.Contains(rec.Body.String(), "clihostctl token") {
+			t.Errorf("%q: %d, WWW-Authenticate %q, body %q; want 401 saying %q", auth, rec.Code, ch, rec.Body.String(), want)
+		}
+	}
+}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/internal/agenttoken"
+	"github.com/clihost/clihost/mcp"
 	"github.com/clihost/clihost/runner"
 )
 
@@ -126,13 +128,16 @@ func agentOf(r *http.Request) string {
 	return name
 }
 
-// httpHandler serves MCP at /mcp/… and metrics at /metrics, both behind the bearer token.
+// tokenHint is what a 401 of the MCP listener tells the client to do.
+const tokenHint = "run 'clihostctl token' on the daemon's host to print the token and the endpoint"
+
+// httpHandler serves MCP at /mcp/… and metrics at /metrics, both behind the bearer token and
+// refusing what a web page could send (mcp.Guard).
 func (d *Engine) httpHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		agent, ok := d.tokens.Match(r.Header.Get("Authorization"))
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="clihostd"`)
-			http.Error(w, "missing or wrong bearer token; clihostctl token prints it", http.StatusUnauthorized)
+	return mcp.Guard(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		agent, reason := d.tokens.Check(r.Header.Get("Authorization"))
+		if reason.Kind != agenttoken.OK {
+			agenttoken.Refuse(w, "clihostd", reason, tokenHint)
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), agentKey{}, agent))
@@ -142,7 +147,7 @@ func (d *Engine) httpHandler() http.Handler {
 			return
 		}
 		d.cur.Load().mcp.ServeHTTP(w, r)
-	})
+	}))
 }
 
 // watchdog pings systemd's watchdog at half its interval, when one is configured.

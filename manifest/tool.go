@@ -147,9 +147,46 @@ func (t *Tool) Annotations() Annotations {
 	return a
 }
 
-// MCPDescription is the description an MCP client sees for a tool: the tool's own, followed by its
-// place in the CLI ("gh pr list", part of GitHub CLI).
+// MCPDescription is the description an MCP client sees for a tool: the tool's own, followed by the
+// command it runs and the CLI it belongs to ("Runs `gh pr list` (GitHub CLI)."; "Runs `jq` (jq)."
+// for a CLI without subcommands, whose tool names are not words of its command line).
 func MCPDescription(cli *CLI, t *ToolEntry) string {
 	d := strings.TrimSpace(t.Tool.Description)
-	return fmt.Sprintf("%s\n\nRuns `%s %s` (%s).", d, cli.Bin, t.CommandPath(), cli.Name)
+	return fmt.Sprintf("%s\n\nRuns %s (%s).", d, commandLine(cli, t), cli.Name)
+}
+
+// commandLine is the command a tool runs, quoted: the bundle's bin and the leading words of its
+// argv, or each step's program and words joined with ", then ".
+func commandLine(cli *CLI, t *ToolEntry) string {
+	r := t.Tool.Runner
+	if r == nil || len(r.Steps) == 0 {
+		var argv []string
+		if r != nil {
+			argv = r.Argv
+		}
+		return "`" + strings.Join(append([]string{cli.Bin}, commandWords(argv, len(t.Path))...), " ") + "`"
+	}
+	steps := make([]string, 0, len(r.Steps))
+	for _, s := range r.Steps {
+		bin := cli.Bin
+		if s.Bin != "" {
+			bin = s.Bin
+		}
+		steps = append(steps, "`"+strings.Join(append([]string{bin}, commandWords(s.Argv, len(t.Path))...), " ")+"`")
+	}
+	return strings.Join(steps, ", then ")
+}
+
+// commandWords are an argv template's subcommand words: its leading literal tokens that are not
+// options, at most n (the tool's command path's length). A CLI without subcommands names its tools
+// freely (jq's eval runs `jq --null-input …`), so those names are never shown as words.
+func commandWords(argv []string, n int) []string {
+	var words []string
+	for _, a := range argv {
+		if len(words) == n || a == "" || strings.HasPrefix(a, "-") || strings.Contains(a, "${") || strings.ContainsAny(a, " \t\n") {
+			break
+		}
+		words = append(words, a)
+	}
+	return words
 }

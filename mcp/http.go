@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -111,4 +114,39 @@ func withHTTPRequest(ctx context.Context, req *sdk.CallToolRequest) (context.Con
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(v.(context.Context), cancel)
 	return ctx, func() { stop(); cancel() }
+}
+
+// Guard refuses (403) what a web page in a browser could send to a server on this machine: a
+// request that arrived on a loopback address with a Host header naming something else (DNS
+// rebinding: a page of evil.example whose name now resolves to 127.0.0.1), and a cross-origin
+// request (its Origin or Sec-Fetch-Site header says another site sent it; http.CrossOriginProtection).
+// Clients that are not browsers send neither, so they pass.
+func Guard(next http.Handler) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok && IsLoopback(local.String()) && !IsLoopback(r.Host) {
+			http.Error(w, fmt.Sprintf("forbidden: Host %q is not a loopback name; this server answers only requests for localhost (DNS rebinding)", r.Host), http.StatusForbidden)
+			return
+		}
+		if err := cop.Check(r); err != nil {
+			http.Error(w, "forbidden: a cross-origin request (a web page may not call this server)", http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// IsLoopback reports whether a host or host:port names this machine: localhost or a loopback
+// address.
+func IsLoopback(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
 }

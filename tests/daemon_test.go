@@ -74,7 +74,7 @@ func startDaemonWith(t *testing.T, state, ws string, wrap func(*exec.Cmd), extra
 	d.proc = fixture.Start(t, d.cmd)
 	d.log = fixture.Follow(stderr)
 	line := d.waitFor(t, "clihostd ready")
-	m := regexp.MustCompile(`mcp=(http://\S+)/mcp/`).FindStringSubmatch(line)
+	m := regexp.MustCompile(`mcp"?[=:]"?(http://[^\s"]+)/mcp/`).FindStringSubmatch(line) // text or --log-format json
 	if m == nil {
 		t.Fatalf("no MCP URL in %q", line)
 	}

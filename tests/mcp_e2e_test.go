@@ -67,7 +67,7 @@ func mcpEnv() []string { return append(os.Environ(), "CLIHOST_BUNDLES=") }
 
 // ---- the HTTP server ----
 
-// serveMCP starts `clihostctl serve-mcp --listen 127.0.0.1:0` and returns its base URL
+// serveMCP starts `clihostctl serve-mcp --listen 127.0.0.1:0 --no-auth` and returns its base URL
 // (http://127.0.0.1:PORT). The server is killed when the test ends; its stderr is logged if the
 // test failed.
 func serveMCP(t *testing.T, workspace string, extra ...string) string {
@@ -79,7 +79,8 @@ func serveMCP(t *testing.T, workspace string, extra ...string) string {
 // startServeMCP is serveMCP that also returns the server's process.
 func startServeMCP(t *testing.T, workspace string, extra ...string) (string, *fixture.Proc) {
 	t.Helper()
-	args := append([]string{"serve-mcp", "--listen", "127.0.0.1:0", "--workspace", workspace}, extra...)
+	// --no-auth: these tests' clients send no token (TestServeMCPAuth tests the token).
+	args := append([]string{"serve-mcp", "--listen", "127.0.0.1:0", "--no-auth", "--workspace", workspace}, extra...)
 	cmd := exec.Command(bin.ctl, args...)
 	cmd.Env = mcpEnv()
 	stderr, err := cmd.StderrPipe()

@@ -68,7 +68,7 @@ func runMCP(o *mcpOptions) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	s := mcp.NewServer(h, b, mcp.Options{Caller: caller, ACLI: o.acli, Version: version})
-	if err := s.Run(ctx, stdioTransport(o.io)); err != nil && ctx.Err() == nil {
+	if err := s.Run(ctx, mcp.FinishInFlight(stdioTransport(o.io))); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("mcp server: %w", err)
 	}
 	return nil

@@ -26,6 +26,7 @@ import (
 	"github.com/clihost/clihost/approval"
 	"github.com/clihost/clihost/daemon"
 	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/internal/config"
 
 	_ "github.com/clihost/clihost/sandbox/nsinit/entry" // this executable is also the sandbox's init: it runs first
 )
@@ -38,6 +39,9 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
+// List is the values, for the configuration file (config.FromFlagSet).
+func (l *stringList) List() []string { return *l }
+
 // options is clihostd's command line: the engine's configuration and what only the command uses.
 type options struct {
 	cfg        daemon.Config
@@ -48,7 +52,20 @@ type options struct {
 	check      bool
 	checkState bool
 	cpuProfile string
+	// configFile is --config; printConfig --print-config; logFormat --log-format.
+	configFile  string
+	printConfig bool
+	logFormat   string
+	// keys are the configuration file's keys (the flags but commandLineOnly), with their values.
+	keys *config.Section
 }
+
+// DefaultConfigFile is the configuration file clihostd reads when it exists (--config).
+const DefaultConfigFile = "/etc/clihost/clihostd.yaml"
+
+// commandLineOnly are the flags without a key in the configuration file: they name the file, or
+// make the command do something else than serve.
+var commandLineOnly = []string{"config", "print-config", "check", "check-state", "cpuprofile", "version"}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
@@ -85,7 +102,14 @@ func parse(args []string, stderr io.Writer) (options, int) {
 	fs.BoolVar(&o.checkState, "check-state", false, "check the state database (<state>/state.db) with bbolt's consistency check, print a report and exit (1 when it is damaged or unreadable)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon, from start to stop, to this file (for performance work; off by default)")
 	fs.BoolVar(&o.check, "check", false, "load and validate the bundles, print the result and exit (1 when any bundle is refused or none is loaded)")
+	fs.StringVar(&o.logFormat, "log-format", "text", "the log's format on stderr: text (key=value) or json (one object a line)")
+	fs.StringVar(&o.configFile, "config", DefaultConfigFile, "the configuration file (YAML, a key per flag; flags given here override it); read when it exists, required when named; \"\" for none")
+	fs.BoolVar(&o.printConfig, "print-config", false, "print the effective configuration (the file's format: the file's values and the flags over the defaults) and exit")
 	if err := fs.Parse(args); err != nil {
+		return o, 2
+	}
+	if err := o.readConfig(fs); err != nil {
+		fmt.Fprintf(stderr, "clihostd: %v\n", err)
 		return o, 2
 	}
 	if abs, err := filepath.Abs(c.Approvals); err == nil && c.Approvals != "" {
@@ -104,6 +128,8 @@ func parse(args []string, stderr io.Writer) (options, int) {
 		bad = fmt.Sprintf("--drain-timeout %v: must not be negative", c.DrainTimeout)
 	case o.sandbox != "on" && o.sandbox != "off":
 		bad = fmt.Sprintf("--sandbox %q: want on or off", o.sandbox)
+	case o.logFormat != "text" && o.logFormat != "json":
+		bad = fmt.Sprintf("--log-format %q: want text or json", o.logFormat)
 	}
 	if bad != "" {
 		fmt.Fprintf(stderr, "clihostd: %s\n", bad)
@@ -112,10 +138,42 @@ func parse(args []string, stderr io.Writer) (options, int) {
 	return o, 0
 }
 
+// readConfig applies the configuration file to the flags fs's command line did not set: the
+// default file when it exists, a named one always.
+func (o *options) readConfig(fs *flag.FlagSet) error {
+	named := false
+	fs.Visit(func(f *flag.Flag) { named = named || f.Name == "config" })
+	o.keys = config.FromFlagSet(fs, commandLineOnly...)
+	o.keys.MarkChanged(fs)
+	if o.configFile == "" {
+		return nil
+	}
+	data, err := config.ReadFile(o.configFile, named)
+	if err != nil || data == nil {
+		return err
+	}
+	return config.Apply(o.configFile, data, o.keys)
+}
+
+// newLogger is the daemon's logger on stderr, in the format --log-format names.
+func newLogger(format string, stderr io.Writer) *slog.Logger {
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(stderr, nil))
+}
+
 func run(args []string, stderr io.Writer) int {
 	o, code := parse(args, stderr)
 	if code != 0 {
 		return code
+	}
+	if o.printConfig {
+		if err := config.Print(os.Stdout, o.keys); err != nil {
+			fmt.Fprintf(stderr, "clihostd: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	if o.checkState {
 		if err := daemon.CheckStateFile(os.Stdout, o.cfg.StateDir); err != nil {
@@ -124,7 +182,7 @@ func run(args []string, stderr io.Writer) int {
 		}
 		return 0
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log := newLogger(o.logFormat, stderr)
 	if o.check {
 		if daemon.Check(log, o.cfg) != nil {
 			return 1

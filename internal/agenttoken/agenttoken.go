@@ -5,7 +5,6 @@ package agenttoken
 
 import (
 	"crypto/rand"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -35,14 +34,18 @@ type Info struct {
 type Store struct {
 	state string
 
-	mu     sync.RWMutex
-	tokens map[string]string // name → token
+	mu      sync.RWMutex
+	tokens  map[string]string  // name → token
+	revoked map[string]revoked // SHA-256 (hex) of a revoked token → which
 }
 
 // Open reads the tokens of state directory dir, making the default token at first start. A
 // token file readable by group or others, or too short, is refused.
-func Open(dir string) (*Store, error) {
+func Open(dir string) (_ *Store, err error) {
 	s := &Store{state: dir, tokens: map[string]string{}}
+	if s.revoked, err = readRevoked(s.revokedFile()); err != nil {
+		return nil, err
+	}
 	tok, err := load(filepath.Join(dir, "token"), true)
 	if err != nil {
 		return nil, err
@@ -85,19 +88,8 @@ func (s *Store) Token(name string) (string, bool) {
 // Match returns the name of the token an Authorization header carries ("Bearer TOKEN"). Every
 // token is compared in constant time, whichever matches.
 func (s *Store) Match(header string) (string, bool) {
-	got, ok := strings.CutPrefix(header, "Bearer ")
-	if !ok {
-		return "", false
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	found := ""
-	for name, tok := range s.tokens {
-		if subtle.ConstantTimeCompare([]byte(got), []byte(tok)) == 1 {
-			found = name
-		}
-	}
-	return found, found != ""
+	name, r := s.Check(header)
+	return name, r.Kind == OK
 }
 
 // List describes the tokens, by name.
@@ -151,6 +143,9 @@ func (s *Store) Revoke(name string) error {
 	defer s.mu.Unlock()
 	if _, ok := s.tokens[name]; !ok {
 		return fmt.Errorf("no token named %q", name)
+	}
+	if err := s.remember(name, s.tokens[name]); err != nil {
+		return err
 	}
 	if err := os.Remove(filepath.Join(s.dir(), name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("revoke %s: %w", name, err)
