@@ -173,6 +173,10 @@ type collector struct {
 	semantic Findings
 	fromRule map[string]bool
 	schemaFs []pointed
+	// meant holds the pointers of the fields that unknown keys were probably meant to be (a
+	// "did you mean" suggestion), so that rules about those fields being absent stay quiet: one
+	// typo is one finding.
+	meant map[string]bool
 }
 
 type pointed struct {
@@ -181,7 +185,7 @@ type pointed struct {
 }
 
 func newCollector(doc *Document) *collector {
-	return &collector{doc: doc, fromRule: map[string]bool{}}
+	return &collector{doc: doc, fromRule: map[string]bool{}, meant: map[string]bool{}}
 }
 
 // at reports a finding at the value under ptr.
@@ -221,6 +225,7 @@ var quotedNames = regexp.MustCompile(`'([^']*)'`)
 type schemaGroup struct {
 	ptr, keyword string
 	msgs         []string
+	meant        []string // pointers of the fields the unknown keys here were probably meant to be
 }
 
 // schema validates the document's values and records each leaf error at its instance location.
@@ -234,6 +239,9 @@ func (c *collector) schema(s *jsonschema.Schema) {
 		validationCache.put(s, c.doc.digest, groups)
 	}
 	for _, g := range groups {
+		for _, m := range g.meant {
+			c.meant[m] = true
+		}
 		where := strings.TrimPrefix(g.ptr, "/")
 		if where == "" {
 			where = "frontmatter"
@@ -266,10 +274,24 @@ func schemaGroups(doc *Document, err error) []schemaGroup {
 		}
 		kw := e.KeywordLocation[strings.LastIndexByte(e.KeywordLocation, '/')+1:]
 		ptr, msg := e.InstanceLocation, e.Message
+		var meant []string
 		if kw == "additionalProperties" {
 			// point at the first unexpected key itself
 			if names := unknownFields(doc, ptr, e.Message); len(names) > 0 {
+				allowed := schemas.PropertiesAt(strings.TrimSuffix(e.AbsoluteKeywordLocation, "/additionalProperties"))
+				var suggestions []string
+				for _, n := range names {
+					if s := nearest(n, allowed); s != "" && !doc.Has(JoinPointer(ptr, s)) {
+						meant = append(meant, JoinPointer(ptr, s))
+						suggestions = append(suggestions, fmt.Sprintf("'%s' for '%s'", s, n))
+					}
+				}
 				ptr, msg = JoinPointer(ptr, names[0]), unknownFieldsMessage(names)
+				if len(suggestions) == 1 && len(names) == 1 {
+					msg += didYouMean(allowedName(meant[0]))
+				} else if len(suggestions) > 0 {
+					msg += "; did you mean " + strings.Join(suggestions, ", ") + "?"
+				}
 			}
 		}
 		i, ok := index[ptr]
@@ -278,12 +300,43 @@ func schemaGroups(doc *Document, err error) []schemaGroup {
 			index[ptr] = i
 			groups = append(groups, schemaGroup{ptr: ptr, keyword: kw})
 		}
+		groups[i].meant = append(groups[i].meant, meant...)
 		if !slices.Contains(groups[i].msgs, msg) {
 			groups[i].msgs = append(groups[i].msgs, msg)
 		}
 	}
 	walk(ve)
-	return groups
+	return dropMisspeltRequired(groups)
+}
+
+// allowedName is the last token of a pointer.
+func allowedName(ptr string) string { return ptr[strings.LastIndexByte(ptr, '/')+1:] }
+
+// dropMisspeltRequired removes the "missing properties" groups whose every missing field is one
+// that an unknown key beside it was probably meant to be: `input:` is reported once, as an unknown
+// field with its suggestion, not again as inputs missing.
+func dropMisspeltRequired(groups []schemaGroup) []schemaGroup {
+	meant := map[string]bool{}
+	for _, g := range groups {
+		for _, m := range g.meant {
+			meant[m] = true
+		}
+	}
+	if len(meant) == 0 {
+		return groups
+	}
+	return slices.DeleteFunc(groups, func(g schemaGroup) bool {
+		if g.keyword != "required" || len(g.msgs) != 1 {
+			return false
+		}
+		missing := quotedNames.FindAllStringSubmatch(g.msgs[0], -1)
+		for _, m := range missing {
+			if !meant[JoinPointer(g.ptr, m[1])] {
+				return false
+			}
+		}
+		return len(missing) > 0
+	})
 }
 
 // validationCache holds what validating a frontmatter against one of the embedded schemas found,

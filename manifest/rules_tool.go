@@ -184,10 +184,18 @@ func (t *toolLinter) rules(tool *Tool) {
 	c, doc := t.c, t.c.doc
 	if doc.Has("/inputs") {
 		t.entry.inputSchema = t.compileSchema("/inputs", tool.Inputs, "tool-inputs-schema", true)
+		if t.entry.inputSchema != nil && t.keywordRules("/inputs", tool.Inputs) {
+			// a typo'd keyword is one error: the rules that read the schema (argv references,
+			// examples) would report what follows from it again
+			t.entry.inputSchema = nil
+		}
 		t.allowDashRules(tool)
 	}
 	if doc.Has("/outputs") {
 		t.entry.outputSchema = t.compileSchema("/outputs", tool.Outputs, "tool-outputs-schema", false)
+		if t.entry.outputSchema != nil && t.keywordRules("/outputs", tool.Outputs) {
+			t.entry.outputSchema = nil
+		}
 	}
 	if len(tool.Mutates) > 0 && (tool.Approval == "" || tool.Approval == "auto") {
 		c.atKey("/mutates", SeverityError, "tool-mutates-approval", "the tool mutates state but its approval is auto (the default)", "set approval: on-mutate (or always); AIP-14 allows auto only with mutates: []")
@@ -342,7 +350,7 @@ func (t *toolLinter) runnerRules(tool *Tool) {
 	c, doc := t.c, t.c.doc
 	r := tool.Runner
 	if r == nil {
-		if doc.Value != nil {
+		if doc.Value != nil && !c.meant["/runner"] {
 			c.at("", SeverityError, "tool-runner-missing", "the tool has no runner block binding it to its CLI", "add runner: {cli: ../../CLI.md, argv: [...]}")
 		}
 		return

@@ -1,0 +1,88 @@
+package manifest
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestOneTypoOneFinding: each typo, in a tool's inputs/outputs schema or in a frontmatter's own
+// fields, is reported exactly once, as an error at the misspelt key, with the field it was
+// probably meant to be. Before, `requird:` linted clean (even with --strict) and the tool failed
+// at call time; `propertes:` gave one finding per argv reference and example; `input:` and
+// `runer:` gave the unknown field and the missing one.
+func TestOneTypoOneFinding(t *testing.T) {
+	cases := []struct {
+		name       string
+		edit       edit
+		rule       string
+		marker     string // text on the line the finding must point at
+		suggestion string
+	}{
+		{"required in inputs", edit{toolFile, "  required: [query]", "  requird: [query]"}, "schema-unknown-keyword", "requird:", "required"},
+		{"properties in inputs", edit{toolFile, "  properties:\n    state", "  propertes:\n    state"}, "schema-unknown-keyword", "propertes:", "properties"},
+		{"type in a property", edit{toolFile, "limit: { type: integer", "limit: { tpye: integer"}, "schema-unknown-keyword", "limit: { tpye", "type"},
+		{"minLength lower-case", edit{toolFile, "query: { type: string }", "query: { type: string, minlength: 1 }"}, "schema-unknown-keyword", "query: {", "minLength"},
+		{"items in outputs", edit{toolFile, "outputs: { type: array }", "outputs: { type: array, itmes: { type: string } }"}, "schema-unknown-keyword", "outputs:", "items"},
+		{"nested under items", edit{toolFile, "outputs: { type: array }", "outputs:\n  type: array\n  items:\n    type: object\n    requried: [id]"}, "schema-unknown-keyword", "    requried:", "required"},
+		{"inputs field", edit{toolFile, "inputs:\n", "input:\n"}, "schema-additional-properties", "input:", "inputs"},
+		{"runner field", edit{toolFile, "runner:\n", "runer:\n"}, "schema-additional-properties", "runer:", "runner"},
+		{"runner.cli", edit{toolFile, "  cli: ../../CLI.md", "  cl: ../../CLI.md"}, "schema-additional-properties", "  cl: ", "cli"},
+		{"idempotent", edit{toolFile, "risk_level: 0\n", "risk_level: 0\nidempotnt: true\n"}, "schema-additional-properties", "idempotnt:", "idempotent"},
+		{"CLI.md commands", edit{cliFile, "commands:\n", "comands:\n"}, "schema-additional-properties", "comands:", "commands"},
+		{"CLI.md sandbox.fs.write", edit{cliFile, `    write: ["~/.config/demo/**", "./out/**"]`, `    wirte: ["~/.config/demo/**", "./out/**"]`}, "schema-additional-properties", "wirte:", "write"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := buildBundle(t, []edit{tc.edit}, nil)
+			b := LoadBundle(fsys, cliFile, LoadOptions{})
+			if len(b.Findings) != 1 {
+				t.Fatalf("want exactly one finding, got %d:\n%s", len(b.Findings), findingsText(b.Findings))
+			}
+			f := b.Findings[0]
+			text := string(fsys[tc.edit.file].Data)
+			if f.Rule != tc.rule || f.Severity != SeverityError || f.Pos.File != tc.edit.file || f.Pos.Line != lineOf(t, text, tc.marker) {
+				t.Errorf("got %s, want an error %s at %s:%d", f, tc.rule, tc.edit.file, lineOf(t, text, tc.marker))
+			}
+			if !strings.Contains(f.Message, "did you mean '"+tc.suggestion+"'") {
+				t.Errorf("message %q does not suggest %q", f.Message, tc.suggestion)
+			}
+		})
+	}
+}
+
+// TestUnknownKeywordWithoutNearMatch: an unknown key that is no near miss of a keyword is a
+// warning (JSON Schema ignores it; --strict fails on it); x- extensions and keys inside enum,
+// const, default and examples values are not keywords and not reported.
+func TestUnknownKeywordWithoutNearMatch(t *testing.T) {
+	b := LoadBundle(buildBundle(t, []edit{
+		{toolFile, "    query: { type: string }", "    query: { type: string, nullable: true, x-ui: wide, default: { colour: x }, examples: [{ requird: 1 }] }\n    mode: { enum: [{ tpye: 1 }], const: { tpye: 1 } }"},
+	}, nil), cliFile, LoadOptions{})
+	if len(b.Findings) != 1 {
+		t.Fatalf("want one finding, got:\n%s", findingsText(b.Findings))
+	}
+	if f := b.Findings[0]; f.Rule != "schema-unknown-keyword" || f.Severity != SeverityWarning || !strings.Contains(f.Message, "'nullable'") {
+		t.Fatalf("got %s", f)
+	}
+	if b.Tools[0].InputSchema() == nil {
+		t.Fatal("a warning must not disable the tool's inputs schema")
+	}
+}
+
+// TestTypoDisablesTool: a tool whose inputs schema has a misspelt keyword has no compiled inputs
+// schema, so the host refuses to call it instead of calling it without the constraint.
+func TestTypoDisablesTool(t *testing.T) {
+	b := LoadBundle(buildBundle(t, []edit{{toolFile, "  required: [query]", "  requird: [query]"}}, nil), cliFile, LoadOptions{})
+	if !b.Findings.HasErrors() || b.Tools[0].InputSchema() != nil {
+		t.Fatalf("findings %v, schema %v", b.Findings, b.Tools[0].InputSchema())
+	}
+}
+
+func TestNearest(t *testing.T) {
+	kw := []string{"type", "required", "properties", "items", "minLength"}
+	for in, want := range map[string]string{"requird": "required", "tpye": "type", "itmes": "items", "minlength": "minLength",
+		"nullable": "", "x": "", "typ": "type", "type": "", "propertiesxyz": ""} {
+		if got := nearest(in, kw); got != want {
+			t.Errorf("nearest(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
