@@ -1,6 +1,7 @@
 package schemas
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -85,4 +86,51 @@ func PropertiesAt(loc string) []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// Standalone returns the schema as one self-contained document: an editor reading it from a file
+// or a URL finds every $ref inside it. CLI.schema.json refers to RUNNER.schema.json by its $id;
+// here that schema is copied into $defs (as clihostRunner) and the references point there.
+func (p Published) Standalone() ([]byte, error) {
+	if !bytes.Contains(p.JSON, []byte(`"$ref": "`+RunnerSchemaURL+`"`)) {
+		return p.JSON, nil
+	}
+	var doc, runner map[string]any
+	if err := json.Unmarshal(p.JSON, &doc); err != nil {
+		return nil, fmt.Errorf("decode %s schema: %w", p.Name, err)
+	}
+	if err := json.Unmarshal(RunnerSchemaJSON, &runner); err != nil {
+		return nil, fmt.Errorf("decode runner schema: %w", err)
+	}
+	delete(runner, "$schema")
+	delete(runner, "$id")
+	const local = "#/$defs/clihostRunner"
+	var rewrite func(v any)
+	rewrite = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if x["$ref"] == RunnerSchemaURL {
+				x["$ref"] = local
+			}
+			for _, c := range x {
+				rewrite(c)
+			}
+		case []any:
+			for _, c := range x {
+				rewrite(c)
+			}
+		}
+	}
+	rewrite(doc)
+	defs, _ := doc["$defs"].(map[string]any)
+	if defs == nil {
+		defs = map[string]any{}
+		doc["$defs"] = defs
+	}
+	defs["clihostRunner"] = runner
+	out, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode %s schema: %w", p.Name, err)
+	}
+	return append(out, '\n'), nil
 }
