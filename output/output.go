@@ -253,7 +253,7 @@ func classify(c Convention, p Process, code errcode.Code, message string) *Failu
 		errText = strings.TrimSpace(StripANSI(string(p.Stdout)))
 	}
 	if message == "" {
-		message = lastLines(errText, 3)
+		message = ErrorMessage(errText)
 		if message == "" {
 			message = fmt.Sprintf("the command exited with code %d", p.ExitCode)
 		}
