@@ -120,6 +120,8 @@ type ToolOutput struct {
 	JSONFlagArgs []string          `yaml:"json_flag_args,omitempty" json:"json_flag_args,omitempty"`
 	ExitCodes    map[string]string `yaml:"exit_codes,omitempty" json:"exit_codes,omitempty"`
 	Stream       string            `yaml:"stream,omitempty" json:"stream,omitempty"`
+	// Empty overrides the bundle's output.empty for this tool.
+	Empty string `yaml:"empty,omitempty" json:"empty,omitempty"`
 }
 
 // Annotations are the MCP tool annotations derived from the contract (DESIGN.md).
