@@ -210,6 +210,10 @@ func (t *toolLinter) rules(tool *Tool) {
 			}
 		}
 	}
+	if note, ok := tool.Metadata[ReviewKey].(string); ok && note != "" {
+		c.atKey(JoinPointer("/metadata", ReviewKey), SeverityWarning, "tool-review", "flagged for review: "+note,
+			"check the risk level, approval and sandbox, then delete metadata."+ReviewKey)
+	}
 	t.runnerRules(tool)
 	if tool.Sandbox != nil {
 		t.sandboxRules(c, "/sandbox", tool.Sandbox)
@@ -578,7 +582,8 @@ func (t *toolLinter) stepsRules(tool *Tool) {
 
 // commandPathRule warns about tools whose argv does not start with their command path, in bundles
 // whose CLI has subcommands: those where at least one tool's argv starts with its path. A CLI
-// without subcommands (jq, rg, curl) names its tools freely and no tool matches.
+// without subcommands (jq, rg, curl) names its tools freely and no tool matches; a tool named
+// after the program itself (hugo's root command builds the site) runs no subcommand.
 func commandPathRule(jobs []*toolLinter) {
 	subcommands := false
 	for _, j := range jobs {
@@ -588,11 +593,21 @@ func commandPathRule(jobs []*toolLinter) {
 		return
 	}
 	for _, j := range jobs {
-		if j.argvParsed && !j.startsWithPath {
+		if j.argvParsed && !j.startsWithPath && !j.programTool() {
 			j.c.at("/runner/argv", SeverityWarning, "argv-command-path", fmt.Sprintf("argv does not start with the command path %q, as the bundle's other tools do", strings.Join(j.entry.Path, " ")),
 				"argv is the full list after bin_args; start it with the subcommand words, or rename the command in CLI.md's commands tree")
 		}
 	}
+}
+
+// programTool reports whether the tool runs the program itself rather than a subcommand (hugo
+// builds a site): its command path is the one word of the program's name or the bundle's id.
+func (t *toolLinter) programTool() bool {
+	if len(t.entry.Path) != 1 || t.b.CLI == nil {
+		return false
+	}
+	p := t.entry.Path[0]
+	return p == t.b.CLI.ID || (t.b.CLI.Bin != "" && p == path.Base(t.b.CLI.Bin))
 }
 
 func entryText(argv []string, i int) string {

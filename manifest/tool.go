@@ -124,6 +124,10 @@ type ToolOutput struct {
 	Empty string `yaml:"empty,omitempty" json:"empty,omitempty"`
 }
 
+// ReviewKey is the metadata key of a note asking a person to review a generated tool (clihostctl
+// import cobra writes it for commands that delete, deploy or serve); lint warns while it is there.
+const ReviewKey = "clihost.review"
+
 // Annotations are the MCP tool annotations derived from the contract (DESIGN.md).
 type Annotations struct {
 	ReadOnly    bool `json:"readOnlyHint"`
