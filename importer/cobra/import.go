@@ -41,12 +41,12 @@ type Options struct {
 	Timeout  time.Duration // per probe; default 10s
 	Parallel int           // probes at once; default 4
 	// Sandbox choices for the bundle (default: workspace read-only, no network, no other programs).
-	Egress         []string // hosts the CLI may reach
-	WriteWorkspace bool     // the CLI may write the workspace
-	Read           []string // more fs.read patterns, such as the CLI's own config (~/.config/gh/**)
-	Write          []string // more fs.write patterns
-	Spawn          []string // other programs the CLI may start
-	EnvPass        []string // host variables passed to the CLI (clihost always sets HOME)
+	Egress         []string          // hosts the CLI may reach
+	WriteWorkspace bool              // the CLI may write the workspace
+	Read           []string          // more fs.read patterns, such as the CLI's own config (~/.config/gh/**)
+	Write          []string          // more fs.write patterns
+	Spawn          []string          // other programs the CLI may start
+	EnvPass        []string          // host variables passed to the CLI (clihost always sets HOME)
 	EnvSet         map[string]string // variables set for the CLI (sandbox.env.set); not for secrets: they are written into CLI.md
 	Install        []Install
 	Logf           func(format string, args ...any) // progress; nil: quiet
