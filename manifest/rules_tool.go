@@ -369,6 +369,9 @@ func (t *toolLinter) runnerRules(tool *Tool) {
 	}
 	if r.Output != nil {
 		t.exitCodeRules(c, "/runner/output/exit_codes", r.Output.ExitCodes)
+		if r.Output.File != "" {
+			t.outputFileRules(tool)
+		}
 	}
 	t.limitsRules(r.Limits)
 	hasArgv, hasSteps := doc.Has("/runner/argv"), doc.Has("/runner/steps")
@@ -597,6 +600,28 @@ func commandPathRule(jobs []*toolLinter) {
 			j.c.at("/runner/argv", SeverityWarning, "argv-command-path", fmt.Sprintf("argv does not start with the command path %q, as the bundle's other tools do", strings.Join(j.entry.Path, " ")),
 				"argv is the full list after bin_args; start it with the subcommand words, or rename the command in CLI.md's commands tree")
 		}
+	}
+}
+
+// outputFileRules checks runner.output.file: it names a declared input that is a string with
+// format: path, in an argv tool without stdin (the standard output is the file; steps have their
+// own outputs), and the output format is text or binary (nothing is parsed).
+func (t *toolLinter) outputFileRules(tool *Tool) {
+	const ptr = "/runner/output/file"
+	o := tool.Runner.Output
+	props, _ := tool.Inputs["properties"].(map[string]any)
+	s, _ := props[o.File].(map[string]any)
+	hint := "name an input declared as { type: string, format: path }, e.g. output: { file: dest }"
+	switch {
+	case t.entry.inputSchema == nil:
+	case s == nil:
+		t.c.at(ptr, SeverityError, "tool-output-file", fmt.Sprintf("runner.output.file names %q, which is not in inputs.properties", o.File), hint)
+	case s["type"] != "string" || s["format"] != "path":
+		t.c.at(ptr, SeverityError, "tool-output-file", fmt.Sprintf("the input %q that runner.output.file names is not a string with format: path", o.File), hint)
+	case len(tool.Runner.Steps) > 0 || tool.Runner.Stdin != nil:
+		t.c.at(ptr, SeverityError, "tool-output-file", "runner.output.file is for argv tools without stdin", "write the file from the last step's argv, or drop runner.stdin")
+	case o.Format == "json" || o.Format == "yaml" || o.Empty != "":
+		t.c.at(ptr, SeverityError, "tool-output-file", "runner.output.file sends the output to a file: it is not parsed as "+o.Format, "use format: text or binary (the result is {path, bytes})")
 	}
 }
 

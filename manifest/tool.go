@@ -122,6 +122,9 @@ type ToolOutput struct {
 	Stream       string            `yaml:"stream,omitempty" json:"stream,omitempty"`
 	// Empty overrides the bundle's output.empty for this tool.
 	Empty string `yaml:"empty,omitempty" json:"empty,omitempty"`
+	// File names the input (a string with format: path) whose workspace path receives the
+	// program's standard output; the call's value is then {path, bytes}.
+	File string `yaml:"file,omitempty" json:"file,omitempty"`
 }
 
 // ReviewKey is the metadata key of a note asking a person to review a generated tool (clihostctl

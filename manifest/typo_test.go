@@ -86,3 +86,30 @@ func TestNearest(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputFileRule: runner.output.file must name a declared string input with format: path, in
+// an argv tool without stdin whose output is not parsed.
+func TestOutputFileRule(t *testing.T) {
+	ok := edit{toolFile, "    query: { type: string }", "    query: { type: string }\n    dest: { type: string, format: path }"}
+	cases := []struct {
+		name  string
+		edits []edit
+		bad   bool
+	}{
+		{"fine", []edit{ok, {toolFile, "  output: { format: json }", "  output: { format: binary, file: dest }"}}, false},
+		{"undeclared", []edit{{toolFile, "  output: { format: json }", "  output: { format: text, file: dest }"}}, true},
+		{"not a path", []edit{{toolFile, "  output: { format: json }", "  output: { format: text, file: query }"}}, true},
+		{"parsed", []edit{ok, {toolFile, "  output: { format: json }", "  output: { format: json, file: dest }"}}, true},
+		{"stdin", []edit{ok, {toolFile, "  output: { format: json }", "  output: { format: text, file: dest }\n  stdin: x"}}, true},
+	}
+	for _, tc := range cases {
+		b := LoadBundle(buildBundle(t, tc.edits, nil), cliFile, LoadOptions{})
+		var rules []string
+		for _, f := range b.Findings {
+			rules = append(rules, f.Rule)
+		}
+		if got := strings.Join(rules, " "); (tc.bad && got != "tool-output-file") || (!tc.bad && got != "") {
+			t.Errorf("%s: findings %q", tc.name, findingsText(b.Findings))
+		}
+	}
+}
