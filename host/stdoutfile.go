@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -21,22 +23,21 @@ import (
 	"github.com/clihost/clihost/sandbox"
 )
 
-// MaxStdoutFile bounds what a runner.output.file tool's standard output may write to its file;
-// past it the call fails with resource_exhausted and the file is not written.
-const MaxStdoutFile = 1 << 30
-
-// stdoutFileLimit is MaxStdoutFile (a test lowers it).
-var stdoutFileLimit int64 = MaxStdoutFile
+// stderrDrain bounds the wait for the end of a runner.output.file program's stderr once it has
+// exited (a descendant that kept the pipe open).
+const stderrDrain = 2 * time.Second
 
 // stdoutFile is where a runner.output.file tool's standard output goes: a new file in the folder
 // of the path the input names, renamed onto that path only when the call succeeds.
 type stdoutFile struct {
-	rel      string // the path as the input gave it (workspace-relative)
-	dirfd    int    // the folder, opened without following symbolic links
-	tmp, dst string // names in that folder
-	f        *os.File
-	w        *cappedWriter
+	rel      string   // the path as the input gave it (workspace-relative)
+	dirfd    int      // the folder, opened without following symbolic links
+	tmp, dst string   // names in that folder
+	f        *os.File // the new file: the program's stdout itself, no copy in between
 	stderr   *boundedBuffer
+	errW     *os.File      // the write end of the stderr pipe, the program's stderr
+	errR     *os.File      // its read end, closed by close (a descendant may keep errW open)
+	drained  chan struct{} // closed once the stderr pipe has been read to its end
 }
 
 // openStdoutFile prepares the file for the path rel (an input declared format: path, already
@@ -74,13 +75,26 @@ func openStdoutFile(ws, rel string, pol *sandbox.Policy, plan *isolation.Plan) (
 		unix.Close(dirfd)
 		return nil, &Error{Code: errcode.Internal, Message: fmt.Sprintf("the output file for %q: %v", rel, err), Hint: "check the folder's permissions"}
 	}
-	f := os.NewFile(uintptr(fd), tmp)
-	return &stdoutFile{rel: rel, dirfd: dirfd, tmp: tmp, dst: base, f: f, w: &cappedWriter{w: f, limit: stdoutFileLimit},
-		stderr: &boundedBuffer{limit: runner.DefaultLimit}}, nil
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		unix.Close(fd)
+		_ = unix.Unlinkat(dirfd, tmp, 0)
+		unix.Close(dirfd)
+		return nil, &Error{Code: errcode.Internal, Message: "stderr pipe: " + err.Error()}
+	}
+	s := &stdoutFile{rel: rel, dirfd: dirfd, tmp: tmp, dst: base, f: os.NewFile(uintptr(fd), tmp),
+		stderr: &boundedBuffer{limit: runner.DefaultLimit}, errW: errW, drained: make(chan struct{})}
+	go func() {
+		defer close(s.drained)
+		_, _ = io.Copy(s.stderr, errR)
+		errR.Close()
+	}()
+	s.errR = errR
+	return s, nil
 }
 
 // stdoutFileFor prepares the output file of a runner.output.file tool and attaches it to cmd: the
-// program's stdout goes to the file (through a pipe, counted and capped), its stderr is captured.
+// file is the program's stdout, and its stderr is a pipe the host reads.
 // It returns nil for other tools.
 func stdoutFileFor(t *manifest.ToolEntry, input map[string]any, ws string, pol *sandbox.Policy, plan *isolation.Plan, cmd *runner.Command) (*stdoutFile, *Error) {
 	o := t.Tool.Runner.Output
@@ -99,23 +113,25 @@ func stdoutFileFor(t *manifest.ToolEntry, input map[string]any, ws string, pol *
 	if e != nil {
 		return nil, e
 	}
-	cmd.Attach = &runner.Attach{Stdout: f.w, Stderr: f.stderr}
+	cmd.Attach = &runner.Attach{Stdout: f.f, Stderr: f.errW}
 	return f, nil
 }
 
-// redirected is what the call's result is made of once the program has exited: its captured
-// stderr, and as its stdout the JSON {path, bytes} (parsed as JSON whatever the bundle's format).
-// A file that reached MaxStdoutFile is resource_exhausted.
+// redirected is what the call's result is made of once the program has exited: its stderr (read
+// to its end, or for at most stderrDrain), and as its stdout the JSON {path, bytes} (parsed as
+// JSON whatever the bundle's format).
 func (s *stdoutFile) redirected(res runner.Result, conv output.Convention) (runner.Result, output.Convention) {
-	res.Stderr, res.StderrTruncated = s.stderr.bytes()
-	if s.w.exceeded {
-		res.Exhausted = fmt.Sprintf("the output file reached its limit of %d bytes", s.w.limit)
-		if res.ExitCode == 0 {
-			res.ExitCode = -1
-		}
-		return res, conv
+	s.errW.Close()
+	select {
+	case <-s.drained:
+	case <-time.After(stderrDrain):
 	}
-	res.Stdout, _ = json.Marshal(map[string]any{"path": s.rel, "bytes": s.w.n})
+	res.Stderr, res.StderrTruncated = s.stderr.bytes()
+	var size int64
+	if st, err := s.f.Stat(); err == nil {
+		size = st.Size()
+	}
+	res.Stdout, _ = json.Marshal(map[string]any{"path": s.rel, "bytes": size})
 	res.StdoutTruncated = false
 	conv.Format, conv.Empty, conv.Stream = output.FormatJSON, "", "stdout"
 	return res, conv
@@ -129,8 +145,10 @@ func (s *stdoutFile) commit() error {
 	return unix.Renameat(s.dirfd, s.tmp, s.dirfd, s.dst)
 }
 
-// close removes the file unless committed, and releases the folder.
+// close removes the file unless committed, and releases the folder and the pipe.
 func (s *stdoutFile) close() {
+	s.errW.Close()
+	s.errR.Close() // ends the reader if a descendant still holds the pipe
 	s.f.Close()
 	_ = unix.Unlinkat(s.dirfd, s.tmp, 0) // ENOENT once committed
 	unix.Close(s.dirfd)
@@ -181,24 +199,6 @@ func openDirBeneath(ws, rel string) (int, error) {
 		fd = next
 	}
 	return fd, nil
-}
-
-// cappedWriter writes at most limit bytes to w; a write past it fails (the program's stdout pipe
-// then breaks) and exceeded says so.
-type cappedWriter struct {
-	w        *os.File
-	n, limit int64
-	exceeded bool
-}
-
-func (c *cappedWriter) Write(p []byte) (int, error) {
-	if c.n+int64(len(p)) > c.limit {
-		c.exceeded = true
-		return 0, errors.New("the output file limit was reached")
-	}
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // boundedBuffer keeps the first limit bytes written to it and drops the rest, never failing.

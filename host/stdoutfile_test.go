@@ -124,21 +124,3 @@ func TestStdoutToFile(t *testing.T) {
 		t.Errorf("outside holds %v", entries)
 	}
 }
-
-// TestStdoutToFileLimit: output past the file limit fails the call (resource_exhausted) and
-// leaves no file.
-func TestStdoutToFileLimit(t *testing.T) {
-	defer func(l int64) { stdoutFileLimit = l }(stdoutFileLimit)
-	stdoutFileLimit = 64 << 10
-	h, _ := writeBundle(t, catFileBundle(), Options{})
-	ws := fixture.Workspace(t)
-	os.WriteFile(filepath.Join(ws, "big"), make([]byte, 1<<20), 0o644)
-	fixture.GiveToAgent(t, ws)
-	env := h.Call(context.Background(), bundle(t, h, "cat"), "copy", map[string]any{"src": "big", "dest": "out/big"}, Caller{Workspace: ws}, CallOptions{})
-	if env.OK || env.Error.Code != "resource_exhausted" {
-		t.Fatalf("%+v", env.Error)
-	}
-	if entries, _ := os.ReadDir(filepath.Join(ws, "out")); len(entries) != 0 {
-		t.Fatalf("out/ holds %v", entries)
-	}
-}
