@@ -21,6 +21,11 @@ var schemaKeywords = []string{
 	"format", "contentEncoding", "contentMediaType", "contentSchema",
 }
 
+// annotationKeywords constrain nothing: a near miss of one (OpenAPI's example for examples) loses
+// no check, so it is a warning, not an error.
+var annotationKeywords = []string{"title", "description", "default", "deprecated", "readOnly", "writeOnly", "examples", "$comment",
+	"contentEncoding", "contentMediaType"}
+
 // Where a keyword's value holds subschemas: one schema, a map of names to schemas, or a list.
 var (
 	subschemaOne = []string{"not", "if", "then", "else", "contains", "additionalProperties", "propertyNames",
@@ -72,10 +77,11 @@ func unknownKeywords(ptr string, v any) []unknownKeyword {
 }
 
 // keywordRules reports the unknown keywords of the schema at ptr and whether one of them is an
-// error. A near miss of a keyword (requird, minlength, tpye) is an error: the validator ignores
-// unknown keywords, so the constraint the author meant is silently not checked. Any other unknown
-// key is a warning (an annotation the host ignores; a property written beside properties instead
-// of under it is the usual cause).
+// error. A near miss of a keyword that checks something (requird, minlength, tpye) is an error:
+// the validator ignores unknown keywords, so the constraint the author meant is silently not
+// checked. A near miss of an annotation (example for examples) and any other unknown key are
+// warnings (the host ignores them; a property written beside properties instead of under it is
+// the usual cause of the latter).
 func (t *toolLinter) keywordRules(ptr string, v map[string]any) (hasError bool) {
 	found := unknownKeywords(ptr, v)
 	doc := t.c.doc
@@ -87,6 +93,11 @@ func (t *toolLinter) keywordRules(ptr string, v map[string]any) (hasError bool) 
 		return pa.Col - pb.Col
 	})
 	for _, u := range found {
+		if u.suggestion != "" && slices.Contains(annotationKeywords, u.suggestion) {
+			t.c.atKey(u.ptr, SeverityWarning, "schema-unknown-keyword", fmt.Sprintf("%s: unknown JSON Schema keyword '%s'%s", strings.TrimPrefix(u.ptr, "/"), u.name, didYouMean(u.suggestion)),
+				fmt.Sprintf("rename it to %s (an annotation: nothing is checked either way)", u.suggestion))
+			continue
+		}
 		if u.suggestion != "" {
 			hasError = true
 			t.c.atKey(u.ptr, SeverityError, "schema-unknown-keyword", fmt.Sprintf("%s: unknown JSON Schema keyword '%s'%s", strings.TrimPrefix(u.ptr, "/"), u.name, didYouMean(u.suggestion)),

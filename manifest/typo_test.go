@@ -50,17 +50,21 @@ func TestOneTypoOneFinding(t *testing.T) {
 	}
 }
 
-// TestUnknownKeywordWithoutNearMatch: an unknown key that is no near miss of a keyword is a
-// warning (JSON Schema ignores it; --strict fails on it); x- extensions and keys inside enum,
+// TestUnknownKeywordWithoutNearMatch: an unknown key that is no near miss of a keyword, or a near
+// miss of an annotation, is a warning (JSON Schema ignores it; --strict fails on it); x- extensions and keys inside enum,
 // const, default and examples values are not keywords and not reported.
 func TestUnknownKeywordWithoutNearMatch(t *testing.T) {
 	b := LoadBundle(buildBundle(t, []edit{
-		{toolFile, "    query: { type: string }", "    query: { type: string, nullable: true, x-ui: wide, default: { colour: x }, examples: [{ requird: 1 }] }\n    mode: { enum: [{ tpye: 1 }], const: { tpye: 1 } }"},
+		{toolFile, "    query: { type: string }", "    query: { type: string, nullable: true, x-ui: wide, default: { colour: x }, examples: [{ requird: 1 }] }\n    mode: { enum: [{ tpye: 1 }], const: { tpye: 1 }, example: x }"},
 	}, nil), cliFile, LoadOptions{})
-	if len(b.Findings) != 1 {
-		t.Fatalf("want one finding, got:\n%s", findingsText(b.Findings))
+	if len(b.Findings) != 2 {
+		t.Fatalf("want two findings, got:\n%s", findingsText(b.Findings))
 	}
 	if f := b.Findings[0]; f.Rule != "schema-unknown-keyword" || f.Severity != SeverityWarning || !strings.Contains(f.Message, "'nullable'") {
+		t.Fatalf("got %s", f)
+	}
+	// OpenAPI's example: a near miss of an annotation, which checks nothing
+	if f := b.Findings[1]; f.Rule != "schema-unknown-keyword" || f.Severity != SeverityWarning || !strings.Contains(f.Message, "did you mean 'examples'") {
 		t.Fatalf("got %s", f)
 	}
 	if b.Tools[0].InputSchema() == nil {
