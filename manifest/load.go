@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/clihost/clihost/schemas"
 )
@@ -277,11 +278,12 @@ func schemaGroups(doc *Document, err error) []schemaGroup {
 		var meant []string
 		if kw == "additionalProperties" {
 			// point at the first unexpected key itself
-			if names := unknownFields(doc, ptr, e.Message); len(names) > 0 {
+			order := keyOrder(doc, ptr)
+			if names := unknownFields(order, e.Message); len(names) > 0 {
 				allowed := schemas.PropertiesAt(strings.TrimSuffix(e.AbsoluteKeywordLocation, "/additionalProperties"))
 				var suggestions []string
 				for _, n := range names {
-					if s := nearest(n, allowed); s != "" && !doc.Has(JoinPointer(ptr, s)) {
+					if s := nearest(n, allowed); s != "" && !hasKey(order, s) {
 						meant = append(meant, JoinPointer(ptr, s))
 						suggestions = append(suggestions, fmt.Sprintf("'%s' for '%s'", s, n))
 					}
@@ -415,21 +417,36 @@ func kebab(s string) string {
 	return b.String()
 }
 
+// keyOrder maps the keys of the mapping at ptr to their place in the document (nil when ptr is
+// no mapping): one walk of the node, however many keys it has.
+func keyOrder(doc *Document, ptr string) map[string]int {
+	_, n := doc.lookup(ptr)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	order := make(map[string]int, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if _, dup := order[n.Content[i].Value]; !dup {
+			order[n.Content[i].Value] = i
+		}
+	}
+	return order
+}
+
+func hasKey(order map[string]int, k string) bool {
+	_, ok := order[k]
+	return ok
+}
+
 // unknownFields returns the names an "additionalProperties 'a', 'b' not allowed" error lists, in
-// the order they are written in the document under ptr. The validator lists them in Go's random map
-// order, which would make the finding's position change from one run to the next.
-func unknownFields(doc *Document, ptr, msg string) []string {
+// the order they are written in the document (order, from keyOrder). The validator lists them in
+// Go's random map order, which would make the finding's position change from one run to the next.
+func unknownFields(order map[string]int, msg string) []string {
 	var names []string
 	for _, m := range quotedNames.FindAllStringSubmatch(msg, -1) {
 		names = append(names, m[1])
 	}
-	slices.SortStableFunc(names, func(a, b string) int {
-		pa, pb := doc.KeyPos(JoinPointer(ptr, a)), doc.KeyPos(JoinPointer(ptr, b))
-		if pa.Line != pb.Line {
-			return pa.Line - pb.Line
-		}
-		return pa.Col - pb.Col
-	})
+	slices.SortStableFunc(names, func(a, b string) int { return order[a] - order[b] })
 	return names
 }
 

@@ -184,7 +184,7 @@ func (t *toolLinter) rules(tool *Tool) {
 	c, doc := t.c, t.c.doc
 	if doc.Has("/inputs") {
 		t.entry.inputSchema = t.compileSchema("/inputs", tool.Inputs, "tool-inputs-schema", true)
-		if t.entry.inputSchema != nil && t.keywordRules("/inputs", tool.Inputs) {
+		if t.entry.inputSchema != nil && t.keywordRules("/inputs") {
 			// a typo'd keyword is one error: the rules that read the schema (argv references,
 			// examples) would report what follows from it again
 			t.entry.inputSchema = nil
@@ -193,7 +193,7 @@ func (t *toolLinter) rules(tool *Tool) {
 	}
 	if doc.Has("/outputs") {
 		t.entry.outputSchema = t.compileSchema("/outputs", tool.Outputs, "tool-outputs-schema", false)
-		if t.entry.outputSchema != nil && t.keywordRules("/outputs", tool.Outputs) {
+		if t.entry.outputSchema != nil && t.keywordRules("/outputs") {
 			t.entry.outputSchema = nil
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // schemaKeywords are the keywords of JSON Schema 2020-12 (core, applicator, unevaluated,
@@ -34,45 +36,49 @@ var (
 	subschemaList = []string{"allOf", "anyOf", "oneOf", "prefixItems", "items"}
 )
 
+// maxKeywordFindings bounds the unknown keywords reported one by one in one schema; one more
+// finding counts the rest.
+const maxKeywordFindings = 50
+
 // unknownKeyword is a key of a tool's inputs or outputs schema that JSON Schema does not define.
 type unknownKeyword struct {
 	ptr, name, suggestion string
 }
 
-// unknownKeywords walks the schema at ptr and returns its unknown keywords in document order.
-// Keys starting with "x-" are extensions and never reported.
-func unknownKeywords(ptr string, v any) []unknownKeyword {
+// unknownKeywords walks the schema at ptr in doc and returns its unknown keywords in document
+// order (the YAML nodes' own order: no sorting, no position lookups). Keys starting with "x-" are
+// extensions and never reported.
+func unknownKeywords(doc *Document, ptr string) []unknownKeyword {
+	_, root := doc.lookup(ptr)
 	var out []unknownKeyword
-	var walk func(ptr string, v any, depth int)
-	walk = func(ptr string, v any, depth int) {
-		m, ok := v.(map[string]any)
-		if !ok || depth > 64 {
+	var walk func(ptr string, n *yaml.Node, depth int)
+	walk = func(ptr string, n *yaml.Node, depth int) {
+		if n == nil || n.Kind != yaml.MappingNode || depth > 64 {
 			return
 		}
-		for k, sub := range m {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, sub := n.Content[i].Value, n.Content[i+1]
 			at := JoinPointer(ptr, k)
 			switch {
 			case strings.HasPrefix(k, "x-"):
 			case !slices.Contains(schemaKeywords, k):
 				out = append(out, unknownKeyword{ptr: at, name: k, suggestion: nearest(k, schemaKeywords)})
 			case slices.Contains(subschemaMap, k):
-				if mm, ok := sub.(map[string]any); ok {
-					for name, s := range mm {
-						walk(JoinPointer(at, name), s, depth+1)
+				if sub.Kind == yaml.MappingNode {
+					for j := 0; j+1 < len(sub.Content); j += 2 {
+						walk(JoinPointer(at, sub.Content[j].Value), sub.Content[j+1], depth+1)
 					}
 				}
-			default:
-				if l, ok := sub.([]any); ok && slices.Contains(subschemaList, k) {
-					for i, s := range l {
-						walk(JoinPointer(at, i), s, depth+1)
-					}
-				} else if slices.Contains(subschemaOne, k) {
-					walk(at, sub, depth+1)
+			case sub.Kind == yaml.SequenceNode && slices.Contains(subschemaList, k):
+				for j, item := range sub.Content {
+					walk(JoinPointer(at, j), item, depth+1)
 				}
+			case slices.Contains(subschemaOne, k):
+				walk(at, sub, depth+1)
 			}
 		}
 	}
-	walk(ptr, v, 0)
+	walk(ptr, root, 0)
 	return out
 }
 
@@ -82,17 +88,17 @@ func unknownKeywords(ptr string, v any) []unknownKeyword {
 // checked. A near miss of an annotation (example for examples) and any other unknown key are
 // warnings (the host ignores them; a property written beside properties instead of under it is
 // the usual cause of the latter).
-func (t *toolLinter) keywordRules(ptr string, v map[string]any) (hasError bool) {
-	found := unknownKeywords(ptr, v)
-	doc := t.c.doc
-	slices.SortFunc(found, func(a, b unknownKeyword) int {
-		pa, pb := doc.KeyPos(a.ptr), doc.KeyPos(b.ptr)
-		if pa.Line != pb.Line {
-			return pa.Line - pb.Line
+func (t *toolLinter) keywordRules(ptr string) (hasError bool) {
+	found := unknownKeywords(t.c.doc, ptr)
+	for i, u := range found {
+		if i == maxKeywordFindings {
+			t.c.atKey(u.ptr, SeverityWarning, "schema-unknown-keyword", fmt.Sprintf("%s: and %d more unknown JSON Schema keywords", strings.TrimPrefix(ptr, "/"), len(found)-i),
+				"fix the ones above first")
+			for _, rest := range found[i:] {
+				hasError = hasError || rest.suggestion != "" && !slices.Contains(annotationKeywords, rest.suggestion)
+			}
+			break
 		}
-		return pa.Col - pb.Col
-	})
-	for _, u := range found {
 		if u.suggestion != "" && slices.Contains(annotationKeywords, u.suggestion) {
 			t.c.atKey(u.ptr, SeverityWarning, "schema-unknown-keyword", fmt.Sprintf("%s: unknown JSON Schema keyword '%s'%s", strings.TrimPrefix(u.ptr, "/"), u.name, didYouMean(u.suggestion)),
 				fmt.Sprintf("rename it to %s (an annotation: nothing is checked either way)", u.suggestion))

@@ -14,7 +14,7 @@ func nearest(name string, candidates []string) string {
 	}
 	lower := strings.ToLower(name)
 	for _, c := range candidates {
-		if c == name {
+		if c == name || len(c)-len(name) > limit || len(name)-len(c) > limit {
 			continue
 		}
 		d := osaDistance(lower, strings.ToLower(c))

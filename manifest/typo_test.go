@@ -1,8 +1,10 @@
 package manifest
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestOneTypoOneFinding: each typo, in a tool's inputs/outputs schema or in a frontmatter's own
@@ -115,5 +117,40 @@ func TestOutputFileRule(t *testing.T) {
 		if got := strings.Join(rules, " "); (tc.bad && got != "tool-output-file") || (!tc.bad && got != "") {
 			t.Errorf("%s: findings %q", tc.name, findingsText(b.Findings))
 		}
+	}
+}
+
+// TestManyUnknownKeywords: a hostile schema of many thousands of unknown keys is linted quickly,
+// with a bounded number of findings, and still disables the tool when one of them is a typo.
+func TestManyUnknownKeywords(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString("  requird: [query]\n")
+	for i := range 20000 {
+		fmt.Fprintf(&sb, "  k%06d_abcdefghijklmnopqrstu: 1\n", i)
+	}
+	start := time.Now()
+	b := LoadBundle(buildBundle(t, []edit{{toolFile, "  required: [query]\n", sb.String()}}, nil), cliFile, LoadOptions{})
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("lint took %s", d)
+	}
+	if n := len(b.Findings); n != maxKeywordFindings+1 || !b.Findings.HasErrors() || b.Tools[0].InputSchema() != nil {
+		t.Fatalf("%d findings, errors %v", n, b.Findings.HasErrors())
+	}
+}
+
+// TestManyUnknownFields: 20 000 unknown frontmatter fields are one finding, found in seconds (the
+// fields were put in document order by looking each one's position up: minutes).
+func TestManyUnknownFields(t *testing.T) {
+	var sb strings.Builder
+	for i := range 20000 {
+		fmt.Fprintf(&sb, "k%06d_abc: 1\n", i)
+	}
+	start := time.Now()
+	b := LoadBundle(buildBundle(t, []edit{{toolFile, "risk_level: 0\n", "risk_level: 0\n" + sb.String()}}, nil), cliFile, LoadOptions{})
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("lint took %s", d)
+	}
+	if len(b.Findings) != 1 || !strings.Contains(b.Findings[0].Message, "'k000000_abc', 'k000001_abc', 'k000002_abc' and 19997 more") {
+		t.Fatalf("findings:\n%s", findingsText(b.Findings[:min(len(b.Findings), 3)]))
 	}
 }
