@@ -86,7 +86,8 @@ runner: { cli: ../../CLI.md, argv: ["${input.file}"] }
 	if _, err := os.Stat(filepath.Join(ws, "out", "result.txt")); err != nil {
 		t.Fatal(err)
 	}
-	if env := h.Call(context.Background(), b, "make", map[string]any{"file": "beside.txt"}, Caller{Workspace: ws}, CallOptions{}); env.OK {
+	h.Call(context.Background(), b, "make", map[string]any{"file": "beside.txt"}, Caller{Workspace: ws}, CallOptions{})
+	if _, err := os.Lstat(filepath.Join(ws, "beside.txt")); err == nil {
 		t.Fatal("wrote beside out/")
 	}
 }
