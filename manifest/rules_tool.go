@@ -470,7 +470,7 @@ func (t *toolLinter) exprRules(ptr string, tok TemplateToken, step int, tool *To
 		switch e.Source {
 		case "input":
 			if t.entry.inputSchema != nil && !declared(props, e.Path) {
-				t.c.at(ptr, SeverityError, "argv-undeclared-input", fmt.Sprintf("${input.%s} is not declared in inputs.properties", e.Name()), "declare it under inputs.properties or fix the name")
+				t.c.at(ptr, SeverityError, "argv-undeclared-input", fmt.Sprintf("${input.%s} is not declared in inputs.properties%s", e.Name(), didYouMean(nearestInput(props, e.Path))), "declare it under inputs.properties or fix the name")
 			}
 		case "steps":
 			n, _ := e.Step()
@@ -638,6 +638,23 @@ func (t *toolLinter) programTool() bool {
 func entryText(argv []string, i int) string {
 	if i >= 0 && i < len(argv) {
 		return argv[i]
+	}
+	return ""
+}
+
+// nearestInput suggests the declared input an undeclared ${input.a.b} probably meant: its first
+// name's nearest sibling, with the rest of the path ("" when none is near).
+func nearestInput(props map[string]any, p []string) string {
+	if len(p) == 0 || props[p[0]] != nil {
+		return "" // the first name is declared: a nested name is wrong, too deep to guess
+	}
+	names := make([]string, 0, len(props))
+	for n := range props {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if n := nearest(p[0], names); n != "" {
+		return "${input." + strings.Join(append([]string{n}, p[1:]...), ".") + "}"
 	}
 	return ""
 }

@@ -154,3 +154,27 @@ func TestManyUnknownFields(t *testing.T) {
 		t.Fatalf("findings:\n%s", findingsText(b.Findings[:min(len(b.Findings), 3)]))
 	}
 }
+
+// TestSuggestionsBeyondSchemas: a misspelt input reference, template filter or install method
+// names what it was probably meant to be.
+func TestSuggestionsBeyondSchemas(t *testing.T) {
+	cases := []struct {
+		edit             edit
+		rule, suggestion string
+	}{
+		{edit{toolFile, "${input.state | optional('--state')}", "${input.stat | optional('--state')}"}, "argv-undeclared-input", "${input.state}"},
+		{edit{toolFile, "${input.state | optional('--state')}", "${input.state | optinal('--state')}"}, "argv-unknown-filter", "optional"},
+		{edit{toolFile, "${input.state | optional('--state')}", "${imput.state | optional('--state')}"}, "argv-syntax", "input"},
+		{edit{cliFile, "  - { method: apt, package: demo }", "  - { method: atp, package: demo }"}, "install-unknown-method", "apt"},
+	}
+	for _, tc := range cases {
+		b := LoadBundle(buildBundle(t, []edit{tc.edit}, nil), cliFile, LoadOptions{})
+		found := false
+		for _, f := range b.Findings {
+			found = found || f.Rule == tc.rule && strings.Contains(f.Message, "did you mean '"+tc.suggestion+"'")
+		}
+		if !found {
+			t.Errorf("%s: no %s suggesting %q in\n%s", tc.edit.new, tc.rule, tc.suggestion, findingsText(b.Findings))
+		}
+	}
+}
