@@ -128,19 +128,43 @@ func ToolDescription(b *manifest.Bundle) string {
 	return desc + " Commands: " + strings.Join(names, ", ") + ". Run 'help' for details."
 }
 
-// InputSchema is the input schema of the "cli" tool (spec §3.1), closed to other properties.
-func InputSchema() map[string]any {
+// InputSchema is the input schema of bundle b's "cli" tool (spec §3.1), closed to other
+// properties. The command's description gives an example of b's own (CommandExample).
+func InputSchema(b *manifest.Bundle) map[string]any {
 	return map[string]any{
 		"type": "object",
 		"properties": map[string]any{
 			"command": map[string]any{
 				"type":        "string",
-				"description": "CLI command string (e.g., 'pr list --state open'). Run 'help' for available commands.",
+				"description": "CLI command string (e.g., '" + CommandExample(b) + "'). Run 'help' for available commands.",
 			},
 		},
 		"required":             []any{"command"},
 		"additionalProperties": false,
 	}
+}
+
+// CommandExample is a command of bundle b to show as an example: the first TOOL.md example, in
+// the tools' order, that can be written as an ACLI command; else the first tool's command path;
+// else "help".
+func CommandExample(b *manifest.Bundle) string {
+	if b == nil {
+		return wordHelp
+	}
+	for _, t := range b.Tools {
+		if t.Tool == nil {
+			continue
+		}
+		if ex := toolExamples(t, 1); len(ex) > 0 {
+			return ex[0]
+		}
+	}
+	for _, t := range b.Tools {
+		if t.Tool != nil {
+			return t.CommandPath()
+		}
+	}
+	return wordHelp
 }
 
 // topLevelNames lists the first level of b's commands tree, in manifest order.

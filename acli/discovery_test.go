@@ -218,7 +218,7 @@ func TestToolDefinition(t *testing.T) {
 	if d := ToolDescription(nil); d != "Execute CLI command. Run 'help' for details." {
 		t.Errorf("nil bundle: %q", d)
 	}
-	m := asJSON(t, InputSchema())
+	m := asJSON(t, InputSchema(gh))
 	if m["type"] != "object" || !reflect.DeepEqual(m["required"], []any{"command"}) || m["additionalProperties"] != false ||
 		m["properties"].(map[string]any)["command"].(map[string]any)["type"] != "string" {
 		t.Errorf("input schema = %v", m)

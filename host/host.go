@@ -323,6 +323,9 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 		return Envelope{Error: e}
 	}
 	if b.CLI.Runner.Engine() == manifest.EngineSandbox {
+		if o := t.Tool.Runner.Output; o != nil && o.File != "" {
+			return fail(errcode.BundleInvalid, "runner.output.file is not supported with engine: sandbox", "drop runner.output.file, or run the CLI with engine: subprocess")
+		}
 		return h.callContainer(ctx, b, t, input, c, env, rec, opts)
 	}
 
@@ -398,15 +401,29 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	if e != nil {
 		return Envelope{Error: e}
 	}
-	stop := h.progress(opts.Progress)
-	res, err := runner.Run(ctx, runner.Command{Path: bin.path, Args: args, Dir: workspace, Env: env, Timeout: timeout,
+	cmd := runner.Command{Path: bin.path, Args: args, Dir: workspace, Env: env, Timeout: timeout,
 		TTY: eff.TTY != nil && eff.TTY.Required, Stdin: stdin, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), rec.CallID, secretValues(b, h.opts.LookupEnv, usedSecrets)...), Pool: h.opts.Sandbox.Pool,
-		OnCleanupError: h.cleanupError(b, rec.CallID)})
+		OnCleanupError: h.cleanupError(b, rec.CallID)}
+	file, e := stdoutFileFor(t, input, workspace, pol, plan, &cmd)
+	if e != nil {
+		return Envelope{Error: e}
+	}
+	stop := h.progress(opts.Progress)
+	res, err := runner.Run(ctx, cmd)
 	stop()
+	if file != nil {
+		defer file.close()
+		res, conv = file.redirected(res, conv)
+	}
 	toolWarnings := sweep(pol)
 	h.auditSweep(b, rec.CallID, toolWarnings)
 	warnings := append(lifeWarnings, toolWarnings...)
 	out := h.finish(ctx, b, t, res, err, conv, timeout, loginScope, rec, usedSecrets, pol)
+	if file != nil && out.OK {
+		if err := file.commit(); err != nil {
+			out = fail(errcode.Internal, fmt.Sprintf("the output file %q could not be written: %v", file.rel, err), "check the folder's permissions")
+		}
+	}
 	if opts.Debug && err == nil {
 		debugStreams(out.Error, res, newRedactor(secretValues(b, h.opts.LookupEnv, usedSecrets)))
 	}

@@ -102,9 +102,9 @@ func SandboxAvailable() error { return probeOnce() }
 // confine compiles the sandbox of one process of bundle b (tool nil: the bundle's own commands)
 // running bin in c's workspace (absolute) for c, and returns the plan runner needs, with HOME set
 // in *env to the home ~ stands for unless the manifest set it (and the workspace as git's
-// safe.directory when the process's uid does not own it), and the policy (for Sweep). The ~ write
-// roots the bundle declares as subtrees are created first when missing (makeWriteRoots): the
-// sandbox can only grant a folder that exists. It returns a
+// safe.directory when the process's uid does not own it), and the policy (for Sweep). The ~ and
+// workspace write roots the bundle declares as subtrees (~/.gemini/**, ./out/**) are created first
+// when missing (makeWriteRoots, makeWorkspaceRoots): the sandbox can only grant a folder that exists. It returns a
 // nil plan when the operator turned the sandbox off; workspace_denied when the uid the process
 // would run as may not use the workspace, or the workspace holds or lies in the state directory or
 // the folder of the host's executable (OwnedOverlap); sandbox_unavailable when this host cannot build the
@@ -138,6 +138,9 @@ func (h *Host) confineFor(b *manifest.Bundle, tool *manifest.ToolEntry, bin stri
 		if err := makeWriteRoots(who.home, who.id, homeWriteRoots(b, tool), os.Geteuid() == 0); err != nil {
 			return nil, nil, &Error{Code: errcode.Internal, Message: err.Error(), Hint: "check the home " + who.home + " of uid " + strconv.Itoa(who.id.UID)}
 		}
+	}
+	if err := makeWorkspaceRoots(ws, who.id, workspaceWriteRoots(b, tool), os.Geteuid() == 0); err != nil {
+		return nil, nil, &Error{Code: errcode.Internal, Message: err.Error(), Hint: "check the workspace's folders and their owners"}
 	}
 	pathVar, _ := h.opts.LookupEnv("PATH")
 	pol, err := sandbox.Compile(sandbox.Input{Bundle: b, Tool: tool, Binary: bin, Workspace: ws, Home: who.home,

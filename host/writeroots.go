@@ -18,6 +18,18 @@ import (
 // the sandbox can only grant once they exist. Literal patterns are left out (a file or a folder?),
 // and so are wildcards and patterns outside ~.
 func homeWriteRoots(b *manifest.Bundle, tool *manifest.ToolEntry) []string {
+	return writeRoots(b, tool, "~/")
+}
+
+// workspaceWriteRoots are the folders in the workspace that b's (and tool's) effective fs.write
+// declares as subtrees (`./out/**`), relative to the workspace, as homeWriteRoots.
+func workspaceWriteRoots(b *manifest.Bundle, tool *manifest.ToolEntry) []string {
+	return writeRoots(b, tool, "./")
+}
+
+// writeRoots are the subtree patterns of the effective fs.write under prefix (~/ or ./), as clean
+// relative paths; the prefix's own root (./**) is not among them.
+func writeRoots(b *manifest.Bundle, tool *manifest.ToolEntry, prefix string) []string {
 	var toolSandbox *manifest.Sandbox
 	if tool != nil {
 		toolSandbox = tool.Tool.Sandbox
@@ -29,10 +41,10 @@ func homeWriteRoots(b *manifest.Bundle, tool *manifest.ToolEntry) []string {
 	var out []string
 	for _, p := range eff.FS.Write {
 		kind, err := manifest.ClassifyPattern(p)
-		if err != nil || kind != manifest.PatternSubtree || !strings.HasPrefix(p, "~/") {
+		if err != nil || kind != manifest.PatternSubtree || !strings.HasPrefix(p, prefix) {
 			continue
 		}
-		rel := filepath.Clean(strings.TrimSuffix(strings.TrimSuffix(p[2:], "/"), "**"))
+		rel := filepath.Clean(strings.TrimSuffix(strings.TrimSuffix(p[len(prefix):], "/"), "**"))
 		if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
 			continue
 		}
@@ -54,16 +66,35 @@ func makeWriteRoots(home string, id sandbox.Identity, rels []string, asRoot bool
 		return nil
 	}
 	for _, rel := range rels {
-		if err := makeBeneath(home, rel, id, asRoot); err != nil {
+		if err := makeBeneath(home, rel, 0o700, id, asRoot); err != nil {
 			return fmt.Errorf("the write root ~/%s: %w", rel, err)
 		}
 	}
 	return nil
 }
 
+// makeWorkspaceRoots creates the folders rels (relative, clean) inside the workspace ws when they
+// do not exist yet, so that a tool declaring fs.write ./out/** finds out/ there on its first call
+// (the sandbox can only grant a folder that exists). The walk is makeWriteRoots's: from ws, never
+// through a symbolic link (a planted out → /etc creates nothing) or over a file, and only the
+// folders this call creates are given to id. They are 0770 in a workspace shared with its group
+// (sharedUmask) and 0755 otherwise, as a folder the CLI made itself would be.
+func makeWorkspaceRoots(ws string, id sandbox.Identity, rels []string, asRoot bool) error {
+	mode := uint32(0o755)
+	if sharedUmask(ws) != 0 {
+		mode = 0o770
+	}
+	for _, rel := range rels {
+		if err := makeBeneath(ws, rel, mode, id, asRoot); err != nil {
+			return fmt.Errorf("the write folder ./%s: %w", rel, err)
+		}
+	}
+	return nil
+}
+
 // makeBeneath walks rel's components from home without following symbolic links, creating the
-// missing ones (see makeWriteRoots).
-func makeBeneath(home, rel string, id sandbox.Identity, asRoot bool) error {
+// missing ones with mode (less the umask; see makeWriteRoots).
+func makeBeneath(home, rel string, mode uint32, id sandbox.Identity, asRoot bool) error {
 	fd, err := unix.Open(home, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENOENT) {
 		return nil
@@ -74,7 +105,7 @@ func makeBeneath(home, rel string, id sandbox.Identity, asRoot bool) error {
 	for _, name := range strings.Split(rel, "/") {
 		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		if errors.Is(err, unix.ENOENT) {
-			if err = unix.Mkdirat(fd, name, 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
+			if err = unix.Mkdirat(fd, name, mode); err != nil && !errors.Is(err, unix.EEXIST) {
 				unix.Close(fd)
 				return err
 			}

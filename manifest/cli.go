@@ -293,6 +293,8 @@ type Output struct {
 	ExitCodes     map[string]string `yaml:"exit_codes,omitempty" json:"exit_codes,omitempty"`
 	Stream        string            `yaml:"stream,omitempty" json:"stream,omitempty"`
 	ErrorStream   string            `yaml:"error_stream,omitempty" json:"error_stream,omitempty"`
+	// Empty is the JSON text ("[]", "{}" or "null") an empty json or yaml result stands for.
+	Empty string `yaml:"empty,omitempty" json:"empty,omitempty"`
 }
 
 // Requires lists capability requirements (AIP-7).

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/clihost/clihost/schemas"
 )
@@ -173,6 +174,10 @@ type collector struct {
 	semantic Findings
 	fromRule map[string]bool
 	schemaFs []pointed
+	// meant holds the pointers of the fields that unknown keys were probably meant to be (a
+	// "did you mean" suggestion), so that rules about those fields being absent stay quiet: one
+	// typo is one finding.
+	meant map[string]bool
 }
 
 type pointed struct {
@@ -181,7 +186,7 @@ type pointed struct {
 }
 
 func newCollector(doc *Document) *collector {
-	return &collector{doc: doc, fromRule: map[string]bool{}}
+	return &collector{doc: doc, fromRule: map[string]bool{}, meant: map[string]bool{}}
 }
 
 // at reports a finding at the value under ptr.
@@ -221,6 +226,7 @@ var quotedNames = regexp.MustCompile(`'([^']*)'`)
 type schemaGroup struct {
 	ptr, keyword string
 	msgs         []string
+	meant        []string // pointers of the fields the unknown keys here were probably meant to be
 }
 
 // schema validates the document's values and records each leaf error at its instance location.
@@ -234,6 +240,9 @@ func (c *collector) schema(s *jsonschema.Schema) {
 		validationCache.put(s, c.doc.digest, groups)
 	}
 	for _, g := range groups {
+		for _, m := range g.meant {
+			c.meant[m] = true
+		}
 		where := strings.TrimPrefix(g.ptr, "/")
 		if where == "" {
 			where = "frontmatter"
@@ -266,10 +275,25 @@ func schemaGroups(doc *Document, err error) []schemaGroup {
 		}
 		kw := e.KeywordLocation[strings.LastIndexByte(e.KeywordLocation, '/')+1:]
 		ptr, msg := e.InstanceLocation, e.Message
+		var meant []string
 		if kw == "additionalProperties" {
 			// point at the first unexpected key itself
-			if names := unknownFields(doc, ptr, e.Message); len(names) > 0 {
+			order := keyOrder(doc, ptr)
+			if names := unknownFields(order, e.Message); len(names) > 0 {
+				allowed := schemas.PropertiesAt(strings.TrimSuffix(e.AbsoluteKeywordLocation, "/additionalProperties"))
+				var suggestions []string
+				for _, n := range names {
+					if s := nearest(n, allowed); s != "" && !hasKey(order, s) {
+						meant = append(meant, JoinPointer(ptr, s))
+						suggestions = append(suggestions, fmt.Sprintf("'%s' for '%s'", s, n))
+					}
+				}
 				ptr, msg = JoinPointer(ptr, names[0]), unknownFieldsMessage(names)
+				if len(suggestions) == 1 && len(names) == 1 {
+					msg += didYouMean(allowedName(meant[0]))
+				} else if len(suggestions) > 0 {
+					msg += "; did you mean " + strings.Join(suggestions, ", ") + "?"
+				}
 			}
 		}
 		i, ok := index[ptr]
@@ -278,12 +302,43 @@ func schemaGroups(doc *Document, err error) []schemaGroup {
 			index[ptr] = i
 			groups = append(groups, schemaGroup{ptr: ptr, keyword: kw})
 		}
+		groups[i].meant = append(groups[i].meant, meant...)
 		if !slices.Contains(groups[i].msgs, msg) {
 			groups[i].msgs = append(groups[i].msgs, msg)
 		}
 	}
 	walk(ve)
-	return groups
+	return dropMisspeltRequired(groups)
+}
+
+// allowedName is the last token of a pointer.
+func allowedName(ptr string) string { return ptr[strings.LastIndexByte(ptr, '/')+1:] }
+
+// dropMisspeltRequired removes the "missing properties" groups whose every missing field is one
+// that an unknown key beside it was probably meant to be: `input:` is reported once, as an unknown
+// field with its suggestion, not again as inputs missing.
+func dropMisspeltRequired(groups []schemaGroup) []schemaGroup {
+	meant := map[string]bool{}
+	for _, g := range groups {
+		for _, m := range g.meant {
+			meant[m] = true
+		}
+	}
+	if len(meant) == 0 {
+		return groups
+	}
+	return slices.DeleteFunc(groups, func(g schemaGroup) bool {
+		if g.keyword != "required" || len(g.msgs) != 1 {
+			return false
+		}
+		missing := quotedNames.FindAllStringSubmatch(g.msgs[0], -1)
+		for _, m := range missing {
+			if !meant[JoinPointer(g.ptr, m[1])] {
+				return false
+			}
+		}
+		return len(missing) > 0
+	})
 }
 
 // validationCache holds what validating a frontmatter against one of the embedded schemas found,
@@ -362,21 +417,36 @@ func kebab(s string) string {
 	return b.String()
 }
 
+// keyOrder maps the keys of the mapping at ptr to their place in the document (nil when ptr is
+// no mapping): one walk of the node, however many keys it has.
+func keyOrder(doc *Document, ptr string) map[string]int {
+	_, n := doc.lookup(ptr)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	order := make(map[string]int, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if _, dup := order[n.Content[i].Value]; !dup {
+			order[n.Content[i].Value] = i
+		}
+	}
+	return order
+}
+
+func hasKey(order map[string]int, k string) bool {
+	_, ok := order[k]
+	return ok
+}
+
 // unknownFields returns the names an "additionalProperties 'a', 'b' not allowed" error lists, in
-// the order they are written in the document under ptr. The validator lists them in Go's random map
-// order, which would make the finding's position change from one run to the next.
-func unknownFields(doc *Document, ptr, msg string) []string {
+// the order they are written in the document (order, from keyOrder). The validator lists them in
+// Go's random map order, which would make the finding's position change from one run to the next.
+func unknownFields(order map[string]int, msg string) []string {
 	var names []string
 	for _, m := range quotedNames.FindAllStringSubmatch(msg, -1) {
 		names = append(names, m[1])
 	}
-	slices.SortStableFunc(names, func(a, b string) int {
-		pa, pb := doc.KeyPos(JoinPointer(ptr, a)), doc.KeyPos(JoinPointer(ptr, b))
-		if pa.Line != pb.Line {
-			return pa.Line - pb.Line
-		}
-		return pa.Col - pb.Col
-	})
+	slices.SortStableFunc(names, func(a, b string) int { return order[a] - order[b] })
 	return names
 }
 

@@ -72,7 +72,7 @@ func (l *linter) installRules() {
 		ptr := JoinPointer("/install", i)
 		if !IsKnownMethod(m.Method) {
 			if m.Method != "" {
-				l.c.at(ptr+"/method", SeverityWarning, "install-unknown-method", fmt.Sprintf("install method %q is unknown to this host and will be skipped", m.Method), "known methods: "+strings.Join(KnownMethods, ", "))
+				l.c.at(ptr+"/method", SeverityWarning, "install-unknown-method", fmt.Sprintf("install method %q is unknown to this host and will be skipped%s", m.Method, didYouMean(nearest(m.Method, KnownMethods))), "known methods: "+strings.Join(KnownMethods, ", "))
 			}
 			continue
 		}

@@ -44,6 +44,9 @@ func AllowsDash(inputs map[string]any, path []string) bool {
 // whose schema rules out a leading '-' (booleans, non-negative numbers, enums, anchored patterns)
 // or that carry AllowDashKeyword are not reported. Nothing after a literal "--" is.
 func (t *toolLinter) optionValueRules(ptr string, tokens []TemplateToken, tool *Tool) {
+	if t.entry.inputSchema == nil {
+		return // the inputs schema is missing or broken: that has its own finding
+	}
 	for i, tok := range tokens {
 		if lit, ok := tok.Literal(); ok && lit == "--" {
 			return

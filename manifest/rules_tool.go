@@ -184,10 +184,18 @@ func (t *toolLinter) rules(tool *Tool) {
 	c, doc := t.c, t.c.doc
 	if doc.Has("/inputs") {
 		t.entry.inputSchema = t.compileSchema("/inputs", tool.Inputs, "tool-inputs-schema", true)
+		if t.entry.inputSchema != nil && t.keywordRules("/inputs") {
+			// a typo'd keyword is one error: the rules that read the schema (argv references,
+			// examples) would report what follows from it again
+			t.entry.inputSchema = nil
+		}
 		t.allowDashRules(tool)
 	}
 	if doc.Has("/outputs") {
 		t.entry.outputSchema = t.compileSchema("/outputs", tool.Outputs, "tool-outputs-schema", false)
+		if t.entry.outputSchema != nil && t.keywordRules("/outputs") {
+			t.entry.outputSchema = nil
+		}
 	}
 	if len(tool.Mutates) > 0 && (tool.Approval == "" || tool.Approval == "auto") {
 		c.atKey("/mutates", SeverityError, "tool-mutates-approval", "the tool mutates state but its approval is auto (the default)", "set approval: on-mutate (or always); AIP-14 allows auto only with mutates: []")
@@ -201,6 +209,10 @@ func (t *toolLinter) rules(tool *Tool) {
 				c.at(JoinPointer("/examples", i, "input"), SeverityError, "tool-example-invalid", fmt.Sprintf("example %q does not satisfy inputs: %s", ex.Name, schemaErrorText(err)), "fix the example or the inputs schema")
 			}
 		}
+	}
+	if note, ok := tool.Metadata[ReviewKey].(string); ok && note != "" {
+		c.atKey(JoinPointer("/metadata", ReviewKey), SeverityWarning, "tool-review", "flagged for review: "+note,
+			"check the risk level, approval and sandbox, then delete metadata."+ReviewKey)
 	}
 	t.runnerRules(tool)
 	if tool.Sandbox != nil {
@@ -342,7 +354,7 @@ func (t *toolLinter) runnerRules(tool *Tool) {
 	c, doc := t.c, t.c.doc
 	r := tool.Runner
 	if r == nil {
-		if doc.Value != nil {
+		if doc.Value != nil && !c.meant["/runner"] {
 			c.at("", SeverityError, "tool-runner-missing", "the tool has no runner block binding it to its CLI", "add runner: {cli: ../../CLI.md, argv: [...]}")
 		}
 		return
@@ -357,6 +369,9 @@ func (t *toolLinter) runnerRules(tool *Tool) {
 	}
 	if r.Output != nil {
 		t.exitCodeRules(c, "/runner/output/exit_codes", r.Output.ExitCodes)
+		if r.Output.File != "" {
+			t.outputFileRules(tool)
+		}
 	}
 	t.limitsRules(r.Limits)
 	hasArgv, hasSteps := doc.Has("/runner/argv"), doc.Has("/runner/steps")
@@ -455,7 +470,7 @@ func (t *toolLinter) exprRules(ptr string, tok TemplateToken, step int, tool *To
 		switch e.Source {
 		case "input":
 			if t.entry.inputSchema != nil && !declared(props, e.Path) {
-				t.c.at(ptr, SeverityError, "argv-undeclared-input", fmt.Sprintf("${input.%s} is not declared in inputs.properties", e.Name()), "declare it under inputs.properties or fix the name")
+				t.c.at(ptr, SeverityError, "argv-undeclared-input", fmt.Sprintf("${input.%s} is not declared in inputs.properties%s", e.Name(), didYouMean(nearestInput(props, e.Path))), "declare it under inputs.properties or fix the name")
 			}
 		case "steps":
 			n, _ := e.Step()
@@ -570,7 +585,8 @@ func (t *toolLinter) stepsRules(tool *Tool) {
 
 // commandPathRule warns about tools whose argv does not start with their command path, in bundles
 // whose CLI has subcommands: those where at least one tool's argv starts with its path. A CLI
-// without subcommands (jq, rg, curl) names its tools freely and no tool matches.
+// without subcommands (jq, rg, curl) names its tools freely and no tool matches; a tool named
+// after the program itself (hugo's root command builds the site) runs no subcommand.
 func commandPathRule(jobs []*toolLinter) {
 	subcommands := false
 	for _, j := range jobs {
@@ -580,16 +596,65 @@ func commandPathRule(jobs []*toolLinter) {
 		return
 	}
 	for _, j := range jobs {
-		if j.argvParsed && !j.startsWithPath {
+		if j.argvParsed && !j.startsWithPath && !j.programTool() {
 			j.c.at("/runner/argv", SeverityWarning, "argv-command-path", fmt.Sprintf("argv does not start with the command path %q, as the bundle's other tools do", strings.Join(j.entry.Path, " ")),
 				"argv is the full list after bin_args; start it with the subcommand words, or rename the command in CLI.md's commands tree")
 		}
 	}
 }
 
+// outputFileRules checks runner.output.file: it names a declared input that is a string with
+// format: path, in an argv tool without stdin (the standard output is the file; steps have their
+// own outputs), and the output format is text or binary (nothing is parsed).
+func (t *toolLinter) outputFileRules(tool *Tool) {
+	const ptr = "/runner/output/file"
+	o := tool.Runner.Output
+	props, _ := tool.Inputs["properties"].(map[string]any)
+	s, _ := props[o.File].(map[string]any)
+	hint := "name an input declared as { type: string, format: path }, e.g. output: { file: dest }"
+	switch {
+	case t.entry.inputSchema == nil:
+	case s == nil:
+		t.c.at(ptr, SeverityError, "tool-output-file", fmt.Sprintf("runner.output.file names %q, which is not in inputs.properties", o.File), hint)
+	case s["type"] != "string" || s["format"] != "path":
+		t.c.at(ptr, SeverityError, "tool-output-file", fmt.Sprintf("the input %q that runner.output.file names is not a string with format: path", o.File), hint)
+	case len(tool.Runner.Steps) > 0 || tool.Runner.Stdin != nil:
+		t.c.at(ptr, SeverityError, "tool-output-file", "runner.output.file is for argv tools without stdin", "write the file from the last step's argv, or drop runner.stdin")
+	case o.Format == "json" || o.Format == "yaml" || o.Empty != "":
+		t.c.at(ptr, SeverityError, "tool-output-file", "runner.output.file sends the output to a file: it is not parsed as "+o.Format, "use format: text or binary (the result is {path, bytes})")
+	}
+}
+
+// programTool reports whether the tool runs the program itself rather than a subcommand (hugo
+// builds a site): its command path is the one word of the program's name or the bundle's id.
+func (t *toolLinter) programTool() bool {
+	if len(t.entry.Path) != 1 || t.b.CLI == nil {
+		return false
+	}
+	p := t.entry.Path[0]
+	return p == t.b.CLI.ID || (t.b.CLI.Bin != "" && p == path.Base(t.b.CLI.Bin))
+}
+
 func entryText(argv []string, i int) string {
 	if i >= 0 && i < len(argv) {
 		return argv[i]
+	}
+	return ""
+}
+
+// nearestInput suggests the declared input an undeclared ${input.a.b} probably meant: its first
+// name's nearest sibling, with the rest of the path ("" when none is near).
+func nearestInput(props map[string]any, p []string) string {
+	if len(p) == 0 || props[p[0]] != nil {
+		return "" // the first name is declared: a nested name is wrong, too deep to guess
+	}
+	names := make([]string, 0, len(props))
+	for n := range props {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if n := nearest(p[0], names); n != "" {
+		return "${input." + strings.Join(append([]string{n}, p[1:]...), ".") + "}"
 	}
 	return ""
 }

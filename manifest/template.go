@@ -194,7 +194,7 @@ func parseExpr(body string, col int) (*TemplateExpr, error) {
 	e := &TemplateExpr{Col: col}
 	head, rest, ok := strings.Cut(src, ".")
 	if !ok || (head != "input" && head != "secrets" && head != "steps") {
-		return nil, errAt(fmt.Sprintf("unknown reference %q", src), "write ${input.NAME} for a tool input or ${secrets.NAME} for a secret")
+		return nil, errAt(fmt.Sprintf("unknown reference %q%s", src, didYouMean(nearest(head, []string{"input", "secrets", "steps"}))), "write ${input.NAME} for a tool input or ${secrets.NAME} for a secret")
 	}
 	e.Source = head
 	e.Path = strings.Split(rest, ".")
@@ -226,7 +226,7 @@ func parseExpr(body string, col int) (*TemplateExpr, error) {
 	e.Filter = strings.TrimSpace(filter[:open])
 	arity, known := filterArity[e.Filter]
 	if !known {
-		return nil, errAt(fmt.Sprintf("unknown filter %q", e.Filter), "filters are default, optional, flag, json and join")
+		return nil, errAt(fmt.Sprintf("unknown filter %q%s", e.Filter, didYouMean(nearest(e.Filter, []string{FilterDefault, FilterOptional, FilterFlag, "json", FilterJoin}))), "filters are default, optional, flag, json and join")
 	}
 	args, err := parseArgs(filter[open+1 : len(filter)-1])
 	if err != nil {

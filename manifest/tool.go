@@ -120,7 +120,16 @@ type ToolOutput struct {
 	JSONFlagArgs []string          `yaml:"json_flag_args,omitempty" json:"json_flag_args,omitempty"`
 	ExitCodes    map[string]string `yaml:"exit_codes,omitempty" json:"exit_codes,omitempty"`
 	Stream       string            `yaml:"stream,omitempty" json:"stream,omitempty"`
+	// Empty overrides the bundle's output.empty for this tool.
+	Empty string `yaml:"empty,omitempty" json:"empty,omitempty"`
+	// File names the input (a string with format: path) whose workspace path receives the
+	// program's standard output; the call's value is then {path, bytes}.
+	File string `yaml:"file,omitempty" json:"file,omitempty"`
 }
+
+// ReviewKey is the metadata key of a note asking a person to review a generated tool (clihostctl
+// import cobra writes it for commands that delete, deploy or serve); lint warns while it is there.
+const ReviewKey = "clihost.review"
 
 // Annotations are the MCP tool annotations derived from the contract (DESIGN.md).
 type Annotations struct {

@@ -55,7 +55,7 @@ func NewServer(h *host.Host, b *manifest.Bundle, o Options) *sdk.Server {
 			Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{}, Prompts: &sdk.PromptCapabilities{}, Resources: &sdk.ResourceCapabilities{}}})
 	addPrompts(s, b, o.ACLI)
 	if o.ACLI {
-		s.AddTool(&sdk.Tool{Name: acli.ToolName, Description: acli.ToolDescription(b), InputSchema: acli.InputSchema()}, acliHandler(h, b, o.Caller, o))
+		s.AddTool(&sdk.Tool{Name: acli.ToolName, Description: acli.ToolDescription(b), InputSchema: acli.InputSchema(b)}, acliHandler(h, b, o.Caller, o))
 		return s
 	}
 	for _, t := range b.Tools {

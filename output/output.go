@@ -40,6 +40,9 @@ type Convention struct {
 	ExitCodes    map[int]string // exit code → name; a code named "ok" is success
 	Stream       string         // where the result is: stdout, stderr or mixed
 	ErrorStream  string         // where error messages are
+	// Empty is the JSON text ("[]", "{}", "null") that an empty json or yaml result stands for;
+	// "" makes empty output a parse failure.
+	Empty string
 	// Auth says the bundle declares auth: only then may a failure's text make it an authentication
 	// error (a bundle without auth has nothing to log in to).
 	Auth bool
@@ -57,6 +60,7 @@ func For(cli *manifest.CLI, tool *manifest.Tool) Convention {
 		addCodes(c.ExitCodes, o.ExitCodes)
 		c.Stream = cmp.Or(o.Stream, c.Stream)
 		c.ErrorStream = cmp.Or(o.ErrorStream, c.ErrorStream)
+		c.Empty = o.Empty
 	}
 	c.Format = defaultFormat
 	if tool != nil && tool.Runner != nil && tool.Runner.Output != nil {
@@ -67,6 +71,7 @@ func For(cli *manifest.CLI, tool *manifest.Tool) Convention {
 		}
 		addCodes(c.ExitCodes, to.ExitCodes)
 		c.Stream = cmp.Or(to.Stream, c.Stream)
+		c.Empty = cmp.Or(to.Empty, c.Empty)
 	}
 	if c.Format != FormatJSON || defaultFormat == FormatJSON {
 		c.JSONFlag, c.JSONFlagArgs = "", nil // the CLI already speaks JSON, or the tool does not want it
@@ -159,17 +164,32 @@ func Parse(c Convention, p Process) Outcome {
 	}
 	data := stream(c.Stream, p)
 	truncated := p.StdoutTruncated && c.Stream != "stderr" || p.StderrTruncated && c.Stream != "stdout"
-	v, err := decode(c.Format, data)
+	empty := !truncated && emptyResult(c.Format, data)
+	var v any
+	var err error
+	if empty && c.Empty != "" {
+		v, err = decode(FormatJSON, []byte(c.Empty))
+	} else {
+		v, err = decode(c.Format, data)
+	}
 	if err != nil {
 		f := &Failure{Code: errcode.OutputParseFailed, Category: "unknown",
 			Message: fmt.Sprintf("the command succeeded but its %s output does not parse: %v", c.Format, err),
 			Hint:    "the CLI's output is not what the bundle declares; check output.default_format and the tool's runner.output.format"}
-		if truncated {
+		switch {
+		case truncated:
 			f.Hint = "the output was larger than the capture limit and was cut; narrow the request (filters, limits)"
+		case empty:
+			f.Hint = `the CLI printed nothing; when that means no results, declare it in the tool's runner.output (empty: "[]" or "{}")`
 		}
 		return Outcome{Failure: f}
 	}
 	return Outcome{OK: true, Value: v}
+}
+
+// emptyResult reports whether data is a json or yaml result with nothing in it but white space.
+func emptyResult(format string, data []byte) bool {
+	return (format == FormatJSON || format == FormatYAML) && len(bytes.TrimSpace(data)) == 0
 }
 
 func stream(which string, p Process) []byte {
@@ -253,7 +273,7 @@ func classify(c Convention, p Process, code errcode.Code, message string) *Failu
 		errText = strings.TrimSpace(StripANSI(string(p.Stdout)))
 	}
 	if message == "" {
-		message = lastLines(errText, 3)
+		message = ErrorMessage(errText)
 		if message == "" {
 			message = fmt.Sprintf("the command exited with code %d", p.ExitCode)
 		}

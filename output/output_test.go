@@ -151,3 +151,46 @@ func TestStripANSI(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyOutput: output.empty (CLI.md) or runner.output.empty (TOOL.md) says what an empty
+// json or yaml result stands for; without it empty output fails with output_parse_failed and a
+// hint naming the field. Output that was cut is never taken for empty.
+func TestEmptyOutput(t *testing.T) {
+	jsonTool := func(empty string) *manifest.Tool {
+		return &manifest.Tool{Runner: &manifest.ToolRunner{Output: &manifest.ToolOutput{Format: "json", Empty: empty}}}
+	}
+	cases := []struct {
+		name  string
+		cli   *manifest.CLI
+		tool  *manifest.Tool
+		p     Process
+		want  any
+		fails bool
+	}{
+		{"undeclared", &manifest.CLI{}, jsonTool(""), Process{Stdout: []byte("\n")}, nil, true},
+		{"tool array", &manifest.CLI{}, jsonTool("[]"), Process{Stdout: []byte(" \n")}, []any{}, false},
+		{"tool object", &manifest.CLI{}, jsonTool("{}"), Process{}, map[string]any{}, false},
+		{"bundle default", &manifest.CLI{Output: &manifest.Output{DefaultFormat: "json", Empty: "[]"}}, nil, Process{}, []any{}, false},
+		{"tool overrides bundle", &manifest.CLI{Output: &manifest.Output{Empty: "[]"}}, jsonTool("null"), Process{}, nil, false},
+		{"yaml", &manifest.CLI{Output: &manifest.Output{DefaultFormat: "yaml", Empty: "[]"}}, nil, Process{Stdout: []byte("\n")}, []any{}, false},
+		{"not empty", &manifest.CLI{}, jsonTool("[]"), Process{Stdout: []byte(`[{"a":1}]`)}, []any{map[string]any{"a": json.Number("1")}}, false},
+		{"cut is not empty", &manifest.CLI{}, jsonTool("[]"), Process{StdoutTruncated: true}, nil, true},
+		{"text ignores it", &manifest.CLI{Output: &manifest.Output{Empty: "[]"}}, nil, Process{}, "", false},
+	}
+	for _, tc := range cases {
+		out := Parse(For(tc.cli, tc.tool), tc.p)
+		if tc.fails {
+			if out.OK || out.Failure.Code != errcode.OutputParseFailed {
+				t.Errorf("%s: %+v, want output_parse_failed", tc.name, out)
+			}
+			continue
+		}
+		if !out.OK || !reflect.DeepEqual(out.Value, tc.want) {
+			t.Errorf("%s: %+v (%#v), want %#v", tc.name, out, out.Value, tc.want)
+		}
+	}
+	f := Parse(For(&manifest.CLI{}, jsonTool("")), Process{}).Failure
+	if f == nil || !strings.Contains(f.Hint, `empty: "[]"`) {
+		t.Errorf("hint %+v", f)
+	}
+}

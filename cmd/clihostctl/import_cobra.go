@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -14,6 +15,9 @@ import (
 
 	cobraimport "github.com/clihost/clihost/importer/cobra"
 )
+
+// envName is a variable name --env-set accepts.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // importCobraOptions are the inputs of `clihostctl import cobra`.
 type importCobraOptions struct {
@@ -27,6 +31,7 @@ type importCobraOptions struct {
 	egress         []string
 	spawn          []string
 	envPass        []string
+	envSet         []string
 	install        []string
 	read, write    []string
 	writeWorkspace bool
@@ -56,7 +61,12 @@ The bundle's sandbox is strict unless flags say otherwise: the workspace read-on
 (--write-workspace), nothing else of the filesystem but the runtime clihost always grants (--read
 PATTERN, --write PATTERN: the CLI's own config, e.g. ~/.config/gh/**), no network (--egress HOST),
 no other programs (--spawn NAME), no host environment variables (--env-pass NAME; clihost sets
-HOME). The written bundle is linted; lint errors fail the import.
+HOME; --env-set NAME=VALUE writes a fixed value into sandbox.env.set).
+
+A program whose root command runs (hugo builds the site) gets a tool named after the program
+beside its subcommands. Commands that delete, deploy or serve are imported with the risk level,
+approval and (for deploy-like ones) mutates they need, and flagged for review: the TOOL.md has a
+metadata.clihost.review note, and lint warns (tool-review) until it is deleted. The written bundle is linted; lint errors fail the import.
 
 Exit status: 0 imported, 1 not a Cobra program, probe failures or lint errors, 2 bad usage.`,
 		Example: `  clihostctl import cobra gh --out .cli/gh-all --read '~/.config/gh/**' --egress api.github.com --spawn git
@@ -77,6 +87,7 @@ Exit status: 0 imported, 1 not a Cobra program, probe failures or lint errors, 2
 	f.StringArrayVar(&o.egress, "egress", nil, "a host the CLI may reach (repeatable; default: no network)")
 	f.StringArrayVar(&o.spawn, "spawn", nil, "a program the CLI may start (repeatable; default: none)")
 	f.StringArrayVar(&o.envPass, "env-pass", nil, "a host environment variable passed to the CLI (repeatable; clihost sets HOME itself)")
+	f.StringArrayVar(&o.envSet, "env-set", nil, "NAME=VALUE set for the CLI in sandbox.env.set (repeatable; written into CLI.md: not for secrets)")
 	f.StringArrayVar(&o.install, "install", nil, "an install entry METHOD:PACKAGE, e.g. apt:gh or go:example.com/x/cmd/x@latest (repeatable; default: guessed)")
 	f.StringArrayVar(&o.read, "read", nil, "another sandbox fs.read pattern, e.g. the CLI's config: ~/.config/gh/** (repeatable)")
 	f.StringArrayVar(&o.write, "write", nil, "another sandbox fs.write pattern (repeatable)")
@@ -101,6 +112,16 @@ func runImportCobra(ctx context.Context, o *importCobraOptions) error {
 			return err
 		}
 		opts.ID = cobraimport.BundleID(filepath.Base(abs))
+	}
+	for _, kv := range o.envSet {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || !envName.MatchString(name) {
+			return usageError{fmt.Errorf("--env-set %q: write NAME=VALUE with NAME of A-Z, a-z, 0-9 and _", kv)}
+		}
+		if opts.EnvSet == nil {
+			opts.EnvSet = map[string]string{}
+		}
+		opts.EnvSet[name] = value
 	}
 	for _, in := range o.install {
 		method, pkg, ok := strings.Cut(in, ":")

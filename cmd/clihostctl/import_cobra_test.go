@@ -23,7 +23,7 @@ func TestImportCobra(t *testing.T) {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	out := filepath.Join(t.TempDir(), "mygitx")
-	code, stdout, stderr := runCtl(t, "import", "cobra", bin, "--out", out, "--egress", "example.com", "--write-workspace")
+	code, stdout, stderr := runCtl(t, "import", "cobra", bin, "--out", out, "--egress", "example.com", "--write-workspace", "--env-set", "GITX_MODE=ci=1")
 	if code != 0 || !strings.Contains(stdout, "imported gitx 1.4.2 as bundle mygitx: 4 tools") {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -31,13 +31,20 @@ func TestImportCobra(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"id: mygitx", "- example.com", "write:\n      - ./**", "json_flag: --json"} {
+	for _, s := range []string{"id: mygitx", "- example.com", "write:\n      - ./**", "json_flag: --json", "GITX_MODE: ci=1"} {
 		if !strings.Contains(string(cli), s) {
 			t.Errorf("CLI.md lacks %q:\n%s", s, cli)
 		}
 	}
-	if code, stdout, _ := runCtl(t, "lint", "--strict", out); code != 0 {
+	if code, stdout, _ := runCtl(t, "lint", out); code != 0 {
 		t.Fatalf("lint: %s", stdout)
+	}
+	// remote remove is flagged for review: --strict fails on that warning, and on nothing else
+	if code, stdout, _ := runCtl(t, "lint", "--strict", out); code != 1 || strings.Count(stdout, "warning: tool-review:") != 1 || strings.Contains(stdout, "error:") {
+		t.Fatalf("lint --strict: %d %s", code, stdout)
+	}
+	if code, _, stderr := runCtl(t, "import", "cobra", bin, "--out", t.TempDir(), "--env-set", "1BAD=x"); code != 2 || !strings.Contains(stderr, "--env-set") {
+		t.Fatalf("bad --env-set: %d %s", code, stderr)
 	}
 	if code, _, stderr := runCtl(t, "import", "cobra", bin, "--out", out); code != 2 || !strings.Contains(stderr, "not empty") {
 		t.Fatalf("non-empty --out: %d %s", code, stderr)

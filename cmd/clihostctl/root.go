@@ -66,6 +66,7 @@ else ./.cli plus the catalog built into clihost.`,
 		newSecretCmd(g))
 	root.AddCommand(newTestCmd(g), newNewCmd(g))
 	root.AddCommand(newOpenCmd(g, nil))
+	root.AddCommand(newSchemaCmd(g))
 	withConfigFile(root)
 	return root
 }

@@ -41,12 +41,13 @@ type Options struct {
 	Timeout  time.Duration // per probe; default 10s
 	Parallel int           // probes at once; default 4
 	// Sandbox choices for the bundle (default: workspace read-only, no network, no other programs).
-	Egress         []string // hosts the CLI may reach
-	WriteWorkspace bool     // the CLI may write the workspace
-	Read           []string // more fs.read patterns, such as the CLI's own config (~/.config/gh/**)
-	Write          []string // more fs.write patterns
-	Spawn          []string // other programs the CLI may start
-	EnvPass        []string // host variables passed to the CLI (clihost always sets HOME)
+	Egress         []string          // hosts the CLI may reach
+	WriteWorkspace bool              // the CLI may write the workspace
+	Read           []string          // more fs.read patterns, such as the CLI's own config (~/.config/gh/**)
+	Write          []string          // more fs.write patterns
+	Spawn          []string          // other programs the CLI may start
+	EnvPass        []string          // host variables passed to the CLI (clihost always sets HOME)
+	EnvSet         map[string]string // variables set for the CLI (sandbox.env.set); not for secrets: they are written into CLI.md
 	Install        []Install
 	Logf           func(format string, args ...any) // progress; nil: quiet
 }
@@ -318,8 +319,14 @@ func (w *walker) node(ctx context.Context, path []string, h *Help) {
 		return
 	}
 	if len(children) > 0 {
-		w.note("%s: runnable and has subcommands; only its subcommands are tools", w.b.Root+" "+strings.Join(path, " "))
-		return
+		if len(path) > 0 || slices.Contains(children, w.b.Root) {
+			// a command tree has no room for a group that is also a leaf
+			w.note("%s: runnable and has subcommands; only its subcommands are tools", w.b.Root+" "+strings.Join(path, " "))
+			return
+		}
+		// The root command runs too (hugo builds the site): it is a tool of its own, named after
+		// the program, beside the subcommands.
+		w.note("%s: the program itself runs (and has subcommands): it is the tool %q", w.b.Root, w.b.Root)
 	}
 	t, err := w.tool(ctx, path, h, usageLine)
 	if err != nil {

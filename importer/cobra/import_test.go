@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clihost/clihost/approval"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/registry"
@@ -70,7 +71,9 @@ func importTo(t *testing.T, o Options) (*Bundle, *registry.Registry, string) {
 	}
 	reg := fixture.Load(t, dir)
 	for _, f := range reg.AllFindings() {
-		t.Errorf("lint: %s", f)
+		if f.Rule != "tool-review" { // the importer's own request for a review
+			t.Errorf("lint: %s", f)
+		}
 	}
 	return b, reg, dir
 }
@@ -147,7 +150,9 @@ func TestImportFixture(t *testing.T) {
 func TestImportRoundTrip(t *testing.T) {
 	bin := buildFixture(t, "gitx")
 	_, reg, _ := importTo(t, Options{Bin: bin})
-	h := host.New(reg, host.Options{})
+	// remote remove is imported with approval always: the operator's policy allows it here.
+	gate := approval.NewGate(&approval.Policy{Rules: []approval.Rule{{Bundle: "gitx", Tool: "remote remove", Decision: approval.Allow}}})
+	h := host.New(reg, host.Options{Approvals: gate})
 	b, err := h.Bundle("gitx")
 	if err != nil {
 		t.Fatal(err)

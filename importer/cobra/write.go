@@ -44,12 +44,13 @@ func (b *Bundle) Write(dir string) error {
 	return nil
 }
 
-// toolDirs names each tool's folder after its command path (remote-add), unique.
+// toolDirs names each tool's folder after its key path (remote-add; the program's name for the
+// program itself), unique.
 func (b *Bundle) toolDirs() map[*Tool]string {
 	out := map[*Tool]string{}
 	used := map[string]bool{}
 	for _, t := range b.Tools {
-		base := strings.Trim(idCleaner.ReplaceAllString(strings.ToLower(strings.Join(t.Path, "-")), "-"), "-")
+		base := strings.Trim(idCleaner.ReplaceAllString(strings.ToLower(strings.Join(b.keyPath(t), "-")), "-"), "-")
 		if base == "" {
 			base = b.ID
 		}
@@ -163,8 +164,18 @@ func (b *Bundle) sandbox() manifest.Sandbox {
 		Network: &manifest.Network{Egress: append([]string{}, o.Egress...)},
 		FS:      &manifest.FS{Read: append([]string{"./**"}, o.Read...), Write: write},
 		Exec:    exec,
-		Env:     &manifest.Env{Pass: pass, Set: map[string]string{"NO_COLOR": "1", "TERM": "dumb", "PAGER": "cat"}},
+		Env:     &manifest.Env{Pass: pass, Set: b.envSet()},
 	}
+}
+
+// envSet is sandbox.env.set: clihost's defaults for a program without a terminal, with the
+// --env-set values over them.
+func (b *Bundle) envSet() map[string]string {
+	set := map[string]string{"NO_COLOR": "1", "TERM": "dumb", "PAGER": "cat"}
+	for k, v := range b.opts.EnvSet {
+		set[k] = v
+	}
+	return set
 }
 
 // commandTree is the commands block: every tool's key path, sorted, each leaf its TOOL.md.
@@ -207,7 +218,7 @@ func (b *Bundle) toolMD(t *Tool) ([]byte, error) {
 		desc = "Runs " + cmd + "."
 	}
 	desc = clip(cmd+": "+desc, 2000)
-	risk, idem := risk(t.Path)
+	rk := b.risk(t)
 	outputs := &jsonschema.Schema{Type: "string"}
 	format := "text"
 	if t.JSON {
@@ -216,8 +227,12 @@ func (b *Bundle) toolMD(t *Tool) ([]byte, error) {
 	}
 	doc := &manifest.Tool{
 		Name: clip(cmd, 80), ID: b.toolID(t), Description: desc, Version: "1.0.0",
-		Idempotent: idem, RiskLevel: risk, TimeoutMS: 60000, Tags: []string{"imported"},
+		Idempotent: rk.idempotent, RiskLevel: rk.level, TimeoutMS: 60000, Tags: []string{"imported"},
+		Mutates: rk.mutates, Approval: rk.approval,
 		Runner: &manifest.ToolRunner{CLI: "../../CLI.md", Argv: argv, Output: &manifest.ToolOutput{Format: format}},
+	}
+	if rk.review != "" {
+		doc.Metadata = map[string]any{manifest.ReviewKey: rk.review}
 	}
 	var err error
 	if doc.Inputs, err = manifest.SchemaValue(inputs); err != nil {
@@ -227,6 +242,9 @@ func (b *Bundle) toolMD(t *Tool) ([]byte, error) {
 		return nil, fmt.Errorf("%s outputs: %w", cmd, err)
 	}
 	body := fmt.Sprintf("Usage: `%s`\n\nImported from `%s --help` (%s %s). Input properties are named after the long\nflags and the usage line's arguments.\n", t.Usage, cmd, b.Root, b.Version)
+	if rk.review != "" {
+		body += "\n## Review\n\n" + rk.review + "\nDelete metadata." + manifest.ReviewKey + " once the risk level, approval and the bundle's sandbox are right.\n"
+	}
 	return manifest.RenderFile(doc, body)
 }
 
@@ -263,21 +281,52 @@ var (
 	destroyVerbs = map[string]bool{"delete": true, "remove": true, "rm": true, "destroy": true, "purge": true, "prune": true, "drain": true, "uninstall": true, "reset": true, "wipe": true, "kill": true}
 )
 
-// risk guesses a tool's risk_level and idempotence from its last command word: read verbs (get,
-// list, view, …) are 0 and idempotent, destroying verbs (delete, remove, …) 3, anything else 1.
-func risk(path []string) (int, bool) {
-	if len(path) == 0 {
-		return 1, false
+var (
+	remoteVerbs = map[string]bool{"deploy": true, "publish": true, "push": true, "release": true, "upload": true, "sync": true, "apply": true, "send": true, "submit": true, "promote": true, "rollout": true}
+	serverVerbs = map[string]bool{"server": true, "serve": true, "daemon": true, "watch": true, "listen": true, "proxy": true, "tunnel": true, "port-forward": true, "forward": true, "attach": true}
+)
+
+// riskGuess is what the importer writes of a tool's side-effect profile, and why it wants a person
+// to look (review, "" for none).
+type riskGuess struct {
+	level      int
+	idempotent bool
+	mutates    []string
+	approval   string
+	review     string
+}
+
+// risk guesses a tool's side effects from its last command word: read verbs (get, list, view, …)
+// are risk 0 and idempotent; destroying verbs (delete, remove, …) risk 3 with approval always;
+// verbs that change something elsewhere (deploy, publish, push, …) risk 2, mutating the network,
+// with approval on-mutate; servers and watchers (server, serve, watch, …), which run until stopped,
+// risk 2 with approval always; anything else 1. The last three are flagged for review: what they
+// reach, and whether the bundle's sandbox lets them, is for a person to decide.
+func (b *Bundle) risk(t *Tool) riskGuess {
+	if len(t.Path) == 0 {
+		return riskGuess{level: 1}
 	}
-	w := strings.ToLower(path[len(path)-1])
+	cmd := strings.Join(append([]string{b.Root}, t.Path...), " ")
+	w := strings.ToLower(t.Path[len(t.Path)-1])
 	verb, _, _ := strings.Cut(w, "-")
+	egress := "the bundle's sandbox has no network: add the hosts it must reach with --egress"
+	if len(b.opts.Egress) > 0 {
+		egress = "the bundle's sandbox reaches only " + strings.Join(b.opts.Egress, ", ") + ": check that its targets are among them"
+	}
 	switch {
 	case readVerbs[w] || readVerbs[verb]:
-		return 0, true
+		return riskGuess{level: 0, idempotent: true}
 	case destroyVerbs[w] || destroyVerbs[verb]:
-		return 3, false
+		return riskGuess{level: 3, approval: "always",
+			review: fmt.Sprintf("`%s` deletes or destroys something: imported at risk_level 3 with approval always. Check what it can reach; narrow the tool's sandbox or leave the tool out.", cmd)}
+	case remoteVerbs[w] || remoteVerbs[verb]:
+		return riskGuess{level: 2, mutates: []string{"network:*"}, approval: "on-mutate",
+			review: fmt.Sprintf("`%s` changes something outside the workspace: imported at risk_level 2, mutating network:*, with approval on-mutate; %s.", cmd, egress)}
+	case serverVerbs[w] || serverVerbs[verb]:
+		return riskGuess{level: 2, approval: "always",
+			review: fmt.Sprintf("`%s` runs until it is stopped (a server or a watcher): a call ends at timeout_ms and the sandbox gives it no inbound network. Imported at risk_level 2 with approval always; leave it out unless a bounded run is useful.", cmd)}
 	}
-	return 1, false
+	return riskGuess{level: 1}
 }
 
 // padVersion makes "1.6" "1.6.0" for the caret range.

@@ -1,0 +1,93 @@
+package host
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/sandbox"
+)
+
+func TestWorkspaceWriteRootsDeclared(t *testing.T) {
+	b := &manifest.Bundle{CLI: &manifest.CLI{ID: "demo", Version: "1.0.0", Bin: "true", Sandbox: manifest.Sandbox{FS: &manifest.FS{
+		Write: []string{"./**", "./out/**", "./build/cache/**", "./report.txt", "~/.demo/**", "./*.log"}}}}}
+	if got, want := workspaceWriteRoots(b, nil), []string{"out", "build/cache"}; !slices.Equal(got, want) {
+		t.Fatalf("workspaceWriteRoots = %q, want %q", got, want)
+	}
+	// A tool narrows: only what both grant is created.
+	te := &manifest.ToolEntry{Path: []string{"run"}, Tool: &manifest.Tool{ID: "demo.run", Sandbox: &manifest.Sandbox{FS: &manifest.FS{Write: []string{"./out/**"}}}}}
+	if got := workspaceWriteRoots(b, te); !slices.Equal(got, []string{"out"}) {
+		t.Fatalf("with a tool = %q", got)
+	}
+}
+
+// TestMakeWorkspaceRoots: a declared write folder is created inside the workspace, never through a
+// symbolic link planted there (out → a folder outside) or over a file.
+func TestMakeWorkspaceRoots(t *testing.T) {
+	ws, outside := t.TempDir(), t.TempDir()
+	asRoot := os.Geteuid() == 0
+	id := sandbox.Identity{UID: os.Geteuid(), GID: os.Getegid()}
+	if asRoot {
+		id = sandbox.Identity{UID: 65534, GID: 65534}
+	}
+	os.Symlink(outside, filepath.Join(ws, "planted"))
+	os.Symlink("/etc", filepath.Join(ws, "etc"))
+	os.WriteFile(filepath.Join(ws, "file"), nil, 0o600)
+	if err := makeWorkspaceRoots(ws, id, []string{"out", "build/cache", "planted/x", "etc/x", "file/x"}, asRoot); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"out", "build", "build/cache"} {
+		st, err := os.Lstat(filepath.Join(ws, d))
+		if err != nil || !st.IsDir() {
+			t.Fatalf("%s: %v %v", d, st, err)
+		}
+		if uid := int(st.Sys().(*syscall.Stat_t).Uid); uid != id.UID {
+			t.Errorf("%s belongs to %d, want %d", d, uid, id.UID)
+		}
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("created through the planted link: %v", entries)
+	}
+	if _, err := os.Lstat("/etc/x"); err == nil {
+		t.Error("created /etc/x")
+	}
+}
+
+// TestWriteFolderCreatedForTheCall: a tool whose bundle grants fs.write ./out/** can write out/ on
+// its first call in a fresh workspace (before, out/ did not exist, the sandbox dropped the grant and
+// the CLI failed), and still nothing beside it.
+func TestWriteFolderCreatedForTheCall(t *testing.T) {
+	files := map[string]string{
+		"touch/CLI.md": strings.Replace(fixture.CLI("touch", "touch", "  make: ./tools/make/TOOL.md\n"), "write: []", `write: ["./out/**"]`, 1),
+		"touch/tools/make/TOOL.md": `---
+name: Make
+id: touch.make
+description: Touch a file.
+version: 1.0.0
+inputs: { type: object, additionalProperties: false, properties: { file: { type: string, format: path, pattern: "^[^-]" } }, required: [file] }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: ["${input.file}"] }
+---
+`,
+	}
+	h, _ := writeBundle(t, files, Options{})
+	b := bundle(t, h, "touch")
+	ws := fixture.Workspace(t)
+	env := h.Call(context.Background(), b, "make", map[string]any{"file": "out/result.txt"}, Caller{Workspace: ws}, CallOptions{})
+	if !env.OK {
+		t.Fatalf("touch out/result.txt: %+v", env.Error)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "out", "result.txt")); err != nil {
+		t.Fatal(err)
+	}
+	h.Call(context.Background(), b, "make", map[string]any{"file": "beside.txt"}, Caller{Workspace: ws}, CallOptions{})
+	if _, err := os.Lstat(filepath.Join(ws, "beside.txt")); err == nil {
+		t.Fatal("wrote beside out/")
+	}
+}
