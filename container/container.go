@@ -30,6 +30,9 @@ type Runtime struct {
 // ErrNoRuntime is returned by Find when no usable runtime is on PATH.
 var ErrNoRuntime = errors.New("engine: sandbox needs podman or docker; none found on PATH")
 
+// timeoutBackstop is how much longer than the call's timeout podman's own --timeout is.
+const timeoutBackstop = 10 * time.Second
+
 // probeTimeout bounds a runtime's answer to `version` or `image exists`.
 const probeTimeout = 10 * time.Second
 
@@ -263,7 +266,11 @@ func (rt Runtime) Args(s Spec) ([]string, error) {
 			a = append(a, "--userns=keep-id")
 		}
 		if s.Timeout > 0 {
-			a = append(a, "--timeout="+strconv.FormatInt(int64((s.Timeout+time.Second-1)/time.Second), 10))
+			// A backstop for a container whose caller died. The call's own timeout (the
+			// runner's) must fire first and report a timeout: podman's, set to the same
+			// time, raced it and turned a timed-out call into exit 255.
+			t := s.Timeout + timeoutBackstop
+			a = append(a, "--timeout="+strconv.FormatInt(int64((t+time.Second-1)/time.Second), 10))
 		}
 	}
 	if s.Stdin {

@@ -28,7 +28,7 @@ func TestArgs(t *testing.T) {
 		t.Fatalf("argv after the image: %q", a)
 	}
 	for _, want := range []string{"--network=none", "--cap-drop=all", "--read-only", "--pull=never", "--user=1000:1000", "--env-file=/run/e",
-		"--memory=67108864", "--pids-limit=32", "--ulimit=nofile=256:256", "--ulimit=nproc=32:32", "--ulimit=cpu=2:2", "--timeout=2",
+		"--memory=67108864", "--pids-limit=32", "--ulimit=nofile=256:256", "--ulimit=nproc=32:32", "--ulimit=cpu=2:2", "--timeout=12",
 		"--http-proxy=false", "--mount=type=bind,source=/work/ws,destination=/work/ws", "--mount=type=bind,source=/e,destination=/work/ws/.env,readonly=true", "--workdir=/work/ws", "--tmpfs=/tmp:rw,nosuid,nodev,size=1048576"} {
 		if !slices.Contains(a[:i], want) {
 			t.Errorf("missing %s in %q", want, a[:i])
