@@ -60,7 +60,9 @@ const (
 	// Log in as the workspace's user, or for your own workspace.
 	LoginRefused Code = "login_refused"
 	// WorkspaceDenied: the identity the call runs as may not use the workspace. Produced by host's
-	// identity check. Follow the hint (group access, the agent user, another workspace).
+	// identity check, and for a workspace that is, holds or lies in the state directory, the sandbox
+	// helper's or clihostd's folder, or the approval policy (host.OwnedOverlap). Follow the hint
+	// (group access, the agent user, another workspace).
 	WorkspaceDenied Code = "workspace_denied"
 	// BinaryDenied: the identity the call runs as may not execute the bundle's binary. Produced by
 	// host. Make the binary executable for that user.
