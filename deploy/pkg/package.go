@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/goreleaser/nfpm/v2"
@@ -29,6 +30,9 @@ type layout struct {
 	unit string // the unit rewritten for the package's paths
 }
 
+// execStart is the packaged unit's ExecStart line: the packaged clihostd, with or without flags.
+var execStart = regexp.MustCompile(`(?m)^ExecStart=` + regexp.QuoteMeta(binDir) + `/clihostd(\s|$)`)
+
 // packagedUnit writes deploy/clihostd.service as the package installs it: ExecStart runs
 // /usr/bin/clihostd instead of /usr/local/bin/clihostd, and the comment on installing by hand is
 // replaced by one naming the package. It returns the written file's path.
@@ -43,7 +47,7 @@ func packagedUnit(root, dir string) (string, error) {
 		text = text[i+1:]
 	}
 	text = strings.ReplaceAll(text, "/usr/local/bin/", binDir+"/")
-	if !strings.Contains(text, "\nExecStart="+binDir+"/clihostd ") {
+	if !execStart.MatchString(text) {
 		return "", fmt.Errorf("%s: ExecStart does not run %s/clihostd after rewriting /usr/local/bin", src, binDir)
 	}
 	header := "# clihostd as a systemd service, installed by the clihost package (its postinst created the\n" +
