@@ -208,6 +208,9 @@ func TestAction(t *testing.T) {
 		if _, err := os.Stat(marker); err == nil {
 			t.Fatalf("the path input ran a command:\n%s", r.log.String())
 		}
+		if r.outputs["lint"]["sarif-file"] != "" {
+			t.Errorf("lint could not run, yet the action would upload %q", r.outputs["lint"]["sarif-file"])
+		}
 		if r.outputs["lint"]["exit-code"] != "2" || r.code == 0 {
 			t.Errorf("paths that do not exist: want lint exit 2 and a failed job, got lint %q, exit %d\n%s", r.outputs["lint"]["exit-code"], r.code, r.log.String())
 		}
