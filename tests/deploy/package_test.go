@@ -67,6 +67,9 @@ func TestPackages(t *testing.T) {
 	for _, p := range packageFiles {
 		m.must(t, "", "test", "-e", p)
 	}
+	if v := m.must(t, "", ctl, "version").stdout; !strings.Contains(v, "1.2.3~test") {
+		t.Errorf("the packaged clihostctl does not report the package's version 1.2.3~test: %q", v)
+	}
 	if got := strings.TrimSpace(m.must(t, "", "stat", "-c", "%U:%G %a", "/srv/clihost/workspace").stdout); got != "clihost:clihost 2770" {
 		t.Errorf("/srv/clihost/workspace is %q after the install, want clihost:clihost 2770", got)
 	}
