@@ -38,7 +38,7 @@ Exit status: 0 clean (warnings allowed unless --strict), 1 findings that fail, 2
 			return runLint(o)
 		},
 	}
-	cmd.Flags().StringVar(&o.format, "format", "text", "output format: text, json, sarif or github")
+	cmd.Flags().StringVar(&o.format, "format", "text", "output format: text, json, sarif, github or gitlab (Code Quality)")
 	cmd.Flags().BoolVar(&o.strict, "strict", false, "fail on warnings too")
 	return cmd
 }
@@ -46,7 +46,7 @@ Exit status: 0 clean (warnings allowed unless --strict), 1 findings that fail, 2
 func runLint(o *lintOptions) error {
 	write, ok := lintWriters[o.format]
 	if !ok {
-		return usageError{fmt.Errorf("unknown --format %q: use text, json, sarif or github", o.format)}
+		return usageError{fmt.Errorf("unknown --format %q: use text, json, sarif, github or gitlab", o.format)}
 	}
 	opt := o.bundleOption()
 	if len(o.paths) > 0 {

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/clihost/clihost/manifest"
@@ -17,6 +21,7 @@ var lintWriters = map[string]func(io.Writer, lintReport) error{
 	"json":   writeLintJSON,
 	"sarif":  writeLintSARIF,
 	"github": writeLintGitHub,
+	"gitlab": writeLintGitLab,
 }
 
 func writeLintText(w io.Writer, r lintReport) error {
@@ -146,7 +151,7 @@ func writeLintSARIF(w io.Writer, r lintReport) error {
 		results = append(results, sarifResult{
 			RuleID: f.Rule, RuleIndex: ruleIndex[f.Rule], Level: string(f.Severity), Message: sarifMessage{Text: messageWithHint(f)},
 			Locations: []sarifLocation{{PhysicalLocation: sarifPhysical{
-				ArtifactLocation: sarifArtifact{URI: filepath.ToSlash(f.Pos.File)},
+				ArtifactLocation: sarifArtifact{URI: sarifURI(f.Pos.File)},
 				Region:           sarifRegion{StartLine: max(f.Pos.Line, 1), StartColumn: max(f.Pos.Col, 1)},
 			}}},
 		})
@@ -165,4 +170,53 @@ func writeLintSARIF(w io.Writer, r lintReport) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(log)
+}
+
+// sarifURI is a finding's file as a SARIF artifact URI: a relative path stays relative (GitHub
+// code scanning resolves it against the repository), an absolute one becomes a file:// URI, and
+// characters a URI may not hold (spaces, '%', '#', '?') are percent-encoded.
+func sarifURI(file string) string {
+	p := filepath.ToSlash(file)
+	if filepath.IsAbs(file) {
+		return (&url.URL{Scheme: "file", Path: p}).String()
+	}
+	return (&url.URL{Path: p}).String() // "./" before a first segment with ':' (not a scheme)
+}
+
+// gitlabIssue is one entry of a GitLab Code Quality report (the Code Climate subset GitLab reads).
+type gitlabIssue struct {
+	Description string         `json:"description"`
+	CheckName   string         `json:"check_name"`
+	Fingerprint string         `json:"fingerprint"`
+	Severity    string         `json:"severity"`
+	Location    gitlabLocation `json:"location"`
+}
+
+type gitlabLocation struct {
+	Path  string      `json:"path"`
+	Lines gitlabLines `json:"lines"`
+}
+
+type gitlabLines struct {
+	Begin int `json:"begin"`
+}
+
+// writeLintGitLab prints a GitLab Code Quality report: a JSON array of issues, errors "major" and
+// warnings "minor", each with a fingerprint unique to its rule, file, position and message.
+func writeLintGitLab(w io.Writer, r lintReport) error {
+	issues := []gitlabIssue{}
+	for _, f := range r.Findings {
+		line, col := max(f.Pos.Line, 1), max(f.Pos.Col, 1)
+		path := filepath.ToSlash(f.Pos.File)
+		sum := sha256.Sum256([]byte(strings.Join([]string{f.Rule, path, strconv.Itoa(line), strconv.Itoa(col), f.Message}, "\x00")))
+		severity := "minor"
+		if f.Severity == manifest.SeverityError {
+			severity = "major"
+		}
+		issues = append(issues, gitlabIssue{Description: messageWithHint(f), CheckName: f.Rule, Fingerprint: hex.EncodeToString(sum[:16]),
+			Severity: severity, Location: gitlabLocation{Path: path, Lines: gitlabLines{Begin: line}}})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(issues)
 }

@@ -34,12 +34,12 @@ type nspawn struct {
 // over /usr/local/bin, where the unit's ExecStart expects them, and the repository's deploy folder
 // at /mnt/clihost-deploy. The container has a network namespace of its own (loopback only), so the
 // unit's default MCP port cannot collide with anything on the host. It is torn down when t ends.
-func bootContainer(t *testing.T) *nspawn {
+func bootContainer(t *testing.T, extra ...string) *nspawn {
 	t.Helper()
 	// systemd-nspawn's container now and then dies during boot on this kind of host (once in
 	// about ten CI runs, an empty console): one more boot, never more.
 	for attempt := 1; ; attempt++ {
-		m := bootOnce(t)
+		m := bootOnce(t, extra)
 		if m.waitBooted(t) {
 			return m
 		}
@@ -50,17 +50,18 @@ func bootContainer(t *testing.T) *nspawn {
 	}
 }
 
-// bootOnce starts one container and waits for its leader.
-func bootOnce(t *testing.T) *nspawn {
+// bootOnce starts one container, with nspawn's extra options, and waits for its leader.
+func bootOnce(t *testing.T, extra []string) *nspawn {
 	t.Helper()
 	deployDir, err := filepath.Abs("../../deploy")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := &nspawn{name: "clihost-ut-" + strconv.Itoa(os.Getpid()), out: &fixture.Buffer{}, exited: make(chan struct{})}
-	m.cmd = exec.Command("systemd-nspawn", "--directory=/", "--volatile=yes", "--machine="+m.name,
+	args := append([]string{"--directory=/", "--volatile=yes", "--machine=" + m.name,
 		"--register=no", "--keep-unit", "--private-network", "--console=pipe",
-		"--bind-ro="+bin.dir+":/usr/local/bin", "--bind-ro="+deployDir+":/mnt/clihost-deploy",
+		"--bind-ro=" + bin.dir + ":/usr/local/bin", "--bind-ro=" + deployDir + ":/mnt/clihost-deploy"}, extra...)
+	m.cmd = exec.Command("systemd-nspawn", append(args,
 		// The volatile /etc has neither Debian's alternatives, which libraries in /usr resolve
 		// through (ffmpeg's libblas.so.3), nor useradd's defaults: the host's, as a real host has them.
 		"--bind-ro=/etc/alternatives", "--bind-ro=/etc/login.defs",
@@ -70,7 +71,7 @@ func bootOnce(t *testing.T) *nspawn {
 		// Nothing to wait for on a loopback-only network: systemd-networkd-wait-online (which the
 		// unit's Wants=network-online.target pulls in) would time out after 2 minutes.
 		"--boot", "systemd.firstboot=off", "systemd.mask=systemd-firstboot.service",
-		"systemd.mask=systemd-networkd-wait-online.service")
+		"systemd.mask=systemd-networkd-wait-online.service")...)
 	m.cmd.Stdout, m.cmd.Stderr = m.out, m.out
 	// Its own process group, for teardown; and if this test process dies before teardown, nspawn
 	// gets SIGTERM, which halts the container (the runtime keeps the starting thread alive).
