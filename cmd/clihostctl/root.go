@@ -55,6 +55,7 @@ else ./.cli plus the catalog built into clihost.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	setVersion(root)
 	root.SetIn(g.io.In)
 	root.SetOut(g.io.Out)
 	root.SetErr(g.io.ErrOut)
