@@ -6,6 +6,7 @@ package buildinfo
 
 import (
 	"fmt"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -35,7 +36,7 @@ func Read(version string) Info {
 
 // fromBuildInfo fills info from bi.
 func fromBuildInfo(info Info, bi *debug.BuildInfo) Info {
-	if v := bi.Main.Version; v != "" && v != "(devel)" && (info.Version == "" || info.Version == "dev") {
+	if v := bi.Main.Version; released(v) && (info.Version == "" || info.Version == "dev") {
 		info.Version = v
 	}
 	if info.Version == "" {
@@ -55,6 +56,15 @@ func fromBuildInfo(info Info, bi *debug.BuildInfo) Info {
 	}
 	return info
 }
+
+// pseudo matches a pseudo-version's tail (v0.0.0-20261126073647-adccb35b125f) and a modified
+// checkout's +dirty: versions the go command derives from a checkout, which the revision says
+// better.
+var pseudo = regexp.MustCompile(`(\d{14}-[0-9a-f]{12}|\+dirty)$`)
+
+// released reports whether v is a module version someone released: a tag, not a checkout's
+// pseudo-version.
+func released(v string) bool { return v != "" && v != "(devel)" && !pseudo.MatchString(v) }
 
 // Short is the version and, when known, the revision: "dev (a1b2c3d4e5f6, modified)" (for
 // status lines and MCP's server info).
