@@ -21,7 +21,7 @@ const (
 	PathInstallRecord = "/v1/install/record"
 	PathCall          = "/v1/call"   // POST CallRequest → Envelope
 	PathToken         = "/v1/token"  // GET → TokenInfo
-	PathAudit         = "/v1/audit"  // GET [?follow=1][&rotated=1] → the audit log, NDJSON
+	PathAudit         = "/v1/audit"  // GET [?follow=1][&rotated=1][&n=N][&since=RFC3339][&bundle=ID] → the audit log, NDJSON
 	PathSetup         = "/v1/setup"  // GET ?bundle=&workspace= → SetupInfo; POST SetupRequest → NDJSON SetupEvent stream
 	PathLogin         = "/v1/login"  // GET ?bundle= → LoginInfo; POST ScopeRequest → AuthResult (polls completes_when)
 	PathLogout        = "/v1/logout" // POST ScopeRequest → AuthResult

@@ -39,6 +39,9 @@ func addCompletions(root *cobra.Command, g *globalOptions) {
 			_ = root.RegisterFlagCompletionFunc(name, dirCompletion)
 		}
 	}
+	if root.PersistentFlags().Lookup("color") != nil {
+		_ = root.RegisterFlagCompletionFunc("color", wordsCompletion(wordsOf("", "color")))
+	}
 	walk(root, func(cmd *cobra.Command) {
 		args := strings.Fields(cmd.Use)[1:]
 		if len(args) > 0 && strings.Trim(args[0], "[]") == "BUNDLE" && cmd.ValidArgsFunction == nil {
@@ -46,9 +49,7 @@ func addCompletions(root *cobra.Command, g *globalOptions) {
 		}
 		cmd.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
 			if words := wordsOf(cmd.Name(), f.Name); words != nil {
-				_ = cmd.RegisterFlagCompletionFunc(f.Name, func(_ *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
-					return matching(words, prefix), cobra.ShellCompDirectiveNoFileComp
-				})
+				_ = cmd.RegisterFlagCompletionFunc(f.Name, wordsCompletion(words))
 			} else if slices.Contains(dirFlags, f.Name) {
 				_ = cmd.RegisterFlagCompletionFunc(f.Name, dirCompletion)
 			}
@@ -62,6 +63,13 @@ func wordsOf(command, flag string) []string {
 		return w
 	}
 	return flagWords[[2]string{"", flag}]
+}
+
+// wordsCompletion completes to those of words that start with what was typed.
+func wordsCompletion(words []string) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		return matching(words, prefix), cobra.ShellCompDirectiveNoFileComp
+	}
 }
 
 // walk calls fn for cmd and each command below it.

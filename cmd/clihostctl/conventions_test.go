@@ -69,3 +69,102 @@ func TestUsageErrorNamesSubcommandHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditFlags: -n, --since, --bundle and --follow reach the daemon as its query (--follow
+// alone asks for the last 10 lines, not the history), and bad values are usage errors.
+func TestAuditFlags(t *testing.T) {
+	var asked []string
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/audit", func(w http.ResponseWriter, r *http.Request) {
+		asked = append(asked, r.URL.RawQuery)
+		w.Write([]byte(`{"type":"cli.invoked","cli_id":"gh","tool_id":"pr-list","ok":false,"error_code":"timeout","duration_ms":12,"ts":"2026-11-26T07:00:00Z"}` + "\n"))
+	})
+	sock := fakeDaemon(t, mux)
+	for _, tc := range []struct {
+		args  []string
+		query string
+	}{
+		{[]string{"audit"}, ""},
+		{[]string{"audit", "-n", "5", "--bundle", "gh"}, "bundle=gh&n=5"},
+		{[]string{"audit", "--follow"}, "follow=1&n=10"},
+		{[]string{"audit", "-f", "-n", "0"}, "follow=1&n=0"},
+		{[]string{"audit", "--since", "2026-11-26T06:00:00Z"}, "since=2026-11-26T06%3A00%3A00Z"},
+	} {
+		asked = nil
+		ios, out, errOut := testStreams("")
+		if code := ctl(ios, nil, append([]string{"--socket", sock}, tc.args...)...); code != 0 || len(asked) != 1 || asked[0] != tc.query {
+			t.Errorf("%q: exit %d asked %q, want %q (stderr %q)", tc.args, code, asked, tc.query, errOut)
+		}
+		if !strings.HasPrefix(out.String(), `{"type":"cli.invoked"`) {
+			t.Errorf("%q piped: %q, want the JSON line", tc.args, out)
+		}
+	}
+	asked = nil
+	ios, _, _ := testStreams("")
+	if code := ctl(ios, nil, "--socket", sock, "audit", "--since", "90m"); code != 0 || len(asked) != 1 || !strings.HasPrefix(asked[0], "since=") {
+		t.Errorf("--since 90m: exit %d asked %q", code, asked)
+	}
+	for _, bad := range [][]string{{"--since", "yesterday"}, {"--since", "-5m"}, {"-n", "-2"}, {"--rotated", "-n", "3"}} {
+		if code, _, errOut := runCtl(t, append([]string{"--socket", sock, "audit"}, bad...)...); code != 2 {
+			t.Errorf("%q: exit %d stderr %q, want a usage error", bad, code, errOut)
+		}
+	}
+}
+
+// TestAuditTerminal: on a terminal the audit prints one short line an entry, coloured unless
+// NO_COLOR is set; --json keeps the JSON lines there.
+func TestAuditTerminal(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/audit", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"type":"cli.invoked","cli_id":"gh","tool_id":"pr-list","ok":false,"error_code":"timeout","duration_ms":12,"ts":"2026-11-26T07:00:00Z"}` + "\n"))
+	})
+	sock := fakeDaemon(t, mux)
+	for _, tc := range []struct {
+		noColor bool
+		args    []string
+		want    string
+	}{
+		{false, nil, "\x1b[2m2026-11-26T07:00:00Z\x1b[0m  invoked  \x1b[1mgh\x1b[0m  pr-list  \x1b[31mfailed timeout\x1b[0m  12ms\n"},
+		{true, nil, "2026-11-26T07:00:00Z  invoked  gh  pr-list  failed timeout  12ms\n"},
+		{false, []string{"--json"}, `{"type":"cli.invoked"`},
+	} {
+		ios, out, _ := testStreams("")
+		ios.SetTTY(false, true, true)
+		ios.noColor = tc.noColor
+		if code := ctl(ios, nil, append([]string{"--socket", sock, "audit", "-n", "1"}, tc.args...)...); code != 0 || !strings.HasPrefix(out.String(), tc.want) {
+			t.Errorf("NO_COLOR %v %q: exit %d %q, want %q", tc.noColor, tc.args, code, out, tc.want)
+		}
+	}
+}
+
+// TestColorFlag: --color always colours piped output, --color never a terminal's, a bad value is
+// a usage error, and the flag completes to its words.
+func TestColorFlag(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/audit", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"type":"cli.invoked","cli_id":"gh","ok":true,"ts":"2026-11-26T07:00:00Z"}` + "\n"))
+	})
+	sock := fakeDaemon(t, mux)
+	for _, tc := range []struct {
+		tty    bool
+		color  string
+		escape bool
+	}{{true, "never", false}, {true, "auto", true}, {true, "always", true}} {
+		ios, out, _ := testStreams("")
+		ios.SetTTY(false, tc.tty, tc.tty)
+		if code := ctl(ios, nil, "--socket", sock, "--color", tc.color, "audit", "-n", "1"); code != 0 || strings.Contains(out.String(), "\x1b[") != tc.escape {
+			t.Errorf("tty %v --color %s: exit %d %q, colour %v", tc.tty, tc.color, code, out, tc.escape)
+		}
+	}
+	ios, _, _ := testStreams("")
+	ios.color = colorAlways
+	if !ios.ColorEnabled() {
+		t.Error("--color always: a pipe gets no colour")
+	}
+	if code, _, errOut := runCtl(t, "--color", "sometimes", "version"); code != 2 || !strings.Contains(errOut, "want auto, always or never") {
+		t.Errorf("--color sometimes: exit %d %q", code, errOut)
+	}
+	if cands, _ := complete(t, "--color", ""); !has(cands, "auto", "always", "never") {
+		t.Errorf("--color completes to %q", cands)
+	}
+}
