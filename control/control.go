@@ -179,6 +179,10 @@ type InstallEvent struct {
 	// root: with Phase "needs_root", the one entry handed to the caller; with Phase "error" and
 	// error code "needs_root", every such entry the install skipped.
 	NeedsRoot []RootEntry `json:"needs_root,omitempty"`
+	// ElapsedMS and Output, with Phase "running" (about once a second while an install entry
+	// runs): how long it has run and the last line its package manager or script printed.
+	ElapsedMS int64  `json:"elapsed_ms,omitempty"`
+	Output    string `json:"output,omitempty"`
 }
 
 // RootEntry is an install entry that needs root: a system package manager.

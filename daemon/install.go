@@ -141,10 +141,13 @@ func (d *Engine) Install(ctx context.Context, req control.InstallRequest, progre
 	}
 	var last *host.Error
 	for attempt := 1; attempt <= 2; attempt++ {
-		progress(control.InstallEvent{Phase: "installing", Message: fmt.Sprintf("installing %s (attempt %d)", b.CLI.Bin, attempt)})
+		msg := fmt.Sprintf("installing %s (attempt %d)", b.CLI.Bin, attempt)
+		progress(control.InstallEvent{Phase: "installing", Message: msg})
+		running := startRunning(msg, progress, time.Second)
 		res, err := install.Install(ctx, b, install.Options{StateDir: d.stateDir, AllowUnverified: req.AllowUnverified,
-			Privileged: os.Geteuid() == 0, HandOff: handOff(ctx, req), From: req.From, Log: d.log,
+			Privileged: os.Geteuid() == 0, HandOff: handOff(ctx, req), From: req.From, Log: d.log, OutputLine: running.line,
 			Progress: func(done, total int64) { progress(control.InstallEvent{Phase: "progress", Done: done, Total: total}) }})
+		running.stop()
 		if err != nil {
 			return d.installError(b, res, err)
 		}

@@ -168,3 +168,51 @@ func TestColorFlag(t *testing.T) {
 		t.Errorf("--color completes to %q", cands)
 	}
 }
+
+// TestInstallProgress: a package manager's install shows the attempt, its elapsed time and the
+// manager's last line: redrawn in place on a terminal (cut to one line, its escapes made plain),
+// one line every few seconds when piped.
+func TestInstallProgress(t *testing.T) {
+	evs := []string{
+		`{"phase":"checking","message":"checking gh"}`,
+		`{"phase":"installing","message":"installing gh (attempt 1)"}`,
+		`{"phase":"running","message":"installing gh (attempt 1)","elapsed_ms":1000,"output":"Reading package lists..."}`,
+		`{"phase":"running","message":"installing gh (attempt 1)","elapsed_ms":2000,"output":"Unpacking gh (2.45.0) ...\u001b]0;pwned\u0007` + strings.Repeat("y", 100) + `"}`,
+		`{"phase":"done","message":"installed gh 2.45.0 with apt","method":"apt"}`,
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/install", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		for _, e := range evs {
+			w.Write([]byte(e + "\n"))
+		}
+	})
+	sock := fakeDaemon(t, mux)
+	ios, out, errOut := testStreams("")
+	ios.SetTTY(false, false, true)
+	if code := ctl(ios, nil, "--socket", sock, "install", "gh"); code != 0 {
+		t.Fatalf("exit %d stderr %q", code, errOut)
+	}
+	got := errOut.String()
+	for _, want := range []string{"\r\x1b[Kinstalling gh (attempt 1) 1s: Reading package lists...", "\r\x1b[Kinstalling gh (attempt 1) 2s: Unpacking gh (2.45.0) ...\\x1b]0;pwned\\x07yyy"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("terminal stderr %q lacks %q", got, want)
+		}
+	}
+	for _, l := range strings.Split(got, "\r\x1b[K")[1:] {
+		if first, _, _ := strings.Cut(l, "\n"); len([]rune(first)) > statusWidth {
+			t.Errorf("status line of %d columns: %q", len([]rune(first)), first)
+		}
+	}
+	if strings.Contains(got, "\x1b]0;") || !strings.Contains(out.String(), "installed gh 2.45.0 with apt") {
+		t.Errorf("stderr %q stdout %q", got, out)
+	}
+
+	ios, _, errOut = testStreams("")
+	if code := ctl(ios, nil, "--socket", sock, "install", "gh"); code != 0 {
+		t.Fatalf("piped: exit %d", code)
+	}
+	if got := errOut.String(); strings.Contains(got, "\r") || strings.Contains(got, "(attempt 1) 2s") || !strings.Contains(got, "installing gh (attempt 1)\ninstalling gh (attempt 1) 1s: Reading package lists...\n") {
+		t.Errorf("piped stderr %q: want the attempt, then one running line (the next within 5s is skipped)", got)
+	}
+}
