@@ -3,8 +3,12 @@ package main
 import (
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // TestStatusBundleExit: status BUNDLE exits 0 when the bundle is ready, 3 when it is not (its
@@ -214,5 +218,36 @@ func TestInstallProgress(t *testing.T) {
 	}
 	if got := errOut.String(); strings.Contains(got, "\r") || strings.Contains(got, "(attempt 1) 2s") || !strings.Contains(got, "installing gh (attempt 1)\ninstalling gh (attempt 1) 1s: Reading package lists...\n") {
 		t.Errorf("piped stderr %q: want the attempt, then one running line (the next within 5s is skipped)", got)
+	}
+}
+
+// TestManPages: man DIR writes a page for every command of the tree, from the same text as
+// --help, and the same pages twice (no generation date in them).
+func TestManPages(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errOut := runCtl(t, "man", dir); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	root := newRootCmd(newGlobalOptions(systemStreams()))
+	walk(root, func(cmd *cobra.Command) {
+		if cmd.Hidden || !cmd.IsAvailableCommand() && cmd != root {
+			return
+		}
+		name := strings.ReplaceAll(cmd.CommandPath(), " ", "-") + ".1"
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || !strings.HasPrefix(string(data), ".nh\n.TH \"CLIHOSTCTL\" \"1\"") {
+			t.Errorf("%s: %v %.40q", name, err, data)
+		}
+	})
+	page, _ := os.ReadFile(filepath.Join(dir, "clihostctl-audit.1"))
+	if !strings.Contains(string(page), "since") || !strings.Contains(string(page), "clihostctl-status(1)") && !strings.Contains(string(page), "clihostctl(1)") {
+		t.Errorf("the audit page lacks its flags or its SEE ALSO:\n%s", page)
+	}
+	again := t.TempDir()
+	runCtl(t, "man", again)
+	a, _ := os.ReadFile(filepath.Join(dir, "clihostctl.1"))
+	b, _ := os.ReadFile(filepath.Join(again, "clihostctl.1"))
+	if string(a) != string(b) {
+		t.Error("two runs wrote different pages")
 	}
 }
