@@ -251,3 +251,47 @@ func TestManPages(t *testing.T) {
 		t.Error("two runs wrote different pages")
 	}
 }
+
+// noJSON are the commands that print no data of their own, or print it only as JSON or through
+// --format, so they need no --json: why each is exempt.
+var noJSON = map[string]string{
+	"clihostctl call":            "its result envelope is always JSON",
+	"clihostctl lint":            "--format json (and sarif, github)",
+	"clihostctl output parse":    "--format; its answer is always JSON",
+	"clihostctl output classify": "always JSON",
+	"clihostctl mcp":             "an MCP server on stdio",
+	"clihostctl mcp-self":        "an MCP server on stdio",
+	"clihostctl serve-mcp":       "an MCP server over HTTP",
+	"clihostctl man":             "writes files",
+	"clihostctl import cobra":    "writes a bundle (its --json is section 4's import work)",
+}
+
+// TestEveryDataCommandHasJSON: each runnable command that prints data has --json, unless noJSON
+// says why not (completion scripts and help print no data).
+func TestEveryDataCommandHasJSON(t *testing.T) {
+	root := newRootCmd(newGlobalOptions(systemStreams()))
+	root.InitDefaultCompletionCmd()
+	walk(root, func(cmd *cobra.Command) {
+		path := cmd.CommandPath()
+		if !cmd.Runnable() || strings.HasPrefix(path, "clihostctl completion") || strings.HasPrefix(path, "clihostctl help") {
+			return
+		}
+		if _, ok := noJSON[path]; ok {
+			return
+		}
+		if cmd.Flags().Lookup("json") == nil {
+			t.Errorf("%s has no --json", path)
+		}
+	})
+}
+
+// TestTokenRevokeJSON: token revoke --json prints what it revoked.
+func TestTokenRevokeJSON(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/tokens", func(w http.ResponseWriter, r *http.Request) { reply(w, 200, `{"name":"ci"}`) })
+	sock := fakeDaemon(t, mux)
+	ios, out, errOut := testStreams("")
+	if code := ctl(ios, nil, "--socket", sock, "token", "revoke", "ci", "--json"); code != 0 || strings.TrimSpace(out.String()) != `{"revoked":"ci"}` {
+		t.Errorf("exit %d stdout %q stderr %q", code, out, errOut)
+	}
+}

@@ -67,7 +67,7 @@ Root and the daemon's own user only.`,
 		Args:  exactArgs(1),
 		RunE:  runE("revoke", runTokenRevoke),
 	}
-	for _, c := range []*cobra.Command{create, list} {
+	for _, c := range []*cobra.Command{create, list, revoke} {
 		c.Flags().BoolVar(&o.asJSON, "json", false, "print JSON")
 	}
 	cmd.AddCommand(create, list, revoke)
@@ -113,6 +113,9 @@ func runTokenList(ctx context.Context, o *tokenOptions) error {
 func runTokenRevoke(ctx context.Context, o *tokenOptions) error {
 	if _, err := o.client().ChangeToken(ctx, control.TokenChange{Name: o.name, Revoke: true}); err != nil {
 		return err
+	}
+	if o.asJSON {
+		return json.NewEncoder(o.io.Out).Encode(map[string]string{"revoked": o.name})
 	}
 	fmt.Fprintf(o.io.ErrOut, "revoked %s\n", o.name)
 	return nil
