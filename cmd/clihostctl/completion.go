@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -109,8 +110,9 @@ func bundleNames(ctx context.Context, g *globalOptions) []cobra.Completion {
 	defer cancel()
 	if st, err := g.client().Status(ctx, ""); err == nil {
 		for _, b := range st {
-			id, _, _ := strings.Cut(b.Key, "@")
-			seen[id] = ""
+			if id, _, _ := strings.Cut(b.Key, "@"); isWord(id) {
+				seen[id] = ""
+			}
 		}
 	}
 	if reg, err := g.registry(); err == nil {
@@ -145,6 +147,12 @@ func toolNames(g *globalOptions, bundle string) []cobra.Completion {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// isWord reports whether a name from the daemon may be a candidate: printable, without spaces
+// (a newline or tab would inject candidates or descriptions into the shell's list).
+func isWord(s string) bool {
+	return s != "" && len(s) <= 128 && !strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f || !unicode.IsPrint(r) })
 }
 
 // matching keeps the candidates starting with prefix.

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -124,5 +125,41 @@ func TestCompletionScripts(t *testing.T) {
 		if code := run([]string{"completion", shell}, newGlobalOptions(ios)); code != 0 || !strings.Contains(out.String(), "__complete") {
 			t.Errorf("completion %s: exit %d stderr %q, script without __complete", shell, code, errOut)
 		}
+	}
+}
+
+// TestCompleteHostileDaemon: a daemon that answers slowly delays completion by at most the
+// timeout (the local bundles still come), and names that would inject candidates (a newline, a
+// tab, escapes) are dropped.
+func TestCompleteHostileDaemon(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, 200, `[{"key":"ok-bundle"},{"key":"evil\nrm -rf ~"},{"key":"tab\tdesc"},{"key":"esc\u001b[31m"},{"key":""}]`)
+	})
+	sock := fakeDaemon(t, mux)
+	cands, _ := complete(t, "--socket", sock, "status", "")
+	if !has(cands, "ok-bundle", "jq") {
+		t.Errorf("candidates %q lack ok-bundle or the catalog", cands)
+	}
+	for _, c := range cands {
+		if !isWord(c) {
+			t.Errorf("candidate %q reached the shell", c)
+		}
+	}
+
+	slow := http.NewServeMux()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	slow.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	sock = fakeDaemon(t, slow)
+	start := time.Now()
+	cands, _ = complete(t, "--socket", sock, "install", "j")
+	if d := time.Since(start); d > 3*time.Second || !has(cands, "jq") {
+		t.Errorf("a daemon that never answers: %q after %v", cands, d)
 	}
 }
