@@ -62,3 +62,12 @@ func (m *colorMode) Type() string { return "when" }
 func addColorFlag(root *cobra.Command, ios *IOStreams) {
 	root.PersistentFlags().Var(&ios.color, "color", "colour the output: auto (on a terminal, unless NO_COLOR is set), always or never")
 }
+
+// ready is a READY column's value: true in green, false in red (the last column of a table, so
+// the escapes do not shift tabwriter's alignment).
+func (p palette) ready(ok bool) string {
+	if ok {
+		return p.green("true")
+	}
+	return p.red("false")
+}

@@ -30,6 +30,11 @@ func TestStatusBundleExit(t *testing.T) {
 		reply(w, 200, "["+all["gh"]+","+all["jq"]+"]")
 	})
 	sock := fakeDaemon(t, mux)
+	ios, out, _ := testStreams("")
+	ios.SetTTY(false, true, true)
+	if code := ctl(ios, nil, "--socket", sock, "status"); code != 0 || !strings.Contains(out.String(), "\x1b[31mfalse\x1b[0m\n") || !strings.Contains(out.String(), "\x1b[32mtrue\x1b[0m\n") {
+		t.Errorf("status on a terminal: exit %d %q, want READY coloured", code, out)
+	}
 	for _, tc := range []struct {
 		args  []string
 		code  int

@@ -79,7 +79,7 @@ func runStatus(ctx context.Context, o *statusOptions) error {
 	tw := tabwriter.NewWriter(o.io.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BUNDLE\tINSTALL\tVERSION\tSETUP\tAUTH\tREADY")
 	for _, b := range st {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\n", b.Key, b.Install, or(b.Version, "-"), b.Setup, b.Auth, b.Ready)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", b.Key, b.Install, or(b.Version, "-"), b.Setup, b.Auth, newPalette(o.io).ready(b.Ready))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
