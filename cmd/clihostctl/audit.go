@@ -31,8 +31,9 @@ func newAuditCmd(g *globalOptions) *cobra.Command {
 		Long: `Audit prints clihostd's audit log. -n N prints the last N lines, --since the lines of the last
 DURATION (10m, 2h) or since a time (RFC 3339), --bundle one bundle's lines; these read the log
 and its rotated files from their end, so the whole history is not sent first. --follow keeps
-printing new lines across rotations, after the last 10 (-n 0: only new ones). Without any of
-them the whole current log is printed (--rotated: the rotated files first).
+printing new lines across rotations, after the last 10 (-n 0: only new ones; --rotated: after
+every file). Without any of them the whole current log is printed (--rotated: the rotated files
+first).
 
 Piped, or with --json, each line is the log's JSON object; on a terminal, one short line each
 (time, type, bundle, tool, outcome, duration), in colour unless NO_COLOR is set.`,
@@ -65,8 +66,8 @@ func runAudit(ctx context.Context, o *auditOptions) error {
 		out, flush = pw, pw.Close
 	}
 	var err error
-	if o.last < 0 && o.since == "" && o.bundle == "" && !o.follow {
-		err = o.client().Audit(ctx, false, o.rotated, out)
+	if o.last < 0 && o.since == "" && o.bundle == "" && (!o.follow || o.rotated) {
+		err = o.client().Audit(ctx, o.follow, o.rotated, out) // whole files, as asked
 	} else {
 		var q control.AuditQuery
 		if q, err = o.query(time.Now()); err != nil {

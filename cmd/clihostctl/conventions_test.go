@@ -97,6 +97,7 @@ func TestAuditFlags(t *testing.T) {
 		{[]string{"audit", "-n", "5", "--bundle", "gh"}, "bundle=gh&n=5"},
 		{[]string{"audit", "--follow"}, "follow=1&n=10"},
 		{[]string{"audit", "-f", "-n", "0"}, "follow=1&n=0"},
+		{[]string{"audit", "-f", "--rotated"}, "follow=1&rotated=1"},
 		{[]string{"audit", "--since", "2026-11-26T06:00:00Z"}, "since=2026-11-26T06%3A00%3A00Z"},
 	} {
 		asked = nil
