@@ -71,6 +71,9 @@ func TestUsageErrorNamesSubcommandHelp(t *testing.T) {
 		{[]string{"call", "jq"}, "Run 'clihostctl call --help' for usage."},
 		{[]string{"lint", "--no-such-flag"}, "Run 'clihostctl lint --help' for usage."},
 		{[]string{"token", "create"}, "Run 'clihostctl token create --help' for usage."},
+		{[]string{"status", "a", "b"}, "Run 'clihostctl status --help' for usage."},
+		{[]string{"lint", "--format"}, "Run 'clihostctl lint --help' for usage."},
+		{[]string{"stauts"}, "Run 'clihostctl --help' for usage."},
 	} {
 		code, _, errOut := runCtl(t, tc.args...)
 		if code != 2 || !strings.Contains(errOut, tc.help) {

@@ -41,7 +41,7 @@ func run(args []string, g *globalOptions) int {
 		return 0
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.As(err, new(usageError)):
+	case errors.As(err, new(usageError)) || isUnknownCommand(err):
 		fmt.Fprintf(stderr, "clihostctl: %v\nRun '%s --help' for usage.\n", err, failed.CommandPath())
 		return 2
 	default:

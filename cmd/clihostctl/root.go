@@ -56,6 +56,7 @@ else ./.cli plus the catalog built into clihost.`,
 		SilenceErrors: true,
 	}
 	setVersion(root)
+	defer applyConventions(root, g) // once every command is added
 	root.SetIn(g.io.In)
 	root.SetOut(g.io.Out)
 	root.SetErr(g.io.ErrOut)
@@ -65,9 +66,6 @@ else ./.cli plus the catalog built into clihost.`,
 	root.AddCommand(newOutputCmd(g), newAskCmd(g, nil), newHealthCmd(g, nil), newLintCmd(g), newInspectCmd(g), newToolsCmd(g), newCallCmd(g, nil), newMCPCmd(g), newServeMCPCmd(g),
 		newStatusCmd(g, nil), newDoctorCmd(g, nil), newInstallCmd(g, nil), newSetupCmd(g, nil), newLoginCmd(g, nil), newLogoutCmd(g, nil), newTokenCmd(g, nil), newApproveCmd(g, nil), newAuditCmd(g), newVersionCmd(g), newImportCmd(g), newMCPSelfCmd(g), newStateCmd(g),
 		newSecretCmd(g))
-	root.AddCommand(newManCmd(g))
-	addColorFlag(root, g.io)
-	addCompletions(root, g)
 	return root
 }
 
