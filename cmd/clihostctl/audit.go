@@ -159,24 +159,26 @@ func auditLine(raw []byte, c palette) string {
 		Reason     string `json:"reason"`
 	}
 	if json.Unmarshal(raw, &e) != nil {
-		return string(raw)
+		return plain(string(raw))
 	}
-	parts := []string{c.dim(e.TS), strings.TrimPrefix(e.Type, "cli."), c.bold(e.CLIID)}
+	// Every field may hold what a sandboxed CLI chose (a host it asked for, a reason quoting it):
+	// its control characters are made visible before it reaches the terminal.
+	parts := []string{c.dim(plain(e.TS)), plain(strings.TrimPrefix(e.Type, "cli.")), c.bold(plain(e.CLIID))}
 	if e.ToolID != "" {
-		parts = append(parts, e.ToolID)
+		parts = append(parts, plain(e.ToolID))
 	}
 	if e.Host != "" {
-		parts = append(parts, e.Host)
+		parts = append(parts, plain(e.Host))
 	}
 	switch {
 	case e.OK != nil && *e.OK:
 		parts = append(parts, c.green("ok"))
 	case e.OK != nil:
-		parts = append(parts, c.red("failed "+e.ErrorCode))
+		parts = append(parts, c.red("failed "+plain(e.ErrorCode)))
 	case e.Allowed != nil && *e.Allowed:
 		parts = append(parts, c.green("allowed"))
 	case e.Allowed != nil:
-		parts = append(parts, c.red("refused "+e.Reason))
+		parts = append(parts, c.red("refused "+plain(e.Reason)))
 	}
 	if e.DurationMS != nil {
 		parts = append(parts, fmt.Sprintf("%dms", *e.DurationMS))

@@ -99,6 +99,9 @@ func bundleArgs(g *globalOptions, tool bool) cobra.CompletionFunc {
 	}
 }
 
+// Names and descriptions may come from a hostile ./.cli (a cloned repository's) or daemon: a
+// name with whitespace or control characters is dropped, a description's made visible.
+
 // bundleNames are the bundles the daemon serves (when one answers in time) and those of the local
 // folders and catalog (--bundles, $CLIHOST_BUNDLES, ./.cli): ids, with their short description.
 func bundleNames(ctx context.Context, g *globalOptions) []cobra.Completion {
@@ -117,7 +120,7 @@ func bundleNames(ctx context.Context, g *globalOptions) []cobra.Completion {
 	}
 	if reg, err := g.registry(); err == nil {
 		for _, b := range reg.Bundles() {
-			if b.CLI != nil {
+			if b.CLI != nil && isWord(b.ID()) {
 				seen[b.ID()] = summary(b.CLI.Description)
 			}
 		}
@@ -143,7 +146,9 @@ func toolNames(g *globalOptions, bundle string) []cobra.Completion {
 		if name == "" {
 			name = t.Tool.ID
 		}
-		out = append(out, cobra.CompletionWithDesc(name, t.Tool.Name))
+		if isWord(name) {
+			out = append(out, cobra.CompletionWithDesc(name, plain(firstLine(t.Tool.Name))))
+		}
 	}
 	slices.Sort(out)
 	return out
@@ -170,7 +175,7 @@ func matching(cands []cobra.Completion, prefix string) []cobra.Completion {
 func summary(s string) string {
 	s = firstLine(strings.TrimSpace(s))
 	if i := strings.Index(s, ". "); i >= 0 {
-		return s[:i+1]
+		s = s[:i+1]
 	}
-	return s
+	return plain(s)
 }

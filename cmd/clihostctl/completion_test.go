@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -161,5 +162,35 @@ func TestCompleteHostileDaemon(t *testing.T) {
 	cands, _ = complete(t, "--socket", sock, "install", "j")
 	if d := time.Since(start); d > 3*time.Second || !has(cands, "jq") {
 		t.Errorf("a daemon that never answers: %q after %v", cands, d)
+	}
+}
+
+// TestCompleteHostileBundle: a bundle of a cloned repository's .cli whose description and tool
+// name carry terminal escapes and line breaks cannot reach the shell with them.
+func TestCompleteHostileBundle(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"evil/CLI.md": "---\nname: Evil\nid: evil\ndescription: \"Evil\\u001b]0;pwned\\u0007 bundle.\\ninjected\\tcandidate\"\nversion: 1.0.0\nbin: evil\n" +
+			"sandbox:\n  network: { egress: [] }\n  fs: { read: [], write: [] }\n  exec: { allow: false }\n  env: { pass: [] }\ncommands:\n  run: ./tools/run/TOOL.md\n---\n",
+		"evil/tools/run/TOOL.md": "---\nname: \"Run\\u001b[2J\\ninjected\"\nid: evil.run\ndescription: Runs.\nversion: 1.0.0\n" +
+			"inputs: { type: object, additionalProperties: false, properties: {} }\noutputs: { type: string }\nrunner: { cli: ../../CLI.md, argv: [run] }\n---\n",
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	for _, args := range [][]string{{"call", "ev"}, {"call", "evil", ""}} {
+		ios, out, _ := testStreams("")
+		run(append([]string{"__complete", "--socket", sock, "--bundles", dir}, args...), newGlobalOptions(ios))
+		got := out.String()
+		if strings.ContainsAny(got, "\x1b\x07") || strings.Contains(got, "injected") && !strings.Contains(got, `\x1b`) || strings.Count(got, "\n") != 2 {
+			t.Errorf("%q: %q", args, got)
+		}
 	}
 }

@@ -304,3 +304,24 @@ func TestTokenRevokeJSON(t *testing.T) {
 		t.Errorf("exit %d stdout %q stderr %q", code, out, errOut)
 	}
 }
+
+// TestAuditTerminalHostileFields: what a sandboxed CLI put in an audit line (a host name, a
+// reason) reaches the terminal with its escapes made visible, never as escapes.
+func TestAuditTerminalHostileFields(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/audit", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"type":"cli.egress","cli_id":"gh\u001b]0;x\u0007","host":"evil\u001b[2J\u001b[H.example","allowed":false,"reason":"not\rallowed\u009b","ts":"2026-11-26T07:00:00Z"}` + "\n" +
+			"not json \x1b[31m\n"))
+	})
+	sock := fakeDaemon(t, mux)
+	ios, out, _ := testStreams("")
+	ios.SetTTY(false, true, true)
+	ios.noColor = true
+	if code := ctl(ios, nil, "--socket", sock, "audit", "-n", "2"); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	got := out.String()
+	if strings.ContainsAny(got, "\x1b\r\x07\u009b") || !strings.Contains(got, `evil\x1b[2J\x1b[H.example`) || !strings.Contains(got, `not json \x1b[31m`) {
+		t.Errorf("terminal output %q", got)
+	}
+}
