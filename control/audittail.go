@@ -115,7 +115,10 @@ func serveAuditQuery(w http.ResponseWriter, r *http.Request, path string, q Audi
 		if copyFiltered(w, f, end, path, q) != nil {
 			return
 		}
-	} else if err := writeNewestLast(w, f, end, path, q); err != nil {
+	} else if err := writeNewestLast(w, f, end, path, q); errors.Is(err, errTooMuchHistory) {
+		writeError(w, http.StatusRequestEntityTooLarge, "audit: "+err.Error(), "ask for fewer lines: -n N, a later --since, or --bundle")
+		return
+	} else if err != nil {
 		return
 	}
 	if !q.Follow {
@@ -150,7 +153,15 @@ func lineEnd(f *os.File) (int64, error) {
 	return end, nil
 }
 
-// writeNewestLast writes the history's lines q selects in the log's order.
+// maxHistory bounds the lines -n or --since hold before sending them (in the log's order, they
+// are sent once all are read).
+var maxHistory = 64 << 20
+
+// errTooMuchHistory is a query whose lines do not fit in maxHistory.
+var errTooMuchHistory = errors.New("the lines asked for are more than 64 MiB")
+
+// writeNewestLast writes the history's lines q selects in the log's order; nothing is written
+// when it fails.
 func writeNewestLast(w io.Writer, f *os.File, end int64, path string, q AuditQuery) error {
 	lines, err := auditHistory(f, end, path, q)
 	if err != nil {
@@ -219,12 +230,14 @@ func filterLines(w io.Writer, r io.Reader, q AuditQuery) error {
 // older than q.Since.
 func auditHistory(f *os.File, end int64, path string, q AuditQuery) ([][]byte, error) {
 	var out [][]byte
+	held := 0
 	visit := func(line []byte) bool {
 		ok, older := q.match(line)
 		if ok {
 			out = append(out, append(bytes.Clone(line), '\n'))
+			held += len(line) + 1
 		}
-		return !older && (q.Last < 0 || len(out) < q.Last)
+		return !older && (q.Last < 0 || len(out) < q.Last) && held <= maxHistory
 	}
 	if q.Last == 0 {
 		return nil, nil
@@ -232,7 +245,7 @@ func auditHistory(f *os.File, end int64, path string, q AuditQuery) ([][]byte, e
 	if f != nil {
 		more, err := readBackward(f, end, visit)
 		if err != nil || !more {
-			return out, err
+			return out, tooMuch(held, err)
 		}
 	}
 	for i := 1; ; i++ {
@@ -251,9 +264,17 @@ func auditHistory(f *os.File, end int64, path string, q AuditQuery) ([][]byte, e
 		more, err := readBackward(rf, fi.Size(), visit)
 		rf.Close()
 		if err != nil || !more {
-			return out, err
+			return out, tooMuch(held, err)
 		}
 	}
+}
+
+// tooMuch is err, or errTooMuchHistory when held passed maxHistory.
+func tooMuch(held int, err error) error {
+	if err == nil && held > maxHistory {
+		return errTooMuchHistory
+	}
+	return err
 }
 
 // tailChunk is how much readBackward reads at a time.

@@ -179,3 +179,28 @@ func TestAuditQueryRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditTailBounded: a --since reaching further back than the daemon holds at once is refused
+// with 413 and a hint, instead of the daemon holding the whole history in memory.
+func TestAuditTailBounded(t *testing.T) {
+	c, audit := auditServer(t)
+	base := time.Date(2026, 11, 26, 6, 0, 0, 0, time.UTC)
+	var b strings.Builder
+	for i := range 200 {
+		b.WriteString(entry(base, i))
+	}
+	if err := os.WriteFile(audit, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	defer func(n int) { maxHistory = n }(maxHistory)
+	maxHistory = 2000 // about 20 lines
+	var got strings.Builder
+	err := c.AuditTail(context.Background(), AuditQuery{Last: -1, Since: base}, &got)
+	if err == nil || !strings.Contains(err.Error(), "more than 64 MiB") || got.Len() != 0 {
+		t.Errorf("since the start: %v, %d bytes", err, got.Len())
+	}
+	got.Reset()
+	if err := c.AuditTail(context.Background(), AuditQuery{Last: 5, Since: base}, &got); err != nil || got.String() != entry(base, 195)+entry(base, 196)+entry(base, 197)+entry(base, 198)+entry(base, 199) {
+		t.Errorf("-n 5: %v %q", err, got.String())
+	}
+}
