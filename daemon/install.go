@@ -125,6 +125,8 @@ func recordRefused(msg, hint string) control.InstallEvent {
 
 // Install implements control.Backend: it installs when the binary is missing or fails its version
 // check, checks the version after installing, reinstalls once on a mismatch, and records the result.
+// progress is called from more than one goroutine (the "running" reports come from a ticker's): it
+// must be safe for concurrent use, as the control server's stream is.
 func (d *Engine) Install(ctx context.Context, req control.InstallRequest, progress func(control.InstallEvent)) control.InstallEvent {
 	st := d.cur.Load()
 	b, err := st.host.Bundle(req.Bundle)
