@@ -325,3 +325,28 @@ func TestAuditTerminalHostileFields(t *testing.T) {
 		t.Errorf("terminal output %q", got)
 	}
 }
+
+// TestVersionNamesDaemon: version prints clihostctl's line, then the running daemon's version
+// (also in --json); without a daemon only clihostctl's; --version only clihostctl's.
+func TestVersionNamesDaemon(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/daemon", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, 200, `{"version":"v1.2.0 (a1b2c3d4e5f6)","sandbox":{"state":"ok"}}`)
+	})
+	sock := fakeDaemon(t, mux)
+	code, out, _ := runCtl(t, "--socket", sock, "version")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], "clihostctl dev") || lines[1] != "clihostd v1.2.0 (a1b2c3d4e5f6)" {
+		t.Errorf("version: exit %d %q", code, out)
+	}
+	var v map[string]any
+	if code, out, _ := runCtl(t, "--socket", sock, "version", "--json"); code != 0 || json.Unmarshal([]byte(out), &v) != nil || v["daemon"] != "v1.2.0 (a1b2c3d4e5f6)" || v["version"] != "dev" {
+		t.Errorf("version --json: exit %d %s", code, out)
+	}
+	none := filepath.Join(t.TempDir(), "none.sock")
+	if code, out, _ := runCtl(t, "--socket", none, "version"); code != 0 || strings.Count(out, "\n") != 1 {
+		t.Errorf("version without a daemon: exit %d %q", code, out)
+	}
+	if code, out, _ := runCtl(t, "--socket", sock, "--version"); code != 0 || !strings.HasPrefix(out, "clihostctl dev") || strings.Count(out, "\n") != 1 {
+		t.Errorf("--version: exit %d %q", code, out)
+	}
+}
