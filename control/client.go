@@ -258,6 +258,21 @@ func (c *Client) Audit(ctx context.Context, follow, rotated bool, w io.Writer) e
 	return err
 }
 
+// AuditTail copies to w the audit lines q selects, read from the log's end (then new ones, with
+// q.Follow, until ctx ends).
+func (c *Client) AuditTail(ctx context.Context, q AuditQuery, w io.Writer) error {
+	resp, err := c.do(ctx, http.MethodGet, PathAudit+"?"+q.values().Encode(), nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
 // SetupInfo returns a bundle's setup steps for the caller's scope.
 func (c *Client) SetupInfo(ctx context.Context, req ScopeRequest) (SetupInfo, error) {
 	var info SetupInfo

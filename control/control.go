@@ -21,7 +21,7 @@ const (
 	PathInstallRecord = "/v1/install/record"
 	PathCall          = "/v1/call"   // POST CallRequest → Envelope
 	PathToken         = "/v1/token"  // GET → TokenInfo
-	PathAudit         = "/v1/audit"  // GET [?follow=1][&rotated=1] → the audit log, NDJSON
+	PathAudit         = "/v1/audit"  // GET [?follow=1][&rotated=1][&n=N][&since=RFC3339][&bundle=ID] → the audit log, NDJSON
 	PathSetup         = "/v1/setup"  // GET ?bundle=&workspace= → SetupInfo; POST SetupRequest → NDJSON SetupEvent stream
 	PathLogin         = "/v1/login"  // GET ?bundle= → LoginInfo; POST ScopeRequest → AuthResult (polls completes_when)
 	PathLogout        = "/v1/logout" // POST ScopeRequest → AuthResult
@@ -179,6 +179,10 @@ type InstallEvent struct {
 	// root: with Phase "needs_root", the one entry handed to the caller; with Phase "error" and
 	// error code "needs_root", every such entry the install skipped.
 	NeedsRoot []RootEntry `json:"needs_root,omitempty"`
+	// ElapsedMS and Output, with Phase "running" (about once a second while an install entry
+	// runs): how long it has run and the last line its package manager or script printed.
+	ElapsedMS int64  `json:"elapsed_ms,omitempty"`
+	Output    string `json:"output,omitempty"`
 }
 
 // RootEntry is an install entry that needs root: a system package manager.

@@ -259,6 +259,13 @@ func Handler(b Backend, a Admission) http.Handler {
 			"it records every caller's calls: ask the operator (sudo clihostctl audit)") {
 			return
 		}
+		if aq, ok, err := parseAuditQuery(r); err != nil {
+			writeError(w, http.StatusBadRequest, "audit: "+err.Error(), "")
+			return
+		} else if ok {
+			serveAuditQuery(w, r, b.AuditFile(), aq)
+			return
+		}
 		q := r.URL.Query()
 		serveAudit(w, r, b.AuditFile(), q.Get("follow") == "1", q.Get("rotated") == "1")
 	})

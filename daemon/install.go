@@ -125,6 +125,8 @@ func recordRefused(msg, hint string) control.InstallEvent {
 
 // Install implements control.Backend: it installs when the binary is missing or fails its version
 // check, checks the version after installing, reinstalls once on a mismatch, and records the result.
+// progress is called from more than one goroutine (the "running" reports come from a ticker's): it
+// must be safe for concurrent use, as the control server's stream is.
 func (d *Engine) Install(ctx context.Context, req control.InstallRequest, progress func(control.InstallEvent)) control.InstallEvent {
 	st := d.cur.Load()
 	b, err := st.host.Bundle(req.Bundle)
@@ -141,10 +143,13 @@ func (d *Engine) Install(ctx context.Context, req control.InstallRequest, progre
 	}
 	var last *host.Error
 	for attempt := 1; attempt <= 2; attempt++ {
-		progress(control.InstallEvent{Phase: "installing", Message: fmt.Sprintf("installing %s (attempt %d)", b.CLI.Bin, attempt)})
+		msg := fmt.Sprintf("installing %s (attempt %d)", b.CLI.Bin, attempt)
+		progress(control.InstallEvent{Phase: "installing", Message: msg})
+		running := startRunning(msg, progress, time.Second)
 		res, err := install.Install(ctx, b, install.Options{StateDir: d.stateDir, AllowUnverified: req.AllowUnverified,
-			Privileged: os.Geteuid() == 0, HandOff: handOff(ctx, req), From: req.From, Log: d.log,
+			Privileged: os.Geteuid() == 0, HandOff: handOff(ctx, req), From: req.From, Log: d.log, OutputLine: running.line,
 			Progress: func(done, total int64) { progress(control.InstallEvent{Phase: "progress", Done: done, Total: total}) }})
+		running.stop()
 		if err != nil {
 			return d.installError(b, res, err)
 		}

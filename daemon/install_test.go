@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/clihost/clihost/control"
@@ -26,11 +27,16 @@ func vendored(version string) map[string]string {
 func runInstall(t *testing.T, e *Engine, req control.InstallRequest) (control.InstallEvent, []string) {
 	t.Helper()
 	var seen []string
+	var mu sync.Mutex // the running reports come from another goroutine
 	last := e.Install(context.Background(), req, func(ev control.InstallEvent) {
-		if ev.Phase != "progress" {
+		mu.Lock()
+		defer mu.Unlock()
+		if ev.Phase != "progress" && ev.Phase != "running" {
 			seen = append(seen, ev.Phase+": "+ev.Message)
 		}
 	})
+	mu.Lock()
+	defer mu.Unlock()
 	return last, seen
 }
 

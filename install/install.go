@@ -69,6 +69,10 @@ type Options struct {
 	// streaming to the administrator's terminal); by default it is captured and only its last lines
 	// end an error.
 	Output io.Writer
+	// OutputLine, when set (and Output is not), is called with each line a package manager or
+	// installer script prints, as it prints it (the daemon's install progress shows the last one);
+	// the process runs as without it, its last lines still end an error.
+	OutputLine func(line string)
 	// OS and Arch are the runtime platform in AIP-29 words (linux, darwin, windows / x64, arm64,
 	// x86, arm); empty means this machine.
 	OS, Arch string

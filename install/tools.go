@@ -253,8 +253,17 @@ func (in *installer) exec(ctx context.Context, exe string, args []string, dir st
 	if in.o.Output != nil {
 		return in.execStreaming(ctx, exe, args, dir, env, timeout, line)
 	}
-	r, err := runner.Run(ctx, runner.Command{Path: exe, Args: args, Dir: dir, Env: env, Timeout: timeout,
-		StdoutLimit: 1 << 20, StderrLimit: 1 << 20})
+	cmd := runner.Command{Path: exe, Args: args, Dir: dir, Env: env, Timeout: timeout, StdoutLimit: 1 << 20, StderrLimit: 1 << 20}
+	var lines *lineWriter
+	if in.o.OutputLine != nil {
+		lines = &lineWriter{emit: in.o.OutputLine}
+		cmd.Attach = &runner.Attach{Stdout: lines, Stderr: lines}
+	}
+	r, err := runner.Run(ctx, cmd)
+	if lines != nil {
+		lines.flush()
+		r.Stderr = lines.last.b // what an error ends with
+	}
 	switch {
 	case err != nil:
 		return fmt.Errorf("%s: %w", line, err)

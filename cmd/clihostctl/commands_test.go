@@ -224,8 +224,8 @@ func TestStatus(t *testing.T) {
 	})
 	sock := fakeDaemon(t, mux)
 	ios, out, errOut := testStreams("")
-	if code := ctl(ios, nil, "--socket", sock, "status", "jq"); code != 0 {
-		t.Fatalf("exit %d stderr %q", code, errOut)
+	if code := ctl(ios, nil, "--socket", sock, "status", "jq"); code != 3 {
+		t.Fatalf("exit %d stderr %q, want 3 (jq is not ready)", code, errOut)
 	}
 	want := []string{"WARNING: kernel sandbox unavailable: no user namespaces\n  every call is refused; enable them\n",
 		"bundles: 1 loaded (sources: /b)\n", "WARNING: /c is empty\n", "BUNDLE", "jq      missing  -        none   none  false\n", "jq: not installed: run clihostctl install jq\n"}

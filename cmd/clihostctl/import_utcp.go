@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,6 +23,7 @@ type importUTCPOptions struct {
 	egress []string
 	strict bool
 	force  bool
+	asJSON bool
 }
 
 func newImportUTCPCmd(g *globalOptions) *cobra.Command {
@@ -55,6 +57,7 @@ Exit status: 0 imported, 1 refused (--strict), nothing importable or lint errors
 	cmd.Flags().StringArrayVar(&o.egress, "egress", nil, "a host the tools may reach (repeatable; default: no network)")
 	cmd.Flags().BoolVar(&o.strict, "strict", false, "fail when any CLI tool is refused")
 	cmd.Flags().BoolVar(&o.force, "force", false, "write into a folder that is not empty")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print JSON: {bundle, dir, tools}")
 	return cmd
 }
 
@@ -92,6 +95,11 @@ func runImportUTCP(o *importUTCPOptions) error {
 	if err := b.Write(o.out); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.io.Out, "imported %d tool(s) into %s (bundle %s): %s\n", len(b.Tools), o.out, b.ID, strings.Join(b.Tools, ", "))
-	return lintImported(o.io.ErrOut, o.out)
+	if !o.asJSON {
+		fmt.Fprintf(o.io.Out, "imported %d tool(s) into %s (bundle %s): %s\n", len(b.Tools), o.out, b.ID, strings.Join(b.Tools, ", "))
+	}
+	if err := lintImported(o.io.ErrOut, o.out); err != nil || !o.asJSON {
+		return err
+	}
+	return json.NewEncoder(o.io.Out).Encode(map[string]any{"bundle": b.ID, "dir": o.out, "tools": b.Tools})
 }

@@ -65,19 +65,26 @@ finds the binary, checks its version in the sandbox and records it.`,
 // download's progress when stderr is a terminal.
 func runInstall(ctx context.Context, o *installOptions) error {
 	bar := progressBar{w: o.io.ErrOut, draw: o.io.IsStderrTTY()}
+	running := newRunningStatus(o.io)
 	last, err := o.install(ctx, o.req, func(ev control.InstallEvent) {
 		if o.asJSON {
 			return
 		}
 		switch ev.Phase {
 		case "progress":
+			running.done()
 			bar.update(ev.Done, ev.Total)
+		case "running":
+			bar.done()
+			running.update(ev)
 		case "checking", "installing":
 			bar.done()
+			running.done()
 			fmt.Fprintln(o.io.ErrOut, plain(ev.Message))
 		}
 	})
 	bar.done()
+	running.done()
 	if err != nil {
 		return errors.New(plain(err.Error()))
 	}

@@ -17,7 +17,8 @@ type IOStreams struct {
 	ErrOut io.Writer
 
 	stdinTTY, stdoutTTY, stderrTTY bool
-	noColor                        bool // NO_COLOR is set
+	noColor                        bool      // NO_COLOR is set
+	color                          colorMode // --color: auto (the default), always or never
 }
 
 // systemStreams is this process's stdin, stdout and stderr, with their terminal state.
@@ -44,9 +45,17 @@ func (s *IOStreams) SetTTY(stdin, stdout, stderr bool) {
 	s.stdinTTY, s.stdoutTTY, s.stderrTTY = stdin, stdout, stderr
 }
 
-// ColorEnabled reports whether Out may carry colour: only on a terminal, and never with NO_COLOR
-// set (https://no-color.org).
-func (s *IOStreams) ColorEnabled() bool { return s.stdoutTTY && !s.noColor }
+// ColorEnabled reports whether Out may carry colour: with --color always, never with --color
+// never, else only on a terminal and never with NO_COLOR set (https://no-color.org).
+func (s *IOStreams) ColorEnabled() bool {
+	switch s.color {
+	case colorAlways:
+		return true
+	case colorNever:
+		return false
+	}
+	return s.stdoutTTY && !s.noColor
+}
 
 // CanPrompt reports whether the person can be asked: stdin and stderr (where questions go) are
 // both terminals.

@@ -34,15 +34,15 @@ func run(args []string, g *globalOptions) int {
 	stderr := g.io.ErrOut
 	cmd := newRootCmd(g)
 	cmd.SetArgs(args)
-	err := cmd.Execute()
+	failed, err := cmd.ExecuteC()
 	var ee exitError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.As(err, new(usageError)):
-		fmt.Fprintf(stderr, "clihostctl: %v\nRun 'clihostctl --help' for usage.\n", err)
+	case errors.As(err, new(usageError)) || isUnknownCommand(err):
+		fmt.Fprintf(stderr, "clihostctl: %v\nRun '%s --help' for usage.\n", err, failed.CommandPath())
 		return 2
 	default:
 		fmt.Fprintf(stderr, "clihostctl: %v\n", err)

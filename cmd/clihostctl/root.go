@@ -55,6 +55,8 @@ else ./.cli plus the catalog built into clihost.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	setVersion(root)
+	defer applyConventions(root, g) // once every command is added
 	root.SetIn(g.io.In)
 	root.SetOut(g.io.Out)
 	root.SetErr(g.io.ErrOut)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -33,11 +34,12 @@ type stateOptions struct {
 	file     string // the backup
 	stateDir string // restore: the state directory ("" for clihostd's default)
 	force    bool   // restore: without the secrets that do not open
+	asJSON   bool
 }
 
 func newStateBackupCmd(g *globalOptions) *cobra.Command {
 	o := &stateOptions{globalOptions: g}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "backup FILE",
 		Short: "Copy the running daemon's state.db to FILE (mode 0600), online",
 		Long: `backup asks the running clihostd for a consistent copy of its state database (bbolt's online
@@ -53,6 +55,8 @@ to them, secrets.key, is not in it: back it up apart).`,
 			return runStateBackup(ctx, o)
 		},
 	}
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print JSON: {file, bytes}")
+	return cmd
 }
 
 // runStateBackup copies the daemon's state.db to o.file.
@@ -60,6 +64,9 @@ func runStateBackup(ctx context.Context, o *stateOptions) error {
 	n, err := backupState(ctx, o.client(), o.file)
 	if err != nil {
 		return err
+	}
+	if o.asJSON {
+		return json.NewEncoder(o.io.Out).Encode(map[string]any{"file": o.file, "bytes": n})
 	}
 	fmt.Fprintf(o.io.Out, "state backed up to %s (%d bytes, consistent)\n", o.file, n)
 	return nil
@@ -116,6 +123,7 @@ clihostd again afterwards.`,
 		},
 	}
 	cmd.Flags().StringVar(&o.stateDir, "state", "", "clihostd's state directory (default: as clihostd's)")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print JSON: {restored, from, kept, dropped_secrets}")
 	cmd.Flags().BoolVar(&o.force, "force", false, "restore a backup whose secrets do not open with the state directory's secrets.key, dropping those secrets (every setup is then redone)")
 	return cmd
 }
@@ -133,6 +141,9 @@ func runStateRestore(o *stateOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.asJSON {
+		return json.NewEncoder(o.io.Out).Encode(restoredJSON{Restored: filepath.Join(stateDir, store.DBFile), From: o.file, Kept: res.kept, DroppedSecrets: max(res.dropped, 0)})
+	}
 	fmt.Fprintf(o.io.Out, "restored %s from %s", filepath.Join(stateDir, store.DBFile), o.file)
 	if res.kept != "" {
 		fmt.Fprintf(o.io.Out, "; the previous one is kept as %s", res.kept)
@@ -143,6 +154,14 @@ func runStateRestore(o *stateOptions) error {
 	}
 	fmt.Fprintln(o.io.Out, "; start clihostd again")
 	return nil
+}
+
+// restoredJSON is state restore --json's output.
+type restoredJSON struct {
+	Restored       string `json:"restored"`
+	From           string `json:"from"`
+	Kept           string `json:"kept,omitempty"`
+	DroppedSecrets int    `json:"dropped_secrets"`
 }
 
 // keyFileName is the secrets key's name in the state directory (as clihostd opens it).

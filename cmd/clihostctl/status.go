@@ -18,6 +18,7 @@ type statusOptions struct {
 	*globalOptions
 	bundle string // "" for every bundle
 	asJSON bool
+	ready  *bool // o.bundle's readiness, once runStatus learned it
 }
 
 // newStatusCmd is clihostctl status; runF, when set, runs instead of runStatus (tests).
@@ -29,7 +30,9 @@ func newStatusCmd(g *globalOptions, runF func(*statusOptions) error) *cobra.Comm
 		Long: `Status asks clihostd for every bundle's state — installed binary and version, setup, auth —
 whether it is ready, and what to do when it is not. First it says what a real sandboxed process
 started by the daemon found (the probe runs again when its last result is older than 30s) and how
-many bundles the daemon serves, from where. --json prints {"daemon": …, "bundles": […]}.`,
+many bundles the daemon serves, from where. --json prints {"daemon": …, "bundles": […]}, each
+bundle with "ready". With BUNDLE, the exit status is 3 when that bundle is not ready (as systemctl
+status for an inactive unit), 1 when the daemon could not be asked.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -38,7 +41,10 @@ many bundles the daemon serves, from where. --json prints {"daemon": …, "bundl
 			if runF != nil {
 				return runF(o)
 			}
-			return runStatus(cmd.Context(), o)
+			if err := runStatus(cmd.Context(), o); err != nil {
+				return err
+			}
+			return o.notReady()
 		},
 	}
 	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print JSON")
@@ -55,6 +61,7 @@ func runStatus(ctx context.Context, o *statusOptions) error {
 	if err != nil {
 		return err
 	}
+	o.learnReady(st)
 	if o.asJSON {
 		enc := json.NewEncoder(o.io.Out)
 		enc.SetIndent("", "  ")
@@ -72,7 +79,7 @@ func runStatus(ctx context.Context, o *statusOptions) error {
 	tw := tabwriter.NewWriter(o.io.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BUNDLE\tINSTALL\tVERSION\tSETUP\tAUTH\tREADY")
 	for _, b := range st {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\n", b.Key, b.Install, or(b.Version, "-"), b.Setup, b.Auth, b.Ready)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", b.Key, b.Install, or(b.Version, "-"), b.Setup, b.Auth, newPalette(o.io).ready(b.Ready))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -159,4 +166,24 @@ func limitsLine(ls []sandboxprobe.LimitMechanism) string {
 		parts = append(parts, fmt.Sprintf("%s %s (%s)", l.Limit, l.Value, l.Mechanism))
 	}
 	return "limits: " + strings.Join(parts, ", ")
+}
+
+// learnReady records whether o.bundle, when one was named, is ready in st.
+func (o *statusOptions) learnReady(st []control.BundleStatus) {
+	if o.bundle == "" {
+		return
+	}
+	ready := len(st) > 0
+	for _, b := range st {
+		ready = ready && b.Ready
+	}
+	o.ready = &ready
+}
+
+// notReady is exit status 3 when the named bundle is not ready.
+func (o *statusOptions) notReady() error {
+	if o.ready != nil && !*o.ready {
+		return exitError{3}
+	}
+	return nil
 }

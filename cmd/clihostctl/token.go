@@ -67,7 +67,7 @@ Root and the daemon's own user only.`,
 		Args:  exactArgs(1),
 		RunE:  runE("revoke", runTokenRevoke),
 	}
-	for _, c := range []*cobra.Command{create, list} {
+	for _, c := range []*cobra.Command{create, list, revoke} {
 		c.Flags().BoolVar(&o.asJSON, "json", false, "print JSON")
 	}
 	cmd.AddCommand(create, list, revoke)
@@ -114,6 +114,9 @@ func runTokenRevoke(ctx context.Context, o *tokenOptions) error {
 	if _, err := o.client().ChangeToken(ctx, control.TokenChange{Name: o.name, Revoke: true}); err != nil {
 		return err
 	}
+	if o.asJSON {
+		return json.NewEncoder(o.io.Out).Encode(map[string]string{"revoked": o.name})
+	}
 	fmt.Fprintf(o.io.ErrOut, "revoked %s\n", o.name)
 	return nil
 }
@@ -126,30 +129,4 @@ func printToken(o *tokenOptions, t control.TokenInfo) error {
 	fmt.Fprintf(o.io.Out, "%s\n", t.Token)
 	fmt.Fprintf(o.io.ErrOut, "MCP endpoints: %s (and …/acli); send \"Authorization: Bearer <token>\"; agent %s; token file: %s\n", t.MCPURL, t.Name, t.TokenFile)
 	return nil
-}
-
-// auditOptions are audit's flags.
-type auditOptions struct {
-	*globalOptions
-	follow, rotated bool
-}
-
-func newAuditCmd(g *globalOptions) *cobra.Command {
-	o := &auditOptions{globalOptions: g}
-	cmd := &cobra.Command{
-		Use:   "audit",
-		Short: "Print the daemon's audit log (one JSON object a line)",
-		Args:  exactArgs(0),
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runAudit(cmd.Context(), o)
-		},
-	}
-	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "keep printing new lines (across rotations)")
-	cmd.Flags().BoolVar(&o.rotated, "rotated", false, "print the rotated logs (audit.jsonl.N … .1) first, oldest first")
-	return cmd
-}
-
-// runAudit copies the daemon's audit log to stdout.
-func runAudit(ctx context.Context, o *auditOptions) error {
-	return o.client().Audit(ctx, o.follow, o.rotated, o.io.Out)
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/clihost/clihost/approval"
 	"github.com/clihost/clihost/daemon"
 	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/internal/buildinfo"
 	"github.com/clihost/clihost/internal/config"
 
 	_ "github.com/clihost/clihost/sandbox/nsinit/entry" // this executable is also the sandbox's init: it runs first
@@ -52,6 +53,7 @@ type options struct {
 	check      bool
 	checkState bool
 	cpuProfile string
+	version    bool
 	// configFile is --config; printConfig --print-config; logFormat --log-format.
 	configFile  string
 	printConfig bool
@@ -101,6 +103,7 @@ func parse(args []string, stderr io.Writer) (options, int) {
 	}
 	fs.BoolVar(&o.checkState, "check-state", false, "check the state database (<state>/state.db) with bbolt's consistency check, print a report and exit (1 when it is damaged or unreadable)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon, from start to stop, to this file (for performance work; off by default)")
+	fs.BoolVar(&o.version, "version", false, "print clihostd's version (the module version, or the VCS revision it was built from) and exit")
 	fs.BoolVar(&o.check, "check", false, "load and validate the bundles, print the result and exit (1 when any bundle is refused or none is loaded)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "the log's format on stderr: text (key=value) or json (one object a line)")
 	fs.StringVar(&o.configFile, "config", DefaultConfigFile, "the configuration file (YAML, a key per flag; flags given here override it); read when it exists, required when named; \"\" for none")
@@ -115,7 +118,7 @@ func parse(args []string, stderr io.Writer) (options, int) {
 	if abs, err := filepath.Abs(c.Approvals); err == nil && c.Approvals != "" {
 		c.Approvals = abs // masked in every sandbox, and read again on reloads from wherever
 	}
-	c.Bundles, c.EgressAdmit, c.AuditMaxSize, c.SandboxOff, c.Version = o.bundles, o.admit, int64(o.auditSize), o.sandbox == "off", version
+	c.Bundles, c.EgressAdmit, c.AuditMaxSize, c.SandboxOff, c.Version = o.bundles, o.admit, int64(o.auditSize), o.sandbox == "off", buildinfo.Read(version).Short()
 	var bad string
 	switch {
 	case c.AuditKeep < 0:
@@ -167,6 +170,10 @@ func run(args []string, stderr io.Writer) int {
 	o, code := parse(args, stderr)
 	if code != 0 {
 		return code
+	}
+	if o.version {
+		fmt.Fprintf(os.Stdout, "clihostd %s\n", buildinfo.Read(version))
+		return 0
 	}
 	if o.printConfig {
 		if err := config.Print(os.Stdout, o.keys); err != nil {

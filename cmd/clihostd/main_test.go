@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/clihost/clihost/internal/buildinfo"
 )
 
 // TestFlagsRefused: the flags that must be positive, or one of a few words, are refused with exit
@@ -32,7 +34,7 @@ func TestFlagsReachConfig(t *testing.T) {
 	}
 	c := o.cfg
 	if c.EgressMaxConns != 7 || c.AuditMaxSize != 64<<10 || !c.SandboxOff || strings.Join(c.Bundles, ",") != "/a,/b" ||
-		strings.Join(c.EgressAdmit, ",") != "10.0.0.0/8" || c.Version != version {
+		strings.Join(c.EgressAdmit, ",") != "10.0.0.0/8" || c.Version != buildinfo.Read(version).Short() {
 		t.Errorf("config %+v", c)
 	}
 }
