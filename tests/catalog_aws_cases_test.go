@@ -8,41 +8,41 @@ import (
 func awsCases() []catCase {
 	j := "--output=json"
 	return []catCase{
-		{"aws", "sts.get-caller-identity", `{}`, []string{"sts", "get-caller-identity", j}, "Action=GetCallerIdentity", true},
-		{"aws", "s3.ls", `{"uri": "s3://my-bucket/logs/"}`, []string{"s3", "ls", "s3://my-bucket/logs/"}, "list-type=2", true},
+		{"aws", "sts.get-caller-identity", `{}`, []string{"sts", "get-caller-identity", j}, "Action=GetCallerIdentity"},
+		{"aws", "s3.ls", `{"uri": "s3://my-bucket/logs/"}`, []string{"s3", "ls", "s3://my-bucket/logs/"}, "list-type=2"},
 		{"aws", "s3.cp", `{"source": "s3://my-bucket/logs/a.txt", "destination": "a.txt"}`,
-			[]string{"s3", "cp", "s3://my-bucket/logs/a.txt", "a.txt", "--no-progress"}, "GET https://my-bucket.s3", true},
+			[]string{"s3", "cp", "s3://my-bucket/logs/a.txt", "a.txt", "--no-progress"}, "GET https://my-bucket.s3"},
 		{"aws", "s3.presign", `{"uri": "s3://my-bucket/logs/a.txt", "expires_in": 600}`,
-			[]string{"s3", "presign", "s3://my-bucket/logs/a.txt", "--expires-in=600"}, "", true},
+			[]string{"s3", "presign", "s3://my-bucket/logs/a.txt", "--expires-in=600"}, ""},
 		{"aws", "s3api.list-objects-v2", `{"bucket": "my-bucket", "prefix": "logs/", "delimiter": "/"}`,
-			[]string{"s3api", "list-objects-v2", "--bucket=my-bucket", "--prefix=logs/", "--delimiter=/", "--max-items=100", j}, "prefix=logs", true},
+			[]string{"s3api", "list-objects-v2", "--bucket=my-bucket", "--prefix=logs/", "--delimiter=/", "--max-items=100", j}, "prefix=logs"},
 		{"aws", "ec2.describe-instances", `{"filters": "Name=instance-state-name,Values=running"}`,
-			[]string{"ec2", "describe-instances", "--filters=Name=instance-state-name,Values=running", "--max-items=100", j}, "Action=DescribeInstances", true},
+			[]string{"ec2", "describe-instances", "--filters=Name=instance-state-name,Values=running", "--max-items=100", j}, "Action=DescribeInstances"},
 		{"aws", "ec2.describe-vpcs", `{"vpc_ids": ["vpc-0a1b2c3d", "vpc-0e0f0a0b"]}`,
-			[]string{"ec2", "describe-vpcs", `--vpc-ids=["vpc-0a1b2c3d","vpc-0e0f0a0b"]`, "--max-items=100", j}, "VpcId.2=vpc-0e0f0a0b", true},
+			[]string{"ec2", "describe-vpcs", `--vpc-ids=["vpc-0a1b2c3d","vpc-0e0f0a0b"]`, "--max-items=100", j}, "VpcId.2=vpc-0e0f0a0b"},
 		{"aws", "ec2.describe-subnets", `{"filters": [{"Name": "vpc-id", "Values": ["vpc-0a1b2c3d"]}]}`,
-			[]string{"ec2", "describe-subnets", `--filters=[{"Name":"vpc-id","Values":["vpc-0a1b2c3d"]}]`, "--max-items=100", j}, "Filter.1.Value.1=vpc-0a1b2c3d", true},
+			[]string{"ec2", "describe-subnets", `--filters=[{"Name":"vpc-id","Values":["vpc-0a1b2c3d"]}]`, "--max-items=100", j}, "Filter.1.Value.1=vpc-0a1b2c3d"},
 		{"aws", "ec2.describe-security-groups", `{"group_ids": ["sg-0123abcd"], "query": "SecurityGroups[].GroupId"}`,
-			[]string{"ec2", "describe-security-groups", `--group-ids=["sg-0123abcd"]`, "--max-items=100", "--query=SecurityGroups[].GroupId", j}, "GroupId.1=sg-0123abcd", true},
+			[]string{"ec2", "describe-security-groups", `--group-ids=["sg-0123abcd"]`, "--max-items=100", "--query=SecurityGroups[].GroupId", j}, "GroupId.1=sg-0123abcd"},
 		{"aws", "logs.describe-log-groups", `{"prefix": "/aws/lambda/"}`,
-			[]string{"logs", "describe-log-groups", "--log-group-name-prefix=/aws/lambda/", "--max-items=100", j}, "Logs_20140328.DescribeLogGroups", true},
+			[]string{"logs", "describe-log-groups", "--log-group-name-prefix=/aws/lambda/", "--max-items=100", j}, "Logs_20140328.DescribeLogGroups"},
 		{"aws", "logs.filter-log-events", `{"log_group": "/aws/lambda/checkout", "filter_pattern": "ERROR", "start_time": 1732608000000, "max_items": 10}`,
-			[]string{"logs", "filter-log-events", "--log-group-name=/aws/lambda/checkout", "--filter-pattern=ERROR", "--start-time=1732608000000", "--max-items=10", j}, "Logs_20140328.FilterLogEvents", true},
+			[]string{"logs", "filter-log-events", "--log-group-name=/aws/lambda/checkout", "--filter-pattern=ERROR", "--start-time=1732608000000", "--max-items=10", j}, "Logs_20140328.FilterLogEvents"},
 		{"aws", "logs.tail", `{"log_group": "/aws/lambda/checkout", "since": "1h", "format": "short"}`,
-			[]string{"logs", "tail", "/aws/lambda/checkout", "--since=1h", "--format=short"}, "Logs_20140328.FilterLogEvents", true},
+			[]string{"logs", "tail", "/aws/lambda/checkout", "--since=1h", "--format=short"}, "Logs_20140328.FilterLogEvents"},
 		{"aws", "iam.list-roles", `{"path_prefix": "/service-role/"}`,
-			[]string{"iam", "list-roles", "--path-prefix=/service-role/", "--max-items=100", j}, "Action=ListRoles", true},
+			[]string{"iam", "list-roles", "--path-prefix=/service-role/", "--max-items=100", j}, "Action=ListRoles"},
 		{"aws", "iam.get-role", `{"role_name": "deploy-ci"}`,
-			[]string{"iam", "get-role", "--role-name=deploy-ci", j}, "RoleName=deploy-ci", true},
+			[]string{"iam", "get-role", "--role-name=deploy-ci", j}, "RoleName=deploy-ci"},
 		{"aws", "cloudformation.describe-stacks", `{"stack_name": "prod-api", "query": "Stacks[0].Outputs"}`,
-			[]string{"cloudformation", "describe-stacks", "--stack-name=prod-api", "--max-items=100", "--query=Stacks[0].Outputs", j}, "StackName=prod-api", true},
+			[]string{"cloudformation", "describe-stacks", "--stack-name=prod-api", "--max-items=100", "--query=Stacks[0].Outputs", j}, "StackName=prod-api"},
 		{"aws", "cloudformation.describe-stack-events", `{"stack_name": "prod-api", "max_items": 5}`,
-			[]string{"cloudformation", "describe-stack-events", "--stack-name=prod-api", "--max-items=5", j}, "Action=DescribeStackEvents", true},
-		{"aws", "lambda.list-functions", `{}`, []string{"lambda", "list-functions", "--max-items=100", j}, "/2015-03-31/functions/", true},
+			[]string{"cloudformation", "describe-stack-events", "--stack-name=prod-api", "--max-items=5", j}, "Action=DescribeStackEvents"},
+		{"aws", "lambda.list-functions", `{}`, []string{"lambda", "list-functions", "--max-items=100", j}, "/2015-03-31/functions/"},
 		{"aws", "lambda.get-function", `{"function_name": "checkout"}`,
-			[]string{"lambda", "get-function", "--function-name=checkout", j}, "/2015-03-31/functions/checkout", true},
+			[]string{"lambda", "get-function", "--function-name=checkout", j}, "/2015-03-31/functions/checkout"},
 		{"aws", "ecr.describe-repositories", `{"repository_names": ["web"]}`,
-			[]string{"ecr", "describe-repositories", `--repository-names=["web"]`, "--max-items=100", j}, "DescribeRepositories", true},
+			[]string{"ecr", "describe-repositories", `--repository-names=["web"]`, "--max-items=100", j}, "DescribeRepositories"},
 	}
 }
 
@@ -86,11 +86,11 @@ func awsAnswer(s seen) answer {
 	case s.Host == "lambda.us-east-1.amazonaws.com" && s.Path == "/2015-03-31/functions/checkout":
 		return answer{body: `{"Configuration":{"FunctionName":"checkout","Runtime":"python3.12","MemorySize":512,"State":"Active","LastUpdateStatus":"Successful"},"Code":{"RepositoryType":"S3","Location":"https://awslambda-us-east-1-tasks.s3.us-east-1.amazonaws.com/snapshots/x"},"Tags":{"team":"payments"}}`}
 	case strings.Contains(s.Host, "s3") && strings.Contains(s.Query, "list-type=2"):
-		return xml(`<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>my-bucket</Name><Prefix>logs/</Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys><Delimiter>/</Delimiter><IsTruncated>false</IsTruncated><Contents><Key>logs/a.txt</Key><LastModified>2026-11-20T10:00:00.000Z</LastModified><ETag>"0cc175b9c0f1b6a831c399e269772661"</ETag><Size>6</Size><StorageClass>STANDARD</StorageClass></Contents><CommonPrefixes><Prefix>logs/2026/</Prefix></CommonPrefixes></ListBucketResult>`)
+		return xml(`<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>my-bucket</Name><Prefix>logs/</Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys><Delimiter>/</Delimiter><IsTruncated>false</IsTruncated><Contents><Key>logs/a.txt</Key><LastModified>2026-11-20T10:00:00.000Z</LastModified><ETag>"b1946ac92492d2347c6235b4d2611184"</ETag><Size>6</Size><StorageClass>STANDARD</StorageClass></Contents><CommonPrefixes><Prefix>logs/2026/</Prefix></CommonPrefixes></ListBucketResult>`)
 	case strings.Contains(s.Host, "s3") && s.Method == http.MethodHead && strings.HasSuffix(s.Path, "logs/a.txt"):
-		return answer{ctype: "text/plain", header: map[string]string{"Content-Length": "6", "ETag": `"0cc175b9c0f1b6a831c399e269772661"`, "Last-Modified": "Fri, 20 Nov 2026 10:00:00 GMT"}}
+		return answer{ctype: "text/plain", header: map[string]string{"Content-Length": "6", "ETag": `"b1946ac92492d2347c6235b4d2611184"`, "Last-Modified": "Fri, 20 Nov 2026 10:00:00 GMT"}}
 	case strings.Contains(s.Host, "s3") && s.Method == http.MethodGet && strings.HasSuffix(s.Path, "logs/a.txt"):
-		return answer{ctype: "text/plain", body: "hello\n", header: map[string]string{"ETag": `"0cc175b9c0f1b6a831c399e269772661"`, "Last-Modified": "Fri, 20 Nov 2026 10:00:00 GMT"}}
+		return answer{ctype: "text/plain", body: "hello\n", header: map[string]string{"ETag": `"b1946ac92492d2347c6235b4d2611184"`, "Last-Modified": "Fri, 20 Nov 2026 10:00:00 GMT"}}
 	}
 	return answer{status: http.StatusBadRequest, ctype: "text/xml", body: `<ErrorResponse><Error><Type>Sender</Type><Code>InvalidAction</Code><Message>fake: no canned answer</Message></Error><RequestId>r0</RequestId></ErrorResponse>`}
 }
