@@ -10,8 +10,10 @@ func awsCases() []catCase {
 	return []catCase{
 		{"aws", "sts.get-caller-identity", `{}`, []string{"sts", "get-caller-identity", j}, "Action=GetCallerIdentity"},
 		{"aws", "s3.ls", `{"uri": "s3://my-bucket/logs/"}`, []string{"s3", "ls", "s3://my-bucket/logs/"}, "list-type=2"},
-		{"aws", "s3.cp", `{"source": "s3://my-bucket/logs/a.txt", "destination": "a.txt"}`,
-			[]string{"s3", "cp", "s3://my-bucket/logs/a.txt", "a.txt", "--no-progress"}, "GET https://my-bucket.s3"},
+		{"aws", "s3.cp", `{"source": "up.txt", "destination": "s3://my-bucket/up.txt", "content_type": "text/plain"}`,
+			[]string{"s3", "cp", "up.txt", "s3://my-bucket/up.txt", "--content-type=text/plain", "--no-progress"}, "PUT https://my-bucket.s3.us-east-1.amazonaws.com/up.txt?  UPLOAD"},
+		{"aws", "s3.cp", `{"source": "s3://my-bucket/logs/a.txt", "destination": "dl/"}`,
+			[]string{"s3", "cp", "s3://my-bucket/logs/a.txt", "dl/", "--no-progress"}, "GET https://my-bucket.s3"},
 		{"aws", "s3.presign", `{"uri": "s3://my-bucket/logs/a.txt", "expires_in": 600}`,
 			[]string{"s3", "presign", "s3://my-bucket/logs/a.txt", "--expires-in=600"}, ""},
 		{"aws", "s3api.list-objects-v2", `{"bucket": "my-bucket", "prefix": "logs/", "delimiter": "/"}`,
@@ -87,6 +89,8 @@ func awsAnswer(s seen) answer {
 		return answer{body: `{"Configuration":{"FunctionName":"checkout","Runtime":"python3.12","MemorySize":512,"State":"Active","LastUpdateStatus":"Successful"},"Code":{"RepositoryType":"S3","Location":"https://awslambda-us-east-1-tasks.s3.us-east-1.amazonaws.com/snapshots/x"},"Tags":{"team":"payments"}}`}
 	case strings.Contains(s.Host, "s3") && strings.Contains(s.Query, "list-type=2"):
 		return xml(`<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>my-bucket</Name><Prefix>logs/</Prefix><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys><Delimiter>/</Delimiter><IsTruncated>false</IsTruncated><Contents><Key>logs/a.txt</Key><LastModified>2026-11-20T10:00:00.000Z</LastModified><ETag>"b1946ac92492d2347c6235b4d2611184"</ETag><Size>6</Size><StorageClass>STANDARD</StorageClass></Contents><CommonPrefixes><Prefix>logs/2026/</Prefix></CommonPrefixes></ListBucketResult>`)
+	case strings.Contains(s.Host, "s3") && s.Method == http.MethodPut:
+		return answer{header: map[string]string{"ETag": `"fake"`}}
 	case strings.Contains(s.Host, "s3") && s.Method == http.MethodHead && strings.HasSuffix(s.Path, "logs/a.txt"):
 		return answer{ctype: "text/plain", header: map[string]string{"Content-Length": "6", "ETag": `"b1946ac92492d2347c6235b4d2611184"`, "Last-Modified": "Fri, 20 Nov 2026 10:00:00 GMT"}}
 	case strings.Contains(s.Host, "s3") && s.Method == http.MethodGet && strings.HasSuffix(s.Path, "logs/a.txt"):

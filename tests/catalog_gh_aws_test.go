@@ -258,7 +258,12 @@ func TestCatalogGhAwsRealCLIs(t *testing.T) {
 	go func() { _ = srv.ServeTLS(ln, "", "") }()
 	t.Cleanup(func() { _ = srv.Close() })
 
-	d := startDaemonWith(t, t.TempDir(), fixture.Workspace(t), func(cmd *exec.Cmd) {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "up.txt"), []byte("UPLOAD\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fixture.GiveToAgent(t, ws)
+	d := startDaemonWith(t, t.TempDir(), ws, func(cmd *exec.Cmd) {
 		cmd.Env = append(cmd.Env, "GH_TOKEN=ghp_faketokenfortests", "AWS_ACCESS_KEY_ID=AKIAFAKEFORTESTS0000",
 			"AWS_SECRET_ACCESS_KEY=fakesecretfakesecretfakesecretfakesecret", "AWS_REGION=us-east-1", "AWS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt") // the bundle bound in the namespace
 		n.enter(cmd)
@@ -338,7 +343,7 @@ var valueHas = map[string]string{
 	"gh repo.list": `"nameWithOwner":"octo/app"`, "gh search.repos": `"fullName":"octo/app"`, "gh search.issues": `"number":7`,
 	"gh search.prs": `"number":7`, "gh search.commits": `"sha":"3f1c2a9d"`, "gh label.list": `"name":"bug"`,
 	"gh gist.list": "5b0e0062eb8e9654adad7bb1d81cc75f", "gh gist.view": "# Notes", "gh api": `\"state\":\"success\"`,
-	"aws sts.get-caller-identity": `"Account":"123456789012"`, "aws s3.ls": `PRE 2026/\n2026-11-20 10:00:00          6 a.txt`, "aws s3.cp": "download: s3://my-bucket/logs/a.txt to ./a.txt",
+	"aws sts.get-caller-identity": `"Account":"123456789012"`, "aws s3.ls": `PRE 2026/\n2026-11-20 10:00:00          6 a.txt`, "aws s3.cp": "s3://my-bucket/",
 	"aws s3.presign": "X-Amz-Signature=", "aws s3api.list-objects-v2": `"Key":"logs/a.txt"`, "aws ec2.describe-instances": `"InstanceId":"i-0123456789abcdef0"`,
 	"aws ec2.describe-vpcs": `"VpcId":"vpc-0a1b2c3d"`, "aws ec2.describe-subnets": `"SubnetId":"subnet-0a1b2c3d"`,
 	"aws ec2.describe-security-groups": `["sg-0123abcd"]`, "aws logs.describe-log-groups": `"logGroupName":"/aws/lambda/checkout"`,
