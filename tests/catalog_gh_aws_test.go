@@ -269,7 +269,6 @@ func TestCatalogGhAwsRealCLIs(t *testing.T) {
 		n.enter(cmd)
 	}, "--egress-admit", "127.0.0.0/8")
 
-	t.Run("hostile inputs", func(t *testing.T) { checkHostile(t, d, fake) })
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("every request the fakes received:\n%s", joinSeen(fake.since(0)))
@@ -297,6 +296,11 @@ func TestCatalogGhAwsRealCLIs(t *testing.T) {
 			}
 		})
 	}
+	// s3 cp downloaded the fake's object into the workspace (and its upload read up.txt there).
+	if b, err := os.ReadFile(filepath.Join(d.ws, "dl", "a.txt")); err != nil || string(b) != "hello\n" {
+		t.Errorf("s3 cp: the workspace's dl/a.txt is %q, %v", b, err)
+	}
+	t.Run("hostile inputs", func(t *testing.T) { checkHostile(t, d, fake) })
 }
 
 // hostileInputs are calls an agent could make to reach past a tool: a URL or GraphQL through the
