@@ -46,7 +46,7 @@ func TestRootHelp(t *testing.T) {
 		t.Errorf("description = %q", m["description"])
 	}
 	cmds := m["commands"].([]any)
-	if len(cmds) != 8 || !reflect.DeepEqual(cmds[0], map[string]any{"name": "pr list", "description": "List pull requests"}) {
+	if len(cmds) != 33 || !reflect.DeepEqual(cmds[0], map[string]any{"name": "pr list", "description": "List pull requests"}) {
 		t.Errorf("commands = %v", cmds)
 	}
 	ex := m["examples"].([]any)
@@ -70,7 +70,7 @@ func TestGroupHelp(t *testing.T) {
 	if got := keys(m); !reflect.DeepEqual(got, []string{"command", "commands", "description", "usage"}) {
 		t.Fatalf("group help fields = %q", got)
 	}
-	if m["command"] != "issue" || m["description"] != "Commands under 'issue': list, view, create" || len(m["commands"].([]any)) != 3 {
+	if m["command"] != "issue" || m["description"] != "Commands under 'issue': list, view, create, comment, close" || len(m["commands"].([]any)) != 5 {
 		t.Errorf("group help = %v", m)
 	}
 }
@@ -179,11 +179,11 @@ func TestSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	list := all.(SchemaList).Commands
-	if len(list) != 8 || list[0].Command != "pr list" || list[7].Command != "auth status" {
+	if len(list) != 33 || list[0].Command != "pr list" || list[32].Command != "auth status" {
 		t.Errorf("schema list = %d commands", len(list))
 	}
 	group, _ := Schema(gh, []string{"issue"})
-	if cmds := group.(SchemaList).Commands; len(cmds) != 3 || cmds[0].Command != "issue list" {
+	if cmds := group.(SchemaList).Commands; len(cmds) != 5 || cmds[0].Command != "issue list" {
 		t.Errorf("group schema = %v", cmds)
 	}
 	if _, err := Schema(gh, []string{"nope"}); err == nil || err.Code != CommandNotFound {
@@ -199,7 +199,7 @@ func TestVersion(t *testing.T) {
 	want := map[string]any{
 		"acli_version":   "0.1.0",
 		"implementation": map[string]any{"name": "clihost", "version": "gh@1.0.0"},
-		"capabilities":   map[string]any{"commands": []any{"pr", "issue", "repo", "auth"}, "extensions": []any{}},
+		"capabilities":   map[string]any{"commands": []any{"pr", "issue", "run", "workflow", "release", "repo", "search", "label", "gist", "api", "auth"}, "extensions": []any{}},
 	}
 	if !reflect.DeepEqual(m, want) {
 		t.Fatalf("version = %v", m)
@@ -212,7 +212,7 @@ func TestVersion(t *testing.T) {
 func TestToolDefinition(t *testing.T) {
 	gh := shipped(t, "gh")
 	d := ToolDescription(gh)
-	if !strings.HasPrefix(d, "GitHub's official command-line client.") || !strings.HasSuffix(d, " Commands: pr, issue, repo, auth. Run 'help' for details.") {
+	if !strings.HasPrefix(d, "GitHub's official command-line client.") || !strings.HasSuffix(d, " Commands: pr, issue, run, workflow, release, repo, search, label, gist, api, auth. Run 'help' for details.") {
 		t.Errorf("description = %q", d)
 	}
 	if d := ToolDescription(nil); d != "Execute CLI command. Run 'help' for details." {
