@@ -30,6 +30,7 @@ func TestOpen(t *testing.T) {
 	}
 	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
 	t.Setenv("WAYLAND_DISPLAY", "")
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
 
 	t.Setenv("DISPLAY", "")
 	ios, out, errOut := testStreams("")
