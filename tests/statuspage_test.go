@@ -229,8 +229,14 @@ func TestStatusPageUnprivilegedDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := (&http.Client{Jar: jar}).Get(link)
+	client := &http.Client{Jar: jar}
+	resp, err := client.Get(link) // the login page, which refreshes to the status page
 	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	origin, _, _ := strings.Cut(link, "/login?")
+	if resp, err = client.Get(origin + "/"); err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
