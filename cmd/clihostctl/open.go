@@ -68,7 +68,8 @@ func runOpen(ctx context.Context, o *openOptions) error {
 	until := login.Expires.Local().Format(time.TimeOnly)
 	if !o.print && hasDesktop() {
 		if err := browsePrivately(o.browse, login.URL); err == nil {
-			fmt.Fprintf(o.io.ErrOut, "opened clihostd's status page in your browser (the link works once, until %s)\n", until)
+			fmt.Fprintf(o.io.ErrOut, "opened clihostd's status page in your browser (the link works once, until %s)\n"+
+				"(a browser that cannot read the private page it was given, such as a snap, says the file is missing: then run clihostctl open --print and paste the link)\n", until)
 			return nil
 		}
 	}
