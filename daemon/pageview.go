@@ -79,7 +79,7 @@ type egressView struct {
 
 type limitView struct{ Limit, Value, Mechanism string }
 
-// refusedView is the refusal page's.
+// refusedView is the refusal page's, and (its nonce only) the login's.
 type refusedView struct{ Nonce, Title, Message string }
 
 // pageView assembles the page: the daemon, its sandbox probe, each bundle as status shows it,

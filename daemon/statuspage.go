@@ -134,9 +134,16 @@ func (d *Engine) servePageLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie(r), Value: session, Path: "/", Expires: expires,
 		MaxAge: int(pageSessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode})
-	noStore(w)
-	w.Header().Set("Referrer-Policy", "no-referrer")
-	http.Redirect(w, r, pagePath, http.StatusSeeOther)
+	// Not a redirect: a browser that came from clihostctl open's file:// page is on a cross-site
+	// navigation, on which it would not send the SameSite=Strict cookie; this origin's page
+	// refreshing to the status page starts a same-site one.
+	nonce := newNonce()
+	var body bytes.Buffer
+	if err := pageTemplates.ExecuteTemplate(&body, "loggedin", refusedView{Nonce: nonce}); err != nil {
+		http.Redirect(w, r, pagePath, http.StatusSeeOther)
+		return
+	}
+	writePage(w, http.StatusOK, nonce, body.Bytes())
 }
 
 // writeRefusal answers with the refusal page, which says how to get in.

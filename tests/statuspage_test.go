@@ -229,8 +229,14 @@ func TestStatusPageUnprivilegedDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := (&http.Client{Jar: jar}).Get(link)
+	client := &http.Client{Jar: jar}
+	resp, err := client.Get(link) // the login page, which refreshes to the status page
 	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	origin, _, _ := strings.Cut(link, "/login?")
+	if resp, err = client.Get(origin + "/"); err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
@@ -239,5 +245,37 @@ func TestStatusPageUnprivilegedDaemon(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(page, "id@1") ||
 		!(strings.Contains(page, "in a user namespace") || strings.Contains(page, "UNAVAILABLE")) {
 		t.Errorf("the page on an unprivileged daemon: %d\n%s", resp.StatusCode, body)
+	}
+}
+
+// TestStatusPageOpenedOnDesktop runs `clihostctl open` as on a desktop (xdg-open is a script that
+// records what it is given) and opens what xdg-open got in a real headless chromium: it is not the
+// login link (every local user reads xdg-open's and the browser's argv in /proc and could redeem
+// the one-time code first) but a private file:// page, and the browser still lands on the status
+// page, logged in: the navigation began at a file:// page (cross-site), so the login must not
+// rely on a redirect carrying the SameSite=Strict cookie.
+func TestStatusPageOpenedOnDesktop(t *testing.T) {
+	ctx := browser(t)
+	d := startDaemon(t, t.TempDir(), "--bundles", hostileBundle(t), "--no-catalog")
+	shim, got := t.TempDir(), filepath.Join(t.TempDir(), "xdg-open.arg")
+	script := "#!/bin/sh\nprintf %s \"$1\" > " + got + "\n"
+	if err := os.WriteFile(filepath.Join(shim, "xdg-open"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", shim+":"+os.Getenv("PATH"))
+	t.Setenv("DISPLAY", ":99")
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	if r := d.ctl(t, "open"); r.code != 0 || !strings.Contains(r.stderr, "opened") {
+		t.Fatalf("open: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	arg, err := os.ReadFile(got)
+	if err != nil || strings.Contains(string(arg), "code=") || !strings.HasPrefix(string(arg), "file:///") {
+		t.Fatalf("xdg-open got %q (%v): the one-time code is in a command line", arg, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(string(arg)), chromedp.Sleep(2*time.Second), chromedp.WaitVisible(chromedp.CSS("h1"))); err != nil {
+		t.Fatal(err)
+	}
+	if body, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body"))); !strings.Contains(body, "Recent calls") {
+		t.Errorf("the browser did not land on the status page:\n%s", body)
 	}
 }

@@ -173,6 +173,22 @@ func TestTestCommand(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "not a regular file") {
 		t.Fatalf("symlink fixture: exit %d\n%s", code, out)
 	}
+	// Nor does a hard link (os.Root does not stop one): a file of the host linked into testdata,
+	// such as /etc/shadow where fs.protected_hardlinks is 0, would be copied for the CLI to read.
+	if err := os.Remove(filepath.Join(dir, "testdata", "shadow")); err != nil {
+		t.Fatal(err)
+	}
+	host := filepath.Join(filepath.Dir(dir), "host-secret")
+	if err := os.WriteFile(host, []byte("SECRET"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(host, filepath.Join(dir, "testdata", "linked")); err != nil {
+		t.Skipf("no hard link beside the bundle: %v", err)
+	}
+	code, out, _ = runCtl(t, "test", dir, "--audit", "-")
+	if code != 1 || !strings.Contains(out, "hard link") {
+		t.Fatalf("hard-linked fixture: exit %d\n%s", code, out)
+	}
 }
 
 // TestCatalogExamples runs clihostctl test over every catalog bundle whose tools ship a fixture

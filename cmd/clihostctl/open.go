@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -64,14 +67,67 @@ func runOpen(ctx context.Context, o *openOptions) error {
 	}
 	until := login.Expires.Local().Format(time.TimeOnly)
 	if !o.print && hasDesktop() {
-		if err := o.browse(login.URL); err == nil {
-			fmt.Fprintf(o.io.ErrOut, "opened clihostd's status page in your browser (the link works once, until %s)\n", until)
+		if err := browsePrivately(o.browse, login.URL); err == nil {
+			fmt.Fprintf(o.io.ErrOut, "opened clihostd's status page in your browser (the link works once, until %s)\n"+
+				"(a browser that cannot read the private page it was given, such as a snap, says the file is missing: then run clihostctl open --print and paste the link)\n", until)
 			return nil
 		}
 	}
 	fmt.Fprintln(o.io.Out, login.URL)
 	fmt.Fprintf(o.io.ErrOut, "open this link in a browser on this machine: it works once, until %s\n", until)
 	return nil
+}
+
+// openPagePrefix names the folders of the pages browsePrivately hands the browser.
+const openPagePrefix = "clihost-open-"
+
+// openPageTTL is how long such a page is kept: the daemon's login link expires within 2 minutes.
+const openPageTTL = 5 * time.Minute
+
+// browsePrivately opens link through a page that only this user can read (0600, in a 0700 folder
+// of $XDG_RUNTIME_DIR or the temporary folder) and that sends the browser on to link: a
+// command line is public (every local user reads /proc/PID/cmdline of xdg-open and the browser),
+// and a link there would give its one-time code to whoever redeems it first. Pages of earlier
+// opens, past their link's life, are removed.
+func browsePrivately(browse func(string) error, link string) error {
+	base := os.Getenv("XDG_RUNTIME_DIR")
+	if st, err := os.Stat(base); base == "" || err != nil || !st.IsDir() {
+		base = os.TempDir()
+	}
+	sweepOpenPages(base)
+	dir, err := os.MkdirTemp(base, openPagePrefix)
+	if err != nil {
+		return fmt.Errorf("a private folder for the login page: %w", err)
+	}
+	page := filepath.Join(dir, "login.html")
+	esc := html.EscapeString(link)
+	body := `<!doctype html><meta charset="utf-8"><meta name="referrer" content="no-referrer">` +
+		`<meta http-equiv="refresh" content="0;url=` + esc + `"><title>clihostd status</title>` +
+		`<p><a href="` + esc + `">Open clihostd's status page</a></p>` + "\n"
+	if err := os.WriteFile(page, []byte(body), 0o600); err != nil {
+		_ = os.RemoveAll(dir)
+		return fmt.Errorf("the login page: %w", err)
+	}
+	if err := browse((&url.URL{Scheme: "file", Path: page}).String()); err != nil {
+		_ = os.RemoveAll(dir)
+		return err
+	}
+	return nil
+}
+
+// sweepOpenPages removes this user's login pages in base older than openPageTTL (their links
+// have expired).
+func sweepOpenPages(base string) {
+	dirs, _ := filepath.Glob(filepath.Join(base, openPagePrefix+"*"))
+	for _, d := range dirs {
+		st, err := os.Lstat(d)
+		if err != nil || !st.IsDir() || time.Since(st.ModTime()) < openPageTTL {
+			continue
+		}
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) == os.Geteuid() {
+			_ = os.RemoveAll(d)
+		}
+	}
 }
 
 // loopbackWebURL reports whether u is an http URL whose host is a loopback address: the only kind

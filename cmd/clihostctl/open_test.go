@@ -30,6 +30,7 @@ func TestOpen(t *testing.T) {
 	}
 	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
 	t.Setenv("WAYLAND_DISPLAY", "")
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
 
 	t.Setenv("DISPLAY", "")
 	ios, out, errOut := testStreams("")
@@ -42,9 +43,7 @@ func TestOpen(t *testing.T) {
 	if code := ctl(ios, nil, "--socket", sock, "open"); code != 0 || out.String() != "" || !strings.Contains(errOut.String(), "opened") {
 		t.Errorf("a desktop: exit %d stdout %q stderr %q", code, out, errOut)
 	}
-	if got, _ := os.ReadFile(opened); string(got) != link+"\n" {
-		t.Errorf("xdg-open got %q", got)
-	}
+	openedPage(t, opened, link)
 	ios, out, _ = testStreams("")
 	if code := ctl(ios, nil, "--socket", sock, "open", "--print"); code != 0 || out.String() != link+"\n" {
 		t.Errorf("--print: exit %d stdout %q", code, out)
@@ -72,5 +71,31 @@ func TestOpen(t *testing.T) {
 	}
 	if _, err := os.Stat(opened); err == nil {
 		t.Error("xdg-open was given a link that is not on loopback")
+	}
+}
+
+// openedPage checks what open handed xdg-open: not the login link itself (any local user reads
+// xdg-open's and the browser's argv in /proc and could redeem the one-time code first) but a
+// file:// URL of a page only this user can read, which sends the browser on to the link.
+func openedPage(t *testing.T, opened, link string) {
+	t.Helper()
+	got, _ := os.ReadFile(opened)
+	arg := strings.TrimSpace(string(got))
+	if strings.Contains(arg, "code=") || !strings.HasPrefix(arg, "file:///") {
+		t.Fatalf("xdg-open got %q: the login link (its code) is in its argv, readable by every local user", arg)
+	}
+	page := strings.TrimPrefix(arg, "file://")
+	for _, p := range []string{page, filepath.Dir(page)} {
+		st, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s has mode %v: other users could read the login code", p, st.Mode())
+		}
+	}
+	body, err := os.ReadFile(page)
+	if err != nil || !strings.Contains(string(body), `content="0;url=`+link+`"`) {
+		t.Errorf("the page handed to the browser does not send it on to %s: %q, %v", link, body, err)
 	}
 }

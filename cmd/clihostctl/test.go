@@ -303,8 +303,14 @@ func copyFixtureFile(dst string, files fs.FS, p string, limit int64) (int64, err
 		return 0, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+	st, err := f.Stat()
+	if err != nil || !st.Mode().IsRegular() {
 		return 0, fmt.Errorf("%s is not a regular file", p)
+	}
+	// os.Root keeps symbolic links in the bundle but not hard links: a file with another name
+	// may be any file of the host on the same file system.
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Nlink > 1 {
+		return 0, fmt.Errorf("%s is a hard link (%d names): a fixture file must have only its own name (copy it)", p, sys.Nlink)
 	}
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
