@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -156,5 +157,26 @@ func TestReadFileTrust(t *testing.T) {
 	}
 	if _, err := ReadFile(dir, true); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("a folder: %v", err)
+	}
+}
+
+// TestReadFileSpecial: a FIFO, a device or a folder named as the configuration file is refused
+// at once; opening a FIFO for reading must not wait for a writer (a hung daemon or clihostctl).
+func TestReadFileSpecial(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "clihostd.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{fifo, "/dev/zero", t.TempDir()} {
+		done := make(chan error, 1)
+		go func() { _, err := ReadFile(path, true); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+				t.Errorf("ReadFile(%s) = %v, want not a regular file", path, err)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatalf("ReadFile(%s) still blocked after 3s", path)
+		}
 	}
 }
