@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
@@ -293,7 +294,9 @@ func quoteIfNeeded(v string) yaml.Style {
 // A missing file is (nil, nil) unless required; so is one behind a folder this user may not enter
 // (clihostctl run as another user with HOME still root's), but not a file this user may not read.
 func ReadFile(path string, required bool) ([]byte, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: opening a FIFO for reading must not wait for a writer before checkTrusted
+	// refuses it (it changes nothing for a regular file's reads).
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if !required && absent(path, err) {
 		return nil, nil
 	}
