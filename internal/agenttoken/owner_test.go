@@ -1,0 +1,43 @@
+package agenttoken
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/clihost/clihost/internal/fixture"
+)
+
+// TestForeignTokenFile: a token file (the default one or a named agent's) owned by another user
+// is refused, mode 0600 or not: that user wrote it, so knows the token, and could run every tool
+// as the server's user (root running clihostd or serve-mcp with --state in a folder another user
+// prepared, or the state key of a configuration file naming one).
+func TestForeignTokenFile(t *testing.T) {
+	fixture.NeedRoot(t)
+	eve := fixture.User(t, "clihost-t-outside")
+	for _, file := range []string{"token", filepath.Join("tokens", "planted")} {
+		dir := t.TempDir()
+		if _, err := Open(dir); err != nil { // the default token, ours
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, file)
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(strings.Repeat("e", 64)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(path, eve.UID, eve.GID); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(dir)
+		if err == nil {
+			_, ok := s.Match("Bearer " + strings.Repeat("e", 64))
+			t.Fatalf("%s owned by uid %d was read (the planted token matches: %v)", file, eve.UID, ok)
+		}
+		if !strings.Contains(err.Error(), "owned by") {
+			t.Errorf("%s: %v, want owned by", file, err)
+		}
+	}
+}
