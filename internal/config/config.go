@@ -37,6 +37,8 @@ type Key struct {
 	Set func(string) error
 	// Value is the flag's effective value as text (a List's elements joined with newlines).
 	Value func() []string
+	// FromFile says Apply set the flag from the file.
+	FromFile bool
 }
 
 // Section is the keys of one command and the sections of its subcommands.
@@ -101,6 +103,19 @@ func FromPFlags(fs *pflag.FlagSet, active bool, skip ...string) *Section {
 		s.Keys = append(s.Keys, k)
 	})
 	return s
+}
+
+// FromFile are the names of s's keys that Apply set from the file (not those of its sections),
+// sorted: what a daemon logs, so that a setting is traced to the file.
+func (s *Section) FromFile() []string {
+	var out []string
+	for _, k := range s.Keys {
+		if k.FromFile {
+			out = append(out, k.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // key finds a key of s by name.
@@ -181,13 +196,13 @@ func walk(file string, n *yaml.Node, s *Section, sets *[]func() error) error {
 		if k.Changed || k.Set == nil || !k.List && values[0] == k.Default {
 			continue // the command line's, not the running command's, or the default (--print-config's "")
 		}
-		set := k.Set
 		*sets = append(*sets, func() error {
 			for _, v := range values {
-				if err := set(v); err != nil {
+				if err := k.Set(v); err != nil {
 					return fmt.Errorf("%s: %s %q: %w", at, name, v, err)
 				}
 			}
+			k.FromFile = true
 			return nil
 		})
 	}
