@@ -4,16 +4,21 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
 // why is what a refusal of an untrusted file says.
 const why = "whoever may change it configures the daemon"
 
+// maxLinks bounds the symlinks followed on the file's way (the kernel's own limit).
+const maxLinks = 40
+
 // checkTrusted refuses the open file f (named path) unless it is a regular file that only root or
-// this process's user can change, through the file itself or any folder on its way (as named and
-// resolved): owned by root or us, and not writable by group or others (a sticky folder excepted,
-// as /tmp: there only an entry's owner may rename it).
+// this process's user can change, through the file itself or any folder on its way: each folder
+// entered while resolving path from the root, link by link, the folders holding each symlink of
+// the chain included. Each must be owned by root or us and not writable by group or others (a
+// sticky folder excepted, as /tmp: there only an entry's owner may rename it).
 func checkTrusted(f *os.File, path string) error {
 	st, err := f.Stat()
 	if err != nil {
@@ -29,25 +34,55 @@ func checkTrusted(f *os.File, path string) error {
 	if err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
-	real, err := filepath.EvalSymlinks(abs)
+	root, err := os.Lstat("/")
 	if err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
-	for _, p := range []string{abs, real} {
-		for dir := filepath.Dir(p); ; dir = filepath.Dir(dir) {
-			st, err := os.Lstat(dir)
+	if err := checkEntry(path, "/", root, true); err != nil {
+		return err
+	}
+	links := 0
+	_, err = walkChain(path, abs, &links)
+	return err
+}
+
+// walkChain resolves the absolute path p from the root one entry at a time, as the kernel does:
+// it checks each folder it enters and each symlink's owner, and walks each symlink's target the
+// same way. It returns the resolved path. file names the configuration file, for messages.
+func walkChain(file, p string, links *int) (string, error) {
+	cur := "/"
+	for _, name := range strings.Split(filepath.Clean(p), "/") {
+		if name == "" {
+			continue
+		}
+		next := filepath.Join(cur, name) // cur is resolved: ".." is its parent, as for the kernel
+		st, err := os.Lstat(next)
+		if err != nil {
+			return "", fmt.Errorf("config file %s: %w", file, err)
+		}
+		if err := checkEntry(file, next, st, st.IsDir()); err != nil {
+			return "", err
+		}
+		switch {
+		case st.Mode()&os.ModeSymlink != 0:
+			if *links++; *links > maxLinks {
+				return "", fmt.Errorf("config file %s: more than %d symbolic links on its way", file, maxLinks)
+			}
+			target, err := os.Readlink(next)
 			if err != nil {
-				return fmt.Errorf("config file %s: %w", path, err)
+				return "", fmt.Errorf("config file %s: %w", file, err)
 			}
-			if err := checkEntry(path, dir, st, true); err != nil {
-				return err
+			if !filepath.IsAbs(target) {
+				target = filepath.Join(cur, target)
 			}
-			if filepath.Dir(dir) == dir {
-				break
+			if cur, err = walkChain(file, target, links); err != nil {
+				return "", err
 			}
+		default:
+			cur = next
 		}
 	}
-	return nil
+	return cur, nil
 }
 
 // checkEntry checks one entry on the file's way: name is the file itself or (dir) a folder above.
