@@ -41,3 +41,30 @@ func TestForeignTokenFile(t *testing.T) {
 		}
 	}
 }
+
+// TestRevokedListNotFollowed: a symlink planted as tokens/.revoked is not written through when a
+// token is revoked (root's daemon appending a line to the file it names, /etc/passwd say).
+func TestRevokedListNotFollowed(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create("bot"); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(t.TempDir(), "passwd")
+	if err := os.WriteFile(victim, []byte("root:x:0:0::/root:/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, filepath.Join(dir, "tokens", ".revoked")); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Revoke("bot")
+	if data, _ := os.ReadFile(victim); string(data) != "root:x:0:0::/root:/bin/sh\n" {
+		t.Fatalf("revoking wrote through the planted link (err %v): %q", err, data)
+	}
+	if err == nil {
+		t.Error("revoking through a planted link succeeded")
+	}
+}
