@@ -50,7 +50,8 @@ func TestRevokedListNotFollowed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Create("bot"); err != nil {
+	tok, err := s.Create("bot")
+	if err != nil {
 		t.Fatal(err)
 	}
 	victim := filepath.Join(t.TempDir(), "passwd")
@@ -66,5 +67,8 @@ func TestRevokedListNotFollowed(t *testing.T) {
 	}
 	if err == nil {
 		t.Error("revoking through a planted link succeeded")
+	}
+	if _, ok := s.Match("Bearer " + tok); ok {
+		t.Error("the token still matches after a revoke whose list could not be written")
 	}
 }
