@@ -146,14 +146,14 @@ func (s *Store) Revoke(name string) error {
 	if _, ok := s.tokens[name]; !ok {
 		return fmt.Errorf("no token named %q", name)
 	}
-	if err := s.remember(name, s.tokens[name]); err != nil {
-		return err
-	}
+	// The token goes first: a revoked list that cannot be written (it only sharpens refusals'
+	// reasons) must not keep it valid.
+	tok := s.tokens[name]
+	delete(s.tokens, name)
 	if err := os.Remove(filepath.Join(s.dir(), name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("revoke %s: %w", name, err)
 	}
-	delete(s.tokens, name)
-	return nil
+	return s.remember(name, tok)
 }
 
 // load reads a token file; create makes it when it does not exist. A file owned by another user
