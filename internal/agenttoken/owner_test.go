@@ -72,3 +72,38 @@ func TestRevokedListNotFollowed(t *testing.T) {
 		t.Error("the token still matches after a revoke whose list could not be written")
 	}
 }
+
+// TestTokenTmpNotFollowed: a new token is not written through a file or link planted where it is
+// first written (token.tmp, tokens/NAME.tmp), which its planter could read.
+func TestTokenTmpNotFollowed(t *testing.T) {
+	dir := t.TempDir()
+	spy := filepath.Join(t.TempDir(), "spy")
+	if err := os.WriteFile(spy, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(spy, filepath.Join(dir, "token.tmp")); err != nil {
+		t.Fatal(err)
+	}
+	s, openErr := Open(dir)
+	if data, _ := os.ReadFile(spy); len(data) != 0 {
+		t.Fatalf("the default token was written through token.tmp: %q", data)
+	}
+	if openErr != nil {
+		t.Fatal(openErr) // a stale or planted token.tmp is replaced, not an error
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "tokens"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(spy, filepath.Join(dir, "tokens", "bot.tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Create("bot"); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(spy); len(data) != 0 {
+		t.Fatalf("an agent token was written through tokens/bot.tmp: %q", data)
+	}
+	if st, err := os.Lstat(filepath.Join(dir, "tokens", "bot")); err != nil || !st.Mode().IsRegular() || st.Mode().Perm() != 0o600 {
+		t.Fatalf("tokens/bot: %v %v", st, err)
+	}
+}
