@@ -200,6 +200,23 @@ func checkFile(path string, st os.FileInfo) error {
 	return nil
 }
 
+// writeNew writes data to a new file at path, mode 0600, replacing what is there (a crash's
+// leftover, or a file or link someone planted: never written through, so never read by them).
+func writeNew(path string, data []byte) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // write makes a token (32 random bytes, hex) in path, mode 0600, atomically.
 func write(path string) (string, error) {
 	b := make([]byte, 32)
@@ -208,7 +225,7 @@ func write(path string) (string, error) {
 	}
 	tok := hex.EncodeToString(b)
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
+	if err := writeNew(tmp, []byte(tok+"\n")); err != nil {
 		return "", fmt.Errorf("token file: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
