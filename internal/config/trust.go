@@ -34,22 +34,38 @@ func checkTrusted(f *os.File, path string) error {
 	if err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
-	root, err := os.Lstat("/")
-	if err != nil {
+	refused := false
+	err = WalkWay(abs, func(name string, st os.FileInfo) error {
+		err := checkEntry(path, name, st, st.IsDir())
+		refused = err != nil
+		return err
+	})
+	if err != nil && !refused {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
-	if err := checkEntry(path, "/", root, true); err != nil {
-		return err
-	}
-	links := 0
-	_, err = walkChain(path, abs, &links)
 	return err
 }
 
-// walkChain resolves the absolute path p from the root one entry at a time, as the kernel does:
-// it checks each folder it enters and each symlink's owner, and walks each symlink's target the
-// same way. It returns the resolved path. file names the configuration file, for messages.
-func walkChain(file, p string, links *int) (string, error) {
+// WalkWay resolves the absolute path p from the root one entry at a time, as the kernel does, and
+// calls check on each entry it meets: the root, each folder it enters, each symlink (whose target
+// is then walked the same way, wherever it points) and the last entry. So every folder whose
+// writer could change what p names is checked, the folders holding the links of its chain
+// included, not only those on the named and the resolved paths. At most 40 links are followed.
+func WalkWay(p string, check func(name string, st os.FileInfo) error) error {
+	st, err := os.Lstat("/")
+	if err != nil {
+		return err
+	}
+	if err := check("/", st); err != nil {
+		return err
+	}
+	links := 0
+	_, err = walkChain(p, check, &links)
+	return err
+}
+
+// walkChain walks the absolute path p for WalkWay and returns it resolved.
+func walkChain(p string, check func(string, os.FileInfo) error, links *int) (string, error) {
 	cur := "/"
 	for _, name := range strings.Split(filepath.Clean(p), "/") {
 		if name == "" {
@@ -58,28 +74,27 @@ func walkChain(file, p string, links *int) (string, error) {
 		next := filepath.Join(cur, name) // cur is resolved: ".." is its parent, as for the kernel
 		st, err := os.Lstat(next)
 		if err != nil {
-			return "", fmt.Errorf("config file %s: %w", file, err)
-		}
-		if err := checkEntry(file, next, st, st.IsDir()); err != nil {
 			return "", err
 		}
-		switch {
-		case st.Mode()&os.ModeSymlink != 0:
-			if *links++; *links > maxLinks {
-				return "", fmt.Errorf("config file %s: more than %d symbolic links on its way", file, maxLinks)
-			}
-			target, err := os.Readlink(next)
-			if err != nil {
-				return "", fmt.Errorf("config file %s: %w", file, err)
-			}
-			if !filepath.IsAbs(target) {
-				target = filepath.Join(cur, target)
-			}
-			if cur, err = walkChain(file, target, links); err != nil {
-				return "", err
-			}
-		default:
+		if err := check(next, st); err != nil {
+			return "", err
+		}
+		if st.Mode()&os.ModeSymlink == 0 {
 			cur = next
+			continue
+		}
+		if *links++; *links > maxLinks {
+			return "", fmt.Errorf("more than %d symbolic links on the way to %s", maxLinks, p)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(cur, target)
+		}
+		if cur, err = walkChain(target, check, links); err != nil {
+			return "", err
 		}
 	}
 	return cur, nil
