@@ -21,6 +21,8 @@ import (
 	"syscall"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/clihost/clihost/internal/config"
 )
 
 // Decision is what a policy says about a call.
@@ -91,7 +93,8 @@ func LoadPolicy(file string) (*Policy, error) {
 	if file == "" {
 		return &Policy{}, nil
 	}
-	f, err := os.Open(file)
+	// O_NONBLOCK: a FIFO is refused by checkOwner, not waited on (it changes nothing for a file).
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return &Policy{Source: file, Missing: true}, nil
 	}
@@ -144,35 +147,25 @@ func checkOwner(f *os.File, file string) error {
 }
 
 // checkFolders refuses a policy file that someone other than root or this process's user could
-// replace through a folder on its way: every entry on its path as named (symlinks included) and
-// every folder on its resolved path must be theirs, and no folder group/world-writable unless
-// sticky (then only an entry's owner — checked above — may rename or remove it).
+// replace through a folder on its way: every entry met resolving its path from the root, link by
+// link (config.WalkWay: the folders holding the links of its chain included), must be theirs, and
+// no folder group/world-writable unless sticky (then only an entry's owner — checked above — may
+// rename or remove it).
 func checkFolders(file string) error {
 	abs, err := filepath.Abs(file)
 	if err != nil {
 		return fmt.Errorf("approval policy %s: %w", file, err)
 	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
+	refused := false
+	err = config.WalkWay(abs, func(name string, st os.FileInfo) error {
+		err := checkEntry(file, name, st, st.IsDir())
+		refused = err != nil
+		return err
+	})
+	if err != nil && !refused {
 		return fmt.Errorf("approval policy %s: %w", file, err)
 	}
-	for _, p := range []string{abs, real} {
-		for dir := p; ; {
-			st, err := os.Lstat(dir)
-			if err != nil {
-				return fmt.Errorf("approval policy %s: %w", file, err)
-			}
-			if err := checkEntry(file, dir, st, dir != p); err != nil {
-				return err
-			}
-			parent := filepath.Dir(dir)
-			if parent == dir {
-				break
-			}
-			dir = parent
-		}
-	}
-	return nil
+	return err
 }
 
 // checkEntry checks one entry on the policy file's way (dir: a folder above it).

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clihost/clihost/internal/agenttoken"
 	"github.com/clihost/clihost/internal/fixture"
 )
 
@@ -181,5 +182,42 @@ func TestServeMCPListenRefusals(t *testing.T) {
 	raw, _ := os.ReadFile(filepath.Join(state, "token"))
 	if code, body := post(t, url, map[string]string{"Authorization": "Bearer " + strings.TrimSpace(string(raw))}); code != http.StatusOK {
 		t.Errorf("--allow-remote with the token: %d %q", code, body)
+	}
+}
+
+// TestServeMCPTokenChanges: serve-mcp shares its state directory's tokens with clihostd (the
+// same files): a token clihostd revokes after serve-mcp started is refused by serve-mcp too, at
+// once and with the reason, and one it makes is accepted.
+func TestServeMCPTokenChanges(t *testing.T) {
+	state := t.TempDir()
+	s, err := agenttoken.Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bot, err := s.Create("bot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _ := startServeMCPLines(t, "--listen", "127.0.0.1:0", "--state", state)
+	url := base + "/mcp/jq"
+	if code, body := post(t, url, map[string]string{"Authorization": "Bearer " + bot}); code != http.StatusOK {
+		t.Fatalf("bot's token before the revoke: %d %q", code, body)
+	}
+	other, err := agenttoken.Open(state) // clihostd's store of the same state directory
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Revoke("bot"); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := other.Create("fresh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := post(t, url, map[string]string{"Authorization": "Bearer " + bot}); code != http.StatusUnauthorized || !strings.Contains(body, "revoked") {
+		t.Errorf("bot's token after clihostd revoked it: %d %q", code, body)
+	}
+	if code, body := post(t, url, map[string]string{"Authorization": "Bearer " + fresh}); code != http.StatusOK {
+		t.Errorf("a token clihostd made after serve-mcp started: %d %q", code, body)
 	}
 }

@@ -105,7 +105,9 @@ func runServeMCP(o *serveMCPOptions) error {
 }
 
 // openTokens opens the bearer tokens of o.state (made at first use), or none with --no-auth.
-func (o *serveMCPOptions) openTokens() (*agenttoken.Store, string, error) {
+// They are read again whenever their files change (clihostd on the same state directory making
+// or revoking one).
+func (o *serveMCPOptions) openTokens() (*agenttoken.Live, string, error) {
 	if o.noAuth {
 		return nil, "", nil
 	}
@@ -119,7 +121,7 @@ func (o *serveMCPOptions) openTokens() (*agenttoken.Store, string, error) {
 	if err := os.MkdirAll(state, 0o700); err != nil {
 		return nil, "", fmt.Errorf("bearer tokens: %w", err)
 	}
-	tokens, err := agenttoken.Open(state)
+	tokens, err := agenttoken.OpenLive(state)
 	if err != nil {
 		return nil, "", err
 	}
@@ -137,12 +139,16 @@ func agentOf(r *http.Request) string {
 
 // requireToken answers 401 with its reason to a request without one of tokens' bearer tokens;
 // tokens nil (--no-auth) lets every request through.
-func requireToken(tokens *agenttoken.Store, next http.Handler) http.Handler {
+func requireToken(tokens *agenttoken.Live, next http.Handler) http.Handler {
 	if tokens == nil {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		agent, reason := tokens.Check(r.Header.Get("Authorization"))
+		agent, reason, err := tokens.Check(r.Header.Get("Authorization"))
+		if err != nil {
+			http.Error(w, "clihostctl serve-mcp: the bearer tokens cannot be read; no request is served until they can: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		if reason.Kind != agenttoken.OK {
 			agenttoken.Refuse(w, "clihostctl serve-mcp", reason, serveTokenHint)
 			return

@@ -137,3 +137,21 @@ func TestConfigKeysDocumented(t *testing.T) {
 		t.Errorf("%s's table of keys is not the flag set's; rerun with -update:\n%s", doc, want)
 	}
 }
+
+// TestConfigFileLogged: the daemon's log says which configuration file it read and which keys
+// it took from it, so that an operator who finds the sandbox off (or a listener, an agent user)
+// and no such flag in the unit knows where it came from.
+func TestConfigFileLogged(t *testing.T) {
+	p := writeConfig(t, "sandbox: \"off\"\nno-catalog: true\nhttp: 127.0.0.1:0\n")
+	var stderr bytes.Buffer
+	run([]string{"--config", p, "--check", "--log-format", "json", "--state", t.TempDir(), "--http", "127.0.0.1:1"}, &stderr)
+	var line string
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(l, p) {
+			line = l
+		}
+	}
+	if !strings.Contains(line, `"keys":"no-catalog,sandbox"`) {
+		t.Fatalf("no log line names %s and the keys it set (not http, given as a flag):\n%s", p, stderr.String())
+	}
+}

@@ -58,8 +58,10 @@ type options struct {
 	configFile  string
 	printConfig bool
 	logFormat   string
-	// keys are the configuration file's keys (the flags but commandLineOnly), with their values.
-	keys *config.Section
+	// keys are the configuration file's keys (the flags but commandLineOnly), with their values;
+	// configRead says configFile was read (it exists).
+	keys       *config.Section
+	configRead bool
 }
 
 // DefaultConfigFile is the configuration file clihostd reads when it exists (--config).
@@ -155,6 +157,7 @@ func (o *options) readConfig(fs *flag.FlagSet) error {
 	if err != nil || data == nil {
 		return err
 	}
+	o.configRead = true
 	return config.Apply(o.configFile, data, o.keys)
 }
 
@@ -190,6 +193,9 @@ func run(args []string, stderr io.Writer) int {
 		return 0
 	}
 	log := newLogger(o.logFormat, stderr)
+	if o.configRead {
+		log.Info("configuration file read", "file", o.configFile, "keys", strings.Join(o.keys.FromFile(), ","))
+	}
 	if o.check {
 		if daemon.Check(log, o.cfg) != nil {
 			return 1

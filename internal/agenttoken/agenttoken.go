@@ -8,12 +8,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -144,37 +146,75 @@ func (s *Store) Revoke(name string) error {
 	if _, ok := s.tokens[name]; !ok {
 		return fmt.Errorf("no token named %q", name)
 	}
-	if err := s.remember(name, s.tokens[name]); err != nil {
-		return err
-	}
+	// The token goes first: a revoked list that cannot be written (it only sharpens refusals'
+	// reasons) must not keep it valid.
+	tok := s.tokens[name]
+	delete(s.tokens, name)
 	if err := os.Remove(filepath.Join(s.dir(), name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("revoke %s: %w", name, err)
 	}
-	delete(s.tokens, name)
-	return nil
+	return s.remember(name, tok)
 }
 
-// load reads a token file; create makes it when it does not exist.
+// load reads a token file; create makes it when it does not exist. A file owned by another user
+// than root or this process's is refused: whoever wrote it knows the token.
 func load(path string, create bool) (string, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if errors.Is(err, os.ErrNotExist) && create {
 		return write(path)
 	}
 	if err != nil {
 		return "", fmt.Errorf("token file: %w", err)
 	}
-	st, err := os.Stat(path)
+	defer f.Close()
+	st, err := f.Stat()
 	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	if err := checkFile(path, st); err != nil {
 		return "", err
 	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("token file %s is readable by others (mode %v); chmod 600 it or delete it to make a new one", path, st.Mode().Perm())
+	data, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
 	}
 	tok := strings.TrimSpace(string(data))
 	if len(tok) < 32 {
 		return "", fmt.Errorf("token file %s is too short; delete it to make a new one", path)
 	}
 	return tok, nil
+}
+
+// checkFile refuses a token file (st, of the open file) that is not a regular file, that group or
+// others may read, or that another user than root or this process's owns.
+func checkFile(path string, st os.FileInfo) error {
+	if !st.Mode().IsRegular() {
+		return fmt.Errorf("token file %s is not a regular file; delete it to make a new one", path)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("token file %s is readable by others (mode %v); chmod 600 it or delete it to make a new one", path, st.Mode().Perm())
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid != 0 && int(sys.Uid) != os.Geteuid() {
+		return fmt.Errorf("token file %s is owned by uid %d, not by this user or root: whoever wrote it knows the token; delete it to make a new one", path, sys.Uid)
+	}
+	return nil
+}
+
+// writeNew writes data to a new file at path, mode 0600, replacing what is there (a crash's
+// leftover, or a file or link someone planted: never written through, so never read by them).
+func writeNew(path string, data []byte) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // write makes a token (32 random bytes, hex) in path, mode 0600, atomically.
@@ -185,7 +225,7 @@ func write(path string) (string, error) {
 	}
 	tok := hex.EncodeToString(b)
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
+	if err := writeNew(tmp, []byte(tok+"\n")); err != nil {
 		return "", fmt.Errorf("token file: %w", err)
 	}
 	if err := os.Rename(tmp, path); err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -123,22 +124,22 @@ func digest(tok string) string {
 // valid token name, so Open never takes it for a token.
 func (s *Store) revokedFile() string { return filepath.Join(s.dir(), ".revoked") }
 
-// remember adds tok, agent name's token being revoked, to the revoked list (in memory and on
-// disk, mode 0600). The caller holds s.mu.
+// remember adds tok, agent name's token being revoked, to the revoked list (in memory, and on
+// disk, mode 0600, when it can). The caller holds s.mu.
 func (s *Store) remember(name, tok string) error {
 	at := time.Now().UTC().Truncate(time.Second)
-	f, err := os.OpenFile(s.revokedFile(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("revoke %s: %w", name, err)
-	}
-	_, err = fmt.Fprintf(f, "%s %s %s\n", digest(tok), name, at.Format(time.RFC3339))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("revoke %s: %w", name, err)
-	}
 	s.revoked[digest(tok)] = revoked{name: name, at: at}
+	// O_NOFOLLOW: a symlink planted as the list is refused, not appended through.
+	f, err := os.OpenFile(s.revokedFile(), os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err == nil {
+		_, err = fmt.Fprintf(f, "%s %s %s\n", digest(tok), name, at.Format(time.RFC3339))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("revoke %s: the token is revoked, but not recorded in %s (its refusals will say it is unknown): %w", name, s.revokedFile(), err)
+	}
 	return nil
 }
 

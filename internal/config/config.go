@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
@@ -36,6 +37,8 @@ type Key struct {
 	Set func(string) error
 	// Value is the flag's effective value as text (a List's elements joined with newlines).
 	Value func() []string
+	// FromFile says Apply set the flag from the file.
+	FromFile bool
 }
 
 // Section is the keys of one command and the sections of its subcommands.
@@ -100,6 +103,19 @@ func FromPFlags(fs *pflag.FlagSet, active bool, skip ...string) *Section {
 		s.Keys = append(s.Keys, k)
 	})
 	return s
+}
+
+// FromFile are the names of s's keys that Apply set from the file (not those of its sections),
+// sorted: what a daemon logs, so that a setting is traced to the file.
+func (s *Section) FromFile() []string {
+	var out []string
+	for _, k := range s.Keys {
+		if k.FromFile {
+			out = append(out, k.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // key finds a key of s by name.
@@ -180,13 +196,13 @@ func walk(file string, n *yaml.Node, s *Section, sets *[]func() error) error {
 		if k.Changed || k.Set == nil || !k.List && values[0] == k.Default {
 			continue // the command line's, not the running command's, or the default (--print-config's "")
 		}
-		set := k.Set
 		*sets = append(*sets, func() error {
 			for _, v := range values {
-				if err := set(v); err != nil {
+				if err := k.Set(v); err != nil {
 					return fmt.Errorf("%s: %s %q: %w", at, name, v, err)
 				}
 			}
+			k.FromFile = true
 			return nil
 		})
 	}
@@ -293,7 +309,9 @@ func quoteIfNeeded(v string) yaml.Style {
 // A missing file is (nil, nil) unless required; so is one behind a folder this user may not enter
 // (clihostctl run as another user with HOME still root's), but not a file this user may not read.
 func ReadFile(path string, required bool) ([]byte, error) {
-	f, err := os.Open(path)
+	// O_NONBLOCK: opening a FIFO for reading must not wait for a writer before checkTrusted
+	// refuses it (it changes nothing for a regular file's reads).
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if !required && absent(path, err) {
 		return nil, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -156,5 +157,70 @@ func TestReadFileTrust(t *testing.T) {
 	}
 	if _, err := ReadFile(dir, true); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("a folder: %v", err)
+	}
+}
+
+// TestReadFileSpecial: a FIFO, a device or a folder named as the configuration file is refused
+// at once; opening a FIFO for reading must not wait for a writer (a hung daemon or clihostctl).
+func TestReadFileSpecial(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "clihostd.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{fifo, "/dev/zero", t.TempDir()} {
+		done := make(chan error, 1)
+		go func() { _, err := ReadFile(path, true); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+				t.Errorf("ReadFile(%s) = %v, want not a regular file", path, err)
+			}
+		case <-time.After(3 * time.Second):
+			t.Fatalf("ReadFile(%s) still blocked after 3s", path)
+		}
+	}
+}
+
+// TestReadFileLinkChain: a folder holding a symlink in the middle of the file's chain of links
+// (neither on the path as named nor as resolved) is checked too: whoever may write it could
+// point the link at another file (another root-owned configuration, with the sandbox off).
+func TestReadFileLinkChain(t *testing.T) {
+	named, open, real := t.TempDir(), t.TempDir(), t.TempDir()
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(real, "c.yaml")
+	if err := os.WriteFile(target, []byte("http: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hop := filepath.Join(open, "hop")
+	link := filepath.Join(named, "clihostd.yaml")
+	if err := os.Symlink(target, hop); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(hop, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFile(link, true); err == nil || !strings.Contains(err.Error(), "the folder "+open) {
+		t.Errorf("a link chain through a world-writable folder: %v", err)
+	}
+	// The same chain through a folder link (named/etc -> open/d -> real) and a relative link.
+	if err := os.Symlink(real, filepath.Join(open, "d")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..", filepath.Base(open), "d"), filepath.Join(named, "etc")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFile(filepath.Join(named, "etc", "c.yaml"), true); err == nil || !strings.Contains(err.Error(), "the folder "+open) {
+		t.Errorf("a folder link in a world-writable folder: %v", err)
+	}
+	// Once that folder is private, both chains are read.
+	if err := os.Chmod(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{link, filepath.Join(named, "etc", "c.yaml")} {
+		if data, err := ReadFile(p, true); err != nil || string(data) != "http: x\n" {
+			t.Errorf("%s: %q %v", p, data, err)
+		}
 	}
 }

@@ -4,16 +4,21 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
 // why is what a refusal of an untrusted file says.
 const why = "whoever may change it configures the daemon"
 
+// maxLinks bounds the symlinks followed on the file's way (the kernel's own limit).
+const maxLinks = 40
+
 // checkTrusted refuses the open file f (named path) unless it is a regular file that only root or
-// this process's user can change, through the file itself or any folder on its way (as named and
-// resolved): owned by root or us, and not writable by group or others (a sticky folder excepted,
-// as /tmp: there only an entry's owner may rename it).
+// this process's user can change, through the file itself or any folder on its way: each folder
+// entered while resolving path from the root, link by link, the folders holding each symlink of
+// the chain included. Each must be owned by root or us and not writable by group or others (a
+// sticky folder excepted, as /tmp: there only an entry's owner may rename it).
 func checkTrusted(f *os.File, path string) error {
 	st, err := f.Stat()
 	if err != nil {
@@ -29,25 +34,70 @@ func checkTrusted(f *os.File, path string) error {
 	if err != nil {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
+	refused := false
+	err = WalkWay(abs, func(name string, st os.FileInfo) error {
+		err := checkEntry(path, name, st, st.IsDir())
+		refused = err != nil
+		return err
+	})
+	if err != nil && !refused {
 		return fmt.Errorf("config file %s: %w", path, err)
 	}
-	for _, p := range []string{abs, real} {
-		for dir := filepath.Dir(p); ; dir = filepath.Dir(dir) {
-			st, err := os.Lstat(dir)
-			if err != nil {
-				return fmt.Errorf("config file %s: %w", path, err)
-			}
-			if err := checkEntry(path, dir, st, true); err != nil {
-				return err
-			}
-			if filepath.Dir(dir) == dir {
-				break
-			}
+	return err
+}
+
+// WalkWay resolves the absolute path p from the root one entry at a time, as the kernel does, and
+// calls check on each entry it meets: the root, each folder it enters, each symlink (whose target
+// is then walked the same way, wherever it points) and the last entry. So every folder whose
+// writer could change what p names is checked, the folders holding the links of its chain
+// included, not only those on the named and the resolved paths. At most 40 links are followed.
+func WalkWay(p string, check func(name string, st os.FileInfo) error) error {
+	st, err := os.Lstat("/")
+	if err != nil {
+		return err
+	}
+	if err := check("/", st); err != nil {
+		return err
+	}
+	links := 0
+	_, err = walkChain(p, check, &links)
+	return err
+}
+
+// walkChain walks the absolute path p for WalkWay and returns it resolved.
+func walkChain(p string, check func(string, os.FileInfo) error, links *int) (string, error) {
+	cur := "/"
+	for _, name := range strings.Split(filepath.Clean(p), "/") {
+		if name == "" {
+			continue
+		}
+		next := filepath.Join(cur, name) // cur is resolved: ".." is its parent, as for the kernel
+		st, err := os.Lstat(next)
+		if err != nil {
+			return "", err
+		}
+		if err := check(next, st); err != nil {
+			return "", err
+		}
+		if st.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if *links++; *links > maxLinks {
+			return "", fmt.Errorf("more than %d symbolic links on the way to %s", maxLinks, p)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(cur, target)
+		}
+		if cur, err = walkChain(target, check, links); err != nil {
+			return "", err
 		}
 	}
-	return nil
+	return cur, nil
 }
 
 // checkEntry checks one entry on the file's way: name is the file itself or (dir) a folder above.
