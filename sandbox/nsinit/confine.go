@@ -43,7 +43,8 @@ const noCapabilities = "0000000000000000"
 // its namespaces or on the host); the program cannot reach them (tests/escape, TestInitReach).
 // The uid and gid change clears the thread's parent-death signal: it is set again, and the host
 // checked through lifelineFD (see armParentDeath). paths are the descriptors the Landlock rules
-// are taken from. On failure it returns the step that failed.
+// are taken from; they are closed once the Landlock domain is in place. On failure it returns the
+// step that failed.
 func confine(e envelope, paths *pathTable, lifelineFD int) (step string, err error) {
 	p := e.Plan
 	seal := p.NoExecMemfd && sealMemfds(e.UserNS) // read before Landlock and the uid change
@@ -56,6 +57,10 @@ func confine(e envelope, paths *pathTable, lifelineFD int) (step string, err err
 	if err := restrictLandlock(p, paths); err != nil {
 		return "landlock", err
 	}
+	// The domain holds what it needs of the rules' descriptors: close them before the plan's
+	// RLIMIT_NOFILE, which a grant expanded into many paths (sub/* over a thousand files) would
+	// otherwise exceed, so that verify's open and the fork's pipe failed with EMFILE.
+	paths.close()
 	if err := dropPrivileges(p, e.UserNS); err != nil {
 		return "privileges", err
 	}

@@ -129,3 +129,29 @@ func TestRace(t *testing.T) {
 		t.Fatalf("control: the marker was not written into the granted directory: %v", err)
 	}
 }
+
+// TestGrantOverManyFiles: a call whose grant covers a directory of a thousand files (what TestRace
+// leaves behind: its markers) runs under the suite's open-file limit of 64. The init held a
+// descriptor per Landlock rule path until the program's exec, so the plan's RLIMIT_NOFILE made
+// verify's open and the fork's pipe fail with EMFILE (sandbox_unavailable).
+func TestGrantOverManyFiles(t *testing.T) {
+	s := newSuite(t)
+	ws := fixture.Workspace(t)
+	sub := filepath.Join(ws, "sub")
+	must(t, os.Mkdir(sub, 0o755))
+	for i := range 1000 {
+		must(t, os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%d", i)), nil, 0o644))
+	}
+	fixture.GiveToAgent(t, ws)
+	b, err := s.h.Bundle("race")
+	must(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	env := s.h.Call(ctx, b, "run", map[string]any{"case": "write", "args": []any{filepath.Join(sub, "marker")}}, host.Caller{Workspace: ws, User: "escape"}, host.CallOptions{})
+	if !env.OK {
+		t.Fatalf("a call over a granted directory of 1000 files: %+v", env.Error)
+	}
+	if _, err := os.Stat(filepath.Join(sub, "marker")); err != nil {
+		t.Fatalf("the marker was not written: %v", err)
+	}
+}
