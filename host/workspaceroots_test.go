@@ -60,11 +60,26 @@ func TestMakeWorkspaceRoots(t *testing.T) {
 }
 
 // TestWriteFolderCreatedForTheCall: a tool whose bundle grants fs.write ./out/** can write out/ on
-// its first call in a fresh workspace (before, out/ did not exist, the sandbox dropped the grant and
-// the CLI failed), and still nothing beside it.
+// the host, and a write beside it fails visibly (the call is not OK, nothing appears on the host),
+// wherever the workspace lies: under /tmp (which the sandbox covers with its own tmpfs, where the
+// directories leading to out/ are made), elsewhere, and readable (fs.read ./**) or not.
 func TestWriteFolderCreatedForTheCall(t *testing.T) {
+	for _, tc := range []struct{ name, read, parent string }{
+		{"tmp", "[]", ""},
+		{"tmp-readable", `["./**"]`, ""},
+		{"var-tmp", "[]", "/var/tmp"},
+		{"var-tmp-readable", `["./**"]`, "/var/tmp"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testWriteFolder(t, tc.read, tc.parent) })
+	}
+}
+
+// testWriteFolder runs TestWriteFolderCreatedForTheCall with fs.read read, the workspace made under
+// parent ("" for the test's own temporary directory, under /tmp).
+func testWriteFolder(t *testing.T, read, parent string) {
+	cli := strings.Replace(fixture.CLI("touch", "touch", "  make: ./tools/make/TOOL.md\n"), "write: []", `write: ["./out/**"]`, 1)
 	files := map[string]string{
-		"touch/CLI.md": strings.Replace(fixture.CLI("touch", "touch", "  make: ./tools/make/TOOL.md\n"), "write: []", `write: ["./out/**"]`, 1),
+		"touch/CLI.md": strings.Replace(cli, "read: []", "read: "+read, 1),
 		"touch/tools/make/TOOL.md": `---
 name: Make
 id: touch.make
@@ -79,6 +94,15 @@ runner: { cli: ../../CLI.md, argv: ["${input.file}"] }
 	h, _ := writeBundle(t, files, Options{})
 	b := bundle(t, h, "touch")
 	ws := fixture.Workspace(t)
+	if parent != "" {
+		dir, err := os.MkdirTemp(parent, "ws-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		fixture.GiveToAgent(t, dir)
+		ws = dir
+	}
 	env := h.Call(context.Background(), b, "make", map[string]any{"file": "out/result.txt"}, Caller{Workspace: ws}, CallOptions{})
 	if !env.OK {
 		t.Fatalf("touch out/result.txt: %+v", env.Error)
@@ -86,8 +110,12 @@ runner: { cli: ../../CLI.md, argv: ["${input.file}"] }
 	if _, err := os.Stat(filepath.Join(ws, "out", "result.txt")); err != nil {
 		t.Fatal(err)
 	}
-	h.Call(context.Background(), b, "make", map[string]any{"file": "beside.txt"}, Caller{Workspace: ws}, CallOptions{})
+	env = h.Call(context.Background(), b, "make", map[string]any{"file": "beside.txt"}, Caller{Workspace: ws}, CallOptions{})
+	t.Logf("touch beside.txt: %+v", env)
 	if _, err := os.Lstat(filepath.Join(ws, "beside.txt")); err == nil {
 		t.Fatal("wrote beside out/")
+	}
+	if env.OK {
+		t.Fatalf("a write beside out/ reported success (it went where the host cannot see it): %+v", env)
 	}
 }
