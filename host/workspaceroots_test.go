@@ -8,10 +8,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/manifest"
 	"github.com/clihost/clihost/sandbox"
+	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
 func TestWorkspaceWriteRootsDeclared(t *testing.T) {
@@ -60,11 +62,40 @@ func TestMakeWorkspaceRoots(t *testing.T) {
 }
 
 // TestWriteFolderCreatedForTheCall: a tool whose bundle grants fs.write ./out/** can write out/ on
-// its first call in a fresh workspace (before, out/ did not exist, the sandbox dropped the grant and
-// the CLI failed), and still nothing beside it.
+// the host, and a write beside it fails visibly (the call is not OK, nothing appears on the host),
+// wherever the workspace lies: under /tmp (which the sandbox covers with its own tmpfs, where the
+// directories leading to out/ are made), elsewhere, and readable (fs.read ./**) or not; with
+// sandboxes started for their calls and taken from a pool of inits (as the daemon runs them).
 func TestWriteFolderCreatedForTheCall(t *testing.T) {
+	for _, pooled := range []bool{false, true} {
+		for _, tc := range []struct{ name, read, parent string }{
+			{"tmp", "[]", ""},
+			{"tmp-readable", `["./**"]`, ""},
+			{"var-tmp", "[]", "/var/tmp"},
+			{"var-tmp-readable", `["./**"]`, "/var/tmp"},
+		} {
+			name := tc.name
+			if pooled {
+				name += "-pooled"
+			}
+			t.Run(name, func(t *testing.T) {
+				var opts Options
+				if pooled {
+					opts.Sandbox.Pool = nsinit.NewPool(nsinit.PoolConfig{Max: 1})
+					t.Cleanup(opts.Sandbox.Pool.Close)
+				}
+				testWriteFolder(t, tc.read, tc.parent, opts)
+			})
+		}
+	}
+}
+
+// testWriteFolder runs TestWriteFolderCreatedForTheCall with fs.read read, the workspace made under
+// parent ("" for the test's own temporary directory, under /tmp), the host made with opts.
+func testWriteFolder(t *testing.T, read, parent string, opts Options) {
+	cli := strings.Replace(fixture.CLI("touch", "touch", "  make: ./tools/make/TOOL.md\n"), "write: []", `write: ["./out/**"]`, 1)
 	files := map[string]string{
-		"touch/CLI.md": strings.Replace(fixture.CLI("touch", "touch", "  make: ./tools/make/TOOL.md\n"), "write: []", `write: ["./out/**"]`, 1),
+		"touch/CLI.md": strings.Replace(cli, "read: []", "read: "+read, 1),
 		"touch/tools/make/TOOL.md": `---
 name: Make
 id: touch.make
@@ -76,9 +107,18 @@ runner: { cli: ../../CLI.md, argv: ["${input.file}"] }
 ---
 `,
 	}
-	h, _ := writeBundle(t, files, Options{})
+	h, _ := writeBundle(t, files, opts)
 	b := bundle(t, h, "touch")
 	ws := fixture.Workspace(t)
+	if parent != "" {
+		dir, err := os.MkdirTemp(parent, "ws-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		fixture.GiveToAgent(t, dir)
+		ws = dir
+	}
 	env := h.Call(context.Background(), b, "make", map[string]any{"file": "out/result.txt"}, Caller{Workspace: ws}, CallOptions{})
 	if !env.OK {
 		t.Fatalf("touch out/result.txt: %+v", env.Error)
@@ -86,7 +126,29 @@ runner: { cli: ../../CLI.md, argv: ["${input.file}"] }
 	if _, err := os.Stat(filepath.Join(ws, "out", "result.txt")); err != nil {
 		t.Fatal(err)
 	}
-	h.Call(context.Background(), b, "make", map[string]any{"file": "beside.txt"}, Caller{Workspace: ws}, CallOptions{})
+	// Pooled: until the call takes a ready init (Take starts a call cold when the waiting init went
+	// stale, or holds more memory than the call's limit leaves room for).
+	pool := opts.Sandbox.Pool
+	for attempt := 0; ; attempt++ {
+		for deadline := time.Now().Add(10 * time.Second); pool != nil && pool.Stats().Ready == 0 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		var hits int64
+		if pool != nil {
+			hits = pool.Stats().Hits
+		}
+		env = h.Call(context.Background(), b, "make", map[string]any{"file": "beside.txt"}, Caller{Workspace: ws}, CallOptions{})
+		t.Logf("touch beside.txt: ok %v, error %+v", env.OK, env.Error)
+		if env.OK {
+			t.Fatalf("a write beside out/ reported success (it went where the host cannot see it): %+v", env)
+		}
+		if pool == nil || pool.Stats().Hits > hits {
+			break
+		}
+		if attempt == 4 {
+			t.Fatalf("no call took a pooled init: %+v", pool.Stats())
+		}
+	}
 	if _, err := os.Lstat(filepath.Join(ws, "beside.txt")); err == nil {
 		t.Fatal("wrote beside out/")
 	}

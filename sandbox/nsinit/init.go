@@ -296,6 +296,9 @@ func buildNamespaces(p isolation.Plan, paths *pathTable, userNS bool) (string, e
 		}
 		unix.Close(fd)
 	}
+	if err := sealSkeleton(p, slices.Concat(trees, protected), tmp.Dev); err != nil {
+		return "mount: seal /tmp skeleton", err
+	}
 	if p.Egress {
 		// Before the masks: a deny path covering /etc hides these too.
 		if err := mountEgressFiles(egressFiles); err != nil {
@@ -309,6 +312,71 @@ func buildNamespaces(p isolation.Plan, paths *pathTable, userNS bool) (string, e
 		return "mount: mask", err
 	}
 	return "", nil
+}
+
+// sealSkeleton makes read-only the directories the sandbox made in its private /tmp to hold the
+// mountpoints of host paths and the working directory (/tmp/ws for a bound /tmp/ws/out): they stand
+// for host directories the plan does not bind, and a write there would land in the sandbox's tmpfs,
+// which the host never sees, and succeed. Each top directory (/tmp/ws) is covered by a recursive
+// clone of itself, read-only (nosuid, nodev, noexec) at its root only, so the host trees bound
+// inside keep their own attributes; such a write then fails with EROFS, as it does outside /tmp.
+// The rest of /tmp stays the program's free scratch space. trees are the mounts already attached.
+func sealSkeleton(p isolation.Plan, trees []tree, tmpDev uint64) error {
+	bound := map[string]bool{}
+	paths := []string{p.Dir}
+	for _, t := range trees {
+		bound[t.path] = true
+		paths = append(paths, t.path)
+	}
+	tops := map[string]bool{}
+	for _, path := range paths {
+		if within(path, "/tmp") && path != "/tmp" {
+			top, _, _ := strings.Cut(strings.TrimPrefix(path, "/tmp/"), "/")
+			if top = "/tmp/" + top; !bound[top] {
+				tops[top] = true
+			}
+		}
+	}
+	for _, top := range slices.Sorted(maps.Keys(tops)) {
+		if err := sealDir(top, tmpDev); err != nil {
+			return fmt.Errorf("%s: %w", top, err)
+		}
+	}
+	return nil
+}
+
+// sealDir covers dir, a directory of the sandbox's /tmp (whose device is tmpDev), with a
+// recursive clone of itself made read-only at its root. A dir that is missing (its only paths
+// were missing read-only trees, left unbound) needs nothing.
+func sealDir(dir string, tmpDev uint64) error {
+	target, err := openTarget(dir, nil)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(target)
+	var st unix.Stat_t
+	if err := unix.Fstat(target, &st); err != nil {
+		return err
+	}
+	if st.Dev != tmpDev || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return changedError(dir, "not a directory of the sandbox's /tmp")
+	}
+	fd, err := cloneAt(target)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ro := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, ro); err != nil {
+		return fmt.Errorf("set attributes: %w", err)
+	}
+	if err := attachAt(fd, target); err != nil {
+		return fmt.Errorf("attach: %w", err)
+	}
+	return nil
 }
 
 // cloneDevices returns detached bind mounts of the host's device nodes, in the order of devices.
