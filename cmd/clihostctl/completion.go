@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -19,9 +20,11 @@ import (
 // tools, and flags their values: the words a --format takes, folders for --workspace, --bundles
 // and --out.
 
-// flagWords are the values of enumerated flags, by command name and flag name ("" for any command).
+// flagWords are the values of enumerated flags, by command name and flag name ("" for any command);
+// lint's are the formats it has a writer for, so a new one completes too.
 var flagWords = map[[2]string][]string{
-	{"lint", "format"}:     {"text", "json", "sarif", "github"},
+	{"lint", "format"}:     slices.Sorted(maps.Keys(lintWriters)),
+	{"test", "format"}:     {"text", "tap"},
 	{"parse", "format"}:    {output.ProviderText, output.ProviderJSON, output.ProviderStreamJSON},
 	{"classify", "format"}: {output.ProviderText, output.ProviderJSON, output.ProviderStreamJSON},
 	{"", "color"}:          {"auto", "always", "never"},
