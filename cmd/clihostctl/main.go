@@ -29,7 +29,7 @@ func main() {
 }
 
 // run executes clihostctl with args and returns the exit code: 0 success, 1 findings or a failed
-// operation, 2 bad usage.
+// operation, 2 bad usage or a refused configuration file.
 func run(args []string, g *globalOptions) int {
 	stderr := g.io.ErrOut
 	cmd := newRootCmd(g)
@@ -41,6 +41,9 @@ func run(args []string, g *globalOptions) int {
 		return 0
 	case errors.As(err, &ee):
 		return ee.code
+	case errors.As(err, new(configError)):
+		fmt.Fprintf(stderr, "clihostctl: %v\n%s.\n", err, configHint)
+		return 2
 	case errors.As(err, new(usageError)) || isUnknownCommand(err):
 		fmt.Fprintf(stderr, "clihostctl: %v\nRun '%s --help' for usage.\n", err, failed.CommandPath())
 		return 2

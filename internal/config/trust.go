@@ -8,7 +8,7 @@ import (
 )
 
 // why is what a refusal of an untrusted file says.
-const why = "whoever may change it configures the daemon"
+const why = "whoever may change it chooses the flags of the program that reads it"
 
 // checkTrusted refuses the open file f (named path) unless it is a regular file that only root or
 // this process's user can change, through the file itself or any folder on its way (as named and
