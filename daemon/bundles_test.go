@@ -1,0 +1,30 @@
+package daemon
+
+import (
+	"bytes"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestRefusedBundleIsNotLoaded: a folder whose only bundle has lint errors serves nothing, so
+// the summary status prints says 0 loaded, 1 refused, and the daemon warns "no bundles loaded"
+// (it counted the refused bundle as loaded: "1 loaded, 1 refused" and no warning).
+func TestRefusedBundleIsNotLoaded(t *testing.T) {
+	dir, err := filepath.Abs("testdata/refused") // a complete bundle but for one misspelt key
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	_, sum, err := loadBundles(slog.New(slog.NewTextHandler(&logged, nil)), Config{Bundles: []string{dir}, NoCatalog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Loaded != 0 || sum.Refused != 1 {
+		t.Errorf("loaded %d, refused %d; want 0 and 1", sum.Loaded, sum.Refused)
+	}
+	if !strings.Contains(logged.String(), `msg="no bundles loaded"`) {
+		t.Errorf("no warning that nothing is served:\n%s", logged.String())
+	}
+}
