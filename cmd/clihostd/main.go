@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
@@ -133,12 +134,23 @@ func parse(args []string, stderr io.Writer) (options, int) {
 		bad = fmt.Sprintf("--sandbox %q: want on or off", o.sandbox)
 	case o.logFormat != "text" && o.logFormat != "json":
 		bad = fmt.Sprintf("--log-format %q: want text or json", o.logFormat)
+	case c.Group != "" && !o.printConfig:
+		bad = checkGroup(c.Group)
 	}
 	if bad != "" {
 		fmt.Fprintf(stderr, "clihostd: %s\n", bad)
 		return o, 2
 	}
 	return o, 0
+}
+
+// checkGroup is what is wrong with --group NAME ("" when the group exists): the unit names
+// clihost, which only the package's or the documented useradd creates.
+func checkGroup(name string) string {
+	if _, err := user.LookupGroup(name); err != nil {
+		return fmt.Sprintf("--group %s: %v (create it: groupadd --system %s, and add the socket's users with usermod -aG %s USER; or drop --group)", name, err, name, name)
+	}
+	return ""
 }
 
 // readConfig applies the configuration file to the flags fs's command line did not set: the

@@ -62,3 +62,14 @@ func TestCPUProfile(t *testing.T) {
 		t.Fatal("an existing file was overwritten")
 	}
 }
+
+// TestUnknownGroupRefusedAtOnce: --group naming a group this host lacks (the unit's clihost, on a
+// host installed by hand) is a usage error before the sandbox probe and the bundles, and says how
+// to create the group; it was exit 1 after start-up with only "unknown group".
+func TestUnknownGroupRefusedAtOnce(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := run([]string{"--config", "", "--group", "no-such-group-atk10"}, &stderr); code != 2 ||
+		!strings.Contains(stderr.String(), "groupadd --system no-such-group-atk10") {
+		t.Errorf("exit %d, %s; want 2 and how to create the group", code, stderr.String())
+	}
+}
