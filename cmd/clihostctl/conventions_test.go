@@ -350,3 +350,23 @@ func TestVersionNamesDaemon(t *testing.T) {
 		t.Errorf("--version: exit %d %q", code, out)
 	}
 }
+
+// TestStatusUnknownBundleExit4: status BUNDLE for a bundle the daemon does not serve exits 4, as
+// systemctl status does for a unit it does not know, so that a script waiting for a bundle (exit
+// 3) or for the daemon (exit 1) stops at a mistyped name; the message still names the loaded ones.
+func TestStatusUnknownBundleExit4(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/daemon", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, 200, `{"version":"dev","sandbox":{"state":"ok"},"bundles":{"loaded":1}}`)
+	})
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, 404, `{"error":"no bundle \"jqq\"; loaded: jq@1","hint":"clihostctl status lists the loaded bundles"}`)
+	})
+	sock := fakeDaemon(t, mux)
+	for _, args := range [][]string{{"status", "jqq"}, {"status", "jqq", "--json"}} {
+		ios, _, errOut := testStreams("")
+		if code := ctl(ios, nil, append([]string{"--socket", sock}, args...)...); code != 4 || !strings.Contains(errOut.String(), `no bundle "jqq"; loaded: jq@1`) {
+			t.Errorf("%q: exit %d, %q; want 4 and the loaded bundles", args, code, errOut)
+		}
+	}
+}
