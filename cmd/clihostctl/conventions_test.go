@@ -370,3 +370,15 @@ func TestStatusUnknownBundleExit4(t *testing.T) {
 		}
 	}
 }
+
+// TestAuditLinesDefaultExplained: audit --help shows -n's default, -1, so it says what -1 means
+// (all, as kubectl logs --tail=-1), and -n -2's refusal does not claim -1 is refused.
+func TestAuditLinesDefaultExplained(t *testing.T) {
+	_, out, _ := runCtl(t, "audit", "--help")
+	if !strings.Contains(out, "-1: all") {
+		t.Errorf("audit --help does not say what -n -1 means:\n%s", out)
+	}
+	if code, _, errOut := runCtl(t, "audit", "-n", "-2"); code != 2 || !strings.Contains(errOut, "-1 for all") {
+		t.Errorf("audit -n -2: exit %d, %q", code, errOut)
+	}
+}
