@@ -17,8 +17,8 @@ import (
 // Shell completion is cobra's: `clihostctl completion bash|zsh|fish|powershell` prints a script
 // that asks `clihostctl __complete ARGS…` for candidates. addCompletions gives every command
 // whose first argument is BUNDLE the bundles' names, a BUNDLE TOOL command the chosen bundle's
-// tools, and flags their values: the words a --format takes, folders for --workspace, --bundles
-// and --out.
+// tools, and flags their values: the words a --format takes, folders for --workspace, --bundles,
+// --out and --dir.
 
 // flagWords are the values of enumerated flags, by command name and flag name ("" for any command);
 // lint's are the formats it has a writer for, so a new one completes too.
@@ -31,7 +31,7 @@ var flagWords = map[[2]string][]string{
 }
 
 // dirFlags are the flags that name a folder.
-var dirFlags = []string{"workspace", "bundles", "out"}
+var dirFlags = []string{"workspace", "bundles", "out", "dir"}
 
 // completionTimeout bounds how long completing a bundle name waits for the daemon.
 const completionTimeout = 500 * time.Millisecond

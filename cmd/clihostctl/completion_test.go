@@ -99,7 +99,7 @@ func TestCompleteFlagValues(t *testing.T) {
 	if cands, _ := complete(t, "output", "parse", "--format", ""); !has(cands, "text", "json", "stream-json") {
 		t.Errorf("output parse --format: %q", cands)
 	}
-	for _, args := range [][]string{{"call", "--workspace", ""}, {"--bundles", ""}, {"status", "--bundles", ""}} {
+	for _, args := range [][]string{{"call", "--workspace", ""}, {"--bundles", ""}, {"status", "--bundles", ""}, {"new", "x", "--dir", ""}, {"schema", "--out", ""}} {
 		if _, dir := complete(t, args...); dir != ":16" {
 			t.Errorf("%q: directive %s, want folders (:16)", args, dir)
 		}
