@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/clihost/clihost/sandboxprobe"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -380,5 +381,19 @@ func TestAuditLinesDefaultExplained(t *testing.T) {
 	}
 	if code, _, errOut := runCtl(t, "audit", "-n", "-2"); code != 2 || !strings.Contains(errOut, "-1 for all") {
 		t.Errorf("audit -n -2: exit %d, %q", code, errOut)
+	}
+}
+
+// TestLimitsLineSaysNotEnforced: a limit the host cannot enforce (no usable cgroup for an
+// unprivileged daemon) reads "NOT enforced" in status, not "memory 1 GiB (none)", which looks
+// like a limit in force; a limit set to none stays "none".
+func TestLimitsLineSaysNotEnforced(t *testing.T) {
+	got := limitsLine([]sandboxprobe.LimitMechanism{
+		{Limit: "memory", Value: "1 GiB", Mechanism: "none"},
+		{Limit: "cpu", Value: "none", Mechanism: "none"},
+		{Limit: "nofile", Value: "1024", Mechanism: "rlimit"},
+	})
+	if want := "limits: memory 1 GiB (NOT enforced on this host), cpu none, nofile 1024 (rlimit)"; got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
 	}
 }

@@ -166,7 +166,14 @@ func or(a, b string) string {
 func limitsLine(ls []sandboxprobe.LimitMechanism) string {
 	parts := make([]string, 0, len(ls))
 	for _, l := range ls {
-		parts = append(parts, fmt.Sprintf("%s %s (%s)", l.Limit, l.Value, l.Mechanism))
+		switch {
+		case l.Value == "none":
+			parts = append(parts, l.Limit+" none")
+		case l.Mechanism == "none":
+			parts = append(parts, fmt.Sprintf("%s %s (NOT enforced on this host)", l.Limit, l.Value))
+		default:
+			parts = append(parts, fmt.Sprintf("%s %s (%s)", l.Limit, l.Value, l.Mechanism))
+		}
 	}
 	return "limits: " + strings.Join(parts, ", ")
 }
