@@ -221,7 +221,9 @@ func run(args []string, stderr io.Writer) int {
 	e, err := daemon.New(ctx, log, o.cfg)
 	if err != nil {
 		log.Error("clihostd could not start", "err", err)
-		fmt.Fprintf(stderr, "clihostd: %v\n", err)
+		if o.logFormat != "json" { // a JSON log's every line is an object: the log line says it
+			fmt.Fprintf(stderr, "clihostd: %v\n", err)
+		}
 		return 1
 	}
 	defer e.Close()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,5 +72,28 @@ func TestUnknownGroupRefusedAtOnce(t *testing.T) {
 	if code := run([]string{"--config", "", "--group", "no-such-group-atk10"}, &stderr); code != 2 ||
 		!strings.Contains(stderr.String(), "groupadd --system no-such-group-atk10") {
 		t.Errorf("exit %d, %s; want 2 and how to create the group", code, stderr.String())
+	}
+}
+
+// TestJSONLogFailureIsOnlyJSON: with --log-format json every line clihostd writes to stderr once
+// the logger exists is a JSON object (a journal or log shipper parses each), so a failed start is
+// logged once, not followed by the plain "clihostd: …" line text mode ends with.
+func TestJSONLogFailureIsOnlyJSON(t *testing.T) {
+	var stderr bytes.Buffer
+	state := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(state, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--config", "", "--log-format", "json", "--http", "127.0.0.1:0", "--state", filepath.Join(state, "x"), "--socket", filepath.Join(t.TempDir(), "s.sock")}
+	if code := run(args, &stderr); code != 1 {
+		t.Fatalf("exit %d, want 1: %s", code, stderr.String())
+	}
+	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("not JSON: %q", line)
+		}
+	}
+	if !strings.Contains(stderr.String(), `"msg":"clihostd could not start"`) {
+		t.Errorf("the failure is not logged: %s", stderr.String())
 	}
 }
