@@ -24,7 +24,7 @@ import (
 // lint's are the formats it has a writer for, so a new one completes too.
 var flagWords = map[[2]string][]string{
 	{"lint", "format"}:     slices.Sorted(maps.Keys(lintWriters)),
-	{"test", "format"}:     {"text", "tap"},
+	{"test", "format"}:     {"text", "tap", "json"},
 	{"parse", "format"}:    {output.ProviderText, output.ProviderJSON, output.ProviderStreamJSON},
 	{"classify", "format"}: {output.ProviderText, output.ProviderJSON, output.ProviderStreamJSON},
 	{"", "color"}:          {"auto", "always", "never"},

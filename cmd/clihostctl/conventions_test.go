@@ -266,13 +266,13 @@ func TestManPages(t *testing.T) {
 // --format, so they need no --json: why each is exempt.
 var noJSON = map[string]string{
 	"clihostctl call":            "its result envelope is always JSON",
-	"clihostctl lint":            "--format json (and sarif, github)",
 	"clihostctl output parse":    "--format; its answer is always JSON",
 	"clihostctl output classify": "always JSON",
 	"clihostctl mcp":             "an MCP server on stdio",
 	"clihostctl mcp-self":        "an MCP server on stdio",
 	"clihostctl serve-mcp":       "an MCP server over HTTP",
 	"clihostctl man":             "writes files",
+	"clihostctl new":             "writes a bundle folder",
 	"clihostctl import cobra":    "writes a bundle (its --json is section 4's import work)",
 }
 
@@ -395,5 +395,28 @@ func TestLimitsLineSaysNotEnforced(t *testing.T) {
 	})
 	if want := "limits: memory 1 GiB (NOT enforced on this host), cpu none, nofile 1024 (rlimit)"; got != want {
 		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+// TestJSONAndFormatAgree: lint and test take both spellings of JSON output a gh or kubectl user
+// tries (--json, --format json), and refuse --json with another --format as a usage error instead
+// of silently printing one of them (test --json --format tap printed JSON).
+func TestJSONAndFormatAgree(t *testing.T) {
+	tree := copyTree(t)
+	bundle := filepath.Join(tree, ".cli", "mini") // a bundle with a lint error: exit 1 either way
+	code, viaFormat, _ := runCtl(t, "lint", "--format", "json", bundle)
+	if code != 1 || !json.Valid([]byte(viaFormat)) {
+		t.Fatalf("lint --format json: exit %d %q", code, viaFormat)
+	}
+	if code, viaJSON, errOut := runCtl(t, "lint", "--json", bundle); code != 1 || viaJSON != viaFormat {
+		t.Errorf("lint --json: exit %d %q %s; want what --format json prints", code, viaJSON, errOut)
+	}
+	for _, args := range [][]string{{"lint", "--json", "--format", "sarif", bundle}, {"test", "--json", "--format", "tap", bundle}} {
+		if code, _, errOut := runCtl(t, args...); code != 2 || !strings.Contains(errOut, "--json") {
+			t.Errorf("%q: exit %d, %q; want a usage error naming --json", args, code, errOut)
+		}
+	}
+	if code, _, errOut := runCtl(t, "test", "--format", "json", filepath.Join(tree, "nosuch")); code == 2 && strings.Contains(errOut, "unknown --format") {
+		t.Errorf("test --format json refused: %s", errOut)
 	}
 }
