@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -418,5 +419,30 @@ func TestJSONAndFormatAgree(t *testing.T) {
 	}
 	if code, _, errOut := runCtl(t, "test", "--format", "json", filepath.Join(tree, "nosuch")); code == 2 && strings.Contains(errOut, "unknown --format") {
 		t.Errorf("test --format json refused: %s", errOut)
+	}
+}
+
+// TestCallLimitsRunHere: call's --limit-* and --approvals flags hold only calls run in this
+// process, so giving one runs the call here (as --audit does) instead of sending it to the daemon,
+// which silently ignored them (a call "limited" to 16 MiB ran under the daemon's 1 GiB).
+func TestCallLimitsRunHere(t *testing.T) {
+	t.Setenv("CLIHOST_AUDIT", filepath.Join(t.TempDir(), "audit.jsonl"))
+	var sent atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/call", func(w http.ResponseWriter, r *http.Request) {
+		sent.Add(1)
+		reply(w, 200, `{"ok":true,"value":"daemon","ms":1}`)
+	})
+	sock := fakeDaemon(t, mux)
+	ws := t.TempDir()
+	for _, flag := range [][]string{{"--limit-memory", "16MiB"}, {"--limit-pids", "8"}, {"--approvals", filepath.Join(t.TempDir(), "none.yaml")}} {
+		args := append([]string{"--socket", sock, "call", "jq", "eval", "--workspace", ws, "--input", `{"filter": ".", "json": "1"}`}, flag...)
+		_, out, _ := runCtl(t, args...)
+		if sent.Load() != 0 || strings.Contains(out, `"daemon"`) {
+			t.Errorf("call %s was sent to the daemon, which ignores it: %s", flag[0], out)
+		}
+	}
+	if _, out, _ := runCtl(t, "--socket", sock, "call", "jq", "eval", "--workspace", ws, "--input", `{"filter": ".", "json": "1"}`); sent.Load() != 1 {
+		t.Errorf("a call without them did not go to the daemon: %s", out)
 	}
 }
