@@ -446,3 +446,14 @@ func TestCallLimitsRunHere(t *testing.T) {
 		t.Errorf("a call without them did not go to the daemon: %s", out)
 	}
 }
+
+// TestNoDaemonHint: a command that needs the daemon says how to start one or reach it, not only
+// that none runs at a socket path (as kubectl's "did you specify the right host or port?").
+func TestNoDaemonHint(t *testing.T) {
+	for _, cmd := range []string{"status", "token", "open"} {
+		code, _, errOut := runCtl(t, "--socket", filepath.Join(t.TempDir(), "none.sock"), cmd)
+		if code != 1 || !strings.Contains(errOut, "no clihostd is running") || !strings.Contains(errOut, "systemctl start clihostd") || !strings.Contains(errOut, "CLIHOST_SOCKET") {
+			t.Errorf("%s without a daemon: exit %d, %q; want 1 and how to start or reach one", cmd, code, errOut)
+		}
+	}
+}

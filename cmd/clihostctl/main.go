@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/runner"
 	_ "github.com/clihost/clihost/sandbox/nsinit/entry" // this executable is also the sandbox's init: it runs first
 )
@@ -19,6 +20,9 @@ var version = "dev"
 type exitError struct{ code int }
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// noDaemonHint follows "no clihostd is running on SOCKET": how to start one, or reach another.
+const noDaemonHint = "Start it (systemctl start clihostd, or run clihostd; docs/operations.md), or name a running one's socket with --socket or $CLIHOST_SOCKET."
 
 func main() {
 	code := run(os.Args[1:], newGlobalOptions(systemStreams()))
@@ -47,6 +51,9 @@ func run(args []string, g *globalOptions) int {
 	case errors.As(err, new(usageError)) || isUnknownCommand(err):
 		fmt.Fprintf(stderr, "clihostctl: %v\nRun '%s --help' for usage.\n", err, failed.CommandPath())
 		return 2
+	case errors.Is(err, control.ErrNoDaemon):
+		fmt.Fprintf(stderr, "clihostctl: %v\n%s\n", err, noDaemonHint)
+		return 1
 	default:
 		fmt.Fprintf(stderr, "clihostctl: %v\n", err)
 		return 1
