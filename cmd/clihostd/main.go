@@ -9,6 +9,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -51,6 +52,7 @@ type options struct {
 	admit      stringList
 	sandbox    string // "on" or "off"
 	auditSize  daemon.ByteSize
+	help       bool // -h or --help was given: the flags were printed
 	check      bool
 	checkState bool
 	cpuProfile string
@@ -77,7 +79,8 @@ func main() {
 // parse reads args into options; it returns 0 when they are usable, else the exit code (2).
 func parse(args []string, stderr io.Writer) (options, int) {
 	fs := flag.NewFlagSet("clihostd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	var usage bytes.Buffer // the flag package's messages: help to stdout, mistakes to stderr
+	fs.SetOutput(&usage)
 	o := options{auditSize: daemon.ByteSize(host.AuditMaxSize)}
 	c := &o.cfg
 	fs.StringVar(&c.StateDir, "state", "", "state directory (default: $STATE_DIRECTORY, else $XDG_STATE_HOME/clihost, else ~/.local/state/clihost)")
@@ -110,6 +113,12 @@ func parse(args []string, stderr io.Writer) (options, int) {
 	fs.StringVar(&o.configFile, "config", DefaultConfigFile, "the configuration file (YAML, a key per flag; flags given here override it); read when it exists, required when named; \"\" for none")
 	fs.BoolVar(&o.printConfig, "print-config", false, "print the effective configuration (the file's format: the file's values and the flags over the defaults) and exit")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) { // -h, --help: asked for, so not a mistake
+			o.help = true
+			_, _ = os.Stdout.Write(usage.Bytes())
+			return o, 0
+		}
+		_, _ = stderr.Write(usage.Bytes())
 		return o, 2
 	}
 	if err := o.readConfig(fs); err != nil {
@@ -180,7 +189,7 @@ func newLogger(format string, stderr io.Writer) *slog.Logger {
 
 func run(args []string, stderr io.Writer) int {
 	o, code := parse(args, stderr)
-	if code != 0 {
+	if code != 0 || o.help {
 		return code
 	}
 	if o.version {

@@ -97,3 +97,18 @@ func TestJSONLogFailureIsOnlyJSON(t *testing.T) {
 		t.Errorf("the failure is not logged: %s", stderr.String())
 	}
 }
+
+// TestHelpExitsZero: clihostd -h and --help print the flags and exit 0 (on stdout, so they page
+// and grep), as every other command an operator uses does; they exited 2 like a mistake.
+func TestHelpExitsZero(t *testing.T) {
+	for _, arg := range []string{"-h", "--help", "-help"} {
+		var stderr bytes.Buffer
+		if code := run([]string{arg}, &stderr); code != 0 || stderr.Len() != 0 {
+			t.Errorf("clihostd %s: exit %d, stderr %q; want 0 and the help on stdout", arg, code, stderr.String())
+		}
+	}
+	var stderr bytes.Buffer
+	if code := run([]string{"--bogus"}, &stderr); code != 2 || !strings.Contains(stderr.String(), "flag provided but not defined: -bogus") {
+		t.Errorf("clihostd --bogus: exit %d, %q", code, stderr.String())
+	}
+}
