@@ -284,7 +284,7 @@ func TestEveryDataCommandHasJSON(t *testing.T) {
 	root.InitDefaultCompletionCmd()
 	walk(root, func(cmd *cobra.Command) {
 		path := cmd.CommandPath()
-		if !cmd.Runnable() || strings.HasPrefix(path, "clihostctl completion") || strings.HasPrefix(path, "clihostctl help") {
+		if !cmd.Runnable() || cmd.Annotations[groupAnnotation] != "" || strings.HasPrefix(path, "clihostctl completion") || strings.HasPrefix(path, "clihostctl help") {
 			return
 		}
 		if _, ok := noJSON[path]; ok {
@@ -455,5 +455,26 @@ func TestNoDaemonHint(t *testing.T) {
 		if code != 1 || !strings.Contains(errOut, "no clihostd is running") || !strings.Contains(errOut, "systemctl start clihostd") || !strings.Contains(errOut, "CLIHOST_SOCKET") {
 			t.Errorf("%s without a daemon: exit %d, %q; want 1 and how to start or reach one", cmd, code, errOut)
 		}
+	}
+}
+
+// TestMistypedSubcommandOfAGroup: a mistyped subcommand of a command that only groups others
+// (state, import, secret, completion tcsh) is a usage error naming it, as one of the root's is;
+// cobra printed the group's help and exited 0, so `clihostctl state bakup x` "succeeded".
+func TestMistypedSubcommandOfAGroup(t *testing.T) {
+	for _, args := range [][]string{{"state", "bakup", "x"}, {"completion", "tcsh"}, {"import", "cobar"}} {
+		code, _, errOut := runCtl(t, args...)
+		if code != 2 || !strings.Contains(errOut, "unknown command \""+args[1]+"\"") || !strings.Contains(errOut, "Run 'clihostctl "+args[0]+" --help' for usage.") {
+			t.Errorf("%q: exit %d, %q; want 2, unknown command and the group's --help", args, code, errOut)
+		}
+	}
+	if _, _, errOut := runCtl(t, "state", "bakup"); !strings.Contains(errOut, "did you mean backup?") {
+		t.Errorf("state bakup: %q, want the suggestion", errOut)
+	}
+	if code, out, _ := runCtl(t, "state"); code != 0 || !strings.Contains(out, "Available Commands:") {
+		t.Errorf("state alone: exit %d, %q; want its help and 0", code, out)
+	}
+	if code, out, _ := runCtl(t, "completion", "bash"); code != 0 || !strings.Contains(out, "bash completion") {
+		t.Errorf("completion bash: exit %d", code)
 	}
 }
