@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"errors"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -26,5 +27,27 @@ func TestRefusedBundleIsNotLoaded(t *testing.T) {
 	}
 	if !strings.Contains(logged.String(), `msg="no bundles loaded"`) {
 		t.Errorf("no warning that nothing is served:\n%s", logged.String())
+	}
+}
+
+// TestReapedGroupsLogged: the start-up line about removed control groups names the groups, and
+// an error only when there was one (it logged err=<nil> beside every removal), and a failure
+// to reap is logged as such, not as "removed" with no groups.
+func TestReapedGroupsLogged(t *testing.T) {
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	logReaped(log, []string{"clihost-1-1"}, nil)
+	if s := logged.String(); !strings.Contains(s, "groups=[clihost-1-1]") || strings.Contains(s, "err=") {
+		t.Errorf("removal: %s", s)
+	}
+	logged.Reset()
+	logReaped(log, nil, errors.New("permission denied"))
+	if s := logged.String(); strings.Contains(s, "removed the control groups") || !strings.Contains(s, `err="permission denied"`) {
+		t.Errorf("failure: %s", s)
+	}
+	logged.Reset()
+	logReaped(log, nil, nil)
+	if logged.Len() != 0 {
+		t.Errorf("nothing to reap logged: %s", logged.String())
 	}
 }
