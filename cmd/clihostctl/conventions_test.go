@@ -478,3 +478,11 @@ func TestMistypedSubcommandOfAGroup(t *testing.T) {
 		t.Errorf("completion bash: exit %d", code)
 	}
 }
+
+// TestMissingArgumentNamed: a command given too few or too many arguments names the ones it takes
+// (from its usage line), not only how many: "clihostctl man takes 1 argument(s) (DIR), got 0".
+func TestMissingArgumentNamed(t *testing.T) {
+	if code, _, errOut := runCtl(t, "man"); code != 2 || !strings.Contains(errOut, "takes 1 argument(s) (DIR), got 0") {
+		t.Errorf("man: exit %d, %q", code, errOut)
+	}
+}
