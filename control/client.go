@@ -134,13 +134,23 @@ func (c *Client) do(ctx context.Context, method, path string, body any) (*http.R
 		defer resp.Body.Close()
 		var e errorBody
 		_ = json.NewDecoder(resp.Body).Decode(&e)
+		msg := fmt.Sprintf("clihostd: %s (HTTP %d)", e.Error, resp.StatusCode)
 		if e.Hint != "" {
-			return nil, fmt.Errorf("clihostd: %s (%s)", e.Error, e.Hint)
+			msg = fmt.Sprintf("clihostd: %s (%s)", e.Error, e.Hint)
 		}
-		return nil, fmt.Errorf("clihostd: %s (HTTP %d)", e.Error, resp.StatusCode)
+		return nil, &ResponseError{StatusCode: resp.StatusCode, msg: msg}
 	}
 	return resp, nil
 }
+
+// ResponseError is a request the daemon answered with an error status: StatusCode tells a
+// missing thing (404, e.g. no such bundle) from other refusals.
+type ResponseError struct {
+	StatusCode int
+	msg        string
+}
+
+func (e *ResponseError) Error() string { return e.msg }
 
 func (c *Client) getJSON(ctx context.Context, path string, v any) error {
 	resp, err := c.do(ctx, http.MethodGet, path, nil)

@@ -92,7 +92,7 @@ func loadBundles(log *slog.Logger, c Config) (*registry.Registry, control.Bundle
 	if err != nil {
 		return nil, control.BundlesLoaded{}, err
 	}
-	sum := control.BundlesLoaded{Refused: logBundles(log, reg), Loaded: len(reg.Bundles()), Sources: registry.SourceNames(srcs)}
+	sum := control.BundlesLoaded{Refused: logBundles(log, reg), Loaded: servedCount(reg), Sources: registry.SourceNames(srcs)}
 	strays, empty := registry.EmptySources(reg, srcs)
 	sum.Warnings = append(warnings, strays...)
 	for _, dir := range empty {
@@ -114,6 +114,18 @@ func loadBundles(log *slog.Logger, c Config) (*registry.Registry, control.Bundle
 		log.Warn("no bundles loaded", "sources", sources, "hint", noBundlesHint)
 	}
 	return reg, sum, nil
+}
+
+// servedCount is how many of reg's bundles are served: indexed, without lint errors (a bundle
+// with errors stays indexed, for status to name it, but serves nothing).
+func servedCount(reg *registry.Registry) int {
+	n := 0
+	for _, b := range reg.Bundles() {
+		if errs, _ := b.Findings.Count(); errs == 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // noBundlesHint is what to do about a daemon that serves nothing.

@@ -79,6 +79,16 @@ type egressView struct {
 
 type limitView struct{ Limit, Value, Mechanism string }
 
+// limitOf is l as the page shows it: a limit with no mechanism to hold it is "NOT enforced on
+// this host" (status says the same), not "none" beside its value.
+func limitOf(l sandboxprobe.LimitMechanism) limitView {
+	mech := l.Mechanism
+	if mech == "none" && l.Value != "none" {
+		mech = "NOT enforced on this host"
+	}
+	return limitView{shown(l.Limit, shortText), shown(l.Value, shortText), shown(mech, shortText)}
+}
+
 // refusedView is the refusal page's, and (its nonce only) the login's.
 type refusedView struct{ Nonce, Title, Message string }
 
@@ -95,7 +105,7 @@ func (d *Engine) pageView(ctx context.Context) pageView {
 	}
 	v.Sandbox = sandboxOf(ds.Sandbox)
 	for _, l := range ds.Sandbox.Limits {
-		v.Limits = append(v.Limits, limitView{shown(l.Limit, shortText), shown(l.Value, shortText), shown(l.Mechanism, shortText)})
+		v.Limits = append(v.Limits, limitOf(l))
 	}
 	v.EgressNote = fmt.Sprintf("egress: destination ports %s; at most %d connections a call", shown(d.cfg.EgressPorts, shortText), d.cfg.EgressMaxConns)
 	if len(d.cfg.EgressAdmit) > 0 {

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 
 	"github.com/clihost/clihost/sandbox/cgroup"
@@ -44,8 +45,17 @@ func (d *Engine) reapLeftovers() error {
 	if n > 0 {
 		d.log.Warn("killed sandboxes a previous daemon on this state directory left running", "count", n, "owner", tag)
 	}
-	if removed, err := cgroup.Default().Reap(); len(removed) > 0 || err != nil {
-		d.log.Warn("removed the control groups of calls whose owner is gone", "groups", removed, "err", err)
-	}
+	removed, err := cgroup.Default().Reap()
+	logReaped(d.log, removed, err)
 	return nsinit.SetOwner(tag)
+}
+
+// logReaped logs the control groups Reap removed, and its error when it had one.
+func logReaped(log *slog.Logger, removed []string, err error) {
+	if len(removed) > 0 {
+		log.Warn("removed the control groups of calls whose owner is gone", "groups", removed)
+	}
+	if err != nil {
+		log.Warn("could not remove every control group of calls whose owner is gone", "err", err)
+	}
 }

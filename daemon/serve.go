@@ -47,7 +47,11 @@ func (d *Engine) Serve(ctx context.Context) error {
 	calls, cancelCalls := context.WithCancel(context.Background())
 	defer cancelCalls()
 	base := func(net.Listener) context.Context { return calls }
-	ctlSrv := &http.Server{Handler: control.Handler(d, control.Admission{OwnerUID: os.Geteuid(), GroupID: gid}),
+	// Follow streams (clihostctl audit -f) are no calls: they end when the drain begins.
+	streams, endStreams := context.WithCancel(context.Background())
+	defer endStreams()
+	ctlHandler := endsWithDrain(streams, control.Handler(d, control.Admission{OwnerUID: os.Geteuid(), GroupID: gid}))
+	ctlSrv := &http.Server{Handler: ctlHandler,
 		ConnContext: control.ConnContext, BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
 	httpSrv := &http.Server{Handler: d.withStatusPage(d.httpHandler()), BaseContext: base, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
@@ -74,6 +78,7 @@ func (d *Engine) Serve(ctx context.Context) error {
 	}
 	d.log.Info("clihostd stopping: draining calls", "drain_timeout", d.cfg.DrainTimeout)
 	_, _ = sddaemon.SdNotify(false, sddaemon.SdNotifyStopping)
+	endStreams()
 	d.drain(cancelCalls, ctlSrv, httpSrv)
 	if serveErr != nil {
 		d.log.Error("clihostd stopped", "err", serveErr)
@@ -81,6 +86,22 @@ func (d *Engine) Serve(ctx context.Context) error {
 		d.log.Info("clihostd stopped")
 	}
 	return serveErr
+}
+
+// endsWithDrain is h, but a request that follows the audit log (follow=1) has a context that
+// also ends with streams, so that a follower does not hold the drain, which waits for calls,
+// for its whole timeout.
+func endsWithDrain(streams context.Context, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == control.PathAudit && r.URL.Query().Get("follow") == "1" {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			stop := context.AfterFunc(streams, cancel)
+			defer stop()
+			r = r.WithContext(ctx)
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // stopWait bounds how long drain waits for the calls it canceled: the runner's grace between

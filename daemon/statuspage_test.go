@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"github.com/clihost/clihost/sandboxprobe"
 	"io"
 	"net"
 	"net/http"
@@ -298,6 +299,20 @@ func TestShown(t *testing.T) {
 		}
 		if got := shown(in, limit); got != want {
 			t.Errorf("shown(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestPageLimitNotEnforced: the page's limits table says a limit the host cannot hold is not
+// enforced, instead of a mechanism "none" beside "1 GiB" that reads as a limit in force.
+func TestPageLimitNotEnforced(t *testing.T) {
+	for l, want := range map[sandboxprobe.LimitMechanism]string{
+		{Limit: "memory", Value: "1 GiB", Mechanism: "none"}:  "NOT enforced on this host",
+		{Limit: "cpu", Value: "none", Mechanism: "none"}:      "none",
+		{Limit: "pids", Value: "256", Mechanism: "cgroup v2"}: "cgroup v2",
+	} {
+		if got := limitOf(l).Mechanism; got != want {
+			t.Errorf("%+v: mechanism shown %q, want %q", l, got, want)
 		}
 	}
 }

@@ -1,12 +1,15 @@
 package tests
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/clihost/clihost/internal/fixture"
 )
@@ -73,5 +76,31 @@ func TestAuditTailFromDaemon(t *testing.T) {
 		if r.code != 0 || strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
 			t.Errorf("%q: exit %d\n%s\nwant\n%s\n%s", tc.args, r.code, r.stdout, strings.Join(tc.want, "\n"), r.stderr)
 		}
+	}
+}
+
+// TestStopWithAuditFollower: an operator's clihostctl audit -f is not a call in flight: SIGTERM
+// (systemctl stop) ends its stream at once and the daemon stops without waiting its drain
+// timeout; it waited the whole --drain-timeout for a follower that would never end by itself.
+func TestStopWithAuditFollower(t *testing.T) {
+	d := startDaemon(t, t.TempDir(), "--no-catalog", "--drain-timeout", "20s")
+	follow := exec.Command(bin.ctl, "--socket", d.socket, "audit", "-f")
+	var out bytes.Buffer
+	follow.Stdout, follow.Stderr = &out, &out
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer follow.Process.Kill()
+	time.Sleep(500 * time.Millisecond) // the follower is connected and waiting for lines
+	start := time.Now()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	d.waitFor(t, "clihostd stopped")
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("clihostd took %v to stop with only an audit follower connected (drain timeout 20s)", took)
+	}
+	if err := follow.Wait(); err != nil {
+		t.Errorf("the follower did not end cleanly: %v\n%s", err, out.String())
 	}
 }

@@ -45,7 +45,7 @@ Piped, or with --json, each line is the log's JSON object; on a terminal, one sh
 	}
 	cmd.Flags().BoolVarP(&o.follow, "follow", "f", false, "keep printing new lines (across rotations), after the last 10 unless -n or --since says otherwise")
 	cmd.Flags().BoolVar(&o.rotated, "rotated", false, "print the rotated logs (audit.jsonl.N … .1) first, oldest first")
-	cmd.Flags().IntVarP(&o.last, "lines", "n", -1, "print the last N lines (of those --since and --bundle select)")
+	cmd.Flags().IntVarP(&o.last, "lines", "n", -1, "print the last N lines (of those --since and --bundle select); -1: all, or the last 10 with --follow")
 	cmd.Flags().StringVar(&o.since, "since", "", "print the lines of the last DURATION (e.g. 10m) or since TIME (RFC 3339)")
 	cmd.Flags().StringVar(&o.bundle, "bundle", "", "print only this bundle's lines (ID or ID@MAJOR)")
 	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the log's JSON lines, also on a terminal")
@@ -58,7 +58,7 @@ Piped, or with --json, each line is the log's JSON object; on a terminal, one sh
 // runAudit copies the daemon's audit log (the lines the flags select) to stdout.
 func runAudit(ctx context.Context, o *auditOptions) error {
 	if o.last < -1 {
-		return usageError{fmt.Errorf("-n %d: want 0 or more", o.last)}
+		return usageError{fmt.Errorf("-n %d: want 0 or more, or -1 for all", o.last)}
 	}
 	out, flush := o.io.Out, func() error { return nil }
 	if o.io.IsStdoutTTY() && !o.asJSON {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/clihost/clihost"
 	"github.com/clihost/clihost/approval"
@@ -27,6 +28,7 @@ type callOptions struct {
 	bundle, tool string
 	input        string
 	inputFile    string
+	flags        *pflag.FlagSet // the command line's flags, to tell which were given
 }
 
 // newCallCmd is clihostctl call; runF, when set, runs instead of runCall (tests).
@@ -40,7 +42,8 @@ CLI (never through a shell) in the workspace, and prints the result as JSON:
 {"ok":true,"value":…,"exit_code":0,"ms":12} or {"ok":false,"error":{"code":…,"message":…,"hint":…},"ms":3}.
 TOOL is the TOOL.md id, the command path ("pr list") or its dotted form (pr.list). When clihostd
 runs (see --socket) the call goes through it (its installed binaries, setup, login and audit log);
-otherwise, or with --bundles or --audit, it runs in this process.
+otherwise, or with --bundles, --audit, --debug, --approvals or a --limit-* flag (which hold only
+calls run here), it runs in this process.
 
 A tool whose approval class asks for one (approval: always, on-mutate with mutates, policy:REF,
 or a rule of the approval policy) is asked for on the terminal: the exact bundle, tool and
@@ -50,8 +53,8 @@ Exit status: 0 when the call succeeded, 1 when it failed, 2 on bad usage.`,
 		Example: `  clihostctl call jq filter --input '{"filter": ".name", "files": ["package.json"]}'
   clihostctl call gh "pr list" --input '{"state": "open"}' --workspace ~/src/app`,
 		Args: toolArgs,
-		RunE: func(_ *cobra.Command, args []string) error {
-			o.bundle, o.tool = args[0], args[1]
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.bundle, o.tool, o.flags = args[0], args[1], cmd.Flags()
 			if runF != nil {
 				return runF(o)
 			}
@@ -94,8 +97,9 @@ func runCall(o *callOptions) error {
 		return runDryRun(ctx, o, raw)
 	}
 	// Through the daemon when one runs (and no bundle directory was named for this call, and no
-	// --debug, which runs here): it keeps installed binaries, state and the audit log.
-	if len(o.bundleDirs) == 0 && o.audit == "" && !o.debug {
+	// --debug, --limit-* or --approvals, which hold calls run here only): it keeps installed
+	// binaries, state and the audit log.
+	if len(o.bundleDirs) == 0 && o.audit == "" && !o.debug && !o.inProcessFlags(o.flags) {
 		ws, err := o.workspaceDir()
 		if err != nil {
 			return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -16,19 +17,21 @@ import (
 // Shell completion is cobra's: `clihostctl completion bash|zsh|fish|powershell` prints a script
 // that asks `clihostctl __complete ARGS…` for candidates. addCompletions gives every command
 // whose first argument is BUNDLE the bundles' names, a BUNDLE TOOL command the chosen bundle's
-// tools, and flags their values: the words a --format takes, folders for --workspace, --bundles
-// and --out.
+// tools, and flags their values: the words a --format takes, folders for --workspace, --bundles,
+// --out and --dir.
 
-// flagWords are the values of enumerated flags, by command name and flag name ("" for any command).
+// flagWords are the values of enumerated flags, by command name and flag name ("" for any command);
+// lint's are the formats it has a writer for, so a new one completes too.
 var flagWords = map[[2]string][]string{
-	{"lint", "format"}:     {"text", "json", "sarif", "github"},
+	{"lint", "format"}:     slices.Sorted(maps.Keys(lintWriters)),
+	{"test", "format"}:     {"text", "tap", "json"},
 	{"parse", "format"}:    {output.ProviderText, output.ProviderJSON, output.ProviderStreamJSON},
 	{"classify", "format"}: {output.ProviderText, output.ProviderJSON, output.ProviderStreamJSON},
 	{"", "color"}:          {"auto", "always", "never"},
 }
 
 // dirFlags are the flags that name a folder.
-var dirFlags = []string{"workspace", "bundles", "out"}
+var dirFlags = []string{"workspace", "bundles", "out", "dir"}
 
 // completionTimeout bounds how long completing a bundle name waits for the daemon.
 const completionTimeout = 500 * time.Millisecond

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,7 +99,7 @@ func TestCompleteFlagValues(t *testing.T) {
 	if cands, _ := complete(t, "output", "parse", "--format", ""); !has(cands, "text", "json", "stream-json") {
 		t.Errorf("output parse --format: %q", cands)
 	}
-	for _, args := range [][]string{{"call", "--workspace", ""}, {"--bundles", ""}, {"status", "--bundles", ""}} {
+	for _, args := range [][]string{{"call", "--workspace", ""}, {"--bundles", ""}, {"status", "--bundles", ""}, {"new", "x", "--dir", ""}, {"schema", "--out", ""}} {
 		if _, dir := complete(t, args...); dir != ":16" {
 			t.Errorf("%q: directive %s, want folders (:16)", args, dir)
 		}
@@ -117,6 +119,16 @@ func TestEveryFormatFlagCompletes(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLintFormatWordsAreTheWriters: lint --format completes to exactly the formats lint accepts
+// (gitlab was added to lintWriters but not to the completion words).
+func TestLintFormatWordsAreTheWriters(t *testing.T) {
+	cands, _ := complete(t, "lint", "--format", "")
+	want := slices.Sorted(maps.Keys(lintWriters))
+	if !slices.Equal(slices.Sorted(slices.Values(cands)), want) {
+		t.Errorf("lint --format completes to %q, lint accepts %q", cands, want)
+	}
 }
 
 // TestCompletionScripts: each shell's script is printed and asks clihostctl __complete.

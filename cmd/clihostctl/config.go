@@ -16,6 +16,13 @@ const configEnv = "CLIHOSTCTL_CONFIG"
 // commandLineOnly are the flags without a key in the configuration file.
 var commandLineOnly = []string{"help", "version"}
 
+// configError is a configuration file clihostctl refuses: exit code 2 as a usage error, but the
+// hint names how to read no file instead of the command's --help, which says nothing of it.
+type configError struct{ error }
+
+// configHint is what a configError's message ends with.
+const configHint = "fix the file, or read none with " + configEnv + `=""` + " (docs/operations.md, Configuration file)"
+
 // configFile is the configuration file to read and whether it was named ($CLIHOSTCTL_CONFIG,
 // required then), else $XDG_CONFIG_HOME/clihost/clihostctl.yaml (read when it exists).
 func configFile() (path string, named bool) {
@@ -35,7 +42,7 @@ func withConfigFile(root *cobra.Command) {
 	prev := root.PersistentPreRunE
 	root.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
 		if err := applyConfigFile(root, cmd); err != nil {
-			return usageError{err}
+			return configError{err}
 		}
 		if prev != nil {
 			return prev(cmd, args)

@@ -77,3 +77,21 @@ func TestCtlConfigRefused(t *testing.T) {
 		t.Errorf("no file at the default path: exit %d, %s", code, errOut)
 	}
 }
+
+// TestCtlConfigErrorPointsAtTheFile: a refused configuration file is not a mistake in the
+// command line, so the message does not send the user to the command's --help (which says
+// nothing of the file) nor say it configures the daemon: it names how to read no file instead.
+func TestCtlConfigErrorPointsAtTheFile(t *testing.T) {
+	p := ctlConfig(t, "sockt: /x\n")
+	code, _, errOut := runCtl(t, "version")
+	if code != 2 || strings.Contains(errOut, "--help") || !strings.Contains(errOut, p) || !strings.Contains(errOut, configEnv+`=""`) {
+		t.Errorf("unknown key: exit %d, %q; want 2, the file and how to read none, no --help", code, errOut)
+	}
+	if err := os.Chmod(p, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = runCtl(t, "status")
+	if code != 2 || strings.Contains(errOut, "--help") || strings.Contains(errOut, "daemon") {
+		t.Errorf("world-writable file: exit %d, %q; want 2, no --help, not 'configures the daemon'", code, errOut)
+	}
+}

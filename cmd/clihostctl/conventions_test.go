@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"github.com/clihost/clihost/sandboxprobe"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/spf13/cobra"
@@ -265,13 +267,13 @@ func TestManPages(t *testing.T) {
 // --format, so they need no --json: why each is exempt.
 var noJSON = map[string]string{
 	"clihostctl call":            "its result envelope is always JSON",
-	"clihostctl lint":            "--format json (and sarif, github)",
 	"clihostctl output parse":    "--format; its answer is always JSON",
 	"clihostctl output classify": "always JSON",
 	"clihostctl mcp":             "an MCP server on stdio",
 	"clihostctl mcp-self":        "an MCP server on stdio",
 	"clihostctl serve-mcp":       "an MCP server over HTTP",
 	"clihostctl man":             "writes files",
+	"clihostctl new":             "writes a bundle folder",
 	"clihostctl import cobra":    "writes a bundle (its --json is section 4's import work)",
 }
 
@@ -282,7 +284,7 @@ func TestEveryDataCommandHasJSON(t *testing.T) {
 	root.InitDefaultCompletionCmd()
 	walk(root, func(cmd *cobra.Command) {
 		path := cmd.CommandPath()
-		if !cmd.Runnable() || strings.HasPrefix(path, "clihostctl completion") || strings.HasPrefix(path, "clihostctl help") {
+		if !cmd.Runnable() || cmd.Annotations[groupAnnotation] != "" || strings.HasPrefix(path, "clihostctl completion") || strings.HasPrefix(path, "clihostctl help") {
 			return
 		}
 		if _, ok := noJSON[path]; ok {
@@ -348,5 +350,139 @@ func TestVersionNamesDaemon(t *testing.T) {
 	}
 	if code, out, _ := runCtl(t, "--socket", sock, "--version"); code != 0 || !strings.HasPrefix(out, "clihostctl dev") || strings.Count(out, "\n") != 1 {
 		t.Errorf("--version: exit %d %q", code, out)
+	}
+}
+
+// TestStatusUnknownBundleExit4: status BUNDLE for a bundle the daemon does not serve exits 4, as
+// systemctl status does for a unit it does not know, so that a script waiting for a bundle (exit
+// 3) or for the daemon (exit 1) stops at a mistyped name; the message still names the loaded ones.
+func TestStatusUnknownBundleExit4(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/daemon", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, 200, `{"version":"dev","sandbox":{"state":"ok"},"bundles":{"loaded":1}}`)
+	})
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, r *http.Request) {
+		reply(w, 404, `{"error":"no bundle \"jqq\"; loaded: jq@1","hint":"clihostctl status lists the loaded bundles"}`)
+	})
+	sock := fakeDaemon(t, mux)
+	for _, args := range [][]string{{"status", "jqq"}, {"status", "jqq", "--json"}} {
+		ios, _, errOut := testStreams("")
+		if code := ctl(ios, nil, append([]string{"--socket", sock}, args...)...); code != 4 || !strings.Contains(errOut.String(), `no bundle "jqq"; loaded: jq@1`) {
+			t.Errorf("%q: exit %d, %q; want 4 and the loaded bundles", args, code, errOut)
+		}
+	}
+}
+
+// TestAuditLinesDefaultExplained: audit --help shows -n's default, -1, so it says what -1 means
+// (all, as kubectl logs --tail=-1), and -n -2's refusal does not claim -1 is refused.
+func TestAuditLinesDefaultExplained(t *testing.T) {
+	_, out, _ := runCtl(t, "audit", "--help")
+	if !strings.Contains(out, "-1: all") {
+		t.Errorf("audit --help does not say what -n -1 means:\n%s", out)
+	}
+	if code, _, errOut := runCtl(t, "audit", "-n", "-2"); code != 2 || !strings.Contains(errOut, "-1 for all") {
+		t.Errorf("audit -n -2: exit %d, %q", code, errOut)
+	}
+}
+
+// TestLimitsLineSaysNotEnforced: a limit the host cannot enforce (no usable cgroup for an
+// unprivileged daemon) reads "NOT enforced" in status, not "memory 1 GiB (none)", which looks
+// like a limit in force; a limit set to none stays "none".
+func TestLimitsLineSaysNotEnforced(t *testing.T) {
+	got := limitsLine([]sandboxprobe.LimitMechanism{
+		{Limit: "memory", Value: "1 GiB", Mechanism: "none"},
+		{Limit: "cpu", Value: "none", Mechanism: "none"},
+		{Limit: "nofile", Value: "1024", Mechanism: "rlimit"},
+	})
+	if want := "limits: memory 1 GiB (NOT enforced on this host), cpu none, nofile 1024 (rlimit)"; got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+}
+
+// TestJSONAndFormatAgree: lint and test take both spellings of JSON output a gh or kubectl user
+// tries (--json, --format json), and refuse --json with another --format as a usage error instead
+// of silently printing one of them (test --json --format tap printed JSON).
+func TestJSONAndFormatAgree(t *testing.T) {
+	tree := copyTree(t)
+	bundle := filepath.Join(tree, ".cli", "mini") // a bundle with a lint error: exit 1 either way
+	code, viaFormat, _ := runCtl(t, "lint", "--format", "json", bundle)
+	if code != 1 || !json.Valid([]byte(viaFormat)) {
+		t.Fatalf("lint --format json: exit %d %q", code, viaFormat)
+	}
+	if code, viaJSON, errOut := runCtl(t, "lint", "--json", bundle); code != 1 || viaJSON != viaFormat {
+		t.Errorf("lint --json: exit %d %q %s; want what --format json prints", code, viaJSON, errOut)
+	}
+	for _, args := range [][]string{{"lint", "--json", "--format", "sarif", bundle}, {"test", "--json", "--format", "tap", bundle}} {
+		if code, _, errOut := runCtl(t, args...); code != 2 || !strings.Contains(errOut, "--json") {
+			t.Errorf("%q: exit %d, %q; want a usage error naming --json", args, code, errOut)
+		}
+	}
+	if code, _, errOut := runCtl(t, "test", "--format", "json", filepath.Join(tree, "nosuch")); code == 2 && strings.Contains(errOut, "unknown --format") {
+		t.Errorf("test --format json refused: %s", errOut)
+	}
+}
+
+// TestCallLimitsRunHere: call's --limit-* and --approvals flags hold only calls run in this
+// process, so giving one runs the call here (as --audit does) instead of sending it to the daemon,
+// which silently ignored them (a call "limited" to 16 MiB ran under the daemon's 1 GiB).
+func TestCallLimitsRunHere(t *testing.T) {
+	t.Setenv("CLIHOST_AUDIT", filepath.Join(t.TempDir(), "audit.jsonl"))
+	var sent atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/call", func(w http.ResponseWriter, r *http.Request) {
+		sent.Add(1)
+		reply(w, 200, `{"ok":true,"value":"daemon","ms":1}`)
+	})
+	sock := fakeDaemon(t, mux)
+	ws := t.TempDir()
+	for _, flag := range [][]string{{"--limit-memory", "16MiB"}, {"--limit-pids", "8"}, {"--approvals", filepath.Join(t.TempDir(), "none.yaml")}} {
+		args := append([]string{"--socket", sock, "call", "jq", "eval", "--workspace", ws, "--input", `{"filter": ".", "json": "1"}`}, flag...)
+		_, out, _ := runCtl(t, args...)
+		if sent.Load() != 0 || strings.Contains(out, `"daemon"`) {
+			t.Errorf("call %s was sent to the daemon, which ignores it: %s", flag[0], out)
+		}
+	}
+	if _, out, _ := runCtl(t, "--socket", sock, "call", "jq", "eval", "--workspace", ws, "--input", `{"filter": ".", "json": "1"}`); sent.Load() != 1 {
+		t.Errorf("a call without them did not go to the daemon: %s", out)
+	}
+}
+
+// TestNoDaemonHint: a command that needs the daemon says how to start one or reach it, not only
+// that none runs at a socket path (as kubectl's "did you specify the right host or port?").
+func TestNoDaemonHint(t *testing.T) {
+	for _, cmd := range []string{"status", "token", "open"} {
+		code, _, errOut := runCtl(t, "--socket", filepath.Join(t.TempDir(), "none.sock"), cmd)
+		if code != 1 || !strings.Contains(errOut, "no clihostd is running") || !strings.Contains(errOut, "systemctl start clihostd") || !strings.Contains(errOut, "CLIHOST_SOCKET") {
+			t.Errorf("%s without a daemon: exit %d, %q; want 1 and how to start or reach one", cmd, code, errOut)
+		}
+	}
+}
+
+// TestMistypedSubcommandOfAGroup: a mistyped subcommand of a command that only groups others
+// (state, import, secret, completion tcsh) is a usage error naming it, as one of the root's is;
+// cobra printed the group's help and exited 0, so `clihostctl state bakup x` "succeeded".
+func TestMistypedSubcommandOfAGroup(t *testing.T) {
+	for _, args := range [][]string{{"state", "bakup", "x"}, {"completion", "tcsh"}, {"import", "cobar"}} {
+		code, _, errOut := runCtl(t, args...)
+		if code != 2 || !strings.Contains(errOut, "unknown command \""+args[1]+"\"") || !strings.Contains(errOut, "Run 'clihostctl "+args[0]+" --help' for usage.") {
+			t.Errorf("%q: exit %d, %q; want 2, unknown command and the group's --help", args, code, errOut)
+		}
+	}
+	if _, _, errOut := runCtl(t, "state", "bakup"); !strings.Contains(errOut, "did you mean backup?") {
+		t.Errorf("state bakup: %q, want the suggestion", errOut)
+	}
+	if code, out, _ := runCtl(t, "state"); code != 0 || !strings.Contains(out, "Available Commands:") {
+		t.Errorf("state alone: exit %d, %q; want its help and 0", code, out)
+	}
+	if code, out, _ := runCtl(t, "completion", "bash"); code != 0 || !strings.Contains(out, "bash completion") {
+		t.Errorf("completion bash: exit %d", code)
+	}
+}
+
+// TestMissingArgumentNamed: a command given too few or too many arguments names the ones it takes
+// (from its usage line), not only how many: "clihostctl man takes 1 argument(s) (DIR), got 0".
+func TestMissingArgumentNamed(t *testing.T) {
+	if code, _, errOut := runCtl(t, "man"); code != 2 || !strings.Contains(errOut, "takes 1 argument(s) (DIR), got 0") {
+		t.Errorf("man: exit %d, %q", code, errOut)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/rotate"
+	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/manifest"
 	"github.com/spf13/pflag"
 )
@@ -35,6 +36,19 @@ func (o *hostOptions) addFlags(fs *pflag.FlagSet) {
 	for _, f := range host.LimitFlags(&o.sandbox.Limits) {
 		fs.Var(f.Value, f.Name, f.Usage)
 	}
+}
+
+// inProcessFlags says whether fs (a command's flags, nil for none) was given --approvals or a
+// --limit-* flag: they hold calls run in this process, never the daemon's.
+func (o *hostOptions) inProcessFlags(fs *pflag.FlagSet) bool {
+	if fs == nil {
+		return false
+	}
+	given := fs.Changed("approvals")
+	for _, f := range host.LimitFlags(&isolation.Limits{}) {
+		given = given || fs.Changed(f.Name)
+	}
+	return given
 }
 
 // openHost builds a Host over the configured bundles with the audit log open. close releases it.

@@ -15,6 +15,7 @@ type lintOptions struct {
 	*globalOptions
 	paths  []string
 	format string
+	asJSON bool // --json: --format json, as the other commands spell it
 	strict bool
 }
 
@@ -33,14 +34,32 @@ Exit status: 0 clean (warnings allowed unless --strict), 1 findings that fail, 2
 		Example: `  clihostctl lint .cli
   clihostctl lint --strict --format sarif .cli > lint.sarif
   clihostctl lint --format github bundles/gh`,
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			o.paths = args
+			format, err := jsonFormat(cmd, o.asJSON, o.format, "json")
+			if err != nil {
+				return err
+			}
+			o.format = format
 			return runLint(o)
 		},
 	}
 	cmd.Flags().StringVar(&o.format, "format", "text", "output format: text, json, sarif, github or gitlab (Code Quality)")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print JSON (the same as --format json)")
 	cmd.Flags().BoolVar(&o.strict, "strict", false, "fail on warnings too")
 	return cmd
+}
+
+// jsonFormat reconciles a command's --json and --format: --json means --format jsonWord, and
+// --json with another --format is a usage error rather than one of them silently winning.
+func jsonFormat(cmd *cobra.Command, asJSON bool, format, jsonWord string) (string, error) {
+	if !asJSON {
+		return format, nil
+	}
+	if cmd.Flags().Changed("format") && format != jsonWord {
+		return "", usageError{fmt.Errorf("--json and --format %s: give one of them", format)}
+	}
+	return jsonWord, nil
 }
 
 func runLint(o *lintOptions) error {

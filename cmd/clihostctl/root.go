@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -73,11 +74,25 @@ else ./.cli plus the catalog built into clihost.`,
 	return root
 }
 
+// argNames are the arguments cmd's usage line names, as " (DIR)", or "" when it names none.
+func argNames(cmd *cobra.Command) string {
+	var names []string
+	for _, f := range strings.Fields(cmd.Use)[1:] {
+		if f != "[flags]" {
+			names = append(names, f)
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(names, " ") + ")"
+}
+
 // exactArgs is cobra.ExactArgs reporting a usage error.
 func exactArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != n {
-			return usageError{fmt.Errorf("%s takes %d argument(s), got %d", cmd.CommandPath(), n, len(args))}
+			return usageError{fmt.Errorf("%s takes %d argument(s)%s, got %d", cmd.CommandPath(), n, argNames(cmd), len(args))}
 		}
 		return nil
 	}

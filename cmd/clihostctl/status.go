@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -32,7 +34,8 @@ whether it is ready, and what to do when it is not. First it says what a real sa
 started by the daemon found (the probe runs again when its last result is older than 30s) and how
 many bundles the daemon serves, from where. --json prints {"daemon": …, "bundles": […]}, each
 bundle with "ready". With BUNDLE, the exit status is 3 when that bundle is not ready (as systemctl
-status for an inactive unit), 1 when the daemon could not be asked.`,
+status for an inactive unit), 4 when the daemon serves no such bundle (as systemctl status for an
+unknown unit), 1 when the daemon could not be asked.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
@@ -42,7 +45,7 @@ status for an inactive unit), 1 when the daemon could not be asked.`,
 				return runF(o)
 			}
 			if err := runStatus(cmd.Context(), o); err != nil {
-				return err
+				return o.unknownBundle(err)
 			}
 			return o.notReady()
 		},
@@ -163,7 +166,14 @@ func or(a, b string) string {
 func limitsLine(ls []sandboxprobe.LimitMechanism) string {
 	parts := make([]string, 0, len(ls))
 	for _, l := range ls {
-		parts = append(parts, fmt.Sprintf("%s %s (%s)", l.Limit, l.Value, l.Mechanism))
+		switch {
+		case l.Value == "none":
+			parts = append(parts, l.Limit+" none")
+		case l.Mechanism == "none":
+			parts = append(parts, fmt.Sprintf("%s %s (NOT enforced on this host)", l.Limit, l.Value))
+		default:
+			parts = append(parts, fmt.Sprintf("%s %s (%s)", l.Limit, l.Value, l.Mechanism))
+		}
 	}
 	return "limits: " + strings.Join(parts, ", ")
 }
@@ -178,6 +188,17 @@ func (o *statusOptions) learnReady(st []control.BundleStatus) {
 		ready = ready && b.Ready
 	}
 	o.ready = &ready
+}
+
+// unknownBundle turns the daemon's "no such bundle" (404) for o.bundle into exit status 4, after
+// printing its message (which names the loaded bundles); other errors are returned as they are.
+func (o *statusOptions) unknownBundle(err error) error {
+	var re *control.ResponseError
+	if o.bundle == "" || !errors.As(err, &re) || re.StatusCode != http.StatusNotFound {
+		return err
+	}
+	fmt.Fprintf(o.io.ErrOut, "clihostctl: %v\n", err)
+	return exitError{4}
 }
 
 // notReady is exit status 3 when the named bundle is not ready.

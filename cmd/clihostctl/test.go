@@ -83,21 +83,26 @@ Exit status: 0 when no example failed, 1 when one did, 2 on bad usage.`,
   clihostctl test ./bundles/rg --format tap
   clihostctl test --bundles ./bundles git --json`,
 		Args: exactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			o.bundle = args[0]
+			format, err := jsonFormat(cmd, o.json, o.format, "json")
+			if err != nil {
+				return err
+			}
+			o.format, o.json = format, format == "json"
 			return runTest(o)
 		},
 	}
-	cmd.Flags().BoolVar(&o.json, "json", false, "print the results as JSON")
-	cmd.Flags().StringVar(&o.format, "format", "text", "text (one line per example) or tap (Test Anything Protocol)")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the results as JSON (the same as --format json)")
+	cmd.Flags().StringVar(&o.format, "format", "text", "text (one line per example), tap (Test Anything Protocol) or json")
 	o.addFlags(cmd.Flags())
 	_ = cmd.Flags().MarkHidden("workspace") // each example gets a workspace of its own
 	return cmd
 }
 
 func runTest(o *testOptions) error {
-	if o.format != "text" && o.format != "tap" {
-		return usageError{fmt.Errorf("unknown --format %q: use text or tap", o.format)}
+	if o.format != "text" && o.format != "tap" && o.format != "json" {
+		return usageError{fmt.Errorf("unknown --format %q: use text, tap or json", o.format)}
 	}
 	if st, err := os.Stat(filepath.Join(o.bundle, "CLI.md")); err == nil && st.Mode().IsRegular() {
 		o.bundleDirs = []string{o.bundle} // a bundle folder named by its path

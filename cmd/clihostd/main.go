@@ -9,6 +9,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -17,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
@@ -50,6 +52,7 @@ type options struct {
 	admit      stringList
 	sandbox    string // "on" or "off"
 	auditSize  daemon.ByteSize
+	help       bool // -h or --help was given: the flags were printed
 	check      bool
 	checkState bool
 	cpuProfile string
@@ -78,7 +81,8 @@ func main() {
 // parse reads args into options; it returns 0 when they are usable, else the exit code (2).
 func parse(args []string, stderr io.Writer) (options, int) {
 	fs := flag.NewFlagSet("clihostd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	var usage bytes.Buffer // the flag package's messages: help to stdout, mistakes to stderr
+	fs.SetOutput(&usage)
 	o := options{auditSize: daemon.ByteSize(host.AuditMaxSize)}
 	c := &o.cfg
 	fs.StringVar(&c.StateDir, "state", "", "state directory (default: $STATE_DIRECTORY, else $XDG_STATE_HOME/clihost, else ~/.local/state/clihost)")
@@ -111,6 +115,12 @@ func parse(args []string, stderr io.Writer) (options, int) {
 	fs.StringVar(&o.configFile, "config", DefaultConfigFile, "the configuration file (YAML, a key per flag; flags given here override it); read when it exists, required when named; \"\" for none")
 	fs.BoolVar(&o.printConfig, "print-config", false, "print the effective configuration (the file's format: the file's values and the flags over the defaults) and exit")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) { // -h, --help: asked for, so not a mistake
+			o.help = true
+			_, _ = os.Stdout.Write(usage.Bytes())
+			return o, 0
+		}
+		_, _ = stderr.Write(usage.Bytes())
 		return o, 2
 	}
 	if err := o.readConfig(fs); err != nil {
@@ -135,12 +145,23 @@ func parse(args []string, stderr io.Writer) (options, int) {
 		bad = fmt.Sprintf("--sandbox %q: want on or off", o.sandbox)
 	case o.logFormat != "text" && o.logFormat != "json":
 		bad = fmt.Sprintf("--log-format %q: want text or json", o.logFormat)
+	case c.Group != "" && !o.printConfig:
+		bad = checkGroup(c.Group)
 	}
 	if bad != "" {
 		fmt.Fprintf(stderr, "clihostd: %s\n", bad)
 		return o, 2
 	}
 	return o, 0
+}
+
+// checkGroup is what is wrong with --group NAME ("" when the group exists): the unit names
+// clihost, which only the package's or the documented useradd creates.
+func checkGroup(name string) string {
+	if _, err := user.LookupGroup(name); err != nil {
+		return fmt.Sprintf("--group %s: %v (create it: groupadd --system %s, and add the socket's users with usermod -aG %s USER; or drop --group)", name, err, name, name)
+	}
+	return ""
 }
 
 // readConfig applies the configuration file to the flags fs's command line did not set: the
@@ -171,7 +192,7 @@ func newLogger(format string, stderr io.Writer) *slog.Logger {
 
 func run(args []string, stderr io.Writer) int {
 	o, code := parse(args, stderr)
-	if code != 0 {
+	if code != 0 || o.help {
 		return code
 	}
 	if o.version {
@@ -215,7 +236,9 @@ func run(args []string, stderr io.Writer) int {
 	e, err := daemon.New(ctx, log, o.cfg)
 	if err != nil {
 		log.Error("clihostd could not start", "err", err)
-		fmt.Fprintf(stderr, "clihostd: %v\n", err)
+		if o.logFormat != "json" { // a JSON log's every line is an object: the log line says it
+			fmt.Fprintf(stderr, "clihostd: %v\n", err)
+		}
 		return 1
 	}
 	defer e.Close()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,5 +61,54 @@ func TestCPUProfile(t *testing.T) {
 	}
 	if _, err := startCPUProfile(path); err == nil {
 		t.Fatal("an existing file was overwritten")
+	}
+}
+
+// TestUnknownGroupRefusedAtOnce: --group naming a group this host lacks (the unit's clihost, on a
+// host installed by hand) is a usage error before the sandbox probe and the bundles, and says how
+// to create the group; it was exit 1 after start-up with only "unknown group".
+func TestUnknownGroupRefusedAtOnce(t *testing.T) {
+	var stderr bytes.Buffer
+	if code := run([]string{"--config", "", "--group", "no-such-group-atk10"}, &stderr); code != 2 ||
+		!strings.Contains(stderr.String(), "groupadd --system no-such-group-atk10") {
+		t.Errorf("exit %d, %s; want 2 and how to create the group", code, stderr.String())
+	}
+}
+
+// TestJSONLogFailureIsOnlyJSON: with --log-format json every line clihostd writes to stderr once
+// the logger exists is a JSON object (a journal or log shipper parses each), so a failed start is
+// logged once, not followed by the plain "clihostd: …" line text mode ends with.
+func TestJSONLogFailureIsOnlyJSON(t *testing.T) {
+	var stderr bytes.Buffer
+	state := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(state, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--config", "", "--log-format", "json", "--http", "127.0.0.1:0", "--state", filepath.Join(state, "x"), "--socket", filepath.Join(t.TempDir(), "s.sock")}
+	if code := run(args, &stderr); code != 1 {
+		t.Fatalf("exit %d, want 1: %s", code, stderr.String())
+	}
+	for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("not JSON: %q", line)
+		}
+	}
+	if !strings.Contains(stderr.String(), `"msg":"clihostd could not start"`) {
+		t.Errorf("the failure is not logged: %s", stderr.String())
+	}
+}
+
+// TestHelpExitsZero: clihostd -h and --help print the flags and exit 0 (on stdout, so they page
+// and grep), as every other command an operator uses does; they exited 2 like a mistake.
+func TestHelpExitsZero(t *testing.T) {
+	for _, arg := range []string{"-h", "--help", "-help"} {
+		var stderr bytes.Buffer
+		if code := run([]string{arg}, &stderr); code != 0 || stderr.Len() != 0 {
+			t.Errorf("clihostd %s: exit %d, stderr %q; want 0 and the help on stdout", arg, code, stderr.String())
+		}
+	}
+	var stderr bytes.Buffer
+	if code := run([]string{"--bogus"}, &stderr); code != 2 || !strings.Contains(stderr.String(), "flag provided but not defined: -bogus") {
+		t.Errorf("clihostd --bogus: exit %d, %q", code, stderr.String())
 	}
 }

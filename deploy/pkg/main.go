@@ -2,8 +2,8 @@
 // dist/clihost_VERSION_amd64.deb and dist/clihost-VERSION-1.x86_64.rpm, each carrying clihostd,
 // clihostctl and the clihost-sandbox helper side by side in /usr/bin (the daemon and clihostctl
 // look for the helper beside their own executable), the systemd unit, the service user's
-// sysusers.d entry, the files of deploy/etc as configuration files, and the maintainer scripts of
-// deploy/pkg/scripts.
+// sysusers.d entry, clihostctl's manual pages and bash, zsh and fish completions, the files of
+// deploy/etc as configuration files, and the maintainer scripts of deploy/pkg/scripts.
 //
 // Run it from anywhere in the repository (it is its own module, so that nfpm's dependencies stay
 // out of clihost's): go -C deploy/pkg run . [-version V] [-out DIR] [-formats deb,rpm].
@@ -76,12 +76,16 @@ func run(o options) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	share, err := generateShare(work, work)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return nil, fmt.Errorf("output folder: %w", err)
 	}
 	var built []string
 	for _, format := range strings.Split(o.formats, ",") {
-		p, err := writePackage(layout{root: root, bin: work, unit: unit}, strings.TrimSpace(format), o.version, o.out)
+		p, err := writePackage(layout{root: root, bin: work, unit: unit, share: share}, strings.TrimSpace(format), o.version, o.out)
 		if err != nil {
 			return nil, err
 		}

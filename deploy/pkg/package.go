@@ -25,9 +25,10 @@ const (
 
 // layout is where the package's files come from.
 type layout struct {
-	root string // the repository
-	bin  string // the built binaries
-	unit string // the unit rewritten for the package's paths
+	root  string // the repository
+	bin   string // the built binaries
+	unit  string // the unit rewritten for the package's paths
+	share string // the generated files for /usr/share: manual pages, completion scripts
 }
 
 // execStart is the packaged unit's ExecStart line: the packaged clihostd, with or without flags.
@@ -58,7 +59,7 @@ func packagedUnit(root, dir string) (string, error) {
 }
 
 // contents are the package's files: the binaries, the unit, the sysusers.d entry, the bundles
-// folder, and every file under deploy/etc as a configuration file (a dpkg conffile, an RPM
+// folder, clihostctl's manual pages and completion scripts, and every file under deploy/etc as a configuration file (a dpkg conffile, an RPM
 // %config(noreplace)): an operator's edits survive upgrades.
 func contents(l layout) (files.Contents, error) {
 	c := files.Contents{}
@@ -72,8 +73,22 @@ func contents(l layout) (files.Contents, error) {
 	add(l.unit, unitPath, files.TypeFile, 0o644)
 	add(filepath.Join(l.root, "deploy", "clihost.sysusers"), sysusersDst, files.TypeFile, 0o644)
 	add("", bundlesDir, files.TypeDir, 0o755)
+	err := filepath.WalkDir(l.share, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, err := filepath.Rel(l.share, p)
+		if err != nil {
+			return err
+		}
+		add(p, "/usr/share/"+filepath.ToSlash(rel), files.TypeFile, 0o644)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("collecting the manual pages and completions: %w", err)
+	}
 	etc := filepath.Join(l.root, "deploy", "etc")
-	err := filepath.WalkDir(etc, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(etc, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}

@@ -3,7 +3,7 @@
 // repeatable flag); a key that names a subcommand holds that command's own flags (serve-mcp:
 // {listen: …}). A flag given on the command line overrides the file. An unknown key is an error
 // naming the nearest known one, and a file that someone other than root or the reading user could
-// change is refused (whoever may write it configures the daemon).
+// change is refused (whoever may write it chooses the flags of the program that reads it).
 package config
 
 import (

@@ -9,7 +9,7 @@ import (
 )
 
 // why is what a refusal of an untrusted file says.
-const why = "whoever may change it configures the daemon"
+const why = "whoever may change it chooses the flags of the program that reads it"
 
 // maxLinks bounds the symlinks followed on the file's way (the kernel's own limit).
 const maxLinks = 40
