@@ -91,7 +91,7 @@ type edit struct {
 	old, new string
 }
 
-func buildBundle(t *testing.T, edits []edit, extra map[string]string) fstest.MapFS {
+func buildBundle(t testing.TB, edits []edit, extra map[string]string) fstest.MapFS {
 	t.Helper()
 	files := map[string]string{cliFile: baseCLI, toolFile: baseTool}
 	for _, e := range edits {
