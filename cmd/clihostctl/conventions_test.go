@@ -2,13 +2,14 @@ package main
 
 import (
 	"encoding/json"
-	"github.com/clihost/clihost/sandboxprobe"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/clihost/clihost/sandboxprobe"
 
 	"github.com/spf13/cobra"
 )
