@@ -74,7 +74,8 @@ func newTestCmd(g *globalOptions) *cobra.Command {
 		Long: `Test runs every example of every TOOL.md of BUNDLE (an id, or the path of a bundle folder) as a
 real call: in clihost's kernel sandbox, in a fresh temporary workspace. The workspace starts as a
 copy of the tool's testdata/ folder (tools/<tool>/testdata/), else of the bundle's testdata/ (next
-to CLI.md), else empty. An example passes when the call succeeds (its value then matches the tool's
+to CLI.md), else empty; a name dot-NAME in it is copied as .NAME (a .git folder ships as
+dot-git, as go:embed leaves out names starting with "."). An example passes when the call succeeds (its value then matches the tool's
 outputs schema, which every call checks) and, when the example has an output, the value equals it
 (JSON values compared as values; a text output compared without trailing newlines). An example
 of a tool that waits for an approval is skipped.
@@ -271,7 +272,7 @@ func seedFixture(ws string, files fs.FS, dirs []string) error {
 }
 
 // copyFixture copies dir of files into ws: folders and regular files; anything else (a symbolic
-// link, a device) is refused.
+// link, a device) is refused. A name dot-NAME is copied as .NAME (fixtureName).
 func copyFixture(ws string, files fs.FS, dir string) error {
 	var total int64
 	var count int
@@ -279,7 +280,10 @@ func copyFixture(ws string, files fs.FS, dir string) error {
 		if err != nil {
 			return err
 		}
-		rel := strings.TrimPrefix(strings.TrimPrefix(p, dir), "/")
+		rel, err := fixtureName(strings.TrimPrefix(strings.TrimPrefix(p, dir), "/"))
+		if err != nil {
+			return err
+		}
 		dst := filepath.Join(ws, filepath.FromSlash(rel))
 		if count++; count > maxFixtureFiles {
 			return fmt.Errorf("%s holds more than %d files", dir, maxFixtureFiles)
@@ -294,6 +298,26 @@ func copyFixture(ws string, files fs.FS, dir string) error {
 		total += n
 		return err
 	})
+}
+
+// fixturePrefix starts a fixture name that is copied with a leading dot instead: go:embed leaves
+// out names starting with "." or "_", so a catalog bundle ships a .git folder as dot-git.
+const fixturePrefix = "dot-"
+
+// fixtureName is the workspace path of the fixture path rel (slash-separated): each element
+// dot-NAME becomes .NAME (a bare "dot-" stays as it is). dot-. would be "..", a way out of the
+// workspace: it is refused.
+func fixtureName(rel string) (string, error) {
+	elems := strings.Split(rel, "/")
+	for i, e := range elems {
+		if name, ok := strings.CutPrefix(e, fixturePrefix); ok && name != "" {
+			if name == "." {
+				return "", fmt.Errorf("%s: %s%s would be copied as \"..\"", rel, fixturePrefix, name)
+			}
+			elems[i] = "." + name
+		}
+	}
+	return strings.Join(elems, "/"), nil
 }
 
 // copyFixtureFile copies the regular file p of files to dst, at most limit bytes.
