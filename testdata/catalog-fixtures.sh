@@ -1,10 +1,11 @@
 #!/bin/sh
 # catalog-fixtures.sh regenerates the example fixtures of the catalog's git and ffmpeg bundles
 # (bundles/<id>/testdata/, run by `clihostctl test` and TestCatalogExamples). Run it from the
-# (No go.mod: go:embed refuses a folder holding one, as another module.)
 # repository's root. The git repository is built with fixed names and dates, so its objects (and
-# the hashes the examples expect) are the same on every run; its .git folder is stored as dot-git,
-# which `clihostctl test` copies back as .git (go:embed leaves out names starting with ".").
+# the hashes the examples expect) are the same on every run (only dot-git/index, which holds the
+# files' stat data, differs; git refreshes it); its .git folder is stored as dot-git,
+# which `clihostctl test` copies back as .git (go:embed leaves out names starting with "."). No
+# go.mod in it: go:embed refuses a folder holding one (another module).
 set -eu
 git_fixture() {
 	dir=bundles/git/testdata

@@ -39,9 +39,10 @@ const fixtureUID = 65534
 type testOptions struct {
 	*globalOptions
 	hostOptions
-	bundle string
-	json   bool
-	format string
+	bundle  string
+	json    bool
+	format  string
+	network bool
 }
 
 // testResult is one example's outcome.
@@ -78,7 +79,9 @@ to CLI.md), else empty; a name dot-NAME in it is copied as .NAME (a .git folder 
 dot-git, as go:embed leaves out names starting with "."). An example passes when the call succeeds (its value then matches the tool's
 outputs schema, which every call checks) and, when the example has an output, the value equals it
 (JSON values compared as values; a text output compared without trailing newlines). An example
-of a tool that waits for an approval is skipped.
+of a tool that waits for an approval is skipped, and so, unless --network is given, is one of a
+tool that needs the network: its sandbox allows egress, or its bundle's does and no fixture folder
+ships for it.
 Exit status: 0 when no example failed, 1 when one did, 2 on bad usage.`,
 		Example: `  clihostctl test jq
   clihostctl test ./bundles/rg --format tap
@@ -91,6 +94,7 @@ Exit status: 0 when no example failed, 1 when one did, 2 on bad usage.`,
 	}
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the results as JSON")
 	cmd.Flags().StringVar(&o.format, "format", "text", "text (one line per example) or tap (Test Anything Protocol)")
+	cmd.Flags().BoolVar(&o.network, "network", false, "also call the tools whose sandbox allows egress (their examples need the network)")
 	o.addFlags(cmd.Flags())
 	_ = cmd.Flags().MarkHidden("workspace") // each example gets a workspace of its own
 	return cmd
@@ -122,7 +126,10 @@ func runTest(o *testOptions) error {
 			continue
 		}
 		for _, ex := range t.Tool.Examples {
-			r := runExample(ctx, h, b, t, ex, files, caller)
+			r := testResult{Tool: t.CommandPath(), Example: ex.Name, Want: ex.Output, Status: "skip"}
+			if r.Reason = needsNetwork(b, t, files); r.Reason == "" || o.network {
+				r = runExample(ctx, h, b, t, ex, files, caller)
+			}
 			rep.count(r.Status)
 			rep.Results = append(rep.Results, r)
 		}
@@ -167,6 +174,27 @@ func (r *testReport) count(status string) {
 	default:
 		r.Skipped++
 	}
+}
+
+// needsNetwork says why t's examples need the network, "" when they run offline: t's sandbox allows
+// egress, or its bundle's does and no fixture folder ships for t (a fixture says the examples run
+// offline; without one, a tool that narrowed egress away still reads the network's state, a
+// cluster's kubeconfig or a chart repository's index).
+func needsNetwork(b *manifest.Bundle, t *manifest.ToolEntry, files fs.FS) string {
+	const hint = "; --network calls it"
+	if eff := manifest.EffectiveSandbox(b.CLI.Sandbox, t.Tool.Sandbox); eff.Network != nil && len(eff.Network.Egress) > 0 {
+		return "the tool needs the network (egress: " + strings.Join(eff.Network.Egress, ", ") + ")" + hint
+	}
+	n := b.CLI.Sandbox.Network
+	if n == nil || len(n.Egress) == 0 {
+		return ""
+	}
+	for _, dir := range fixtureDirs(t) {
+		if st, err := fs.Stat(files, dir); err == nil && st.IsDir() {
+			return ""
+		}
+	}
+	return "the bundle needs the network (egress: " + strings.Join(n.Egress, ", ") + ") and ships no fixture for the tool's examples" + hint
 }
 
 // runExample calls t with ex's input in a fresh fixture workspace and judges the result.
