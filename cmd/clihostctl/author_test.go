@@ -211,8 +211,15 @@ func TestCatalogExamples(t *testing.T) {
 		}
 		seen[id] = true
 		fixture.Need(t, id)
-		if code, out, errOut := runCtl(t, "test", id, "--audit", "-", "--approvals", approvals); code != 0 {
-			t.Errorf("clihostctl test %s: exit %d\n%s%s", id, code, out, errOut)
+		code, out, errOut := runCtl(t, "test", id, "--audit", "-", "--approvals", approvals, "--json")
+		var rep testReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 || rep.Passed == 0 {
+			t.Errorf("clihostctl test %s: exit %d %v\n%s%s", id, code, err, out, errOut)
+		}
+		for _, r := range rep.Results { // a fixture says the examples run offline: none may be skipped as needing the network
+			if strings.Contains(r.Reason, "needs the network") {
+				t.Errorf("%s %s: %s skipped: %s", id, r.Tool, r.Example, r.Reason)
+			}
 		}
 	}
 	for _, id := range []string{"jq", "rg", "git", "ffmpeg"} {
