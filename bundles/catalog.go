@@ -1,5 +1,5 @@
 // Package bundles is clihost's shipped catalog: one folder per CLI bundle (CLI.md plus
-// tools/*/TOOL.md), embedded into the binaries as the default bundle source.
+// tools/*/TOOL.md, and testdata/ where a bundle ships fixtures for its examples), embedded into the binaries as the default bundle source.
 package bundles
 
 import (
@@ -7,7 +7,7 @@ import (
 	"io/fs"
 )
 
-//go:embed */CLI.md */tools
+//go:embed */CLI.md */tools */testdata
 var catalog embed.FS
 
 // FS returns the catalog; each bundle is at <id>/CLI.md.

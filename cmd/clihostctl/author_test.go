@@ -192,27 +192,62 @@ func TestTestCommand(t *testing.T) {
 }
 
 // TestCatalogExamples runs clihostctl test over every catalog bundle whose tools ship a fixture
-// (tools/<tool>/testdata): such a bundle's examples run offline, and must pass.
+// (tools/<tool>/testdata, or the bundle's testdata): such a bundle's examples run offline, and must
+// pass; the approval policy allows ffmpeg, whose every tool writes its output file. Every other
+// bundle's examples need the network: clihostctl test skips each, with the reason, and exits 0.
 func TestCatalogExamples(t *testing.T) {
 	sandboxOrSkip(t)
 	t.Chdir(t.TempDir())
 	t.Setenv("CLIHOST_BUNDLES", "")
-	fixtures, _ := fs.Glob(bundles.FS(), "*/tools/*/testdata")
+	policy := fixture.Write(t, map[string]string{"approvals.yaml": "rules:\n  - { bundle: ffmpeg, decision: allow }\n"})
+	approvals := filepath.Join(policy, "approvals.yaml")
+	tools, _ := fs.Glob(bundles.FS(), "*/tools/*/testdata")
+	shared, _ := fs.Glob(bundles.FS(), "*/testdata")
 	seen := map[string]bool{}
-	for _, f := range fixtures {
+	for _, f := range append(tools, shared...) {
 		id := strings.Split(f, "/")[0]
 		if seen[id] {
 			continue
 		}
 		seen[id] = true
 		fixture.Need(t, id)
-		if code, out, errOut := runCtl(t, "test", id, "--audit", "-"); code != 0 {
-			t.Errorf("clihostctl test %s: exit %d\n%s%s", id, code, out, errOut)
+		code, out, errOut := runCtl(t, "test", id, "--audit", "-", "--approvals", approvals, "--json")
+		var rep testReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 || rep.Passed == 0 {
+			t.Errorf("clihostctl test %s: exit %d %v\n%s%s", id, code, err, out, errOut)
+		}
+		for _, r := range rep.Results { // a fixture says the examples run offline: none may be skipped as needing the network
+			if strings.Contains(r.Reason, "needs the network") {
+				t.Errorf("%s %s: %s skipped: %s", id, r.Tool, r.Example, r.Reason)
+			}
 		}
 	}
-	for _, id := range []string{"jq", "rg"} {
+	for _, id := range []string{"jq", "rg", "git", "ffmpeg"} {
 		if !seen[id] {
 			t.Errorf("the %s bundle has no example fixture", id)
+		}
+	}
+	ids, _ := fs.Glob(bundles.FS(), "*/CLI.md")
+	for _, f := range ids {
+		if id := strings.Split(f, "/")[0]; !seen[id] {
+			catalogSkips(t, id, approvals)
+		}
+	}
+}
+
+// catalogSkips checks that clihostctl test runs none of bundle id's examples (they need the
+// network) and says why for each.
+func catalogSkips(t *testing.T, id, approvals string) {
+	t.Helper()
+	code, out, errOut := runCtl(t, "test", id, "--audit", "-", "--approvals", approvals, "--json")
+	var rep testReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 || rep.Passed+rep.Failed != 0 {
+		t.Errorf("clihostctl test %s: exit %d %v\n%s%s", id, code, err, out, errOut)
+		return
+	}
+	for _, r := range rep.Results {
+		if !strings.Contains(r.Reason, "needs the network") {
+			t.Errorf("%s %s: %s skipped for %q", id, r.Tool, r.Example, r.Reason)
 		}
 	}
 }

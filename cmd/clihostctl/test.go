@@ -39,9 +39,10 @@ const fixtureUID = 65534
 type testOptions struct {
 	*globalOptions
 	hostOptions
-	bundle string
-	json   bool
-	format string
+	bundle  string
+	json    bool
+	format  string
+	network bool
 }
 
 // testResult is one example's outcome.
@@ -74,10 +75,13 @@ func newTestCmd(g *globalOptions) *cobra.Command {
 		Long: `Test runs every example of every TOOL.md of BUNDLE (an id, or the path of a bundle folder) as a
 real call: in clihost's kernel sandbox, in a fresh temporary workspace. The workspace starts as a
 copy of the tool's testdata/ folder (tools/<tool>/testdata/), else of the bundle's testdata/ (next
-to CLI.md), else empty. An example passes when the call succeeds (its value then matches the tool's
+to CLI.md), else empty; a name dot-NAME in it is copied as .NAME (a .git folder ships as
+dot-git, as go:embed leaves out names starting with "."). An example passes when the call succeeds (its value then matches the tool's
 outputs schema, which every call checks) and, when the example has an output, the value equals it
 (JSON values compared as values; a text output compared without trailing newlines). An example
-of a tool that waits for an approval is skipped.
+of a tool that waits for an approval is skipped, and so, unless --network is given, is one of a
+tool that needs the network: its sandbox allows egress, or its bundle's does and no fixture folder
+ships for it.
 Exit status: 0 when no example failed, 1 when one did, 2 on bad usage.`,
 		Example: `  clihostctl test jq
   clihostctl test ./bundles/rg --format tap
@@ -95,6 +99,7 @@ Exit status: 0 when no example failed, 1 when one did, 2 on bad usage.`,
 	}
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the results as JSON (the same as --format json)")
 	cmd.Flags().StringVar(&o.format, "format", "text", "text (one line per example), tap (Test Anything Protocol) or json")
+	cmd.Flags().BoolVar(&o.network, "network", false, "also call the tools whose sandbox allows egress (their examples need the network)")
 	o.addFlags(cmd.Flags())
 	_ = cmd.Flags().MarkHidden("workspace") // each example gets a workspace of its own
 	return cmd
@@ -126,7 +131,10 @@ func runTest(o *testOptions) error {
 			continue
 		}
 		for _, ex := range t.Tool.Examples {
-			r := runExample(ctx, h, b, t, ex, files, caller)
+			r := testResult{Tool: t.CommandPath(), Example: ex.Name, Want: ex.Output, Status: "skip"}
+			if r.Reason = needsNetwork(b, t, files); r.Reason == "" || o.network {
+				r = runExample(ctx, h, b, t, ex, files, caller)
+			}
 			rep.count(r.Status)
 			rep.Results = append(rep.Results, r)
 		}
@@ -171,6 +179,27 @@ func (r *testReport) count(status string) {
 	default:
 		r.Skipped++
 	}
+}
+
+// needsNetwork says why t's examples need the network, "" when they run offline: t's sandbox allows
+// egress, or its bundle's does and no fixture folder ships for t (a fixture says the examples run
+// offline; without one, a tool that narrowed egress away still reads the network's state, a
+// cluster's kubeconfig or a chart repository's index).
+func needsNetwork(b *manifest.Bundle, t *manifest.ToolEntry, files fs.FS) string {
+	const hint = "; --network calls it"
+	if eff := manifest.EffectiveSandbox(b.CLI.Sandbox, t.Tool.Sandbox); eff.Network != nil && len(eff.Network.Egress) > 0 {
+		return "the tool needs the network (egress: " + strings.Join(eff.Network.Egress, ", ") + ")" + hint
+	}
+	n := b.CLI.Sandbox.Network
+	if n == nil || len(n.Egress) == 0 {
+		return ""
+	}
+	for _, dir := range fixtureDirs(t) {
+		if st, err := fs.Stat(files, dir); err == nil && st.IsDir() {
+			return ""
+		}
+	}
+	return "the bundle needs the network (egress: " + strings.Join(n.Egress, ", ") + ") and ships no fixture for the tool's examples" + hint
 }
 
 // runExample calls t with ex's input in a fresh fixture workspace and judges the result.
@@ -276,7 +305,7 @@ func seedFixture(ws string, files fs.FS, dirs []string) error {
 }
 
 // copyFixture copies dir of files into ws: folders and regular files; anything else (a symbolic
-// link, a device) is refused.
+// link, a device) is refused. A name dot-NAME is copied as .NAME (fixtureName).
 func copyFixture(ws string, files fs.FS, dir string) error {
 	var total int64
 	var count int
@@ -284,7 +313,10 @@ func copyFixture(ws string, files fs.FS, dir string) error {
 		if err != nil {
 			return err
 		}
-		rel := strings.TrimPrefix(strings.TrimPrefix(p, dir), "/")
+		rel, err := fixtureName(strings.TrimPrefix(strings.TrimPrefix(p, dir), "/"))
+		if err != nil {
+			return err
+		}
 		dst := filepath.Join(ws, filepath.FromSlash(rel))
 		if count++; count > maxFixtureFiles {
 			return fmt.Errorf("%s holds more than %d files", dir, maxFixtureFiles)
@@ -299,6 +331,26 @@ func copyFixture(ws string, files fs.FS, dir string) error {
 		total += n
 		return err
 	})
+}
+
+// fixturePrefix starts a fixture name that is copied with a leading dot instead: go:embed leaves
+// out names starting with "." or "_", so a catalog bundle ships a .git folder as dot-git.
+const fixturePrefix = "dot-"
+
+// fixtureName is the workspace path of the fixture path rel (slash-separated): each element
+// dot-NAME becomes .NAME (a bare "dot-" stays as it is). dot-. would be "..", a way out of the
+// workspace: it is refused.
+func fixtureName(rel string) (string, error) {
+	elems := strings.Split(rel, "/")
+	for i, e := range elems {
+		if name, ok := strings.CutPrefix(e, fixturePrefix); ok && name != "" {
+			if name == "." {
+				return "", fmt.Errorf("%s: %s%s would be copied as \"..\"", rel, fixturePrefix, name)
+			}
+			elems[i] = "." + name
+		}
+	}
+	return strings.Join(elems, "/"), nil
 }
 
 // copyFixtureFile copies the regular file p of files to dst, at most limit bytes.
