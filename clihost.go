@@ -302,11 +302,11 @@ func (c *config) approvals() (*approval.Policy, error) {
 // resolved): a tool allowed to write its workspace could then replace the CLIs Install placed in
 // the state directory's bin/ and the homes it keeps.
 func apart(stateDir, workspace string) error {
-	state, err := resolved(stateDir)
+	state, err := host.ResolvedPath(stateDir)
 	if err != nil {
 		return fmt.Errorf("clihost: state directory: %w", err)
 	}
-	ws, err := resolved(workspace)
+	ws, err := host.ResolvedPath(workspace)
 	if err != nil {
 		return fmt.Errorf("clihost: workspace: %w", err)
 	}
@@ -315,26 +315,6 @@ func apart(stateDir, workspace string) error {
 			"could replace the CLIs installed there (keep the state outside the workspace, e.g. under os.UserConfigDir or /var/lib)", stateDir, workspace)
 	}
 	return nil
-}
-
-// resolved is p absolute with the symlinks of its existing part resolved (the rest may not exist yet).
-func resolved(p string) (string, error) {
-	p, err := filepath.Abs(p)
-	if err != nil {
-		return "", err
-	}
-	var rest []string
-	for {
-		if r, err := filepath.EvalSymlinks(p); err == nil {
-			return filepath.Join(append([]string{r}, rest...)...), nil
-		}
-		parent := filepath.Dir(p)
-		if parent == p {
-			return "", fmt.Errorf("%s: no part of it exists", p)
-		}
-		rest = append([]string{filepath.Base(p)}, rest...)
-		p = parent
-	}
 }
 
 // within reports whether p is dir or lies inside it (both clean and absolute).

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/clihost/clihost/argv"
+	"github.com/clihost/clihost/internal/editdist"
 	"github.com/clihost/clihost/manifest"
 )
 
@@ -323,7 +324,7 @@ func (p *inputParser) unknown(opt string) *Error {
 		hint = "Valid options: " + strings.Join(opts, ", ")
 		best, bestD := "", 3
 		for _, o := range opts {
-			if d := distance(clipForDistance(opt), o); d < bestD {
+			if d := editdist.Distance(clipForDistance(opt), o); d < bestD {
 				best, bestD = o, d
 			}
 		}

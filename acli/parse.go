@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/clihost/clihost/internal/editdist"
 	"github.com/clihost/clihost/manifest"
 )
 
@@ -280,7 +281,7 @@ func suggest(b *manifest.Bundle, typed []string) []string {
 			case strings.HasPrefix(full, want) || strings.HasPrefix(want, head+" "):
 				score = 0
 			default:
-				score = 1 + distance(want, head)
+				score = 1 + editdist.Distance(want, head)
 			}
 		}
 		cands = append(cands, cand{full, score})
@@ -298,28 +299,6 @@ func clipForDistance(s string) string {
 		return s
 	}
 	return string([]rune(s)[:maxSuggestRunes])
-}
-
-// distance is the Levenshtein distance between a and b, in runes.
-func distance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
 
 // quoteClip quotes s for a message, cut to 64 characters.

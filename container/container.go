@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clihost/clihost/internal/mountinfo"
 	"golang.org/x/sys/unix"
 )
 
@@ -468,26 +469,10 @@ func mountPoints(file string) (map[string]int, error) {
 	points := map[string]int{}
 	for _, line := range strings.Split(string(data), "\n") {
 		if f := strings.Fields(line); len(f) > 4 {
-			points[unescapeMountinfo(f[4])]++
+			points[mountinfo.Unescape(f[4])]++
 		}
 	}
 	return points, nil
-}
-
-// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space, \011, \012, \134).
-func unescapeMountinfo(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // hidden reports whether a later mount covers m's target (at it or above it).

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/clihost/clihost/internal/mountinfo"
 )
 
 // TestArgs: the program and its arguments follow the image verbatim, one argument each (no
@@ -131,7 +133,7 @@ func TestMountPoints(t *testing.T) {
 	if err != nil || points["/w s"] != 2 || points["/"] != 1 {
 		t.Fatalf("points %v, err %v", points, err)
 	}
-	if unescapeMountinfo(`a\134b\011`) != "a\\b\t" || unescapeMountinfo(`tail\04`) != `tail\04` {
+	if mountinfo.Unescape(`a\134b\011`) != "a\\b\t" || mountinfo.Unescape(`tail\04`) != `tail\04` {
 		t.Fatal("unescape")
 	}
 	if !hidden(Mount{Target: "/w/a"}, []Mount{{Target: "/w"}}) || hidden(Mount{Target: "/w/a"}, []Mount{{Target: "/w/ab"}}) {

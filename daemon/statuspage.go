@@ -14,6 +14,7 @@ import (
 
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/internal/agenttoken"
+	"github.com/clihost/clihost/mcp"
 )
 
 var _ control.PageBackend = (*Engine)(nil)
@@ -185,7 +186,7 @@ func noStore(w http.ResponseWriter) {
 // something else: a page of another site whose name was rebound to 127.0.0.1.
 func rebound(r *http.Request) *pageRefusal {
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if !ok || !isLoopback(local.String()) || isLoopback(r.Host) {
+	if !ok || !mcp.IsLoopback(local.String()) || mcp.IsLoopback(r.Host) {
 		return nil
 	}
 	return &pageRefusal{http.StatusForbidden, "Wrong host name",
@@ -193,21 +194,7 @@ func rebound(r *http.Request) *pageRefusal {
 }
 
 // fromLoopback reports whether r came from this machine's loopback.
-func fromLoopback(r *http.Request) bool { return isLoopback(r.RemoteAddr) }
-
-// isLoopback reports whether a host or host:port is localhost or a loopback address.
-func isLoopback(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
-}
+func fromLoopback(r *http.Request) bool { return mcp.IsLoopback(r.RemoteAddr) }
 
 // sessionCookie is the session cookie's name, one per port: browsers keep cookies per host, not
 // per port, and two daemons on one machine each keep their own.

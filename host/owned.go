@@ -5,10 +5,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/internal/mountinfo"
 	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
@@ -25,12 +25,12 @@ import (
 // started, is judged by where it leads; and the mount table is read, so a bind mount of the path
 // inside the workspace (or of the workspace inside it) is seen too.
 func OwnedOverlap(ws, stateDir string, trusted ...string) *Error {
-	w, err := resolvedPath(ws)
+	w, err := ResolvedPath(ws)
 	if err != nil {
 		return &Error{Code: errcode.InputInvalid, Message: fmt.Sprintf("workspace %q: %v", ws, err)}
 	}
 	if stateDir != "" {
-		s, err := resolvedPath(stateDir)
+		s, err := ResolvedPath(stateDir)
 		if err == nil && overlaps(w, s) {
 			return ownedError(ws, "clihost's state directory "+stateDir+" (its bin/ holds the installed CLIs later calls run, its homes/ the HOMEs it keeps)",
 				"name a workspace that neither holds nor lies in the state directory (a project folder), or move the state elsewhere (clihostd --state)")
@@ -40,7 +40,7 @@ func OwnedOverlap(ws, stateDir string, trusted ...string) *Error {
 		trusted = append(slices.Clone(trusted), filepath.Dir(helper))
 	}
 	for _, p := range trusted {
-		if r, err := resolvedPath(p); err == nil && overlaps(w, r) {
+		if r, err := ResolvedPath(p); err == nil && overlaps(w, r) {
 			return ownedError(ws, p+", which the host runs or trusts (the sandbox helper's or clihostd's folder, or the approval policy)",
 				"name a workspace that neither holds nor lies in it (a project folder), or move it out of the workspace (install clihostd in /usr/local/bin; clihostd --approvals)")
 		}
@@ -55,9 +55,9 @@ func ownedError(ws, what, hint string) *Error {
 		Hint:    hint}
 }
 
-// resolvedPath is p absolute and clean with the symbolic links of its existing part resolved (the
+// ResolvedPath is p absolute and clean with the symbolic links of its existing part resolved (the
 // rest may not exist yet).
-func resolvedPath(p string) (string, error) {
+func ResolvedPath(p string) (string, error) {
 	p, err := filepath.Abs(p)
 	if err != nil {
 		return "", err
@@ -82,9 +82,9 @@ func (h *Host) ownKeptHome(ws, home string) bool {
 	if h.opts.Sandbox.StateDir == "" {
 		return false
 	}
-	w, err1 := resolvedPath(ws)
-	hm, err2 := resolvedPath(home)
-	homes, err3 := resolvedPath(filepath.Join(h.opts.Sandbox.StateDir, "homes"))
+	w, err1 := ResolvedPath(ws)
+	hm, err2 := ResolvedPath(home)
+	homes, err3 := ResolvedPath(filepath.Join(h.opts.Sandbox.StateDir, "homes"))
 	return err1 == nil && err2 == nil && err3 == nil && w == hm && filepath.Dir(hm) == homes
 }
 
@@ -128,7 +128,7 @@ func readMountinfo() ([]mountEntry, error) {
 		if len(f) < 5 {
 			continue
 		}
-		out = append(out, mountEntry{dev: f[2], root: unescapeMount(f[3]), point: unescapeMount(f[4])})
+		out = append(out, mountEntry{dev: f[2], root: mountinfo.Unescape(f[3]), point: mountinfo.Unescape(f[4])})
 	}
 	return out, nil
 }
@@ -149,38 +149,19 @@ func onFS(mounts []mountEntry, p string) (dev, rel string) {
 	return m.dev, filepath.Join(m.root, strings.TrimPrefix(p, m.point))
 }
 
-// unescapeMount undoes mountinfo's octal escapes (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, "\\") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
 // TempOverlap refuses, with workspace_denied, a workspace ws that is or holds the temporary folder
 // (os.TempDir, symbolic links resolved): the host writes the env files of container calls (their
 // secrets included) and the folders of version checks there, as its own user, and a tool of a host
 // that is not root runs as that user too. clihostd applies it to every workspace; the Go API does
 // not (a program whose CLIs only read may use os.TempDir() as its workspace).
 func TempOverlap(ws string) *Error {
-	w, err := resolvedPath(ws)
+	w, err := ResolvedPath(ws)
 	if err != nil {
 		return &Error{Code: errcode.InputInvalid, Message: fmt.Sprintf("workspace %q: %v", ws, err)}
 	}
 	// Lying inside it is fine (the host's folders there are beside the workspace, not in it);
 	// holding it, by path or through a mount, is not.
-	if tmp, err := resolvedPath(os.TempDir()); err == nil && (within(tmp, w) || overlaps(w, tmp) && !within(w, tmp)) {
+	if tmp, err := ResolvedPath(os.TempDir()); err == nil && (within(tmp, w) || overlaps(w, tmp) && !within(w, tmp)) {
 		return ownedError(ws, "the temporary folder "+os.TempDir()+" (the env files of container calls and the folders of version checks are made there)",
 			"name a workspace that does not hold the temporary folder (a project folder)")
 	}

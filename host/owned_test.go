@@ -1,6 +1,10 @@
 package host
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/clihost/clihost/internal/mountinfo"
+)
 
 // TestOnFSBindMount: a folder under a bind mount is found on the file system and folder the mount
 // shows, with mountinfo's escapes undone; the topmost mount of a point wins.
@@ -8,7 +12,7 @@ func TestOnFSBindMount(t *testing.T) {
 	mounts := []mountEntry{
 		{dev: "8:1", root: "/", point: "/"},
 		{dev: "0:40", root: "/", point: "/tmp"},
-		{dev: "8:1", root: "/var/lib/clihost", point: unescapeMount(`/home/a\040b/proj/state`)},
+		{dev: "8:1", root: "/var/lib/clihost", point: mountinfo.Unescape(`/home/a\040b/proj/state`)},
 	}
 	for p, want := range map[string][2]string{
 		"/var/lib/clihost/bin":         {"8:1", "/var/lib/clihost/bin"},

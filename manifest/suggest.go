@@ -1,6 +1,10 @@
 package manifest
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/clihost/clihost/internal/editdist"
+)
 
 // nearest returns the candidate closest to name by optimal-string-alignment distance (an edit,
 // or a swap of two neighbouring letters, counts one), comparing without regard to case, or "" when
@@ -14,43 +18,16 @@ func nearest(name string, candidates []string) string {
 	}
 	lower := strings.ToLower(name)
 	for _, c := range candidates {
-		if c == name || len(c)-len(name) > limit || len(name)-len(c) > limit {
+		// Names longer than 64 bytes are not typos of short keywords (and cost no distance).
+		if c == name || len(c)-len(name) > limit || len(name)-len(c) > limit || len(name) > 64 || len(c) > 64 {
 			continue
 		}
-		d := osaDistance(lower, strings.ToLower(c))
+		d := editdist.Distance(lower, strings.ToLower(c))
 		if d <= limit && (bestD < 0 || d < bestD) {
 			best, bestD = c, d
 		}
 	}
 	return best
-}
-
-// osaDistance is the optimal string alignment distance between a and b (bytes).
-func osaDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return max(len(a), len(b)) // names that long are not typos of short keywords
-	}
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
 }
 
 // didYouMean renders a suggestion for a message, or "" when there is none.

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/clihost/clihost/internal/editdist"
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 )
@@ -234,7 +235,7 @@ func scalars(file string, n *yaml.Node, list bool) ([]string, error) {
 func unknown(at, name string, known []string) error {
 	best, dist := "", len(name)/2+2
 	for _, k := range known {
-		if d := distance(name, k); d < dist {
+		if d := editdist.Distance(name, k); d < dist {
 			best, dist = k, d
 		}
 	}
@@ -242,27 +243,6 @@ func unknown(at, name string, known []string) error {
 		return fmt.Errorf("%s: unknown key %q; did you mean %q?", at, name, best)
 	}
 	return fmt.Errorf("%s: unknown key %q; the keys are the flag names: %s", at, name, strings.Join(known, ", "))
-}
-
-// distance is the Levenshtein distance of a and b (byte-wise; keys are ASCII).
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }
 
 // Print writes s's effective values as a configuration file (YAML), each key after its usage as

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/clihost/clihost/internal/mountinfo"
 )
 
 // hierarchies is where this process sits: its group path per v1 controller and on the unified
@@ -83,7 +85,7 @@ func (h *hierarchies) readMounts() error {
 		if len(fields) < 5 || len(tail) < 3 {
 			continue
 		}
-		m := mount{point: unescape(fields[4]), root: unescape(fields[3])}
+		m := mount{point: mountinfo.Unescape(fields[4]), root: mountinfo.Unescape(fields[3])}
 		switch tail[0] {
 		case "cgroup2":
 			if h.v2Mount == nil {
@@ -126,24 +128,4 @@ func (h hierarchies) v1Dir(c string) (string, bool) {
 		return "", false
 	}
 	return dir, true
-}
-
-// unescape undoes mountinfo's octal escapes (\040 for a space).
-func unescape(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var n int
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%3o", &n); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
