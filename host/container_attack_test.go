@@ -17,8 +17,10 @@ import (
 )
 
 // toolImage builds, offline, an image holding only the given host programs and the shared
-// libraries ldd names for them, and returns its name; removed after the test.
-func toolImage(t *testing.T, programs ...string) string {
+// libraries ldd names for them (podman import of a rootfs tarball, with podman import's --change
+// instructions), tagged localhost/clihost-test-NAME:RANDOM, and returns its name; removed after
+// the test.
+func toolImage(t *testing.T, name string, changes []string, programs ...string) string {
 	t.Helper()
 	root := t.TempDir()
 	files := append([]string(nil), programs...)
@@ -51,12 +53,16 @@ func toolImage(t *testing.T, programs ...string) string {
 	}
 	var r [6]byte
 	_, _ = rand.Read(r[:])
-	name := "localhost/clihost-test-tools:" + hex.EncodeToString(r[:])
-	if out, err := exec.Command("podman", "import", "--change", "ENV=PATH=/usr/bin:/bin", tarball, name).CombinedOutput(); err != nil {
+	image := "localhost/clihost-test-" + name + ":" + hex.EncodeToString(r[:])
+	args := []string{"import"}
+	for _, c := range changes {
+		args = append(args, "--change", c)
+	}
+	if out, err := exec.Command("podman", append(args, tarball, image)...).CombinedOutput(); err != nil {
 		t.Fatalf("podman import: %v %s", err, out)
 	}
-	t.Cleanup(func() { _ = exec.Command("podman", "rmi", "--force", name).Run() })
-	return name
+	t.Cleanup(func() { _ = exec.Command("podman", "rmi", "--force", image).Run() })
+	return image
 }
 
 // chmodBoxBundle is an engine: sandbox bundle whose CLI is chmod, with the whole workspace
@@ -100,7 +106,7 @@ runner: { cli: ../../CLI.md, argv: ["${input.mode}", "${input.file}"] }
 // container's default seccomp profile allows it, so the host clears the bit after the call.
 func TestSandboxEngineNoSetuidLeftInWorkspace(t *testing.T) {
 	fixture.Need(t, "podman", "ldd", "tar", "chmod")
-	image := toolImage(t, "/bin/chmod")
+	image := toolImage(t, "tools", []string{"ENV=PATH=/usr/bin:/bin"}, "/bin/chmod")
 	h, _ := writeBundle(t, chmodBoxBundle(image), Options{})
 	b := bundle(t, h, "box")
 	ws := t.TempDir()
@@ -167,7 +173,7 @@ runner: { cli: ../../CLI.md, argv: ["-a", "--", "${input.dir}"] }
 // policy saw before the CLI starts. The kernel sandbox refuses such a swap (nsinit's openPlan).
 func TestSandboxEngineMountSwapRace(t *testing.T) {
 	fixture.Need(t, "podman", "ldd", "tar", "ls")
-	image := toolImage(t, "/bin/ls")
+	image := toolImage(t, "tools", []string{"ENV=PATH=/usr/bin:/bin"}, "/bin/ls")
 	h, _ := writeBundle(t, lsBoxBundle(image), Options{})
 	b := bundle(t, h, "box")
 	hostDir := t.TempDir()
@@ -220,7 +226,7 @@ func TestSandboxEngineMountSwapRace(t *testing.T) {
 // image, not a runtime failure, and leaves no container behind.
 func TestSandboxEngineBinNotInImage(t *testing.T) {
 	fixture.Need(t, "podman", "ldd", "tar", "ls")
-	image := toolImage(t, "/bin/ls")
+	image := toolImage(t, "tools", []string{"ENV=PATH=/usr/bin:/bin"}, "/bin/ls")
 	files := lsBoxBundle(image)
 	files["box/CLI.md"] = strings.NewReplacer("bin: ls\n", "bin: clihost-absent-cli\n", `cmd: "ls --version"`, `cmd: "clihost-absent-cli --version"`).Replace(files["box/CLI.md"])
 	h, _ := writeBundle(t, files, Options{})
@@ -240,7 +246,7 @@ func TestSandboxEngineBinNotInImage(t *testing.T) {
 // files.
 func TestSandboxEngineWorkspaceThroughLink(t *testing.T) {
 	fixture.Need(t, "podman", "ldd", "tar", "ls")
-	image := toolImage(t, "/bin/ls")
+	image := toolImage(t, "tools", []string{"ENV=PATH=/usr/bin:/bin"}, "/bin/ls")
 	h, _ := writeBundle(t, lsBoxBundle(image), Options{})
 	real := t.TempDir()
 	if err := os.WriteFile(filepath.Join(real, "seen.txt"), nil, 0o644); err != nil {
@@ -293,7 +299,7 @@ func TestSandboxEngineDockerRefused(t *testing.T) {
 // and the masks' empty files are made) does not make the mount check refuse every call.
 func TestSandboxEngineTmpdirThroughLink(t *testing.T) {
 	fixture.Need(t, "podman", "ldd", "tar", "ls")
-	image := toolImage(t, "/bin/ls")
+	image := toolImage(t, "tools", []string{"ENV=PATH=/usr/bin:/bin"}, "/bin/ls")
 	files := lsBoxBundle(image)
 	files["box/CLI.md"] = strings.Replace(files["box/CLI.md"], `write: ["./out/**"] }`, `write: ["./out/**"], deny: ["**/.env"] }`, 1)
 	h, _ := writeBundle(t, files, Options{})

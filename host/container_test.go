@@ -2,13 +2,10 @@ package host
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -158,42 +155,7 @@ func TestInProcessEngineRefusedAtCall(t *testing.T) {
 // ENTRYPOINT (a hostile image's) must never wrap a call.
 func jqImage(t *testing.T) string {
 	t.Helper()
-	root := t.TempDir()
-	files := []string{"/usr/bin/jq"}
-	out, err := exec.Command("ldd", "/usr/bin/jq").Output()
-	if err != nil {
-		t.Fatalf("ldd: %v", err)
-	}
-	files = append(files, regexp.MustCompile(`/\S+`).FindAllString(string(out), -1)...)
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dst := filepath.Join(root, f)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(dst, data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, d := range []string{"tmp", "etc"} {
-		_ = os.MkdirAll(filepath.Join(root, d), 0o755)
-	}
-	tarball := filepath.Join(t.TempDir(), "rootfs.tar")
-	if out, err := exec.Command("tar", "-C", root, "-cf", tarball, ".").CombinedOutput(); err != nil {
-		t.Fatalf("tar: %v %s", err, out)
-	}
-	var r [6]byte
-	_, _ = rand.Read(r[:])
-	name := "localhost/clihost-test-jq:" + hex.EncodeToString(r[:])
-	if out, err := exec.Command("podman", "import", "--change", "ENV=PATH=/usr/bin",
-		"--change", `ENTRYPOINT ["/usr/bin/jq", "-n", "\"the image's entrypoint ran\""]`, tarball, name).CombinedOutput(); err != nil {
-		t.Fatalf("podman import: %v %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("podman", "rmi", "--force", name).Run() })
-	return name
+	return toolImage(t, "jq", []string{"ENV=PATH=/usr/bin", `ENTRYPOINT ["/usr/bin/jq", "-n", "\"the image's entrypoint ran\""]`}, "/usr/bin/jq")
 }
 
 // TestSandboxEngineRunsInContainer runs a tool of an engine: sandbox bundle through podman, end to
