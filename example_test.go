@@ -75,12 +75,17 @@ func ExampleDefineCli() {
 	for _, f := range h.Lint().Findings {
 		fmt.Println(f.Severity, f.Rule)
 	}
+	for _, b := range h.Bundles() {
+		fmt.Println(b.Key, len(b.Tools), "tool")
+	}
 	res, err := h.Call(ctx, "echo", "say", map[string]any{"words": "hello from the sandbox"}, clihost.CallOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Printf("%q\n", res.Value)
-	// Output: "hello from the sandbox\n"
+	// Output:
+	// echo@1 1 tool
+	// "hello from the sandbox\n"
 }
 
 // Verify finds a bundle's CLI and checks its version in the sandbox, as a call would.

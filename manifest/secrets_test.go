@@ -34,17 +34,6 @@ secrets:
 # Secrets
 `
 
-// secretsFindings returns the findings about auth.ref and the SECRETS.md inventory.
-func secretsFindings(b *Bundle) Findings {
-	var out Findings
-	for _, f := range b.Findings {
-		if strings.HasPrefix(f.Rule, "secrets-") || strings.HasSuffix(f.Pos.File, "SECRETS.md") || f.Rule == "bundle-file-outside" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 // TestSecretsInventoryLoads: a valid inventory lints clean and each entry becomes a slot with the
 // variables AIP-19's three bindings give it (exposures, metadata.bindings.env, the convention).
 func TestSecretsInventoryLoads(t *testing.T) {
