@@ -25,35 +25,7 @@ import (
 func TestCallRefreshesExpiredOAuthToken(t *testing.T) {
 	fixture.Need(t, "sha256sum")
 	srv, refreshes := refreshServer(t)
-	files := map[string]string{
-		"sum/CLI.md": `---
-name: sum
-id: sum
-description: Hashes its stdin.
-version: 1.0.0
-bin: sha256sum
-install: [{ method: apt, package: coreutils }]
-version_check: { cmd: "sha256sum --version", parse: 'sha256sum \(GNU coreutils\) (\d+\.\d+)', range: "" }
-sandbox:
-  network: { egress: [] }
-  fs: { read: ["./**"], write: [] }
-  exec: { allow: false }
-  env: { pass: [] }
-` + oauthSetup(srv.URL) + `commands:
-  hash: ./tools/hash/TOOL.md
----
-`,
-		"sum/tools/hash/TOOL.md": `---
-name: Hash
-id: sum.hash
-description: Hashes the token.
-version: 1.0.0
-inputs: { type: object, additionalProperties: false, properties: {} }
-outputs: { type: string }
-runner: { cli: ../../CLI.md, argv: [], stdin: "${secrets.svctoken}" }
----
-`,
-	}
+	files := sumBundle(srv.URL)
 	hash := func(s string) string { sum := sha256.Sum256([]byte(s)); return hex.EncodeToString(sum[:]) }
 	checkRefreshed(t, files, "sum", "hash", refreshes, func(out any) bool {
 		s, _ := out.(string)
@@ -107,6 +79,40 @@ runner: { cli: ../../CLI.md, argv: ["-n", "$ENV.SVC_TOKEN | ltrimstr(\"fresh-tok
 `,
 	}
 	checkRefreshed(t, files, "vault", "show", refreshes, func(out any) bool { return out == "2" })
+}
+
+// sumBundle is bundle "sum": sha256sum of a ${secrets.svctoken} an oauth step at url fills, given
+// on stdin (the hash proves which token arrived without printing it).
+func sumBundle(url string) map[string]string {
+	return map[string]string{
+		"sum/CLI.md": `---
+name: sum
+id: sum
+description: Hashes its stdin.
+version: 1.0.0
+bin: sha256sum
+install: [{ method: apt, package: coreutils }]
+version_check: { cmd: "sha256sum --version", parse: 'sha256sum \(GNU coreutils\) (\d+\.\d+)', range: "" }
+sandbox:
+  network: { egress: [] }
+  fs: { read: ["./**"], write: [] }
+  exec: { allow: false }
+  env: { pass: [] }
+` + oauthSetup(url) + `commands:
+  hash: ./tools/hash/TOOL.md
+---
+`,
+		"sum/tools/hash/TOOL.md": `---
+name: Hash
+id: sum.hash
+description: Hashes the token.
+version: 1.0.0
+inputs: { type: object, additionalProperties: false, properties: {} }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: [], stdin: "${secrets.svctoken}" }
+---
+`,
+	}
 }
 
 // oauthSetup is a CLI.md setup block with one oauth step filling the svctoken slot.
@@ -235,35 +241,7 @@ runner: { cli: ../../CLI.md, argv: ["-n", "$ENV.SVC_TOKEN | ltrimstr(\"fresh-tok
 func TestCallRefreshFailureSaysSo(t *testing.T) {
 	fixture.Need(t, "sha256sum")
 	srv, _ := refreshServer(t)
-	files := map[string]string{
-		"sum/CLI.md": `---
-name: sum
-id: sum
-description: Hashes its stdin.
-version: 1.0.0
-bin: sha256sum
-install: [{ method: apt, package: coreutils }]
-version_check: { cmd: "sha256sum --version", parse: 'sha256sum \(GNU coreutils\) (\d+\.\d+)', range: "" }
-sandbox:
-  network: { egress: [] }
-  fs: { read: ["./**"], write: [] }
-  exec: { allow: false }
-  env: { pass: [] }
-` + oauthSetup(srv.URL) + `commands:
-  hash: ./tools/hash/TOOL.md
----
-`,
-		"sum/tools/hash/TOOL.md": `---
-name: Hash
-id: sum.hash
-description: Hashes the token.
-version: 1.0.0
-inputs: { type: object, additionalProperties: false, properties: {} }
-outputs: { type: string }
-runner: { cli: ../../CLI.md, argv: [], stdin: "${secrets.svctoken}" }
----
-`,
-	}
+	files := sumBundle(srv.URL)
 	engine := setupEngine(t)
 	h, _ := writeBundle(t, files, Options{Setup: engine})
 	b := bundle(t, h, "sum")
