@@ -86,6 +86,7 @@ func benchmarkCall(b *testing.B, sb host.SandboxOptions) {
 		}
 	}
 	call() // the version check, once
+	defer reportCPU(b)()
 	for b.Loop() {
 		call()
 	}

@@ -25,8 +25,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/clihost/clihost/internal/fixture"
+	"golang.org/x/sys/unix"
 )
 
 // trueBin is the workload every benchmark runs.
@@ -92,12 +94,38 @@ func run(b *testing.B, dir string, argv []string) {
 	}
 }
 
+// cpuTime is the CPU time (user and system) of this process (self) and with that of its children
+// waited for (all): the host, the sandbox inits and the programs they ran, or bwrap and its
+// children.
+func cpuTime() (self, all time.Duration) {
+	var s, c unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &s)
+	_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &c)
+	self = time.Duration(s.Utime.Nano() + s.Stime.Nano())
+	return self, self + time.Duration(c.Utime.Nano()+c.Stime.Nano())
+}
+
+// reportCPU starts counting CPU time; the function it returns reports the CPU time per iteration
+// since then: all of it (cpu-ms/op) and this process's share (host-cpu-ms/op). On two cores a
+// call's CPU, not only its wall time, decides how many calls fit in a second: work moved off a
+// call's path (a pool refilling) still counts here.
+func reportCPU(b *testing.B) func() {
+	self0, all0 := cpuTime()
+	return func() {
+		self1, all1 := cpuTime()
+		n := float64(max(b.N, 1))
+		b.ReportMetric((all1-all0).Seconds()*1000/n, "cpu-ms/op")
+		b.ReportMetric((self1-self0).Seconds()*1000/n, "host-cpu-ms/op")
+	}
+}
+
 // BenchmarkPeerExecTrue is the baseline: os/exec starting /bin/true and waiting for it.
 func BenchmarkPeerExecTrue(b *testing.B) {
 	if _, err := os.Stat(trueBin); err != nil {
 		b.Fatal(err)
 	}
 	dir := b.TempDir()
+	defer reportCPU(b)()
 	for b.Loop() {
 		run(b, dir, []string{trueBin})
 	}
@@ -159,6 +187,7 @@ func BenchmarkPeerBwrapTrue(b *testing.B) {
 	argv := append([]string{bwrap}, bwrapArgs(b, dir)...)
 	logOnce(b, "%s", strings.Join(argv, " "))
 	probe(b, exec.Command(argv[0], argv[1:]...))
+	defer reportCPU(b)()
 	for b.Loop() {
 		run(b, dir, argv)
 	}
