@@ -634,6 +634,20 @@ func TestOnlyStdioInherited(t *testing.T) {
 	}
 }
 
+// TestOnlyPlanEnvironment checks that the program's environment is its plan's, none of the init's
+// own (initEnv: GOMAXPROCS) or of the host's.
+func TestOnlyPlanEnvironment(t *testing.T) {
+	requireRoot(t)
+	t.Setenv("NSINIT_TEST_HOST_VARIABLE", "leaked")
+	r := run(t, plan(t, "/usr/bin/env", nil))
+	if r.code != 0 {
+		t.Fatalf("env: exit %d: %s", r.code, r.stderr)
+	}
+	if got, want := strings.Fields(r.stdout), []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}; !slices.Equal(got, want) {
+		t.Fatalf("the program's environment is %q, want %q", got, want)
+	}
+}
+
 // rootlessEnv marks the copy of the test binary that TestRootless runs as nobody.
 const rootlessEnv = "NSINIT_TEST_ROOTLESS"
 
