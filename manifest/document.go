@@ -115,25 +115,55 @@ func parentPointer(ptr string) string {
 	return ptr[:i]
 }
 
-// pointerEscaper escapes a reference token as RFC 6901 requires ("~" first, then "/").
-var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
-
 // JoinPointer appends reference tokens to a JSON pointer, escaping them as RFC 6901 requires.
+// The result is built in one allocation, sized up front.
 func JoinPointer(ptr string, tokens ...any) string {
+	size := len(ptr)
+	for _, t := range tokens {
+		size++
+		switch t := t.(type) {
+		case int:
+			size += 20
+		case string:
+			size += len(t) + strings.Count(t, "~") + strings.Count(t, "/")
+		default:
+			size += 24 // rare (int64 and the like); the builder grows if it is longer
+		}
+	}
 	var b strings.Builder
+	b.Grow(size)
 	b.WriteString(ptr)
 	for _, t := range tokens {
 		b.WriteByte('/')
 		switch t := t.(type) {
 		case int:
-			b.WriteString(strconv.Itoa(t))
+			var digits [20]byte
+			b.Write(strconv.AppendInt(digits[:0], int64(t), 10))
 		case string:
-			b.WriteString(pointerEscaper.Replace(t))
+			writeEscaped(&b, t)
 		default:
-			b.WriteString(pointerEscaper.Replace(fmt.Sprint(t)))
+			writeEscaped(&b, fmt.Sprint(t))
 		}
 	}
 	return b.String()
+}
+
+// writeEscaped writes one reference token, "~" as "~0" and "/" as "~1".
+func writeEscaped(b *strings.Builder, tok string) {
+	if strings.IndexAny(tok, "~/") < 0 {
+		b.WriteString(tok)
+		return
+	}
+	for i := 0; i < len(tok); i++ {
+		switch tok[i] {
+		case '~':
+			b.WriteString("~0")
+		case '/':
+			b.WriteString("~1")
+		default:
+			b.WriteByte(tok[i])
+		}
+	}
 }
 
 var (
