@@ -151,3 +151,25 @@ func TestVersionCheckCacheFollowsEdits(t *testing.T) {
 		}
 	}
 }
+
+// TestExampleCacheFollowsEdits: an example's validation is looked up by its file's text, so an
+// edit to the example alone, or to the inputs schema alone, is judged afresh on the next load, and
+// its undoing too.
+func TestExampleCacheFollowsEdits(t *testing.T) {
+	cases := []edit{
+		{toolFile, "input: { state: open, query: x }", "input: { state: shut, query: x }"},
+		{toolFile, "input: { state: open, query: x }", "input: { state: open }"},
+		{toolFile, "required: [query]", "required: [query, limit]"},
+	}
+	for round := range 2 {
+		for _, e := range cases {
+			if b := LoadBundle(buildBundle(t, nil, nil), cliFile, LoadOptions{}); len(b.Findings) != 0 {
+				t.Fatalf("round %d, base bundle:\n%s", round, findingsText(b.Findings))
+			}
+			b := LoadBundle(buildBundle(t, []edit{e}, nil), cliFile, LoadOptions{})
+			if len(b.Findings) != 1 || b.Findings[0].Rule != "tool-example-invalid" {
+				t.Fatalf("round %d, %s:\n%s", round, e.new, findingsText(b.Findings))
+			}
+		}
+	}
+}

@@ -205,8 +205,8 @@ func (t *toolLinter) rules(tool *Tool) {
 	}
 	if s := t.entry.inputSchema; s != nil {
 		for i, ex := range tool.Examples {
-			if err := s.Validate(ex.Input); err != nil {
-				c.at(JoinPointer("/examples", i, "input"), SeverityError, "tool-example-invalid", fmt.Sprintf("example %q does not satisfy inputs: %s", ex.Name, schemaErrorText(err)), "fix the example or the inputs schema")
+			if problem := exampleProblem(s, doc.digest, i, ex.Input); problem != "" {
+				c.at(JoinPointer("/examples", i, "input"), SeverityError, "tool-example-invalid", fmt.Sprintf("example %q does not satisfy inputs: %s", ex.Name, problem), "fix the example or the inputs schema")
 			}
 		}
 	}
@@ -219,6 +219,44 @@ func (t *toolLinter) rules(tool *Tool) {
 		t.sandboxRules(c, "/sandbox", tool.Sandbox)
 		t.narrowingRules(tool.Sandbox)
 	}
+}
+
+// exampleProblem validates input, example i of the frontmatter whose text has the SHA-256 digest,
+// against the compiled inputs schema s; it returns what is wrong, or "".
+func exampleProblem(s *jsonschema.Schema, digest [sha256.Size]byte, i int, input any) string {
+	key := exampleKey{s, digest, i}
+	exampleResults.Lock()
+	problem, ok := exampleResults.m[key]
+	exampleResults.Unlock()
+	if ok {
+		return problem
+	}
+	if err := s.Validate(input); err != nil {
+		problem = schemaErrorText(err)
+	}
+	exampleResults.Lock()
+	defer exampleResults.Unlock()
+	if exampleResults.m == nil || len(exampleResults.m) >= validationCacheSize {
+		exampleResults.m = map[exampleKey]string{}
+	}
+	exampleResults.m[key] = problem
+	return problem
+}
+
+// exampleResults holds what validating an example's input against the inputs schema found, by the
+// compiled schema, the SHA-256 of the frontmatter's text (which the example is a function of) and
+// the example's index: a reload of an unchanged TOOL.md does not validate its examples again, and
+// any change to its text is a different key. It is dropped whole when it reaches
+// validationCacheSize entries.
+var exampleResults struct {
+	sync.Mutex
+	m map[exampleKey]string
+}
+
+type exampleKey struct {
+	schema *jsonschema.Schema
+	digest [sha256.Size]byte
+	index  int
 }
 
 // compileSchema compiles a JSON Schema held in the manifest; remote references are refused.
@@ -279,6 +317,9 @@ func ResetSchemaCache() {
 	schemaCache.m, schemaCache.byDoc = nil, nil
 	schemaCache.Unlock()
 	validationCache.reset()
+	exampleResults.Lock()
+	exampleResults.m = nil
+	exampleResults.Unlock()
 	versionPatternErrors.reset()
 	versionRangeErrors.reset()
 }
