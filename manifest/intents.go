@@ -190,7 +190,7 @@ func (l *linter) loadIntent(file string, data []byte) (*Intent, *collector) {
 	// YAML's own types (timestamps, maps with other keys), so that every value an intent hands on
 	// is one JSON Schema validation takes.
 	it := &Intent{}
-	if raw, err := json.Marshal(doc.Value); err == nil {
+	if raw, err := json.Marshal(doc.Values()); err == nil {
 		_ = decodeJSON(raw, it) // type mismatches are the schema's findings
 	}
 	it.File, it.Body = file, doc.Body

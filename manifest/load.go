@@ -231,12 +231,12 @@ type schemaGroup struct {
 
 // schema validates the document's values and records each leaf error at its instance location.
 func (c *collector) schema(s *jsonschema.Schema) {
-	if c.doc.Value == nil {
+	if c.doc.Root == nil {
 		return
 	}
 	groups, ok := validationCache.get(s, c.doc.digest)
 	if !ok {
-		groups = schemaGroups(c.doc, s.Validate(c.doc.Value))
+		groups = schemaGroups(c.doc, s.Validate(c.doc.Values()))
 		validationCache.put(s, c.doc.digest, groups)
 	}
 	for _, g := range groups {

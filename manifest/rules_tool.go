@@ -165,9 +165,9 @@ func (t *toolLinter) load(data []byte) {
 	t.c.schema(schema)
 	tool := &Tool{}
 	doc.decode(tool)
-	tool.Inputs, _ = doc.Value["inputs"].(map[string]any)
-	tool.Outputs, _ = doc.Value["outputs"].(map[string]any)
-	if ex, ok := doc.Value["examples"].([]any); ok {
+	tool.Inputs, _ = doc.valueAt("inputs").(map[string]any)
+	tool.Outputs, _ = doc.valueAt("outputs").(map[string]any)
+	if ex, ok := doc.valueAt("examples").([]any); ok {
 		for i := range tool.Examples {
 			if i < len(ex) {
 				if m, ok := ex[i].(map[string]any); ok {
@@ -395,7 +395,7 @@ func (t *toolLinter) runnerRules(tool *Tool) {
 	c, doc := t.c, t.c.doc
 	r := tool.Runner
 	if r == nil {
-		if doc.Value != nil && !c.meant["/runner"] {
+		if doc.Root != nil && !c.meant["/runner"] {
 			c.at("", SeverityError, "tool-runner-missing", "the tool has no runner block binding it to its CLI", "add runner: {cli: ../../CLI.md, argv: [...]}")
 		}
 		return
