@@ -10,14 +10,15 @@ import (
 	"maps"
 	"path"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
-	"github.com/clihost/clihost/internal/parallel"
 	"github.com/clihost/clihost/schemas"
 )
 
@@ -55,8 +56,26 @@ func (l *linter) loadTools(also func()) {
 	for _, j := range tl.jobs {
 		work = append(work, j.read)
 	}
-	parallel.Each(work, func(f func()) { f() })
+	runAll(work)
 	l.finishTools(tl)
+}
+
+// runAll runs every function of work, on the calling goroutine and up to GOMAXPROCS-1 others,
+// each taking the next function not yet taken: no channel hand-off per function, and one
+// goroutine fewer to start and wake than a pool the caller only feeds.
+func runAll(work []func()) {
+	var next atomic.Int64
+	run := func() {
+		for i := next.Add(1) - 1; i < int64(len(work)); i = next.Add(1) - 1 {
+			work[i]()
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(work)) - 1 {
+		wg.Go(run)
+	}
+	run()
+	wg.Wait()
 }
 
 // read reads and loads the job's TOOL.md.
