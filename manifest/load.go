@@ -186,25 +186,34 @@ type pointed struct {
 }
 
 func newCollector(doc *Document) *collector {
-	return &collector{doc: doc, fromRule: map[string]bool{}, meant: map[string]bool{}}
+	return &collector{doc: doc}
+}
+
+// ruled records that a rule reported at ptr (the maps are made on first use: most documents have
+// no findings).
+func (c *collector) ruled(ptr string) {
+	if c.fromRule == nil {
+		c.fromRule = map[string]bool{}
+	}
+	c.fromRule[ptr] = true
 }
 
 // at reports a finding at the value under ptr.
 func (c *collector) at(ptr string, sev Severity, rule, msg, hint string) {
-	c.fromRule[ptr] = true
+	c.ruled(ptr)
 	c.semantic = append(c.semantic, Finding{Pos: c.doc.Pos(ptr), Severity: sev, Rule: rule, Message: msg, Hint: hint})
 }
 
 // atKey reports a finding at the key of the value under ptr.
 func (c *collector) atKey(ptr string, sev Severity, rule, msg, hint string) {
-	c.fromRule[ptr] = true
+	c.ruled(ptr)
 	c.semantic = append(c.semantic, Finding{Pos: c.doc.KeyPos(ptr), Severity: sev, Rule: rule, Message: msg, Hint: hint})
 }
 
 // merge takes over another collector's semantic findings for the same document.
 func (c *collector) merge(o *collector) {
 	for ptr := range o.fromRule {
-		c.fromRule[ptr] = true
+		c.ruled(ptr)
 	}
 	c.semantic = append(c.semantic, o.semantic...)
 }
@@ -241,6 +250,9 @@ func (c *collector) schema(s *jsonschema.Schema) {
 	}
 	for _, g := range groups {
 		for _, m := range g.meant {
+			if c.meant == nil {
+				c.meant = map[string]bool{}
+			}
 			c.meant[m] = true
 		}
 		where := strings.TrimPrefix(g.ptr, "/")

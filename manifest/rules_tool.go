@@ -143,13 +143,15 @@ func (l *linter) finishTools(tl toolLoads) {
 
 // sortTools puts the tool entries back in the commands tree's order.
 func sortTools(tools []*ToolEntry, leaves []Leaf) {
-	order := map[string]int{}
+	order := make(map[string]int, len(leaves))
 	for i, lf := range leaves {
 		order[strings.Join(lf.Path, "\x00")] = i
 	}
-	sort.SliceStable(tools, func(i, j int) bool {
-		return order[strings.Join(tools[i].Path, "\x00")] < order[strings.Join(tools[j].Path, "\x00")]
-	})
+	rank := make(map[*ToolEntry]int, len(tools)) // each path joined once, not at every comparison
+	for _, t := range tools {
+		rank[t] = order[strings.Join(t.Path, "\x00")]
+	}
+	sort.SliceStable(tools, func(i, j int) bool { return rank[tools[i]] < rank[tools[j]] })
 }
 
 func unwrapPathError(err error) error {
