@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -33,6 +34,7 @@ type Document struct {
 	// validation is cached needs only a few subtrees of it (valueAt).
 	valuesOnce sync.Once
 	values     map[string]any
+	built      atomic.Bool // values is set (for valueAt, which may run beside Values)
 }
 
 // Values returns the frontmatter as JSON-compatible values (mapping keys are strings), or nil
@@ -41,13 +43,19 @@ func (d *Document) Values() map[string]any {
 	if d.Root == nil {
 		return nil
 	}
-	d.valuesOnce.Do(func() { d.values, _ = valueOf(d.Root).(map[string]any) })
+	d.valuesOnce.Do(func() {
+		d.values, _ = valueOf(d.Root).(map[string]any)
+		d.built.Store(true)
+	})
 	return d.values
 }
 
-// valueAt returns the JSON-compatible value of the top-level field name, nil when it is absent;
-// the field alone is converted.
+// valueAt returns the JSON-compatible value of the top-level field name, nil when it is absent:
+// from Values when it was built, else the field alone is converted.
 func (d *Document) valueAt(name string) any {
+	if d.built.Load() {
+		return d.values[name]
+	}
 	if _, n := d.lookup(JoinPointer("", name)); n != nil {
 		return valueOf(n)
 	}

@@ -3,6 +3,7 @@ package manifest
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -80,6 +81,19 @@ func TestDuplicateKeysShortAndLong(t *testing.T) {
 		m, _ := doc.Values()["m"].(map[string]any)
 		if len(m) != n+1 || m["k1"] != json.Number("1") || m["1"] != "one" || len(doc.Root.Content[1].Content) != 2*(n+1) {
 			t.Errorf("%d keys: values %v", n, m)
+		}
+	}
+}
+
+// TestValueAtMatchesValues: a field converted alone equals the same field of the whole
+// frontmatter's values, before and after those are built.
+func TestValueAtMatchesValues(t *testing.T) {
+	for _, name := range []string{"inputs", "outputs", "examples", "runner", "absent"} {
+		alone, _ := ParseDocument(toolFile, []byte(baseTool))
+		whole, _ := ParseDocument(toolFile, []byte(baseTool))
+		first := alone.valueAt(name)
+		if want := whole.Values()[name]; !reflect.DeepEqual(first, want) || !reflect.DeepEqual(whole.valueAt(name), want) {
+			t.Errorf("%s: alone %v, whole %v", name, first, want)
 		}
 	}
 }
