@@ -29,6 +29,7 @@ type Document struct {
 	offset int        // lines before the YAML text (the opening --- line)
 	dups   Findings
 	digest [sha256.Size]byte // SHA-256 of the YAML text, which the values are a function of
+	nodes  int               // the nodes of the checked tree (check)
 
 	// values is the frontmatter as JSON-compatible values, built on first use: a reload whose
 	// validation is cached needs only a few subtrees of it (valueAt).
@@ -329,7 +330,9 @@ func (d *Document) check(n *yaml.Node, depth int) error {
 			}
 		}
 		n.Content = kept
+		d.nodes += len(kept)
 	case yaml.SequenceNode:
+		d.nodes += len(n.Content)
 		for _, c := range n.Content {
 			if err := d.check(c, depth+1); err != nil {
 				return err

@@ -175,7 +175,7 @@ func (l *linter) loadIntents() {
 
 // loadIntent parses, validates and lints one INTENT.md.
 func (l *linter) loadIntent(file string, data []byte) (*Intent, *collector) {
-	doc, problems := ParseDocument(file, data)
+	doc, problems := loadDocument(file, data)
 	c := newCollector(doc)
 	c.semantic = problems
 	if doc.Root == nil {

@@ -132,7 +132,7 @@ func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
 		b.Findings = Findings{{Pos: Pos{File: b.File}, Severity: SeverityError, Rule: "file-unreadable", Message: err.Error(), Hint: "check the path and its permissions"}}
 		return b
 	}
-	doc, problems := ParseDocument(b.File, data)
+	doc, problems := loadDocument(b.File, data)
 	b.Body, b.IDPos = doc.Body, doc.Pos("/id")
 	if doc.Root == nil {
 		b.Findings = problems

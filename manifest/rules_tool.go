@@ -173,7 +173,7 @@ type toolLinter struct {
 }
 
 func (t *toolLinter) load(data []byte) {
-	doc, problems := ParseDocument(t.entry.File, data)
+	doc, problems := loadDocument(t.entry.File, data)
 	t.c = newCollector(doc)
 	t.c.semantic = problems
 	if doc.Root == nil {
@@ -331,9 +331,10 @@ func schemaAt(at docSchemaKey) *jsonschema.Schema {
 
 const schemaCacheSize = 4096
 
-// ResetSchemaCache empties the compiled-schema cache and the caches of what checking a
-// frontmatter and its version_check found (for cold-start benchmarks).
+// ResetSchemaCache empties the compiled-schema cache, the parsed files and the caches of what
+// checking a frontmatter and its version_check found (for cold-start benchmarks).
 func ResetSchemaCache() {
+	resetParseCache()
 	schemaCache.Lock()
 	schemaCache.m, schemaCache.byDoc = nil, nil
 	schemaCache.Unlock()
