@@ -16,16 +16,19 @@ import (
 // before the tree is cached, and every later step (positions, decoding, values, rules) only reads
 // it. The trees are held only here, never handed out (ParseDocument, exported, always parses
 // afresh), so no caller can change one. Files that did not parse are not cached. The cache is
-// bounded by the nodes it holds (parseCacheNodes, a few megabytes) and dropped whole when full; a
-// file whose tree alone would take an eighth of it is not cached.
+// bounded by the nodes it holds and by the bytes of the files they came from (parseCacheNodes and
+// parseCacheBytes: about 15 MB at most), and dropped whole when full; a file that would take an
+// eighth of either is not cached.
 var parseCache struct {
 	sync.Mutex
-	m     map[[sha256.Size]byte]*parsed
-	nodes int
+	m            map[[sha256.Size]byte]*parsed
+	nodes, bytes int
 }
 
-// parseCacheNodes bounds the YAML nodes held by parseCache (each about 160 bytes, plus its text).
-const parseCacheNodes = 1 << 16
+const (
+	parseCacheNodes = 1 << 16 // YAML nodes, about 160 bytes each
+	parseCacheBytes = 4 << 20 // file text, which bounds the nodes' strings and the bodies
+)
 
 // parsed is what parsing one file's text found.
 type parsed struct {
@@ -34,6 +37,7 @@ type parsed struct {
 	digest [sha256.Size]byte
 	dups   Findings // positions without a file name
 	nodes  int
+	bytes  int // the file's size
 }
 
 // loadDocument is ParseDocument through parseCache.
@@ -50,8 +54,8 @@ func loadDocument(file string, data []byte) (*Document, Findings) {
 		return doc, doc.dups
 	}
 	doc, findings := ParseDocument(file, data)
-	if doc.Root != nil && doc.nodes <= parseCacheNodes/8 {
-		putParsed(key, &parsed{root: doc.Root, body: doc.Body, digest: doc.digest, dups: withFile(doc.dups, ""), nodes: doc.nodes})
+	if doc.Root != nil && doc.nodes <= parseCacheNodes/8 && len(data) <= parseCacheBytes/8 {
+		putParsed(key, &parsed{root: doc.Root, body: doc.Body, digest: doc.digest, dups: withFile(doc.dups, ""), nodes: doc.nodes, bytes: len(data)})
 	}
 	return doc, findings
 }
@@ -59,12 +63,13 @@ func loadDocument(file string, data []byte) (*Document, Findings) {
 func putParsed(key [sha256.Size]byte, p *parsed) {
 	parseCache.Lock()
 	defer parseCache.Unlock()
-	if parseCache.m == nil || parseCache.nodes+p.nodes > parseCacheNodes {
-		parseCache.m, parseCache.nodes = map[[sha256.Size]byte]*parsed{}, 0
+	if parseCache.m == nil || parseCache.nodes+p.nodes > parseCacheNodes || parseCache.bytes+p.bytes > parseCacheBytes {
+		parseCache.m, parseCache.nodes, parseCache.bytes = map[[sha256.Size]byte]*parsed{}, 0, 0
 	}
 	if _, ok := parseCache.m[key]; !ok {
 		parseCache.m[key] = p
 		parseCache.nodes += p.nodes
+		parseCache.bytes += p.bytes
 	}
 }
 
@@ -83,6 +88,6 @@ func withFile(fs Findings, file string) Findings {
 // resetParseCache empties parseCache.
 func resetParseCache() {
 	parseCache.Lock()
-	parseCache.m, parseCache.nodes = nil, 0
+	parseCache.m, parseCache.nodes, parseCache.bytes = nil, 0, 0
 	parseCache.Unlock()
 }

@@ -49,8 +49,8 @@ func TestParseDocumentNeverCached(t *testing.T) {
 }
 
 // TestParseCacheBounded: however many distinct files are loaded, the cache holds at most
-// parseCacheNodes nodes, and a file whose tree would take more than an eighth of that is parsed
-// every time, never cached.
+// parseCacheNodes nodes and parseCacheBytes of text, and a file that would take more than an
+// eighth of either (many small values, or one long one) is parsed every time, never cached.
 func TestParseCacheBounded(t *testing.T) {
 	resetParseCache()
 	for i := range 3000 {
@@ -58,9 +58,14 @@ func TestParseCacheBounded(t *testing.T) {
 		if doc, fs := loadDocument("x.md", []byte(text)); doc.Root == nil || len(fs) != 0 {
 			t.Fatal(fs)
 		}
-		if parseCache.nodes > parseCacheNodes {
-			t.Fatalf("after %d files the cache holds %d nodes", i+1, parseCache.nodes)
+		if parseCache.nodes > parseCacheNodes || parseCache.bytes > parseCacheBytes {
+			t.Fatalf("after %d files the cache holds %d nodes, %d bytes", i+1, parseCache.nodes, parseCache.bytes)
 		}
+	}
+	long := "---\ndescription: " + strings.Repeat("x", parseCacheBytes/8) + "\n---\n"
+	resetParseCache()
+	if doc, _ := loadDocument("long.md", []byte(long)); doc.Root == nil || len(parseCache.m) != 0 {
+		t.Fatalf("a file of %d bytes was cached", len(long))
 	}
 	var big strings.Builder
 	big.WriteString("---\nlist:\n")
