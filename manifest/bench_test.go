@@ -30,8 +30,9 @@ func tenToolBundle() fstest.MapFS {
 }
 
 // BenchmarkLoadBundle10Tools parses, validates and lints one bundle of ten tools, each with its own
-// inputs and outputs schema. "cold" empties the compiled-schema cache before every load (a first
-// start); "warm" keeps it (a reload of unchanged files).
+// inputs and outputs schema. "cold" empties every cache before every load (a first start); "warm"
+// keeps them (a reload of unchanged files); "reparse" keeps all but the parsed files, so every
+// load parses the YAML again (a reload after every file changed, schemas and validation unchanged).
 func BenchmarkLoadBundle10Tools(b *testing.B) {
 	fsys := tenToolBundle()
 	if bd := LoadBundle(fsys, cliFile, LoadOptions{}); len(bd.Findings) != 0 || len(bd.Tools) != 10 {
@@ -49,6 +50,14 @@ func BenchmarkLoadBundle10Tools(b *testing.B) {
 		b.ReportAllocs()
 		defer reportCPU(b)()
 		for b.Loop() {
+			LoadBundle(fsys, cliFile, LoadOptions{})
+		}
+	})
+	b.Run("reparse", func(b *testing.B) {
+		b.ReportAllocs()
+		defer reportCPU(b)()
+		for b.Loop() {
+			resetParseCache()
 			LoadBundle(fsys, cliFile, LoadOptions{})
 		}
 	})

@@ -1,9 +1,12 @@
 package manifest
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/clihost/clihost/schemas"
 )
@@ -148,6 +151,85 @@ func TestVersionCheckCacheFollowsEdits(t *testing.T) {
 			if len(b.Findings) > 1 || got != c.rule {
 				t.Errorf("round %d, %s: want %q, got:\n%s", round, c.edit.new, c.rule, findingsText(b.Findings))
 			}
+		}
+	}
+}
+
+// TestExampleCacheFollowsEdits: an example's validation is looked up by its file's text, so an
+// edit to the example alone, or to the inputs schema alone, is judged afresh on the next load, and
+// its undoing too.
+func TestExampleCacheFollowsEdits(t *testing.T) {
+	cases := []edit{
+		{toolFile, "input: { state: open, query: x }", "input: { state: shut, query: x }"},
+		{toolFile, "input: { state: open, query: x }", "input: { state: open }"},
+		{toolFile, "required: [query]", "required: [query, limit]"},
+	}
+	for round := range 2 {
+		for _, e := range cases {
+			if b := LoadBundle(buildBundle(t, nil, nil), cliFile, LoadOptions{}); len(b.Findings) != 0 {
+				t.Fatalf("round %d, base bundle:\n%s", round, findingsText(b.Findings))
+			}
+			b := LoadBundle(buildBundle(t, []edit{e}, nil), cliFile, LoadOptions{})
+			if len(b.Findings) != 1 || b.Findings[0].Rule != "tool-example-invalid" {
+				t.Fatalf("round %d, %s:\n%s", round, e.new, findingsText(b.Findings))
+			}
+		}
+	}
+}
+
+// TestReloadOnDiskFollowsEdits: a bundle on disk is loaded, one of its files is rewritten in place
+// (same size, same modification time) and loaded again: every cache is keyed by the text, so the
+// second load reports what the new text holds, in every part a reload caches (the frontmatter's
+// validation, a tool's schemas and examples), and the first load's findings come back with the
+// old text.
+func TestReloadOnDiskFollowsEdits(t *testing.T) {
+	cases := []struct {
+		edit     edit
+		rule, at string // the finding's rule, and a marker of its line in the edited text
+	}{
+		{edit{toolFile, "risk_level: 0\n", "risk_level: 7\n"}, "schema-maximum", "risk_level: 7"},
+		{edit{toolFile, "input: { state: open, query: x }", "input: { state: shut, query: x }"}, "tool-example-invalid", "state: shut"},
+		{edit{toolFile, "enum: [open, closed]", "enum: [shut, closed]"}, "tool-example-invalid", "- { name: open items"},
+		{edit{cliFile, "default_format: text", "default_format: toml"}, "schema-enum", "default_format: toml"},
+	}
+	dir := t.TempDir()
+	onDisk := func(p string) string { return filepath.Join(dir, filepath.FromSlash(p)) }
+	write := func(name, text string) {
+		p := onDisk(name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		stamp := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		if err := os.Chtimes(p, stamp, stamp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load := func() *Bundle {
+		return LoadBundle(os.DirFS(dir), cliFile, LoadOptions{Display: onDisk, OSPath: onDisk})
+	}
+	base := map[string]string{cliFile: baseCLI, toolFile: baseTool}
+	for name, text := range base {
+		write(name, text)
+	}
+	for round := range 2 {
+		for _, c := range cases {
+			if b := load(); len(b.Findings) != 0 {
+				t.Fatalf("round %d, before %s:\n%s", round, c.edit.new, findingsText(b.Findings))
+			}
+			edited := strings.Replace(base[c.edit.file], c.edit.old, c.edit.new, 1)
+			if len(edited) != len(base[c.edit.file]) {
+				t.Fatalf("%s: the edit changes the size", c.edit.new)
+			}
+			write(c.edit.file, edited)
+			b := load()
+			if len(b.Findings) != 1 || b.Findings[0].Rule != c.rule || b.Findings[0].Pos.File != onDisk(c.edit.file) ||
+				b.Findings[0].Pos.Line != lineOf(t, edited, c.at) {
+				t.Fatalf("round %d, %s:\n%s", round, c.edit.new, findingsText(b.Findings))
+			}
+			write(c.edit.file, base[c.edit.file])
 		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -22,12 +24,43 @@ const maxDepth = 64
 // value can be traced back to its line and column through its JSON pointer.
 type Document struct {
 	File   string
-	Root   *yaml.Node     // the frontmatter mapping; nil when the frontmatter did not parse
-	Value  map[string]any // the frontmatter as JSON-compatible values (mapping keys are strings)
-	Body   string         // the markdown after the frontmatter
-	offset int            // lines before the YAML text (the opening --- line)
+	Root   *yaml.Node // the frontmatter mapping; nil when the frontmatter did not parse
+	Body   string     // the markdown after the frontmatter
+	offset int        // lines before the YAML text (the opening --- line)
 	dups   Findings
-	digest [sha256.Size]byte // SHA-256 of the YAML text, which Value is a function of
+	digest [sha256.Size]byte // SHA-256 of the YAML text, which the values are a function of
+	nodes  int               // the nodes of the checked tree (check)
+
+	// values is the frontmatter as JSON-compatible values, built on first use: a reload whose
+	// validation is cached needs only a few subtrees of it (valueAt).
+	valuesOnce sync.Once
+	values     map[string]any
+	built      atomic.Bool // values is set (for valueAt, which may run beside Values)
+}
+
+// Values returns the frontmatter as JSON-compatible values (mapping keys are strings), or nil
+// when the frontmatter did not parse. It is built on the first call; callers must not modify it.
+func (d *Document) Values() map[string]any {
+	if d.Root == nil {
+		return nil
+	}
+	d.valuesOnce.Do(func() {
+		d.values, _ = valueOf(d.Root).(map[string]any)
+		d.built.Store(true)
+	})
+	return d.values
+}
+
+// valueAt returns the JSON-compatible value of the top-level field name, nil when it is absent:
+// from Values when it was built, else the field alone is converted.
+func (d *Document) valueAt(name string) any {
+	if d.built.Load() {
+		return d.values[name]
+	}
+	if _, n := d.lookup(JoinPointer("", name)); n != nil {
+		return valueOf(n)
+	}
+	return nil
 }
 
 // Pos returns the position of the value at the JSON pointer ptr ("" is the document itself),
@@ -115,25 +148,55 @@ func parentPointer(ptr string) string {
 	return ptr[:i]
 }
 
-// pointerEscaper escapes a reference token as RFC 6901 requires ("~" first, then "/").
-var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
-
 // JoinPointer appends reference tokens to a JSON pointer, escaping them as RFC 6901 requires.
+// The result is built in one allocation, sized up front.
 func JoinPointer(ptr string, tokens ...any) string {
+	size := len(ptr)
+	for _, t := range tokens {
+		size++
+		switch t := t.(type) {
+		case int:
+			size += 20
+		case string:
+			size += len(t) + strings.Count(t, "~") + strings.Count(t, "/")
+		default:
+			size += 24 // rare (int64 and the like); the builder grows if it is longer
+		}
+	}
 	var b strings.Builder
+	b.Grow(size)
 	b.WriteString(ptr)
 	for _, t := range tokens {
 		b.WriteByte('/')
 		switch t := t.(type) {
 		case int:
-			b.WriteString(strconv.Itoa(t))
+			var digits [20]byte
+			b.Write(strconv.AppendInt(digits[:0], int64(t), 10))
 		case string:
-			b.WriteString(pointerEscaper.Replace(t))
+			writeEscaped(&b, t)
 		default:
-			b.WriteString(pointerEscaper.Replace(fmt.Sprint(t)))
+			writeEscaped(&b, fmt.Sprint(t))
 		}
 	}
 	return b.String()
+}
+
+// writeEscaped writes one reference token, "~" as "~0" and "/" as "~1".
+func writeEscaped(b *strings.Builder, tok string) {
+	if strings.IndexAny(tok, "~/") < 0 {
+		b.WriteString(tok)
+		return
+	}
+	for i := 0; i < len(tok); i++ {
+		switch tok[i] {
+		case '~':
+			b.WriteString("~0")
+		case '/':
+			b.WriteString("~1")
+		default:
+			b.WriteByte(tok[i])
+		}
+	}
 }
 
 var (
@@ -192,12 +255,10 @@ func ParseDocument(file string, data []byte) (doc *Document, findings Findings) 
 	if top.Kind != yaml.MappingNode {
 		return fail(top.Line+doc.offset, "frontmatter-not-mapping", "the frontmatter must be a YAML mapping of field names to values", "write one `field: value` per line")
 	}
-	v, err := doc.convert(top, 0)
-	if err != nil {
+	if err := doc.check(top, 0); err != nil {
 		return fail(top.Line+doc.offset, "yaml-structure", err.Error(), "simplify the YAML: no deep nesting")
 	}
 	doc.Root = top
-	doc.Value, _ = v.(map[string]any)
 	return doc, doc.dups
 }
 
@@ -239,58 +300,87 @@ func splitFrontmatter(data []byte) (front, body []byte, ok bool) {
 	return nil, nil, false
 }
 
-// convert turns a YAML node into JSON-compatible values (map[string]any, []any, string, bool,
-// json.Number, nil). Mapping keys become strings, which normalises YAML integer keys such as
-// output.exit_codes. A duplicate key is reported and dropped from the tree (the first one is kept).
-func (d *Document) convert(n *yaml.Node, depth int) (any, error) {
+// check bounds the nesting of the tree at n and drops duplicate mapping keys from it, reporting
+// each (the first one is kept). Mapping keys count by their text, as they will as JSON strings: a
+// YAML integer key 1 and a string key "1" are the same key.
+func (d *Document) check(n *yaml.Node, depth int) error {
 	if depth > maxDepth {
-		return nil, fmt.Errorf("YAML nested deeper than %d levels", maxDepth)
+		return fmt.Errorf("YAML nested deeper than %d levels", maxDepth)
 	}
 	switch n.Kind {
-	case yaml.DocumentNode:
-		if len(n.Content) == 0 {
-			return nil, nil
-		}
-		return d.convert(n.Content[0], depth+1)
 	case yaml.MappingNode:
-		m := make(map[string]any, len(n.Content)/2)
 		kept := n.Content[:0]
+		var seen map[string]*yaml.Node // for long mappings; short ones are scanned
+		if len(n.Content) > 2*shortMapping {
+			seen = make(map[string]*yaml.Node, len(n.Content)/2)
+		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, val := n.Content[i], n.Content[i+1]
-			if _, dup := m[k.Value]; dup {
-				first := n.Content[0]
-				for j := 0; j < len(kept); j += 2 {
-					if kept[j].Value == k.Value {
-						first = kept[j]
-					}
-				}
+			if first := keptKey(kept, seen, k.Value); first != nil {
 				d.dups = append(d.dups, Finding{Pos: d.nodePos(k), Severity: SeverityError, Rule: "yaml-duplicate-key",
 					Message: fmt.Sprintf("key %q is already defined at line %d", k.Value, first.Line+d.offset), Hint: "merge the two entries; only the first is used"})
 				continue
 			}
 			kept = append(kept, k, val)
-			v, err := d.convert(val, depth+1)
-			if err != nil {
-				return nil, err
+			if seen != nil {
+				seen[k.Value] = k
 			}
-			m[k.Value] = v
+			if err := d.check(val, depth+1); err != nil {
+				return err
+			}
 		}
 		n.Content = kept
-		return m, nil
+		d.nodes += len(kept)
 	case yaml.SequenceNode:
-		s := make([]any, 0, len(n.Content))
+		d.nodes += len(n.Content)
 		for _, c := range n.Content {
-			v, err := d.convert(c, depth+1)
-			if err != nil {
-				return nil, err
+			if err := d.check(c, depth+1); err != nil {
+				return err
 			}
-			s = append(s, v)
 		}
-		return s, nil
-	case yaml.ScalarNode:
-		return scalarValue(n), nil
 	}
-	return nil, nil
+	return nil
+}
+
+// shortMapping is the number of keys up to which a mapping's duplicates are found by scanning the
+// keys kept so far rather than with a map.
+const shortMapping = 16
+
+// keptKey returns the kept key node named name, or nil: from seen when there is one, else by
+// scanning kept (alternate keys and values).
+func keptKey(kept []*yaml.Node, seen map[string]*yaml.Node, name string) *yaml.Node {
+	if seen != nil {
+		return seen[name]
+	}
+	for j := 0; j < len(kept); j += 2 {
+		if kept[j].Value == name {
+			return kept[j]
+		}
+	}
+	return nil
+}
+
+// valueOf turns a checked YAML node (check: no duplicate keys, bounded depth, no aliases) into
+// JSON-compatible values (map[string]any, []any, string, bool, json.Number, nil). Mapping keys
+// become strings, which normalises YAML integer keys such as output.exit_codes.
+func valueOf(n *yaml.Node) any {
+	switch n.Kind {
+	case yaml.MappingNode:
+		m := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			m[n.Content[i].Value] = valueOf(n.Content[i+1])
+		}
+		return m
+	case yaml.SequenceNode:
+		s := make([]any, len(n.Content))
+		for i, c := range n.Content {
+			s[i] = valueOf(c)
+		}
+		return s
+	case yaml.ScalarNode:
+		return scalarValue(n)
+	}
+	return nil
 }
 
 func scalarValue(n *yaml.Node) any {

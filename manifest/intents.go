@@ -175,7 +175,7 @@ func (l *linter) loadIntents() {
 
 // loadIntent parses, validates and lints one INTENT.md.
 func (l *linter) loadIntent(file string, data []byte) (*Intent, *collector) {
-	doc, problems := ParseDocument(file, data)
+	doc, problems := loadDocument(file, data)
 	c := newCollector(doc)
 	c.semantic = problems
 	if doc.Root == nil {
@@ -190,7 +190,7 @@ func (l *linter) loadIntent(file string, data []byte) (*Intent, *collector) {
 	// YAML's own types (timestamps, maps with other keys), so that every value an intent hands on
 	// is one JSON Schema validation takes.
 	it := &Intent{}
-	if raw, err := json.Marshal(doc.Value); err == nil {
+	if raw, err := json.Marshal(doc.Values()); err == nil {
 		_ = decodeJSON(raw, it) // type mismatches are the schema's findings
 	}
 	it.File, it.Body = file, doc.Body

@@ -132,7 +132,7 @@ func LoadBundle(fsys fs.FS, cliPath string, opts LoadOptions) *Bundle {
 		b.Findings = Findings{{Pos: Pos{File: b.File}, Severity: SeverityError, Rule: "file-unreadable", Message: err.Error(), Hint: "check the path and its permissions"}}
 		return b
 	}
-	doc, problems := ParseDocument(b.File, data)
+	doc, problems := loadDocument(b.File, data)
 	b.Body, b.IDPos = doc.Body, doc.Pos("/id")
 	if doc.Root == nil {
 		b.Findings = problems
@@ -186,25 +186,34 @@ type pointed struct {
 }
 
 func newCollector(doc *Document) *collector {
-	return &collector{doc: doc, fromRule: map[string]bool{}, meant: map[string]bool{}}
+	return &collector{doc: doc}
+}
+
+// ruled records that a rule reported at ptr (the maps are made on first use: most documents have
+// no findings).
+func (c *collector) ruled(ptr string) {
+	if c.fromRule == nil {
+		c.fromRule = map[string]bool{}
+	}
+	c.fromRule[ptr] = true
 }
 
 // at reports a finding at the value under ptr.
 func (c *collector) at(ptr string, sev Severity, rule, msg, hint string) {
-	c.fromRule[ptr] = true
+	c.ruled(ptr)
 	c.semantic = append(c.semantic, Finding{Pos: c.doc.Pos(ptr), Severity: sev, Rule: rule, Message: msg, Hint: hint})
 }
 
 // atKey reports a finding at the key of the value under ptr.
 func (c *collector) atKey(ptr string, sev Severity, rule, msg, hint string) {
-	c.fromRule[ptr] = true
+	c.ruled(ptr)
 	c.semantic = append(c.semantic, Finding{Pos: c.doc.KeyPos(ptr), Severity: sev, Rule: rule, Message: msg, Hint: hint})
 }
 
 // merge takes over another collector's semantic findings for the same document.
 func (c *collector) merge(o *collector) {
 	for ptr := range o.fromRule {
-		c.fromRule[ptr] = true
+		c.ruled(ptr)
 	}
 	c.semantic = append(c.semantic, o.semantic...)
 }
@@ -231,16 +240,19 @@ type schemaGroup struct {
 
 // schema validates the document's values and records each leaf error at its instance location.
 func (c *collector) schema(s *jsonschema.Schema) {
-	if c.doc.Value == nil {
+	if c.doc.Root == nil {
 		return
 	}
 	groups, ok := validationCache.get(s, c.doc.digest)
 	if !ok {
-		groups = schemaGroups(c.doc, s.Validate(c.doc.Value))
+		groups = schemaGroups(c.doc, s.Validate(c.doc.Values()))
 		validationCache.put(s, c.doc.digest, groups)
 	}
 	for _, g := range groups {
 		for _, m := range g.meant {
+			if c.meant == nil {
+				c.meant = map[string]bool{}
+			}
 			c.meant[m] = true
 		}
 		where := strings.TrimPrefix(g.ptr, "/")

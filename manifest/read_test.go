@@ -1,6 +1,9 @@
 package manifest
 
 import (
+	"encoding/json"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -50,6 +53,47 @@ func TestPointerLookup(t *testing.T) {
 	for _, ptr := range []string{"/a/b", "/list/2", "/list/x", "/list/0/0", "/none"} {
 		if doc.Has(ptr) {
 			t.Errorf("%q: found", ptr)
+		}
+	}
+}
+
+// TestDuplicateKeysShortAndLong: a duplicate key is reported at itself, naming the line of the
+// first, and dropped, in mappings short enough to be scanned and long enough to need a map, and
+// for keys that are the same only as JSON strings (1 and "1"); the values keep the first.
+func TestDuplicateKeysShortAndLong(t *testing.T) {
+	for _, n := range []int{2, shortMapping, shortMapping + 1, 200} {
+		var b strings.Builder
+		b.WriteString("---\nm:\n")
+		for i := range n {
+			fmt.Fprintf(&b, "  k%d: %d\n", i, i)
+		}
+		b.WriteString("  k1: again\n  1: one\n  \"1\": two\n---\n")
+		doc, findings := ParseDocument("f.md", []byte(b.String()))
+		if doc.Root == nil || len(findings) != 2 {
+			t.Fatalf("%d keys: %v", n, findings)
+		}
+		if f := findings[0]; f.Rule != "yaml-duplicate-key" || f.Pos.Line != n+3 || f.Message != `key "k1" is already defined at line 4` {
+			t.Errorf("%d keys: %v", n, f)
+		}
+		if f := findings[1]; f.Pos.Line != n+5 || f.Message != fmt.Sprintf(`key "1" is already defined at line %d`, n+4) {
+			t.Errorf("%d keys: %v", n, f)
+		}
+		m, _ := doc.Values()["m"].(map[string]any)
+		if len(m) != n+1 || m["k1"] != json.Number("1") || m["1"] != "one" || len(doc.Root.Content[1].Content) != 2*(n+1) {
+			t.Errorf("%d keys: values %v", n, m)
+		}
+	}
+}
+
+// TestValueAtMatchesValues: a field converted alone equals the same field of the whole
+// frontmatter's values, before and after those are built.
+func TestValueAtMatchesValues(t *testing.T) {
+	for _, name := range []string{"inputs", "outputs", "examples", "runner", "absent"} {
+		alone, _ := ParseDocument(toolFile, []byte(baseTool))
+		whole, _ := ParseDocument(toolFile, []byte(baseTool))
+		first := alone.valueAt(name)
+		if want := whole.Values()[name]; !reflect.DeepEqual(first, want) || !reflect.DeepEqual(whole.valueAt(name), want) {
+			t.Errorf("%s: alone %v, whole %v", name, first, want)
 		}
 	}
 }

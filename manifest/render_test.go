@@ -59,9 +59,9 @@ func sameAfterRender(t *testing.T, fsys fs.FS, p string, front any, body string)
 	if got.Root == nil || len(findings) > 0 {
 		t.Fatalf("%s: rendered file does not parse: %v\n%s", p, findings, data)
 	}
-	if g, w := dropZero(got.Value), dropZero(want.Value); !reflect.DeepEqual(g, w) || got.Body != want.Body {
-		g, _ := json.Marshal(got.Value)
-		w, _ := json.Marshal(want.Value)
+	if g, w := dropZero(got.Values()), dropZero(want.Values()); !reflect.DeepEqual(g, w) || got.Body != want.Body {
+		g, _ := json.Marshal(got.Values())
+		w, _ := json.Marshal(want.Values())
 		t.Errorf("%s: rendered front matter differs:\n got %s\nwant %s", p, g, w)
 	}
 }

@@ -10,14 +10,15 @@ import (
 	"maps"
 	"path"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 
-	"github.com/clihost/clihost/internal/parallel"
 	"github.com/clihost/clihost/schemas"
 )
 
@@ -55,8 +56,26 @@ func (l *linter) loadTools(also func()) {
 	for _, j := range tl.jobs {
 		work = append(work, j.read)
 	}
-	parallel.Each(work, func(f func()) { f() })
+	runAll(work)
 	l.finishTools(tl)
+}
+
+// runAll runs every function of work, on the calling goroutine and up to GOMAXPROCS-1 others,
+// each taking the next function not yet taken: no channel hand-off per function, and one
+// goroutine fewer to start and wake than a pool the caller only feeds.
+func runAll(work []func()) {
+	var next atomic.Int64
+	run := func() {
+		for i := next.Add(1) - 1; i < int64(len(work)); i = next.Add(1) - 1 {
+			work[i]()
+		}
+	}
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(work)) - 1 {
+		wg.Go(run)
+	}
+	run()
+	wg.Wait()
 }
 
 // read reads and loads the job's TOOL.md.
@@ -124,13 +143,15 @@ func (l *linter) finishTools(tl toolLoads) {
 
 // sortTools puts the tool entries back in the commands tree's order.
 func sortTools(tools []*ToolEntry, leaves []Leaf) {
-	order := map[string]int{}
+	order := make(map[string]int, len(leaves))
 	for i, lf := range leaves {
 		order[strings.Join(lf.Path, "\x00")] = i
 	}
-	sort.SliceStable(tools, func(i, j int) bool {
-		return order[strings.Join(tools[i].Path, "\x00")] < order[strings.Join(tools[j].Path, "\x00")]
-	})
+	rank := make(map[*ToolEntry]int, len(tools)) // each path joined once, not at every comparison
+	for _, t := range tools {
+		rank[t] = order[strings.Join(t.Path, "\x00")]
+	}
+	sort.SliceStable(tools, func(i, j int) bool { return rank[tools[i]] < rank[tools[j]] })
 }
 
 func unwrapPathError(err error) error {
@@ -152,7 +173,7 @@ type toolLinter struct {
 }
 
 func (t *toolLinter) load(data []byte) {
-	doc, problems := ParseDocument(t.entry.File, data)
+	doc, problems := loadDocument(t.entry.File, data)
 	t.c = newCollector(doc)
 	t.c.semantic = problems
 	if doc.Root == nil {
@@ -165,9 +186,9 @@ func (t *toolLinter) load(data []byte) {
 	t.c.schema(schema)
 	tool := &Tool{}
 	doc.decode(tool)
-	tool.Inputs, _ = doc.Value["inputs"].(map[string]any)
-	tool.Outputs, _ = doc.Value["outputs"].(map[string]any)
-	if ex, ok := doc.Value["examples"].([]any); ok {
+	tool.Inputs, _ = doc.valueAt("inputs").(map[string]any)
+	tool.Outputs, _ = doc.valueAt("outputs").(map[string]any)
+	if ex, ok := doc.valueAt("examples").([]any); ok {
 		for i := range tool.Examples {
 			if i < len(ex) {
 				if m, ok := ex[i].(map[string]any); ok {
@@ -205,8 +226,8 @@ func (t *toolLinter) rules(tool *Tool) {
 	}
 	if s := t.entry.inputSchema; s != nil {
 		for i, ex := range tool.Examples {
-			if err := s.Validate(ex.Input); err != nil {
-				c.at(JoinPointer("/examples", i, "input"), SeverityError, "tool-example-invalid", fmt.Sprintf("example %q does not satisfy inputs: %s", ex.Name, schemaErrorText(err)), "fix the example or the inputs schema")
+			if problem := exampleProblem(s, doc.digest, i, ex.Input); problem != "" {
+				c.at(JoinPointer("/examples", i, "input"), SeverityError, "tool-example-invalid", fmt.Sprintf("example %q does not satisfy inputs: %s", ex.Name, problem), "fix the example or the inputs schema")
 			}
 		}
 	}
@@ -219,6 +240,44 @@ func (t *toolLinter) rules(tool *Tool) {
 		t.sandboxRules(c, "/sandbox", tool.Sandbox)
 		t.narrowingRules(tool.Sandbox)
 	}
+}
+
+// exampleProblem validates input, example i of the frontmatter whose text has the SHA-256 digest,
+// against the compiled inputs schema s; it returns what is wrong, or "".
+func exampleProblem(s *jsonschema.Schema, digest [sha256.Size]byte, i int, input any) string {
+	key := exampleKey{s, digest, i}
+	exampleResults.Lock()
+	problem, ok := exampleResults.m[key]
+	exampleResults.Unlock()
+	if ok {
+		return problem
+	}
+	if err := s.Validate(input); err != nil {
+		problem = schemaErrorText(err)
+	}
+	exampleResults.Lock()
+	defer exampleResults.Unlock()
+	if exampleResults.m == nil || len(exampleResults.m) >= validationCacheSize {
+		exampleResults.m = map[exampleKey]string{}
+	}
+	exampleResults.m[key] = problem
+	return problem
+}
+
+// exampleResults holds what validating an example's input against the inputs schema found, by the
+// compiled schema, the SHA-256 of the frontmatter's text (which the example is a function of) and
+// the example's index: a reload of an unchanged TOOL.md does not validate its examples again, and
+// any change to its text is a different key. It is dropped whole when it reaches
+// validationCacheSize entries.
+var exampleResults struct {
+	sync.Mutex
+	m map[exampleKey]string
+}
+
+type exampleKey struct {
+	schema *jsonschema.Schema
+	digest [sha256.Size]byte
+	index  int
 }
 
 // compileSchema compiles a JSON Schema held in the manifest; remote references are refused.
@@ -272,13 +331,17 @@ func schemaAt(at docSchemaKey) *jsonschema.Schema {
 
 const schemaCacheSize = 4096
 
-// ResetSchemaCache empties the compiled-schema cache and the caches of what checking a
-// frontmatter and its version_check found (for cold-start benchmarks).
+// ResetSchemaCache empties the compiled-schema cache, the parsed files and the caches of what
+// checking a frontmatter and its version_check found (for cold-start benchmarks).
 func ResetSchemaCache() {
+	resetParseCache()
 	schemaCache.Lock()
 	schemaCache.m, schemaCache.byDoc = nil, nil
 	schemaCache.Unlock()
 	validationCache.reset()
+	exampleResults.Lock()
+	exampleResults.m = nil
+	exampleResults.Unlock()
 	versionPatternErrors.reset()
 	versionRangeErrors.reset()
 }
@@ -354,7 +417,7 @@ func (t *toolLinter) runnerRules(tool *Tool) {
 	c, doc := t.c, t.c.doc
 	r := tool.Runner
 	if r == nil {
-		if doc.Value != nil && !c.meant["/runner"] {
+		if doc.Root != nil && !c.meant["/runner"] {
 			c.at("", SeverityError, "tool-runner-missing", "the tool has no runner block binding it to its CLI", "add runner: {cli: ../../CLI.md, argv: [...]}")
 		}
 		return

@@ -164,7 +164,7 @@ func (l *linter) loadRunnerFile() *runnerFile {
 		l.c.at(ptr, SeverityError, "runner-file", fmt.Sprintf("runner %q cannot be read: %v", rel, unwrapPathError(err)), "create the RUNNER.md (frontmatter: engine, image, needs, limits) or write the block inline")
 		return nil
 	}
-	doc, problems := ParseDocument(l.opts.display(name), data)
+	doc, problems := loadDocument(l.opts.display(name), data)
 	c := newCollector(doc)
 	c.semantic = problems
 	if doc.Root == nil {

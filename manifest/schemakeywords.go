@@ -58,23 +58,22 @@ func unknownKeywords(doc *Document, ptr string) []unknownKeyword {
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, sub := n.Content[i].Value, n.Content[i+1]
-			at := JoinPointer(ptr, k)
 			switch {
 			case strings.HasPrefix(k, "x-"):
 			case !slices.Contains(schemaKeywords, k):
-				out = append(out, unknownKeyword{ptr: at, name: k, suggestion: nearest(k, schemaKeywords)})
+				out = append(out, unknownKeyword{ptr: JoinPointer(ptr, k), name: k, suggestion: nearest(k, schemaKeywords)})
 			case slices.Contains(subschemaMap, k):
 				if sub.Kind == yaml.MappingNode {
 					for j := 0; j+1 < len(sub.Content); j += 2 {
-						walk(JoinPointer(at, sub.Content[j].Value), sub.Content[j+1], depth+1)
+						walk(JoinPointer(ptr, k, sub.Content[j].Value), sub.Content[j+1], depth+1)
 					}
 				}
 			case sub.Kind == yaml.SequenceNode && slices.Contains(subschemaList, k):
 				for j, item := range sub.Content {
-					walk(JoinPointer(at, j), item, depth+1)
+					walk(JoinPointer(ptr, k, j), item, depth+1)
 				}
-			case slices.Contains(subschemaOne, k):
-				walk(at, sub, depth+1)
+			case slices.Contains(subschemaOne, k) && sub.Kind == yaml.MappingNode:
+				walk(JoinPointer(ptr, k), sub, depth+1)
 			}
 		}
 	}

@@ -230,7 +230,7 @@ func (l *linter) secretsRules() {
 		return
 	}
 	display := l.opts.display(path.Join(path.Dir(l.b.fsPath), rel))
-	doc, problems := ParseDocument(display, data)
+	doc, problems := loadDocument(display, data)
 	sc := newCollector(doc)
 	sc.semantic = problems
 	if doc.Root != nil {

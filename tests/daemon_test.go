@@ -313,6 +313,20 @@ func TestDaemonReloadsOnFileChange(t *testing.T) {
 	if st := d.status(t, "hello"); st.Install != "invalid" || !strings.Contains(st.Reason, "clihostctl lint") {
 		t.Fatalf("after the edit: %+v", st)
 	}
+	// Undone and done again: each text the daemon has parsed before is judged as it was then,
+	// never as the other (the loader caches files by their text).
+	for _, want := range []string{"missing", "invalid"} {
+		if want == "missing" {
+			writeFile(t, cli, string(data))
+		} else {
+			writeFile(t, cli, strings.Replace(string(data), "version: 1.0.0", "version: one", 1))
+		}
+		for deadline := time.Now().Add(time.Minute); d.status(t, "hello").Install != want; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("want %s: %+v", want, d.status(t, "hello"))
+			}
+		}
+	}
 }
 
 // TestDaemonSandboxOffIsLoud starts clihostd with --sandbox=off: the log, every status and every

@@ -33,10 +33,10 @@ func frontmatters(t *testing.T, file string) map[string]any {
 				return err
 			}
 			doc, problems := manifest.ParseDocument(p, data)
-			if doc.Value == nil || problems.HasErrors() {
+			if doc.Values() == nil || problems.HasErrors() {
 				return fmt.Errorf("%s: %v", p, problems)
 			}
-			out[prefix+p] = doc.Value
+			out[prefix+p] = doc.Values()
 			return nil
 		})
 		if err != nil {
