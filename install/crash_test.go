@@ -253,7 +253,7 @@ func crashChild(t *testing.T, spec string) {
 	var half bool
 	held := make(chan int, 1)
 	if len(f) == 4 && f[3] == "hold" {
-		install.HoldReplaced(held)
+		install.HoldReplaced(func(fd int) { held <- fd })
 	}
 	o := install.Options{StateDir: f[0], OS: "linux", Arch: "x64", LookupEnv: envOf(nil),
 		Progress: func(done, total int64) {

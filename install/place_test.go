@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -22,15 +23,20 @@ func versioned(v string, size int) []byte {
 
 // TestInstallDoesNotWaitForTheReplacedBinaryFree replaces an installed binary while the test holds
 // the replaced one's descriptor (the background free): Install returns with the new binary in place
-// and durable while the old inode is still alive, unlinked, and the descriptor place handed off is
-// that inode's. (Not parallel: it swaps the package's free function.)
+// and durable while the old inode is still alive, unlinked, and the descriptor handed off is that
+// inode's; and the free starts only once the install's temporary directory is gone (its removal
+// must not queue behind the free). (Not parallel: it swaps the package's free function.)
 func TestInstallDoesNotWaitForTheReplacedBinaryFree(t *testing.T) {
 	o := options(t)
 	if !install.HoldsReplacedIn(t.TempDir()) {
 		fixture.Missing(t, "the test directory's file system is not one place holds replaced binaries on")
 	}
 	held := make(chan int, 1)
-	defer install.HoldReplaced(held)()
+	var atFree []string // <StateDir>/bin when the free starts
+	defer install.HoldReplaced(func(fd int) {
+		atFree = binRootNames(t, o.StateDir)
+		held <- fd
+	})()
 	s := newServer(t)
 	v1, v2 := versioned("1.0.0", 4<<20), versioned("2.0.0", 1<<20)
 	res, err := install.Install(context.Background(), bundle(manifest.InstallMethod{Method: "download", URL: s.serve("/v1", v1), VerifySHA256: sum(v1)}), o)
@@ -61,6 +67,9 @@ func TestInstallDoesNotWaitForTheReplacedBinaryFree(t *testing.T) {
 		t.Fatal("the replaced binary was never handed to the free")
 	}
 	defer unix.Close(fd)
+	if !slices.Equal(atFree, []string{key}) {
+		t.Errorf("when the free started, %s/bin held %v, want only %s (the temporary directory removed first)", o.StateDir, atFree, key)
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		t.Fatal(err)
