@@ -6,6 +6,7 @@ import (
 	"hash"
 	"io"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,8 @@ const (
 	// ioAlign is the memory and file-offset alignment used for direct I/O (a page: it covers the
 	// logical block size of every common device).
 	ioAlign = 4096
+	// hugePage is the size of a transparent huge page with 4 KiB base pages (amd64, arm64).
+	hugePage = 2 << 20
 )
 
 // chunk is one buffer of a download on its way to the hash and to the file; refs counts the two
@@ -35,7 +38,25 @@ type chunk struct {
 
 // chunks keeps chunk buffers between downloads: each download needs chunksInFlight of them, and
 // allocating (zeroing) them anew for every download costs a millisecond and GC cycles.
-var chunks = sync.Pool{New: func() any { return &chunk{buf: alignedBuffer(chunkSize)} }}
+var chunks = sync.Pool{New: func() any { return newChunk() }}
+
+// newChunk allocates a chunk whose buffer is mapped outside the Go heap, aligned on a huge page and
+// advised to be backed by huge pages (MADV_HUGEPAGE: a common default is "madvise" only). The
+// socket reads copy into it, and each O_DIRECT write pins it, one 2 MiB page at a time instead of
+// 512 small ones: about 6 of the 78 CPU milliseconds of a 64 MiB install. The mapping is removed
+// once the pool drops the chunk. If mmap fails the buffer is aligned Go memory, and where the
+// kernel has no huge pages for it, small pages back it as before.
+func newChunk() *chunk {
+	mem, err := unix.Mmap(-1, 0, chunkSize+hugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return &chunk{buf: alignedBuffer(chunkSize)}
+	}
+	skip := (hugePage - int(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))%hugePage)) % hugePage
+	c := &chunk{buf: mem[skip : skip+chunkSize : skip+chunkSize]}
+	_ = unix.Madvise(c.buf, unix.MADV_HUGEPAGE) // EINVAL: no transparent huge pages in this kernel
+	runtime.AddCleanup(c, func(mem []byte) { _ = unix.Munmap(mem) }, mem)
+	return c
+}
 
 // stream copies a download into its file and into its hash: the caller's goroutine reads, one
 // goroutine hashes (SHA-256 is slower than loopback delivers bytes) and one writes, each chunk
