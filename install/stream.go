@@ -19,6 +19,9 @@ const (
 	// chunkSize is what a download is read, hashed and written in: large, so that the disk gets
 	// few big writes and the goroutines few hand-offs; a multiple of every direct-I/O alignment.
 	chunkSize = 2 << 20
+	// firstChunkSize is the size of a download's first chunk: small, so that the hash (the
+	// slowest of the three) starts on the first bytes rather than after a whole chunk.
+	firstChunkSize = 256 << 10
 	// chunksInFlight is how many chunks the reader may be ahead of the hash and the disk.
 	chunksInFlight = 4
 	// ioAlign is the memory and file-offset alignment used for direct I/O (a page: it covers the
@@ -138,9 +141,11 @@ func (in *installer) copyProgress(f *fileWriter, src io.Reader, h hash.Hash, tot
 			err = werr
 		}
 	}()
+	size := firstChunkSize
 	for {
 		c := <-s.free
-		nr, rerr := in.fill(c.buf, src, stall, n, total)
+		nr, rerr := in.fill(c.buf[:size], src, stall, n, total)
+		size = chunkSize
 		n += int64(nr)
 		if c.n = nr; nr > 0 {
 			s.send(c)

@@ -35,13 +35,15 @@ func newTempFile(t *testing.T) *os.File {
 	return f
 }
 
-// TestStreamCopiesEveryByte copies downloads of sizes around the chunk and block boundaries, written
+// TestStreamCopiesEveryByte copies downloads of sizes around the chunk (the first one smaller) and
+// block boundaries, written
 // through (direct I/O where the file system has it) or not, and checks the file and the hash.
 func TestStreamCopiesEveryByte(t *testing.T) {
 	in := newTestInstaller(t, manifest.InstallMethod{Method: "download"})
 	stall := time.NewTimer(time.Hour)
 	defer stall.Stop()
-	for _, size := range []int{0, 1, ioAlign - 1, ioAlign, 3*ioAlign + 7, chunkSize, chunkSize + 1, 3*chunkSize + 5000} {
+	for _, size := range []int{0, 1, ioAlign - 1, ioAlign, 3*ioAlign + 7, firstChunkSize, firstChunkSize + 1,
+		firstChunkSize + chunkSize, firstChunkSize + chunkSize + 1, chunkSize, chunkSize + 1, 3*chunkSize + 5000} {
 		for _, through := range []bool{false, true} {
 			src := randomBytes(size)
 			f := newTempFile(t)
