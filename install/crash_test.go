@@ -121,7 +121,7 @@ func TestInstallSurvivesSIGKILL(t *testing.T) {
 				t.Fatalf("child: %v (output %q)", err, lines.All())
 			}
 			if p.hold {
-				if fds := heldReplaced(t, cmd.Process.Pid, old.BinPath); len(fds) != 1 || !oldInode.alive(t) {
+				if fds := heldReplaced(t, cmd.Process.Pid, old.BinPath, false); len(fds) != 1 || !oldInode.alive(t) {
 					t.Fatalf("the child holds descriptors %v on the replaced binary (alive: %v), want one", fds, oldInode.alive(t))
 				}
 			}

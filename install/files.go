@@ -127,7 +127,8 @@ func (in *installer) releaseReplaced() {
 // systems that might keep an unlinked open file under a visible name a crash would leave behind
 // (NFS's .nfs*, FUSE's .fuse_hidden*): only those in reclaimsOrphans are held, where the kernel
 // frees the inode at the last close, at a crash the process's exit, and after a power cut the
-// next mount's orphan recovery. The rename goes ahead either way.
+// next mount's orphan recovery (ext4 without a journal leaves that to fsck, as it leaves all its
+// metadata after a power cut). The rename goes ahead either way.
 func holdReplaced(dir, dst string) int {
 	var st unix.Statfs_t
 	if err := unix.Statfs(dir, &st); err != nil || !reclaimsOrphans(uint32(st.Type)) {

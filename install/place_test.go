@@ -81,8 +81,8 @@ func TestInstallDoesNotWaitForTheReplacedBinaryFree(t *testing.T) {
 }
 
 // heldReplaced lists the descriptors of process pid that point at path's unlinked inodes (a
-// replaced binary not yet freed).
-func heldReplaced(t *testing.T, pid int, path string) []string {
+// replaced binary not yet freed), or with linked, at path itself too (what a failed rename left).
+func heldReplaced(t *testing.T, pid int, path string, linked bool) []string {
 	t.Helper()
 	dir := filepath.Join("/proc", strconv.Itoa(pid), "fd")
 	entries, err := os.ReadDir(dir)
@@ -91,7 +91,7 @@ func heldReplaced(t *testing.T, pid int, path string) []string {
 	}
 	var fds []string
 	for _, e := range entries {
-		if target, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && target == path+" (deleted)" {
+		if target, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && (target == path+" (deleted)" || linked && target == path) {
 			fds = append(fds, e.Name())
 		}
 	}
@@ -193,12 +193,12 @@ func TestPlaceOverHostileEntries(t *testing.T) {
 	}
 }
 
-// assertReleased waits (up to a minute) until this process holds no descriptor on a replaced
-// binary at path.
+// assertReleased waits (up to a minute) until this process holds no descriptor on what is or was
+// at path.
 func assertReleased(t *testing.T, path string) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
-	for fds := heldReplaced(t, os.Getpid(), path); len(fds) > 0; fds = heldReplaced(t, os.Getpid(), path) {
+	for fds := heldReplaced(t, os.Getpid(), path, true); len(fds) > 0; fds = heldReplaced(t, os.Getpid(), path, true) {
 		if time.Now().After(deadline) {
 			t.Fatalf("a minute on, descriptors %v still hold what was replaced at %s", fds, path)
 		}
