@@ -121,8 +121,11 @@ func TestInstallSurvivesSIGKILL(t *testing.T) {
 				t.Fatalf("child: %v (output %q)", err, lines.All())
 			}
 			if p.hold {
-				if fds := heldReplaced(t, cmd.Process.Pid, old.BinPath, false); len(fds) != 1 || !oldInode.alive(t) {
-					t.Fatalf("the child holds descriptors %v on the replaced binary (alive: %v), want one", fds, oldInode.alive(t))
+				if fds := heldReplaced(t, cmd.Process.Pid, old.BinPath, false); len(fds) != 1 {
+					t.Fatalf("the child holds descriptors %v on the replaced binary, want one", fds)
+				}
+				if oldInode != nil && !oldInode.alive(t) {
+					t.Fatal("the replaced binary the child holds is already freed")
 				}
 			}
 			time.Sleep(p.after)
@@ -174,11 +177,18 @@ type inodeHandle struct {
 	mount string // a directory on the same file system
 }
 
-// handleOf takes path's handle. It needs root (open_by_handle_at wants CAP_DAC_READ_SEARCH); the
-// test is skipped without it, except under CI=true.
+// handleOf takes path's handle. It needs root (open_by_handle_at wants CAP_DAC_READ_SEARCH):
+// without it, it returns nil (the test then cannot see the inode freed), except under CI=true,
+// where the test fails.
 func handleOf(t *testing.T, path string) *inodeHandle {
 	t.Helper()
-	fixture.NeedRoot(t)
+	if os.Geteuid() != 0 {
+		if fixture.CI() {
+			t.Fatal("under CI=true the tests run as root: open_by_handle_at needs it")
+		}
+		t.Log("not root: whether the replaced binary is freed after the kill is not checked")
+		return nil
+	}
 	h, _, err := unix.NameToHandleAt(unix.AT_FDCWD, path, 0)
 	if err != nil {
 		t.Fatalf("name_to_handle_at %s: %v", path, err)
