@@ -75,6 +75,31 @@ func BenchmarkDownloadFirstInstall(b *testing.B) {
 	}
 }
 
+// BenchmarkDownloadReinstall is BenchmarkDownloadInstall with the machine left idle for 100 ms
+// (timer stopped) before each install: what one reinstall costs its caller, without the previous
+// iteration's leftover disk work (freeing the binary it replaced) queued in front of it.
+func BenchmarkDownloadReinstall(b *testing.B) {
+	url, body := benchServer(b)
+	o := install.Options{StateDir: b.TempDir(), OS: "linux", Arch: "x64", LookupEnv: envOf(nil)}
+	bun := bundle(manifest.InstallMethod{Method: "download", URL: url, VerifySHA256: sum(body)})
+	if _, err := install.Install(context.Background(), bun, o); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(benchSize)
+	var untimed time.Duration // CPU spent with the timer stopped, not reported
+	defer reportCPU(b, &untimed)()
+	for b.Loop() {
+		b.StopTimer()
+		c0 := cpuTime(b)
+		time.Sleep(100 * time.Millisecond)
+		untimed += cpuTime(b) - c0
+		b.StartTimer()
+		if _, err := install.Install(context.Background(), bun, o); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkSHA256 hashes the same 64 MiB in memory: no transfer can be verified faster.
 func BenchmarkSHA256(b *testing.B) {
 	body := make([]byte, benchSize)

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,18 +20,22 @@ import (
 	"github.com/clihost/clihost/install"
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/manifest"
+	"golang.org/x/sys/unix"
 )
 
-// crashChildEnv, set to "<state dir> <url> <sha256>", makes TestInstallSurvivesSIGKILL the child:
-// it installs the download and says on stdout how far it got.
+// crashChildEnv, set to "<state dir> <url> <sha256> [hold]", makes TestInstallSurvivesSIGKILL the
+// child: it installs the download and says on stdout how far it got; with hold, it keeps the
+// replaced binary's descriptor instead of freeing it, and says so.
 const crashChildEnv = "CLIHOST_INSTALL_CRASH_CHILD"
 
 // TestInstallSurvivesSIGKILL kills a real install process (this test binary, rerun) with SIGKILL
 // at several points of a download replacing an installed binary: before the body, halfway, and at
-// increasing delays after the last byte (hashing, fsync, rename, the directory fsync), and after
-// Install returned. Whatever the point, the binary's path holds the old binary or the new one,
-// complete and executable, never a mix or a partial file; and the next Install cleans up after
-// the killed one and places the new binary. (SIGKILL keeps the page cache: what a power cut would
+// increasing delays after the last byte (hashing, fsync, rename, the directory fsync), after
+// Install returned, and between the rename and the free of the replaced binary (the child holds
+// it). Whatever the point, the binary's path holds the old binary or the new one, complete and
+// executable, never a mix or a partial file; the next Install cleans up after the killed one and
+// places the new binary; and a replaced binary the killed child still held is freed, leaving no
+// name behind. (SIGKILL keeps the page cache: what a power cut would
 // lose is the fsyncs' business, which this test cannot observe.)
 func TestInstallSurvivesSIGKILL(t *testing.T) {
 	if v := os.Getenv(crashChildEnv); v != "" {
@@ -68,15 +75,17 @@ func TestInstallSurvivesSIGKILL(t *testing.T) {
 		query string        // how the server serves v2
 		wait  string        // the child's line (or "held": the server's signal) to kill after
 		after time.Duration // then this long
+		hold  bool          // the child holds the replaced binary instead of freeing it
 	}{
-		{"before the body", "?hold=start", "held", 0},
-		{"halfway", "?hold=half", "half", 0},
-		{"at the last byte", "", "complete", 0},
-		{"1ms after the last byte", "", "complete", time.Millisecond},
-		{"5ms after the last byte", "", "complete", 5 * time.Millisecond},
-		{"20ms after the last byte", "", "complete", 20 * time.Millisecond},
-		{"80ms after the last byte", "", "complete", 80 * time.Millisecond},
-		{"after Install returned", "", "installed", 0},
+		{"before the body", "?hold=start", "held", 0, false},
+		{"halfway", "?hold=half", "half", 0, false},
+		{"at the last byte", "", "complete", 0, false},
+		{"1ms after the last byte", "", "complete", time.Millisecond, false},
+		{"5ms after the last byte", "", "complete", 5 * time.Millisecond, false},
+		{"20ms after the last byte", "", "complete", 20 * time.Millisecond, false},
+		{"80ms after the last byte", "", "complete", 80 * time.Millisecond, false},
+		{"after Install returned", "", "installed", 0, false},
+		{"between the rename and the free", "", "holding", 0, true},
 	}
 	for i, p := range points {
 		t.Run(p.name, func(t *testing.T) {
@@ -85,9 +94,17 @@ func TestInstallSurvivesSIGKILL(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var oldInode *inodeHandle
+			if p.hold {
+				oldInode = handleOf(t, old.BinPath)
+			}
 			url := fmt.Sprintf("%s/v2-%d%s", s.URL, i, p.query)
+			spec := o.StateDir + " " + url + " " + sum(v2)
+			if p.hold {
+				spec += " hold"
+			}
 			cmd := exec.Command(os.Args[0], "-test.run=^TestInstallSurvivesSIGKILL$")
-			cmd.Env = append(os.Environ(), crashChildEnv+"="+o.StateDir+" "+url+" "+sum(v2))
+			cmd.Env = append(os.Environ(), crashChildEnv+"="+spec)
 			out, err := cmd.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -103,6 +120,14 @@ func TestInstallSurvivesSIGKILL(t *testing.T) {
 			} else if _, err := lines.Wait("crash-child: "+p.wait, time.Minute); err != nil {
 				t.Fatalf("child: %v (output %q)", err, lines.All())
 			}
+			if p.hold {
+				if fds := heldReplaced(t, cmd.Process.Pid, old.BinPath, false); len(fds) != 1 {
+					t.Fatalf("the child holds descriptors %v on the replaced binary, want one", fds)
+				}
+				if oldInode != nil && !oldInode.alive(t) {
+					t.Fatal("the replaced binary the child holds is already freed")
+				}
+			}
 			time.Sleep(p.after)
 			cmd.Process.Kill()
 			lines.Drain()
@@ -115,7 +140,7 @@ func TestInstallSurvivesSIGKILL(t *testing.T) {
 				if got != "the old binary" {
 					t.Errorf("killed before the download ended, the path holds %s", got)
 				}
-			case p.wait == "installed":
+			case p.wait == "installed" || p.wait == "holding":
 				if got != "the new binary" {
 					t.Errorf("killed after Install returned, the path holds %s", got)
 				}
@@ -135,8 +160,73 @@ func TestInstallSurvivesSIGKILL(t *testing.T) {
 					t.Errorf("the killed install's %s is still there", n)
 				}
 			}
+			if names := dirNames(t, filepath.Dir(res.BinPath)); !slices.Equal(names, []string{binName}) {
+				t.Errorf("the bundle's bin directory holds %v, want only %s", names, binName)
+			}
+			if oldInode != nil && oldInode.alive(t) {
+				t.Error("the replaced binary the killed child held was never freed")
+			}
 		})
 	}
+}
+
+// inodeHandle names a file by its inode (name_to_handle_at), to find out later whether the file
+// system has freed it even though no name leads to it any more.
+type inodeHandle struct {
+	h     unix.FileHandle
+	mount string // a directory on the same file system
+}
+
+// handleOf takes path's handle. It needs root (open_by_handle_at wants CAP_DAC_READ_SEARCH):
+// without it, it returns nil (the test then cannot see the inode freed), except under CI=true,
+// where the test fails.
+func handleOf(t *testing.T, path string) *inodeHandle {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if fixture.CI() {
+			t.Fatal("under CI=true the tests run as root: open_by_handle_at needs it")
+		}
+		t.Log("not root: whether the replaced binary is freed after the kill is not checked")
+		return nil
+	}
+	h, _, err := unix.NameToHandleAt(unix.AT_FDCWD, path, 0)
+	if err != nil {
+		t.Fatalf("name_to_handle_at %s: %v", path, err)
+	}
+	return &inodeHandle{h: h, mount: filepath.Dir(path)}
+}
+
+// alive reports whether the inode still exists (open_by_handle_at does not return ESTALE).
+func (i *inodeHandle) alive(t *testing.T) bool {
+	t.Helper()
+	m, err := unix.Open(i.mount, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(m)
+	fd, err := unix.OpenByHandleAt(m, i.h, unix.O_PATH|unix.O_CLOEXEC)
+	if errors.Is(err, unix.ESTALE) {
+		return false
+	}
+	if err != nil {
+		t.Fatalf("open_by_handle_at: %v", err)
+	}
+	unix.Close(fd)
+	return true
+}
+
+// dirNames lists dir.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	return names
 }
 
 // checkWhole says whether path holds old or new, whole and executable; anything else fails t.
@@ -167,10 +257,14 @@ func checkWhole(t *testing.T, path string, old, new []byte) string {
 // spec and reports on stdout when half of it and all of it were received, and when Install returned.
 func crashChild(t *testing.T, spec string) {
 	f := strings.Fields(spec)
-	if len(f) != 3 {
-		t.Fatalf("%s=%q: want the state dir, the url and the sha256", crashChildEnv, spec)
+	if len(f) != 3 && len(f) != 4 {
+		t.Fatalf("%s=%q: want the state dir, the url, the sha256 and optionally hold", crashChildEnv, spec)
 	}
 	var half bool
+	held := make(chan int, 1)
+	if len(f) == 4 && f[3] == "hold" {
+		install.HoldReplaced(func(fd int) { held <- fd })
+	}
 	o := install.Options{StateDir: f[0], OS: "linux", Arch: "x64", LookupEnv: envOf(nil),
 		Progress: func(done, total int64) {
 			if !half && 2*done >= total {
@@ -185,6 +279,10 @@ func crashChild(t *testing.T, spec string) {
 		t.Fatal(err)
 	}
 	fmt.Println("crash-child: installed")
+	if len(f) == 4 {
+		<-held
+		fmt.Println("crash-child: holding")
+	}
 	time.Sleep(time.Minute) // the parent kills it here
 	t.Error("not killed")
 }

@@ -79,6 +79,8 @@ func (in *installer) cleanLeftovers(binRoot string) {
 
 // place makes src (a complete file in one of the bundle's temporary directories) executable,
 // flushes it to disk and renames it to BinDir/<bin>, replacing any previous binary in one step.
+// The previous binary is held across the rename (holdReplaced) and freed once the install is done
+// (releaseReplaced), so that no install waits for the file system to free its blocks.
 func (in *installer) place(src string) (string, error) {
 	if err := os.Chmod(src, 0o755); err != nil {
 		return "", fmt.Errorf("place binary: %w", err)
@@ -91,6 +93,9 @@ func (in *installer) place(src string) (string, error) {
 		return "", fmt.Errorf("place binary: %w", err)
 	}
 	dst := filepath.Join(dir, in.binName())
+	if fd := holdReplaced(dir, dst); fd >= 0 {
+		in.replaced = append(in.replaced, fd)
+	}
 	if err := os.Rename(src, dst); err != nil {
 		return "", fmt.Errorf("place binary: %w", err)
 	}
@@ -98,6 +103,52 @@ func (in *installer) place(src string) (string, error) {
 		return "", fmt.Errorf("place binary: %w", err)
 	}
 	return dst, nil
+}
+
+// freeReplaced closes a descriptor holdReplaced returned: the last reference to the replaced
+// binary gone, the file system frees its blocks.
+var freeReplaced = unix.Close
+
+// releaseReplaced frees the binaries place replaced during the install, each on a goroutine of its
+// own, so the caller does not wait for it. run calls it last: after the entry's temporary
+// directory is removed, whose own small free would otherwise queue behind this one's (on ext4 with
+// online discard, freeing 64 MiB waits about 10 ms for the device to discard it).
+func (in *installer) releaseReplaced() {
+	for _, fd := range in.replaced {
+		go freeReplaced(fd)
+	}
+	in.replaced = nil
+}
+
+// holdReplaced opens the binary at dst, if there is one, so that its inode outlives the rename
+// that replaces it: the rename then only unlinks it, and its blocks are freed when freeReplaced
+// closes the descriptor. O_PATH opens nothing (a FIFO or device planted there is not opened, a
+// symlink is held itself, not followed). It returns -1 when there is nothing to hold, and on file
+// systems that might keep an unlinked open file under a visible name a crash would leave behind
+// (NFS's .nfs*, FUSE's .fuse_hidden*): only those in reclaimsOrphans are held, where the kernel
+// frees the inode at the last close, at a crash the process's exit, and after a power cut the
+// next mount's orphan recovery (ext4 without a journal leaves that to fsck, as it leaves all its
+// metadata after a power cut). The rename goes ahead either way.
+func holdReplaced(dir, dst string) int {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil || !reclaimsOrphans(uint32(st.Type)) {
+		return -1
+	}
+	fd, err := unix.Open(dst, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1 // nothing there, or nothing to hold: the rename frees it, as it always did
+	}
+	return fd
+}
+
+// reclaimsOrphans reports whether the file system with magic number magic (statfs) frees an
+// unlinked inode at its last close and, after a crash, when it is next mounted, leaving no name.
+func reclaimsOrphans(magic uint32) bool {
+	switch magic {
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC, unix.OVERLAYFS_SUPER_MAGIC:
+		return true
+	}
+	return false
 }
 
 // syncPath fsyncs a file or directory.

@@ -222,6 +222,9 @@ type installer struct {
 	arch   string
 	log    *slog.Logger
 	limits limits
+	// replaced holds the descriptors of binaries place replaced, freed when the install is done
+	// (releaseReplaced).
+	replaced []int
 }
 
 // limits bound what a download may cost.
@@ -283,6 +286,7 @@ func (in *installer) run(ctx context.Context) (Result, error) {
 		return Result{}, fmt.Errorf("install %s: %w: %w", in.key, ErrInstallFailed, err)
 	}
 	defer unlock()
+	defer in.releaseReplaced()
 	in.cleanLeftovers(binRoot)
 
 	if req := in.b.CLI.Requires; req != nil {

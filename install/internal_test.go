@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/clihost/clihost/manifest"
+	"golang.org/x/sys/unix"
 )
 
 // newTestInstaller is an installer for a bundle with one entry, a fresh state directory and a
@@ -122,5 +123,36 @@ func TestListingTruncates(t *testing.T) {
 		if !strings.Contains(msg, want) {
 			t.Errorf("%q lacks %q", msg, want)
 		}
+	}
+}
+
+// TestHoldsReplacedOnlyWhereOrphansAreReclaimed: place keeps a replaced binary alive across the
+// rename only on file systems that free an unlinked inode without leaving a name; on NFS (.nfs*
+// files) and FUSE (.fuse_hidden* files) a crash in that window would leave one behind for good.
+func TestHoldsReplacedOnlyWhereOrphansAreReclaimed(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		magic uint32
+		want  bool
+	}{
+		{"ext4", unix.EXT4_SUPER_MAGIC, true},
+		{"xfs", unix.XFS_SUPER_MAGIC, true},
+		{"btrfs", unix.BTRFS_SUPER_MAGIC, true},
+		{"tmpfs", unix.TMPFS_MAGIC, true},
+		{"overlayfs", unix.OVERLAYFS_SUPER_MAGIC, true},
+		{"nfs", unix.NFS_SUPER_MAGIC, false},
+		{"fuse", unix.FUSE_SUPER_MAGIC, false},
+		{"cifs", unix.CIFS_SUPER_MAGIC, false},
+		{"9p", unix.V9FS_MAGIC, false},
+	} {
+		if got := reclaimsOrphans(c.magic); got != c.want {
+			t.Errorf("%s: reclaimsOrphans = %v, want %v", c.name, got, c.want)
+		}
+	}
+	dir := t.TempDir()
+	dst := filepath.Join(dir, "missing")
+	if fd := holdReplaced(dir, dst); fd != -1 {
+		unix.Close(fd)
+		t.Errorf("holdReplaced of a missing file returned descriptor %d", fd)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"hash"
 	"io"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,11 +19,16 @@ const (
 	// chunkSize is what a download is read, hashed and written in: large, so that the disk gets
 	// few big writes and the goroutines few hand-offs; a multiple of every direct-I/O alignment.
 	chunkSize = 2 << 20
+	// firstChunkSize is the size of a download's first chunk: small, so that the hash (the
+	// slowest of the three) starts on the first bytes rather than after a whole chunk.
+	firstChunkSize = 256 << 10
 	// chunksInFlight is how many chunks the reader may be ahead of the hash and the disk.
 	chunksInFlight = 4
 	// ioAlign is the memory and file-offset alignment used for direct I/O (a page: it covers the
 	// logical block size of every common device).
 	ioAlign = 4096
+	// hugePage is the size of a transparent huge page with 4 KiB base pages (amd64, arm64).
+	hugePage = 2 << 20
 )
 
 // chunk is one buffer of a download on its way to the hash and to the file; refs counts the two
@@ -35,7 +41,25 @@ type chunk struct {
 
 // chunks keeps chunk buffers between downloads: each download needs chunksInFlight of them, and
 // allocating (zeroing) them anew for every download costs a millisecond and GC cycles.
-var chunks = sync.Pool{New: func() any { return &chunk{buf: alignedBuffer(chunkSize)} }}
+var chunks = sync.Pool{New: func() any { return newChunk() }}
+
+// newChunk allocates a chunk whose buffer is mapped outside the Go heap, aligned on a huge page and
+// advised to be backed by huge pages (MADV_HUGEPAGE: a common default is "madvise" only). The
+// socket reads copy into it, and each O_DIRECT write pins it, one 2 MiB page at a time instead of
+// 512 small ones: about 6 of the 78 CPU milliseconds of a 64 MiB install. The mapping is removed
+// once the pool drops the chunk. If mmap fails the buffer is aligned Go memory, and where the
+// kernel has no huge pages for it, small pages back it as before.
+func newChunk() *chunk {
+	mem, err := unix.Mmap(-1, 0, chunkSize+hugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return &chunk{buf: alignedBuffer(chunkSize)}
+	}
+	skip := (hugePage - int(uintptr(unsafe.Pointer(unsafe.SliceData(mem)))%hugePage)) % hugePage
+	c := &chunk{buf: mem[skip : skip+chunkSize : skip+chunkSize]}
+	_ = unix.Madvise(c.buf, unix.MADV_HUGEPAGE) // EINVAL: no transparent huge pages in this kernel
+	runtime.AddCleanup(c, func(mem []byte) { _ = unix.Munmap(mem) }, mem)
+	return c
+}
 
 // stream copies a download into its file and into its hash: the caller's goroutine reads, one
 // goroutine hashes (SHA-256 is slower than loopback delivers bytes) and one writes, each chunk
@@ -117,9 +141,11 @@ func (in *installer) copyProgress(f *fileWriter, src io.Reader, h hash.Hash, tot
 			err = werr
 		}
 	}()
+	size := firstChunkSize
 	for {
 		c := <-s.free
-		nr, rerr := in.fill(c.buf, src, stall, n, total)
+		nr, rerr := in.fill(c.buf[:size], src, stall, n, total)
+		size = chunkSize
 		n += int64(nr)
 		if c.n = nr; nr > 0 {
 			s.send(c)

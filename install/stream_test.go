@@ -3,12 +3,16 @@ package install
 import (
 	"bytes"
 	"crypto/sha256"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/clihost/clihost/manifest"
 )
@@ -31,13 +35,15 @@ func newTempFile(t *testing.T) *os.File {
 	return f
 }
 
-// TestStreamCopiesEveryByte copies downloads of sizes around the chunk and block boundaries, written
+// TestStreamCopiesEveryByte copies downloads of sizes around the chunk (the first one smaller) and
+// block boundaries, written
 // through (direct I/O where the file system has it) or not, and checks the file and the hash.
 func TestStreamCopiesEveryByte(t *testing.T) {
 	in := newTestInstaller(t, manifest.InstallMethod{Method: "download"})
 	stall := time.NewTimer(time.Hour)
 	defer stall.Stop()
-	for _, size := range []int{0, 1, ioAlign - 1, ioAlign, 3*ioAlign + 7, chunkSize, chunkSize + 1, 3*chunkSize + 5000} {
+	for _, size := range []int{0, 1, ioAlign - 1, ioAlign, 3*ioAlign + 7, firstChunkSize, firstChunkSize + 1,
+		firstChunkSize + chunkSize, firstChunkSize + chunkSize + 1, chunkSize, chunkSize + 1, 3*chunkSize + 5000} {
 		for _, through := range []bool{false, true} {
 			src := randomBytes(size)
 			f := newTempFile(t)
@@ -121,3 +127,47 @@ func (s *shortReader) Read(p []byte) (int, error) { return s.r.Read(p[:min(len(p
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// TestChunksAreHugePageAlignedAndUnmapped: a chunk's buffer starts on a huge page, is writable,
+// and its mapping is gone once the chunk is dropped (no mapping leaks from the pool).
+func TestChunksAreHugePageAlignedAndUnmapped(t *testing.T) {
+	var addrs []uintptr
+	for range 4 {
+		c := newChunk()
+		if len(c.buf) != chunkSize || uintptr(unsafe.Pointer(unsafe.SliceData(c.buf)))%hugePage != 0 {
+			t.Fatalf("a chunk of %d bytes at %p, want %d on a %d boundary", len(c.buf), unsafe.SliceData(c.buf), chunkSize, hugePage)
+		}
+		c.buf[0], c.buf[chunkSize-1] = 1, 2
+		addrs = append(addrs, uintptr(unsafe.Pointer(unsafe.SliceData(c.buf))))
+	}
+	deadline := time.Now().Add(time.Minute)
+	for mapped := mappedOf(t, addrs); len(mapped) > 0; mapped = mappedOf(t, addrs) {
+		if time.Now().After(deadline) {
+			t.Fatalf("dropped chunks at %x are still mapped", mapped)
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// mappedOf returns the addresses among addrs that lie in one of this process's mappings.
+func mappedOf(t *testing.T, addrs []uintptr) []uintptr {
+	t.Helper()
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in []uintptr
+	for line := range strings.Lines(string(maps)) {
+		var lo, hi uintptr
+		if _, err := fmt.Sscanf(line, "%x-%x", &lo, &hi); err != nil {
+			t.Fatalf("/proc/self/maps line %q: %v", line, err)
+		}
+		for _, a := range addrs {
+			if lo <= a && a < hi {
+				in = append(in, a)
+			}
+		}
+	}
+	return in
+}
