@@ -29,9 +29,10 @@ func OwnedOverlap(ws, stateDir string, trusted ...string) *Error {
 	if err != nil {
 		return &Error{Code: errcode.InputInvalid, Message: fmt.Sprintf("workspace %q: %v", ws, err)}
 	}
+	var mounts mountTable // read once, when a path needs it
 	if stateDir != "" {
 		s, err := ResolvedPath(stateDir)
-		if err == nil && overlaps(w, s) {
+		if err == nil && overlaps(w, s, &mounts) {
 			return ownedError(ws, "clihost's state directory "+stateDir+" (its bin/ holds the installed CLIs later calls run, its homes/ the HOMEs it keeps)",
 				"name a workspace that neither holds nor lies in the state directory (a project folder), or move the state elsewhere (clihostd --state)")
 		}
@@ -40,7 +41,7 @@ func OwnedOverlap(ws, stateDir string, trusted ...string) *Error {
 		trusted = append(slices.Clone(trusted), filepath.Dir(helper))
 	}
 	for _, p := range trusted {
-		if r, err := ResolvedPath(p); err == nil && overlaps(w, r) {
+		if r, err := ResolvedPath(p); err == nil && overlaps(w, r, &mounts) {
 			return ownedError(ws, p+", which the host runs or trusts (the sandbox helper's or clihostd's folder, or the approval policy)",
 				"name a workspace that neither holds nor lies in it (a project folder), or move it out of the workspace (install clihostd in /usr/local/bin; clihostd --approvals)")
 		}
@@ -90,21 +91,22 @@ func (h *Host) ownKeptHome(ws, home string) bool {
 
 // overlaps reports whether the workspace w and the path p (both resolved) are one, or one holds the
 // other: by their paths, or through a mount that shows the same folder of a file system at another
-// place (a bind mount of p inside w, or w inside a bind mount of p).
-func overlaps(w, p string) bool {
+// place (a bind mount of p inside w, or w inside a bind mount of p). mounts is the mount table, read
+// on first use and shared by the checks of one workspace.
+func overlaps(w, p string, mounts *mountTable) bool {
 	if within(w, p) || within(p, w) {
 		return true
 	}
-	mounts, err := readMountinfo()
+	entries, err := mounts.entries()
 	if err != nil {
 		return false
 	}
-	fsP, relP := onFS(mounts, p)
-	fsW, relW := onFS(mounts, w)
+	fsP, relP := onFS(entries, p)
+	fsW, relW := onFS(entries, w)
 	if fsP != "" && fsP == fsW && (within(relW, relP) || within(relP, relW)) {
 		return true // w lies in p, or holds it, on their file system (w reached through a bind mount)
 	}
-	for _, m := range mounts {
+	for _, m := range entries {
 		if within(m.point, w) && m.dev == fsP && (within(relP, m.root) || within(m.root, relP)) {
 			return true // a mount inside w shows p, or a folder inside p
 		}
@@ -112,16 +114,30 @@ func overlaps(w, p string) bool {
 	return false
 }
 
+// mountTable is this process's mount table for the checks of one workspace, taken on first use
+// (see currentMounts): one look for all the paths a workspace is checked against (the state
+// directory, the helper's folder, each trusted path), not one per path.
+type mountTable struct {
+	read bool
+	list []mountEntry
+	err  error
+}
+
+// entries returns the table, taking it the first time.
+func (m *mountTable) entries() ([]mountEntry, error) {
+	if !m.read {
+		m.list, m.err = currentMounts()
+		m.read = true
+	}
+	return m.list, m.err
+}
+
 // mountEntry is one line of /proc/self/mountinfo: the file system (major:minor), the folder of it
 // mounted, and where.
 type mountEntry struct{ dev, root, point string }
 
-// readMountinfo reads this process's mount table.
-func readMountinfo() ([]mountEntry, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
+// parseMountinfo reads the entries of the text of /proc/self/mountinfo.
+func parseMountinfo(b []byte) []mountEntry {
 	var out []mountEntry
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
@@ -130,7 +146,7 @@ func readMountinfo() ([]mountEntry, error) {
 		}
 		out = append(out, mountEntry{dev: f[2], root: mountinfo.Unescape(f[3]), point: mountinfo.Unescape(f[4])})
 	}
-	return out, nil
+	return out
 }
 
 // onFS is the file system p lies on (the last mount whose point holds p, as the kernel shows the
@@ -161,7 +177,7 @@ func TempOverlap(ws string) *Error {
 	}
 	// Lying inside it is fine (the host's folders there are beside the workspace, not in it);
 	// holding it, by path or through a mount, is not.
-	if tmp, err := ResolvedPath(os.TempDir()); err == nil && (within(tmp, w) || overlaps(w, tmp) && !within(w, tmp)) {
+	if tmp, err := ResolvedPath(os.TempDir()); err == nil && (within(tmp, w) || overlaps(w, tmp, new(mountTable)) && !within(w, tmp)) {
 		return ownedError(ws, "the temporary folder "+os.TempDir()+" (the env files of container calls and the folders of version checks are made there)",
 			"name a workspace that does not hold the temporary folder (a project folder)")
 	}

@@ -1,8 +1,13 @@
 package host
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
+	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/internal/mountinfo"
 )
 
@@ -25,4 +30,75 @@ func TestOnFSBindMount(t *testing.T) {
 			t.Errorf("onFS(%q) = %q %q, want %q %q", p, dev, rel, want[0], want[1])
 		}
 	}
+}
+
+// TestOwnedOverlapSharesOneMountTable: the mount table read for the first trusted path (which it
+// clears) serves the next one, whose folder is bind-mounted inside the workspace: the workspace is
+// refused, and one not holding the mount is not.
+func TestOwnedOverlapSharesOneMountTable(t *testing.T) {
+	fixture.NeedRoot(t)
+	fixture.Need(t, "mount", "umount")
+	dir := t.TempDir()
+	ws, other, trusted := filepath.Join(dir, "ws"), filepath.Join(dir, "other"), filepath.Join(dir, "trusted")
+	clean := filepath.Join(dir, "clean")
+	for _, d := range []string{filepath.Join(ws, "sub"), other, trusted, clean} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command("mount", "--bind", trusted, filepath.Join(ws, "sub")).CombinedOutput(); err != nil {
+		t.Fatalf("bind mount: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", filepath.Join(ws, "sub")).Run() })
+	if e := OwnedOverlap(ws, other, other+"-not-there", trusted); e == nil || e.Code != errcode.WorkspaceDenied {
+		t.Fatalf("a workspace holding a bind mount of a trusted folder: %+v, want workspace_denied", e)
+	}
+	if e := OwnedOverlap(clean, other, other+"-not-there", trusted); e != nil {
+		t.Fatalf("a workspace beside them: %+v", e)
+	}
+}
+
+// TestOwnedOverlapSeesMountChanges: the mount table kept between calls (currentMounts) is read
+// again after every change: a bind mount of a trusted folder made inside the workspace after a
+// check that passed, moved elsewhere, then unmounted, is seen by each next check.
+func TestOwnedOverlapSeesMountChanges(t *testing.T) {
+	fixture.NeedRoot(t)
+	fixture.Need(t, "mount", "umount")
+	dir := t.TempDir()
+	ws, trusted, away := filepath.Join(dir, "ws"), filepath.Join(dir, "trusted"), filepath.Join(dir, "away")
+	sub := filepath.Join(ws, "sub")
+	for _, d := range []string{sub, trusted, away} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mount := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("mount", args...).CombinedOutput(); err != nil {
+			t.Fatalf("mount %v: %v %s", args, err, out)
+		}
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("umount", "-l", sub).Run()
+		_ = exec.Command("umount", "-l", away).Run()
+	})
+	check := func(want bool, when string) {
+		t.Helper()
+		for range 2 { // the second look comes from the kept table
+			if e := OwnedOverlap(ws, "", trusted); (e != nil) != want {
+				t.Fatalf("%s: OwnedOverlap = %+v, want refused %v", when, e, want)
+			}
+		}
+	}
+	check(false, "before any mount")
+	mount("--bind", trusted, sub)
+	check(true, "a bind mount of the trusted folder inside the workspace")
+	mount("--move", sub, away)
+	check(false, "the bind mount moved out of the workspace")
+	mount("--move", away, sub)
+	check(true, "moved back in")
+	if out, err := exec.Command("umount", sub).CombinedOutput(); err != nil {
+		t.Fatalf("umount: %v %s", err, out)
+	}
+	check(false, "unmounted")
 }
