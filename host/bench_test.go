@@ -82,20 +82,28 @@ func BenchmarkCallLimits(b *testing.B) {
 
 // BenchmarkConfine is the host's share of a call before the sandbox starts, alone: identity,
 // access checks, home, policy compilation, the git snapshot and the plan (confine), for the
-// trivial tool of BenchmarkCall (true) and for a tool that may write its workspace, a git
-// repository (git).
+// trivial tool of BenchmarkCall (true), for it from a host with a state directory as clihostd has
+// (true-state: the uid's home is then <state>/homes/<uid>) and for a tool that may write its
+// workspace, a git repository (git).
 func BenchmarkConfine(b *testing.B) {
 	fixture.NeedSandbox(b, SandboxAvailable())
 	for _, bc := range []struct {
 		name  string
 		files map[string]string
 		ws    func(testing.TB) string
+		state bool
 	}{
-		{"true", fixture.True(), fixture.Workspace},
-		{"git", writeTrue(), gitWorkspace},
+		{"true", fixture.True(), fixture.Workspace, false},
+		{"true-state", fixture.True(), fixture.Workspace, true},
+		{"git", writeTrue(), gitWorkspace, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			h, _ := writeBundle(b, bc.files, Options{})
+			var opts Options
+			if bc.state {
+				opts.Sandbox.StateDir = b.TempDir()
+				fixture.Reachable(b, opts.Sandbox.StateDir)
+			}
+			h, _ := writeBundle(b, bc.files, opts)
 			bd, err := h.Bundle("true")
 			if err != nil {
 				b.Fatal(err)

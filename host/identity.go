@@ -73,18 +73,22 @@ func (h *Host) identityFor(ws string, caller *CallerID, bin string) (identity, *
 	}
 	id := h.runAs(ws, caller)
 	who := access.Who{UID: id.UID, GID: id.GID, Groups: id.Groups}
-	var wsErr, binErr error
-	if bin != "" {
-		wsErr, binErr = access.CheckDirExec(ws, bin, who)
-	} else {
-		wsErr = access.CheckDir(ws, who)
+	// The workspace, the binary and a kept home are asked of the kernel together: one switch of
+	// identity on one thread per call.
+	home, kept, homeErr := h.homeCandidate(id)
+	dirs := []string{ws}
+	if kept {
+		dirs = append(dirs, home)
 	}
-	if wsErr != nil {
-		return identity{}, deniedError(ws, id.UID, caller, wsErr)
+	dirErrs, binErr := access.CheckDirsExec(dirs, bin, who)
+	if dirErrs[0] != nil {
+		return identity{}, deniedError(ws, id.UID, caller, dirErrs[0])
 	}
-	home, err := h.homeFor(id)
-	if err != nil {
-		return identity{}, &Error{Code: errcode.Internal, Message: err.Error(), Hint: "check the state directory (clihostd --state) and its homes/ folder"}
+	if homeErr != nil {
+		return identity{}, &Error{Code: errcode.Internal, Message: homeErr.Error(), Hint: "check the state directory (clihostd --state) and its homes/ folder"}
+	}
+	if kept && dirErrs[1] != nil {
+		home = noHome // see homeFor
 	}
 	if binErr != nil {
 		return identity{}, binaryDenied(bin, id.UID, binErr)
@@ -235,16 +239,8 @@ const noHome = "/nonexistent"
 // state directory; else the home the host keeps for the uid when the uid can reach it; else
 // /nonexistent.
 func (h *Host) homeFor(id sandbox.Identity) (string, error) {
-	if u, err := lookupUID(id.UID); err == nil && filepath.IsAbs(u.HomeDir) {
-		home := filepath.Clean(u.HomeDir)
-		if st, err := os.Stat(home); err == nil && st.IsDir() && !h.overlapsState(home) {
-			if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) == id.UID {
-				return home, nil
-			}
-		}
-	}
-	home, err := h.keptHome(id)
-	if err != nil || home == noHome {
+	home, kept, err := h.homeCandidate(id)
+	if err != nil || !kept {
 		return home, err
 	}
 	// A state directory the uid cannot reach (root's default, under /root): no home rather than an
@@ -253,6 +249,22 @@ func (h *Host) homeFor(id sandbox.Identity) (string, error) {
 		return noHome, nil
 	}
 	return home, nil
+}
+
+// homeCandidate is homeFor before the kernel is asked whether id may use a kept home: the
+// password database's home (kept false), else the home the host keeps for id, made on first use
+// (kept true), else /nonexistent (kept false).
+func (h *Host) homeCandidate(id sandbox.Identity) (home string, kept bool, err error) {
+	if u, err := lookupUID(id.UID); err == nil && filepath.IsAbs(u.HomeDir) {
+		home := filepath.Clean(u.HomeDir)
+		if st, err := os.Stat(home); err == nil && st.IsDir() && !h.overlapsState(home) {
+			if sys, ok := st.Sys().(*syscall.Stat_t); ok && int(sys.Uid) == id.UID {
+				return home, false, nil
+			}
+		}
+	}
+	home, err = h.keptHome(id)
+	return home, err == nil && home != noHome, err
 }
 
 // overlapsState reports whether dir is, contains or lies inside the state directory.

@@ -97,6 +97,43 @@ func TestHomeFor(t *testing.T) {
 	}
 }
 
+// TestIdentityForKeptHome: identityFor asks the kernel about the workspace and a kept home in one
+// check and gives the same home as homeFor: none while the uid cannot reach the state directory,
+// the kept one once it can; a workspace the uid may not use is refused either way.
+func TestIdentityForKeptHome(t *testing.T) {
+	fixture.NeedRoot(t)
+	state := filepath.Join(t.TempDir(), "state")
+	ws := filepath.Join(t.TempDir(), "ws")
+	for _, d := range []string{state, ws} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Dir(state), 0o700); err != nil { // as /root is
+		t.Fatal(err)
+	}
+	if err := os.Chown(ws, nobodyID, nobodyID); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Reachable(t, filepath.Dir(ws))
+	h := &Host{opts: Options{Sandbox: SandboxOptions{StateDir: state}}}
+	who, e := h.identityFor(ws, nil, "")
+	if e != nil || who.id.UID != nobodyID || who.home != noHome {
+		t.Fatalf("state unreachable: %+v %+v, want nobody with %s", who, e, noHome)
+	}
+	fixture.Reachable(t, filepath.Dir(state))
+	want := filepath.Join(state, "homes", strconv.Itoa(nobodyID))
+	if who, e = h.identityFor(ws, nil, "/usr/bin/true"); e != nil || who.home != want {
+		t.Fatalf("state reachable: %+v %+v, want home %s", who, e, want)
+	}
+	if err := os.Chmod(ws, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	if _, e = h.identityFor(ws, nil, "/usr/bin/true"); e == nil || e.Code != errcode.WorkspaceDenied {
+		t.Fatalf("a workspace nobody may not write: %+v, want workspace_denied", e)
+	}
+}
+
 // TestSafeDirectory: the workspace is git's safe.directory only for a uid that does not own it, as
 // one more GIT_CONFIG entry after those env holds.
 func TestSafeDirectory(t *testing.T) {

@@ -307,23 +307,45 @@ func CheckExec(path string, who Who) error {
 	return nil
 }
 
-// CheckDirExec asks CheckDir's question of dir and CheckExec's of path (absolute) together, in one
-// check on one thread when the process is root: a call needs both answers for the same identity.
-func CheckDirExec(dir, path string, who Who) (dirErr, execErr error) {
-	if !filepath.IsAbs(dir) || !filepath.IsAbs(path) || os.Geteuid() != 0 {
-		return CheckDir(dir, who), CheckExec(path, who)
+// CheckDirsExec asks CheckDir's question of each of dirs and CheckExec's of path (absolute; ""
+// for none) together, in one check on one thread when the process is root: a call needs all the
+// answers for the same identity (its workspace, the home it keeps for the uid, its binary), and
+// each switch of identity is a hand-off to another thread. dirErrs holds one answer per dir.
+func CheckDirsExec(dirs []string, path string, who Who) (dirErrs []error, execErr error) {
+	dirErrs = make([]error, len(dirs))
+	all := path == "" || filepath.IsAbs(path)
+	for _, d := range dirs {
+		all = all && filepath.IsAbs(d)
 	}
-	dirErr = onThreadAs(who, func() error {
-		if err := isDir(dir); err != nil {
-			return err
+	if !all || os.Geteuid() != 0 {
+		for i, d := range dirs {
+			dirErrs[i] = CheckDir(d, who)
 		}
-		if err := denied(dir, unix.Faccessat2(unix.AT_FDCWD, dir, rwx, unix.AT_EACCESS)); err != nil {
-			return err
+		if path != "" {
+			execErr = CheckExec(path, who)
 		}
-		execErr = execAllowed(path)
+		return dirErrs, execErr
+	}
+	err := onThreadAs(who, func() error {
+		for i, d := range dirs {
+			if dirErrs[i] = isDir(d); dirErrs[i] == nil {
+				dirErrs[i] = denied(d, unix.Faccessat2(unix.AT_FDCWD, d, rwx, unix.AT_EACCESS))
+			}
+		}
+		if path != "" {
+			execErr = execAllowed(path)
+		}
 		return nil
 	})
-	return dirErr, execErr
+	if err != nil { // the thread could not take who's identity: nothing was answered
+		for i := range dirErrs {
+			dirErrs[i] = err
+		}
+		if path != "" {
+			execErr = err
+		}
+	}
+	return dirErrs, execErr
 }
 
 // execAllowed asks the kernel, as the calling thread, whether path may be executed, and when not,

@@ -218,35 +218,42 @@ func TestCheckDirReusedThreads(t *testing.T) {
 	}
 }
 
-// TestCheckDirExec: the two questions asked in one check give CheckDir's and CheckExec's answers,
-// for a user who may use both, neither, or only the directory.
-func TestCheckDirExec(t *testing.T) {
+// TestCheckDirsExec: the questions asked in one check give CheckDir's answer for each directory
+// and CheckExec's for the binary, for a user who may use all, some or none of them; without a
+// binary only the directories are asked.
+func TestCheckDirsExec(t *testing.T) {
 	owner, member, outsider, share := users(t)
 	base := tree(t, owner, member, share, false)
 	bin := filepath.Join(base, "own", "tool")
 	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	dirs := []string{filepath.Join(base, "own"), filepath.Join(base, "group"), filepath.Join(base, "closed"), filepath.Join(base, "missing")}
 	for _, c := range []struct {
-		u        fixture.TestUser
-		dir      string
-		dirOK    bool
-		execOK   bool
-		execSkip bool // not asked: the directory was refused
+		u      fixture.TestUser
+		dirOK  []bool
+		execOK bool
 	}{
-		{owner, "own", true, true, false},
-		{outsider, "own", false, false, true},
-		{member, "group", true, false, false}, // own/ may not be searched by the member
+		{owner, []bool{true, false, false, false}, true},
+		{member, []bool{false, true, false, false}, false}, // own/ may not be searched by the member
+		{outsider, []bool{false, false, false, false}, false},
 	} {
-		dirErr, execErr := CheckDirExec(filepath.Join(base, c.dir), bin, who(c.u))
-		if (dirErr == nil) != c.dirOK || (dirErr == nil) != (CheckDir(filepath.Join(base, c.dir), who(c.u)) == nil) {
-			t.Errorf("%s as %s: dir %v, want allowed=%v", c.dir, c.u.Name, dirErr, c.dirOK)
-		}
-		if c.execSkip {
-			continue
-		}
-		if (execErr == nil) != c.execOK || (execErr == nil) != (CheckExec(bin, who(c.u)) == nil) {
-			t.Errorf("%s as %s: exec %v, want allowed=%v", bin, c.u.Name, execErr, c.execOK)
+		for _, path := range []string{bin, ""} {
+			dirErrs, execErr := CheckDirsExec(dirs, path, who(c.u))
+			if len(dirErrs) != len(dirs) {
+				t.Fatalf("%d answers for %d directories", len(dirErrs), len(dirs))
+			}
+			for i, d := range dirs {
+				if (dirErrs[i] == nil) != c.dirOK[i] || (dirErrs[i] == nil) != (CheckDir(d, who(c.u)) == nil) {
+					t.Errorf("%s as %s: %v, want allowed=%v", d, c.u.Name, dirErrs[i], c.dirOK[i])
+				}
+			}
+			switch {
+			case path == "" && execErr != nil:
+				t.Errorf("no binary asked, exec answer %v", execErr)
+			case path != "" && ((execErr == nil) != c.execOK || (execErr == nil) != (CheckExec(bin, who(c.u)) == nil)):
+				t.Errorf("%s as %s: exec %v, want allowed=%v", bin, c.u.Name, execErr, c.execOK)
+			}
 		}
 	}
 }
