@@ -32,24 +32,37 @@ func TestOnFSBindMount(t *testing.T) {
 	}
 }
 
+// mountTree makes the folders of names under a new temporary folder and returns their paths, for
+// tests that run mount(8) on them (as root), and a function running mount with args.
+func mountTree(t *testing.T, names ...string) (paths []string, mount func(args ...string)) {
+	t.Helper()
+	fixture.NeedRoot(t)
+	fixture.Need(t, "mount", "umount")
+	dir := t.TempDir()
+	for _, n := range names {
+		p := filepath.Join(dir, n)
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, p)
+		t.Cleanup(func() { _ = exec.Command("umount", "-l", p).Run() })
+	}
+	return paths, func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("mount", args...).CombinedOutput(); err != nil {
+			t.Fatalf("mount %v: %v %s", args, err, out)
+		}
+	}
+}
+
 // TestOwnedOverlapSharesOneMountTable: the mount table read for the first trusted path (which it
 // clears) serves the next one, whose folder is bind-mounted inside the workspace: the workspace is
 // refused, and one not holding the mount is not.
 func TestOwnedOverlapSharesOneMountTable(t *testing.T) {
-	fixture.NeedRoot(t)
-	fixture.Need(t, "mount", "umount")
-	dir := t.TempDir()
-	ws, other, trusted := filepath.Join(dir, "ws"), filepath.Join(dir, "other"), filepath.Join(dir, "trusted")
-	clean := filepath.Join(dir, "clean")
-	for _, d := range []string{filepath.Join(ws, "sub"), other, trusted, clean} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if out, err := exec.Command("mount", "--bind", trusted, filepath.Join(ws, "sub")).CombinedOutput(); err != nil {
-		t.Fatalf("bind mount: %v %s", err, out)
-	}
-	t.Cleanup(func() { _ = exec.Command("umount", "-l", filepath.Join(ws, "sub")).Run() })
+	p, mount := mountTree(t, "ws/sub", "other", "trusted", "clean")
+	sub, other, trusted, clean := p[0], p[1], p[2], p[3]
+	ws := filepath.Dir(sub)
+	mount("--bind", trusted, sub)
 	if e := OwnedOverlap(ws, other, other+"-not-there", trusted); e == nil || e.Code != errcode.WorkspaceDenied {
 		t.Fatalf("a workspace holding a bind mount of a trusted folder: %+v, want workspace_denied", e)
 	}
@@ -62,26 +75,9 @@ func TestOwnedOverlapSharesOneMountTable(t *testing.T) {
 // again after every change: a bind mount of a trusted folder made inside the workspace after a
 // check that passed, moved elsewhere, then unmounted, is seen by each next check.
 func TestOwnedOverlapSeesMountChanges(t *testing.T) {
-	fixture.NeedRoot(t)
-	fixture.Need(t, "mount", "umount")
-	dir := t.TempDir()
-	ws, trusted, away := filepath.Join(dir, "ws"), filepath.Join(dir, "trusted"), filepath.Join(dir, "away")
-	sub := filepath.Join(ws, "sub")
-	for _, d := range []string{sub, trusted, away} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mount := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("mount", args...).CombinedOutput(); err != nil {
-			t.Fatalf("mount %v: %v %s", args, err, out)
-		}
-	}
-	t.Cleanup(func() {
-		_ = exec.Command("umount", "-l", sub).Run()
-		_ = exec.Command("umount", "-l", away).Run()
-	})
+	p, mount := mountTree(t, "ws/sub", "trusted", "away")
+	sub, trusted, away := p[0], p[1], p[2]
+	ws := filepath.Dir(sub)
 	check := func(want bool, when string) {
 		t.Helper()
 		for range 2 { // the second look comes from the kept table
