@@ -4,11 +4,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/internal/mountinfo"
+	"golang.org/x/sys/unix"
 )
 
 // TestOnFSBindMount: a folder under a bind mount is found on the file system and folder the mount
@@ -101,4 +104,117 @@ func TestOwnedOverlapSeesMountChanges(t *testing.T) {
 		t.Fatalf("umount: %v %s", err, out)
 	}
 	check(false, "unmounted")
+}
+
+// TestOwnedOverlapSeesMountsUnderChurn attacks the kept mount table: a bind mount of the state
+// directory made inside the workspace, or its unmount, must be seen by the very next check while
+// other goroutines check other workspaces at once and other processes clone mount namespaces
+// (the pool clones one per call) and mount in them. Each round mounts, checks (refused), unmounts,
+// checks (accepted); a single check that judged by a table from before the change fails it.
+func TestOwnedOverlapSeesMountsUnderChurn(t *testing.T) {
+	fixture.NeedRoot(t)
+	dir := t.TempDir()
+	ws, state, clean := filepath.Join(dir, "ws"), filepath.Join(dir, "state"), filepath.Join(dir, "clean")
+	sub := filepath.Join(ws, "sub")
+	for _, d := range []string{sub, state, clean} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = unix.Unmount(sub, unix.MNT_DETACH) })
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	churn := func(f func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					f()
+				}
+			}
+		}()
+	}
+	churn(func() { // a process in a new mount namespace of its own, cloned from this one
+		cmd := exec.Command("/bin/true")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS}
+		_ = cmd.Run()
+	})
+	churn(func() { // another process mounting and unmounting in its namespace
+		_ = exec.Command("unshare", "-m", "sh", "-c", "mount -t tmpfs t /mnt && umount /mnt").Run()
+	})
+	churn(func() { // other calls checking their workspaces meanwhile
+		if e := OwnedOverlap(clean, state); e != nil {
+			t.Errorf("a workspace beside the state directory: %+v", e)
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+	rounds := 3000
+	if testing.Short() {
+		rounds = 300
+	}
+	for i := range rounds {
+		if err := unix.Mount(state, sub, "", unix.MS_BIND, ""); err != nil {
+			t.Fatal(err)
+		}
+		if e := OwnedOverlap(ws, state); e == nil || e.Code != errcode.WorkspaceDenied {
+			t.Fatalf("round %d: a workspace holding a bind mount of the state directory: %+v, want workspace_denied", i, e)
+		}
+		if err := unix.Unmount(sub, 0); err != nil {
+			t.Fatal(err)
+		}
+		if e := OwnedOverlap(ws, state); e != nil {
+			t.Fatalf("round %d: the bind mount undone: %+v, want accepted", i, e)
+		}
+	}
+}
+
+// TestOwnedOverlapSeesPropagatedMounts: a bind mount of the state directory made in a peer mount
+// namespace, on a shared mount of this one, propagates into this namespace without this process
+// doing anything; the kept table must see it arrive (refused) and, unmounted by another peer,
+// leave (accepted).
+func TestOwnedOverlapSeesPropagatedMounts(t *testing.T) {
+	fixture.NeedRoot(t)
+	fixture.Need(t, "unshare", "mount", "umount")
+	dir := t.TempDir()
+	shared, state := filepath.Join(dir, "shared"), filepath.Join(dir, "state")
+	for _, d := range []string{shared, state} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Mount("t", shared, "tmpfs", 0, "mode=0700"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(shared, unix.MNT_DETACH) })
+	if err := unix.Mount("", shared, "", unix.MS_SHARED, ""); err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(shared, "ws")
+	sub := filepath.Join(ws, "sub")
+	if err := os.MkdirAll(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	peer := func(script string) {
+		t.Helper()
+		if out, err := exec.Command("unshare", "-m", "--propagation", "unchanged", "sh", "-c", script).CombinedOutput(); err != nil {
+			t.Fatalf("peer %q: %v %s", script, err, out)
+		}
+	}
+	check := func(want bool, when string) {
+		t.Helper()
+		for range 2 { // the second look comes from the kept table
+			if e := OwnedOverlap(ws, state); (e != nil) != want {
+				t.Fatalf("%s: OwnedOverlap = %+v, want refused %v", when, e, want)
+			}
+		}
+	}
+	check(false, "before any mount")
+	peer("mount --bind " + state + " " + sub)
+	check(true, "a bind mount of the state directory propagated in from a peer")
+	peer("umount " + sub)
+	check(false, "unmounted by another peer")
 }
