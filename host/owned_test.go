@@ -62,9 +62,9 @@ func TestOwnedOverlapSharesOneMountTable(t *testing.T) {
 	}
 }
 
-// TestOwnedOverlapSeesMountChanges: the mount table kept between calls (currentMounts) is read
-// again after every change: a bind mount of a trusted folder made inside the workspace after a
-// check that passed, moved elsewhere, then unmounted, is seen by each next check.
+// TestOwnedOverlapSeesMountChanges: the mount table is read again for every check: a bind mount
+// of a trusted folder made inside the workspace after a check that passed, moved elsewhere, then
+// unmounted, is seen by each next check.
 func TestOwnedOverlapSeesMountChanges(t *testing.T) {
 	fixture.NeedRoot(t)
 	fixture.Need(t, "mount", "umount")
@@ -88,7 +88,7 @@ func TestOwnedOverlapSeesMountChanges(t *testing.T) {
 	})
 	check := func(want bool, when string) {
 		t.Helper()
-		for range 2 { // the second look comes from the kept table
+		for range 2 { // twice: a second look must agree
 			if e := OwnedOverlap(ws, "", trusted); (e != nil) != want {
 				t.Fatalf("%s: OwnedOverlap = %+v, want refused %v", when, e, want)
 			}
@@ -107,7 +107,7 @@ func TestOwnedOverlapSeesMountChanges(t *testing.T) {
 	check(false, "unmounted")
 }
 
-// TestOwnedOverlapSeesMountsUnderChurn attacks the kept mount table: a bind mount of the state
+// TestOwnedOverlapSeesMountsUnderChurn attacks the mount table's reading: a bind mount of the state
 // directory made inside the workspace, or its unmount, must be seen by the very next check while
 // other goroutines check other workspaces at once and other processes clone mount namespaces
 // (the pool clones one per call) and mount in them. Each round mounts, checks (refused), unmounts,
@@ -175,7 +175,7 @@ func TestOwnedOverlapSeesMountsUnderChurn(t *testing.T) {
 
 // TestOwnedOverlapSeesPropagatedMounts: a bind mount of the state directory made in a peer mount
 // namespace, on a shared mount of this one, propagates into this namespace without this process
-// doing anything; the kept table must see it arrive (refused) and, unmounted by another peer,
+// doing anything; each next check must see it arrive (refused) and, unmounted by another peer,
 // leave (accepted).
 func TestOwnedOverlapSeesPropagatedMounts(t *testing.T) {
 	fixture.NeedRoot(t)
@@ -207,7 +207,7 @@ func TestOwnedOverlapSeesPropagatedMounts(t *testing.T) {
 	}
 	check := func(want bool, when string) {
 		t.Helper()
-		for range 2 { // the second look comes from the kept table
+		for range 2 { // twice: a second look must agree
 			if e := OwnedOverlap(ws, state); (e != nil) != want {
 				t.Fatalf("%s: OwnedOverlap = %+v, want refused %v", when, e, want)
 			}
@@ -220,7 +220,7 @@ func TestOwnedOverlapSeesPropagatedMounts(t *testing.T) {
 	check(false, "unmounted by another peer")
 }
 
-// TestMountTableNotInherited: the descriptor the kept mount table holds open on
+// TestMountTableNotInherited: the descriptor currentMounts holds open on
 // /proc/self/mountinfo is close-on-exec: a child started after a check (as every sandbox init
 // is) has no descriptor on it.
 func TestMountTableNotInherited(t *testing.T) {
@@ -234,5 +234,37 @@ func TestMountTableNotInherited(t *testing.T) {
 	}
 	if strings.Contains(string(out), "mountinfo") {
 		t.Fatalf("a child holds a descriptor on the mount table:\n%s", out)
+	}
+}
+
+// TestOwnedOverlapSeesRenamedMountPoint: renaming a folder that holds a mount point moves the
+// mount in /proc/self/mountinfo (its place is the folder's path now) without any mount namespace
+// event. A bind mount of the state directory inside a folder refused as a workspace, the folder
+// renamed: the new name must be refused at once, not accepted from a table kept from before.
+func TestOwnedOverlapSeesRenamedMountPoint(t *testing.T) {
+	fixture.NeedRoot(t)
+	dir := t.TempDir()
+	state, before, after := filepath.Join(dir, "state"), filepath.Join(dir, "proj"), filepath.Join(dir, "renamed")
+	sub := filepath.Join(before, "sub")
+	for _, d := range []string{sub, state} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Mount(state, sub, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = unix.Unmount(filepath.Join(before, "sub"), unix.MNT_DETACH)
+		_ = unix.Unmount(filepath.Join(after, "sub"), unix.MNT_DETACH)
+	})
+	if e := OwnedOverlap(before, state); e == nil || e.Code != errcode.WorkspaceDenied {
+		t.Fatalf("a workspace holding a bind mount of the state directory: %+v, want workspace_denied", e)
+	}
+	if err := os.Rename(before, after); err != nil {
+		t.Fatal(err)
+	}
+	if e := OwnedOverlap(after, state); e == nil || e.Code != errcode.WorkspaceDenied {
+		t.Fatalf("the same workspace renamed: %+v, want workspace_denied", e)
 	}
 }
