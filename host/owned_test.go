@@ -153,7 +153,7 @@ func TestOwnedOverlapSeesMountsUnderChurn(t *testing.T) {
 		}
 	})
 	defer func() { close(stop); wg.Wait() }()
-	rounds := 3000
+	rounds := 1000
 	if testing.Short() {
 		rounds = 300
 	}
