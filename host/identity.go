@@ -62,7 +62,7 @@ func (h *Host) identityFor(ws string, caller *CallerID, bin string) (identity, *
 		id := sandbox.Identity{UID: os.Geteuid(), GID: os.Getegid()}
 		if home = filepath.Clean(home); h.overlapsState(home) {
 			var err error
-			if home, err = h.keptHome(id); err != nil {
+			if home, err = h.keptHome(id, true); err != nil {
 				return identity{}, &Error{Code: errcode.Internal, Message: err.Error()}
 			}
 		}
@@ -74,8 +74,9 @@ func (h *Host) identityFor(ws string, caller *CallerID, bin string) (identity, *
 	id := h.runAs(ws, caller)
 	who := access.Who{UID: id.UID, GID: id.GID, Groups: id.Groups}
 	// The workspace, the binary and a kept home are asked of the kernel together: one switch of
-	// identity on one thread per call.
-	home, kept, homeErr := h.homeCandidate(id)
+	// identity on one thread per call. A kept home not made yet is made only once the workspace
+	// passed (a refused call leaves nothing behind), and asked about on its own then.
+	home, kept, homeErr := h.homeCandidate(id, false)
 	dirs := []string{ws}
 	if kept {
 		dirs = append(dirs, home)
@@ -83,6 +84,9 @@ func (h *Host) identityFor(ws string, caller *CallerID, bin string) (identity, *
 	dirErrs, binErr := access.CheckDirsExec(dirs, bin, who)
 	if dirErrs[0] != nil {
 		return identity{}, deniedError(ws, id.UID, caller, dirErrs[0])
+	}
+	if errors.Is(homeErr, errHomeNotMade) {
+		home, homeErr = h.homeFor(id)
 	}
 	if homeErr != nil {
 		return identity{}, &Error{Code: errcode.Internal, Message: homeErr.Error(), Hint: "check the state directory (clihostd --state) and its homes/ folder"}
@@ -239,7 +243,7 @@ const noHome = "/nonexistent"
 // state directory; else the home the host keeps for the uid when the uid can reach it; else
 // /nonexistent.
 func (h *Host) homeFor(id sandbox.Identity) (string, error) {
-	home, kept, err := h.homeCandidate(id)
+	home, kept, err := h.homeCandidate(id, true)
 	if err != nil || !kept {
 		return home, err
 	}
@@ -252,9 +256,9 @@ func (h *Host) homeFor(id sandbox.Identity) (string, error) {
 }
 
 // homeCandidate is homeFor before the kernel is asked whether id may use a kept home: the
-// password database's home (kept false), else the home the host keeps for id, made on first use
-// (kept true), else /nonexistent (kept false).
-func (h *Host) homeCandidate(id sandbox.Identity) (home string, kept bool, err error) {
+// password database's home (kept false), else the home the host keeps for id (kept true), made on
+// first use when create is set (else errHomeNotMade), else /nonexistent (kept false).
+func (h *Host) homeCandidate(id sandbox.Identity, create bool) (home string, kept bool, err error) {
 	if u, err := lookupUID(id.UID); err == nil && filepath.IsAbs(u.HomeDir) {
 		home := filepath.Clean(u.HomeDir)
 		if st, err := os.Stat(home); err == nil && st.IsDir() && !h.overlapsState(home) {
@@ -263,7 +267,7 @@ func (h *Host) homeCandidate(id sandbox.Identity) (home string, kept bool, err e
 			}
 		}
 	}
-	home, err = h.keptHome(id)
+	home, err = h.keptHome(id, create)
 	return home, err == nil && home != noHome, err
 }
 
@@ -281,10 +285,14 @@ func within(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
-// keptHome returns <state>/homes/<uid>, creating it (mode 0700, owned by the uid) on first use and
-// letting the uid reach it (the state directory and homes/ searchable, 0711); "/nonexistent" when
-// the host has no state directory.
-func (h *Host) keptHome(id sandbox.Identity) (string, error) {
+// errHomeNotMade is keptHome's answer, without create, for a kept home not made yet.
+var errHomeNotMade = errors.New("the kept home is not made yet")
+
+// keptHome returns <state>/homes/<uid>, creating it (mode 0700, owned by the uid) on first use when
+// create is set (without it, a root host answers errHomeNotMade then) and letting the uid reach it
+// (the state directory and homes/ searchable, 0711); "/nonexistent" when the host has no state
+// directory.
+func (h *Host) keptHome(id sandbox.Identity, create bool) (string, error) {
 	state := h.opts.Sandbox.StateDir
 	if state == "" {
 		return noHome, nil
@@ -304,6 +312,9 @@ func (h *Host) keptHome(id sandbox.Identity) (string, error) {
 		}
 	}
 	if _, err := os.Lstat(home); errors.Is(err, os.ErrNotExist) {
+		if !create {
+			return "", errHomeNotMade
+		}
 		if err := makeHome(homes, home, id); err != nil {
 			return "", fmt.Errorf("the home kept for uid %d: %w", id.UID, err)
 		}

@@ -134,6 +134,57 @@ func TestIdentityForKeptHome(t *testing.T) {
 	}
 }
 
+// TestRefusedCallMakesNoHome: a call whose workspace the uid may not use is refused before the
+// host makes anything for that uid: no <state>/homes/<uid> appears for a workspace that is a file
+// (whose owner the call would run as), one its owner may not write, or another uid's folder named
+// by a caller; an accepted call then makes the home as before.
+func TestRefusedCallMakesNoHome(t *testing.T) {
+	fixture.NeedRoot(t)
+	member := fixture.User(t, "clihost-t-member", "clihost-t-share")
+	state := filepath.Join(t.TempDir(), "state")
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	fixture.Reachable(t, filepath.Dir(state))
+	h := &Host{opts: Options{Sandbox: SandboxOptions{StateDir: state}}}
+	dir := t.TempDir()
+	fixture.Reachable(t, dir)
+	file, closed := filepath.Join(dir, "file"), filepath.Join(dir, "closed")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(closed, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{file, closed} {
+		if err := os.Chown(p, nobodyID, nobodyID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nobodyHome := filepath.Join(state, "homes", strconv.Itoa(nobodyID))
+	memberHome := filepath.Join(state, "homes", strconv.Itoa(member.UID))
+	for _, c := range []struct {
+		ws     string
+		caller *CallerID
+		home   string
+	}{
+		{file, nil, nobodyHome},
+		{closed, nil, nobodyHome},
+		{closed, &CallerID{UID: member.UID, GID: member.GID}, memberHome},
+	} {
+		if _, e := h.identityFor(c.ws, c.caller, "/usr/bin/true"); e == nil {
+			t.Fatalf("%s: accepted, want refused", c.ws)
+		}
+		if _, err := os.Lstat(c.home); !os.IsNotExist(err) {
+			t.Fatalf("%s refused, yet %s was made (%v)", c.ws, c.home, err)
+		}
+	}
+	ws := fixture.Workspace(t) // nobody's
+	if who, e := h.identityFor(ws, nil, "/usr/bin/true"); e != nil || who.home != nobodyHome {
+		t.Fatalf("an accepted call: %+v %+v, want home %s", who, e, nobodyHome)
+	}
+}
+
 // TestSafeDirectory: the workspace is git's safe.directory only for a uid that does not own it, as
 // one more GIT_CONFIG entry after those env holds.
 func TestSafeDirectory(t *testing.T) {
@@ -325,7 +376,7 @@ func TestWritableRootsTheUIDCannotWrite(t *testing.T) {
 	b.CLI.Sandbox.FS.Write = []string{"~/.cache/x/**"}
 	ws := fixture.Workspace(t) // nobody's: the call runs as nobody, HOME <state>/homes/65534
 	id := sandbox.Identity{UID: fixture.AgentID, GID: fixture.AgentID}
-	home, err := h.keptHome(id)
+	home, err := h.keptHome(id, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,8 +114,8 @@ func overlaps(w, p string, mounts *mountTable) bool {
 	return false
 }
 
-// mountTable is this process's mount table for the checks of one workspace, taken on first use
-// (see currentMounts): one look for all the paths a workspace is checked against (the state
+// mountTable is this process's mount table for the checks of one workspace, read on first use
+// (currentMounts): one look for all the paths a workspace is checked against (the state
 // directory, the helper's folder, each trusted path), not one per path.
 type mountTable struct {
 	read bool

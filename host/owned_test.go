@@ -4,11 +4,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/internal/mountinfo"
+	"golang.org/x/sys/unix"
 )
 
 // TestOnFSBindMount: a folder under a bind mount is found on the file system and folder the mount
@@ -71,16 +75,16 @@ func TestOwnedOverlapSharesOneMountTable(t *testing.T) {
 	}
 }
 
-// TestOwnedOverlapSeesMountChanges: the mount table kept between calls (currentMounts) is read
-// again after every change: a bind mount of a trusted folder made inside the workspace after a
-// check that passed, moved elsewhere, then unmounted, is seen by each next check.
+// TestOwnedOverlapSeesMountChanges: the mount table is read again for every check: a bind mount
+// of a trusted folder made inside the workspace after a check that passed, moved elsewhere, then
+// unmounted, is seen by each next check.
 func TestOwnedOverlapSeesMountChanges(t *testing.T) {
 	p, mount := mountTree(t, "ws/sub", "trusted", "away")
 	sub, trusted, away := p[0], p[1], p[2]
 	ws := filepath.Dir(sub)
 	check := func(want bool, when string) {
 		t.Helper()
-		for range 2 { // the second look comes from the kept table
+		for range 2 { // twice: a second look must agree
 			if e := OwnedOverlap(ws, "", trusted); (e != nil) != want {
 				t.Fatalf("%s: OwnedOverlap = %+v, want refused %v", when, e, want)
 			}
@@ -97,4 +101,166 @@ func TestOwnedOverlapSeesMountChanges(t *testing.T) {
 		t.Fatalf("umount: %v %s", err, out)
 	}
 	check(false, "unmounted")
+}
+
+// TestOwnedOverlapSeesMountsUnderChurn attacks the mount table's reading: a bind mount of the state
+// directory made inside the workspace, or its unmount, must be seen by the very next check while
+// other goroutines check other workspaces at once and other processes clone mount namespaces
+// (the pool clones one per call) and mount in them. Each round mounts, checks (refused), unmounts,
+// checks (accepted); a single check that judged by a table from before the change fails it.
+func TestOwnedOverlapSeesMountsUnderChurn(t *testing.T) {
+	fixture.NeedRoot(t)
+	dir := t.TempDir()
+	ws, state, clean := filepath.Join(dir, "ws"), filepath.Join(dir, "state"), filepath.Join(dir, "clean")
+	sub := filepath.Join(ws, "sub")
+	for _, d := range []string{sub, state, clean} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = unix.Unmount(sub, unix.MNT_DETACH) })
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	churn := func(f func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					f()
+				}
+			}
+		}()
+	}
+	churn(func() { // a process in a new mount namespace of its own, cloned from this one
+		cmd := exec.Command("/bin/true")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS}
+		_ = cmd.Run()
+	})
+	churn(func() { // another process mounting and unmounting in its namespace
+		_ = exec.Command("unshare", "-m", "sh", "-c", "mount -t tmpfs t /mnt && umount /mnt").Run()
+	})
+	churn(func() { // other calls checking their workspaces meanwhile
+		if e := OwnedOverlap(clean, state); e != nil {
+			t.Errorf("a workspace beside the state directory: %+v", e)
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+	rounds := 1000
+	if testing.Short() {
+		rounds = 300
+	}
+	for i := range rounds {
+		if err := unix.Mount(state, sub, "", unix.MS_BIND, ""); err != nil {
+			t.Fatal(err)
+		}
+		if e := OwnedOverlap(ws, state); e == nil || e.Code != errcode.WorkspaceDenied {
+			t.Fatalf("round %d: a workspace holding a bind mount of the state directory: %+v, want workspace_denied", i, e)
+		}
+		if err := unix.Unmount(sub, 0); err != nil {
+			t.Fatal(err)
+		}
+		if e := OwnedOverlap(ws, state); e != nil {
+			t.Fatalf("round %d: the bind mount undone: %+v, want accepted", i, e)
+		}
+	}
+}
+
+// TestOwnedOverlapSeesPropagatedMounts: a bind mount of the state directory made in a peer mount
+// namespace, on a shared mount of this one, propagates into this namespace without this process
+// doing anything; each next check must see it arrive (refused) and, unmounted by another peer,
+// leave (accepted).
+func TestOwnedOverlapSeesPropagatedMounts(t *testing.T) {
+	fixture.NeedRoot(t)
+	fixture.Need(t, "unshare", "mount", "umount")
+	dir := t.TempDir()
+	shared, state := filepath.Join(dir, "shared"), filepath.Join(dir, "state")
+	for _, d := range []string{shared, state} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Mount("t", shared, "tmpfs", 0, "mode=0700"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(shared, unix.MNT_DETACH) })
+	if err := unix.Mount("", shared, "", unix.MS_SHARED, ""); err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(shared, "ws")
+	sub := filepath.Join(ws, "sub")
+	if err := os.MkdirAll(sub, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	peer := func(script string) {
+		t.Helper()
+		if out, err := exec.Command("unshare", "-m", "--propagation", "unchanged", "sh", "-c", script).CombinedOutput(); err != nil {
+			t.Fatalf("peer %q: %v %s", script, err, out)
+		}
+	}
+	check := func(want bool, when string) {
+		t.Helper()
+		for range 2 { // twice: a second look must agree
+			if e := OwnedOverlap(ws, state); (e != nil) != want {
+				t.Fatalf("%s: OwnedOverlap = %+v, want refused %v", when, e, want)
+			}
+		}
+	}
+	check(false, "before any mount")
+	peer("mount --bind " + state + " " + sub)
+	check(true, "a bind mount of the state directory propagated in from a peer")
+	peer("umount " + sub)
+	check(false, "unmounted by another peer")
+}
+
+// TestMountTableNotInherited: the descriptor currentMounts holds open on
+// /proc/self/mountinfo is close-on-exec: a child started after a check (as every sandbox init
+// is) has no descriptor on it.
+func TestMountTableNotInherited(t *testing.T) {
+	fixture.Need(t, "sh")
+	if e := OwnedOverlap(t.TempDir(), t.TempDir()); e != nil {
+		t.Fatal(e)
+	}
+	out, err := exec.Command("sh", "-c", "for f in /proc/$$/fd/*; do readlink $f; done; true").CombinedOutput()
+	if err != nil {
+		t.Fatalf("listing the child's descriptors: %v %s", err, out)
+	}
+	if strings.Contains(string(out), "mountinfo") {
+		t.Fatalf("a child holds a descriptor on the mount table:\n%s", out)
+	}
+}
+
+// TestOwnedOverlapSeesRenamedMountPoint: renaming a folder that holds a mount point moves the
+// mount in /proc/self/mountinfo (its place is the folder's path now) without any mount namespace
+// event. A bind mount of the state directory inside a folder refused as a workspace, the folder
+// renamed: the new name must be refused at once, not accepted from a table kept from before.
+func TestOwnedOverlapSeesRenamedMountPoint(t *testing.T) {
+	fixture.NeedRoot(t)
+	dir := t.TempDir()
+	state, before, after := filepath.Join(dir, "state"), filepath.Join(dir, "proj"), filepath.Join(dir, "renamed")
+	sub := filepath.Join(before, "sub")
+	for _, d := range []string{sub, state} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Mount(state, sub, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = unix.Unmount(filepath.Join(before, "sub"), unix.MNT_DETACH)
+		_ = unix.Unmount(filepath.Join(after, "sub"), unix.MNT_DETACH)
+	})
+	if e := OwnedOverlap(before, state); e == nil || e.Code != errcode.WorkspaceDenied {
+		t.Fatalf("a workspace holding a bind mount of the state directory: %+v, want workspace_denied", e)
+	}
+	if err := os.Rename(before, after); err != nil {
+		t.Fatal(err)
+	}
+	if e := OwnedOverlap(after, state); e == nil || e.Code != errcode.WorkspaceDenied {
+		t.Fatalf("the same workspace renamed: %+v, want workspace_denied", e)
+	}
 }

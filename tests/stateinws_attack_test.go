@@ -394,3 +394,48 @@ func TestTempDirInWorkspaceUserDaemon(t *testing.T) {
 		t.Errorf("call with --workspace %s ($TMPDIR): exit %d, want workspace_denied\n%s%s", tmp, r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestStateDirBindMountRenamedIntoWorkspace: as TestStateDirBindMountedIntoWorkspace, then the
+// daemon's user, refused for ~/proj, renames it (~/proj → ~/proj2, the bind mount of the state
+// directory going with it: the mount table shows it at its new place, with no mount event) and
+// calls at once with ~/proj2. That call is refused too and nothing lands in the state directory
+// (a mount table kept by the daemon until a mount event let it write the state's bin/).
+func TestStateDirBindMountRenamedIntoWorkspace(t *testing.T) {
+	fixture.NeedRoot(t)
+	fixture.Need(t, "mount", "umount", "mv")
+	u := fixture.User(t, "clihost-t-stws")
+	if err := os.Chmod(filepath.Dir(bin.ctl), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	state, ws, proj, renamed := filepath.Join(home, "state"), filepath.Join(home, "ws"), filepath.Join(home, "proj"), filepath.Join(home, "proj2")
+	for _, d := range []string{filepath.Join(state, "bin"), ws, filepath.Join(proj, "state")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chownTree(t, home, u.UID, u.GID)
+	fixture.Reachable(t, filepath.Dir(home))
+	if out, err := exec.Command("mount", "--bind", state, filepath.Join(proj, "state")).CombinedOutput(); err != nil {
+		t.Skipf("bind mount: %v %s", err, out)
+	}
+	t.Cleanup(func() {
+		_ = exec.Command("umount", "-l", filepath.Join(proj, "state")).Run()
+		_ = exec.Command("umount", "-l", filepath.Join(renamed, "state")).Run()
+	})
+	u.Home = home
+	d := startDaemonWith(t, state, ws, func(c *exec.Cmd) {
+		c.Env = []string{"PATH=" + systemPath, "HOME=" + home, "CLIHOST_BUNDLES="}
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groupsOf(u)}}
+	}, "--bundles", writerBundle(t), "--no-catalog")
+	call := func(ws string) result {
+		return d.ctlAs(t, u, "call", "wr", "run", "--workspace", ws, "--input", `{"script": "`+plantScript("state")+`"}`)
+	}
+	refusedUntouched(t, call(proj), state)
+	mv := exec.Command("mv", proj, renamed)
+	mv.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID)}}
+	if out, err := mv.CombinedOutput(); err != nil {
+		t.Fatalf("the user renames the project: %v %s", err, out)
+	}
+	refusedUntouched(t, call(renamed), state)
+}

@@ -284,3 +284,40 @@ func TestCheckWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckDirsExecSwitchFails: when the thread cannot take the identity (more supplementary
+// groups than the kernel allows), no answer is "allowed": every directory and the binary are
+// refused with the switch's error; the next check, for a valid identity, answers each entry by
+// its own place in the list (a refused directory between allowed ones, the same one twice).
+func TestCheckDirsExecSwitchFails(t *testing.T) {
+	owner, member, _, share := users(t)
+	base := tree(t, owner, member, share, false)
+	bin := filepath.Join(base, "own", "tool")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	own, closed := filepath.Join(base, "own"), filepath.Join(base, "closed")
+	bad := who(owner)
+	bad.Groups = make([]int, 70000) // beyond NGROUPS_MAX (65536): setgroups fails
+	for i := range bad.Groups {
+		bad.Groups[i] = 100000 + i
+	}
+	dirErrs, execErr := CheckDirsExec([]string{own, own}, bin, bad)
+	for i, err := range dirErrs {
+		if err == nil {
+			t.Errorf("directory %d allowed though the identity switch failed", i)
+		}
+	}
+	if execErr == nil {
+		t.Error("binary allowed though the identity switch failed")
+	}
+	dirErrs, execErr = CheckDirsExec([]string{closed, own, closed, own}, bin, who(owner))
+	for i, want := range []bool{false, true, false, true} {
+		if (dirErrs[i] == nil) != want {
+			t.Errorf("entry %d as the owner: %v, want allowed=%v", i, dirErrs[i], want)
+		}
+	}
+	if execErr != nil {
+		t.Errorf("binary as the owner: %v", execErr)
+	}
+}

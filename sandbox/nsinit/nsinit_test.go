@@ -635,16 +635,20 @@ func TestOnlyStdioInherited(t *testing.T) {
 }
 
 // TestOnlyPlanEnvironment checks that the program's environment is its plan's, none of the init's
-// own (initEnv: GOMAXPROCS) or of the host's.
+// own (initEnv: GOMAXPROCS) or of the host's, also for a plan with no environment at all.
 func TestOnlyPlanEnvironment(t *testing.T) {
 	requireRoot(t)
 	t.Setenv("NSINIT_TEST_HOST_VARIABLE", "leaked")
-	r := run(t, plan(t, "/usr/bin/env", nil))
-	if r.code != 0 {
-		t.Fatalf("env: exit %d: %s", r.code, r.stderr)
-	}
-	if got, want := strings.Fields(r.stdout), []string{"PATH=/usr/bin:/bin", "LC_ALL=C"}; !slices.Equal(got, want) {
-		t.Fatalf("the program's environment is %q, want %q", got, want)
+	for _, env := range [][]string{{"PATH=/usr/bin:/bin", "LC_ALL=C"}, nil} { // nil: none at all, not the init's
+		p := plan(t, "/usr/bin/env", nil)
+		p.Env = env
+		r := run(t, p)
+		if r.code != 0 {
+			t.Fatalf("env: exit %d: %s", r.code, r.stderr)
+		}
+		if got := strings.Fields(r.stdout); !slices.Equal(got, env) {
+			t.Fatalf("the program's environment is %q, want %q", got, env)
+		}
 	}
 }
 
