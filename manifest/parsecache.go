@@ -17,8 +17,8 @@ import (
 // it. The trees are held only here, never handed out (ParseDocument, exported, always parses
 // afresh), so no caller can change one. Files that did not parse are not cached. The cache is
 // bounded by the nodes it holds and by the bytes of the files they came from (parseCacheNodes and
-// parseCacheBytes: about 15 MB at most), and dropped whole when full; a file that would take an
-// eighth of either is not cached.
+// parseCacheBytes: about 15 MB at most; a duplicate-key finding counts as a node and its message's
+// bytes), and dropped whole when full; a file that would take an eighth of either is not cached.
 var parseCache struct {
 	sync.Mutex
 	m            map[[sha256.Size]byte]*parsed
@@ -36,8 +36,8 @@ type parsed struct {
 	body   string
 	digest [sha256.Size]byte
 	dups   Findings // positions without a file name
-	nodes  int
-	bytes  int // the file's size
+	nodes  int      // the tree's nodes and the duplicate-key findings
+	bytes  int      // the file's size and the findings' messages
 }
 
 // loadDocument is ParseDocument through parseCache.
@@ -54,8 +54,17 @@ func loadDocument(file string, data []byte) (*Document, Findings) {
 		return doc, doc.dups
 	}
 	doc, findings := ParseDocument(file, data)
-	if doc.Root != nil && doc.nodes <= parseCacheNodes/8 && len(data) <= parseCacheBytes/8 {
-		putParsed(key, &parsed{root: doc.Root, body: doc.Body, digest: doc.digest, dups: withFile(doc.dups, ""), nodes: doc.nodes, bytes: len(data)})
+	if doc.Root == nil {
+		return doc, findings
+	}
+	// A duplicate-key finding kept with the tree weighs about a node, plus its message (which
+	// quotes the key): a file of one short key repeated would otherwise hold many times its size.
+	nodes, size := doc.nodes+len(doc.dups), len(data)
+	for _, f := range doc.dups {
+		size += len(f.Message)
+	}
+	if nodes <= parseCacheNodes/8 && size <= parseCacheBytes/8 {
+		putParsed(key, &parsed{root: doc.Root, body: doc.Body, digest: doc.digest, dups: withFile(doc.dups, ""), nodes: nodes, bytes: size})
 	}
 	return doc, findings
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // TestParseCacheNamesEachFile: the same text loaded under two names (two bundles, or one moved)
@@ -101,4 +103,55 @@ func TestParseCacheConcurrentLoads(t *testing.T) {
 			t.Fatalf("load %d:\n%s", i, findingsText(b.Findings))
 		}
 	}
+}
+
+// TestParseCacheHoldsOnlyWhatItCounts: a hostile file cannot make a cached entry hold more than
+// the cache counts against its bound. Every node reachable from a cached tree, the slots behind a
+// mapping's kept keys included, is counted: a key repeated, the repeat's value a long list, would
+// otherwise stay reachable through the mapping's backing array (about 40 MB of nodes per 512 KiB
+// file). And each duplicate-key finding kept with the tree counts as a node and its message's
+// bytes: a file of nothing but one short key repeated would otherwise hold 100k findings.
+func TestParseCacheHoldsOnlyWhatItCounts(t *testing.T) {
+	var repeated strings.Builder
+	repeated.WriteString("---\nname: x\nnested:\n  b: 2\n")
+	for _, indent := range []string{"  ", ""} { // a duplicate nested and one at the top
+		fmt.Fprintf(&repeated, "%sa: 0\n%sa: [%s0]\n", indent, indent, strings.Repeat("0,", 20000))
+	}
+	repeated.WriteString("---\n")
+	for _, c := range []struct {
+		name, text string
+		dups       int
+	}{
+		{"a repeated key's long list", repeated.String(), 2},
+		{"one key repeated", "---\n" + strings.Repeat("a: 0\n", 20001) + "---\n", 20000},
+	} {
+		resetParseCache()
+		doc, fs := loadDocument("dup.md", []byte(c.text))
+		if doc.Root == nil || len(fs) != c.dups {
+			t.Fatalf("%s: want %d duplicate-key findings, got %d", c.name, c.dups, len(fs))
+		}
+		parseCache.Lock()
+		for _, p := range parseCache.m {
+			held, text := reachableNodes(p.root)+len(p.dups), len(p.body)
+			for _, f := range p.dups {
+				text += len(f.Message)
+			}
+			if held > p.nodes || text > p.bytes {
+				t.Errorf("%s: a cached entry holds %d nodes and findings and %d bytes, but counts %d and %d", c.name, held, text, p.nodes, p.bytes)
+			}
+		}
+		parseCache.Unlock()
+	}
+}
+
+// reachableNodes counts the nodes under n that the garbage collector keeps alive, through every
+// slot of each Content array (up to its capacity), n itself not counted.
+func reachableNodes(n *yaml.Node) int {
+	count := 0
+	for _, c := range n.Content[:cap(n.Content)] {
+		if c != nil {
+			count += 1 + reachableNodes(c)
+		}
+	}
+	return count
 }
