@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -231,5 +232,37 @@ func TestReloadOnDiskFollowsEdits(t *testing.T) {
 			}
 			write(c.edit.file, base[c.edit.file])
 		}
+	}
+}
+
+// TestExampleCacheHoldsNoProblemText: an example that fails its inputs schema is reported in full
+// at every load, but what it found is not cached: its text is as long as the bundle makes it (one
+// line per wrong item, about 20 times the example's own text), so every edit of a hostile file
+// would otherwise add megabytes to a cache bounded only by its number of entries.
+func TestExampleCacheHoldsNoProblemText(t *testing.T) {
+	input := "[" + strings.Repeat("1,", 20000) + "1]"
+	ResetSchemaCache()
+	var first string
+	for i := range 4 {
+		b := LoadBundle(buildBundle(t, []edit{
+			{toolFile, "query: { type: string }", "query: { type: array, items: { type: string } }"},
+			{toolFile, "input: { state: open, query: x }", "input: { state: open, query: " + input + " }"},
+			{toolFile, "description: List items.", fmt.Sprintf("description: List items, edit %d.", i%2)},
+		}, nil), cliFile, LoadOptions{})
+		var problem string
+		for _, f := range b.Findings {
+			if f.Rule == "tool-example-invalid" {
+				problem = f.Message
+			}
+		}
+		if len(problem) < 20000 || (first != "" && problem != first) {
+			t.Fatalf("load %d: the example's problem is %d bytes, the first load's %d:\n%.300s", i, len(problem), len(first), problem)
+		}
+		first = problem
+	}
+	exampleResults.Lock()
+	defer exampleResults.Unlock()
+	if n := len(exampleResults.m); n != 0 {
+		t.Fatalf("the example cache holds %d failing examples", n)
 	}
 }
