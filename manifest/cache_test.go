@@ -266,3 +266,31 @@ func TestExampleCacheHoldsNoProblemText(t *testing.T) {
 		t.Fatalf("the example cache holds %d failing examples", n)
 	}
 }
+
+// TestValidationCacheHoldsLittlePerFile: what schema validation found is cached only while it is
+// small. A hostile frontmatter can make it long (a list of 20,000 wrong items is 40 KB of text and
+// 20,000 groups, over 2 MB held), and every edit of it would add that much to a cache bounded only
+// by its number of entries; such a result is found again at each load, the same findings.
+func TestValidationCacheHoldsLittlePerFile(t *testing.T) {
+	ResetSchemaCache()
+	var first Findings
+	for i := range 4 {
+		b := LoadBundle(buildBundle(t, []edit{
+			{toolFile, "risk_level: 0\n", "risk_level: 0\nmutates: [" + strings.Repeat("1,", 20000) + "1]\n"},
+			{toolFile, "description: List items.", fmt.Sprintf("description: List items, edit %d.", i%2)},
+		}, nil), cliFile, LoadOptions{})
+		if len(b.Findings) < 20000 || (first != nil && !reflect.DeepEqual(b.Findings, first) && i%2 == 0) {
+			t.Fatalf("load %d: %d findings, the first load %d", i, len(b.Findings), len(first))
+		}
+		if i == 0 {
+			first = b.Findings
+		}
+	}
+	validationCache.Lock()
+	defer validationCache.Unlock()
+	for _, groups := range validationCache.m {
+		if held := groupsSize(groups); held > maxCachedGroups {
+			t.Fatalf("the validation cache holds %d bytes for one file", held)
+		}
+	}
+}
