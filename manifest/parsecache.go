@@ -50,7 +50,7 @@ func loadDocument(file string, data []byte) (*Document, Findings) {
 	p := parseCache.m[key]
 	parseCache.Unlock()
 	if p != nil {
-		doc := &Document{File: file, Root: p.root, Body: p.body, offset: 1, digest: p.digest, nodes: p.nodes, dups: withFile(p.dups, file)}
+		doc := &Document{File: file, Root: p.root, Body: p.body, offset: 1, digest: p.digest, nodes: p.nodes - len(p.dups), dups: withFile(p.dups, file)}
 		return doc, doc.dups
 	}
 	doc, findings := ParseDocument(file, data)
