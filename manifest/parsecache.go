@@ -28,6 +28,8 @@ var parseCache struct {
 const (
 	parseCacheNodes = 1 << 16 // YAML nodes, about 160 bytes each
 	parseCacheBytes = 4 << 20 // file text, which bounds the nodes' strings and the bodies
+	// parsedOverhead is what an entry costs besides its nodes and text: its record and map slot.
+	parsedOverhead = 192
 )
 
 // parsed is what parsing one file's text found.
@@ -50,7 +52,7 @@ func loadDocument(file string, data []byte) (*Document, Findings) {
 	p := parseCache.m[key]
 	parseCache.Unlock()
 	if p != nil {
-		doc := &Document{File: file, Root: p.root, Body: p.body, offset: 1, digest: p.digest, nodes: p.nodes - len(p.dups), dups: withFile(p.dups, file)}
+		doc := &Document{File: file, Root: p.root, Body: p.body, offset: 1, digest: p.digest, nodes: p.nodes - 1 - len(p.dups), dups: withFile(p.dups, file)}
 		return doc, doc.dups
 	}
 	doc, findings := ParseDocument(file, data)
@@ -59,7 +61,9 @@ func loadDocument(file string, data []byte) (*Document, Findings) {
 	}
 	// A duplicate-key finding kept with the tree weighs about a node, plus its message (which
 	// quotes the key): a file of one short key repeated would otherwise hold many times its size.
-	nodes, size := doc.nodes+len(doc.dups), len(data)
+	// The tree's top node and the entry itself count too, or files of next to nothing ("{}") would
+	// each hold about 300 bytes while counting a dozen.
+	nodes, size := 1+doc.nodes+len(doc.dups), parsedOverhead+len(data)
 	for _, f := range doc.dups {
 		size += len(f.Message)
 	}

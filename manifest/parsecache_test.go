@@ -3,7 +3,9 @@ package manifest
 import (
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -154,4 +156,27 @@ func reachableNodes(n *yaml.Node) int {
 		}
 	}
 	return count
+}
+
+// TestParseCacheBoundsManyTinyFiles: files of next to nothing (an empty mapping, a line of body)
+// add no node and a few bytes each, but every entry costs its map slot, its record and its tree's
+// top node: loading 100,000 distinct ones must not hold more than the bound's 15 MB or so.
+func TestParseCacheBoundsManyTinyFiles(t *testing.T) {
+	resetParseCache()
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	for i := range 100000 {
+		if doc, fs := loadDocument("tiny.md", []byte("---\n{}\n---\n"+strconv.Itoa(i))); doc.Root == nil || len(fs) != 0 {
+			t.Fatal(fs)
+		}
+	}
+	full := heap()
+	resetParseCache()
+	if held := int64(full) - int64(heap()); held > 20<<20 {
+		t.Fatalf("the parse cache holds %d MB after 100,000 tiny files", held>>20)
+	}
 }
