@@ -118,8 +118,10 @@ func TestReplacedBinariesAreReleased(t *testing.T) {
 
 // TestPlaceOverHostileEntries installs where the binary's path already holds something no install
 // put there: a FIFO (holding it must not open it, which would block), a symlink to a file outside
-// the state directory (it is replaced, its target untouched), a directory (the install fails and
-// leaves it). No descriptor on the replaced entry survives.
+// the state directory (it is replaced, its target untouched), a hard link to a file outside the
+// bin directory (replaced, the other name's file untouched), a character device and a socket
+// (holding them must not open them), a directory (the install fails and leaves it). No descriptor
+// on the replaced entry survives.
 func TestPlaceOverHostileEntries(t *testing.T) {
 	t.Parallel()
 	s := newServer(t)
@@ -129,7 +131,7 @@ func TestPlaceOverHostileEntries(t *testing.T) {
 		name    string
 		plant   func(t *testing.T, path string)
 		fails   bool
-		outside string // the symlink's target, checked unchanged
+		outside string // "hard": the planted hard link's other name is checked unchanged (a symlink's target always is)
 	}{
 		{name: "fifo", plant: func(t *testing.T, path string) {
 			if err := unix.Mkfifo(path, 0o644); err != nil {
@@ -143,6 +145,31 @@ func TestPlaceOverHostileEntries(t *testing.T) {
 			}
 			if err := os.Symlink(target, path); err != nil {
 				t.Fatal(err)
+			}
+		}},
+		{name: "hard link to a file outside", plant: func(t *testing.T, path string) {
+			target := filepath.Join(filepath.Dir(path), "..", "victim-"+strconv.Itoa(os.Getpid()))
+			if err := os.WriteFile(target, []byte("victim"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Link(target, path); err != nil {
+				t.Fatal(err)
+			}
+		}, outside: "hard"},
+		{name: "character device", plant: func(t *testing.T, path string) {
+			fixture.NeedRoot(t)
+			if err := unix.Mknod(path, unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "socket", plant: func(t *testing.T, path string) {
+			fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(fd)
+			if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+				t.Skipf("cannot bind a socket at %s: %v", path, err) // a path longer than sun_path
 			}
 		}},
 		{name: "directory", fails: true, plant: func(t *testing.T, path string) {
@@ -162,6 +189,8 @@ func TestPlaceOverHostileEntries(t *testing.T) {
 			var victim string
 			if target, err := os.Readlink(path); err == nil {
 				victim = target
+			} else if c.outside == "hard" {
+				victim = filepath.Join(filepath.Dir(path), "..", "victim-"+strconv.Itoa(os.Getpid()))
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -185,7 +214,10 @@ func TestPlaceOverHostileEntries(t *testing.T) {
 			}
 			if victim != "" {
 				if b, err := os.ReadFile(victim); err != nil || string(b) != "victim" {
-					t.Errorf("the symlink's target changed: %q, %v", b, err)
+					t.Errorf("the planted entry's target changed: %q, %v", b, err)
+				}
+				if st, err := os.Stat(victim); err != nil || st.Mode().Perm() != 0o644 {
+					t.Errorf("the planted entry's target's mode changed: %v, %v", st.Mode(), err)
 				}
 			}
 			assertReleased(t, path)

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -230,6 +231,66 @@ func TestReloadOnDiskFollowsEdits(t *testing.T) {
 				t.Fatalf("round %d, %s:\n%s", round, c.edit.new, findingsText(b.Findings))
 			}
 			write(c.edit.file, base[c.edit.file])
+		}
+	}
+}
+
+// TestExampleCacheHoldsNoProblemText: an example that fails its inputs schema is reported in full
+// at every load, but what it found is not cached: its text is as long as the bundle makes it (one
+// line per wrong item, about 20 times the example's own text), so every edit of a hostile file
+// would otherwise add megabytes to a cache bounded only by its number of entries.
+func TestExampleCacheHoldsNoProblemText(t *testing.T) {
+	input := "[" + strings.Repeat("1,", 20000) + "1]"
+	ResetSchemaCache()
+	var first string
+	for i := range 4 {
+		b := LoadBundle(buildBundle(t, []edit{
+			{toolFile, "query: { type: string }", "query: { type: array, items: { type: string } }"},
+			{toolFile, "input: { state: open, query: x }", "input: { state: open, query: " + input + " }"},
+			{toolFile, "description: List items.", fmt.Sprintf("description: List items, edit %d.", i%2)},
+		}, nil), cliFile, LoadOptions{})
+		var problem string
+		for _, f := range b.Findings {
+			if f.Rule == "tool-example-invalid" {
+				problem = f.Message
+			}
+		}
+		if len(problem) < 20000 || (first != "" && problem != first) {
+			t.Fatalf("load %d: the example's problem is %d bytes, the first load's %d:\n%.300s", i, len(problem), len(first), problem)
+		}
+		first = problem
+	}
+	exampleResults.Lock()
+	defer exampleResults.Unlock()
+	if n := len(exampleResults.m); n != 0 {
+		t.Fatalf("the example cache holds %d failing examples", n)
+	}
+}
+
+// TestValidationCacheHoldsLittlePerFile: what schema validation found is cached only while it is
+// small. A hostile frontmatter can make it long (a list of 20,000 wrong items is 40 KB of text and
+// 20,000 groups, over 2 MB held), and every edit of it would add that much to a cache bounded only
+// by its number of entries; such a result is found again at each load, the same findings.
+func TestValidationCacheHoldsLittlePerFile(t *testing.T) {
+	ResetSchemaCache()
+	var first Findings
+	for i := range 4 {
+		b := LoadBundle(buildBundle(t, []edit{
+			{toolFile, "risk_level: 0\n", "risk_level: 0\nmutates: [" + strings.Repeat("1,", 20000) + "1]\n"},
+			{toolFile, "description: List items.", fmt.Sprintf("description: List items, edit %d.", i%2)},
+		}, nil), cliFile, LoadOptions{})
+		if len(b.Findings) < 20000 || (first != nil && !reflect.DeepEqual(b.Findings, first) && i%2 == 0) {
+			t.Fatalf("load %d: %d findings, the first load %d", i, len(b.Findings), len(first))
+		}
+		if i == 0 {
+			first = b.Findings
+		}
+	}
+	validationCache.Lock()
+	defer validationCache.Unlock()
+	for _, groups := range validationCache.m {
+		if held := groupsSize(groups); held > maxCachedGroups {
+			t.Fatalf("the validation cache holds %d bytes for one file", held)
 		}
 	}
 }

@@ -329,6 +329,9 @@ func (d *Document) check(n *yaml.Node, depth int) error {
 				return err
 			}
 		}
+		// The dropped keys' nodes are let go: left behind the kept ones in the backing array they
+		// would stay reachable from the tree (and the parse cache), uncounted in d.nodes.
+		clear(n.Content[len(kept):])
 		n.Content = kept
 		d.nodes += len(kept)
 	case yaml.SequenceNode:

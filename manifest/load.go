@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
 	"go.yaml.in/yaml/v3"
@@ -358,7 +359,7 @@ func dropMisspeltRequired(groups []schemaGroup) []schemaGroup {
 // of its text and validation a function of the schema and the values, so an unchanged file is not
 // validated again on a reload; any change to the text is a different key. Positions are not
 // cached: they are looked up in the document each time. The cache is dropped whole when it
-// reaches validationCacheSize entries.
+// reaches validationCacheSize entries; a result larger than maxCachedGroups is not cached.
 var validationCache groupCache
 
 const validationCacheSize = 1 << 14
@@ -380,7 +381,30 @@ func (gc *groupCache) get(s *jsonschema.Schema, digest [sha256.Size]byte) ([]sch
 	return g, ok
 }
 
+// maxCachedGroups bounds the size of one cached validation result (groupsSize): a longer one, which
+// a hostile frontmatter can make megabytes long (a group per wrong item of a long list), is found
+// again at each load rather than held.
+const maxCachedGroups = 16 << 10
+
+// groupsSize estimates the bytes groups holds: each group's fields and their text.
+func groupsSize(groups []schemaGroup) int {
+	size := 0
+	for _, g := range groups {
+		size += int(unsafe.Sizeof(g)) + len(g.ptr) + len(g.keyword)
+		for _, m := range g.msgs {
+			size += int(unsafe.Sizeof(m)) + len(m)
+		}
+		for _, m := range g.meant {
+			size += int(unsafe.Sizeof(m)) + len(m)
+		}
+	}
+	return size
+}
+
 func (gc *groupCache) put(s *jsonschema.Schema, digest [sha256.Size]byte, g []schemaGroup) {
+	if groupsSize(g) > maxCachedGroups {
+		return
+	}
 	gc.Lock()
 	defer gc.Unlock()
 	if gc.m == nil || len(gc.m) >= validationCacheSize {

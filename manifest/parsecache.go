@@ -17,8 +17,8 @@ import (
 // it. The trees are held only here, never handed out (ParseDocument, exported, always parses
 // afresh), so no caller can change one. Files that did not parse are not cached. The cache is
 // bounded by the nodes it holds and by the bytes of the files they came from (parseCacheNodes and
-// parseCacheBytes: about 15 MB at most), and dropped whole when full; a file that would take an
-// eighth of either is not cached.
+// parseCacheBytes: about 15 MB at most; a duplicate-key finding counts as a node and its message's
+// bytes), and dropped whole when full; a file that would take an eighth of either is not cached.
 var parseCache struct {
 	sync.Mutex
 	m            map[[sha256.Size]byte]*parsed
@@ -28,6 +28,8 @@ var parseCache struct {
 const (
 	parseCacheNodes = 1 << 16 // YAML nodes, about 160 bytes each
 	parseCacheBytes = 4 << 20 // file text, which bounds the nodes' strings and the bodies
+	// parsedOverhead is what an entry costs besides its nodes and text: its record and map slot.
+	parsedOverhead = 192
 )
 
 // parsed is what parsing one file's text found.
@@ -36,8 +38,8 @@ type parsed struct {
 	body   string
 	digest [sha256.Size]byte
 	dups   Findings // positions without a file name
-	nodes  int
-	bytes  int // the file's size
+	nodes  int      // the tree's nodes and the duplicate-key findings
+	bytes  int      // the file's size and the findings' messages
 }
 
 // loadDocument is ParseDocument through parseCache.
@@ -50,12 +52,23 @@ func loadDocument(file string, data []byte) (*Document, Findings) {
 	p := parseCache.m[key]
 	parseCache.Unlock()
 	if p != nil {
-		doc := &Document{File: file, Root: p.root, Body: p.body, offset: 1, digest: p.digest, nodes: p.nodes, dups: withFile(p.dups, file)}
+		doc := &Document{File: file, Root: p.root, Body: p.body, offset: 1, digest: p.digest, nodes: p.nodes - 1 - len(p.dups), dups: withFile(p.dups, file)}
 		return doc, doc.dups
 	}
 	doc, findings := ParseDocument(file, data)
-	if doc.Root != nil && doc.nodes <= parseCacheNodes/8 && len(data) <= parseCacheBytes/8 {
-		putParsed(key, &parsed{root: doc.Root, body: doc.Body, digest: doc.digest, dups: withFile(doc.dups, ""), nodes: doc.nodes, bytes: len(data)})
+	if doc.Root == nil {
+		return doc, findings
+	}
+	// A duplicate-key finding kept with the tree weighs about a node, plus its message (which
+	// quotes the key): a file of one short key repeated would otherwise hold many times its size.
+	// The tree's top node and the entry itself count too, or files of next to nothing ("{}") would
+	// each hold about 300 bytes while counting a dozen.
+	nodes, size := 1+doc.nodes+len(doc.dups), parsedOverhead+len(data)
+	for _, f := range doc.dups {
+		size += len(f.Message)
+	}
+	if nodes <= parseCacheNodes/8 && size <= parseCacheBytes/8 {
+		putParsed(key, &parsed{root: doc.Root, body: doc.Body, digest: doc.digest, dups: withFile(doc.dups, ""), nodes: nodes, bytes: size})
 	}
 	return doc, findings
 }

@@ -3,10 +3,14 @@ package manifest
 import (
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // TestParseCacheNamesEachFile: the same text loaded under two names (two bundles, or one moved)
@@ -100,5 +104,79 @@ func TestParseCacheConcurrentLoads(t *testing.T) {
 		if !reflect.DeepEqual(b.Findings, want.Findings) || !reflect.DeepEqual(b.Tools[0].Tool, want.Tools[0].Tool) || !reflect.DeepEqual(b.CLI, want.CLI) {
 			t.Fatalf("load %d:\n%s", i, findingsText(b.Findings))
 		}
+	}
+}
+
+// TestParseCacheHoldsOnlyWhatItCounts: a hostile file cannot make a cached entry hold more than
+// the cache counts against its bound. Every node reachable from a cached tree, the slots behind a
+// mapping's kept keys included, is counted: a key repeated, the repeat's value a long list, would
+// otherwise stay reachable through the mapping's backing array (about 40 MB of nodes per 512 KiB
+// file). And each duplicate-key finding kept with the tree counts as a node and its message's
+// bytes: a file of nothing but one short key repeated would otherwise hold 100k findings.
+func TestParseCacheHoldsOnlyWhatItCounts(t *testing.T) {
+	var repeated strings.Builder
+	repeated.WriteString("---\nname: x\nnested:\n  b: 2\n")
+	for _, indent := range []string{"  ", ""} { // a duplicate nested and one at the top
+		fmt.Fprintf(&repeated, "%sa: 0\n%sa: [%s0]\n", indent, indent, strings.Repeat("0,", 20000))
+	}
+	repeated.WriteString("---\n")
+	for _, c := range []struct {
+		name, text string
+		dups       int
+	}{
+		{"a repeated key's long list", repeated.String(), 2},
+		{"one key repeated", "---\n" + strings.Repeat("a: 0\n", 20001) + "---\n", 20000},
+	} {
+		resetParseCache()
+		doc, fs := loadDocument("dup.md", []byte(c.text))
+		if doc.Root == nil || len(fs) != c.dups {
+			t.Fatalf("%s: want %d duplicate-key findings, got %d", c.name, c.dups, len(fs))
+		}
+		parseCache.Lock()
+		for _, p := range parseCache.m {
+			held, text := reachableNodes(p.root)+len(p.dups), len(p.body)
+			for _, f := range p.dups {
+				text += len(f.Message)
+			}
+			if held > p.nodes || text > p.bytes {
+				t.Errorf("%s: a cached entry holds %d nodes and findings and %d bytes, but counts %d and %d", c.name, held, text, p.nodes, p.bytes)
+			}
+		}
+		parseCache.Unlock()
+	}
+}
+
+// reachableNodes counts the nodes under n that the garbage collector keeps alive, through every
+// slot of each Content array (up to its capacity), n itself not counted.
+func reachableNodes(n *yaml.Node) int {
+	count := 0
+	for _, c := range n.Content[:cap(n.Content)] {
+		if c != nil {
+			count += 1 + reachableNodes(c)
+		}
+	}
+	return count
+}
+
+// TestParseCacheBoundsManyTinyFiles: files of next to nothing (an empty mapping, a line of body)
+// add no node and a few bytes each, but every entry costs its map slot, its record and its tree's
+// top node: loading 100,000 distinct ones must not hold more than the bound's 15 MB or so.
+func TestParseCacheBoundsManyTinyFiles(t *testing.T) {
+	resetParseCache()
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	for i := range 100000 {
+		if doc, fs := loadDocument("tiny.md", []byte("---\n{}\n---\n"+strconv.Itoa(i))); doc.Root == nil || len(fs) != 0 {
+			t.Fatal(fs)
+		}
+	}
+	full := heap()
+	resetParseCache()
+	if held := int64(full) - int64(heap()); held > 20<<20 {
+		t.Fatalf("the parse cache holds %d MB after 100,000 tiny files", held>>20)
 	}
 }

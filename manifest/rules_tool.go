@@ -247,31 +247,32 @@ func (t *toolLinter) rules(tool *Tool) {
 func exampleProblem(s *jsonschema.Schema, digest [sha256.Size]byte, i int, input any) string {
 	key := exampleKey{s, digest, i}
 	exampleResults.Lock()
-	problem, ok := exampleResults.m[key]
+	_, ok := exampleResults.m[key]
 	exampleResults.Unlock()
 	if ok {
-		return problem
+		return ""
 	}
 	if err := s.Validate(input); err != nil {
-		problem = schemaErrorText(err)
+		return schemaErrorText(err)
 	}
 	exampleResults.Lock()
 	defer exampleResults.Unlock()
 	if exampleResults.m == nil || len(exampleResults.m) >= validationCacheSize {
-		exampleResults.m = map[exampleKey]string{}
+		exampleResults.m = map[exampleKey]struct{}{}
 	}
-	exampleResults.m[key] = problem
-	return problem
+	exampleResults.m[key] = struct{}{}
+	return ""
 }
 
-// exampleResults holds what validating an example's input against the inputs schema found, by the
-// compiled schema, the SHA-256 of the frontmatter's text (which the example is a function of) and
-// the example's index: a reload of an unchanged TOOL.md does not validate its examples again, and
-// any change to its text is a different key. It is dropped whole when it reaches
-// validationCacheSize entries.
+// exampleResults holds the examples whose input satisfied the inputs schema, by the compiled
+// schema, the SHA-256 of the frontmatter's text (which the example is a function of) and the
+// example's index: a reload of an unchanged TOOL.md does not validate its examples again, and any
+// change to its text is a different key. An example that fails is validated at every load: what
+// it found is as long as the bundle makes it (a line per wrong item), too much to keep. The set is
+// dropped whole when it reaches validationCacheSize entries.
 var exampleResults struct {
 	sync.Mutex
-	m map[exampleKey]string
+	m map[exampleKey]struct{}
 }
 
 type exampleKey struct {
