@@ -57,6 +57,15 @@ runner: { cli: ../../CLI.md, argv: ["-c", "${input.script}"] }
 	return dir
 }
 
+// asUser is the startDaemonWith hook that runs clihostd as u with HOME home, no bundles from the
+// environment, and the extra variables env (KEY=VALUE).
+func asUser(u fixture.TestUser, home string, env ...string) func(*exec.Cmd) {
+	return func(c *exec.Cmd) {
+		c.Env = append([]string{"PATH=" + systemPath, "HOME=" + home, "CLIHOST_BUNDLES="}, env...)
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groupsOf(u)}}
+	}
+}
+
 // plantScript writes into the state directory at rel (relative to the workspace): a program in
 // bin/ and a .bashrc in another uid's kept home, and, failing that (a root daemon's bin/ is not
 // the agent's), moves the state directory aside and puts a folder of its own in its place.
@@ -105,10 +114,7 @@ func TestStateDirInWorkspaceUserDaemon(t *testing.T) {
 	chownTree(t, home, u.UID, u.GID)
 	fixture.Reachable(t, filepath.Dir(home))
 	u.Home = home
-	d := startDaemonWith(t, state, proj, func(c *exec.Cmd) {
-		c.Env = []string{"PATH=" + systemPath, "HOME=" + home, "CLIHOST_BUNDLES="}
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groupsOf(u)}}
-	}, "--bundles", writerBundle(t), "--no-catalog")
+	d := startDaemonWith(t, state, proj, asUser(u, home), "--bundles", writerBundle(t), "--no-catalog")
 	call := func(ws, rel string) result {
 		return d.ctlAs(t, u, "call", "wr", "run", "--workspace", ws, "--input", `{"script": "`+plantScript(rel)+`"}`)
 	}
@@ -233,9 +239,8 @@ func TestExecutableDirInWorkspaceUserDaemon(t *testing.T) {
 	}
 	u.Home = home
 	d := startDaemonWith(t, state, ws, func(c *exec.Cmd) {
+		asUser(u, home)(c)
 		c.Path = filepath.Join(gobin, "clihostd")
-		c.Env = []string{"PATH=" + systemPath, "HOME=" + home, "CLIHOST_BUNDLES="}
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groupsOf(u)}}
 	}, "--bundles", writerBundle(t), "--no-catalog")
 	r := d.ctlAs(t, u, "call", "wr", "run", "--workspace", home, "--input", `{"script": "echo '#!/bin/sh' > go/bin/clihost-sandbox; true"}`)
 	if r.code == 0 || !strings.Contains(r.stdout, "workspace_denied") {
@@ -269,10 +274,7 @@ func TestTrustedPathsInWorkspaceUserDaemon(t *testing.T) {
 	chownTree(t, state, u.UID, u.GID)
 	fixture.Reachable(t, filepath.Dir(home))
 	u.Home = home
-	d := startDaemonWith(t, state, ws, func(c *exec.Cmd) {
-		c.Env = []string{"PATH=" + systemPath, "HOME=" + home, "CLIHOST_BUNDLES="}
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groupsOf(u)}}
-	}, "--bundles", writerBundle(t), "--no-catalog")
+	d := startDaemonWith(t, state, ws, asUser(u, home), "--bundles", writerBundle(t), "--no-catalog")
 	policy := filepath.Join(conf, "clihost", "approvals.yaml")
 	for _, tc := range []struct{ ws, script string }{
 		{conf, "mkdir -p clihost && echo 'rules: []' > clihost/approvals.yaml; sleep 1; true"},
@@ -311,10 +313,7 @@ func TestPodmanConfigInWorkspaceUserDaemon(t *testing.T) {
 	chownTree(t, state, u.UID, u.GID)
 	fixture.Reachable(t, filepath.Dir(home))
 	u.Home = home
-	d := startDaemonWith(t, state, ws, func(c *exec.Cmd) {
-		c.Env = []string{"PATH=" + systemPath, "HOME=" + home, "CLIHOST_BUNDLES="}
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groupsOf(u)}}
-	}, "--bundles", writerBundle(t), "--no-catalog", "--approvals", filepath.Join(state, "..", "no-policy.yaml"))
+	d := startDaemonWith(t, state, ws, asUser(u, home), "--bundles", writerBundle(t), "--no-catalog", "--approvals", filepath.Join(state, "..", "no-policy.yaml"))
 	for _, tc := range []struct{ ws, rel string }{{conf, "containers/containers.conf"}, {share, "containers/storage/planted"}} {
 		script := "mkdir -p " + filepath.Dir(tc.rel) + " && echo x > " + tc.rel + "; true"
 		r := d.ctlAs(t, u, "call", "wr", "run", "--workspace", tc.ws, "--input", `{"script": "`+script+`"}`)
@@ -354,10 +353,7 @@ func TestStateDirBindMountedIntoWorkspace(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = exec.Command("umount", "-l", bound).Run() })
 	u.Home = home
-	d := startDaemonWith(t, state, ws, func(c *exec.Cmd) {
-		c.Env = []string{"PATH=" + systemPath, "HOME=" + home, "CLIHOST_BUNDLES="}
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groupsOf(u)}}
-	}, "--bundles", writerBundle(t), "--no-catalog")
+	d := startDaemonWith(t, state, ws, asUser(u, home), "--bundles", writerBundle(t), "--no-catalog")
 	for _, tc := range []struct{ ws, rel string }{{proj, "state"}, {filepath.Join(bound, "bin"), ".."}} {
 		refusedUntouched(t, d.ctlAs(t, u, "call", "wr", "run", "--workspace", tc.ws, "--input", `{"script": "`+plantScript(tc.rel)+`"}`), state)
 	}
@@ -385,10 +381,7 @@ func TestTempDirInWorkspaceUserDaemon(t *testing.T) {
 	chownTree(t, state, u.UID, u.GID)
 	fixture.Reachable(t, filepath.Dir(home))
 	u.Home = home
-	d := startDaemonWith(t, state, ws, func(c *exec.Cmd) {
-		c.Env = []string{"PATH=" + systemPath, "HOME=" + home, "TMPDIR=" + tmp, "CLIHOST_BUNDLES="}
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groupsOf(u)}}
-	}, "--bundles", writerBundle(t), "--no-catalog")
+	d := startDaemonWith(t, state, ws, asUser(u, home, "TMPDIR="+tmp), "--bundles", writerBundle(t), "--no-catalog")
 	r := d.ctlAs(t, u, "call", "wr", "run", "--workspace", tmp, "--input", `{"script": "ls -la; true"}`)
 	if r.code == 0 || !strings.Contains(r.stdout, "workspace_denied") {
 		t.Errorf("call with --workspace %s ($TMPDIR): exit %d, want workspace_denied\n%s%s", tmp, r.code, r.stdout, r.stderr)
@@ -424,10 +417,7 @@ func TestStateDirBindMountRenamedIntoWorkspace(t *testing.T) {
 		_ = exec.Command("umount", "-l", filepath.Join(renamed, "state")).Run()
 	})
 	u.Home = home
-	d := startDaemonWith(t, state, ws, func(c *exec.Cmd) {
-		c.Env = []string{"PATH=" + systemPath, "HOME=" + home, "CLIHOST_BUNDLES="}
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(u.UID), Gid: uint32(u.GID), Groups: groupsOf(u)}}
-	}, "--bundles", writerBundle(t), "--no-catalog")
+	d := startDaemonWith(t, state, ws, asUser(u, home), "--bundles", writerBundle(t), "--no-catalog")
 	call := func(ws string) result {
 		return d.ctlAs(t, u, "call", "wr", "run", "--workspace", ws, "--input", `{"script": "`+plantScript("state")+`"}`)
 	}
