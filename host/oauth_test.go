@@ -39,7 +39,21 @@ func TestCallRefreshesExpiredOAuthToken(t *testing.T) {
 func TestInventorySlotRefreshesExpiredOAuthToken(t *testing.T) {
 	fixture.Need(t, "jq")
 	srv, refreshes := refreshServer(t)
-	files := map[string]string{
+	files := vaultBundle(srv.URL, `---
+secrets:
+  - slug: svctoken
+    name: Service token
+    description: The access token the oauth step obtains.
+    metadata: { bindings: { env: SVC_TOKEN } }
+---
+`)
+	checkRefreshed(t, files, "vault", "show", refreshes, func(out any) bool { return out == "2" })
+}
+
+// vaultBundle is bundle "vault": jq printing which token reached SVC_TOKEN, its auth.ref the
+// SECRETS.md text secrets, the token filled by an oauth step at url.
+func vaultBundle(url, secrets string) map[string]string {
+	return map[string]string{
 		"vault/CLI.md": `---
 name: vault
 id: vault
@@ -54,19 +68,12 @@ sandbox:
   fs: { read: [], write: [] }
   exec: { allow: false }
   env: { pass: [] }
-` + oauthSetup(srv.URL) + `output: { default_format: json }
+` + oauthSetup(url) + `output: { default_format: json }
 commands:
   show: ./tools/show/TOOL.md
 ---
 `,
-		"vault/SECRETS.md": `---
-secrets:
-  - slug: svctoken
-    name: Service token
-    description: The access token the oauth step obtains.
-    metadata: { bindings: { env: SVC_TOKEN } }
----
-`,
+		"vault/SECRETS.md": secrets,
 		"vault/tools/show/TOOL.md": `---
 name: Show
 id: vault.show
@@ -78,7 +85,6 @@ runner: { cli: ../../CLI.md, argv: ["-n", "$ENV.SVC_TOKEN | ltrimstr(\"fresh-tok
 ---
 `,
 	}
-	checkRefreshed(t, files, "vault", "show", refreshes, func(out any) bool { return out == "2" })
 }
 
 // sumBundle is bundle "sum": sha256sum of a ${secrets.svctoken} an oauth step at url fills, given
@@ -185,27 +191,7 @@ func checkRefreshed(t *testing.T, files map[string]string, id, tool string, refr
 func TestOAuthKindSlotFilledByOAuthStep(t *testing.T) {
 	fixture.Need(t, "jq")
 	srv, refreshes := refreshServer(t)
-	files := map[string]string{
-		"vault/CLI.md": `---
-name: vault
-id: vault
-description: jq stands in for a CLI reading its token from its environment.
-version: 1.0.0
-bin: jq
-install: [{ method: apt, package: jq }]
-version_check: { cmd: "jq --version", parse: 'jq-(\d+\.\d+(?:\.\d+)?)', range: ">=1.5" }
-auth: { ref: ./SECRETS.md }
-sandbox:
-  network: { egress: [] }
-  fs: { read: [], write: [] }
-  exec: { allow: false }
-  env: { pass: [] }
-` + oauthSetup(srv.URL) + `output: { default_format: json }
-commands:
-  show: ./tools/show/TOOL.md
----
-`,
-		"vault/SECRETS.md": `---
+	files := vaultBundle(srv.URL, `---
 secrets:
   - slug: svctoken
     name: Service token
@@ -214,18 +200,7 @@ secrets:
     exposures:
       - { kind: env, name: SVC_TOKEN, field: accessToken }
 ---
-`,
-		"vault/tools/show/TOOL.md": `---
-name: Show
-id: vault.show
-description: Shows which token arrived.
-version: 1.0.0
-inputs: { type: object, additionalProperties: false, properties: {} }
-outputs: { type: string }
-runner: { cli: ../../CLI.md, argv: ["-n", "$ENV.SVC_TOKEN | ltrimstr(\"fresh-token-\") | ltrimstr(\"stale-token-\")"] }
----
-`,
-	}
+`)
 	// Before setup ran, the refusal names the setup that fills the slot, not only secret set.
 	h, _ := writeBundle(t, files, Options{Setup: setupEngine(t)})
 	env := h.Call(context.Background(), bundle(t, h, "vault"), "show", map[string]any{}, Caller{Workspace: fixture.Workspace(t), User: "alice"}, CallOptions{})
