@@ -249,15 +249,7 @@ func TestGate(t *testing.T) {
 func TestSecretsAreRedacted(t *testing.T) {
 	fixture.Need(t, "jq")
 	files := echoBundle("jq", ">=1.5", "auth:\n  state: { env: [ECHO_TOKEN] }\n")
-	lookup := func(k string) (string, bool) {
-		switch k {
-		case "ECHO_TOKEN":
-			return "tok-123456", true
-		case "PATH":
-			return os.Getenv("PATH"), true
-		}
-		return "", false
-	}
+	lookup := withPATH("ECHO_TOKEN", "tok-123456")
 	h, _ := writeBundle(t, files, Options{LookupEnv: lookup})
 	env := h.Call(context.Background(), bundle(t, h, "echo"), "env", nil, Caller{Workspace: fixture.Workspace(t)}, CallOptions{})
 	if !env.OK || env.Value != "[REDACTED]\n" {

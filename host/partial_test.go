@@ -93,15 +93,7 @@ runner: { cli: ../../CLI.md, argv: ["-f", "notes.txt"] }
 ---
 `,
 	}
-	lookup := func(k string) (string, bool) {
-		switch k {
-		case "TAILF_TOKEN":
-			return secret, true
-		case "PATH":
-			return os.Getenv("PATH"), true
-		}
-		return "", false
-	}
+	lookup := withPATH("TAILF_TOKEN", secret)
 	h, _ := writeBundle(t, files, Options{LookupEnv: lookup})
 	ws := fixture.Workspace(t)
 	notes := append(bytes.Repeat([]byte("x"), maxPartialStdout-len(secret)/2), secret+" and more\n"...)
@@ -159,15 +151,7 @@ runner: { cli: ../../CLI.md, argv: ["-c", "printf '%s' \"$1\" >&2; exit 1", "ber
 ---
 `,
 	}
-	lookup := func(k string) (string, bool) {
-		switch k {
-		case "BERR_TOKEN":
-			return secret, true
-		case "PATH":
-			return os.Getenv("PATH"), true
-		}
-		return "", false
-	}
+	lookup := withPATH("BERR_TOKEN", secret)
 	reg := fixture.Load(t, fixture.Write(t, files))
 	h := New(reg, Options{LookupEnv: lookup})
 	// The excerpt is the last 4 KiB: the secret starts 20 bytes before it.
@@ -202,15 +186,7 @@ runner: { cli: ../../CLI.md, argv: ["notes.txt"] }
 ---
 `,
 	}
-	lookup := func(k string) (string, bool) {
-		switch k {
-		case "CATF_TOKEN":
-			return secret, true
-		case "PATH":
-			return os.Getenv("PATH"), true
-		}
-		return "", false
-	}
+	lookup := withPATH("CATF_TOKEN", secret)
 	h, _ := writeBundle(t, files, Options{LookupEnv: lookup})
 	ws := fixture.Workspace(t)
 	notes := append(bytes.Repeat([]byte("x"), runner.DefaultLimit-len(secret)/2), secret+" and more\n"...)
@@ -224,5 +200,18 @@ runner: { cli: ../../CLI.md, argv: ["notes.txt"] }
 	}
 	if strings.Contains(v, secret[:8]) {
 		t.Fatalf("the cut output ends with the start of the secret: %q", v[len(v)-40:])
+	}
+}
+
+// withPATH is a LookupEnv that knows the host's PATH and the variable name, set to value.
+func withPATH(name, value string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		switch k {
+		case name:
+			return value, true
+		case "PATH":
+			return os.Getenv("PATH"), true
+		}
+		return "", false
 	}
 }
