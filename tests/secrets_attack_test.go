@@ -38,6 +38,13 @@ runner: { cli: ../../CLI.md, argv: [-n, `+spec[0]+`], output: { format: `+spec[1
 ---
 `)
 	}
+	vaultCLI(t, dir, cmds.String())
+}
+
+// vaultCLI writes dir/vault/CLI.md: jq standing in for a CLI that reads its credentials from its
+// environment, its secrets in ./SECRETS.md, commands the lines of its commands map.
+func vaultCLI(t *testing.T, dir, commands string) {
+	t.Helper()
 	writeFile(t, filepath.Join(dir, "vault", "CLI.md"), `---
 name: vault CLI
 id: vault
@@ -54,7 +61,7 @@ sandbox:
   env: { pass: [] }
 output: { default_format: json }
 commands:
-`+cmds.String()+`---
+`+commands+`---
 `)
 }
 
@@ -262,28 +269,7 @@ runner:
 	tool("stdin", "  argv: [-R, -c, '{t: .}']\n  stdin: \"${secrets.vault-token}\"\n")
 	tool("stepenv", "  steps:\n    - argv: [-n, -c, '{t: $ENV.X}']\n      env: { X: \"${secrets.vault-token}\" }\n")
 	tool("stepstdin", "  steps:\n    - argv: [-R, -c, '{t: .}']\n      stdin: \"${secrets.vault-token}\"\n")
-	writeFile(t, filepath.Join(dir, "vault", "CLI.md"), `---
-name: vault CLI
-id: vault
-description: jq stands in for a CLI.
-version: 1.0.0
-bin: jq
-install: [{ method: apt, package: jq }]
-version_check: { cmd: "jq --version", parse: 'jq-(\d+\.\d+(?:\.\d+)?)', range: ">=1.5" }
-auth: { ref: ./SECRETS.md }
-sandbox:
-  network: { egress: [] }
-  fs: { read: [], write: [] }
-  exec: { allow: false }
-  env: { pass: [] }
-output: { default_format: json }
-commands:
-  show: ./tools/show/TOOL.md
-  stdin: ./tools/stdin/TOOL.md
-  stepenv: ./tools/stepenv/TOOL.md
-  stepstdin: ./tools/stepstdin/TOOL.md
----
-`)
+	vaultCLI(t, dir, "  show: ./tools/show/TOOL.md\n  stdin: ./tools/stdin/TOOL.md\n  stepenv: ./tools/stepenv/TOOL.md\n  stepstdin: ./tools/stepstdin/TOOL.md\n")
 	r := runBin(t, bin.ctl, "", "lint", dir)
 	if r.code != 1 || strings.Count(r.stdout, "error: secrets-unbound") != 3 {
 		t.Fatalf("lint of tools naming a secret access.bind does not grant them: exit %d %s%s", r.code, r.stdout, r.stderr)
