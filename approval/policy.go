@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 
 	"go.yaml.in/yaml/v3"
 
@@ -42,9 +41,6 @@ const (
 	ViaControl = "control" // clihostctl call, through the daemon's control socket
 	ViaCLI     = "cli"     // clihostctl call without a daemon (in-process)
 )
-
-// maxPolicySize bounds the policy file read.
-const maxPolicySize = 1 << 20
 
 // Policy is the operator's approval policy: the file clihostd --approvals names (docs/operations.md,
 // "Approvals"). The zero value has no rules: every tool gets what its class asks for.
@@ -93,27 +89,12 @@ func LoadPolicy(file string) (*Policy, error) {
 	if file == "" {
 		return &Policy{}, nil
 	}
-	// O_NONBLOCK: a FIFO is refused by checkOwner, not waited on (it changes nothing for a file).
-	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	data, err := config.ReadTrusted(file, policyFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return &Policy{Source: file, Missing: true}, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("approval policy %s: %w", file, err)
-	}
-	defer f.Close()
-	if err := checkOwner(f, file); err != nil {
 		return nil, err
-	}
-	if err := checkFolders(file); err != nil {
-		return nil, err
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxPolicySize+1))
-	if err != nil {
-		return nil, fmt.Errorf("approval policy %s: %w", file, err)
-	}
-	if len(data) > maxPolicySize {
-		return nil, fmt.Errorf("approval policy %s: larger than %d bytes", file, maxPolicySize)
 	}
 	p, err := ParsePolicy(data)
 	if err != nil {
@@ -123,64 +104,9 @@ func LoadPolicy(file string) (*Policy, error) {
 	return p, nil
 }
 
-// checkOwner refuses a policy file that someone other than root or this process's user could
-// change: whoever may write it approves every call (an agent's user above all).
-func checkOwner(f *os.File, file string) error {
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("approval policy %s: %w", file, err)
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("approval policy %s: not a regular file", file)
-	}
-	sys, ok := st.Sys().(*syscall.Stat_t)
-	if !ok {
-		return nil
-	}
-	if uid := int(sys.Uid); uid != 0 && uid != os.Geteuid() {
-		return fmt.Errorf("approval policy %s is owned by uid %d: only root or clihostd's own user may own it (whoever may write it approves every call)", file, uid)
-	}
-	if st.Mode().Perm()&0o022 != 0 {
-		return fmt.Errorf("approval policy %s is writable by group or others (mode %v): chmod go-w it (whoever may write it approves every call)", file, st.Mode().Perm())
-	}
-	return nil
-}
-
-// checkFolders refuses a policy file that someone other than root or this process's user could
-// replace through a folder on its way: every entry met resolving its path from the root, link by
-// link (config.WalkWay: the folders holding the links of its chain included), must be theirs, and
-// no folder group/world-writable unless sticky (then only an entry's owner — checked above — may
-// rename or remove it).
-func checkFolders(file string) error {
-	abs, err := filepath.Abs(file)
-	if err != nil {
-		return fmt.Errorf("approval policy %s: %w", file, err)
-	}
-	refused := false
-	err = config.WalkWay(abs, func(name string, st os.FileInfo) error {
-		err := checkEntry(file, name, st, st.IsDir())
-		refused = err != nil
-		return err
-	})
-	if err != nil && !refused {
-		return fmt.Errorf("approval policy %s: %w", file, err)
-	}
-	return err
-}
-
-// checkEntry checks one entry on the policy file's way (dir: a folder above it).
-func checkEntry(file, name string, st os.FileInfo, dir bool) error {
-	const why = "whoever may replace it approves every call"
-	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-		if uid := int(sys.Uid); uid != 0 && uid != os.Geteuid() {
-			return fmt.Errorf("approval policy %s: %s is owned by uid %d: only root or clihostd's own user may own the file and the folders above it (%s)", file, name, uid, why)
-		}
-	}
-	if dir && st.IsDir() && st.Mode().Perm()&0o022 != 0 && st.Mode()&os.ModeSticky == 0 {
-		return fmt.Errorf("approval policy %s: the folder %s is writable by group or others (mode %v): chmod go-w it, or move the file (%s)", file, name, st.Mode().Perm(), why)
-	}
-	return nil
-}
+// policyFile is what LoadPolicy reads: a file, and folders on its way, that only root or
+// clihostd's own user may change (config.ReadTrusted).
+var policyFile = config.Kind{What: "approval policy", Why: "whoever may change it approves every call"}
 
 // DefaultPolicyFile is where clihostd looks for its approval policy without --approvals:
 // /etc/clihost/approvals.yaml for root, else $XDG_CONFIG_HOME/clihost/approvals.yaml

@@ -16,7 +16,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 
 	"github.com/clihost/clihost/internal/editdist"
 	"github.com/spf13/pflag"
@@ -289,27 +288,11 @@ func quoteIfNeeded(v string) yaml.Style {
 // A missing file is (nil, nil) unless required; so is one behind a folder this user may not enter
 // (clihostctl run as another user with HOME still root's), but not a file this user may not read.
 func ReadFile(path string, required bool) ([]byte, error) {
-	// O_NONBLOCK: opening a FIFO for reading must not wait for a writer before checkTrusted
-	// refuses it (it changes nothing for a regular file's reads).
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	data, err := ReadTrusted(path, configFile)
 	if !required && absent(path, err) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("config file: %w", err)
-	}
-	defer f.Close()
-	if err := checkTrusted(f, path); err != nil {
-		return nil, err
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("config file %s: %w", path, err)
-	}
-	if len(data) > maxSize {
-		return nil, fmt.Errorf("config file %s: larger than %d bytes", path, maxSize)
-	}
-	return data, nil
+	return data, err
 }
 
 // Markdown is s's keys as a Markdown table (key, default, what it does), for the documentation;
