@@ -113,6 +113,27 @@ func (d *daemonProc) rawAs(t *testing.T, u fixture.TestUser, path, body string) 
 	return result{0, out.String(), errb.String()}
 }
 
+// startGroupDaemon starts clihostd as a multi-user host runs it: as agent (HOME its home), its
+// control socket sock open to sockGroup, in the state directory and workspace given, with pathPrefix
+// (may be "") before the system PATH and the extra flags.
+func startGroupDaemon(t *testing.T, agent fixture.TestUser, state, ws, sock, pathPrefix string, extra ...string) *daemonProc {
+	t.Helper()
+	args := append([]string{"--state", state, "--socket", sock, "--http", "127.0.0.1:0", "--workspace", ws, "--group", sockGroup}, extra...)
+	cmd := exec.Command(bin.daemon, args...)
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=" + pathPrefix + systemPath, "HOME=" + agent.Home, "CLIHOST_BUNDLES="}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(agent.UID), Gid: uint32(agent.GID), Groups: groupsOf(agent)}}
+	d := &daemonProc{cmd: cmd, socket: sock, state: state, ws: ws}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.proc = fixture.Start(t, cmd)
+	d.log = fixture.Follow(stderr)
+	d.waitFor(t, "clihostd ready")
+	return d
+}
+
 func groupsOf(u fixture.TestUser) []uint32 {
 	groups := make([]uint32, 0, len(u.Groups))
 	for _, g := range u.Groups {
@@ -363,19 +384,7 @@ func TestUnprivilegedDaemonChecksTheCallersWorkspace(t *testing.T) {
 		t.Fatalf("setfacl: %v: %s", err, out)
 	}
 
-	cmd := exec.Command(bin.daemon, "--state", state, "--socket", sock, "--http", "127.0.0.1:0", "--workspace", ws, "--group", sockGroup,
-		"--bundles", identityBundles(t))
-	cmd.Dir = "/"
-	cmd.Env = []string{"PATH=" + systemPath, "HOME=" + agent.Home, "CLIHOST_BUNDLES="}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(agent.UID), Gid: uint32(agent.GID), Groups: groupsOf(agent)}}
-	d := &daemonProc{cmd: cmd, socket: sock, state: state, ws: ws}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.proc = fixture.Start(t, cmd)
-	d.log = fixture.Follow(stderr)
-	d.waitFor(t, "clihostd ready")
+	d := startGroupDaemon(t, agent, state, ws, sock, "", "--bundles", identityBundles(t))
 
 	for _, dir := range []string{owner.Home, victim, acl} {
 		r := d.rawAs(t, member, "/v1/call", `{"bundle": "id", "tool": "who", "workspace": "`+dir+`"}`)

@@ -163,19 +163,7 @@ func TestAskThroughUnprivilegedDaemon(t *testing.T) {
 		privateDir(t, d, agent.UID, agent.GID, 0o755)
 	}
 	privateDir(t, mws, member.UID, member.GID, 0o755)
-	cmd := exec.Command(bin.daemon, "--state", state, "--socket", sock, "--http", "127.0.0.1:0", "--workspace", ws, "--group", sockGroup,
-		"--bundles", bundles, "--no-catalog", "--breaker-threshold", "1", "--breaker-cooldown", "1h")
-	cmd.Dir = "/"
-	cmd.Env = []string{"PATH=" + dir + ":" + systemPath, "HOME=" + agent.Home, "CLIHOST_BUNDLES="}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(agent.UID), Gid: uint32(agent.GID), Groups: groupsOf(agent)}}
-	d := &daemonProc{cmd: cmd, socket: sock, state: state, ws: ws}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.proc = fixture.Start(t, cmd)
-	d.log = fixture.Follow(stderr)
-	d.waitFor(t, "clihostd ready")
+	d := startGroupDaemon(t, agent, state, ws, sock, dir+":", "--bundles", bundles, "--no-catalog", "--breaker-threshold", "1", "--breaker-cooldown", "1h")
 	ask := func(u fixture.TestUser, workspace string) askOut {
 		t.Helper()
 		r := d.ctlAs(t, u, "ask", "--json", "--workspace", workspace, "--max-attempts", "1", "--providers", "down,ok", "what is up?")

@@ -7,10 +7,8 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -202,19 +200,7 @@ func TestStatusPageUnprivilegedDaemon(t *testing.T) {
 	for _, dir := range []string{state, ws, filepath.Dir(sock)} {
 		privateDir(t, dir, agent.UID, agent.GID, 0o755)
 	}
-	cmd := exec.Command(bin.daemon, "--state", state, "--socket", sock, "--http", "127.0.0.1:0", "--workspace", ws, "--group", sockGroup,
-		"--no-catalog", "--bundles", identityBundles(t))
-	cmd.Dir = "/"
-	cmd.Env = []string{"PATH=" + systemPath, "HOME=" + agent.Home, "CLIHOST_BUNDLES="}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(agent.UID), Gid: uint32(agent.GID), Groups: groupsOf(agent)}}
-	d := &daemonProc{cmd: cmd, socket: sock, state: state, ws: ws}
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.proc = fixture.Start(t, cmd)
-	d.log = fixture.Follow(stderr)
-	d.waitFor(t, "clihostd ready")
+	d := startGroupDaemon(t, agent, state, ws, sock, "", "--no-catalog", "--bundles", identityBundles(t))
 
 	r := d.ctlAs(t, member, "open", "--print")
 	if r.code == 0 || strings.Contains(r.stdout, "/login") || !strings.Contains(r.stderr, "only root or clihostd's own user") {
