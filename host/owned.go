@@ -115,7 +115,7 @@ func overlaps(w, p string, mounts *mountTable) bool {
 }
 
 // mountTable is this process's mount table for the checks of one workspace, read on first use
-// (currentMounts): one look for all the paths a workspace is checked against (the state
+// (readMountinfo): one look for all the paths a workspace is checked against (the state
 // directory, the helper's folder, each trusted path), not one per path.
 type mountTable struct {
 	read bool
@@ -126,7 +126,7 @@ type mountTable struct {
 // entries returns the table, taking it the first time.
 func (m *mountTable) entries() ([]mountEntry, error) {
 	if !m.read {
-		m.list, m.err = currentMounts()
+		m.list, m.err = readMountinfo()
 		m.read = true
 	}
 	return m.list, m.err
@@ -135,6 +135,18 @@ func (m *mountTable) entries() ([]mountEntry, error) {
 // mountEntry is one line of /proc/self/mountinfo: the file system (major:minor), the folder of it
 // mounted, and where.
 type mountEntry struct{ dev, root, point string }
+
+// readMountinfo reads this process's mount table. It is read at every check, never kept: the
+// POLLPRI event of /proc/self/mountinfo reports mounts, unmounts and moves, but not a rename of a
+// folder holding a mount point, which moves the mount in the table all the same (a bind mount of
+// the state directory inside a folder then renamed to the workspace's name).
+func readMountinfo() ([]mountEntry, error) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("mount table: %w", err)
+	}
+	return parseMountinfo(b), nil
+}
 
 // parseMountinfo reads the entries of the text of /proc/self/mountinfo.
 func parseMountinfo(b []byte) []mountEntry {

@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -214,23 +213,6 @@ func TestOwnedOverlapSeesPropagatedMounts(t *testing.T) {
 	check(true, "a bind mount of the state directory propagated in from a peer")
 	peer("umount " + sub)
 	check(false, "unmounted by another peer")
-}
-
-// TestMountTableNotInherited: the descriptor currentMounts holds open on
-// /proc/self/mountinfo is close-on-exec: a child started after a check (as every sandbox init
-// is) has no descriptor on it.
-func TestMountTableNotInherited(t *testing.T) {
-	fixture.Need(t, "sh")
-	if e := OwnedOverlap(t.TempDir(), t.TempDir()); e != nil {
-		t.Fatal(e)
-	}
-	out, err := exec.Command("sh", "-c", "for f in /proc/$$/fd/*; do readlink $f; done; true").CombinedOutput()
-	if err != nil {
-		t.Fatalf("listing the child's descriptors: %v %s", err, out)
-	}
-	if strings.Contains(string(out), "mountinfo") {
-		t.Fatalf("a child holds a descriptor on the mount table:\n%s", out)
-	}
 }
 
 // TestOwnedOverlapSeesRenamedMountPoint: renaming a folder that holds a mount point moves the
