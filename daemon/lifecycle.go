@@ -109,16 +109,13 @@ func (d *Engine) workspaceFor(c host.Caller) (string, *host.Error) {
 }
 
 // ownedOverlap refuses a workspace that overlaps what the daemon runs or trusts
-// (host.OwnedOverlap) or holds its temporary folder (host.TempOverlap); nil when the sandbox is
+// or holds its temporary folder (host.OwnedOrTempOverlap); nil when the sandbox is
 // off (every CLI may then write anything the daemon's user may).
 func ownedOverlap(ws, stateDir string, o host.SandboxOptions) *host.Error {
 	if o.Off {
 		return nil
 	}
-	if e := host.OwnedOverlap(ws, stateDir, o.Trusted...); e != nil {
-		return e
-	}
-	return host.TempOverlap(ws)
+	return host.OwnedOrTempOverlap(ws, stateDir, o.Trusted...)
 }
 
 func isDir(p string) bool {

@@ -29,10 +29,15 @@ func OwnedOverlap(ws, stateDir string, trusted ...string) *Error {
 	if err != nil {
 		return &Error{Code: errcode.InputInvalid, Message: fmt.Sprintf("workspace %q: %v", ws, err)}
 	}
-	var mounts mountTable // read once, when a path needs it
+	return ownedOverlap(ws, w, stateDir, new(mountTable), trusted)
+}
+
+// ownedOverlap is OwnedOverlap of ws, resolved to w, with the mount table mounts (read once, when
+// a path needs it).
+func ownedOverlap(ws, w, stateDir string, mounts *mountTable, trusted []string) *Error {
 	if stateDir != "" {
 		s, err := ResolvedPath(stateDir)
-		if err == nil && overlaps(w, s, &mounts) {
+		if err == nil && overlaps(w, s, mounts) {
 			return ownedError(ws, "clihost's state directory "+stateDir+" (its bin/ holds the installed CLIs later calls run, its homes/ the HOMEs it keeps)",
 				"name a workspace that neither holds nor lies in the state directory (a project folder), or move the state elsewhere (clihostd --state)")
 		}
@@ -41,7 +46,7 @@ func OwnedOverlap(ws, stateDir string, trusted ...string) *Error {
 		trusted = append(slices.Clone(trusted), filepath.Dir(helper))
 	}
 	for _, p := range trusted {
-		if r, err := ResolvedPath(p); err == nil && overlaps(w, r, &mounts) {
+		if r, err := ResolvedPath(p); err == nil && overlaps(w, r, mounts) {
 			return ownedError(ws, p+", which the host runs or trusts (the sandbox helper's or clihostd's folder, or the approval policy)",
 				"name a workspace that neither holds nor lies in it (a project folder), or move it out of the workspace (install clihostd in /usr/local/bin; clihostd --approvals)")
 		}
@@ -177,19 +182,24 @@ func onFS(mounts []mountEntry, p string) (dev, rel string) {
 	return m.dev, filepath.Join(m.root, strings.TrimPrefix(p, m.point))
 }
 
-// TempOverlap refuses, with workspace_denied, a workspace ws that is or holds the temporary folder
-// (os.TempDir, symbolic links resolved): the host writes the env files of container calls (their
-// secrets included) and the folders of version checks there, as its own user, and a tool of a host
-// that is not root runs as that user too. clihostd applies it to every workspace; the Go API does
-// not (a program whose CLIs only read may use os.TempDir() as its workspace).
-func TempOverlap(ws string) *Error {
+// OwnedOrTempOverlap is OwnedOverlap, and it also refuses a workspace ws that is or holds the
+// temporary folder (os.TempDir, symbolic links resolved): the host writes the env files of
+// container calls (their secrets included) and the folders of version checks there, as its own
+// user, and a tool of a host that is not root runs as that user too. clihostd applies it to every
+// workspace; the Go API does not (a program whose CLIs only read may use os.TempDir() as its
+// workspace). The mount table is read once for both.
+func OwnedOrTempOverlap(ws, stateDir string, trusted ...string) *Error {
 	w, err := ResolvedPath(ws)
 	if err != nil {
 		return &Error{Code: errcode.InputInvalid, Message: fmt.Sprintf("workspace %q: %v", ws, err)}
 	}
+	var mounts mountTable
+	if e := ownedOverlap(ws, w, stateDir, &mounts, trusted); e != nil {
+		return e
+	}
 	// Lying inside it is fine (the host's folders there are beside the workspace, not in it);
 	// holding it, by path or through a mount, is not.
-	if tmp, err := ResolvedPath(os.TempDir()); err == nil && (within(tmp, w) || overlaps(w, tmp, new(mountTable)) && !within(w, tmp)) {
+	if tmp, err := ResolvedPath(os.TempDir()); err == nil && (within(tmp, w) || overlaps(w, tmp, &mounts) && !within(w, tmp)) {
 		return ownedError(ws, "the temporary folder "+os.TempDir()+" (the env files of container calls and the folders of version checks are made there)",
 			"name a workspace that does not hold the temporary folder (a project folder)")
 	}
