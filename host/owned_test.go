@@ -108,15 +108,9 @@ func TestOwnedOverlapSeesMountChanges(t *testing.T) {
 // (the pool clones one per call) and mount in them. Each round mounts, checks (refused), unmounts,
 // checks (accepted); a single check that judged by a table from before the change fails it.
 func TestOwnedOverlapSeesMountsUnderChurn(t *testing.T) {
-	fixture.NeedRoot(t)
-	dir := t.TempDir()
-	ws, state, clean := filepath.Join(dir, "ws"), filepath.Join(dir, "state"), filepath.Join(dir, "clean")
-	sub := filepath.Join(ws, "sub")
-	for _, d := range []string{sub, state, clean} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
+	p, _ := mountTree(t, "ws/sub", "state", "clean")
+	sub, state, clean := p[0], p[1], p[2]
+	ws := filepath.Dir(sub)
 	t.Cleanup(func() { _ = unix.Unmount(sub, unix.MNT_DETACH) })
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -173,15 +167,9 @@ func TestOwnedOverlapSeesMountsUnderChurn(t *testing.T) {
 // doing anything; each next check must see it arrive (refused) and, unmounted by another peer,
 // leave (accepted).
 func TestOwnedOverlapSeesPropagatedMounts(t *testing.T) {
-	fixture.NeedRoot(t)
-	fixture.Need(t, "unshare", "mount", "umount")
-	dir := t.TempDir()
-	shared, state := filepath.Join(dir, "shared"), filepath.Join(dir, "state")
-	for _, d := range []string{shared, state} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
+	fixture.Need(t, "unshare")
+	p, _ := mountTree(t, "shared", "state")
+	shared, state := p[0], p[1]
 	if err := unix.Mount("t", shared, "tmpfs", 0, "mode=0700"); err != nil {
 		t.Fatal(err)
 	}
@@ -220,15 +208,10 @@ func TestOwnedOverlapSeesPropagatedMounts(t *testing.T) {
 // event. A bind mount of the state directory inside a folder refused as a workspace, the folder
 // renamed: the new name must be refused at once, not accepted from a table kept from before.
 func TestOwnedOverlapSeesRenamedMountPoint(t *testing.T) {
-	fixture.NeedRoot(t)
-	dir := t.TempDir()
-	state, before, after := filepath.Join(dir, "state"), filepath.Join(dir, "proj"), filepath.Join(dir, "renamed")
-	sub := filepath.Join(before, "sub")
-	for _, d := range []string{sub, state} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
+	p, _ := mountTree(t, "proj/sub", "state")
+	sub, state := p[0], p[1]
+	before := filepath.Dir(sub)
+	after := filepath.Join(filepath.Dir(before), "renamed")
 	if err := unix.Mount(state, sub, "", unix.MS_BIND, ""); err != nil {
 		t.Fatal(err)
 	}
