@@ -2,7 +2,6 @@ package egress
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -43,7 +42,11 @@ func (p *Policy) ServeHTTPProxy(ctx context.Context, ln net.Listener) error {
 	stop := context.AfterFunc(ctx, func() { srv.Close() })
 	defer stop()
 	err := srv.Serve(p.limit(ln, "http"))
-	if errors.Is(err, http.ErrServerClosed) && ctx.Err() != nil {
+	// Serve also returns when ln is closed under it (Serve closes every listener when its
+	// context ends), possibly before the AfterFunc ran; the deferred stop would then cancel
+	// it and leave kept-alive connections open for keepAliveTimeout. Close them here.
+	srv.Close()
+	if ctx.Err() != nil {
 		return nil
 	}
 	return err

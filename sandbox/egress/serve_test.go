@@ -529,6 +529,38 @@ func TestServe(t *testing.T) {
 	}
 }
 
+// TestHTTPProxyClosesConnectionsWithItsListener checks that a kept-alive connection to the HTTP
+// proxy ends when its listener is closed under it, not a keep-alive timeout later: Serve closes
+// the listeners when its context ends, and the proxy's server may see that before its own
+// context watcher runs (CI hung in TestServe waiting for such a connection).
+func TestHTTPProxyClosesConnectionsWithItsListener(t *testing.T) {
+	f := newFixture(t)
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.pol.ServeHTTPProxy(context.Background(), ln) }()
+	// A refused CONNECT keeps the connection alive for the next request.
+	code, _, c, _ := connect(t, ln.Addr().String(), "evil.test:"+strconv.Itoa(f.port))
+	if code != http.StatusForbidden {
+		t.Fatalf("CONNECT evil.test: %d, want 403", code)
+	}
+	ln.Close()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("ServeHTTPProxy = nil after its listener failed under a live context")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("ServeHTTPProxy did not return when its listener was closed")
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("a kept-alive connection after the proxy returned: %v, want EOF", err)
+	}
+}
+
 // TestServeStopsOnBrokenListener checks that one failing server stops the others.
 func TestServeStopsOnBrokenListener(t *testing.T) {
 	f := newFixture(t)
