@@ -15,19 +15,30 @@ import (
 // BenchmarkCall is host.Call of a trivial tool (validate, expand, spawn /usr/bin/true, parse, audit
 // to nowhere); BenchmarkPlainExec, its baseline, is os/exec running the same binary.
 func BenchmarkCall(b *testing.B) {
-	h, _ := writeBundle(b, fixture.True(), Options{})
-	bd, err := h.Bundle("true")
-	if err != nil {
-		b.Fatal(err)
-	}
-	ws := fixture.Workspace(b)
-	if env := h.Call(context.Background(), bd, "run", nil, Caller{Workspace: ws}, CallOptions{}); !env.OK {
-		b.Fatalf("%+v", env.Error)
-	}
-	for b.Loop() {
-		if env := h.Call(context.Background(), bd, "run", map[string]any{}, Caller{Workspace: ws}, CallOptions{}); !env.OK {
-			b.Fatalf("%+v", env.Error)
-		}
+	for _, bc := range []struct {
+		name  string
+		files map[string]string
+		ws    func(testing.TB) string
+	}{
+		{"true", fixture.True(), fixture.Workspace},
+		{"write-repo", writeTrue(), repoWorkspace}, // the git rule walks the workspace before and after
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			h, _ := writeBundle(b, bc.files, Options{})
+			bd, err := h.Bundle("true")
+			if err != nil {
+				b.Fatal(err)
+			}
+			ws := bc.ws(b)
+			if env := h.Call(context.Background(), bd, "run", nil, Caller{Workspace: ws}, CallOptions{}); !env.OK {
+				b.Fatalf("%+v", env.Error)
+			}
+			for b.Loop() {
+				if env := h.Call(context.Background(), bd, "run", map[string]any{}, Caller{Workspace: ws}, CallOptions{}); !env.OK {
+					b.Fatalf("%+v", env.Error)
+				}
+			}
+		})
 	}
 }
 
