@@ -363,21 +363,39 @@ func floorProgram(ws string, argv []string, out int, netPool bool) (*rawProgram,
 	p.call("no_new_privs", unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 
 	// Landlock: read and execute /usr, /etc and /proc, everything in the workspace, /tmp and /dev.
+	// The strictest ruleset this kernel has: file rights by ABI (v2 refer, v3 truncate, v5
+	// ioctl_dev), TCP from v4, the scopes from v6.
 	abi, err := ll.LandlockGetABIVersion()
-	if err != nil || abi < 6 {
-		return nil, fmt.Errorf("Landlock ABI %d (%v): the floor needs 6", abi, err)
+	if err != nil || abi < 1 {
+		return nil, fmt.Errorf("Landlock ABI %d: %v", abi, err)
+	}
+	all := uint64(1<<13 - 1)
+	for _, r := range []struct {
+		v   int
+		bit uint64
+	}{{2, ll.AccessFSRefer}, {3, ll.AccessFSTruncate}, {5, ll.AccessFSIoctlDev}} {
+		if abi >= r.v {
+			all |= r.bit
+		}
 	}
 	const rs = 14
 	attr := make([]byte, 24)
-	binary.NativeEndian.PutUint64(attr[0:], 1<<16-1) // execute … ioctl_dev
-	binary.NativeEndian.PutUint64(attr[8:], ll.AccessNetBindTCP|ll.AccessNetConnectTCP)
-	binary.NativeEndian.PutUint64(attr[16:], ll.ScopeAbstractUnixSocket|ll.ScopeSignal)
-	p.call("landlock_create_ruleset", unix.SYS_LANDLOCK_CREATE_RULESET, p.ptr(attr), 24, 0).save = rs
+	binary.NativeEndian.PutUint64(attr[0:], all)
+	size := uintptr(8)
+	if abi >= 4 {
+		binary.NativeEndian.PutUint64(attr[8:], ll.AccessNetBindTCP|ll.AccessNetConnectTCP)
+		size = 16
+	}
+	if abi >= 6 {
+		binary.NativeEndian.PutUint64(attr[16:], ll.ScopeAbstractUnixSocket|ll.ScopeSignal)
+		size = 24
+	}
+	p.call("landlock_create_ruleset", unix.SYS_LANDLOCK_CREATE_RULESET, p.ptr(attr), size, 0).save = rs
 	read := uint64(ll.AccessFSExecute | ll.AccessFSReadFile | ll.AccessFSReadDir)
 	for i, r := range []struct {
 		path   string
 		access uint64
-	}{{"/usr", read}, {"/etc", read}, {"/proc", read}, {ws, 1<<16 - 1}, {"/tmp", 1<<16 - 1}, {"/dev", 1<<16 - 1}} {
+	}{{"/usr", read}, {"/etc", read}, {"/proc", read}, {ws, all}, {"/tmp", all}, {"/dev", all}} {
 		fd := uintptr(900 + i) // a fixed number, so that the rule's struct is written before the fork
 		p.call("open "+r.path, unix.SYS_OPENAT, at, p.str(r.path), unix.O_PATH|unix.O_CLOEXEC).save = 13
 		p.call("dup3", unix.SYS_DUP3, 0, fd, unix.O_CLOEXEC).ref[0] = 13
