@@ -187,7 +187,7 @@ echo pid $$
 test -e /proc/` + strconv.Itoa(os.Getpid()) + ` && echo sees the host || echo sees none of the host
 echo hostname $(cat /proc/sys/kernel/hostname)
 for f in "$WS/w" /tmp/w /dev/shm/w /usr/w /etc/w; do (echo x > "$f") 2>/dev/null && echo wrote "$f" || echo refused "$f"; done
-cat /etc/hostname >/dev/null 2>&1 && echo read /etc
+cat /etc/passwd >/dev/null 2>&1 && echo read /etc
 ls /root >/dev/null 2>&1 && echo read /root || echo refused /root
 ls /var >/dev/null 2>&1 && echo read /var || echo refused /var`
 	p, err := floorProgram(ws, []string{"/bin/sh", "-c", "WS=" + ws + "\n" + script}, int(w.Fd()), false)
