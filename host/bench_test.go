@@ -159,6 +159,9 @@ func repoWorkspace(tb testing.TB) string {
 	}
 	fixture.WriteIn(tb, ws, files)
 	fixture.GiveToAgent(tb, ws)
+	// A project's folders were not all changed a moment ago: the git rule rereads a folder changed
+	// in the last two seconds at every walk (sandbox.listingMargin).
+	time.Sleep(2100 * time.Millisecond)
 	return ws
 }
 

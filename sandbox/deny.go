@@ -14,6 +14,7 @@ import (
 
 	"github.com/bmatcuk/doublestar/v4"
 	"github.com/clihost/clihost/manifest"
+	"golang.org/x/sys/unix"
 )
 
 // credentialPaths (relative to the calling user's home) hold other programs' credentials. They
@@ -331,30 +332,51 @@ func (c *compiler) writableMasks(w string) error {
 // complete is false when the walk stopped at the budget or a directory could not be read.
 func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 	visits, limit := 0, c.budget*walkFactor
+	// found handles an entry named .git; stop ends the walk with hard set (a mask failed).
 	var hard error
-	walkErr := filepath.WalkDir(w, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if visits++; visits > limit {
-			return errBudget
-		}
-		if d.Name() != ".git" {
-			return nil
-		}
-		if d.Type().IsRegular() {
+	found := func(p string, typ fs.FileMode) {
+		if typ.IsRegular() {
 			hard = c.gitfileMasks(p)
 		} else if st, err := os.Stat(p); err == nil && st.IsDir() {
 			hard = c.gitDirMasks(p)
 		}
-		switch {
-		case hard != nil:
-			return fs.SkipAll
-		case d.IsDir():
-			return fs.SkipDir
+	}
+	var walk func(dir string) error
+	walk = func(dir string) error {
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		f := os.NewFile(uintptr(fd), dir)
+		defer f.Close()
+		entries, err := readEntries(f, fd, func(int) error { return nil })
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if visits++; visits > limit {
+				return errBudget
+			}
+			p := filepath.Join(dir, e.name)
+			switch {
+			case e.name == ".git":
+				if found(p, e.typ); hard != nil {
+					return hard
+				}
+			case e.typ.IsDir():
+				if err := walk(p); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
-	})
+	}
+	visits++ // the root, as a walk of it counts it
+	if filepath.Base(w) == ".git" {
+		found(w, fs.ModeDir)
+		return hard == nil, hard
+	}
+	walkErr := walk(w)
 	if hard != nil {
 		return false, hard
 	}

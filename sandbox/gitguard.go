@@ -345,8 +345,8 @@ type scanner struct {
 var gitNames = map[string]bool{"HEAD": true, "commondir": true, "objects": true, "refs": true, "config": true,
 	"config.worktree": true, "hooks": true, "info": true, "rebase-merge": true, "sequencer": true}
 
-// dir reads the directory open at fd (which it closes) a batch at a time, records the control
-// files among its entries and descends into its subdirectories as it meets them, then records its
+// dir lists the directory open at fd (which it closes; see list), records the control files among
+// its entries and descends into its subdirectories as it meets them, then records its
 // git control files when it is a git directory. It returns ErrGitGuardBudget when the walk went
 // over a limited budget; a directory that cannot be read is recorded in s.errs and skipped.
 //
@@ -360,27 +360,21 @@ func (s *scanner) dir(fd int, path string) error {
 	if len(path) >= 2*unix.PathMax {
 		return nil
 	}
+	entries, err := s.list(f, fd)
+	if errors.Is(err, ErrGitGuardBudget) {
+		return err
+	}
 	names := map[string]os.FileMode{}
-	for {
-		batch, err := f.ReadDir(1024)
-		if s.left -= len(batch); s.limited && s.left < 0 {
-			return ErrGitGuardBudget
+	for _, e := range entries {
+		if gitNames[e.name] {
+			names[e.name] = e.typ
 		}
-		for _, e := range batch {
-			if gitNames[e.Name()] {
-				names[e.Name()] = e.Type()
-			}
-			if err := s.entry(fd, path, e); err != nil {
-				return err
-			}
+		if err := s.entry(fd, path, e.name, e.typ); err != nil {
+			return err
 		}
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			s.errs = append(s.errs, fmt.Errorf("git check: read %s: %w", path, err))
-			break
-		}
+	}
+	if err != nil {
+		s.errs = append(s.errs, fmt.Errorf("git check: read %s: %w", path, err))
 	}
 	if isGitDir(path, names) {
 		s.dirs[path] = true
@@ -389,12 +383,22 @@ func (s *scanner) dir(fd int, path string) error {
 	return nil
 }
 
-// entry records e, an entry of the directory path open at fd, when it is a control file outside a
-// git directory's own (a .git gitfile or link, a per-user git file, a runConfig), and walks it when
-// it is a directory.
-func (s *scanner) entry(fd int, path string, e os.DirEntry) error {
-	name := e.Name()
-	if name == ".git" && e.Type()&os.ModeDir == 0 {
+// list returns the entries of the directory open as f (fd; see readEntries), counting them
+// against the walk's budget: ErrGitGuardBudget when the walk goes over a limited one.
+func (s *scanner) list(f *os.File, fd int) ([]dirEntry, error) {
+	return readEntries(f, fd, func(n int) error {
+		if s.left -= n; s.limited && s.left < 0 {
+			return ErrGitGuardBudget
+		}
+		return nil
+	})
+}
+
+// entry records name, an entry of type typ of the directory path open at fd, when it is a control
+// file outside a git directory's own (a .git gitfile or link, a per-user git file, a runConfig),
+// and walks it when it is a directory.
+func (s *scanner) entry(fd int, path, name string, typ os.FileMode) error {
+	if name == ".git" && typ&os.ModeDir == 0 {
 		s.add(fd, path, name, ctlPointer)
 	}
 	if (name == ".gitconfig" || name == "config" || name == "attributes") && slices.Contains(s.global, filepath.Join(path, name)) {
@@ -404,7 +408,7 @@ func (s *scanner) entry(fd int, path string, e os.DirEntry) error {
 		s.add(fd, path, name, ctlRunConfig)
 		s.ctls[len(s.ctls)-1].run = rc
 	}
-	if e.Type()&os.ModeDir == 0 {
+	if typ&os.ModeDir == 0 {
 		return nil
 	}
 	child, err := s.openDir(fd, path, name)

@@ -1,0 +1,150 @@
+package sandbox
+
+import (
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The git rule reads every folder of every writable root before a call and again after it (see
+// gitguard.go); in a project those reads are most of a call's time. A folder's entries change only
+// by operations that also set its change time (ctime) to the current time — creating, removing,
+// renaming or linking an entry in it, and chmod, chown or utimes on the folder — and no program can
+// set a ctime of its choosing. So the names and types a walk read are kept, by the folder's device
+// and inode, and the next walk uses them instead of reading the folder again as long as its ctime is
+// the same, to the nanosecond. Only a listing whose folder's ctime was older than the start of the
+// read by more than listingMargin is kept: a change made in the same clock tick as an earlier one
+// (or the same second, on a file system that stores seconds) may leave the ctime as it was, and
+// the margin makes sure no such change can follow a kept listing. Only folders on local file
+// systems whose ctime the kernel itself sets are kept (stampedLocally). What is in the files (a
+// .git gitfile, a config, a hook) is read again by every walk: only which names a folder holds is
+// kept.
+
+// listingMargin is how much older than the read a folder's ctime must be for its listing to be
+// kept: more than a file system's timestamp granularity (a second on some) and the clock tick.
+var listingMargin = 2 * time.Second
+
+// maxKeptEntries bounds the entries kept for all folders together (about 50 bytes each).
+const maxKeptEntries = 256 << 10
+
+// dirEntry is a folder entry as a walk uses it: its name and type bits.
+type dirEntry struct {
+	name string
+	typ  os.FileMode
+}
+
+type listingKey struct{ dev, ino uint64 }
+
+type listing struct {
+	ctime   unix.Timespec
+	entries []dirEntry
+}
+
+// listingCache keeps folder listings between walks (see above). Safe for concurrent use; a kept
+// slice is never changed.
+type listingCache struct {
+	mu      sync.Mutex
+	byDir   map[listingKey]listing
+	entries int
+	hits    atomic.Int64 // listings used instead of a read (for tests)
+}
+
+// listings is the process's cache: every call's walks share it.
+var listings = &listingCache{byDir: map[listingKey]listing{}}
+
+// get returns the kept entries of the folder st describes, when its ctime is the one they were read
+// at.
+func (c *listingCache) get(st *unix.Stat_t) ([]dirEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l, ok := c.byDir[listingKey{uint64(st.Dev), st.Ino}]
+	if !ok || l.ctime != st.Ctim {
+		return nil, false
+	}
+	c.hits.Add(1)
+	return l.entries, true
+}
+
+// offer keeps entries, read from the folder open at fd starting at start, when the folder's ctime
+// (before, from before the read) was older than start by more than listingMargin, did not change
+// during the read, and its file system stamps ctimes itself.
+func (c *listingCache) offer(fd int, before *unix.Stat_t, start time.Time, entries []dirEntry) {
+	if !time.Unix(before.Ctim.Unix()).Before(start.Add(-listingMargin)) || len(entries) > maxKeptEntries/4 {
+		return
+	}
+	var after unix.Stat_t
+	if unix.Fstat(fd, &after) != nil || after.Ctim != before.Ctim || after.Ino != before.Ino || after.Dev != before.Dev {
+		return
+	}
+	var fs unix.Statfs_t
+	if unix.Fstatfs(fd, &fs) != nil || !stampedLocally(int64(fs.Type)) {
+		return
+	}
+	key := listingKey{uint64(before.Dev), before.Ino}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.byDir[key]; ok {
+		c.entries -= len(old.entries)
+	}
+	if c.entries+len(entries) > maxKeptEntries {
+		clear(c.byDir) // the next walks fill it again
+		c.entries = 0
+	}
+	c.byDir[key] = listing{ctime: before.Ctim, entries: entries}
+	c.entries += len(entries)
+}
+
+// stampedLocally reports whether a file system of this type (statfs f_type) is local and has the
+// kernel set its ctimes: ext4, xfs, btrfs, tmpfs. A network or FUSE file system reports what its
+// server says, possibly from a cache; overlayfs shows the layers' times.
+func stampedLocally(fsType int64) bool {
+	switch fsType {
+	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC:
+		return true
+	}
+	return false
+}
+
+// readEntries returns the entries of the folder open as f (fd): those a walk kept, when the folder
+// has not changed since (see listings), or else read now, a batch at a time, and offered to be
+// kept. spend is told how many entries each batch (or the kept listing) holds; an error from it
+// ends the read and is returned. After a read error, the entries read before it are returned with
+// the error.
+func readEntries(f *os.File, fd int, spend func(n int) error) ([]dirEntry, error) {
+	var before unix.Stat_t
+	statErr := unix.Fstat(fd, &before)
+	if statErr == nil {
+		if kept, ok := listings.get(&before); ok {
+			if err := spend(len(kept)); err != nil {
+				return nil, err
+			}
+			return kept, nil
+		}
+	}
+	start := time.Now()
+	var out []dirEntry
+	for {
+		batch, err := f.ReadDir(1024)
+		if err := spend(len(batch)); err != nil {
+			return nil, err
+		}
+		for _, e := range batch {
+			out = append(out, dirEntry{name: e.Name(), typ: e.Type()})
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return out, err
+		}
+	}
+	if statErr == nil {
+		listings.offer(fd, &before, start, out)
+	}
+	return out, nil
+}
