@@ -1,0 +1,159 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// listingOps are the ways a process confined to a folder can change the entries of the folder at
+// d (on the same file system, sibling folder e for moves across folders). Each is applied to a
+// folder whose listing was kept, and its times are set back after.
+var listingOps = []struct {
+	name string
+	op   func(d, e string) error
+}{
+	{"create", func(d, _ string) error { return os.WriteFile(filepath.Join(d, ".git"), []byte("gitdir: /x\n"), 0o644) }},
+	{"mkdir", func(d, _ string) error { return os.Mkdir(filepath.Join(d, ".git"), 0o755) }},
+	{"unlink", func(d, _ string) error { return os.Remove(filepath.Join(d, "f")) }},
+	{"rmdir", func(d, _ string) error { return os.Remove(filepath.Join(d, "sub")) }},
+	{"rename-within", func(d, _ string) error { return os.Rename(filepath.Join(d, "f"), filepath.Join(d, ".git")) }},
+	{"rename-in", func(d, e string) error { return os.Rename(filepath.Join(e, "g"), filepath.Join(d, ".git")) }},
+	{"rename-out", func(d, e string) error { return os.Rename(filepath.Join(d, "sub"), filepath.Join(e, "moved")) }},
+	{"rename-over-other-type", func(d, e string) error {
+		return os.Rename(filepath.Join(e, "link"), filepath.Join(d, "f")) // a symlink over a file
+	}},
+	{"exchange-within", func(d, _ string) error {
+		return unix.Renameat2(unix.AT_FDCWD, filepath.Join(d, "f"), unix.AT_FDCWD, filepath.Join(d, "sub"), unix.RENAME_EXCHANGE)
+	}},
+	{"exchange-across", func(d, e string) error {
+		return unix.Renameat2(unix.AT_FDCWD, filepath.Join(d, "f"), unix.AT_FDCWD, filepath.Join(e, "g"), unix.RENAME_EXCHANGE)
+	}},
+	{"noreplace-in", func(d, e string) error {
+		return unix.Renameat2(unix.AT_FDCWD, filepath.Join(e, "g"), unix.AT_FDCWD, filepath.Join(d, ".git"), unix.RENAME_NOREPLACE)
+	}},
+	{"whiteout", func(d, e string) error {
+		return unix.Renameat2(unix.AT_FDCWD, filepath.Join(d, "f"), unix.AT_FDCWD, filepath.Join(e, "out"), unix.RENAME_WHITEOUT)
+	}},
+	{"link", func(d, e string) error { return os.Link(filepath.Join(e, "file"), filepath.Join(d, ".git")) }},
+	{"symlink", func(d, _ string) error { return os.Symlink("/tmp", filepath.Join(d, ".git")) }},
+	{"fifo", func(d, _ string) error { return unix.Mkfifo(filepath.Join(d, ".git"), 0o644) }},
+	{"socket", func(d, _ string) error {
+		fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return unix.Bind(fd, &unix.SockaddrUnix{Name: filepath.Join(d, ".git")})
+	}},
+	{"tmpfile-linkat", func(d, _ string) error {
+		fd, err := unix.Open(d, unix.O_TMPFILE|unix.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, filepath.Join(d, ".git"), unix.AT_SYMLINK_FOLLOW)
+	}},
+	{"removed-and-made-again", func(d, _ string) error {
+		if err := os.RemoveAll(d); err != nil {
+			return err
+		}
+		return os.MkdirAll(filepath.Join(d, ".git/hooks"), 0o755)
+	}},
+}
+
+// listed reads the folder at d through readEntries (kept listings included), sorted by name.
+func listed(t *testing.T, d string) []dirEntry {
+	t.Helper()
+	fd, err := unix.Open(d, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), d)
+	defer f.Close()
+	got, err := readEntries(f, fd, func(int) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = slices.Clone(got)
+	slices.SortFunc(got, func(a, b dirEntry) int { return strings.Compare(a.name, b.name) })
+	return got
+}
+
+// actual reads the folder at d afresh, sorted by name.
+func actual(t *testing.T, d string) []dirEntry {
+	t.Helper()
+	es, err := os.ReadDir(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []dirEntry
+	for _, e := range es {
+		out = append(out, dirEntry{e.Name(), e.Type()})
+	}
+	return out
+}
+
+// TestKeptListingsSeeEveryEntryChange attacks the kept listings on each local file system type
+// this machine has (the temporary directory's and /dev/shm, a tmpfs): every way a process can
+// change a folder's entries (listingOps), with the folder's times set back after, must make the
+// next read see the folder as it is. It fails if no kept listing was used at all.
+func TestKeptListingsSeeEveryEntryChange(t *testing.T) {
+	bases := map[string]string{"tempdir": realTemp(t)}
+	if shm, err := os.MkdirTemp("/dev/shm", "listings"); err == nil {
+		t.Cleanup(func() { os.RemoveAll(shm) })
+		bases["tmpfs"] = shm
+	}
+	type target struct {
+		fs, op, d string
+		do        func(d, e string) error
+	}
+	var targets []target
+	for fsName, base := range bases {
+		var st unix.Statfs_t
+		must(t, unix.Statfs(base, &st))
+		if !stampedLocally(int64(st.Type)) {
+			t.Logf("%s (%s): file system %#x keeps no listings", fsName, base, st.Type)
+			continue
+		}
+		for _, o := range listingOps {
+			d, e := filepath.Join(base, o.name, "d"), filepath.Join(base, o.name, "e")
+			write(t, filepath.Join(d, "f"), "x", 0o644)
+			must(t, os.MkdirAll(filepath.Join(d, "sub"), 0o755))
+			must(t, os.MkdirAll(filepath.Join(e, "g/hooks"), 0o755))
+			write(t, filepath.Join(e, "file"), "gitdir: /x\n", 0o644)
+			must(t, os.Symlink("/tmp", filepath.Join(e, "link")))
+			targets = append(targets, target{fsName, o.name, d, o.op})
+		}
+	}
+	aged(t)
+	for _, tg := range targets {
+		listed(t, tg.d) // keeps it
+	}
+	kept := keptSince()
+	for _, tg := range targets {
+		listed(t, tg.d)
+	}
+	if kept() != int64(len(targets)) {
+		t.Fatalf("%d of %d listings were kept: the attack below would test nothing", kept(), len(targets))
+	}
+	old := time.Unix(1_000_000_000, 0)
+	for _, tg := range targets {
+		if err := tg.do(tg.d, filepath.Join(filepath.Dir(tg.d), "e")); err != nil {
+			t.Errorf("%s %s: %v", tg.fs, tg.op, err)
+			continue
+		}
+		must(t, os.Chtimes(tg.d, old, old))
+	}
+	for _, tg := range targets {
+		if got, want := listed(t, tg.d), actual(t, tg.d); !slices.Equal(got, want) {
+			t.Errorf("%s %s: a walk saw %v, the folder holds %v", tg.fs, tg.op, got, want)
+		}
+	}
+}
