@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,8 +30,16 @@ import (
 // kept: more than a file system's timestamp granularity (a second on some) and the clock tick.
 var listingMargin = 2 * time.Second
 
-// maxKeptEntries bounds the entries kept for all folders together (about 50 bytes each).
-const maxKeptEntries = 256 << 10
+// maxKeptBytes bounds the memory the kept listings hold, all folders together (see cost): a folder
+// costs its map slot even when empty, and a name up to 255 bytes.
+const maxKeptBytes = 16 << 20
+
+// Estimated sizes for maxKeptBytes: a kept folder's map slot (key, listing and the map's share),
+// and an entry besides its name.
+const (
+	keptFolderBytes = int(unsafe.Sizeof(listingKey{})+unsafe.Sizeof(listing{})) + 16
+	keptEntryBytes  = int(unsafe.Sizeof(dirEntry{}))
+)
 
 // dirEntry is a folder entry as a walk uses it: its name and type bits.
 type dirEntry struct {
@@ -48,10 +57,10 @@ type listing struct {
 // listingCache keeps folder listings between walks (see above). Safe for concurrent use; a kept
 // slice is never changed.
 type listingCache struct {
-	mu      sync.Mutex
-	byDir   map[listingKey]listing
-	entries int
-	hits    atomic.Int64 // listings used instead of a read (for tests)
+	mu    sync.Mutex
+	byDir map[listingKey]listing
+	bytes int          // cost of what byDir holds
+	hits  atomic.Int64 // listings used instead of a read (for tests)
 }
 
 // listings is the process's cache: every call's walks share it.
@@ -74,7 +83,7 @@ func (c *listingCache) get(st *unix.Stat_t) ([]dirEntry, bool) {
 // (before, from before the read) was older than start by more than listingMargin, did not change
 // during the read, and its file system stamps ctimes itself.
 func (c *listingCache) offer(fd int, before *unix.Stat_t, start time.Time, entries []dirEntry) {
-	if !time.Unix(before.Ctim.Unix()).Before(start.Add(-listingMargin)) || len(entries) > maxKeptEntries/4 {
+	if !time.Unix(before.Ctim.Unix()).Before(start.Add(-listingMargin)) {
 		return
 	}
 	var after unix.Stat_t
@@ -85,18 +94,35 @@ func (c *listingCache) offer(fd int, before *unix.Stat_t, start time.Time, entri
 	if unix.Fstatfs(fd, &fs) != nil || !stampedLocally(int64(fs.Type)) {
 		return
 	}
-	key := listingKey{uint64(before.Dev), before.Ino}
+	c.keep(listingKey{uint64(before.Dev), before.Ino}, before.Ctim, entries)
+}
+
+// keep keeps entries as the listing of the folder key at ctime.
+func (c *listingCache) keep(key listingKey, ctime unix.Timespec, entries []dirEntry) {
+	n := cost(entries)
+	if n > maxKeptBytes/4 {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.byDir[key]; ok {
-		c.entries -= len(old.entries)
+		c.bytes -= cost(old.entries)
 	}
-	if c.entries+len(entries) > maxKeptEntries {
-		clear(c.byDir) // the next walks fill it again
-		c.entries = 0
+	if c.bytes+n > maxKeptBytes {
+		c.byDir = map[listingKey]listing{} // the next walks fill it again; clear would keep its size
+		c.bytes = 0
 	}
-	c.byDir[key] = listing{ctime: before.Ctim, entries: entries}
-	c.entries += len(entries)
+	c.byDir[key] = listing{ctime: ctime, entries: entries}
+	c.bytes += n
+}
+
+// cost estimates the memory a kept listing of entries holds (see maxKeptBytes).
+func cost(entries []dirEntry) int {
+	n := keptFolderBytes
+	for _, e := range entries {
+		n += keptEntryBytes + len(e.name)
+	}
+	return n
 }
 
 // stampedLocally reports whether a file system of this type (statfs f_type) is local and has the

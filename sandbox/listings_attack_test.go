@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -155,5 +156,43 @@ func TestKeptListingsSeeEveryEntryChange(t *testing.T) {
 		if got, want := listed(t, tg.d), actual(t, tg.d); !slices.Equal(got, want) {
 			t.Errorf("%s %s: a walk saw %v, the folder holds %v", tg.fs, tg.op, got, want)
 		}
+	}
+}
+
+// heldBytes estimates the memory the kept listings hold: a map slot per folder, and an entry and
+// its name per entry.
+func heldBytes(c *listingCache) int {
+	n := 0
+	for _, l := range c.byDir {
+		n += int(unsafe.Sizeof(listingKey{})+unsafe.Sizeof(listing{})) + 16
+		for _, e := range l.entries {
+			n += int(unsafe.Sizeof(e)) + len(e.name)
+		}
+	}
+	return n
+}
+
+// TestKeptListingsBounded attacks the bound on what the kept listings hold with what a hostile
+// workspace (or many calls' workspaces over a daemon's life) offers: a million empty folders,
+// which hold no entries but a listing each, and folders of the longest names a file system allows.
+func TestKeptListingsBounded(t *testing.T) {
+	const limit = 20 << 20 // what the daemon may hold, with room for the map's own overhead
+	c := &listingCache{byDir: map[listingKey]listing{}}
+	for i := range 1 << 20 {
+		c.keep(listingKey{1, uint64(i)}, unix.Timespec{Sec: 1}, nil)
+	}
+	if n := heldBytes(c); n > limit {
+		t.Errorf("a million empty folders: the kept listings hold %d MiB, over %d MiB", n>>20, limit>>20)
+	}
+	c = &listingCache{byDir: map[listingKey]listing{}}
+	long := make([]dirEntry, 1000)
+	for i := range long {
+		long[i] = dirEntry{name: strings.Repeat("x", 251) + strconv.Itoa(1000+i)}
+	}
+	for i := range 2000 {
+		c.keep(listingKey{1, uint64(i)}, unix.Timespec{Sec: 1}, long)
+	}
+	if n := heldBytes(c); n > limit {
+		t.Errorf("folders of long names: the kept listings hold %d MiB, over %d MiB", n>>20, limit>>20)
 	}
 }
