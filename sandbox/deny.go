@@ -348,8 +348,8 @@ func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 			return err
 		}
 		f := os.NewFile(uintptr(fd), dir)
-		defer f.Close()
 		entries, err := readEntries(f, fd, func(int) error { return nil })
+		f.Close() // before descending: a deep tree must not hold a descriptor per level
 		if err != nil {
 			return err
 		}

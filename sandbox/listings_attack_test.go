@@ -196,3 +196,28 @@ func TestKeptListingsBounded(t *testing.T) {
 		t.Errorf("folders of long names: the kept listings hold %d MiB, over %d MiB", n>>20, limit>>20)
 	}
 }
+
+// TestCompileFindsGitDirsDeepUnderFewFiles attacks the compile's search for nested git
+// directories with a deep tree while the daemon has few file descriptors left (a limit, or other
+// calls holding them): a walk that kept a folder open per level ran out of them and stopped, and
+// the git directory at the bottom went unmasked. It must hold at most a few at a time.
+func TestCompileFindsGitDirsDeepUnderFewFiles(t *testing.T) {
+	f := newFixture(t)
+	deep := f.ws
+	for range 400 {
+		deep = filepath.Join(deep, "d")
+	}
+	write(t, filepath.Join(deep, ".git/HEAD"), "ref: refs/heads/main\n", 0o644)
+	in := f.input(fsSandbox(nil, []string{"./**"}, nil))
+	var lim unix.Rlimit
+	must(t, unix.Getrlimit(unix.RLIMIT_NOFILE, &lim))
+	low := lim
+	low.Cur = 200
+	must(t, unix.Setrlimit(unix.RLIMIT_NOFILE, &low))
+	p, err := Compile(in)
+	must(t, unix.Setrlimit(unix.RLIMIT_NOFILE, &lim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantIn(t, "Deny", p.Deny, filepath.Join(deep, ".git/hooks"), filepath.Join(deep, ".git/config"))
+}
