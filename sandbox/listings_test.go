@@ -127,7 +127,7 @@ func TestStampedLocally(t *testing.T) {
 		fs   int64
 		want bool
 	}{
-		{unix.EXT4_SUPER_MAGIC, true}, {unix.XFS_SUPER_MAGIC, true}, {unix.BTRFS_SUPER_MAGIC, true}, {unix.TMPFS_MAGIC, true},
+		{unix.EXT4_SUPER_MAGIC, true}, {unix.XFS_SUPER_MAGIC, true}, {unix.BTRFS_SUPER_MAGIC, false}, {unix.TMPFS_MAGIC, true},
 		{unix.NFS_SUPER_MAGIC, false}, {unix.FUSE_SUPER_MAGIC, false}, {unix.OVERLAYFS_SUPER_MAGIC, false}, {unix.CIFS_SUPER_MAGIC, false},
 	} {
 		if got := stampedLocally(c.fs); got != c.want {
