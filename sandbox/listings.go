@@ -21,10 +21,10 @@ import (
 // the same, to the nanosecond. Only a listing whose folder's ctime was older than the start of the
 // read by more than listingMargin is kept: a change made in the same clock tick as an earlier one
 // (or the same second, on a file system that stores seconds) may leave the ctime as it was, and
-// the margin makes sure no such change can follow a kept listing. Only folders on local file
-// systems whose ctime the kernel itself sets are kept (stampedLocally). What is in the files (a
-// .git gitfile, a config, a hook) is read again by every walk: only which names a folder holds is
-// kept.
+// the margin makes sure no such change can follow a kept listing; the cache is emptied when the
+// wall clock is set back by more than half of it (checkClock). Only folders on local file systems
+// whose ctime the kernel itself sets are kept (stampedLocally). What is in the files (a .git
+// gitfile, a config, a hook) is read again by every walk: only which names a folder holds is kept.
 
 // listingMargin is how much older than the read a folder's ctime must be for its listing to be
 // kept: more than a file system's timestamp granularity (a second on some) and the clock tick.
@@ -59,8 +59,20 @@ type listing struct {
 type listingCache struct {
 	mu    sync.Mutex
 	byDir map[listingKey]listing
-	bytes int          // cost of what byDir holds
-	hits  atomic.Int64 // listings used instead of a read (for tests)
+	bytes int           // cost of what byDir holds
+	skew  time.Duration // the highest clockSkew since byDir was emptied (see checkClock)
+	hits  atomic.Int64  // listings used instead of a read (for tests)
+}
+
+// clockRef is a reading of both clocks clockSkew compares.
+var clockRef = time.Now()
+
+// clockSkew returns how far the wall clock, which stamps ctimes, has moved from the monotonic one
+// since clockRef: it drops when the wall clock is set back, and no slewing moves it. A variable
+// for tests, which cannot set the machine's clock.
+var clockSkew = func() time.Duration {
+	now := time.Now()
+	return now.Round(0).Sub(clockRef.Round(0)) - now.Sub(clockRef)
 }
 
 // listings is the process's cache: every call's walks share it.
@@ -71,6 +83,7 @@ var listings = &listingCache{byDir: map[listingKey]listing{}}
 func (c *listingCache) get(st *unix.Stat_t) ([]dirEntry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.checkClock()
 	l, ok := c.byDir[listingKey{uint64(st.Dev), st.Ino}]
 	if !ok || l.ctime != st.Ctim {
 		return nil, false
@@ -105,6 +118,7 @@ func (c *listingCache) keep(key listingKey, ctime unix.Timespec, entries []dirEn
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.checkClock()
 	if old, ok := c.byDir[key]; ok {
 		c.bytes -= cost(old.entries)
 	}
@@ -114,6 +128,22 @@ func (c *listingCache) keep(key listingKey, ctime unix.Timespec, entries []dirEn
 	}
 	c.byDir[key] = listing{ctime: ctime, entries: entries}
 	c.bytes += n
+}
+
+// checkClock empties the cache when the wall clock was set back by more than half listingMargin
+// since what it holds was kept (c.mu held): the clock then passes again through ctimes listings
+// were kept at, and a change could be stamped with one. A smaller step cannot: a listing's ctime
+// is older than its read by the margin.
+func (c *listingCache) checkClock() {
+	skew := clockSkew()
+	switch {
+	case skew > c.skew || len(c.byDir) == 0:
+		c.skew = skew
+	case c.skew-skew > listingMargin/2:
+		c.byDir = map[listingKey]listing{}
+		c.bytes = 0
+		c.skew = skew
+	}
 }
 
 // cost estimates the memory a kept listing of entries holds (see maxKeptBytes).

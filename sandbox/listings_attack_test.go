@@ -221,3 +221,31 @@ func TestCompileFindsGitDirsDeepUnderFewFiles(t *testing.T) {
 	}
 	wantIn(t, "Deny", p.Deny, filepath.Join(deep, ".git/hooks"), filepath.Join(deep, ".git/config"))
 }
+
+// TestKeptListingsDroppedWhenClockSetBack: ctimes come from the wall clock, which the host (an
+// administrator, NTP stepping it, a restored virtual machine) may set back; the clock then passes
+// again through the ctimes of folders whose listings were kept, and a change can get a kept ctime.
+// A listing kept before the clock went back by listingMargin must not be used after. The test
+// cannot set the machine's clock; it sets what the cache sees of it (clockSkew).
+func TestKeptListingsDroppedWhenClockSetBack(t *testing.T) {
+	skew := time.Duration(0)
+	real := clockSkew
+	clockSkew = func() time.Duration { return skew }
+	t.Cleanup(func() { clockSkew = real })
+	d := filepath.Join(realTemp(t), "d")
+	write(t, filepath.Join(d, "f"), "", 0o644)
+	aged(t)
+	listed(t, d) // keeps it
+	kept := keptSince()
+	if listed(t, d); kept() != 1 {
+		t.Fatal("the listing was not kept: the test tests nothing")
+	}
+	skew -= listingMargin / 4 // less than the margin: ctimes cannot repeat
+	if listed(t, d); kept() != 2 {
+		t.Error("a listing was dropped when the wall clock went back less than the margin")
+	}
+	skew -= listingMargin
+	if listed(t, d); kept() != 2 {
+		t.Error("a listing kept before the wall clock was set back was used after")
+	}
+}
