@@ -72,6 +72,7 @@ var cases = map[string]attempt{
 	"scratch":      scratch,
 	"walk":         walk,
 	"copy-tree":    copyTree,
+	"btrfs-swap":   btrfsSwap,
 	"git-init":     gitInit,
 	"git-clone":    gitClone,
 	// Exec.
