@@ -81,3 +81,25 @@ func TestKeptListingsBtrfsSnapshots(t *testing.T) {
 		t.Errorf("the hook planted in A/X/.git survived the sweep; neutralised %q", keys(found))
 	}
 }
+
+// TestKeptListingsNoneOnOverlayfs checks on a real overlay mount (over this machine's file system)
+// that its folders' listings are not kept: overlayfs shows a layer's ctime, which a change in
+// another layer does not move.
+func TestKeptListingsNoneOnOverlayfs(t *testing.T) {
+	fx.NeedRoot(t)
+	dir := realTemp(t)
+	lower, upper, work, mnt := filepath.Join(dir, "lower"), filepath.Join(dir, "upper"), filepath.Join(dir, "work"), filepath.Join(dir, "mnt")
+	write(t, filepath.Join(lower, "d/f"), "", 0o644)
+	for _, d := range []string{upper, work, mnt} {
+		must(t, os.Mkdir(d, 0o755))
+	}
+	must(t, unix.Mount("overlay", mnt, "overlay", 0, "lowerdir="+lower+",upperdir="+upper+",workdir="+work))
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	aged(t)
+	listed(t, filepath.Join(mnt, "d"))
+	kept := keptSince()
+	listed(t, filepath.Join(mnt, "d"))
+	if n := kept(); n != 0 {
+		t.Errorf("%d listings of overlayfs folders were kept", n)
+	}
+}
