@@ -102,7 +102,8 @@ func actual(t *testing.T, d string) []dirEntry {
 }
 
 // TestKeptListingsSeeEveryEntryChange attacks the kept listings on each local file system type
-// this machine has (the temporary directory's and /dev/shm, a tmpfs): every way a process can
+// this machine has (the temporary directory's, /dev/shm, a tmpfs, and as root an XFS made for
+// the test): every way a process can
 // change a folder's entries (listingOps), with the folder's times set back after, must make the
 // next read see the folder as it is. It fails if no kept listing was used at all.
 func TestKeptListingsSeeEveryEntryChange(t *testing.T) {
@@ -110,6 +111,9 @@ func TestKeptListingsSeeEveryEntryChange(t *testing.T) {
 	if shm, err := os.MkdirTemp("/dev/shm", "listings"); err == nil {
 		t.Cleanup(func() { os.RemoveAll(shm) })
 		bases["tmpfs"] = shm
+	}
+	if os.Geteuid() == 0 {
+		bases["xfs"] = loopMount(t, "xfs", 300<<20)
 	}
 	type target struct {
 		fs, op, d string

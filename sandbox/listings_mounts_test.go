@@ -12,12 +12,29 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// btrfs runs the btrfs program (or mkfs.btrfs, mount, umount as prog) and fails t on an error.
-func btrfs(t *testing.T, prog string, args ...string) {
+// run runs a program for a test's setup and fails t on an error.
+func run(t *testing.T, prog string, args ...string) {
 	t.Helper()
 	if out, err := exec.Command(prog, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s %q: %v: %s", prog, args, err, out)
 	}
+}
+
+// loopMount makes a file system of type fs (mkfs.fs) in a file of size bytes, mounts it and
+// returns where.
+func loopMount(t *testing.T, fs string, size int64) string {
+	t.Helper()
+	fx.NeedRoot(t)
+	fx.Need(t, "mkfs."+fs, "mount", "umount")
+	dir := realTemp(t)
+	img, mnt := filepath.Join(dir, "fs.img"), filepath.Join(dir, "mnt")
+	must(t, os.WriteFile(img, nil, 0o600))
+	must(t, os.Truncate(img, size))
+	must(t, os.Mkdir(mnt, 0o755))
+	run(t, "mkfs."+fs, "-q", "-f", img)
+	run(t, "mount", "-o", "loop", img, mnt)
+	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
+	return mnt
 }
 
 // TestKeptListingsBtrfsSnapshots attacks the kept listings with btrfs snapshots, which a workspace
@@ -27,26 +44,18 @@ func btrfs(t *testing.T, prog string, args ...string) {
 // with one inode number and one ctime and different entries; remove the one whose listing was
 // kept and snapshot the other in its place, and the key and ctime match a listing of other entries.
 func TestKeptListingsBtrfsSnapshots(t *testing.T) {
-	fx.NeedRoot(t)
-	fx.Need(t, "mkfs.btrfs", "btrfs", "mount", "umount")
-	dir := realTemp(t)
-	img, mnt := filepath.Join(dir, "fs.img"), filepath.Join(dir, "mnt")
-	must(t, os.WriteFile(img, nil, 0o600))
-	must(t, os.Truncate(img, 200<<20))
-	must(t, os.Mkdir(mnt, 0o755))
-	btrfs(t, "mkfs.btrfs", "-q", "-f", img)
-	btrfs(t, "mount", "-o", "loop", img, mnt)
-	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
+	fx.Need(t, "btrfs")
+	mnt := loopMount(t, "btrfs", 200<<20)
 	m := func(rel string) string { return filepath.Join(mnt, rel) }
-	btrfs(t, "btrfs", "-q", "subvolume", "create", m("base"))
+	run(t, "btrfs", "-q", "subvolume", "create", m("base"))
 	must(t, os.MkdirAll(m("base/X/sub"), 0o755))
 
 	// Two lineages of X whose changes land in the same clock tick.
 	same := false
 	for try := 0; try < 50 && !same; try++ {
 		a, s := m("A"+strconv.Itoa(try)), m("S"+strconv.Itoa(try))
-		btrfs(t, "btrfs", "-q", "subvolume", "snapshot", m("base"), a)
-		btrfs(t, "btrfs", "-q", "subvolume", "snapshot", m("base"), s)
+		run(t, "btrfs", "-q", "subvolume", "snapshot", m("base"), a)
+		run(t, "btrfs", "-q", "subvolume", "snapshot", m("base"), s)
 		// S/X's entries are A/X's and .git: a walk using A/X's listing in S/X finds all it lists.
 		must(t, os.Mkdir(filepath.Join(a, "X/y"), 0o755))
 		must(t, os.Mkdir(filepath.Join(s, "X/y"), 0o755))
@@ -72,7 +81,7 @@ func TestKeptListingsBtrfsSnapshots(t *testing.T) {
 	// The call: A goes (rmdir of an empty subvolume needs no capability), a snapshot of S takes its
 	// place (and, likely, its st_dev).
 	must(t, os.RemoveAll(m("A")))
-	btrfs(t, "btrfs", "-q", "subvolume", "snapshot", m("S"), m("A"))
+	run(t, "btrfs", "-q", "subvolume", "snapshot", m("S"), m("A"))
 	var after unix.Stat_t
 	must(t, unix.Stat(m("A/X"), &after))
 	t.Logf("A/X before: dev %d ino %d; after: dev %d ino %d; same ctime: %v", before.Dev, before.Ino,
