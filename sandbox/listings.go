@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"io"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -96,7 +97,7 @@ func (c *listingCache) get(st *unix.Stat_t) ([]dirEntry, bool) {
 // (before, from before the read) was older than start by more than listingMargin, did not change
 // during the read, and its file system stamps ctimes itself.
 func (c *listingCache) offer(fd int, before *unix.Stat_t, start time.Time, entries []dirEntry) {
-	if !time.Unix(before.Ctim.Unix()).Before(start.Add(-listingMargin)) {
+	if !oldEnough(before.Ctim, start) {
 		return
 	}
 	var after unix.Stat_t
@@ -153,6 +154,13 @@ func cost(entries []dirEntry) int {
 		n += keptEntryBytes + len(e.name)
 	}
 	return n
+}
+
+// oldEnough reports whether a folder's ctime is old enough, at a read started at start, for its
+// listing to be kept (see listingMargin). The largest 32-bit second never is: a file system that
+// stores 32-bit seconds stamps every change after 2038-01-19 with it.
+func oldEnough(ctime unix.Timespec, start time.Time) bool {
+	return ctime.Sec < math.MaxInt32 && time.Unix(ctime.Unix()).Before(start.Add(-listingMargin))
 }
 
 // stampedLocally reports whether a file system of this type (statfs f_type) is local, has the

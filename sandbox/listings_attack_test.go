@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -251,5 +252,19 @@ func TestKeptListingsDroppedWhenClockSetBack(t *testing.T) {
 	skew -= listingMargin
 	if listed(t, d); kept() != 2 {
 		t.Error("a listing kept before the wall clock was set back was used after")
+	}
+}
+
+// TestKeptListingsNotAtClampedCtime: a file system that stores 32-bit seconds (ext4 with 128-byte
+// inodes, XFS without bigtime) stamps every change after 2038-01-19 with the same, largest ctime,
+// so a listing kept at that ctime would never be read again. None is kept at it; the clock of
+// the machine cannot be moved there for the test, so it checks the rule that decides.
+func TestKeptListingsNotAtClampedCtime(t *testing.T) {
+	clamped := unix.Timespec{Sec: math.MaxInt32}
+	if oldEnough(clamped, time.Unix(math.MaxInt32, 0).Add(time.Hour)) {
+		t.Error("a listing at the largest 32-bit ctime is kept: every later change leaves that ctime")
+	}
+	if !oldEnough(unix.Timespec{Sec: math.MaxInt32 - 10}, time.Unix(math.MaxInt32, 0)) {
+		t.Error("a listing 10 s older than the read is not kept")
 	}
 }
