@@ -364,6 +364,12 @@ func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 					return hard
 				}
 			case e.typ.IsDir():
+				if n, ok := unchangedLeafWithout(p, ".git"); ok {
+					if visits += n; visits > limit {
+						return errBudget
+					}
+					continue
+				}
 				if err := walk(p); err != nil {
 					return err
 				}

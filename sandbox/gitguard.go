@@ -411,11 +411,43 @@ func (s *scanner) entry(fd int, path, name string, typ os.FileMode) error {
 	if typ&os.ModeDir == 0 {
 		return nil
 	}
+	if skip, err := s.unchangedLeaf(fd, name, filepath.Join(path, name)); skip || err != nil {
+		return err
+	}
 	child, err := s.openDir(fd, path, name)
 	if err != nil || child < 0 {
 		return nil
 	}
 	return s.dir(child, filepath.Join(path, name))
+}
+
+// unchangedLeaf reports whether the folder name (at path) of the folder open at fd is one whose
+// kept listing is still good (see listings) and holds no folder and nothing entry or dir would
+// record: then a walk has nothing to do in it but count its entries against the budget, which it
+// does without opening it. It returns ErrGitGuardBudget when they take the walk over a limited
+// budget.
+func (s *scanner) unchangedLeaf(fd int, name, path string) (bool, error) {
+	if name == ".git" || len(path) >= 2*unix.PathMax {
+		return false, nil
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return false, nil
+	}
+	kept, ok := listings.get(&st)
+	if !ok {
+		return false, nil
+	}
+	for _, e := range kept {
+		if e.typ&os.ModeDir != 0 || e.name == ".git" || gitNames[e.name] || runConfigFor(name, e.name) != nil ||
+			(e.name == ".gitconfig" || e.name == "attributes") && slices.Contains(s.global, filepath.Join(path, e.name)) {
+			return false, nil
+		}
+	}
+	if s.left -= len(kept); s.limited && s.left < 0 {
+		return true, ErrGitGuardBudget
+	}
+	return true, nil
 }
 
 // isGitDir reports whether a directory with these entries is one git could use: a .git

@@ -216,3 +216,23 @@ func readEntries(f *os.File, fd int, spend func(n int) error) ([]dirEntry, error
 	}
 	return out, nil
 }
+
+// unchangedLeafWithout reports whether the folder at path (not a link) has a kept listing that is
+// still good (see listings), holding no folder and no entry called name; n is how many entries it
+// holds. A walk looking for name needs nothing more of such a folder, and does not open it.
+func unchangedLeafWithout(path, name string) (n int, ok bool) {
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return 0, false
+	}
+	kept, ok := listings.get(&st)
+	if !ok {
+		return 0, false
+	}
+	for _, e := range kept {
+		if e.typ&os.ModeDir != 0 || e.name == name {
+			return 0, false
+		}
+	}
+	return len(kept), true
+}

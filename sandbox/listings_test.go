@@ -1,6 +1,8 @@
 package sandbox
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -133,5 +135,46 @@ func TestStampedLocally(t *testing.T) {
 		if got := stampedLocally(c.fs); got != c.want {
 			t.Errorf("stampedLocally(%#x) = %v, want %v", c.fs, got, c.want)
 		}
+	}
+}
+
+// TestGitGuardUnchangedLeavesStillJudgeContents attacks the walks' shortcut for folders whose kept
+// listing holds no folder (they are not opened): a call that changes, in place, a file the git rule
+// judges by content — a .git gitfile, a runConfig, a per-user git config — in such a folder leaves
+// the folder's ctime as it was, and the check after it must judge the file all the same. The test
+// fails unless the shortcut was taken for the folders around them.
+func TestGitGuardUnchangedLeavesStillJudgeContents(t *testing.T) {
+	g := newGuard(t)
+	g.repo(".git", initConfig)
+	g.repo("target/.git", initConfig)
+	g.write("a/.git", "gitdir: ../target/.git\n", 0o644)
+	g.write("pkg/.npmrc", "registry=https://registry.npmjs.org/\n", 0o644)
+	g.write("home/.gitconfig", "[user]\n\tname = n\n", 0o644)
+	for i := range 20 {
+		g.write(fmt.Sprintf("leaves/l%02d/f", i), "x", 0o644)
+	}
+	g.p.gitGlobal = []string{g.path("home/.gitconfig")}
+	aged(t)
+	g.snap()
+	g.snap() // the second walk uses the kept listings
+
+	// In place: same names, so no folder's ctime moves.
+	for rel, content := range map[string]string{
+		"a/.git":          "gitdir: /nowhere\n",
+		"pkg/.npmrc":      "script-shell=/x\n",
+		"home/.gitconfig": "[user]\n\tname = n\n[core]\n\tfsmonitor = x\n",
+	} {
+		f, err := os.OpenFile(g.path(rel), os.O_WRONLY|os.O_TRUNC, 0)
+		must(t, err)
+		_, err = f.WriteString(content)
+		must(t, errors.Join(err, f.Close()))
+	}
+	kept := keptSince()
+	found := g.check()
+	if got, want := keys(found), []string{"a/.git", "home/.gitconfig", "pkg/.npmrc"}; !slices.Equal(got, want) {
+		t.Errorf("neutralised %q, want %q", got, want)
+	}
+	if kept() < 20 {
+		t.Fatalf("the check used %d kept listings: the unchanged leaves were read again, so this tested nothing", kept())
 	}
 }
