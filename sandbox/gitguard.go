@@ -38,9 +38,10 @@ import (
 // is put back as it was once its new content is moved aside. The same walk records the files
 // other tools read in a directory for programs to run (runConfigs) and quarantines those the call
 // created or changed whose content names one. The per-user git files (~/.gitconfig and the XDG
-// ones) are judged as configs when a writable root holds them, and so are the files the configs
-// include (include.path, includeIf.*.path) when a writable root holds them: those found before the
-// call, at the paths found then, reached through no symbolic link. A directory clihost cannot list
+// ones; when one is a link, the link and the file it leads to) are judged as configs when a
+// writable root holds them, and so are the files the configs include (include.path,
+// includeIf.*.path) when a writable root holds them: those found before the call, at the paths
+// found then, reached through no symbolic link. A directory clihost cannot list
 // (a call of the owner's uid may chmod it, and git needs only search permission to use it) is made
 // readable to its owner and checked, or else moved aside (see scanner.openDir).
 
@@ -401,7 +402,7 @@ func (s *scanner) entry(fd int, path, name string, typ os.FileMode) error {
 	if name == ".git" && typ&os.ModeDir == 0 {
 		s.add(fd, path, name, ctlPointer)
 	}
-	if (name == ".gitconfig" || name == "config" || name == "attributes") && slices.Contains(s.global, filepath.Join(path, name)) {
+	if s.isGlobal(path, name) {
 		s.add(fd, path, name, ctlConfig)
 	}
 	if rc := runConfigFor(filepath.Base(path), name); rc != nil {
@@ -439,8 +440,7 @@ func (s *scanner) unchangedLeaf(fd int, name, path string) (bool, error) {
 		return false, nil
 	}
 	for _, e := range kept {
-		if e.typ&os.ModeDir != 0 || e.name == ".git" || gitNames[e.name] || runConfigFor(name, e.name) != nil ||
-			(e.name == ".gitconfig" || e.name == "attributes") && slices.Contains(s.global, filepath.Join(path, e.name)) {
+		if e.typ&os.ModeDir != 0 || e.name == ".git" || gitNames[e.name] || runConfigFor(name, e.name) != nil || s.isGlobal(path, e.name) {
 			return false, nil
 		}
 	}
@@ -448,6 +448,15 @@ func (s *scanner) unchangedLeaf(fd int, name, path string) (bool, error) {
 		return true, ErrGitGuardBudget
 	}
 	return true, nil
+}
+
+// isGlobal reports whether name, in the directory path, is one of git's per-user files: by path,
+// whatever its name (gitGlobalFiles resolves links, and ~/.gitconfig often links to a dotfiles
+// repository's gitconfig).
+func (s *scanner) isGlobal(path, name string) bool {
+	return slices.ContainsFunc(s.global, func(g string) bool {
+		return filepath.Base(g) == name && filepath.Dir(g) == filepath.Clean(path)
+	})
 }
 
 // isGitDir reports whether a directory with these entries is one git could use: a .git
@@ -889,7 +898,9 @@ func (s *scanner) add(dirFD int, dir, name string, kind controlKind) {
 	s.ctls = append(s.ctls, control{path: filepath.Join(dir, name), kind: kind, fp: fp, root: s.root, data: data})
 }
 
-// gitGlobalFiles are git's per-user configuration and attributes files for the calling user.
+// gitGlobalFiles are git's per-user configuration and attributes files for the calling user: each
+// as git reads it, through links, and, when it is a link, the link too (a call that points it
+// elsewhere changes what git reads).
 func (c *compiler) gitGlobalFiles() []string {
 	xdg := c.lookupAbs("XDG_CONFIG_HOME")
 	if xdg == "" {
@@ -897,6 +908,14 @@ func (c *compiler) gitGlobalFiles() []string {
 	}
 	var out []string
 	for _, p := range []string{filepath.Join(c.home, ".gitconfig"), filepath.Join(xdg, "git", "config"), filepath.Join(xdg, "git", "attributes")} {
+		dir, err := c.fs.resolve(filepath.Dir(p))
+		if err != nil {
+			continue
+		}
+		link := filepath.Join(dir, filepath.Base(p))
+		if st, err := c.fs.lstat(link); err == nil && st.Mode()&os.ModeSymlink != 0 {
+			out = append(out, link)
+		}
 		if r, err := c.fs.resolve(p); err == nil {
 			out = append(out, r)
 		}
