@@ -49,3 +49,52 @@ func TestGitGuardGlobalConfigOfAnyName(t *testing.T) {
 		t.Errorf("~/.gitconfig links to %q (%v), want the owner's ../dots/gitconfig back", target, err)
 	}
 }
+
+// TestGitGuardUnchangedLeavesByParentAndGitFiles attacks the shortcut with the files judged by the
+// name of the folder that holds them (a runConfig of .cargo, .hg, .config) and with the files the
+// git rule finds through a git directory or a config rather than by the walk (hooks, info/attributes,
+// a todo list, a core.hooksPath directory, an included file), every one a leaf the shortcut skips
+// or may skip, changed in place; and a leaf renamed to a name that makes its file a runConfig. The
+// check must judge each. It fails unless the shortcut was taken.
+func TestGitGuardUnchangedLeavesByParentAndGitFiles(t *testing.T) {
+	g := newGuard(t)
+	g.repo("r/.git", initConfig+"[core]\n\thooksPath = githooks\n[include]\n\tpath = ../inc/shared\n")
+	g.repo("s/.git", initConfig)
+	g.write("s/.git/hooks/pre-commit", "#!/bin/sh\nmine\n", 0o755)
+	g.write("s/.git/info/attributes", "*.txt text\n", 0o644)
+	g.write("s/.git/rebase-merge/git-rebase-todo", "pick 1 x\n", 0o644)
+	g.write("r/githooks/pre-push", "#!/bin/sh\nmine\n", 0o755)
+	g.write("r/inc/shared", "[user]\n\tname = me\n", 0o644)
+	g.write("p/.cargo/config.toml", "[build]\njobs = 2\n", 0o644)
+	g.write("p/.hg/hgrc", "", 0o644)
+	g.write("p/.config/mise.toml", "", 0o644)
+	g.write("q/keep", "", 0o644)
+	g.write("p/cargo/config.toml", "[build]\nrustc-wrapper = \"/evil\"\n", 0o644)
+	aged(t)
+	g.snap()
+	g.snap() // the second walk uses the kept listings
+
+	for rel, content := range map[string]string{
+		"s/.git/hooks/pre-commit":             "#!/bin/sh\nevil\n",
+		"s/.git/info/attributes":              "* filter=evil\n",
+		"s/.git/rebase-merge/git-rebase-todo": "exec evil\n",
+		"r/githooks/pre-push":                 "#!/bin/sh\nevil\n",
+		"r/inc/shared":                        "[core]\n\tfsmonitor = evil\n",
+		"p/.cargo/config.toml":                "[build]\nrustc-wrapper = \"/evil\"\n",
+		"p/.hg/hgrc":                          "[hooks]\nupdate = evil\n",
+		"p/.config/mise.toml":                 "[hooks]\nenter = \"evil\"\n",
+	} {
+		rewriteInPlace(t, g.path(rel), content)
+	}
+	must(t, os.Rename(g.path("p/cargo"), g.path("q/.cargo")))
+	kept := keptSince()
+	found := g.check()
+	want := []string{"p/.cargo/config.toml", "p/.config/mise.toml", "p/.hg/hgrc", "q/.cargo/config.toml", "r/githooks/pre-push",
+		"r/inc/shared", "s/.git/hooks/pre-commit", "s/.git/info/attributes", "s/.git/rebase-merge/git-rebase-todo"}
+	if got := keys(found); !slices.Equal(got, want) {
+		t.Errorf("neutralised %q, want %q", got, want)
+	}
+	if kept() < 3 {
+		t.Fatalf("the check used %d kept listings: the unchanged leaves were read again, so this tested nothing", kept())
+	}
+}
