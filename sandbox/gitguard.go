@@ -38,12 +38,12 @@ import (
 // is put back as it was once its new content is moved aside. The same walk records the files
 // other tools read in a directory for programs to run (runConfigs) and quarantines those the call
 // created or changed whose content names one. The per-user git files (~/.gitconfig and the XDG
-// ones; when one is a link, the link and the file it leads to) are judged as configs when a
-// writable root holds them, and so are the files the configs include (include.path,
-// includeIf.*.path) when a writable root holds them: those found before the call, at the paths
-// found then, reached through no symbolic link. A directory clihost cannot list
-// (a call of the owner's uid may chmod it, and git needs only search permission to use it) is made
-// readable to its owner and checked, or else moved aside (see scanner.openDir).
+// ones, and every link on the way to one) are judged as configs when a writable root holds them,
+// and so are the files the configs include (include.path, includeIf.*.path) when a writable root
+// holds them: those found before the call, at the paths found then, reached through no symbolic
+// link. A directory clihost cannot list (a call of the owner's uid may chmod it, and git needs only
+// search permission to use it) is made readable to its owner and checked, or else moved aside (see
+// scanner.openDir).
 
 // DefaultGitGuardBudget is the most directory entries the snapshot reads in the writable roots of
 // one call: over it, the call is refused (ErrGitGuardBudget). The check after the call has no
@@ -899,8 +899,8 @@ func (s *scanner) add(dirFD int, dir, name string, kind controlKind) {
 }
 
 // gitGlobalFiles are git's per-user configuration and attributes files for the calling user: each
-// as git reads it, through links, and, when it is a link, the link too (a call that points it
-// elsewhere changes what git reads).
+// as git reads it, through links, and every symbolic link on the way (a call that points one
+// elsewhere changes what git reads), each at its path through no link.
 func (c *compiler) gitGlobalFiles() []string {
 	xdg := c.lookupAbs("XDG_CONFIG_HOME")
 	if xdg == "" {
@@ -908,16 +908,36 @@ func (c *compiler) gitGlobalFiles() []string {
 	}
 	var out []string
 	for _, p := range []string{filepath.Join(c.home, ".gitconfig"), filepath.Join(xdg, "git", "config"), filepath.Join(xdg, "git", "attributes")} {
-		dir, err := c.fs.resolve(filepath.Dir(p))
-		if err != nil {
-			continue
-		}
-		link := filepath.Join(dir, filepath.Base(p))
-		if st, err := c.fs.lstat(link); err == nil && st.Mode()&os.ModeSymlink != 0 {
-			out = append(out, link)
-		}
+		out = append(out, c.linksOn(p)...)
 		if r, err := c.fs.resolve(p); err == nil {
 			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// maxLinksOn bounds linksOn: the kernel follows at most 40 links in one lookup.
+const maxLinksOn = 40
+
+// linksOn returns the symbolic links resolving p follows, each at its path through no link: those
+// on p's own way, then those on the way of their targets.
+func (c *compiler) linksOn(p string) []string {
+	var out []string
+	for queue := []string{p}; len(queue) > 0 && len(out) < maxLinksOn; queue = queue[1:] {
+		for d := filepath.Clean(queue[0]); d != filepath.Dir(d); d = filepath.Dir(d) {
+			dir, err := c.fs.resolve(filepath.Dir(d))
+			if err != nil {
+				break
+			}
+			at := filepath.Join(dir, filepath.Base(d))
+			st, err := c.fs.lstat(at)
+			if err != nil || st.Mode()&os.ModeSymlink == 0 || slices.Contains(out, at) {
+				continue
+			}
+			out = append(out, at)
+			if target, err := c.fs.readlink(at); err == nil {
+				queue = append(queue, absFrom(dir, target))
+			}
 		}
 	}
 	return out

@@ -98,3 +98,34 @@ func TestGitGuardUnchangedLeavesByParentAndGitFiles(t *testing.T) {
 		t.Fatalf("the check used %d kept listings: the unchanged leaves were read again, so this tested nothing", kept())
 	}
 }
+
+// TestGitGuardGlobalConfigLinksOnTheWay: every symbolic link git follows to reach a per-user file
+// — a linked ~/.config/git, a link inside the target of ~/.gitconfig's — decides what git reads,
+// so a call that points one elsewhere (at a config of its own) is undone like a changed config.
+func TestGitGuardGlobalConfigLinksOnTheWay(t *testing.T) {
+	g := newGuard(t)
+	g.write("real/dots/gitconfig", "[user]\n\tname = me\n", 0o644)
+	g.write("real/git/config", "[user]\n\tname = me\n", 0o644)
+	g.write("evil/gitconfig", "[core]\n\tfsmonitor = evil\n", 0o644)
+	g.write("evil/config", "[core]\n\tfsmonitor = evil\n", 0o644)
+	g.write("home/.config/keep", "", 0o644)
+	must(t, os.Symlink("../real/dots", g.path("home/dots")))
+	must(t, os.Symlink("dots/gitconfig", g.path("home/.gitconfig")))
+	must(t, os.Symlink("../../real/git", g.path("home/.config/git")))
+	g.p = GitPolicy([]string{g.ws}, g.path("home"))
+	g.snap()
+
+	for rel, target := range map[string]string{"home/dots": "../evil", "home/.config/git": "../../evil"} {
+		must(t, os.Remove(g.path(rel)))
+		must(t, os.Symlink(target, g.path(rel)))
+	}
+	found := g.check()
+	if got, want := keys(found), []string{"home/.config/git", "home/dots"}; !slices.Equal(got, want) {
+		t.Errorf("neutralised %q, want %q", got, want)
+	}
+	for rel, want := range map[string]string{"home/dots": "../real/dots", "home/.config/git": "../../real/git"} {
+		if target, err := os.Readlink(g.path(rel)); err != nil || target != want {
+			t.Errorf("%s links to %q (%v), want the owner's %q back", rel, target, err, want)
+		}
+	}
+}
