@@ -2,7 +2,9 @@ package sandbox
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -51,8 +53,9 @@ func TestGitGuardGlobalConfigOfAnyName(t *testing.T) {
 }
 
 // TestGitGuardUnchangedLeavesByParentAndGitFiles attacks the shortcut with the files judged by the
-// name of the folder that holds them (a runConfig of .cargo, .hg, .config) and with the files the
-// git rule finds through a git directory or a config rather than by the walk (hooks, info/attributes,
+// name of the folder that holds them (a runConfig of .cargo, .hg, .config), with a worktree's git
+// directory (HEAD, commondir, config.worktree: no folder), and with the files the git rule finds
+// through a git directory or a config rather than by the walk (hooks, info/attributes,
 // a todo list, a core.hooksPath directory, an included file), every one a leaf the shortcut skips
 // or may skip, changed in place; and a leaf renamed to a name that makes its file a runConfig. The
 // check must judge each. It fails unless the shortcut was taken.
@@ -68,6 +71,9 @@ func TestGitGuardUnchangedLeavesByParentAndGitFiles(t *testing.T) {
 	g.write("p/.cargo/config.toml", "[build]\njobs = 2\n", 0o644)
 	g.write("p/.hg/hgrc", "", 0o644)
 	g.write("p/.config/mise.toml", "", 0o644)
+	g.write("wt/HEAD", "ref: refs/heads/main\n", 0o644) // a worktree's git directory: no folder in it
+	g.write("wt/commondir", "../s/.git\n", 0o644)
+	g.write("wt/config.worktree", "[user]\n\tname = me\n", 0o644)
 	g.write("q/keep", "", 0o644)
 	g.write("p/cargo/config.toml", "[build]\nrustc-wrapper = \"/evil\"\n", 0o644)
 	aged(t)
@@ -83,6 +89,8 @@ func TestGitGuardUnchangedLeavesByParentAndGitFiles(t *testing.T) {
 		"p/.cargo/config.toml":                "[build]\nrustc-wrapper = \"/evil\"\n",
 		"p/.hg/hgrc":                          "[hooks]\nupdate = evil\n",
 		"p/.config/mise.toml":                 "[hooks]\nenter = \"evil\"\n",
+		"wt/commondir":                        "/nowhere\n",
+		"wt/config.worktree":                  "[core]\n\tfsmonitor = evil\n",
 	} {
 		rewriteInPlace(t, g.path(rel), content)
 	}
@@ -90,7 +98,8 @@ func TestGitGuardUnchangedLeavesByParentAndGitFiles(t *testing.T) {
 	kept := keptSince()
 	found := g.check()
 	want := []string{"p/.cargo/config.toml", "p/.config/mise.toml", "p/.hg/hgrc", "q/.cargo/config.toml", "r/githooks/pre-push",
-		"r/inc/shared", "s/.git/hooks/pre-commit", "s/.git/info/attributes", "s/.git/rebase-merge/git-rebase-todo"}
+		"r/inc/shared", "s/.git/hooks/pre-commit", "s/.git/info/attributes", "s/.git/rebase-merge/git-rebase-todo",
+		"wt/commondir", "wt/config.worktree"}
 	if got := keys(found); !slices.Equal(got, want) {
 		t.Errorf("neutralised %q, want %q", got, want)
 	}
@@ -127,5 +136,51 @@ func TestGitGuardGlobalConfigLinksOnTheWay(t *testing.T) {
 		if target, err := os.Readlink(g.path(rel)); err != nil || target != want {
 			t.Errorf("%s links to %q (%v), want the owner's %q back", rel, target, err, want)
 		}
+	}
+}
+
+// TestGitGuardUnchangedLeavesCountAgainstTheBudget: a snapshot whose walk skips unchanged leaves
+// still counts their entries, so a root over the budget is refused whether or not its listings
+// were kept.
+func TestGitGuardUnchangedLeavesCountAgainstTheBudget(t *testing.T) {
+	g := newGuard(t)
+	for i := range 20 {
+		for j := range 10 {
+			g.write(fmt.Sprintf("l%02d/f%d", i, j), "", 0o644)
+		}
+	}
+	aged(t)
+	g.snap() // keeps the listings
+	kept := keptSince()
+	if err := g.p.SnapshotGit(20 + 20*10 - 1); !errors.Is(err, ErrGitGuardBudget) {
+		t.Errorf("a snapshot over the budget through kept listings: %v, want ErrGitGuardBudget", err)
+	}
+	if kept() < 10 {
+		t.Fatalf("the snapshot used %d kept listings, so this tested nothing", kept())
+	}
+	if err := g.p.SnapshotGit(20 + 20*10); err != nil {
+		t.Errorf("a snapshot within the budget: %v", err)
+	}
+}
+
+// TestCompileFollowsGitfilesChangedInKeptLeaves: the compile's search does not open an unchanged
+// folder without a .git, but one holding a .git gitfile is read, so a gitfile pointed, in place,
+// at another git directory of the writable root gets that directory masked.
+func TestCompileFollowsGitfilesChangedInKeptLeaves(t *testing.T) {
+	f := newFixture(t)
+	write(t, filepath.Join(f.ws, "a/.git/HEAD"), "ref: refs/heads/main\n", 0o644)
+	write(t, filepath.Join(f.ws, "store/b/HEAD"), "ref: refs/heads/main\n", 0o644)
+	write(t, filepath.Join(f.ws, "sub/.git"), "gitdir: ../a/.git\n", 0o644)
+	for i := range 10 {
+		write(t, filepath.Join(f.ws, fmt.Sprintf("src/p%d/f.go", i)), "package p\n", 0o644)
+	}
+	in := f.input(fsSandbox(nil, []string{"./**"}, nil))
+	aged(t)
+	f.compile(in)
+	rewriteInPlace(t, filepath.Join(f.ws, "sub/.git"), "gitdir: ../store/b\n")
+	kept := keptSince()
+	wantIn(t, "Deny", f.compile(in).Deny, filepath.Join(f.ws, "store/b/hooks"), filepath.Join(f.ws, "store/b/config"))
+	if kept() < 10 {
+		t.Fatalf("the second compile used %d kept listings, so this tested nothing", kept())
 	}
 }
