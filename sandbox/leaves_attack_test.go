@@ -1,12 +1,18 @@
 package sandbox
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
+
+	fx "github.com/clihost/clihost/internal/fixture"
 )
 
 // rewriteInPlace replaces the content of the file at p without a new name (O_TRUNC): no folder's
@@ -182,5 +188,83 @@ func TestCompileFollowsGitfilesChangedInKeptLeaves(t *testing.T) {
 	wantIn(t, "Deny", f.compile(in).Deny, filepath.Join(f.ws, "store/b/hooks"), filepath.Join(f.ws, "store/b/config"))
 	if kept() < 10 {
 		t.Fatalf("the second compile used %d kept listings, so this tested nothing", kept())
+	}
+}
+
+// leavesChild names the environment variable that makes TestGitGuardUnreadableLeavesChild the child
+// of TestGitGuardUnreadableLeaves: the workspace it checks.
+const leavesChild = "CLIHOST_LEAVES_CHILD_WS"
+
+// TestGitGuardUnreadableLeaves attacks the unchanged-leaf shortcut of an unprivileged clihost: a
+// leaf whose listing was kept while it was readable is made unreadable by the call (its own, 0311)
+// or by its owner, root (0711: clihost can enter it but neither list it nor make it listable). The
+// check must make the first readable and move the second aside, as without kept listings. The
+// guard runs as AgentUID in a copy of this test binary (TestGitGuardUnreadableLeavesChild).
+func TestGitGuardUnreadableLeaves(t *testing.T) {
+	fx.NeedRoot(t) // to run the guard as another, unprivileged uid
+	base := agentDir(t)
+	ws := filepath.Join(base, "ws")
+	g := &guardFixture{t: t, ws: ws}
+	for _, d := range []string{"own", "root-owned", "other"} {
+		g.write(d+"/f", "", 0o644)
+	}
+	giveTree(t, ws, "root-owned")
+	bin := filepath.Join(base, "sandbox.test")
+	data, err := os.ReadFile(os.Args[0])
+	must(t, err)
+	must(t, os.WriteFile(bin, data, 0o755))
+	cmd := exec.Command(bin, "-test.run=^TestGitGuardUnreadableLeavesChild$", "-test.count=1", "-test.v")
+	cmd.Env = []string{leavesChild + "=" + ws, "PATH=/usr/bin:/bin"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agentUID, Gid: agentUID}}
+	stdin, err := cmd.StdinPipe()
+	must(t, err)
+	stdout, err := cmd.StdoutPipe()
+	must(t, err)
+	child := fx.Start(t, cmd)
+	var log strings.Builder
+	lines := bufio.NewScanner(stdout)
+	for lines.Scan() {
+		log.WriteString(lines.Text() + "\n")
+		if lines.Text() == "KEPT" {
+			must(t, os.Chmod(g.path("root-owned"), 0o711)) // what the owner, root, does meanwhile
+			_, err := stdin.Write([]byte("go\n"))
+			must(t, err)
+		}
+	}
+	err = child.Wait()
+	t.Logf("the unprivileged guard:\n%s", log.String())
+	if err != nil {
+		t.Fatalf("the unprivileged guard: %v", err)
+	}
+}
+
+// TestGitGuardUnreadableLeavesChild is the unprivileged half of TestGitGuardUnreadableLeaves.
+func TestGitGuardUnreadableLeavesChild(t *testing.T) {
+	ws := os.Getenv(leavesChild)
+	if ws == "" {
+		t.Skip("run by TestGitGuardUnreadableLeaves")
+	}
+	g := &guardFixture{t: t, ws: ws, p: GitPolicy([]string{ws}, "/nonexistent")}
+	aged(t)
+	g.snap()
+	kept := keptSince()
+	g.snap()
+	if kept() < 3 {
+		t.Fatalf("the snapshot used %d kept listings, so this tests nothing", kept())
+	}
+	must(t, os.Chmod(g.path("own"), 0o311)) // the call
+	fmt.Println("KEPT")
+	if !bufio.NewScanner(os.Stdin).Scan() {
+		t.Fatal("no go-ahead")
+	}
+	found := g.check()
+	if f := found["own"]; f.Action != "made readable" {
+		t.Errorf("own, made unreadable by the call: %+v", f)
+	}
+	if f := found["root-owned"]; f.Action != "quarantined" {
+		t.Errorf("root-owned, made unlistable by its owner: %+v", f)
+	}
+	if _, ok := found["other"]; ok || len(found) != 2 {
+		t.Errorf("found %q, want own and root-owned alone", keys(found))
 	}
 }
