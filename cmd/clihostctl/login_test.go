@@ -225,12 +225,18 @@ func TestLoginCallbackHelper(t *testing.T) {
 	got := make(chan string, 1)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == u.Path {
+			w.WriteHeader(http.StatusOK) // the browser gets its answer before the server goes
+			w.(http.Flusher).Flush()
 			got <- r.URL.RawQuery
 		}
 	})}
 	go srv.Serve(ln)
 	q := <-got
-	srv.Close()
+	// Shutdown, not Close: Close could end the connection before the answer left (the browser
+	// then saw EOF; CI did once, under load).
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv.Shutdown(ctx)
 	if err := os.WriteFile(out, []byte(q), 0o600); err != nil {
 		t.Fatal(err)
 	}
