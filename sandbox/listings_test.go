@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -164,10 +163,7 @@ func TestGitGuardUnchangedLeavesStillJudgeContents(t *testing.T) {
 		"pkg/.npmrc":      "script-shell=/x\n",
 		"home/.gitconfig": "[user]\n\tname = n\n[core]\n\tfsmonitor = x\n",
 	} {
-		f, err := os.OpenFile(g.path(rel), os.O_WRONLY|os.O_TRUNC, 0)
-		must(t, err)
-		_, err = f.WriteString(content)
-		must(t, errors.Join(err, f.Close()))
+		rewriteInPlace(t, g.path(rel), content)
 	}
 	kept := keptSince()
 	found := g.check()
