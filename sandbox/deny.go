@@ -332,7 +332,7 @@ func (c *compiler) writableMasks(w string) error {
 // complete is false when the walk stopped at the budget or a directory could not be read.
 func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 	visits, limit := 0, c.budget*walkFactor
-	// found handles an entry named .git; stop ends the walk with hard set (a mask failed).
+	// found masks what an entry named .git is or points to; hard is set when a mask failed.
 	var hard error
 	found := func(p string, typ fs.FileMode) {
 		if typ.IsRegular() {
@@ -340,6 +340,14 @@ func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 		} else if st, err := os.Stat(p); err == nil && st.IsDir() {
 			hard = c.gitDirMasks(p)
 		}
+	}
+	// leaf reports an unchanged folder with no folder and no .git in it (see keptLeaf).
+	leaf := func(p string) (int, bool) {
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil {
+			return 0, false
+		}
+		return keptLeaf(&st, func(name string) bool { return name == ".git" })
 	}
 	var walk func(dir string) error
 	walk = func(dir string) error {
@@ -364,7 +372,7 @@ func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 					return hard
 				}
 			case e.typ.IsDir():
-				if n, ok := unchangedLeafWithout(p, ".git"); ok {
+				if n, ok := leaf(p); ok {
 					if visits += n; visits > limit {
 						return errBudget
 					}

@@ -432,19 +432,16 @@ func (s *scanner) unchangedLeaf(fd int, name, path string) (bool, error) {
 		return false, nil
 	}
 	var st unix.Stat_t
-	if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+	if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
 		return false, nil
 	}
-	kept, ok := listings.get(&st)
+	n, ok := keptLeaf(&st, func(e string) bool {
+		return e == ".git" || gitNames[e] || runConfigFor(name, e) != nil || s.isGlobal(path, e)
+	})
 	if !ok {
 		return false, nil
 	}
-	for _, e := range kept {
-		if e.typ&os.ModeDir != 0 || e.name == ".git" || gitNames[e.name] || runConfigFor(name, e.name) != nil || s.isGlobal(path, e.name) {
-			return false, nil
-		}
-	}
-	if s.left -= len(kept); s.limited && s.left < 0 {
+	if s.left -= n; s.limited && s.left < 0 {
 		return true, ErrGitGuardBudget
 	}
 	return true, nil

@@ -217,20 +217,19 @@ func readEntries(f *os.File, fd int, spend func(n int) error) ([]dirEntry, error
 	return out, nil
 }
 
-// unchangedLeafWithout reports whether the folder at path (not a link) has a kept listing that is
-// still good (see listings), holding no folder and no entry called name; n is how many entries it
-// holds. A walk looking for name needs nothing more of such a folder, and does not open it.
-func unchangedLeafWithout(path, name string) (n int, ok bool) {
-	var st unix.Stat_t
-	if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+// keptLeaf returns how many entries the folder st describes holds, when its kept listing is still
+// good (see listings), it holds no folder and acts reports none of its entries as one a walk acts
+// on: a walk needs nothing more of such a folder than that count, and does not open it.
+func keptLeaf(st *unix.Stat_t, acts func(name string) bool) (n int, ok bool) {
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return 0, false
 	}
-	kept, ok := listings.get(&st)
+	kept, ok := listings.get(st)
 	if !ok {
 		return 0, false
 	}
 	for _, e := range kept {
-		if e.typ&os.ModeDir != 0 || e.name == name {
+		if e.typ&os.ModeDir != 0 || acts(e.name) {
 			return 0, false
 		}
 	}
