@@ -2,39 +2,18 @@ package sandbox
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 
 	fx "github.com/clihost/clihost/internal/fixture"
 	"golang.org/x/sys/unix"
 )
 
-// run runs a program for a test's setup and fails t on an error.
-func run(t *testing.T, prog string, args ...string) {
-	t.Helper()
-	if out, err := exec.Command(prog, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %q: %v: %s", prog, args, err, out)
-	}
-}
-
-// loopMount makes a file system of type fs (mkfs.fs) in a file of size bytes, mounts it and
-// returns where.
+// loopMount makes a file system of type fs in a file of size bytes, mounts it and returns where.
 func loopMount(t *testing.T, fs string, size int64) string {
 	t.Helper()
-	fx.NeedRoot(t)
-	fx.Need(t, "mkfs."+fs, "mount", "umount")
-	dir := realTemp(t)
-	img, mnt := filepath.Join(dir, "fs.img"), filepath.Join(dir, "mnt")
-	must(t, os.WriteFile(img, nil, 0o600))
-	must(t, os.Truncate(img, size))
-	must(t, os.Mkdir(mnt, 0o755))
-	run(t, "mkfs."+fs, "-q", "-f", img)
-	run(t, "mount", "-o", "loop", img, mnt)
-	t.Cleanup(func() { exec.Command("umount", mnt).Run() })
-	return mnt
+	return fx.LoopMount(t, realTemp(t), fs, size)
 }
 
 // TestKeptListingsBtrfsSnapshots attacks the kept listings with btrfs snapshots, which a workspace
@@ -44,34 +23,10 @@ func loopMount(t *testing.T, fs string, size int64) string {
 // with one inode number and one ctime and different entries; remove the one whose listing was
 // kept and snapshot the other in its place, and the key and ctime match a listing of other entries.
 func TestKeptListingsBtrfsSnapshots(t *testing.T) {
-	fx.Need(t, "btrfs")
 	mnt := loopMount(t, "btrfs", 200<<20)
 	m := func(rel string) string { return filepath.Join(mnt, rel) }
-	run(t, "btrfs", "-q", "subvolume", "create", m("base"))
-	must(t, os.MkdirAll(m("base/X/sub"), 0o755))
-
-	// Two lineages of X whose changes land in the same clock tick.
-	same := false
-	for try := 0; try < 50 && !same; try++ {
-		a, s := m("A"+strconv.Itoa(try)), m("S"+strconv.Itoa(try))
-		run(t, "btrfs", "-q", "subvolume", "snapshot", m("base"), a)
-		run(t, "btrfs", "-q", "subvolume", "snapshot", m("base"), s)
-		// S/X's entries are A/X's and .git: a walk using A/X's listing in S/X finds all it lists.
-		must(t, os.Mkdir(filepath.Join(a, "X/y"), 0o755))
-		must(t, os.Mkdir(filepath.Join(s, "X/y"), 0o755))
-		must(t, os.Mkdir(filepath.Join(s, "X/.git"), 0o755))
-		var sa, ss unix.Stat_t
-		must(t, unix.Stat(filepath.Join(a, "X"), &sa))
-		must(t, unix.Stat(filepath.Join(s, "X"), &ss))
-		if same = sa.Ctim == ss.Ctim; same || try == 49 {
-			write(t, filepath.Join(s, "X/.git/hooks/pre-commit"), "#!/bin/sh\n", 0o755)
-			must(t, os.Rename(a, m("A")))
-			must(t, os.Rename(s, m("S")))
-		}
-	}
-	if !same { // the attack needs it; the sweep must catch the hook all the same
-		t.Log("no two changes landed in the same clock tick in 50 tries: the swap is made with different ctimes")
-	}
+	fx.BtrfsTwins(t, mnt, func() {})
+	write(t, m("S/X/.git/hooks/pre-commit"), "#!/bin/sh\n", 0o755)
 	aged(t)
 	g := &guardFixture{t: t, ws: mnt, p: &Policy{}}
 	g.snap() // keeps A/X's listing, if btrfs listings are kept
@@ -81,7 +36,7 @@ func TestKeptListingsBtrfsSnapshots(t *testing.T) {
 	// The call: A goes (rmdir of an empty subvolume needs no capability), a snapshot of S takes its
 	// place (and, likely, its st_dev).
 	must(t, os.RemoveAll(m("A")))
-	run(t, "btrfs", "-q", "subvolume", "snapshot", m("S"), m("A"))
+	fx.RunOK(t, "btrfs", "-q", "subvolume", "snapshot", m("S"), m("A"))
 	var after unix.Stat_t
 	must(t, unix.Stat(m("A/X"), &after))
 	t.Logf("A/X before: dev %d ino %d; after: dev %d ino %d; same ctime: %v", before.Dev, before.Ino,
