@@ -40,9 +40,7 @@ func TestGitGuardGlobalConfigOfAnyName(t *testing.T) {
 	must(t, os.Symlink("../dots/gitconfig", g.path("home/.gitconfig")))
 	must(t, os.Symlink("../../../dots/gitattributes", g.path("home/.config/git/attributes")))
 	g.p = GitPolicy([]string{g.ws}, g.path("home"))
-	aged(t)
-	g.snap()
-	g.snap() // the second walk uses the kept listings
+	g.snapKept()
 
 	rewriteInPlace(t, g.path("dots/gitconfig"), "[user]\n\tname = me\n[core]\n\tfsmonitor = evil\n")
 	rewriteInPlace(t, g.path("dots/gitattributes"), "* filter=evil\n")
@@ -82,9 +80,7 @@ func TestGitGuardUnchangedLeavesByParentAndGitFiles(t *testing.T) {
 	g.write("wt/config.worktree", "[user]\n\tname = me\n", 0o644)
 	g.write("q/keep", "", 0o644)
 	g.write("p/cargo/config.toml", "[build]\nrustc-wrapper = \"/evil\"\n", 0o644)
-	aged(t)
-	g.snap()
-	g.snap() // the second walk uses the kept listings
+	g.snapKept()
 
 	for rel, content := range map[string]string{
 		"s/.git/hooks/pre-commit":             "#!/bin/sh\nevil\n",
