@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -733,6 +734,64 @@ func TestGitGuardHooksPathThroughALink(t *testing.T) {
 	g.exists("b/other/hooks/pre-commit", true)
 }
 
+// agentChild is a copy of this test binary running one test as agentUID, driven step by step: the
+// child prints a step's name and waits for a line on its standard input before going on.
+type agentChild struct {
+	t     *testing.T
+	test  string
+	proc  *fx.Proc
+	stdin io.Writer
+	lines *bufio.Scanner
+	log   strings.Builder
+}
+
+// startAgentChild copies this test binary into base (which agentUID can reach) and starts the test
+// named test in it as agentUID, with env (and PATH) as its environment.
+func startAgentChild(t *testing.T, base, test string, env ...string) *agentChild {
+	t.Helper()
+	bin := filepath.Join(base, "sandbox.test")
+	data, err := os.ReadFile(os.Args[0])
+	must(t, err)
+	must(t, os.WriteFile(bin, data, 0o755))
+	cmd := exec.Command(bin, "-test.run=^"+test+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(env, "PATH=/usr/bin:/bin")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agentUID, Gid: agentUID}}
+	stdin, err := cmd.StdinPipe()
+	must(t, err)
+	stdout, err := cmd.StdoutPipe()
+	must(t, err)
+	return &agentChild{t: t, test: test, proc: fx.Start(t, cmd), stdin: stdin, lines: bufio.NewScanner(stdout)}
+}
+
+// await reads the child's output up to the line step, runs next, then lets the child go on.
+func (c *agentChild) await(step string, next func()) {
+	c.t.Helper()
+	for c.lines.Scan() {
+		c.log.WriteString(c.lines.Text() + "\n")
+		if c.lines.Text() == step {
+			next()
+			_, err := c.stdin.Write([]byte("go\n"))
+			must(c.t, err)
+			return
+		}
+	}
+	c.t.Fatalf("the unprivileged child ended before %q:\n%s", step, c.log.String())
+}
+
+// wait reads the rest of the child's output and fails the test unless the child's test ran and
+// passed (a child that skipped, say without its environment, exits 0 too).
+func (c *agentChild) wait() {
+	c.t.Helper()
+	for c.lines.Scan() {
+		c.log.WriteString(c.lines.Text() + "\n")
+	}
+	err := c.proc.Wait()
+	c.t.Logf("the unprivileged child:\n%s", c.log.String())
+	if err != nil || !strings.Contains(c.log.String(), "--- PASS: "+c.test+" ") {
+		c.t.Fatalf("the unprivileged child did not pass %s: %v", c.test, err)
+	}
+}
+
 // unprivilegedChild names the environment variable that makes TestGitGuardUnprivilegedChild the
 // child of TestGitGuardUnreadableDirectories: the workspace it checks.
 const unprivilegedChild = "CLIHOST_GITGUARD_CHILD_WS"
@@ -760,47 +819,12 @@ func TestGitGuardUnreadableDirectories(t *testing.T) {
 	g.write("closed/.git", "gitdir: x\n", 0o644) // root's, 0700: the agent cannot enter it at all
 	giveTree(t, ws, "root-owned", "closed")
 	must(t, os.Chmod(g.path("root-owned"), 0o711))
-	bin := filepath.Join(base, "sandbox.test")
-	data, err := os.ReadFile(os.Args[0])
-	must(t, err)
-	must(t, os.WriteFile(bin, data, 0o755))
-
-	cmd := exec.Command(bin, "-test.run=^TestGitGuardUnprivilegedChild$", "-test.count=1", "-test.v")
-	cmd.Env = []string{unprivilegedChild + "=" + ws, "MARK=touch " + marker + "; :", "PATH=/usr/bin:/bin"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agentUID, Gid: agentUID}}
-	stdin, err := cmd.StdinPipe()
-	must(t, err)
-	stdout, err := cmd.StdoutPipe()
-	must(t, err)
-	child := fx.Start(t, cmd)
-	lines := bufio.NewScanner(stdout)
-	var log strings.Builder
-	// await reads the child's output up to the line step, then lets it go on after next.
-	await := func(step string, next func()) {
-		t.Helper()
-		for lines.Scan() {
-			log.WriteString(lines.Text() + "\n")
-			if lines.Text() == step {
-				next()
-				_, err := stdin.Write([]byte("go\n"))
-				must(t, err)
-				return
-			}
-		}
-		t.Fatalf("the unprivileged guard ended before %q:\n%s", step, log.String())
-	}
+	child := startAgentChild(t, base, "TestGitGuardUnprivilegedChild", unprivilegedChild+"="+ws, "MARK=touch "+marker+"; :")
 	// The snapshot refuses root-owned (it can be entered, not listed, not made listable); once it
 	// is readable, the snapshot passes; during the call it becomes unlistable again.
-	await("STEP refused", func() { must(t, os.Chmod(g.path("root-owned"), 0o755)) })
-	await("STEP called", func() { must(t, os.Chmod(g.path("root-owned"), 0o711)) })
-	for lines.Scan() {
-		log.WriteString(lines.Text() + "\n")
-	}
-	err = child.Wait()
-	t.Logf("the unprivileged guard:\n%s", log.String())
-	if err != nil {
-		t.Fatalf("the unprivileged guard: %v", err)
-	}
+	child.await("STEP refused", func() { must(t, os.Chmod(g.path("root-owned"), 0o755)) })
+	child.await("STEP called", func() { must(t, os.Chmod(g.path("root-owned"), 0o711)) })
+	child.wait()
 	for _, dir := range [][]string{{"."}, {"p/q"}, {"r", "-c", "user.name=o", "-c", "user.email=o@example.com", "commit", "-q", "--allow-empty", "-m", "x"}} {
 		args := dir[1:]
 		if len(args) == 0 {

@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
-	"syscall"
 	"testing"
 
 	fx "github.com/clihost/clihost/internal/fixture"
@@ -205,33 +202,9 @@ func TestGitGuardUnreadableLeaves(t *testing.T) {
 		g.write(d+"/f", "", 0o644)
 	}
 	giveTree(t, ws, "root-owned")
-	bin := filepath.Join(base, "sandbox.test")
-	data, err := os.ReadFile(os.Args[0])
-	must(t, err)
-	must(t, os.WriteFile(bin, data, 0o755))
-	cmd := exec.Command(bin, "-test.run=^TestGitGuardUnreadableLeavesChild$", "-test.count=1", "-test.v")
-	cmd.Env = []string{leavesChild + "=" + ws, "PATH=/usr/bin:/bin"}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agentUID, Gid: agentUID}}
-	stdin, err := cmd.StdinPipe()
-	must(t, err)
-	stdout, err := cmd.StdoutPipe()
-	must(t, err)
-	child := fx.Start(t, cmd)
-	var log strings.Builder
-	lines := bufio.NewScanner(stdout)
-	for lines.Scan() {
-		log.WriteString(lines.Text() + "\n")
-		if lines.Text() == "KEPT" {
-			must(t, os.Chmod(g.path("root-owned"), 0o711)) // what the owner, root, does meanwhile
-			_, err := stdin.Write([]byte("go\n"))
-			must(t, err)
-		}
-	}
-	err = child.Wait()
-	t.Logf("the unprivileged guard:\n%s", log.String())
-	if err != nil {
-		t.Fatalf("the unprivileged guard: %v", err)
-	}
+	child := startAgentChild(t, base, "TestGitGuardUnreadableLeavesChild", leavesChild+"="+ws)
+	child.await("KEPT", func() { must(t, os.Chmod(g.path("root-owned"), 0o711)) }) // what the owner, root, does meanwhile
+	child.wait()
 }
 
 // TestGitGuardUnreadableLeavesChild is the unprivileged half of TestGitGuardUnreadableLeaves.
