@@ -46,17 +46,9 @@ func BenchmarkFloorRawForkNetPool(b *testing.B) {
 }
 
 func benchmarkFloor(b *testing.B, netPool bool) {
-	if os.Geteuid() != 0 {
-		missing(b, "the raw-fork floor runs as root (as CI does)")
-	}
-	if err := nsinit.Check(); err != nil {
-		missing(b, "the kernel sandbox is unavailable: %v", err)
-	}
-	ws := filepath.Join(b.TempDir(), "ws")
-	if err := os.Mkdir(ws, 0o777); err != nil {
-		b.Fatal(err)
-	}
-	fixture.Reachable(b, ws)
+	fixture.NeedRoot(b)
+	fixture.NeedSandbox(b, nsinit.Check())
+	ws := floorWorkspace(b)
 	p, err := floorProgram(ws, []string{trueBin}, -1, netPool)
 	if err != nil {
 		b.Fatal(err)
@@ -112,9 +104,7 @@ func benchmarkFloor(b *testing.B, netPool bool) {
 // BenchmarkFloorClone is the raw fork alone (the child exits at once), without new namespaces and
 // with each kind, to say what creating and tearing down each costs here.
 func BenchmarkFloorClone(b *testing.B) {
-	if os.Geteuid() != 0 {
-		missing(b, "the raw-fork floor runs as root (as CI does)")
-	}
+	fixture.NeedRoot(b)
 	sig := uintptr(unix.SIGCHLD)
 	for _, c := range []struct {
 		name  string
@@ -167,17 +157,8 @@ func newNetns() (int, error) {
 // may write only its workspace, /tmp and /dev, may read only what its Landlock rules name, and
 // sees none of the host's processes.
 func TestFloorRawForkConfines(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI runs as root")
-		}
-		t.Skip("the raw-fork floor runs as root")
-	}
-	ws := filepath.Join(t.TempDir(), "ws")
-	if err := os.Mkdir(ws, 0o777); err != nil || os.Chmod(ws, 0o777) != nil {
-		t.Fatal(err)
-	}
-	fixture.Reachable(t, ws)
+	fixture.NeedRoot(t)
+	ws := floorWorkspace(t)
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -212,6 +193,20 @@ ls /var >/dev/null 2>&1 && echo read /var || echo refused /var`
 			t.Errorf("the sandboxed program's report lacks %q:\n%s", strings.Join(want, " "), out)
 		}
 	}
+}
+
+// floorWorkspace is a folder anyone may write (the floor's program runs as uid 65534), reachable.
+func floorWorkspace(tb testing.TB) string {
+	tb.Helper()
+	ws := filepath.Join(tb.TempDir(), "ws")
+	if err := os.Mkdir(ws, 0o777); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Chmod(ws, 0o777); err != nil { // past the umask
+		tb.Fatal(err)
+	}
+	fixture.Reachable(tb, ws)
+	return ws
 }
 
 // containsRun reports whether want occurs in fields as consecutive fields.
