@@ -53,7 +53,7 @@ func runInit() int {
 	// From here on this goroutine stays on its thread: the program is forked from it, and what
 	// is per thread (the bounding set, then the credentials, Landlock and seccomp) is set on it.
 	runtime.LockOSThread()
-	if step, err := prepareNamespaces(); err != nil {
+	if step, err := prepareNamespaces(mountOwnProc); err != nil {
 		return fail(exitFailure, step, err)
 	}
 	if !planWaiting() {
@@ -62,7 +62,7 @@ func runInit() int {
 			return fail(exitFailure, step, err)
 		}
 	}
-	e, err := readPlan()
+	e, err := readPlan(3)
 	if err != nil {
 		return fail(exitFailure, "init: plan", err)
 	}
@@ -86,7 +86,9 @@ func runInit() int {
 		return fail(exitFailure, "resolve", err)
 	}
 	defer paths.close()
-	if step, err := buildNamespaces(e.Plan, paths, e.UserNS); err != nil {
+	// vm.memfd_noexec is per PID namespace: set here, it binds the program and everything it
+	// starts. (In a user namespace the seccomp filter stands in for it, see sealMemfds.)
+	if step, err := buildNamespaces(e.Plan, paths, e.Plan.NoExecMemfd && !e.UserNS); err != nil {
 		return fail(exitFailure, step, err)
 	}
 	switch {
@@ -124,7 +126,7 @@ func runInit() int {
 	code := supervise(prog, sigs)
 	// 128+n is also what a program exiting with that code itself looks like: it can only
 	// mislabel its own failure.
-	reportLimits(e.Plan.Limits, syscall.Signal(max(code-128, 0)))
+	reportLimits(reportFD, e.Plan.Limits, syscall.Signal(max(code-128, 0)))
 	reportEnd(code)
 	return code
 }
@@ -153,11 +155,11 @@ func reportEnd(code int) {
 
 // prepareNamespaces builds what does not depend on the plan: the mount namespace made private (so
 // that nothing mounted or unmounted here reaches the host, and nothing the host mounts later
-// appears here, neither read-only nor masked), a fresh /proc for the PID namespace, the minimal
-// /dev, the hostname and the loopback interface. The host's own trees are still in place
-// afterwards: the plan's paths are resolved in the host's view (openPlan). On failure it returns
-// the failed step and its error.
-func prepareNamespaces() (string, error) {
+// appears here, neither read-only nor masked), a fresh /proc for the PID namespace (mountProc),
+// the minimal /dev, the hostname and the loopback interface. The host's own trees are still in
+// place afterwards: the plan's paths are resolved in the host's view (openPlan). On failure it
+// returns the failed step and its error.
+func prepareNamespaces(mountProc func() error) (string, error) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return "mount: make / private", err
 	}
@@ -167,7 +169,7 @@ func prepareNamespaces() (string, error) {
 		return "mount: clone devices", err
 	}
 	defer closeAll(devs)
-	if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+	if err := mountProc(); err != nil {
 		return "mount: /proc", err
 	}
 	if err := setupDev(devs); err != nil {
@@ -180,6 +182,11 @@ func prepareNamespaces() (string, error) {
 		return "network: lo up", err
 	}
 	return "", nil
+}
+
+// mountOwnProc mounts at /proc a procfs of the caller's PID namespace (nosuid, nodev, noexec).
+func mountOwnProc() error {
+	return unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 }
 
 // planWaiting reports whether the plan is already in its pipe (an init started for its call) rather
@@ -236,9 +243,10 @@ func stdinFromNull() error {
 
 // buildNamespaces finishes the mount namespace for p, after prepareNamespaces, from the descriptors
 // of its paths (see openPlan): everything read-only and nosuid, fresh /tmp and /dev/shm, the
-// writable and protected trees, the egress files, the pins and the deny masks. On failure it
-// returns the failed step and its error.
-func buildNamespaces(p isolation.Plan, paths *pathTable, userNS bool) (string, error) {
+// writable and protected trees, the egress files, the pins and the deny masks; with memfdNoexec,
+// vm.memfd_noexec set to 2 for the caller's PID namespace. On failure it returns the failed step
+// and its error.
+func buildNamespaces(p isolation.Plan, paths *pathTable, memfdNoexec bool) (string, error) {
 	// Detached copies of the writable roots, taken before / turns read-only, so they keep the
 	// host's flags, and of the trees under /tmp that the fresh /tmp will hide.
 	trees, err := cloneTrees(p, paths)
@@ -254,9 +262,7 @@ func buildNamespaces(p isolation.Plan, paths *pathTable, userNS bool) (string, e
 		closeTrees(trees)
 		closeTrees(protected)
 	}()
-	if p.NoExecMemfd && !userNS {
-		// Per PID namespace and inherited, so it binds the program and everything it starts. (In
-		// a user namespace the seccomp filter stands in for it, see sealMemfds.)
+	if memfdNoexec {
 		if err := os.WriteFile(memfdNoexecSysctl, []byte("2"), 0); err != nil {
 			return "sysctl vm.memfd_noexec", err
 		}

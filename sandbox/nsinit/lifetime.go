@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -188,7 +189,8 @@ func KillLeftovers(tag string) (int, error) {
 	if !validOwnerTag(tag) {
 		return 0, fmt.Errorf("nsinit: owner tag %q is not a valid tag", tag)
 	}
-	want := strings.Join([]string{procName, initMarker, tag}, "\x00") + "\x00"
+	want := []string{strings.Join([]string{procName, initMarker, tag}, "\x00") + "\x00",
+		strings.Join([]string{procName, zygoteMarker, tag}, "\x00") + "\x00"}
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return 0, fmt.Errorf("nsinit: list processes: %w", err)
@@ -206,16 +208,17 @@ func KillLeftovers(tag string) (int, error) {
 	return killed, nil
 }
 
-// killLeftover SIGKILLs process pid when its command line is exactly cmdline, and reports whether
-// it did. The pidfd is taken first: if pid is reused after that, the signal goes nowhere (ESRCH).
-func killLeftover(pid int, cmdline string) bool {
+// killLeftover SIGKILLs process pid when its command line is exactly one of cmdlines, and reports
+// whether it did. The pidfd is taken first: if pid is reused after that, the signal goes nowhere
+// (ESRCH).
+func killLeftover(pid int, cmdlines []string) bool {
 	pidfd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		return false
 	}
 	defer unix.Close(pidfd)
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-	if err != nil || string(data) != cmdline {
+	if err != nil || !slices.Contains(cmdlines, string(data)) {
 		return false
 	}
 	return unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0) == nil

@@ -222,11 +222,11 @@ func tmpfsOptions(l isolation.Limits) string {
 	return fmt.Sprintf("mode=1777,size=%d,nr_inodes=%d", l.TmpfsBytes, max(l.TmpfsBytes/4096, 1024))
 }
 
-// reportLimits writes to the report pipe, after the program ended, the limits the init saw it
-// reach: SIGXFSZ or SIGXCPU as the signal that killed it (sig, 0 when none), and a full /tmp or
+// reportLimits writes to the report pipe (fd), after the program ended, the limits the init saw
+// it reach: SIGXFSZ or SIGXCPU as the signal that killed it (sig, 0 when none), and a full /tmp or
 // /dev/shm (no block or no inode left).
-func reportLimits(l isolation.Limits, sig syscall.Signal) {
-	note := func(s string) { _, _ = unix.Write(reportFD, []byte(limitNote+s+"\n")) }
+func reportLimits(fd int, l isolation.Limits, sig syscall.Signal) {
+	note := func(s string) { _, _ = unix.Write(fd, []byte(limitNote+s+"\n")) }
 	switch sig {
 	case unix.SIGXFSZ:
 		note("fsize")

@@ -368,6 +368,8 @@ func Main() {
 	switch os.Args[1] {
 	case initMarker:
 		os.Exit(runInit())
+	case zygoteMarker:
+		os.Exit(runZygote())
 	}
 }
 

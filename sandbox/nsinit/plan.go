@@ -245,9 +245,10 @@ func writePlan(e envelope) (*os.File, error) {
 	return r, nil
 }
 
-// readPlan reads and decodes the envelope from the inherited pipe at fd 3, and closes it.
-func readPlan() (envelope, error) {
-	f := os.NewFile(3, "plan")
+// readPlan reads and decodes the envelope from the pipe at fd (the init's is at fd 3), and closes
+// it.
+func readPlan(fd int) (envelope, error) {
+	f := os.NewFile(uintptr(fd), "plan")
 	if f == nil {
 		return envelope{}, errors.New("no plan pipe on fd 3")
 	}

@@ -44,16 +44,20 @@ type Pool struct {
 	cfg  PoolConfig
 	root bool
 
-	mu       sync.Mutex
-	idle     []*warmInit
-	target   int // inits kept ready
-	starting int
-	closed   bool
-	lastTake time.Time
-	failures int        // inits that died before being taken, in a row
-	pauseTo  time.Time  // no new inits before this, after repeated failures
-	mounts   mountTable // reads the host's mount table
-	stats    PoolStats
+	mu          sync.Mutex
+	idle        []*warmInit
+	target      int // inits kept ready
+	starting    int
+	closed      bool
+	lastTake    time.Time
+	failures    int        // inits that died before being taken, in a row
+	pauseTo     time.Time  // no new inits before this, after repeated failures
+	mounts      mountTable // reads the host's mount table
+	stats       PoolStats
+	zyg         *zygote   // serves the calls it can (zygoteServes); nil when off, unsupported or gone
+	zygErr      error     // why there is no zygote
+	zygRetry    time.Time // when a zygote that died may be started again
+	zygStarting bool
 
 	wake chan struct{}
 	done chan struct{}
@@ -67,6 +71,8 @@ type PoolConfig struct {
 	// Idle is how long the pool goes without a Take before it keeps one init fewer; 0 means one
 	// minute.
 	Idle time.Duration
+	// NoZygote keeps the zygote off: every call takes an init (see zygote_serve.go).
+	NoZygote bool
 }
 
 // DefaultPoolMax is the default bound of a Pool: two inits per CPU, at most 8.
@@ -80,6 +86,9 @@ type PoolStats struct {
 	Discarded int64 // inits discarded unused (stale, dead, or at Close)
 	Ready     int   // inits ready now
 	Target    int   // inits the pool keeps ready now
+	Zygote    int64 // calls the zygote served (neither a hit nor a miss)
+	// ZygoteErr says why no zygote serves calls ("" when one does, or is off).
+	ZygoteErr string
 }
 
 // warmInit is one started init waiting for its plan, with the host's ends of its descriptors.
@@ -132,6 +141,13 @@ func (p *Pool) Close() {
 		p.discard(w)
 	}
 	p.wg.Wait()
+	p.mu.Lock()
+	z := p.zyg
+	p.zyg = nil
+	p.mu.Unlock()
+	if z != nil {
+		z.close() // once the calls it serves have ended
+	}
 }
 
 // Stats reports what the pool did so far and holds now.
@@ -140,6 +156,9 @@ func (p *Pool) Stats() PoolStats {
 	defer p.mu.Unlock()
 	s := p.stats
 	s.Ready, s.Target = len(p.idle), p.target
+	if p.zygErr != nil {
+		s.ZygoteErr = p.zygErr.Error()
+	}
 	return s
 }
 
@@ -178,6 +197,16 @@ func (p *Pool) Take(plan isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if z := p.zygote(); z != nil && zygoteServes(prepared, p.root) {
+		cmd, stdio, err := z.take(prepared, stdin)
+		if cmd != nil || err != nil {
+			p.mu.Lock()
+			p.stats.Zygote++
+			p.mu.Unlock()
+			return cmd, stdio, err
+		}
+		// The zygote is gone; the refiller starts another.
+	}
 	if len(prepared.Ingress) > 0 {
 		return nil, nil, nil
 	}
@@ -206,6 +235,45 @@ func (p *Pool) Take(plan isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
 	}
 	p.count(true)
 	return cmd, stdio, nil
+}
+
+// zygote returns the pool's zygote while it is alive (nil otherwise: one that died or whose
+// executable changed is dropped, and the refiller starts another).
+func (p *Pool) zygote() *zygote {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.zyg != nil && !p.zyg.alive() {
+		go p.zyg.close()
+		p.zyg, p.zygRetry = nil, time.Now().Add(time.Second) // not in a loop, if it keeps dying
+		p.kick()
+	}
+	return p.zyg
+}
+
+// startZygote starts the pool's zygote when the host is root, the pool may have one and there is
+// none (and none died in the last minute). A host whose kernel cannot run one keeps the reason
+// (PoolStats.ZygoteErr) and never tries again.
+func (p *Pool) startZygote() {
+	p.mu.Lock()
+	want := p.root && !p.cfg.NoZygote && p.zyg == nil && !p.zygStarting && !p.closed &&
+		!errors.Is(p.zygErr, ErrUnavailable) && time.Now().After(p.zygRetry)
+	p.zygStarting = want
+	p.mu.Unlock()
+	if !want {
+		return
+	}
+	z, err := startZygote()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.zygStarting = false
+	switch {
+	case err != nil:
+		p.zygErr, p.zygRetry = err, time.Now().Add(time.Minute)
+	case p.closed:
+		go z.close()
+	default:
+		p.zyg, p.zygErr = z, nil
+	}
 }
 
 // count records a Take that found a ready init: served by it (a hit; an init served its call, so
@@ -401,6 +469,7 @@ func (p *Pool) noteFailure() {
 // second, drops dead and stale inits and shrinks the target after PoolConfig.Idle without a Take.
 func (p *Pool) refill() {
 	defer p.wg.Done()
+	p.wg.Go(p.startZygote)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -408,8 +477,10 @@ func (p *Pool) refill() {
 		case <-p.done:
 			return
 		case <-p.wake:
+			p.wg.Go(p.startZygote)
 		case <-tick.C:
 			p.sweep()
+			p.wg.Go(p.startZygote)
 		}
 		for p.wantMore() {
 			w, err := p.startInit()

@@ -18,8 +18,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// poolEnv, set to 1, makes this test binary run every sandbox of run() through a Pool.
+// poolEnv, set to 1, makes this test binary run every sandbox of run() through a Pool's inits;
+// set to zygoteMode, through a Pool's zygote where it serves the plan.
 const poolEnv = "NSINIT_TEST_POOL"
+
+// zygoteMode is the value of poolEnv for a run through the zygote.
+const zygoteMode = "zygote"
 
 // testPool is the pool run() takes inits from when poolEnv is set.
 var testPool *Pool
@@ -50,13 +54,22 @@ func runPooled(t testing.TB, pool *Pool, p isolation.Plan) result {
 	return r
 }
 
-// finishPooled reads a pooled init's output to its end, waits for it and returns its result.
+// finishPooled reads a pooled init's output to its end, waits for it and returns its result: the
+// status it reported, as the runner takes it (a sandbox from the zygote cannot be waited for: its
+// PID 1 is the zygote's child), or the one it exited with.
 func finishPooled(t testing.TB, cmd *Cmd, stdio *Stdio) result {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	var wg sync.WaitGroup
 	wg.Go(func() { _, _ = io.Copy(&stdout, stdio.Out); stdio.Out.Close() })
 	wg.Go(func() { _, _ = io.Copy(&stderr, stdio.Err); stdio.Err.Close() })
+	<-cmd.Ended()
+	if status, ok := cmd.Reported(); ok {
+		wg.Wait()
+		r := result{stdout.String(), stderr.String(), status, cmd.Failure()}
+		cmd.Finish(func(err error) { t.Error(err) })
+		return r
+	}
 	err := cmd.Wait()
 	wg.Wait()
 	r := finished(t, cmd, err, &stdout, &stderr)
@@ -79,14 +92,49 @@ func TestPoolRunsTheSuite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "-test.count=1", "-test.skip=^TestPool")
-	cmd.Env = append(os.Environ(), poolEnv+"=1")
+	runSuite(t, exe, "1")
+}
+
+// TestZygoteRunsTheSuite runs this package's tests again with every run() through a Pool whose
+// zygote serves every plan it can (a root host's, without egress or ingress): the zygote builds
+// the same sandbox as an init.
+func TestZygoteRunsTheSuite(t *testing.T) {
+	requireRoot(t)
+	if testPool != nil {
+		t.Skip("this is a pooled run")
+	}
+	fixture.Slow(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runSuite(t, exe, zygoteMode)
+}
+
+// runSuite runs the test binary exe again, without the pool's own tests, with poolEnv set to mode.
+func runSuite(t *testing.T, exe, mode string) {
+	t.Helper()
+	cmd := exec.Command(exe, "-test.count=1", "-test.skip=^Test(Pool|Zygote)")
+	cmd.Env = append(os.Environ(), poolEnv+"="+mode)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("the suite failed through the pool: %v\n%s", err, out)
+		t.Fatalf("the suite failed through the pool (%s): %v\n%s", mode, err, out)
 	}
 	if !strings.Contains(string(out), "PASS") {
-		t.Fatalf("no PASS in the pooled run:\n%s", out)
+		t.Fatalf("no PASS in the pooled run (%s):\n%s", mode, out)
+	}
+	i := strings.LastIndex(string(out), "pool: ")
+	if i < 0 {
+		t.Fatalf("the pooled run (%s) did not say what served its calls:\n%s", mode, out)
+	}
+	line, _, _ := strings.Cut(string(out[i:]), "\n")
+	var inits, zygote int
+	if _, err := fmt.Sscanf(line, "pool: %d calls from inits, %d from the zygote", &inits, &zygote); err != nil {
+		t.Fatalf("the pooled run's (%s) line %q: %v", mode, line, err)
+	}
+	t.Log(line)
+	if mode == zygoteMode && zygote < 30 || mode != zygoteMode && (zygote != 0 || inits < 30) {
+		t.Fatalf("the pooled run (%s): %s", mode, line)
 	}
 }
 

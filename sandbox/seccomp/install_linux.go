@@ -31,6 +31,11 @@ func program(opts Options) ([]unix.SockFilter, error) {
 	return p.([]unix.SockFilter), nil
 }
 
+// Program returns the kernel form of the Filter for opts, for a process that installs it itself
+// with seccomp(SECCOMP_SET_MODE_FILTER) (a child forked without a Go runtime). The slice is shared:
+// do not change it.
+func Program(opts Options) ([]unix.SockFilter, error) { return program(opts) }
+
 // Prepare builds and caches the program for opts ahead of Install (a sandbox init started before
 // its call does it while it waits).
 func Prepare(opts Options) error {

@@ -20,6 +20,7 @@ package bench
 
 import (
 	"os"
+	"strconv"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -102,7 +103,39 @@ func cpuTime() (self, all time.Duration) {
 	_ = unix.Getrusage(unix.RUSAGE_SELF, &s)
 	_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &c)
 	self = time.Duration(s.Utime.Nano() + s.Stime.Nano())
-	return self, self + time.Duration(c.Utime.Nano()+c.Stime.Nano())
+	return self, self + time.Duration(c.Utime.Nano()+c.Stime.Nano()) + liveChildrenCPU()
+}
+
+// liveChildrenCPU is the CPU time so far of this process's children that are still running (and
+// of their own reaped children): a pool's waiting inits and its zygote, which RUSAGE_CHILDREN
+// counts only once they are reaped.
+func liveChildrenCPU() time.Duration {
+	entries, _ := os.ReadDir("/proc")
+	self := os.Getpid()
+	var ticks int64
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// After the command name in parentheses: state ppid ... utime(14) stime(15) cutime(16) cstime(17).
+		i := strings.LastIndexByte(string(data), ')')
+		f := strings.Fields(string(data[i+1:]))
+		if len(f) < 15 {
+			continue
+		}
+		if ppid, _ := strconv.Atoi(f[1]); ppid != self {
+			continue
+		}
+		for _, k := range f[11:15] {
+			n, _ := strconv.ParseInt(k, 10, 64)
+			ticks += n
+		}
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
 }
 
 // reportCPU starts counting CPU time; the function it returns reports the CPU time per iteration

@@ -1,0 +1,272 @@
+package nsinit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/clihost/clihost/internal/filestamp"
+	"github.com/clihost/clihost/internal/spawn"
+	"github.com/clihost/clihost/isolation"
+	"github.com/clihost/clihost/sandbox/cgroup"
+	"golang.org/x/sys/unix"
+)
+
+// zygote is the host's side of a running zygote (see zygote_serve.go): a Pool hands it the calls
+// it can serve, and each costs no Go program's start, no exec and no process of the host's own.
+type zygote struct {
+	cmd  *exec.Cmd
+	conn *os.File        // the host's end of the SOCK_SEQPACKET pair
+	exe  filestamp.Stamp // the executable it was started from
+
+	mu     sync.Mutex
+	broken bool // a request could not be sent: the zygote is gone
+}
+
+// zygoteServes reports whether a zygote can build the sandbox of the prepared plan p: a root host's
+// plan without egress or ingress (those need an init's listeners and dials: the Pool's inits
+// serve them).
+func zygoteServes(p isolation.Plan, root bool) bool {
+	return root && !p.Egress && len(p.Ingress) == 0
+}
+
+// startZygote starts the zygote from the sandbox executable (see UseHelper), as the spawner's
+// child (it dies with the host: a parent-death signal, and the end of its socket), with no
+// environment, and waits for its first message. It returns an error wrapping ErrUnavailable
+// when the zygote says it cannot build sandboxes on this kernel.
+func startZygote() (*zygote, error) {
+	host, child, err := socketPair("zygote")
+	if err != nil {
+		return nil, fmt.Errorf("nsinit: %w", err)
+	}
+	defer child.Close()
+	cmd := &exec.Cmd{
+		Path:       executable(),
+		Args:       zygoteArgs(),
+		Env:        []string{},
+		Dir:        "/",
+		ExtraFiles: []*os.File{child},
+		Stderr:     os.Stderr,
+		SysProcAttr: &syscall.SysProcAttr{
+			Pdeathsig: syscall.SIGKILL,
+			Setpgid:   true,
+		},
+	}
+	if err := spawn.Start(cmd); err != nil {
+		host.Close()
+		return nil, fmt.Errorf("nsinit: start the zygote: %w", err)
+	}
+	child.Close()
+	z := &zygote{cmd: cmd, conn: host}
+	z.exe, _ = filestamp.Path(cmd.Path)
+	hello, err := readHello(host)
+	if err != nil || hello != zygoteReady {
+		z.close()
+		if reason, ok := strings.CutPrefix(hello, zygoteUnsupported); ok {
+			return nil, fmt.Errorf("%w: %s", ErrUnavailable, reason)
+		}
+		return nil, fmt.Errorf("nsinit: the zygote did not start: %q (%v)", hello, err)
+	}
+	return z, nil
+}
+
+// helloTimeout bounds the wait for a new zygote's first message.
+const helloTimeout = 10 * time.Second
+
+// readHello reads the zygote's first message, waiting at most helloTimeout.
+func readHello(conn *os.File) (string, error) {
+	fds := []unix.PollFd{{Fd: int32(conn.Fd()), Events: unix.POLLIN}}
+	for deadline := time.Now().Add(helloTimeout); ; {
+		n, err := unix.Poll(fds, int(time.Until(deadline)/time.Millisecond)+1)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return "", err
+		case n == 0:
+			return "", errors.New("no answer within " + helloTimeout.String())
+		}
+		buf := make([]byte, 4096)
+		n, err = conn.Read(buf)
+		return string(buf[:max(n, 0)]), err
+	}
+}
+
+// zygoteArgs is the zygote's command line: the marker, and the owner tag when there is one (see
+// SetOwner and KillLeftovers).
+func zygoteArgs() []string {
+	args := initArgs()
+	args[1] = zygoteMarker
+	return args
+}
+
+// close ends the zygote: with its socket closed it exits, and the calls it still serves end.
+func (z *zygote) close() {
+	z.conn.Close()
+	_ = z.cmd.Wait()
+}
+
+// alive reports whether the zygote can still be given calls: it runs, and the sandbox executable
+// is still the one it was started from (UseHelper, or the file replaced on disk).
+func (z *zygote) alive() bool {
+	z.mu.Lock()
+	broken := z.broken
+	z.mu.Unlock()
+	exe, _ := filestamp.Path(executable())
+	return !broken && exe == z.exe && !spawn.Exited(z.cmd.Process.Pid)
+}
+
+// take gives the zygote the call of the prepared plan p: it makes the call's pipes and control
+// groups, sends them with the plan, and returns the Cmd of the call's PID 1 once the zygote made
+// it, with the host's ends of the program's streams (stdin: whether the program gets input on a
+// pipe, else /dev/null). It returns a nil Cmd and no error when the zygote is gone (the call then
+// starts another way), and an error wrapping ErrUnavailable when the zygote could not start the
+// sandbox.
+func (z *zygote) take(p isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
+	deadline, err := deadlineFor(p.Timeout)
+	if err != nil {
+		return nil, nil, fmt.Errorf("nsinit: deadline: %w", err)
+	}
+	umask, err := hostUmask()
+	if err != nil {
+		return nil, nil, fmt.Errorf("nsinit: %w", err)
+	}
+	rlimits, err := hostRlimits()
+	if err != nil {
+		return nil, nil, fmt.Errorf("nsinit: %w", err)
+	}
+	planR, err := writePlan(envelope{Protocol: planProtocol, Plan: p, Deadline: deadline, Pooled: true,
+		StdinNull: !stdin, HostUmask: umask, HostRlimits: rlimits})
+	if err != nil {
+		return nil, nil, fmt.Errorf("nsinit: %w", err)
+	}
+	sent := []*os.File{planR} // the zygote's ends, closed here once sent
+	defer func() { closeFiles(sent) }()
+	var host []*os.File // the host's ends, closed on failure
+	fail := func(err error) (*Cmd, *Stdio, error) {
+		closeFiles(host)
+		return nil, nil, err
+	}
+	pipes := make([]*os.File, 4) // the host's ends of report, stdout, stderr, stdin
+	for i, hostWrites := range []bool{false, false, false, true} {
+		if i == 3 && !stdin {
+			break
+		}
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fail(fmt.Errorf("nsinit: pipe: %w", err))
+		}
+		if hostWrites {
+			pipes[i], sent = w, append(sent, r)
+		} else {
+			pipes[i], sent = r, append(sent, w)
+		}
+		host = append(host, pipes[i])
+	}
+	h := zygoteHeader{Stdin: stdin}
+	var group *cgroup.Group
+	if cgroupLimits(p.Limits) {
+		if group, err = cgroup.Default().New(cgroup.Limits{MemoryBytes: p.Limits.MemoryBytes, Pids: p.Limits.Pids, CPU: p.Limits.CPU}); err != nil {
+			return fail(fmt.Errorf("nsinit: %w", err))
+		}
+	}
+	if group != nil {
+		files, err := cgroupFiles(group)
+		if err != nil {
+			_ = group.Remove()
+			return fail(fmt.Errorf("nsinit: cgroup: %w", err))
+		}
+		sent = append(sent, files...)
+		h.Tasks, h.Dir = len(group.TasksFiles()), group.V2Dir() != ""
+	}
+	body, err := json.Marshal(h)
+	if err != nil {
+		_ = group.Remove()
+		return fail(fmt.Errorf("nsinit: zygote request: %w", err))
+	}
+	fds := make([]int, len(sent))
+	for i, f := range sent {
+		fds[i] = int(f.Fd())
+	}
+	if err := unix.Sendmsg(int(z.conn.Fd()), body, unix.UnixRights(fds...), nil, 0); err != nil {
+		z.mu.Lock()
+		z.broken = true
+		z.mu.Unlock()
+		_ = group.Remove()
+		closeFiles(host)
+		return nil, nil, nil
+	}
+	closeFiles(sent)
+	sent = nil
+	report := pipes[0]
+	pid, err := readPID(report)
+	if err != nil {
+		_ = group.Remove()
+		return fail(fmt.Errorf("%w: %v", ErrUnavailable, err))
+	}
+	proc, err := os.FindProcess(pid) // not reaped by the zygote until the report pipe is closed
+	if err != nil {
+		_ = group.Remove()
+		return fail(fmt.Errorf("nsinit: PID 1: %w", err))
+	}
+	cmd := &exec.Cmd{Path: executable(), Args: zygoteArgs(), Process: proc}
+	return &Cmd{Cmd: cmd, report: report, group: group, limits: p.Limits},
+		&Stdio{Out: pipes[1], Err: pipes[2], In: pipes[3]}, nil
+}
+
+// cgroupFiles opens what the program's process of a call in group g joins it by: the v1 tasks
+// files (it writes "0" to each) and the v2 directory (it is cloned into it).
+func cgroupFiles(g *cgroup.Group) ([]*os.File, error) {
+	var out []*os.File
+	for _, path := range g.TasksFiles() {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			closeFiles(out)
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	if d := g.V2Dir(); d != "" {
+		f, err := os.OpenFile(d, os.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			closeFiles(out)
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// readPID reads the report pipe's first line, byte by byte so that nothing after it is consumed:
+// "pid N", PID 1's pid. Any other line is the zygote's failure to start the sandbox, and the rest
+// of the pipe (up to its end) is read into the error.
+func readPID(report *os.File) (int, error) {
+	var line []byte
+	b := make([]byte, 1)
+	for len(line) < 4096 {
+		n, err := report.Read(b)
+		if n == 0 || err != nil {
+			break
+		}
+		if b[0] == '\n' {
+			if v, ok := strings.CutPrefix(string(line), "pid "); ok {
+				return strconv.Atoi(v)
+			}
+			rest := make([]byte, 4096)
+			n, _ := report.Read(rest)
+			return 0, errors.New(strings.TrimSpace(string(line) + "; " + string(rest[:n])))
+		}
+		line = append(line, b[0])
+	}
+	if len(line) == 0 {
+		return 0, errors.New("the zygote ended the call without a word")
+	}
+	return 0, errors.New(string(line))
+}

@@ -1,0 +1,710 @@
+package nsinit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/clihost/clihost/isolation"
+	"github.com/clihost/clihost/sandbox/seccomp"
+	"golang.org/x/sys/unix"
+)
+
+// The zygote is a clihost-sandbox process started once (see zygote.go) that builds each call's
+// sandbox without starting a Go program for it. For every call it receives the plan with the
+// call's descriptors and runs serveCall on a new goroutine locked to a thread of its own, which
+// the runtime ends with the call:
+//
+//  1. The thread unshares new mount, PID, network, IPC, UTS and cgroup namespaces for itself
+//     alone, and clones the call's PID 1 (rawProgram, no Go runtime), which drops to the plan's
+//     identity and reaps orphans until the thread tells it to exit.
+//  2. It builds the mount namespace with the init's own code (prepareNamespaces with a /proc for
+//     the new PID namespace, openPlan, buildNamespaces), then confines itself as the init's
+//     forking thread does (Landlock, identity, capabilities, seccomp), checked with system calls.
+//  3. It clones the program's process from itself (CLONE_VM|CLONE_VFORK, a rawProgram that joins
+//     the cgroups, sets the rlimits, installs the streams and execs), which starts with exactly the
+//     thread's state, in the new PID namespace.
+//  4. It waits for the program, has PID 1 exit (the kernel then kills and reaps whatever is left in
+//     the namespace before PID 1's exit completes), writes the end line, and waits until the host
+//     closed the report pipe before it reaps PID 1, so that PID 1's pid, which the host signals,
+//     is not reused while the host may still use it.
+//
+// The report pipe carries the same lines as an init's ("step: error", limit notes, "end N"),
+// preceded by "pid N": PID 1's pid in the host's PID namespace. A watch on the report pipe kills
+// PID 1 (and so the sandbox) when the host closes it early or dies, and when the deadline passes.
+//
+// The zygote runs as root in the host's namespaces and holds no secret of the host: what it
+// learns is the plans, and each plan's process (and PID 1, a copy of the zygote's memory) cannot
+// read another process's memory (not dumpable, no capability, seccomp refuses ptrace).
+
+// zygoteMarker is argv[1] of the zygote.
+const zygoteMarker = "__clihost_zygote"
+
+// zygoteFD is the zygote's end of its socket pair with the host.
+const zygoteFD = 3
+
+// zygoteHeader is the body of a request message; its descriptors are, in order, the plan pipe's
+// read end, the report pipe's write end, the program's standard output and error, its standard
+// input when Stdin (else the program reads the sandbox's /dev/null), Tasks descriptors of the
+// call's cgroup v1 tasks files and, when Dir, one of its cgroup v2 directory.
+type zygoteHeader struct {
+	Stdin bool
+	Tasks int
+	Dir   bool
+}
+
+// split names the descriptors of a request with header h, or reports false when their number is
+// not what h says.
+func (h zygoteHeader) split(fds []int) (*zcall, bool) {
+	want := 4 + h.Tasks
+	if h.Stdin {
+		want++
+	}
+	if h.Dir {
+		want++
+	}
+	if h.Tasks < 0 || len(fds) != want {
+		return nil, false
+	}
+	c := &zcall{plan: fds[0], report: fds[1], stdout: fds[2], stderr: fds[3], stdin: -1, cgroupDir: -1,
+		pid1: -1, pid1fd: -1, ctlW: -1, pid1Report: -1, sysctl: -1}
+	rest := fds[4:]
+	if h.Stdin {
+		c.stdin, rest = rest[0], rest[1:]
+	}
+	c.tasks = rest[:h.Tasks]
+	if h.Dir {
+		c.cgroupDir = rest[h.Tasks]
+	}
+	return c, true
+}
+
+// zygoteReady and zygoteUnsupported start the zygote's first message: it can build sandboxes, or
+// it cannot on this kernel (the rest of the message says why).
+const (
+	zygoteReady       = "ready"
+	zygoteUnsupported = "unsupported: "
+)
+
+// runZygote is the zygote's main loop. It returns its exit status.
+func runZygote() int {
+	// The confined threads have the program's uid: no ptrace of them, no /proc/PID/mem.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fail(exitFailure, "zygote: not dumpable", err)
+	}
+	hello := zygoteReady
+	if err := probeZygote(); err != nil {
+		hello = zygoteUnsupported + err.Error()
+	}
+	if _, err := unix.Write(zygoteFD, []byte(hello)); err != nil || hello != zygoteReady {
+		return 0
+	}
+	buf := make([]byte, 4096)
+	oob := make([]byte, unix.CmsgSpace(64*4))
+	var calls sync.WaitGroup
+	for {
+		n, oobn, _, _, err := unix.Recvmsg(zygoteFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil || n == 0 && oobn == 0:
+			// The host closed its end: the calls still running end first (a host that died
+			// closed their report pipes too, which ends them at once).
+			calls.Wait()
+			return 0
+		}
+		fds, err := unixRights(oob[:oobn])
+		if err != nil {
+			closeAll(fds)
+			continue
+		}
+		var h zygoteHeader
+		if err := json.Unmarshal(buf[:n], &h); err != nil {
+			closeAll(fds)
+			continue
+		}
+		c, ok := h.split(fds)
+		if !ok {
+			closeAll(fds)
+			continue
+		}
+		calls.Go(c.serveCall)
+	}
+}
+
+// probeZygote checks, on a thread of its own, what every call needs from the kernel beyond what
+// Check does: a procfs mounted for a PID namespace the zygote is not in (the pidns option).
+func probeZygote() error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends in its own namespaces
+		errc <- func() error {
+			if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_NEWPID); err != nil {
+				return fmt.Errorf("unshare: %w", err)
+			}
+			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+				return fmt.Errorf("make / private: %w", err)
+			}
+			ctlR, ctlW, err := pipe()
+			if err != nil {
+				return err
+			}
+			prog := reaperProgram(ctlR)
+			pid, pidfd, err := prog.start(false, -1, ctlW)
+			unix.Close(ctlR)
+			if err != nil {
+				unix.Close(ctlW)
+				return err
+			}
+			defer func() {
+				unix.Close(ctlW)
+				_, _ = unix.Wait4(pid, nil, 0, nil)
+				unix.Close(pidfd)
+				prog.release()
+			}()
+			fd, err := procFor(pid)
+			if err != nil {
+				return err
+			}
+			unix.Close(fd)
+			return nil
+		}()
+	}()
+	return <-errc
+}
+
+// pipe returns a close-on-exec pipe's read and write ends.
+func pipe() (r, w int, err error) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return -1, -1, fmt.Errorf("pipe: %w", err)
+	}
+	return p[0], p[1], nil
+}
+
+// sigset is a kernel sigset_t (8 bytes) holding sigs.
+func sigset(sigs ...syscall.Signal) []byte {
+	var set uint64
+	for _, s := range sigs {
+		set |= 1 << (uint(s) - 1)
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&set)), 8)[:8:8]
+}
+
+// procFor returns a detached procfs mount (nosuid, nodev, noexec) for the PID namespace of process
+// pid.
+func procFor(pid int) (int, error) {
+	ns, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/pid", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("PID namespace: %w", err)
+	}
+	defer unix.Close(ns)
+	fs, err := unix.Fsopen("proc", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen proc: %w", err)
+	}
+	defer unix.Close(fs)
+	if err := unix.FsconfigSetFd(fs, "pidns", ns); err != nil {
+		return -1, fmt.Errorf("procfs pidns option (Linux 6.15 or later): %w", err)
+	}
+	if err := unix.FsconfigCreate(fs); err != nil {
+		return -1, fmt.Errorf("fsconfig create proc: %w", err)
+	}
+	fd, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount proc: %w", err)
+	}
+	return fd, nil
+}
+
+// zcall is one call the zygote serves: the descriptors it received (each -1 once closed) and what
+// its thread made.
+type zcall struct {
+	plan, report, stdout, stderr, stdin int   // stdin -1: the sandbox's /dev/null
+	tasks                               []int // the call's cgroup v1 tasks files
+	cgroupDir                           int   // the call's cgroup v2 directory, or -1
+
+	pid1, pid1fd int         // -1 until PID 1 exists
+	pid1Prog     *rawProgram // PID 1's program, to name its failure
+	ctlW         int         // PID 1's control pipe: closing it ends PID 1
+	pid1Report   int         // PID 1's failure, or one byte once it is ready
+	sysctl       int         // vm.memfd_noexec, opened for PID 1 to write, or -1
+	hostDone     chan struct{}
+}
+
+// serveCall serves the call on a new thread (see the comment at the top of this file), and closes
+// every descriptor it was given.
+func (c *zcall) serveCall() {
+	runtime.LockOSThread() // never unlocked: the thread's namespaces and credentials end with it
+	code := exitFailure
+	if step, err := c.serve(&code); err != nil {
+		line := fmt.Sprintf("%s: %v", step, err)
+		if c.stderr >= 0 {
+			_, _ = unix.Write(c.stderr, []byte("clihost sandbox: "+line+"\n"))
+		}
+		c.line(line)
+	}
+	// The host reads the program's streams to their end once it has the end line.
+	for _, fd := range []*int{&c.stdin, &c.stdout, &c.stderr} {
+		closeFD(fd)
+	}
+	if c.pid1 >= 0 {
+		// After the "pid" line the host reads the report until the end line, a failure's too.
+		c.line(endLine + strconv.Itoa(code))
+	}
+	c.finish()
+}
+
+// line writes s and a newline to the report pipe.
+func (c *zcall) line(s string) { _, _ = unix.Write(c.report, []byte(s+"\n")) }
+
+// closeFD closes *fd unless it is closed already, and marks it closed.
+func closeFD(fd *int) {
+	if *fd >= 0 {
+		unix.Close(*fd)
+		*fd = -1
+	}
+}
+
+// serve builds the sandbox, runs the program in it and sets *code to its status; on failure it
+// returns the failed step.
+func (c *zcall) serve(code *int) (string, error) {
+	e, err := readPlan(c.plan)
+	c.plan = -1 // readPlan closed it
+	if err != nil {
+		return "init: plan", err
+	}
+	p := e.Plan
+	if e.UserNS || p.Egress || len(p.Ingress) > 0 {
+		return "zygote", errors.New("the plan needs the init (a user namespace, egress or ingress)")
+	}
+	if p.NoExecMemfd {
+		// Opened before the unshare, on the zygote's own procfs: a file open for writing on the
+		// thread's copy of a mount would keep it from turning read-only (EBUSY), and by the time
+		// PID 1 writes it the thread's / may be read-only already.
+		if c.sysctl, err = unix.Open(memfdNoexecSysctl, unix.O_WRONLY|unix.O_CLOEXEC, 0); err != nil {
+			return "sysctl vm.memfd_noexec", err
+		}
+	}
+	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC |
+		unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP); err != nil {
+		return "unshare", err
+	}
+	step, err := c.startPID1(p)
+	closeFD(&c.sysctl)
+	if err != nil {
+		return step, err
+	}
+	c.hostDone = make(chan struct{})
+	go c.watch(c.report, e.Deadline)
+	c.line("pid " + strconv.Itoa(c.pid1))
+	if step, err := prepareNamespaces(c.mountProc); err != nil {
+		return step, err
+	}
+	unix.Umask(e.HostUmask)
+	rlimits, err := childRlimits(e.HostRlimits, p.Limits)
+	if err != nil {
+		return "rlimits", err
+	}
+	paths, err := openPlan(p)
+	if err != nil {
+		return "resolve", err
+	}
+	defer paths.close()
+	// Not vm.memfd_noexec here: it is set for the writer's PID namespace, here the zygote's.
+	// PID 1 sets it (pid1Program).
+	if step, err := buildNamespaces(p, paths, false); err != nil {
+		return step, err
+	}
+	if c.stdin < 0 {
+		if c.stdin, err = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0); err != nil {
+			return "stdin", err
+		}
+	}
+	if step, err := confineThread(p, paths); err != nil {
+		*code = exitVerify
+		return step, err
+	}
+	if err := c.awaitPID1(); err != nil {
+		return "init: PID 1", err
+	}
+	pid, err := c.startProgram(p, rlimits)
+	if err != nil {
+		return "exec " + p.Path, err
+	}
+	*code = waitProgram(pid)
+	reportLimits(c.report, p.Limits, syscall.Signal(max(*code-128, 0)))
+	return "", nil
+}
+
+// startPID1 clones the call's PID 1 into the thread's new PID namespace and makes it the leader
+// of its own process group (the host signals the group; the program joins it).
+func (c *zcall) startPID1(p isolation.Plan) (string, error) {
+	ctlR, ctlW, err := pipe()
+	if err != nil {
+		return "init: PID 1", err
+	}
+	defer unix.Close(ctlR)
+	c.ctlW = ctlW
+	repR, repW, err := pipe()
+	if err != nil {
+		return "init: PID 1", err
+	}
+	defer unix.Close(repW)
+	c.pid1Report = repR
+	c.pid1Prog = pid1Program(p, ctlR, repW, c.sysctl)
+	pid, pidfd, err := c.pid1Prog.start(false, -1, repW)
+	if err != nil {
+		return "init: PID 1", err
+	}
+	c.pid1, c.pid1fd = pid, pidfd
+	if err := unix.Setpgid(c.pid1, c.pid1); err != nil {
+		return "init: PID 1 process group", err
+	}
+	return "", nil
+}
+
+// reaperProgram is a PID 1 that dies with the thread that forked it, keeps only its control
+// pipe's read end ctl (and keep), and reaps until ctl is closed.
+func reaperProgram(ctl int, keep ...int) *rawProgram {
+	prog := &rawProgram{reap: true, reapCtl: uintptr(ctl)}
+	prog.call("parent death signal", unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL))
+	prog.closeAllBut(slices.Sorted(slices.Values(append(keep, ctl)))...)
+	prog.call("close standard streams", unix.SYS_CLOSE_RANGE, 0, 2, 0)
+	prog.call("signalfd", unix.SYS_SIGNALFD4, ^uintptr(0), prog.ptr(sigset(unix.SIGCHLD)), 8, unix.SFD_CLOEXEC).save = reapSig
+	return prog
+}
+
+// pid1Program is PID 1's program: a reaperProgram that also keeps its report pipe, sets
+// vm.memfd_noexec to 2 through sysctl (a descriptor of it, or -1 for none), drops to the plan's
+// identity (no capabilities, no_new_privs, not dumpable: the program, with the same uid, cannot
+// trace it) and says on the report pipe that it is ready.
+func pid1Program(p isolation.Plan, ctl, report, sysctl int) *rawProgram {
+	keep := []int{report}
+	if sysctl >= 0 {
+		keep = append(keep, sysctl)
+	}
+	prog := reaperProgram(ctl, keep...)
+	if sysctl >= 0 {
+		// Per PID namespace, the writer's: PID 1's is the sandbox's (whichever procfs the file
+		// was opened in), and the program and everything it starts inherit it.
+		prog.call("sysctl vm.memfd_noexec", unix.SYS_WRITE, uintptr(sysctl), prog.ptr([]byte("2")), 1)
+		prog.call("sysctl vm.memfd_noexec", unix.SYS_CLOSE, uintptr(sysctl))
+	}
+	prog.call("setgroups", unix.SYS_SETGROUPS, 0, 0)
+	prog.call("setresgid", unix.SYS_SETRESGID, uintptr(p.GID), uintptr(p.GID), uintptr(p.GID))
+	prog.call("setresuid", unix.SYS_SETRESUID, uintptr(p.UID), uintptr(p.UID), uintptr(p.UID))
+	prog.call("no_new_privs", unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+	prog.call("not dumpable", unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	// The uid change cleared the parent-death signal.
+	prog.call("parent death signal", unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL))
+	prog.call("ready", unix.SYS_WRITE, uintptr(report), prog.ptr([]byte{'r'}), 1)
+	prog.call("close report", unix.SYS_CLOSE, uintptr(report))
+	return prog
+}
+
+// mountProc mounts at /proc a procfs of the call's PID namespace.
+func (c *zcall) mountProc() error {
+	fd, err := procFor(c.pid1)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.MoveMount(fd, "", unix.AT_FDCWD, "/proc", unix.MOVE_MOUNT_F_EMPTY_PATH)
+}
+
+// watch ends the sandbox (SIGKILL to PID 1) when the host closes the report pipe, dies, or the
+// deadline (CLOCK_BOOTTIME nanoseconds, 0 for none) passes; it closes c.hostDone once the host's
+// end is closed. It runs on a thread of the zygote's own, which may signal PID 1.
+func (c *zcall) watch(report int, deadline int64) {
+	defer close(c.hostDone)
+	for {
+		timeout := -1
+		if deadline != 0 {
+			now, err := bootTime()
+			if err != nil || now >= deadline {
+				_ = unix.PidfdSendSignal(c.pid1fd, unix.SIGKILL, nil, 0)
+				deadline = 0
+				continue
+			}
+			timeout = int((deadline-now)/int64(time.Millisecond)) + 1
+		}
+		gone, err := hostGone(report, timeout)
+		if err != nil || gone {
+			_ = unix.PidfdSendSignal(c.pid1fd, unix.SIGKILL, nil, 0)
+			return
+		}
+	}
+}
+
+// awaitPID1 waits until PID 1 reports that it is ready (one byte) or failed (its op and errno).
+func (c *zcall) awaitPID1() error {
+	var buf [16]byte
+	n, err := readFull(c.pid1Report, buf[:])
+	closeFD(&c.pid1Report)
+	switch {
+	case n == 1 && buf[0] == 'r':
+		return nil
+	case n == len(buf):
+		return c.pid1Prog.failure(buf[:])
+	case err != nil:
+		return err
+	default:
+		return errors.New("PID 1 exited")
+	}
+}
+
+// readFull reads into buf until it is full or the end of the file.
+func readFull(fd int, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := unix.Read(fd, buf[n:])
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return n, err
+		case m == 0:
+			return n, nil
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// startProgram clones the program's process from the confined thread and execs it (see
+// programFor); it returns its pid once the exec succeeded, and closes the thread's copies of the
+// program's streams, so that the host sees their end when the program's copies close.
+func (c *zcall) startProgram(p isolation.Plan, rlimits []rlimit) (int, error) {
+	errR, errW, err := pipe()
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(errR)
+	prog, err := c.programFor(p, rlimits, errW)
+	if err != nil {
+		unix.Close(errW)
+		return 0, err
+	}
+	pid, pidfd, err := prog.start(true, c.cgroupDir, errW)
+	prog.release()
+	unix.Close(errW)
+	for _, fd := range []*int{&c.stdin, &c.stdout, &c.stderr} {
+		closeFD(fd)
+	}
+	if err != nil {
+		return 0, err
+	}
+	unix.Close(pidfd)
+	var buf [16]byte
+	if n, _ := readFull(errR, buf[:]); n == len(buf) {
+		_, _ = unix.Wait4(pid, nil, 0, nil)
+		return 0, prog.failure(buf[:])
+	}
+	return pid, nil
+}
+
+// programFor is the program's process (forked into the call's cgroup v2 group, if any): it joins
+// the call's cgroup v1 groups, takes its resource limits, joins PID 1's process group, gets its
+// standard streams and no other descriptor (but errW, close-on-exec), enters its directory, dies
+// with the zygote's thread, gets the default signal handlers, installs the seccomp filter (after
+// which it checks that its mode is 2) and execs the plan's program. Everything else it inherits
+// from the confined thread.
+func (c *zcall) programFor(p isolation.Plan, rlimits []rlimit, errW int) (*rawProgram, error) {
+	prog := &rawProgram{}
+	zero := prog.ptr([]byte("0"))
+	for _, fd := range c.tasks {
+		prog.call("cgroup: join", unix.SYS_WRITE, uintptr(fd), zero, 1)
+	}
+	for _, l := range rlimits {
+		prog.setrlimit(l.Resource, l.Cur, l.Max)
+	}
+	prog.call("process group", unix.SYS_SETPGID, 0, 1)
+	for i, fd := range []int{c.stdin, c.stdout, c.stderr} {
+		prog.call("standard streams", unix.SYS_DUP3, uintptr(fd), uintptr(i), 0)
+	}
+	prog.closeAllBut(errW)
+	prog.call("chdir "+p.Dir, unix.SYS_CHDIR, prog.str(p.Dir))
+	prog.call("parent death signal", unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL))
+	prog.defaultSignals()
+	if p.Seccomp {
+		filter, err := seccomp.Program(seccomp.Options{NoExecMemfd: p.NoExecMemfd})
+		if err != nil {
+			return nil, err
+		}
+		fprog := &unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+		prog.keep = append(prog.keep, filter, fprog)
+		prog.call("seccomp", unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(fprog)))
+		check := prog.call("verify: seccomp mode", unix.SYS_PRCTL, unix.PR_GET_SECCOMP, 0, 0, 0, 0)
+		check.check, check.want = true, 2
+	}
+	prog.call("execve", unix.SYS_EXECVE, prog.str(p.Path), prog.strv(p.Args), prog.strv(p.Env))
+	return prog, nil
+}
+
+// waitProgram waits for the program's process and returns its status: its exit code, or 128+n
+// when signal n killed it.
+func waitProgram(pid int) int {
+	for {
+		var ws unix.WaitStatus
+		_, err := unix.Wait4(pid, &ws, 0, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return exitFailure
+		case ws.Signaled():
+			return 128 + int(ws.Signal())
+		default:
+			return ws.ExitStatus()
+		}
+	}
+}
+
+// finish ends the call: PID 1 exits (the kernel kills and reaps what is left of the sandbox before
+// its exit completes), and once the host closed the report pipe it is reaped, and every
+// descriptor is closed.
+func (c *zcall) finish() {
+	closeFD(&c.ctlW)
+	if c.hostDone != nil {
+		<-c.hostDone
+	}
+	if c.pid1 >= 0 {
+		for {
+			if _, err := unix.Wait4(c.pid1, nil, 0, nil); !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+		c.pid1Prog.release() // its stack, now that it is gone
+	}
+	for _, fd := range []*int{&c.pid1fd, &c.pid1Report, &c.sysctl, &c.plan, &c.report, &c.stdout, &c.stderr, &c.stdin} {
+		closeFD(fd)
+	}
+	closeAll(c.tasks)
+	closeFD(&c.cgroupDir)
+}
+
+// childRlimits are the resource limits the program's process sets on itself: the host's (as far
+// as they do not exceed the zygote's hard limits, which the process cannot raise), then the plan's
+// (see setRlimits).
+func childRlimits(host []rlimit, l isolation.Limits) ([]rlimit, error) {
+	out := make([]rlimit, 0, len(host)+4)
+	for _, h := range host {
+		var now unix.Rlimit
+		if err := unix.Getrlimit(h.Resource, &now); err != nil {
+			return nil, fmt.Errorf("getrlimit %d: %w", h.Resource, err)
+		}
+		r := rlimit{Resource: h.Resource, Max: min(h.Max, now.Max)}
+		r.Cur = min(h.Cur, r.Max)
+		out = append(out, r)
+	}
+	out = append(out, rlimit{Resource: unix.RLIMIT_CORE})
+	if l.NoFile > 0 {
+		out = append(out, rlimit{Resource: unix.RLIMIT_NOFILE, Cur: uint64(l.NoFile), Max: uint64(l.NoFile)})
+	}
+	if l.FileSize > 0 {
+		out = append(out, rlimit{Resource: unix.RLIMIT_FSIZE, Cur: uint64(l.FileSize), Max: uint64(l.FileSize)})
+	}
+	if l.CPU > 0 {
+		secs := uint64((l.CPU + time.Second - 1) / time.Second)
+		out = append(out, rlimit{Resource: unix.RLIMIT_CPU, Cur: secs, Max: secs + 1})
+	}
+	return out, nil
+}
+
+// confineThread confines the calling thread, locked to its goroutine, as confine does the init's
+// forking thread, minus what is per process (the rlimits and the descriptors are the program's
+// own process's business, see programFor; the zygote is not dumpable) and the seccomp filter,
+// which the program's process installs (the thread forks it with clone3, which the filter
+// refuses): no_new_privs, Landlock, the plan's identity without capabilities, checked with
+// system calls (verifyThread).
+func confineThread(p isolation.Plan, paths *pathTable) (string, error) {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return "no_new_privs", err
+	}
+	if err := restrictLandlock(p, paths); err != nil {
+		return "landlock", err
+	}
+	paths.close()
+	if err := dropPrivileges(p, false); err != nil {
+		return "privileges", err
+	}
+	if err := verifyThread(p); err != nil {
+		return "verify", err
+	}
+	return "", nil
+}
+
+// verifyThread checks the calling thread's state with system calls (its /proc/thread-self is not
+// in the sandbox's procfs): no_new_privs, the locked securebits, no capability in any set, and the
+// plan's uid, gid (real, effective, saved, file system) and groups.
+func verifyThread(p isolation.Plan) error {
+	get := func(what string, op, arg uintptr) (uintptr, error) {
+		r, _, e := unix.RawSyscall6(unix.SYS_PRCTL, op, arg, 0, 0, 0, 0)
+		if e != 0 {
+			return 0, fmt.Errorf("%s: %w", what, e)
+		}
+		return r, nil
+	}
+	want := func(what string, got, wanted uintptr) error {
+		if got != wanted {
+			return fmt.Errorf("%s is %d, want %d", what, got, wanted)
+		}
+		return nil
+	}
+	if v, err := get("no_new_privs", unix.PR_GET_NO_NEW_PRIVS, 0); err != nil || want("no_new_privs", v, 1) != nil {
+		return errors.Join(err, want("no_new_privs", v, 1))
+	}
+	if v, err := get("securebits", unix.PR_GET_SECUREBITS, 0); err != nil || want("securebits", v, lockedSecurebits) != nil {
+		return errors.Join(err, want("securebits", v, lockedSecurebits))
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	if data != [2]unix.CapUserData{} {
+		return fmt.Errorf("capabilities left: %+v", data)
+	}
+	for cap := uintptr(0); cap < maxCapabilities; cap++ {
+		inBounding, _, e := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAPBSET_READ, cap, 0, 0, 0, 0)
+		if e == unix.EINVAL && cap > 0 {
+			break
+		}
+		ambient, _, e2 := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_IS_SET, cap, 0, 0, 0)
+		if e != 0 || e2 != 0 || inBounding != 0 || ambient != 0 {
+			return fmt.Errorf("capability %d: bounding %d (%v), ambient %d (%v)", cap, inBounding, e, ambient, e2)
+		}
+	}
+	var r, e, s uint32
+	for _, id := range []struct {
+		what    string
+		get, fs uintptr
+		want    int
+	}{{"uid", unix.SYS_GETRESUID, unix.SYS_SETFSUID, p.UID}, {"gid", unix.SYS_GETRESGID, unix.SYS_SETFSGID, p.GID}} {
+		if _, _, errno := unix.RawSyscall(id.get, uintptr(unsafe.Pointer(&r)), uintptr(unsafe.Pointer(&e)), uintptr(unsafe.Pointer(&s))); errno != 0 {
+			return fmt.Errorf("%s: %w", id.what, errno)
+		}
+		fs, _, _ := unix.RawSyscall(id.fs, ^uintptr(0), 0, 0) // -1 changes nothing and returns the current one
+		w := uintptr(id.want)
+		if r != uint32(w) || e != uint32(w) || s != uint32(w) || uint32(fs) != uint32(w) {
+			return fmt.Errorf("%s is %d/%d/%d/%d, want %d", id.what, r, e, s, uint32(fs), id.want)
+		}
+	}
+	groups, err := unix.Getgroups()
+	if err != nil {
+		return fmt.Errorf("groups: %w", err)
+	}
+	slices.Sort(groups)
+	if !slices.Equal(groups, p.Groups) && !(len(groups) == 0 && len(p.Groups) == 0) {
+		return fmt.Errorf("groups are %v, want %v", groups, p.Groups)
+	}
+	return nil
+}
