@@ -408,9 +408,14 @@ func setupDev(devs []int) error {
 	}
 	for i, name := range devices {
 		path := "/dev/" + name
-		if err := os.WriteFile(path, nil, 0o666); err != nil {
+		// Created, not opened for writing: a file open for writing on a mount keeps it from
+		// turning read-only (EBUSY), and in the zygote a process forked meanwhile by another
+		// thread holds a copy of every descriptor for a moment.
+		fd, err := unix.Open(path, unix.O_CREAT|unix.O_EXCL|unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o666)
+		if err != nil {
 			return err
 		}
+		unix.Close(fd)
 		if err := unix.MoveMount(devs[i], "", unix.AT_FDCWD, path, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
 			return fmt.Errorf("bind %s: %w", path, err)
 		}

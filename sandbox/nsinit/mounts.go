@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+
+	"golang.org/x/sys/unix"
 )
 
 // mountTable reads this process's mount table, for a Pool to compare an init's copy (the table
@@ -16,14 +18,27 @@ import (
 type mountTable struct {
 	text []byte
 	buf  []byte
+	// proc, when not 0, is a descriptor of this process's directory in the host's procfs, read
+	// through instead of /proc/self (which a thread in a mount namespace of its own, with another
+	// procfs at /proc, cannot resolve).
+	proc int
 }
 
 // read returns the current text of /proc/self/mountinfo in m.buf (grown as needed; valid until the
 // next read).
 func (m *mountTable) read() ([]byte, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, fmt.Errorf("mount table: %w", err)
+	var f *os.File
+	if m.proc > 0 {
+		fd, err := unix.Openat(m.proc, "mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("mount table: %w", err)
+		}
+		f = os.NewFile(uintptr(fd), "mountinfo")
+	} else {
+		var err error
+		if f, err = os.Open("/proc/self/mountinfo"); err != nil {
+			return nil, fmt.Errorf("mount table: %w", err)
+		}
 	}
 	defer f.Close()
 	if m.buf == nil {

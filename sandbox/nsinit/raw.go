@@ -113,21 +113,15 @@ func (p *rawProgram) setrlimit(res int, soft, hard uint64) {
 	p.call(fmt.Sprintf("rlimit %d", res), unix.SYS_PRLIMIT64, 0, uintptr(res), p.ptr(lim), 0)
 }
 
-// defaultSignals appends the calls that give every signal its default action and unblock them
-// all: a child of the Go process has the runtime's handlers, which must not run in it, and its
-// signals blocked since the clone (execve keeps the mask and ignored signals).
-func (p *rawProgram) defaultSignals() {
-	sa := make([]byte, 32) // struct kernel_sigaction: SIG_DFL, no flags, no restorer, empty mask
-	for s := uintptr(1); s <= 64; s++ {
-		if s != uintptr(unix.SIGKILL) && s != uintptr(unix.SIGSTOP) {
-			p.call("signal action", unix.SYS_RT_SIGACTION, s, p.ptr(sa), 0, 8).allow = uintptr(unix.EINVAL)
-		}
-	}
+// unblockSignals appends the call that unblocks every signal, blocked since the clone (execve
+// keeps the mask). The child has the default handlers: start clones with CLONE_CLEAR_SIGHAND, so
+// that the Go runtime's never run in it.
+func (p *rawProgram) unblockSignals() {
 	p.call("unblock signals", unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, p.ptr(make([]byte, 8)), 0, 8)
 }
 
 // start clones the calling thread, which must be locked to its goroutine, with every signal
-// blocked, into a child that shares this process's memory (CLONE_VM) and runs p on a stack of its
+// blocked and every handler reset to the default (CLONE_CLEAR_SIGHAND), into a child that shares this process's memory (CLONE_VM) and runs p on a stack of its
 // own; failures are written to report, a descriptor the child has (close-on-exec, so that an exec
 // closes it). With vfork the caller is suspended until the child has exec'd or exited (p's ops
 // end with an execve); without it the child runs beside the caller, and p (which it reads) and its
@@ -144,7 +138,7 @@ func (p *rawProgram) start(vfork bool, cgroup, report int) (pid, pidfd int, err 
 		}
 	}
 	p.pidfd = -1
-	p.clone = cloneArgs{flags: unix.CLONE_VM | unix.CLONE_PIDFD, pidfd: uint64(uintptr(unsafe.Pointer(&p.pidfd))),
+	p.clone = cloneArgs{flags: unix.CLONE_VM | unix.CLONE_PIDFD | unix.CLONE_CLEAR_SIGHAND, pidfd: uint64(uintptr(unsafe.Pointer(&p.pidfd))),
 		exitSignal: uint64(unix.SIGCHLD), stack: uint64(uintptr(unsafe.Pointer(&p.stack[0]))), stackSize: rawStackSize}
 	if vfork {
 		p.clone.flags |= unix.CLONE_VFORK

@@ -32,7 +32,8 @@ type zygote struct {
 
 // zygoteServes reports whether a zygote can build the sandbox of the prepared plan p: a root host's
 // plan without egress or ingress (those need an init's listeners and dials: the Pool's inits
-// serve them).
+// serve them). (Its sandboxes always have vm.memfd_noexec=2: PID 1 sets it before the plan is
+// known. Every plan sandbox.Policy makes asks for it.)
 func zygoteServes(p isolation.Plan, root bool) bool {
 	return root && !p.Egress && len(p.Ingress) == 0
 }

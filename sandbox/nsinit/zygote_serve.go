@@ -1,9 +1,11 @@
 package nsinit
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -73,8 +75,8 @@ func (h zygoteHeader) split(fds []int) (*zcall, bool) {
 	if h.Tasks < 0 || len(fds) != want {
 		return nil, false
 	}
-	c := &zcall{plan: fds[0], report: fds[1], stdout: fds[2], stderr: fds[3], stdin: -1, cgroupDir: -1,
-		pid1: -1, pid1fd: -1, ctlW: -1, pid1Report: -1, sysctl: -1}
+	c := newZcall()
+	c.plan, c.report, c.stdout, c.stderr = fds[0], fds[1], fds[2], fds[3]
 	rest := fds[4:]
 	if h.Stdin {
 		c.stdin, rest = rest[0], rest[1:]
@@ -84,6 +86,18 @@ func (h zygoteHeader) split(fds []int) (*zcall, bool) {
 		c.cgroupDir = rest[h.Tasks]
 	}
 	return c, true
+}
+
+// newZcall is a zcall with nothing in it yet.
+func newZcall() *zcall {
+	return &zcall{plan: -1, report: -1, stdout: -1, stderr: -1, stdin: -1, cgroupDir: -1,
+		pid1: -1, pid1fd: -1, ctlW: -1, pid1Report: -1, sysctl: -1}
+}
+
+// take moves the call's descriptors from req (split's) into c.
+func (c *zcall) take(req *zcall) {
+	c.plan, c.report, c.stdout, c.stderr, c.stdin = req.plan, req.report, req.stdout, req.stderr, req.stdin
+	c.tasks, c.cgroupDir = req.tasks, req.cgroupDir
 }
 
 // zygoteReady and zygoteUnsupported start the zygote's first message: it can build sandboxes, or
@@ -106,36 +120,161 @@ func runZygote() int {
 	if _, err := unix.Write(zygoteFD, []byte(hello)); err != nil || hello != zygoteReady {
 		return 0
 	}
+	proc, err := unix.Open("/proc/self", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fail(exitFailure, "zygote: /proc/self", err)
+	}
+	z := &zserver{mounts: mountTable{proc: proc}}
+	z.serve()
+	return 0
+}
+
+// A zserver keeps zygoteWarm threads ready for calls: each has unshared its namespaces, started its
+// PID 1 and built what does not depend on the plan (prepareNamespaces), and waits in recvmsg for a
+// call itself (no hand-off between threads on a call's path). The thread that takes a call starts
+// its replacement. A thread whose mount namespace is a copy of a host mount table that has changed
+// since (as with a Pool's inits) passes its call to a new thread, made for it.
+type zserver struct {
+	mounts mountTable
+
+	mu      sync.Mutex
+	eof     bool // the host closed its end: no thread is started any more
+	threads sync.WaitGroup
+}
+
+// zygoteWarm is how many threads the zygote keeps ready.
+const zygoteWarm = 2
+
+// serve starts the ready threads and returns once the host has closed its end and every call has
+// ended (a host that died closed their report pipes too, which ends them at once).
+func (z *zserver) serve() {
+	for range zygoteWarm {
+		z.start()
+	}
+	z.threads.Wait()
+}
+
+// start starts a thread that makes itself ready, unless the host has closed its end.
+func (z *zserver) start() {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if !z.eof {
+		z.threads.Go(z.ready)
+	}
+}
+
+// table reads the host's mount table (a copy: the buffer is shared).
+func (z *zserver) table() ([]byte, error) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	t, err := z.mounts.read()
+	return bytes.Clone(t), err
+}
+
+// ready makes the calling goroutine's thread ready for a call, waits for one, starts its
+// replacement and serves the call: on this thread when its namespaces are current, else on a new
+// one. A thread whose namespaces went stale while it waited (checked once a second) ends and
+// starts its replacement, so that it does not keep a file system the host unmounted.
+func (z *zserver) ready() {
+	runtime.LockOSThread() // never unlocked: the thread's namespaces and credentials end with it
+	c := newZcall()
+	before, err := z.table()
+	step := "mount table"
+	if err == nil {
+		step, err = c.prepare()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "clihost sandbox: zygote: %s: %v\n", step, err)
+	}
+	current := func() bool {
+		now, err2 := z.table()
+		return err == nil && err2 == nil && bytes.Equal(before, now)
+	}
+	for {
+		req, st := z.receive(time.Second)
+		switch {
+		case st == received && current():
+			z.start()
+			c.take(req)
+			c.serveCall()
+			return
+		case st == received:
+			z.start()
+			c.finish()
+			z.fresh(req)
+			return
+		case st == closed:
+			c.finish()
+			return
+		case err != nil || !current():
+			c.finish()
+			z.start()
+			return
+		}
+	}
+}
+
+// fresh serves req on a new thread, made ready for it.
+func (z *zserver) fresh(req *zcall) {
+	z.threads.Go(func() {
+		runtime.LockOSThread() // never unlocked: the thread's namespaces and credentials end with it
+		c := newZcall()
+		c.take(req)
+		if step, err := c.prepare(); err != nil {
+			c.report1(step, err, exitFailure)
+			c.finish()
+			return
+		}
+		c.serveCall()
+	})
+}
+
+// What receive found.
+const (
+	received = iota // a request
+	idle            // none within the timeout
+	closed          // the host closed its end
+)
+
+// receive waits at most timeout for the host's next request and returns its descriptors. A
+// malformed request is dropped (its descriptors closed). Every ready thread waits here: the one
+// the kernel wakes first takes the request.
+func (z *zserver) receive(timeout time.Duration) (*zcall, int) {
 	buf := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(64*4))
-	var calls sync.WaitGroup
 	for {
-		n, oobn, _, _, err := unix.Recvmsg(zygoteFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		fds := []unix.PollFd{{Fd: zygoteFD, Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(timeout/time.Millisecond))
 		switch {
 		case errors.Is(err, unix.EINTR):
 			continue
-		case err != nil || n == 0 && oobn == 0:
-			// The host closed its end: the calls still running end first (a host that died
-			// closed their report pipes too, which ends them at once).
-			calls.Wait()
-			return 0
+		case err == nil && n == 0:
+			return nil, idle
 		}
-		fds, err := unixRights(oob[:oobn])
+		n, oobn, _, _, err := unix.Recvmsg(zygoteFD, buf, oob, unix.MSG_CMSG_CLOEXEC|unix.MSG_DONTWAIT)
+		switch {
+		case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN):
+			continue // another thread took it
+		case err != nil || n == 0 && oobn == 0:
+			z.mu.Lock()
+			z.eof = true
+			z.mu.Unlock()
+			return nil, closed
+		}
+		rights, err := unixRights(oob[:oobn])
 		if err != nil {
-			closeAll(fds)
+			closeAll(rights)
 			continue
 		}
 		var h zygoteHeader
 		if err := json.Unmarshal(buf[:n], &h); err != nil {
-			closeAll(fds)
+			closeAll(rights)
 			continue
 		}
-		c, ok := h.split(fds)
-		if !ok {
-			closeAll(fds)
-			continue
+		if req, ok := h.split(rights); ok {
+			return req, received
 		}
-		calls.Go(c.serveCall)
+		closeAll(rights)
 	}
 }
 
@@ -239,12 +378,29 @@ type zcall struct {
 	hostDone     chan struct{}
 }
 
-// serveCall serves the call on a new thread (see the comment at the top of this file), and closes
-// every descriptor it was given.
+// serveCall serves the call on c's thread, prepared (see the comment at the top of this file),
+// and closes every descriptor it was given.
 func (c *zcall) serveCall() {
-	runtime.LockOSThread() // never unlocked: the thread's namespaces and credentials end with it
+	e, err := readPlan(c.plan)
+	c.plan = -1 // readPlan closed it
+	if err != nil {
+		c.report1("init: plan", err, exitFailure)
+		c.finish()
+		return
+	}
+	c.hostDone = make(chan struct{})
+	go c.watch(c.report, e.Deadline)
+	c.line("pid " + strconv.Itoa(c.pid1))
 	code := exitFailure
-	if step, err := c.serve(&code); err != nil {
+	step, err := c.serve(e, &code)
+	c.report1(step, err, code)
+	c.finish()
+}
+
+// report1 ends the call's report: the failure of step (when err is not nil, also on the program's
+// standard error), the end of the program's streams, and, once PID 1 exists, the end line.
+func (c *zcall) report1(step string, err error, code int) {
+	if err != nil {
 		line := fmt.Sprintf("%s: %v", step, err)
 		if c.stderr >= 0 {
 			_, _ = unix.Write(c.stderr, []byte("clihost sandbox: "+line+"\n"))
@@ -255,11 +411,10 @@ func (c *zcall) serveCall() {
 	for _, fd := range []*int{&c.stdin, &c.stdout, &c.stderr} {
 		closeFD(fd)
 	}
-	if c.pid1 >= 0 {
+	if c.pid1 >= 0 && c.hostDone != nil {
 		// After the "pid" line the host reads the report until the end line, a failure's too.
 		c.line(endLine + strconv.Itoa(code))
 	}
-	c.finish()
 }
 
 // line writes s and a newline to the report pipe.
@@ -273,40 +428,40 @@ func closeFD(fd *int) {
 	}
 }
 
-// serve builds the sandbox, runs the program in it and sets *code to its status; on failure it
+// prepare builds on the calling thread, locked to its goroutine, what does not depend on the
+// plan: new namespaces, PID 1, and the plan-independent mounts (prepareNamespaces). On failure it
 // returns the failed step.
-func (c *zcall) serve(code *int) (string, error) {
-	e, err := readPlan(c.plan)
-	c.plan = -1 // readPlan closed it
-	if err != nil {
-		return "init: plan", err
+func (c *zcall) prepare() (string, error) {
+	// Opened before the unshare, on the zygote's own procfs: a file open for writing on the
+	// thread's copy of a mount would keep it from turning read-only (EBUSY), and by the time
+	// PID 1 writes it the thread's / may be read-only already.
+	var err error
+	if c.sysctl, err = unix.Open(memfdNoexecSysctl, unix.O_WRONLY|unix.O_CLOEXEC, 0); err != nil {
+		return "sysctl vm.memfd_noexec", err
 	}
-	p := e.Plan
-	if e.UserNS || p.Egress || len(p.Ingress) > 0 {
-		return "zygote", errors.New("the plan needs the init (a user namespace, egress or ingress)")
-	}
-	if p.NoExecMemfd {
-		// Opened before the unshare, on the zygote's own procfs: a file open for writing on the
-		// thread's copy of a mount would keep it from turning read-only (EBUSY), and by the time
-		// PID 1 writes it the thread's / may be read-only already.
-		if c.sysctl, err = unix.Open(memfdNoexecSysctl, unix.O_WRONLY|unix.O_CLOEXEC, 0); err != nil {
-			return "sysctl vm.memfd_noexec", err
-		}
-	}
+	// Not CLONE_NEWCGROUP yet: while the thread waits for its call, its reads of the host's
+	// mount table must show the cgroup mounts as the zygote's do (serve unshares it).
 	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC |
-		unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP); err != nil {
+		unix.CLONE_NEWUTS); err != nil {
 		return "unshare", err
 	}
-	step, err := c.startPID1(p)
+	step, err := c.startPID1()
 	closeFD(&c.sysctl)
 	if err != nil {
 		return step, err
 	}
-	c.hostDone = make(chan struct{})
-	go c.watch(c.report, e.Deadline)
-	c.line("pid " + strconv.Itoa(c.pid1))
-	if step, err := prepareNamespaces(c.mountProc); err != nil {
-		return step, err
+	return prepareNamespaces(c.mountProc)
+}
+
+// serve builds the rest of the sandbox for the call's plan on the prepared thread, runs the
+// program in it and sets *code to its status; on failure it returns the failed step.
+func (c *zcall) serve(e envelope, code *int) (string, error) {
+	p := e.Plan
+	if e.UserNS || p.Egress || len(p.Ingress) > 0 {
+		return "zygote", errors.New("the plan needs the init (a user namespace, egress or ingress)")
+	}
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return "unshare cgroup namespace", err
 	}
 	unix.Umask(e.HostUmask)
 	rlimits, err := childRlimits(e.HostRlimits, p.Limits)
@@ -346,7 +501,7 @@ func (c *zcall) serve(code *int) (string, error) {
 
 // startPID1 clones the call's PID 1 into the thread's new PID namespace and makes it the leader
 // of its own process group (the host signals the group; the program joins it).
-func (c *zcall) startPID1(p isolation.Plan) (string, error) {
+func (c *zcall) startPID1() (string, error) {
 	ctlR, ctlW, err := pipe()
 	if err != nil {
 		return "init: PID 1", err
@@ -359,7 +514,7 @@ func (c *zcall) startPID1(p isolation.Plan) (string, error) {
 	}
 	defer unix.Close(repW)
 	c.pid1Report = repR
-	c.pid1Prog = pid1Program(p, ctlR, repW, c.sysctl)
+	c.pid1Prog = pid1Program(ctlR, repW, c.sysctl)
 	pid, pidfd, err := c.pid1Prog.start(false, -1, repW)
 	if err != nil {
 		return "init: PID 1", err
@@ -383,24 +538,19 @@ func reaperProgram(ctl int, keep ...int) *rawProgram {
 }
 
 // pid1Program is PID 1's program: a reaperProgram that also keeps its report pipe, sets
-// vm.memfd_noexec to 2 through sysctl (a descriptor of it, or -1 for none), drops to the plan's
-// identity (no capabilities, no_new_privs, not dumpable: the program, with the same uid, cannot
-// trace it) and says on the report pipe that it is ready.
-func pid1Program(p isolation.Plan, ctl, report, sysctl int) *rawProgram {
-	keep := []int{report}
-	if sysctl >= 0 {
-		keep = append(keep, sysctl)
-	}
-	prog := reaperProgram(ctl, keep...)
-	if sysctl >= 0 {
-		// Per PID namespace, the writer's: PID 1's is the sandbox's (whichever procfs the file
-		// was opened in), and the program and everything it starts inherit it.
-		prog.call("sysctl vm.memfd_noexec", unix.SYS_WRITE, uintptr(sysctl), prog.ptr([]byte("2")), 1)
-		prog.call("sysctl vm.memfd_noexec", unix.SYS_CLOSE, uintptr(sysctl))
-	}
+// vm.memfd_noexec to 2 through sysctl (a descriptor of it), drops to the overflow identity (uid and
+// gid 65534, no capabilities, no_new_privs, not dumpable: the program cannot trace it) and says on
+// the report pipe that it is ready. Nothing in it depends on the plan: it is started before the
+// plan is known.
+func pid1Program(ctl, report, sysctl int) *rawProgram {
+	prog := reaperProgram(ctl, slices.Sorted(slices.Values([]int{report, sysctl}))...)
+	// Per PID namespace, the writer's: PID 1's is the sandbox's (whichever procfs the file was
+	// opened in), and the program and everything it starts inherit it.
+	prog.call("sysctl vm.memfd_noexec", unix.SYS_WRITE, uintptr(sysctl), prog.ptr([]byte("2")), 1)
+	prog.call("sysctl vm.memfd_noexec", unix.SYS_CLOSE, uintptr(sysctl))
 	prog.call("setgroups", unix.SYS_SETGROUPS, 0, 0)
-	prog.call("setresgid", unix.SYS_SETRESGID, uintptr(p.GID), uintptr(p.GID), uintptr(p.GID))
-	prog.call("setresuid", unix.SYS_SETRESUID, uintptr(p.UID), uintptr(p.UID), uintptr(p.UID))
+	prog.call("setresgid", unix.SYS_SETRESGID, overflowID, overflowID, overflowID)
+	prog.call("setresuid", unix.SYS_SETRESUID, overflowID, overflowID, overflowID)
 	prog.call("no_new_privs", unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 	prog.call("not dumpable", unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	// The uid change cleared the parent-death signal.
@@ -409,6 +559,9 @@ func pid1Program(p isolation.Plan, ctl, report, sysctl int) *rawProgram {
 	prog.call("close report", unix.SYS_CLOSE, uintptr(report))
 	return prog
 }
+
+// overflowID is the uid and gid of a zygote's PID 1 (the kernel's overflow id, nobody).
+const overflowID = 65534
 
 // mountProc mounts at /proc a procfs of the call's PID namespace.
 func (c *zcall) mountProc() error {
@@ -420,7 +573,7 @@ func (c *zcall) mountProc() error {
 	return unix.MoveMount(fd, "", unix.AT_FDCWD, "/proc", unix.MOVE_MOUNT_F_EMPTY_PATH)
 }
 
-// watch ends the sandbox (SIGKILL to PID 1) when the host closes the report pipe, dies, or the
+// watch ends the sandbox (SIGKILL to PID 1) when the host closes the report pipe or dies, or the
 // deadline (CLOCK_BOOTTIME nanoseconds, 0 for none) passes; it closes c.hostDone once the host's
 // end is closed. It runs on a thread of the zygote's own, which may signal PID 1.
 func (c *zcall) watch(report int, deadline int64) {
@@ -533,7 +686,7 @@ func (c *zcall) programFor(p isolation.Plan, rlimits []rlimit, errW int) (*rawPr
 	prog.closeAllBut(errW)
 	prog.call("chdir "+p.Dir, unix.SYS_CHDIR, prog.str(p.Dir))
 	prog.call("parent death signal", unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL))
-	prog.defaultSignals()
+	prog.unblockSignals()
 	if p.Seccomp {
 		filter, err := seccomp.Program(seccomp.Options{NoExecMemfd: p.NoExecMemfd})
 		if err != nil {
