@@ -58,6 +58,7 @@ type Pool struct {
 	zygErr      error     // why there is no zygote
 	zygRetry    time.Time // when a zygote that died may be started again
 	zygStarting bool
+	slots       []*cgroup.Group // control groups made ahead for the zygote's calls (MakeV1, no limits)
 
 	wake chan struct{}
 	done chan struct{}
@@ -142,9 +143,12 @@ func (p *Pool) Close() {
 	}
 	p.wg.Wait()
 	p.mu.Lock()
-	z := p.zyg
-	p.zyg = nil
+	z, slots := p.zyg, p.slots
+	p.zyg, p.slots = nil, nil
 	p.mu.Unlock()
+	for _, g := range slots {
+		_ = g.Remove()
+	}
 	if z != nil {
 		z.close() // once the calls it serves have ended
 	}
@@ -198,7 +202,11 @@ func (p *Pool) Take(plan isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
 		return nil, nil, err
 	}
 	if z := p.zygote(); z != nil && zygoteServes(prepared, p.root) {
-		cmd, stdio, err := z.take(prepared, stdin)
+		var slot *cgroup.Group
+		if cgroupLimits(prepared.Limits) {
+			slot = p.slot()
+		}
+		cmd, stdio, err := z.take(prepared, stdin, slot)
 		if cmd != nil || err != nil {
 			p.mu.Lock()
 			p.stats.Zygote++
@@ -248,6 +256,51 @@ func (p *Pool) zygote() *zygote {
 		p.kick()
 	}
 	return p.zyg
+}
+
+// zygoteSlots is how many control groups a pool with a zygote keeps made ahead of calls.
+const zygoteSlots = 2
+
+// slot returns a control group made ahead for a call, or nil when none is ready (the call then
+// makes its own); the refiller makes another.
+func (p *Pool) slot() *cgroup.Group {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.slots) == 0 {
+		return nil
+	}
+	g := p.slots[len(p.slots)-1]
+	p.slots = p.slots[:len(p.slots)-1]
+	p.kick()
+	return g
+}
+
+// fillSlots makes control groups until zygoteSlots are ready, while the pool has a zygote.
+func (p *Pool) fillSlots() {
+	for {
+		p.mu.Lock()
+		want := p.zyg != nil && !p.closed && len(p.slots) < zygoteSlots
+		p.mu.Unlock()
+		if !want {
+			return
+		}
+		g, err := cgroup.Default().NewSlot()
+		if err == nil && g != nil {
+			err = g.MakeV1()
+		}
+		if err != nil || g == nil {
+			_ = g.Remove()
+			return // no cgroups, or none to be had now: calls make their own
+		}
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			_ = g.Remove()
+			return
+		}
+		p.slots = append(p.slots, g)
+		p.mu.Unlock()
+	}
 }
 
 // startZygote starts the pool's zygote when the host is root, the pool may have one and there is
@@ -482,6 +535,7 @@ func (p *Pool) refill() {
 			p.sweep()
 			p.wg.Go(p.startZygote)
 		}
+		p.fillSlots()
 		for p.wantMore() {
 			w, err := p.startInit()
 			p.mu.Lock()

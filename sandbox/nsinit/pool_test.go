@@ -138,14 +138,14 @@ func runSuite(t *testing.T, exe, mode string) {
 	}
 }
 
-// newTestPool is a pool for one test, closed with it.
+// newTestPool is a pool of inits (no zygote) for one test, closed with it.
 func newTestPool(t *testing.T) *Pool {
 	t.Helper()
 	requireRoot(t)
 	if err := Check(); err != nil {
 		fixture.Missing(t, "the sandbox is unavailable: %v", err)
 	}
-	pool := NewPool(PoolConfig{Max: 2})
+	pool := NewPool(PoolConfig{Max: 2, NoZygote: true})
 	t.Cleanup(pool.Close)
 	return pool
 }

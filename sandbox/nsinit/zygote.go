@@ -125,12 +125,12 @@ func (z *zygote) alive() bool {
 }
 
 // take gives the zygote the call of the prepared plan p: it makes the call's pipes and control
-// groups, sends them with the plan, and returns the Cmd of the call's PID 1 once the zygote made
+// groups (in slot, a group made ahead, when not nil), sends them with the plan, and returns the Cmd of the call's PID 1 once the zygote made
 // it, with the host's ends of the program's streams (stdin: whether the program gets input on a
 // pipe, else /dev/null). It returns a nil Cmd and no error when the zygote is gone (the call then
 // starts another way), and an error wrapping ErrUnavailable when the zygote could not start the
 // sandbox.
-func (z *zygote) take(p isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
+func (z *zygote) take(p isolation.Plan, stdin bool, slot *cgroup.Group) (*Cmd, *Stdio, error) {
 	deadline, err := deadlineFor(p.Timeout)
 	if err != nil {
 		return nil, nil, fmt.Errorf("nsinit: deadline: %w", err)
@@ -174,9 +174,18 @@ func (z *zygote) take(p isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
 	h := zygoteHeader{Stdin: stdin}
 	var group *cgroup.Group
 	if cgroupLimits(p.Limits) {
-		if group, err = cgroup.Default().New(cgroup.Limits{MemoryBytes: p.Limits.MemoryBytes, Pids: p.Limits.Pids, CPU: p.Limits.CPU}); err != nil {
+		limits := cgroup.Limits{MemoryBytes: p.Limits.MemoryBytes, Pids: p.Limits.Pids, CPU: p.Limits.CPU}
+		if slot != nil {
+			if err := slot.Apply(limits); err != nil {
+				_ = slot.Remove()
+				return fail(fmt.Errorf("nsinit: %w", err))
+			}
+			group = slot
+		} else if group, err = cgroup.Default().New(limits); err != nil {
 			return fail(fmt.Errorf("nsinit: %w", err))
 		}
+	} else if slot != nil {
+		_ = slot.Remove()
 	}
 	if group != nil {
 		files, err := cgroupFiles(group)

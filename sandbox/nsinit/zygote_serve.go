@@ -109,6 +109,11 @@ const (
 
 // runZygote is the zygote's main loop. It returns its exit status.
 func runZygote() int {
+	// The main thread stays in the host's namespaces, as it started: no other goroutine runs on
+	// it, so none can unshare it (a thread that ends locked is killed, but the main thread
+	// cannot be). /proc/PID/mountinfo, which the zygote compares to see the host's mount table
+	// change, shows the main thread's.
+	runtime.LockOSThread()
 	// The confined threads have the program's uid: no ptrace of them, no /proc/PID/mem.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fail(exitFailure, "zygote: not dumpable", err)
