@@ -85,8 +85,8 @@ func writePoolMetrics(w io.Writer, pool *nsinit.Pool) {
 		return
 	}
 	s := pool.Stats()
-	fmt.Fprintf(w, "# HELP clihost_sandbox_pool_takes_total Sandboxed calls by whether an init was ready in the pool (hit) or the call started its own (miss).\n# TYPE clihost_sandbox_pool_takes_total counter\n")
-	fmt.Fprintf(w, "clihost_sandbox_pool_takes_total{result=\"hit\"} %d\nclihost_sandbox_pool_takes_total{result=\"miss\"} %d\n", s.Hits, s.Misses)
+	fmt.Fprintf(w, "# HELP clihost_sandbox_pool_takes_total Sandboxed calls by what built their sandbox: the zygote (zygote), an init ready in the pool (hit), or an init the call started (miss).\n# TYPE clihost_sandbox_pool_takes_total counter\n")
+	fmt.Fprintf(w, "clihost_sandbox_pool_takes_total{result=\"zygote\"} %d\nclihost_sandbox_pool_takes_total{result=\"hit\"} %d\nclihost_sandbox_pool_takes_total{result=\"miss\"} %d\n", s.Zygote, s.Hits, s.Misses)
 	fmt.Fprintf(w, "# HELP clihost_sandbox_pool_discarded_total Inits killed unused: stale (a mount table or init executable change), dead while waiting, or at shutdown.\n# TYPE clihost_sandbox_pool_discarded_total counter\nclihost_sandbox_pool_discarded_total %d\n", s.Discarded)
 	fmt.Fprintf(w, "# HELP clihost_sandbox_pool_ready Inits ready in the pool, and how many it keeps ready.\n# TYPE clihost_sandbox_pool_ready gauge\nclihost_sandbox_pool_ready %d\nclihost_sandbox_pool_target %d\n", s.Ready, s.Target)
 }

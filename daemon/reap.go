@@ -30,8 +30,9 @@ func sandboxOwner(stateDir string) (string, error) {
 // whatever still runs in them. A sandbox dies with
 // the daemon that started it (see package sandbox/nsinit), so there are none unless that failed;
 // this is the last guard. It kills every sandbox init whose command line is "clihost-sandbox
-// __clihost_init <tag>" with this state directory's tag (sandboxOwner); the kernel then kills
-// everything else in each sandbox (its PID namespace). It must run once the store's lock is held:
+// __clihost_init <tag>" with this state directory's tag (sandboxOwner), and the zygote and the
+// PID 1s it forked ("clihost-sandbox __clihost_zygote <tag>"); the kernel then kills everything
+// else in each sandbox (its PID namespace). It must run once the store's lock is held:
 // then no live daemon owns sandboxes with this tag. It reports how many it killed in the log.
 func (d *Engine) reapLeftovers() error {
 	tag, err := sandboxOwner(d.stateDir)

@@ -166,8 +166,9 @@ func (p *Pool) Stats() PoolStats {
 	return s
 }
 
-// Groups names the control groups of the inits waiting in the pool (cgroup v2 slots; none on
-// cgroup v1, where a call's groups are made when it is taken), as cgroup.Manager.Live names them.
+// Groups names the control groups made ahead of calls: those of the inits waiting in the pool
+// (cgroup v2 slots; none on cgroup v1, where a call's groups are made when it is taken) and those
+// kept for the zygote's calls, as cgroup.Manager.Live names them.
 func (p *Pool) Groups() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -176,6 +177,9 @@ func (p *Pool) Groups() []string {
 		if w.group != nil {
 			out = append(out, w.group.Name())
 		}
+	}
+	for _, g := range p.slots {
+		out = append(out, g.Name())
 	}
 	return out
 }
