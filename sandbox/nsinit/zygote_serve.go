@@ -191,6 +191,14 @@ func (z *zserver) ready() {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "clihost sandbox: zygote: %s: %v\n", step, err)
 	}
+	// The table read before and after the unshare must agree: a mount made and undone in between
+	// could be in the copy, where it would stay (and be shown to the call) after the host
+	// unmounted it.
+	if after, err2 := z.table(); err == nil && (err2 != nil || !bytes.Equal(before, after)) {
+		c.finish()
+		z.start()
+		return
+	}
 	current := func() bool {
 		now, err2 := z.table()
 		return err == nil && err2 == nil && bytes.Equal(before, now)
