@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,9 +124,10 @@ func readProc(pid int) (proc, bool) {
 	return proc{pid: pid, ppid: ppid, cmdline: strings.Join(strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00"), " ")}, true
 }
 
-// isInit reports whether p is a sandbox's init.
+// isInit reports whether p is a sandbox's init, or the zygote or a PID 1 it forked (they carry
+// its command line): the top of a sandbox's process tree.
 func isInit(p proc) bool {
-	return strings.HasPrefix(p.cmdline, "clihost-sandbox __clihost_init")
+	return strings.HasPrefix(p.cmdline, "clihost-sandbox __clihost_init") || strings.HasPrefix(p.cmdline, "clihost-sandbox __clihost_zygote")
 }
 
 // requireNoInitsOf fails t when, after within, a sandbox init of the daemon on state is still
@@ -143,8 +145,9 @@ func requireNoInitsOf(t *testing.T, state string, within time.Duration) {
 	}
 }
 
-// initsOf lists the sandbox inits of the daemon on state: their command line carries its owner
-// tag, "clihostd-" and 16 hex digits of the SHA-256 of the state directory.
+// initsOf lists the sandbox inits of the daemon on state, its zygote and the zygote's PID 1s: their
+// command line carries its owner tag, "clihostd-" and 16 hex digits of the SHA-256 of the state
+// directory.
 func initsOf(t *testing.T, state string) []proc {
 	t.Helper()
 	abs, err := filepath.Abs(state)
@@ -152,12 +155,13 @@ func initsOf(t *testing.T, state string) []proc {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256([]byte(abs))
-	want := "clihost-sandbox __clihost_init clihostd-" + hex.EncodeToString(sum[:8])
+	tag := "clihostd-" + hex.EncodeToString(sum[:8])
+	want := []string{"clihost-sandbox __clihost_init " + tag, "clihost-sandbox __clihost_zygote " + tag}
 	var out []proc
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		if pid, err := strconv.Atoi(e.Name()); err == nil {
-			if p, ok := readProc(pid); ok && p.cmdline == want {
+			if p, ok := readProc(pid); ok && slices.Contains(want, p.cmdline) {
 				out = append(out, p)
 			}
 		}

@@ -213,6 +213,9 @@ func (c *Cmd) Finish(onErr func(error)) {
 	go func() {
 		defer finishing.Done()
 		_ = c.Wait()
+		// A sandbox from the zygote is not this process's child: Wait fails and keeps the pidfd
+		// os.FindProcess opened.
+		_ = c.Process.Release()
 		if err := group.Remove(); err != nil && onErr != nil {
 			onErr(err)
 		}
