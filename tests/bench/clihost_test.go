@@ -45,12 +45,24 @@ func TestMain(m *testing.M) {
 }
 
 // BenchmarkPeerClihostTrue is the measure: one warm host.Call of a tool that runs
-// /usr/bin/true, in the kernel sandbox, its init taken from a pool of inits started ahead of calls
-// through the clihost-sandbox helper, as clihostd keeps one (validation, argv, policy compilation,
-// the rest of the mounts, masks, Landlock, uid and capability drop, seccomp, exec, wait, output
-// parsing, audit to nowhere).
+// /usr/bin/true, in the kernel sandbox, through a pool as clihostd keeps one — on a root host its
+// zygote (the clihost-sandbox helper started once) builds the sandbox on a thread made ready ahead
+// of the call (validation, argv, policy compilation, the rest of the mounts, masks, Landlock, uid
+// and capability drop, seccomp, exec, wait, output parsing, audit to nowhere). zygote/call is the
+// share of calls the zygote built.
 func BenchmarkPeerClihostTrue(b *testing.B) {
 	pool := nsinit.NewPool(nsinit.PoolConfig{})
+	defer pool.Close()
+	benchmarkCall(b, host.SandboxOptions{Pool: pool})
+	s := pool.Stats()
+	b.ReportMetric(float64(s.Zygote)/float64(max(s.Zygote+s.Hits+s.Misses, 1)), "zygote/call")
+}
+
+// BenchmarkPeerClihostInitPoolTrue is BenchmarkPeerClihostTrue with the pool's zygote off: every
+// sandbox is an init the pool started ahead of the call (what a host without the zygote gets: not
+// root, another architecture, a kernel without procfs's pidns option).
+func BenchmarkPeerClihostInitPoolTrue(b *testing.B) {
+	pool := nsinit.NewPool(nsinit.PoolConfig{NoZygote: true})
 	defer pool.Close()
 	benchmarkCall(b, host.SandboxOptions{Pool: pool})
 	s := pool.Stats()
