@@ -1,0 +1,250 @@
+package nsinit
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/isolation"
+)
+
+// The attacks of this file are a sandboxed program's (or a hostile plan's) against the zygote
+// (zygote_serve.go): a root process whose threads build every call's sandbox and whose memory a
+// call's PID 1 shares. Each runs through a Pool and checks that the zygote served it.
+
+// zygotePool is a pool for one test whose zygote is running (the test is skipped where the kernel
+// cannot run one, as the pool then serves every call from inits).
+func zygotePool(t *testing.T) *Pool {
+	t.Helper()
+	pool := newTestPool(t)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		pool.mu.Lock()
+		z, zerr := pool.zyg, pool.zygErr
+		pool.mu.Unlock()
+		switch {
+		case z != nil:
+			return pool
+		case zerr != nil:
+			fixture.Missing(t, "no zygote: %v", zerr)
+		}
+	}
+	t.Fatalf("no zygote within 10s: %+v", pool.Stats())
+	return nil
+}
+
+// zygotePID is the pid of pool's zygote.
+func zygotePID(t *testing.T, pool *Pool) int {
+	t.Helper()
+	pool.mu.Lock()
+	defer pool.mu.Unlock()
+	if pool.zyg == nil {
+		t.Fatal("the pool has no zygote")
+	}
+	return pool.zyg.cmd.Process.Pid
+}
+
+// requireZygoteServed fails t unless pool's zygote served at least n calls.
+func requireZygoteServed(t *testing.T, pool *Pool, n int64) {
+	t.Helper()
+	if s := pool.Stats(); s.Zygote < n {
+		t.Fatalf("the zygote served %d calls, want %d: the attack did not reach it (%+v)", s.Zygote, n, s)
+	}
+}
+
+// TestZygoteConcurrentCallsAreApart runs 8 calls at once through the zygote, whose threads share
+// one descriptor table and one memory: each program starts with its standard streams and no other
+// descriptor (not the zygote's, not another call's pipes, plan or cgroup files), sees only its own
+// processes, and a program that kills every process it can (kill -1, its process group) and tries
+// PID 1 ends nothing of the other calls.
+func TestZygoteConcurrentCallsAreApart(t *testing.T) {
+	pool := zygotePool(t)
+	const calls = 8
+	probe := `ls /proc/$$/fd; echo ---; ls -d /proc/[0-9]* | wc -l; sleep 0.5; echo alive`
+	killer := `kill -KILL 1; kill -STOP 1; kill -KILL 0; kill -KILL -1; echo survived`
+	var wg sync.WaitGroup
+	results := make([]result, calls)
+	for i := range calls {
+		wg.Go(func() {
+			script := probe
+			if i%2 == 1 {
+				script = `sleep 0.2; ` + killer
+			}
+			results[i] = runPooled(t, pool, sh(t, script, "/bin/ls", "/usr/bin/wc", "/bin/sleep"))
+		})
+	}
+	wg.Wait()
+	for i, r := range results {
+		if i%2 == 1 {
+			if strings.Contains(r.stdout, "survived") {
+				t.Errorf("call %d: kill -1 left the killer alive: %q", i, r.stdout)
+			}
+			continue
+		}
+		fds, rest, _ := strings.Cut(r.stdout, "---\n")
+		if got := strings.Fields(fds); !slices.Equal(got, []string{"0", "1", "2"}) {
+			t.Errorf("call %d: the program has descriptors %v, want only 0 1 2", i, got)
+		}
+		// PID 1, the shell, ls and wc at most: nothing of the host or of another call.
+		if n, _, _ := strings.Cut(rest, "\n"); strings.TrimSpace(n) > "4" || !strings.Contains(rest, "alive") || r.code != 0 {
+			t.Errorf("call %d: exit %d, %s processes seen, stdout %q: a neighbour's kill reached it or it saw others", i, r.code, n, r.stdout)
+		}
+	}
+	requireZygoteServed(t, pool, calls)
+}
+
+// TestZygotePID1IsOutOfReach: a call's PID 1 is a clone of the root zygote sharing its memory. The
+// program reads its command line (the zygote's, as an init's was) and nothing else of it: not its
+// environment, memory map, memory, descriptors or stack; PID 1 has no capability and
+// no_new_privs, and no signal from the sandbox stops or kills it. The program's core size is 0.
+func TestZygotePID1IsOutOfReach(t *testing.T) {
+	pool := zygotePool(t)
+	script := `for f in environ maps mem stack syscall auxv pagemap; do
+	  if cat /proc/1/$f >/dev/null 2>&1; then echo "read $f"; fi
+	done
+	if ls /proc/1/fd/ >/dev/null 2>&1; then echo "read fd"; fi
+	if echo x > /proc/1/mem 2>/dev/null; then echo "wrote mem"; fi
+	grep -E '^(Uid|Gid|Cap(Prm|Eff|Amb|Inh)|NoNewPrivs):' /proc/1/status | tr -s '\t ' ' '
+	kill -STOP 1; kill -KILL 1; sleep 0.2
+	grep '^State:' /proc/1/status | tr -s '\t ' ' '
+	echo core $(ulimit -c)`
+	r := runPooled(t, pool, sh(t, script, "/bin/cat", "/bin/ls", "/bin/grep", "/usr/bin/tr", "/bin/sleep"))
+	if r.code != 0 {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, bad := range []string{"read ", "wrote "} {
+		if strings.Contains(r.stdout, bad) {
+			t.Errorf("the program reached PID 1 (the zygote's memory): %q", r.stdout)
+		}
+	}
+	for _, want := range []string{"Uid: 65534 65534 65534 65534", "CapPrm: 0000000000000000",
+		"CapEff: 0000000000000000", "CapAmb: 0000000000000000", "NoNewPrivs: 1", "State: S (", "core 0"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("want %q in the program's view of PID 1 and itself:\n%s", want, r.stdout)
+		}
+	}
+	requireZygoteServed(t, pool, 1)
+}
+
+const zygoteParentEnv = "NSINIT_TEST_ZYGOTE_PARENT"
+
+// TestZygoteSandboxDiesWithTheHost starts, in a copy of this test binary, a pool whose zygote runs
+// sleep, and SIGKILLs that host: within a second neither the zygote, PID 1 nor the sleeper is left.
+func TestZygoteSandboxDiesWithTheHost(t *testing.T) {
+	if token := os.Getenv(zygoteParentEnv); token != "" {
+		zygoteParentChild(t, token)
+		return
+	}
+	requireRoot(t)
+	token := sleepToken(t)
+	parent, line, err := fixture.Rerun(t, []string{zygoteParentEnv + "=" + token})
+	var zygote, pid1 int
+	if _, perr := fmt.Sscanf(line, "zygote %d pid1 %d", &zygote, &pid1); err != nil || perr != nil {
+		if strings.HasPrefix(line, "skip") {
+			t.Skip(line)
+		}
+		t.Fatalf("the host said %q: %v %v", line, err, perr)
+	}
+	sleeper := waitSleeper(t, token)
+	pids := []int{zygote, pid1, sleeper}
+	was := []string{cmdline(zygote), cmdline(pid1), cmdline(sleeper)}
+	if !strings.HasPrefix(was[0], procName+" "+zygoteMarker) || was[1] != was[0] {
+		t.Fatalf("pids %d and %d run %q and %q, not the zygote and its PID 1", zygote, pid1, was[0], was[1])
+	}
+	t.Logf("zygote %d, PID 1 %d, sleeper %d", zygote, pid1, sleeper)
+	if err := parent.Cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = parent.Wait()
+	requireGone(t, token, pids, was)
+}
+
+// zygoteParentChild is TestZygoteSandboxDiesWithTheHost's host: it runs the sleeper through its
+// pool's zygote, prints the zygote's and PID 1's pids and waits to be killed.
+func zygoteParentChild(t *testing.T, token string) {
+	pool := NewPool(PoolConfig{Max: 1})
+	defer pool.Close()
+	var z *zygote
+	for deadline := time.Now().Add(10 * time.Second); z == nil && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		pool.mu.Lock()
+		z = pool.zyg
+		pool.mu.Unlock()
+	}
+	if z == nil {
+		fmt.Printf("skip: no zygote: %+v\n", pool.Stats())
+		return
+	}
+	cmd, _ := takeReady(t, pool, sleeperPlan(t, token), false)
+	fmt.Printf("zygote %d pid1 %d\n", z.cmd.Process.Pid, cmd.Process.Pid)
+	<-cmd.Ended()
+	t.Fatalf("the sandbox ended before its host was killed: %v", cmd.Failure())
+}
+
+// TestZygoteFailuresLeaveNothing sends the zygote plans that fail at every stage it can reach (a
+// path that does not resolve, a directory the program cannot enter, a program that is not there)
+// and checks that it holds as many descriptors and children (ready threads' PID 1s) afterwards as
+// before: a failed call leaves no PID 1, thread or descriptor behind.
+func TestZygoteFailuresLeaveNothing(t *testing.T) {
+	pool := zygotePool(t)
+	zpid := zygotePID(t, pool)
+	runPooled(t, pool, plan(t, "/bin/true", nil)) // the zygote's steady state: its ready threads
+	fdsBefore, kidsBefore := zygoteHoldings(t, zpid)
+	base := workTree(t, "/var/tmp")
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(base, link); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(base, "script") // its interpreter is not there: the exec fails
+	if err := os.WriteFile(script, []byte("#!/nonexistent/clihost-attack\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bad := []func(p *isolation.Plan){
+		func(p *isolation.Plan) { p.ReadWrite = append(p.ReadWrite, link) },
+		func(p *isolation.Plan) { p.Dir = "/root" },
+		func(p *isolation.Plan) { p.Path, p.Args, p.Exec = script, []string{"x"}, append(p.Exec, script) },
+	}
+	for range 3 {
+		for i, mod := range bad {
+			p := plan(t, "/bin/true", nil)
+			mod(&p)
+			if r := runPooled(t, pool, p); r.code == 0 && r.failure == nil {
+				t.Fatalf("bad plan %d ran: %+v", i, r)
+			}
+		}
+	}
+	requireZygoteServed(t, pool, 1+3*int64(len(bad)))
+	var fds, kids []string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if fds, kids = zygoteHoldings(t, zpid); len(fds) <= len(fdsBefore) && len(kids) <= len(kidsBefore) {
+			return
+		}
+	}
+	t.Fatalf("after failed calls the zygote holds descriptors %v and children %v, before %v and %v",
+		fds, kids, fdsBefore, kidsBefore)
+}
+
+// zygoteHoldings lists the zygote's open descriptors (number -> target) and its children.
+func zygoteHoldings(t *testing.T, pid int) (fds, kids []string) {
+	t.Helper()
+	dir := "/proc/" + strconv.Itoa(pid)
+	entries, err := os.ReadDir(dir + "/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		target, _ := os.Readlink(dir + "/fd/" + e.Name())
+		fds = append(fds, e.Name()+"->"+target)
+	}
+	tasks, _ := os.ReadDir(dir + "/task")
+	for _, task := range tasks {
+		data, _ := os.ReadFile(dir + "/task/" + task.Name() + "/children")
+		kids = append(kids, strings.Fields(string(data))...)
+	}
+	return fds, kids
+}
