@@ -191,7 +191,7 @@ func TestPoolForgetsTransientMounts(t *testing.T) {
 // init serves its call: three deaths spread over a daemon's life (an OOM kill, an operator's kill,
 // a sweep) stop the pool as a broken host would.
 func TestPoolFailuresCountOnlyInARow(t *testing.T) {
-	pool := newTestPool(t)
+	pool := newInitPool(t)
 	p := plan(t, "/bin/true", nil)
 	for i := range 3 {
 		if !readyWithin(pool, 5*time.Second) {
