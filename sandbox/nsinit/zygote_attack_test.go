@@ -248,3 +248,39 @@ func zygoteHoldings(t *testing.T, pid int) (fds, kids []string) {
 	}
 	return fds, kids
 }
+
+// TestZygotePID1HoldsOnlyItsOwn: PID 1 is cloned from a zygote thread while other calls' threads
+// hold their plans, pipes and cgroup files in the shared descriptor table; it keeps its control
+// pipe and its signalfd and nothing else (no standard stream either), however many calls run.
+func TestZygotePID1HoldsOnlyItsOwn(t *testing.T) {
+	pool := zygotePool(t)
+	token := sleepToken(t)
+	var cmds []*Cmd
+	t.Cleanup(func() { requireGone(t, token, nil, nil) }) // after every call's own cleanup
+	for range 4 {
+		cmd, stdio := takeReady(t, pool, sleeperPlan(t, token), true)
+		cmds = append(cmds, cmd)
+		t.Cleanup(func() {
+			cmd.report.Close() // the host lets go: the zygote ends the call
+			for _, f := range []*os.File{stdio.In, stdio.Out, stdio.Err} {
+				f.Close()
+			}
+		})
+	}
+	for _, cmd := range cmds {
+		dir := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/fd/"
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fds []string
+		for _, e := range entries {
+			target, _ := os.Readlink(dir + e.Name())
+			fds = append(fds, e.Name()+"->"+target)
+		}
+		if len(fds) != 2 || !strings.Contains(strings.Join(fds, " "), "pipe:") || !strings.Contains(strings.Join(fds, " "), "signalfd") {
+			t.Errorf("PID 1 (%d) holds %v, want its control pipe and its signalfd only", cmd.Process.Pid, fds)
+		}
+	}
+	requireZygoteServed(t, pool, 4)
+}
