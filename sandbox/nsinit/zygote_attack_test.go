@@ -1,9 +1,11 @@
 package nsinit
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/isolation"
+	"golang.org/x/sys/unix"
 )
 
 // The attacks of this file are a sandboxed program's (or a hostile plan's) against the zygote
@@ -283,4 +286,84 @@ func TestZygotePID1HoldsOnlyItsOwn(t *testing.T) {
 		}
 	}
 	requireZygoteServed(t, pool, 4)
+}
+
+// TestZygoteStuckExecStopsNoOtherCall: a plan's program whose exec never ends (its ELF interpreter
+// is on a file system that never answers: a FUSE mount with no server; an NFS or a hostile FUSE
+// server in a workspace does the same) must hold up its own call only. As many such calls as the
+// zygote has CPUs run at once, and a plain call must still be served while they hang: the
+// zygote's threads must not wait for an exec in a way that keeps the Go runtime from running its
+// other goroutines (a vfork wait inside a raw system call holds its P, and stops the world).
+func TestZygoteStuckExecStopsNoOtherCall(t *testing.T) {
+	pool := zygotePool(t)
+	stuck := stuckExec(t)
+	var hung []*Cmd
+	for range max(runtime.NumCPU(), 2) {
+		p := plan(t, "/bin/true", nil)
+		p.Path, p.Exec = stuck, append(p.Exec, stuck)
+		p.Timeout = time.Minute // what ends them, if nothing else does
+		cmd, stdio := takeReady(t, pool, p, false)
+		hung = append(hung, cmd)
+		t.Cleanup(func() {
+			cmd.report.Close()
+			stdio.Out.Close()
+			stdio.Err.Close()
+		})
+	}
+	time.Sleep(200 * time.Millisecond) // let the hung calls reach their exec
+	done := make(chan result, 1)
+	go func() { done <- runPooled(t, pool, plan(t, "/bin/true", nil)) }()
+	select {
+	case r := <-done:
+		if r.code != 0 || r.failure != nil {
+			t.Fatalf("the plain call: exit %d, failure %v", r.code, r.failure)
+		}
+	case <-time.After(30 * time.Second): // a bound, not a measurement: it takes milliseconds
+		t.Fatalf("the plain call was not served within 30s while %d execs hang: %+v", len(hung), pool.Stats())
+	}
+	for i, cmd := range hung {
+		select {
+		case <-cmd.Ended():
+			t.Errorf("stuck call %d ended (%v): it did not hang in its exec, the attack proves nothing", i, cmd.Failure())
+		default:
+		}
+	}
+	requireZygoteServed(t, pool, int64(len(hung))+1)
+}
+
+// stuckExec returns a copy of /bin/true whose ELF interpreter is on a FUSE mount that no server
+// answers: its exec waits in the kernel (killably) until the connection is aborted at cleanup.
+func stuckExec(t *testing.T) string {
+	t.Helper()
+	fuse, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		fixture.Missing(t, "no FUSE: %v", err)
+	}
+	t.Cleanup(func() { unix.Close(fuse) }) // aborts the connection: every waiter gets ENOTCONN
+	base := workTree(t, "/var/tmp")
+	mnt, err := os.MkdirTemp("/var/tmp", "zf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(mnt) })
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0,allow_other", fuse)
+	if err := unix.Mount("clihost-attack", mnt, "fuse", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		fixture.Missing(t, "cannot mount FUSE: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	interp := interpreter(t, "/bin/true")
+	stuck := mnt + "/l"
+	if interp == "" || len(stuck) > len(interp) {
+		t.Skipf("cannot patch /bin/true's interpreter %q with %q", interp, stuck)
+	}
+	data, err := os.ReadFile(realPath("/bin/true"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched := bytes.Replace(data, []byte(interp+"\x00"), append([]byte(stuck), make([]byte, len(interp)-len(stuck)+1)...), 1)
+	exe := filepath.Join(base, "stuck")
+	if err := os.WriteFile(exe, patched, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return exe
 }

@@ -30,9 +30,10 @@ import (
 //  2. It builds the mount namespace with the init's own code (prepareNamespaces with a /proc for
 //     the new PID namespace, openPlan, buildNamespaces), then confines itself as the init's
 //     forking thread does (Landlock, identity, capabilities, seccomp), checked with system calls.
-//  3. It clones the program's process from itself (CLONE_VM|CLONE_VFORK, a rawProgram that joins
-//     the cgroups, sets the rlimits, installs the streams and execs), which starts with exactly the
-//     thread's state, in the new PID namespace.
+//  3. It clones the program's process from itself (CLONE_VM, a rawProgram that joins the cgroups,
+//     sets the rlimits, installs the streams and execs), which starts with exactly the thread's
+//     state, in the new PID namespace; the thread waits for the exec in a read of a close-on-exec
+//     pipe (not CLONE_VFORK, whose wait would hold the Go runtime's P through a hanging exec).
 //  4. It waits for the program, has PID 1 exit (the kernel then kills and reaps whatever is left in
 //     the namespace before PID 1's exit completes), writes the end line, and waits until the host
 //     closed the report pipe before it reaps PID 1, so that PID 1's pid, which the host signals,
@@ -659,21 +660,31 @@ func (c *zcall) startProgram(p isolation.Plan, rlimits []rlimit) (int, error) {
 		unix.Close(errW)
 		return 0, err
 	}
-	pid, pidfd, err := prog.start(true, c.cgroupDir, errW)
-	prog.release()
+	// Not CLONE_VFORK: its wait is inside the raw clone, which keeps this thread's P from the Go
+	// runtime (no other goroutine runs on it, and the world cannot stop) for as long as the exec
+	// takes, and an exec can hang (its file on a FUSE or NFS mount that does not answer). The
+	// thread waits in a read instead, which gives the P back.
+	pid, pidfd, err := prog.start(false, c.cgroupDir, errW)
 	unix.Close(errW)
 	for _, fd := range []*int{&c.stdin, &c.stdout, &c.stderr} {
 		closeFD(fd)
 	}
 	if err != nil {
+		prog.release()
 		return 0, err
 	}
 	unix.Close(pidfd)
+	// The child's errW is close-on-exec: the pipe's end says that it exec'd or died, and either
+	// way it runs on its stack no more. (Copies other threads' children took at their clone
+	// close before they run anything of a plan's.)
 	var buf [16]byte
-	if n, _ := readFull(errR, buf[:]); n == len(buf) {
+	n, _ := readFull(errR, buf[:])
+	if n == len(buf) {
 		_, _ = unix.Wait4(pid, nil, 0, nil)
+		prog.release()
 		return 0, prog.failure(buf[:])
 	}
+	prog.release()
 	return pid, nil
 }
 
