@@ -367,3 +367,53 @@ func stuckExec(t *testing.T) string {
 	}
 	return exe
 }
+
+// TestZygoteSeesTheHostsMountsNow: the zygote's ready threads hold copies of the host's mount
+// table made before their call. A file system mounted on the host, and then made read-only, after
+// the zygote started must be what the call sees, as with an init started for it: its threads must
+// compare their copies with the host's table, not with one of the zygote's own threads' (the main
+// thread may be left in a namespace of its own by the goroutine it ran).
+func TestZygoteSeesTheHostsMountsNow(t *testing.T) {
+	pool := zygotePool(t)
+	runPooled(t, pool, plan(t, "/bin/true", nil)) // the zygote has served, its threads are ready
+	mnt := filepath.Join(workTree(t, "/var/tmp"), "mnt")
+	fixture.WriteIn(t, mnt, map[string]string{"which": "underneath\n"})
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m,mode=0777"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	if err := os.WriteFile(filepath.Join(mnt, "which"), []byte("the new mount\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("", mnt, "", unix.MS_REMOUNT|unix.MS_RDONLY, "size=1m,mode=0777"); err != nil {
+		t.Fatal(err)
+	}
+	p := sh(t, "cat "+filepath.Join(mnt, "which")+"; echo x > "+filepath.Join(mnt, "written"), "/bin/cat")
+	p.ReadWrite = append(p.ReadWrite, mnt)
+	r := runPooled(t, pool, p)
+	if !strings.HasPrefix(r.stdout, "the new mount\n") {
+		t.Errorf("the call read %q: the zygote served it from a copy of the mount table older than the mount", r.stdout)
+	}
+	if _, err := os.Stat(filepath.Join(mnt, "written")); err == nil || r.code == 0 {
+		t.Errorf("exit %d: the call wrote into a file system the host had made read-only", r.code)
+	}
+	requireZygoteServed(t, pool, 2)
+}
+
+// TestZygoteDeadlineEndsTheSandbox: a call whose plan has a Timeout ends when it passes, with
+// nothing left of it, although the host never stops it (the zygote's watch kills PID 1).
+func TestZygoteDeadlineEndsTheSandbox(t *testing.T) {
+	pool := zygotePool(t)
+	token := sleepToken(t)
+	p := sleeperPlan(t, token)
+	p.Timeout = time.Second
+	cmd, stdio := takeReady(t, pool, p, false)
+	sleeper := waitSleeper(t, token)
+	was := cmdline(sleeper)
+	r := finishPooled(t, cmd, stdio)
+	if r.code != exitKilled {
+		t.Errorf("exit %d, want %d (killed at the deadline)", r.code, exitKilled)
+	}
+	requireGone(t, token, []int{sleeper}, []string{was})
+	requireZygoteServed(t, pool, 1)
+}
