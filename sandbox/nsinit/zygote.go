@@ -226,6 +226,10 @@ func (z *zygote) take(p isolation.Plan, stdin bool, slot *cgroup.Group) (*Cmd, *
 		_ = group.Remove()
 		return fail(fmt.Errorf("nsinit: PID 1: %w", err))
 	}
+	if err := endWithPID1(pid, report); err != nil {
+		_ = group.Remove()
+		return fail(fmt.Errorf("nsinit: PID 1: %w", err))
+	}
 	cmd := &exec.Cmd{Path: executable(), Args: zygoteArgs(), Process: proc}
 	return &Cmd{Cmd: cmd, report: report, group: group, limits: p.Limits},
 		&Stdio{Out: pipes[1], Err: pipes[2], In: pipes[3]}, nil
@@ -279,4 +283,37 @@ func readPID(report *os.File) (int, error) {
 		return 0, errors.New("the zygote ended the call without a word")
 	}
 	return 0, errors.New(string(line))
+}
+
+// pid1Drain is how long the host still reads a zygote call's report once the call's PID 1 has
+// exited: the zygote wrote the report's last line before it let PID 1 exit.
+const pid1Drain = time.Second
+
+// endWithPID1 makes the reading of report end at most pid1Drain after PID 1 (pid, not yet reaped)
+// has exited. The zygote's thread holds the report's write end until its call is over, and a
+// thread that hangs in the kernel (as root, resolving a plan path on a file system whose server
+// does not answer) is out of reach of every signal of the host's, which only PID 1 and the
+// program get: the host must not wait for it once the sandbox is gone (the deadline or the host
+// killed PID 1). The wait costs no thread: the pidfd waits in the runtime's poller.
+func endWithPID1(pid int, report *os.File) error {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return err
+	}
+	pidfd := os.NewFile(uintptr(fd), "pidfd")
+	conn, err := pidfd.SyscallConn()
+	if err != nil {
+		pidfd.Close()
+		return err
+	}
+	go func() {
+		defer pidfd.Close()
+		// A pidfd turns readable when its process exits; the callback says whether it has.
+		_ = conn.Read(func(fd uintptr) bool {
+			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
+			return err != nil || n > 0
+		})
+		_ = report.SetReadDeadline(time.Now().Add(pid1Drain))
+	}()
+	return nil
 }
