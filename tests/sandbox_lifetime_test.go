@@ -124,10 +124,15 @@ func readProc(pid int) (proc, bool) {
 	return proc{pid: pid, ppid: ppid, cmdline: strings.Join(strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00"), " ")}, true
 }
 
-// isInit reports whether p is a sandbox's init, or the zygote or a PID 1 it forked (they carry
-// its command line): the top of a sandbox's process tree.
+// isInit reports whether p is a sandbox's init.
 func isInit(p proc) bool {
-	return strings.HasPrefix(p.cmdline, "clihost-sandbox __clihost_init") || strings.HasPrefix(p.cmdline, "clihost-sandbox __clihost_zygote")
+	return strings.HasPrefix(p.cmdline, "clihost-sandbox __clihost_init")
+}
+
+// isZygote reports whether p is the zygote (or a PID 1 it forked, which carries its command line).
+// The zygote's thread is the parent of a program it started; it outlives the call.
+func isZygote(p proc) bool {
+	return strings.HasPrefix(p.cmdline, "clihost-sandbox __clihost_zygote")
 }
 
 // requireNoInitsOf fails t when, after within, a sandbox init of the daemon on state is still
@@ -186,7 +191,7 @@ func waitCalls(t *testing.T, token string, n int) *callTree {
 			ct := &callTree{token: token, procs: map[int]proc{}}
 			for _, p := range sleepers {
 				ct.procs[p.pid] = p
-				for q, ok := readProc(p.ppid); ok && q.pid > 1; q, ok = readProc(q.ppid) {
+				for q, ok := readProc(p.ppid); ok && q.pid > 1 && !isZygote(q); q, ok = readProc(q.ppid) {
 					ct.procs[q.pid] = q
 					if isInit(q) {
 						break

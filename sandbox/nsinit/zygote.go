@@ -286,7 +286,7 @@ func readPID(report *os.File) (int, error) {
 }
 
 // pid1Drain is how long the host still reads a zygote call's report once the call's PID 1 has
-// exited: the zygote wrote the report's last line before it let PID 1 exit.
+// exited: the zygote writes the report's last line right after that exit.
 const pid1Drain = time.Second
 
 // endWithPID1 makes the reading of report end at most pid1Drain after PID 1 (pid, not yet reaped)

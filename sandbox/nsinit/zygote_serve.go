@@ -426,6 +426,17 @@ func (c *zcall) report1(step string, err error, code int) {
 		closeFD(fd)
 	}
 	if c.pid1 >= 0 && c.hostDone != nil {
+		// The end line says nothing of the sandbox runs any more (the host sweeps the workspace
+		// after it): PID 1 exits first, and its exit completes once the kernel has killed and
+		// reaped everything else in its PID namespace. It stays a zombie, its pid kept, until
+		// finish reaps it.
+		closeFD(&c.ctlW)
+		var info unix.Siginfo
+		for {
+			if err := unix.Waitid(unix.P_PID, c.pid1, &info, unix.WEXITED|unix.WNOWAIT, nil); !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
 		// After the "pid" line the host reads the report until the end line, a failure's too.
 		c.line(endLine + strconv.Itoa(code))
 	}
