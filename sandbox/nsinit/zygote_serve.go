@@ -292,9 +292,16 @@ func (z *zserver) receive(timeout time.Duration) (*zcall, int) {
 	}
 }
 
-// probeZygote checks, on a thread of its own, what every call needs from the kernel beyond what
-// Check does: a procfs mounted for a PID namespace the zygote is not in (the pidns option).
+// probeZygote checks, on a thread of its own, what every call needs from the kernel and the host
+// beyond what Check does: vm.memfd_noexec open for writing (PID 1 sets it through the zygote's
+// procfs, which a service manager may have made read-only: ProtectKernelTunables=) and a procfs
+// mounted for a PID namespace the zygote is not in (the pidns option).
 func probeZygote() error {
+	sysctl, err := unix.Open(memfdNoexecSysctl, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("%s: %w", memfdNoexecSysctl, err)
+	}
+	unix.Close(sysctl)
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends in its own namespaces
