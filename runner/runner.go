@@ -516,8 +516,14 @@ func supervise(ctx context.Context, cmd *exec.Cmd, sandboxed *nsinit.Cmd, c Comm
 		return res, cpuHit, true
 	}
 	// The main process is a zombie until Wait, which keeps its pid, and so the group id, from
-	// being reused: this can only hit what is left of its own group.
-	signalGroup(pid, syscall.SIGKILL)
+	// being reused: this can only hit what is left of its own group. A sandbox from the zygote is
+	// not this process's child: its PID 1 may have been reaped (the zygote died), so only it is
+	// signalled, through its pidfd; its end ends everything in its sandbox.
+	if sandboxed != nil && sandboxed.FromZygote() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+	} else {
+		signalGroup(pid, syscall.SIGKILL)
+	}
 
 	_ = cmd.Wait() // the outcome is in ProcessState; the error only restates it
 	res.ExitCode = -1

@@ -93,6 +93,8 @@ type Cmd struct {
 	readErr  error
 	status   int  // the end line's status
 	reported bool // the end line was read
+
+	zygote bool // the zygote built the sandbox (FromZygote)
 }
 
 // finishing counts the Finish goroutines still running (WaitFinished).
@@ -154,6 +156,10 @@ func (c *Cmd) Failure() error {
 	}
 	if msg := strings.TrimSpace(strings.Join(failure, "")); msg != "" {
 		return fmt.Errorf("%w: %s", ErrUnavailable, msg)
+	}
+	if c.zygote && !c.reported {
+		// An init's exit status says how it ended; the zygote's end line is all there is.
+		return fmt.Errorf("%w: the sandbox ended without its end: the zygote died", ErrUnavailable)
 	}
 	return nil
 }

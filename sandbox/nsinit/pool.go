@@ -314,7 +314,9 @@ func (p *Pool) startZygote() {
 	p.mu.Lock()
 	want := p.root && !p.cfg.NoZygote && p.zyg == nil && !p.zygStarting && !p.closed &&
 		!errors.Is(p.zygErr, ErrUnavailable) && time.Now().After(p.zygRetry)
-	p.zygStarting = want
+	if want {
+		p.zygStarting = true
+	}
 	p.mu.Unlock()
 	if !want {
 		return
@@ -326,7 +328,7 @@ func (p *Pool) startZygote() {
 	switch {
 	case err != nil:
 		p.zygErr, p.zygRetry = err, time.Now().Add(time.Minute)
-	case p.closed:
+	case p.closed || p.zyg != nil:
 		go z.close()
 	default:
 		p.zyg, p.zygErr = z, nil

@@ -231,9 +231,14 @@ func (z *zygote) take(p isolation.Plan, stdin bool, slot *cgroup.Group) (*Cmd, *
 		return fail(fmt.Errorf("nsinit: PID 1: %w", err))
 	}
 	cmd := &exec.Cmd{Path: executable(), Args: zygoteArgs(), Process: proc}
-	return &Cmd{Cmd: cmd, report: report, group: group, limits: p.Limits},
+	return &Cmd{Cmd: cmd, report: report, group: group, limits: p.Limits, zygote: true},
 		&Stdio{Out: pipes[1], Err: pipes[2], In: pipes[3]}, nil
 }
+
+// FromZygote reports whether the zygote built c's sandbox: its Process (PID 1) is then not this
+// process's child, Wait cannot reap it, and once the sandbox ended its pid may be another
+// process's (signal it through Process, a pidfd, not by pid or process group).
+func (c *Cmd) FromZygote() bool { return c.zygote }
 
 // cgroupFiles opens what the program's process of a call in group g joins it by: the v1 tasks
 // files (it writes "0" to each) and the v2 directory (it is cloned into it).

@@ -1,9 +1,16 @@
 package nsinit
 
 import (
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/clihost/clihost/internal/fixture"
 	"golang.org/x/sys/unix"
@@ -59,4 +66,69 @@ func TestZygoteSeesMountsMadeAfterItPrepared(t *testing.T) {
 	if r.code != 0 || r.stdout != "the new mount\n" {
 		t.Fatalf("exit %d, stdout %q; want the file of the mount made after the zygote's threads were ready", r.code, r.stdout)
 	}
+}
+
+// TestZygoteDeathEndsItsCalls: when the zygote dies (SIGKILL) during a call, the call's thread dies
+// with it, and so do the call's PID 1 and program (their parent-death signal); the host sees the
+// sandbox end without an end line, and nothing of it is left running.
+func TestZygoteDeathEndsItsCalls(t *testing.T) {
+	pool := newZygotePool(t)
+	token := fmt.Sprintf("%d.%d", os.Getpid(), time.Now().UnixNano()%1e6)
+	p := sh(t, "sleep 1"+token+" & sleep 2"+token, "/usr/bin/sleep", "/bin/sleep")
+	cmd, stdio := takeReady(t, pool, p, false)
+	if !cmd.FromZygote() {
+		t.Fatalf("the zygote did not build the sandbox: %+v", pool.Stats())
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdio.Out) }()
+	go func() { _, _ = io.Copy(io.Discard, stdio.Err) }()
+	for deadline := time.Now().Add(10 * time.Second); len(pgrep(t, token)) < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sleepers did not start: %v", pgrep(t, token))
+		}
+	}
+	pool.mu.Lock()
+	z := pool.zyg
+	pool.mu.Unlock()
+	if err := z.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-cmd.Ended():
+	case <-time.After(10 * time.Second):
+		out, _ := exec.Command("sh", "-c", "ps -eo pid,ppid,stat,cmd | grep -E 'clihost|"+token+"' | grep -v grep; ls -l /proc/*/fd 2>/dev/null | grep -c pipe").CombinedOutput()
+		t.Fatalf("the call did not end after the zygote %d died (pid 1 %d):\n%s", z.cmd.Process.Pid, cmd.Process.Pid, out)
+	}
+	if _, ok := cmd.Reported(); ok {
+		t.Error("an end line from a zygote that was killed")
+	}
+	if err := cmd.Failure(); err == nil {
+		t.Error("no failure reported for a sandbox whose zygote died")
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL) // what the runner does: by pidfd, never by pid
+	for deadline := time.Now().Add(5 * time.Second); len(pgrep(t, token)) > 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of the call survive the zygote: %v", pgrep(t, token))
+		}
+	}
+	cmd.Finish(func(err error) { t.Error(err) })
+}
+
+// pgrep returns the pids of the processes whose command line contains s.
+func pgrep(t *testing.T, s string) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if data, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(data), s) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

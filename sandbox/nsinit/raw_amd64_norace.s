@@ -1,3 +1,5 @@
+//go:build amd64 && !race
+
 #include "textflag.h"
 
 // func rawClone3(args *cloneArgs, size uintptr, p *rawProgram, report uintptr) (pid uintptr, errno uintptr)

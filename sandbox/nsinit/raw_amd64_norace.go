@@ -1,3 +1,5 @@
+//go:build amd64 && !race
+
 package nsinit
 
 // rawClone3 is implemented in raw_amd64.s.
