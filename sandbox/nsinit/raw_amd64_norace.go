@@ -2,7 +2,7 @@
 
 package nsinit
 
-// rawClone3 is implemented in raw_amd64.s.
+// rawClone3 is implemented in raw_amd64_norace.s.
 //
 //go:noescape
 func rawClone3(args *cloneArgs, size uintptr, p *rawProgram, report uintptr) (pid uintptr, errno uintptr)
