@@ -196,8 +196,16 @@ func zygoteParentChild(t *testing.T, token string) {
 func TestZygoteFailuresLeaveNothing(t *testing.T) {
 	pool := zygotePool(t)
 	zpid := zygotePID(t, pool)
-	runPooled(t, pool, plan(t, "/bin/true", nil)) // the zygote's steady state: its ready threads
-	fdsBefore, kidsBefore := zygoteHoldings(t, zpid)
+	runPooled(t, pool, plan(t, "/bin/true", nil))
+	// Its ready threads, each with its PID 1; the most it holds over half a second (a thread that
+	// is making itself ready holds a few descriptors more for a moment).
+	var fdsBefore, kidsBefore []string
+	for range 10 {
+		if fds, kids := zygoteSteady(t, zpid); len(fds) > len(fdsBefore) {
+			fdsBefore, kidsBefore = fds, kids
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	base := workTree(t, "/var/tmp")
 	link := filepath.Join(base, "link")
 	if err := os.Symlink(base, link); err != nil {
@@ -224,12 +232,23 @@ func TestZygoteFailuresLeaveNothing(t *testing.T) {
 	requireZygoteServed(t, pool, 1+3*int64(len(bad)))
 	var fds, kids []string
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if fds, kids = zygoteHoldings(t, zpid); len(fds) <= len(fdsBefore) && len(kids) <= len(kidsBefore) {
+		if fds, kids = zygoteSteady(t, zpid); len(fds) <= len(fdsBefore) && len(kids) <= len(kidsBefore) {
 			return
 		}
 	}
 	t.Fatalf("after failed calls the zygote holds descriptors %v and children %v, before %v and %v",
 		fds, kids, fdsBefore, kidsBefore)
+}
+
+// zygoteSteady is zygoteHoldings once the zygote has all its ready threads (zygoteWarm PID 1s as
+// its children), or after 5 s: a thread that took a call is replaced in the background.
+func zygoteSteady(t *testing.T, pid int) (fds, kids []string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if fds, kids = zygoteHoldings(t, pid); len(kids) == zygoteWarm || time.Now().After(deadline) {
+			return fds, kids
+		}
+	}
 }
 
 // zygoteHoldings lists the zygote's open descriptors (number -> target) and its children.
