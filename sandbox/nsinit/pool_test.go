@@ -82,23 +82,17 @@ func finishPooled(t testing.TB, cmd *Cmd, stdio *Stdio) result {
 // TestPoolRunsTheSuite runs this package's tests again with every run() through a Pool: the
 // pooled init builds the same sandbox as one started for its call (files, masks, Landlock,
 // identity, namespaces, failures, rootless), only earlier.
-func TestPoolRunsTheSuite(t *testing.T) {
-	requireRoot(t)
-	if testPool != nil {
-		t.Skip("this is the pooled run")
-	}
-	fixture.Slow(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	runSuite(t, exe, "1")
-}
+func TestPoolRunsTheSuite(t *testing.T) { runSuite(t, "1") }
 
 // TestZygoteRunsTheSuite runs this package's tests again with every run() through a Pool whose
 // zygote serves every plan it can (a root host's, without egress or ingress): the zygote builds
 // the same sandbox as an init.
-func TestZygoteRunsTheSuite(t *testing.T) {
+func TestZygoteRunsTheSuite(t *testing.T) { runSuite(t, zygoteMode) }
+
+// runSuite runs this test binary again, without the pool's own tests, with poolEnv set to mode
+// (it is skipped in such a run).
+func runSuite(t *testing.T, mode string) {
+	t.Helper()
 	requireRoot(t)
 	if testPool != nil {
 		t.Skip("this is a pooled run")
@@ -108,12 +102,6 @@ func TestZygoteRunsTheSuite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runSuite(t, exe, zygoteMode)
-}
-
-// runSuite runs the test binary exe again, without the pool's own tests, with poolEnv set to mode.
-func runSuite(t *testing.T, exe, mode string) {
-	t.Helper()
 	cmd := exec.Command(exe, "-test.count=1", "-test.skip=^Test(Pool|Zygote)")
 	cmd.Env = append(os.Environ(), poolEnv+"="+mode)
 	out, err := cmd.CombinedOutput()

@@ -1,14 +1,11 @@
 package nsinit
 
 import (
-	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,35 +13,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// newZygotePool is a pool whose zygote serves the calls it can, for one test, closed with it; it
-// returns once the zygote has served a call (its threads are then ready for the next ones).
-func newZygotePool(t *testing.T) *Pool {
-	t.Helper()
-	requireRoot(t)
-	if err := Check(); err != nil {
-		fixture.Missing(t, "the sandbox is unavailable: %v", err)
-	}
-	pool := NewPool(PoolConfig{Max: 1})
-	t.Cleanup(pool.Close)
-	for range 1000 {
-		before := pool.Stats().Zygote
-		if r := runPooled(t, pool, sh(t, "true")); r.code != 0 {
-			t.Fatalf("a first call failed: %+v", r)
-		}
-		if pool.Stats().Zygote > before {
-			return pool
-		}
-	}
-	t.Fatalf("the zygote served no call: %+v", pool.Stats())
-	return nil
-}
-
 // TestZygoteSeesMountsMadeAfterItPrepared: a ready thread's mount namespace is a copy of the host's
 // made before its call. A file system mounted on the host after that must be what the call sees,
 // not the directory underneath: the zygote compares the host's mount table with the one the
 // thread copied.
 func TestZygoteSeesMountsMadeAfterItPrepared(t *testing.T) {
-	pool := newZygotePool(t)
+	pool := zygotePool(t)
 	base := workTree(t, "/var/tmp")
 	mnt := filepath.Join(base, "mnt")
 	fixture.WriteIn(t, mnt, map[string]string{"which": "underneath\n"})
@@ -58,11 +32,8 @@ func TestZygoteSeesMountsMadeAfterItPrepared(t *testing.T) {
 	}
 	p := plan(t, "/bin/cat", []string{filepath.Join(mnt, "which")})
 	p.ReadOnly = append(p.ReadOnly, mnt)
-	before := pool.Stats().Zygote
 	r := runPooled(t, pool, p)
-	if pool.Stats().Zygote <= before {
-		t.Fatalf("the zygote did not serve the call: %+v", pool.Stats())
-	}
+	requireZygoteServed(t, pool, 2)
 	if r.code != 0 || r.stdout != "the new mount\n" {
 		t.Fatalf("exit %d, stdout %q; want the file of the mount made after the zygote's threads were ready", r.code, r.stdout)
 	}
@@ -72,31 +43,27 @@ func TestZygoteSeesMountsMadeAfterItPrepared(t *testing.T) {
 // with it, and so do the call's PID 1 and program (their parent-death signal); the host sees the
 // sandbox end without an end line, and nothing of it is left running.
 func TestZygoteDeathEndsItsCalls(t *testing.T) {
-	pool := newZygotePool(t)
-	token := fmt.Sprintf("%d.%d", os.Getpid(), time.Now().UnixNano()%1e6)
-	p := sh(t, "sleep 1"+token+" & sleep 2"+token, "/usr/bin/sleep", "/bin/sleep")
+	pool := zygotePool(t)
+	token := sleepToken(t)
+	p := sh(t, "sleep "+token+" & sleep "+token, "/usr/bin/sleep", "/bin/sleep")
 	cmd, stdio := takeReady(t, pool, p, false)
 	if !cmd.FromZygote() {
 		t.Fatalf("the zygote did not build the sandbox: %+v", pool.Stats())
 	}
 	go func() { _, _ = io.Copy(io.Discard, stdio.Out) }()
 	go func() { _, _ = io.Copy(io.Discard, stdio.Err) }()
-	for deadline := time.Now().Add(10 * time.Second); len(pgrep(t, token)) < 2; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); len(sleepers(token)) < 2; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the sleepers did not start: %v", pgrep(t, token))
+			t.Fatalf("the sleepers did not start: %v", sleepers(token))
 		}
 	}
-	pool.mu.Lock()
-	z := pool.zyg
-	pool.mu.Unlock()
-	if err := z.cmd.Process.Kill(); err != nil {
+	if err := unix.Kill(zygotePID(t, pool), unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-cmd.Ended():
 	case <-time.After(10 * time.Second):
-		out, _ := exec.Command("sh", "-c", "ps -eo pid,ppid,stat,cmd | grep -E 'clihost|"+token+"' | grep -v grep; ls -l /proc/*/fd 2>/dev/null | grep -c pipe").CombinedOutput()
-		t.Fatalf("the call did not end after the zygote %d died (pid 1 %d):\n%s", z.cmd.Process.Pid, cmd.Process.Pid, out)
+		t.Fatal("the call did not end after the zygote died")
 	}
 	if _, ok := cmd.Reported(); ok {
 		t.Error("an end line from a zygote that was killed")
@@ -104,31 +71,47 @@ func TestZygoteDeathEndsItsCalls(t *testing.T) {
 	if err := cmd.Failure(); err == nil {
 		t.Error("no failure reported for a sandbox whose zygote died")
 	}
-	_ = cmd.Process.Signal(syscall.SIGKILL) // what the runner does: by pidfd, never by pid
-	for deadline := time.Now().Add(5 * time.Second); len(pgrep(t, token)) > 0; time.Sleep(10 * time.Millisecond) {
+	_ = cmd.Process.Signal(unix.SIGKILL) // what the runner does: by pidfd, never by pid
+	for deadline := time.Now().Add(5 * time.Second); len(sleepers(token)) > 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("processes of the call survive the zygote: %v", pgrep(t, token))
+			t.Fatalf("processes of the call survive the zygote: %v", sleepers(token))
 		}
 	}
 	cmd.Finish(func(err error) { t.Error(err) })
 }
 
-// pgrep returns the pids of the processes whose command line contains s.
-func pgrep(t *testing.T, s string) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
+// TestPoolStartsOneZygote: calls taken while the pool's zygote is still starting (each wakes the
+// refiller, which starts the zygote when there is none) do not start a second one, which the pool
+// would never close.
+func TestPoolStartsOneZygote(t *testing.T) {
+	pool := newTestPool(t)
+	for pool.Stats().Zygote == 0 {
+		runPooled(t, pool, sh(t, "true"))
 	}
-	var out []int
+	time.Sleep(100 * time.Millisecond) // a second zygote started meanwhile would be up by now
+	var zygotes []int
+	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		if data, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(data), s) {
-			out = append(out, pid)
+		if err == nil && strings.HasPrefix(cmdline(pid), procName+" "+zygoteMarker) && ppidOf(pid) == os.Getpid() {
+			zygotes = append(zygotes, pid)
 		}
 	}
-	return out
+	if len(zygotes) != 1 {
+		t.Fatalf("the pool started %d zygotes: %v", len(zygotes), zygotes)
+	}
+}
+
+// ppidOf returns pid's parent, 0 when it is gone.
+func ppidOf(pid int) int {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
 }
