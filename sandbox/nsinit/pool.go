@@ -406,20 +406,11 @@ func (p *Pool) pop() *warmInit {
 // started for the call would inherit from the host now (umask, resource limits). An error leaves w
 // as it was.
 func (p *Pool) encode(w *warmInit, prepared isolation.Plan, stdin bool) ([]byte, error) {
-	deadline, err := deadlineFor(prepared.Timeout)
+	env, err := pooledEnvelope(prepared, stdin)
 	if err != nil {
-		return nil, fmt.Errorf("nsinit: deadline: %w", err)
+		return nil, err
 	}
-	umask, err := hostUmask()
-	if err != nil {
-		return nil, fmt.Errorf("nsinit: %w", err)
-	}
-	rlimits, err := hostRlimits()
-	if err != nil {
-		return nil, fmt.Errorf("nsinit: %w", err)
-	}
-	env := envelope{Protocol: planProtocol, Plan: prepared, UserNS: !p.root, Deadline: deadline,
-		Pooled: true, CgroupFDs: w.cgroupFDs, StdinNull: !stdin, HostUmask: umask, HostRlimits: rlimits}
+	env.UserNS, env.CgroupFDs = !p.root, w.cgroupFDs
 	data, err := json.Marshal(env)
 	if err != nil {
 		return nil, fmt.Errorf("nsinit: encode plan: %w", err)
@@ -428,6 +419,26 @@ func (p *Pool) encode(w *warmInit, prepared isolation.Plan, stdin bool) ([]byte,
 		return nil, fmt.Errorf("nsinit: plan is %d bytes, more than %d", len(data), maxPlanSize)
 	}
 	return data, nil
+}
+
+// pooledEnvelope is the envelope of the prepared plan for a sandbox built ahead of its call (an
+// init from the pool, or the zygote's thread): the plan, its deadline, and what a sandbox started
+// for the call would inherit from the host now (umask, resource limits).
+func pooledEnvelope(prepared isolation.Plan, stdin bool) (envelope, error) {
+	deadline, err := deadlineFor(prepared.Timeout)
+	if err != nil {
+		return envelope{}, fmt.Errorf("nsinit: deadline: %w", err)
+	}
+	umask, err := hostUmask()
+	if err != nil {
+		return envelope{}, fmt.Errorf("nsinit: %w", err)
+	}
+	rlimits, err := hostRlimits()
+	if err != nil {
+		return envelope{}, fmt.Errorf("nsinit: %w", err)
+	}
+	return envelope{Protocol: planProtocol, Plan: prepared, Deadline: deadline, Pooled: true,
+		StdinNull: !stdin, HostUmask: umask, HostRlimits: rlimits}, nil
 }
 
 // give hands w its call: the call's cgroup limits, then its encoded plan (data); it returns the

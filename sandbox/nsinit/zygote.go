@@ -131,20 +131,11 @@ func (z *zygote) alive() bool {
 // starts another way), and an error wrapping ErrUnavailable when the zygote could not start the
 // sandbox.
 func (z *zygote) take(p isolation.Plan, stdin bool, slot *cgroup.Group) (*Cmd, *Stdio, error) {
-	deadline, err := deadlineFor(p.Timeout)
+	env, err := pooledEnvelope(p, stdin)
 	if err != nil {
-		return nil, nil, fmt.Errorf("nsinit: deadline: %w", err)
+		return nil, nil, err
 	}
-	umask, err := hostUmask()
-	if err != nil {
-		return nil, nil, fmt.Errorf("nsinit: %w", err)
-	}
-	rlimits, err := hostRlimits()
-	if err != nil {
-		return nil, nil, fmt.Errorf("nsinit: %w", err)
-	}
-	planR, err := writePlan(envelope{Protocol: planProtocol, Plan: p, Deadline: deadline, Pooled: true,
-		StdinNull: !stdin, HostUmask: umask, HostRlimits: rlimits})
+	planR, err := writePlan(env)
 	if err != nil {
 		return nil, nil, fmt.Errorf("nsinit: %w", err)
 	}
