@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -229,5 +230,35 @@ func benchmarkDaemon(b *testing.B, exe string, extra ...string) *runningDaemon {
 			b.Fatal(err)
 		}
 	}
+	b.StopTimer()
+	if takes := d.poolTakes(b); len(takes) > 0 {
+		b.ReportMetric(takes["zygote"]/max(takes["zygote"]+takes["hit"]+takes["miss"], 1), "zygote/call")
+	}
 	return d
+}
+
+// poolTakes reads the daemon's clihost_sandbox_pool_takes_total counters from /metrics, by
+// result (zygote, hit, miss); none when the daemon has no pool.
+func (d *runningDaemon) poolTakes(b *testing.B) map[string]float64 {
+	b.Helper()
+	req, err := http.NewRequest(http.MethodGet, strings.Replace(d.url, "/mcp/true", "/metrics", 1), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+d.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("/metrics: %v %s", err, resp.Status)
+	}
+	takes := map[string]float64{}
+	for _, m := range regexp.MustCompile(`(?m)^clihost_sandbox_pool_takes_total\{result="(\w+)"\} (\d+)$`).FindAllStringSubmatch(string(body), -1) {
+		n, _ := strconv.ParseFloat(m[2], 64)
+		takes[m[1]] = n
+	}
+	return takes
 }
