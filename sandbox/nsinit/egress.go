@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/clihost/clihost/sandbox/egress/addr"
 	"golang.org/x/sys/unix"
@@ -76,15 +77,33 @@ type egressConn struct {
 	mu   sync.Mutex
 	f    *os.File // nil once used or closed
 	used bool
+	// end is f, never cleared and read without mu (which receive holds while it waits): expire
+	// sets its deadline, which does nothing once it is closed.
+	end *os.File
 }
 
-// newEgressPair creates the listener socket pair: the host's end and the init's.
+// newEgressPair creates the listener socket pair: the host's end and the init's (or the zygote's).
+// The host's end is non-blocking, so that its wait is in the runtime's poller and a deadline
+// (expire) can end it.
 func newEgressPair() (*egressConn, *os.File, error) {
-	host, child, err := socketPair("egress")
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("egress socket pair: %w", err)
 	}
-	return &egressConn{f: host}, child, nil
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		closeAll(fds[:])
+		return nil, nil, fmt.Errorf("egress socket pair: %w", err)
+	}
+	host := os.NewFile(uintptr(fds[0]), "egress-host")
+	return &egressConn{f: host, end: host}, os.NewFile(uintptr(fds[1]), "egress-init"), nil
+}
+
+// expire ends a wait for the listeners (receive) at t: the sandbox's PID 1 has exited, and the
+// zygote thread that would send them may be stuck (see endWithPID1).
+func (e *egressConn) expire(t time.Time) {
+	if e != nil {
+		_ = e.end.SetReadDeadline(t)
+	}
 }
 
 // close releases the host's end, if Listeners has not.
@@ -156,15 +175,19 @@ func (e *egressConn) receive() ([]int, error) {
 		n, oobn, flags  int
 		recvErr, ctlErr error
 	)
-	// The socket is blocking: the function runs once, in a blocking recvmsg.
+	// The socket is non-blocking: the runtime's poller waits until it is readable (or expire's
+	// deadline passes).
 	ctlErr = rc.Read(func(fd uintptr) bool {
 		for {
-			n, oobn, flags, _, recvErr = unix.Recvmsg(int(fd), buf[:], oob, unix.MSG_CMSG_CLOEXEC)
+			n, oobn, flags, _, recvErr = unix.Recvmsg(int(fd), buf[:], oob, unix.MSG_CMSG_CLOEXEC|unix.MSG_DONTWAIT)
 			if recvErr != unix.EINTR {
-				return true
+				return recvErr != unix.EAGAIN
 			}
 		}
 	})
+	if errors.Is(ctlErr, os.ErrDeadlineExceeded) {
+		return nil, errors.New("the sandbox was not built: it ended before sending its listeners (Failure after Wait tells why)")
+	}
 	if ctlErr != nil {
 		return nil, ctlErr
 	}
@@ -177,7 +200,7 @@ func (e *egressConn) receive() ([]int, error) {
 	}
 	switch {
 	case n == 0 && len(fds) == 0:
-		return nil, errors.New("the sandbox init exited before sending its listeners (Failure after Wait tells why)")
+		return nil, errors.New("the sandbox was not built: its socket closed before sending its listeners (Failure after Wait tells why)")
 	case flags&(unix.MSG_CTRUNC|unix.MSG_TRUNC) != 0 || n != 1 || buf[0] != listenersMsg:
 		closeAll(fds)
 		return nil, fmt.Errorf("receive: unexpected message (%d bytes, %d descriptors, flags %#x)", n, len(fds), flags)
@@ -268,13 +291,14 @@ func describeSocket(fd int) (listenSpec, error) {
 
 // --- init side ---
 
-// sendListeners creates the egress sockets in the init's (the sandbox's) network namespace, sends
-// them to the host over the socket pair at egressFD and closes the init's copies and its end of
-// the pair, so that the program never holds them.
-func sendListeners() error {
-	defer unix.Close(egressFD)
-	if typ, err := unix.GetsockoptInt(egressFD, unix.SOL_SOCKET, unix.SO_TYPE); err != nil || typ != unix.SOCK_SEQPACKET {
-		return fmt.Errorf("fd %d is not the egress socket pair (type %d, %v)", egressFD, typ, err)
+// sendListeners creates the egress sockets in the calling thread's (the sandbox's) network
+// namespace, sends them to the host over the socket pair at pair (an init's egressFD, a zygote
+// call's descriptor) and closes the copies made here and pair, so that the program never holds
+// them.
+func sendListeners(pair int) error {
+	defer unix.Close(pair)
+	if typ, err := unix.GetsockoptInt(pair, unix.SOL_SOCKET, unix.SO_TYPE); err != nil || typ != unix.SOCK_SEQPACKET {
+		return fmt.Errorf("fd %d is not the egress socket pair (type %d, %v)", pair, typ, err)
 	}
 	var fds []int
 	defer func() { closeAll(fds) }()
@@ -285,7 +309,7 @@ func sendListeners() error {
 		}
 		fds = append(fds, fd)
 	}
-	if err := unix.Sendmsg(egressFD, []byte{listenersMsg}, unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL); err != nil {
+	if err := unix.Sendmsg(pair, []byte{listenersMsg}, unix.UnixRights(fds...), nil, unix.MSG_NOSIGNAL); err != nil {
 		return fmt.Errorf("send to the host: %w", err)
 	}
 	return nil

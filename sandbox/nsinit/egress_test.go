@@ -108,35 +108,58 @@ func egressPlan(t *testing.T, script string, proxy bool, spawn ...string) isolat
 }
 
 // runEgress runs p sandboxed the way a host does: Start, CloseChildEnds, Listeners, Serve until
-// the program is done, Wait, Failure.
+// the program is done, Wait, Failure. In a pooled run of the suite (poolEnv) the sandbox comes
+// from the pool instead: an init of it, or its zygote.
 func runEgress(t *testing.T, p isolation.Plan, h *egressHost) result {
 	t.Helper()
-	cmd, stdout, stderr := capturing(t, p)
-	if err := cmd.Start(); err != nil {
-		cmd.CloseChildEnds()
-		cmd.Failure()
-		t.Fatal(err)
-	}
-	cmd.CloseChildEnds()
-	ls, lerr := cmd.Listeners()
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	if lerr == nil {
-		go func() { served <- egress.Serve(ctx, ls, h.pol, h.log) }()
+	var (
+		r    result
+		lerr error
+	)
+	if testPool != nil {
+		cmd, stdio := takeReady(t, testPool, p, false)
+		stop := serveEgress(t, cmd, h, &lerr)
+		r = finishPooled(t, cmd, stdio)
+		stop()
 	} else {
-		served <- nil
+		cmd, stdout, stderr := capturing(t, p)
+		if err := cmd.Start(); err != nil {
+			cmd.CloseChildEnds()
+			cmd.Failure()
+			t.Fatal(err)
+		}
+		cmd.CloseChildEnds()
+		stop := serveEgress(t, cmd, h, &lerr)
+		werr := cmd.Wait()
+		stop()
+		r = finished(t, cmd, werr, stdout, stderr)
 	}
-	werr := cmd.Wait()
-	cancel()
-	if err := <-served; err != nil {
-		t.Errorf("Serve: %v", err)
-	}
-	r := finished(t, cmd, werr, stdout, stderr)
 	t.Logf("exit %d, failure %v\nstdout: %s\nstderr: %s\ndecisions:\n%s", r.code, r.failure, r.stdout, r.stderr, h.decisions())
 	if lerr != nil {
 		t.Fatalf("Listeners: %v (Failure: %v)", lerr, r.failure)
 	}
 	return r
+}
+
+// serveEgress takes the listeners of cmd (the error in *lerr) and serves them with h's policy
+// until stop, which reports an error of Serve's.
+func serveEgress(t *testing.T, cmd *Cmd, h *egressHost, lerr *error) (stop func()) {
+	t.Helper()
+	ls, err := cmd.Listeners()
+	*lerr = err
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	if err == nil {
+		go func() { served <- egress.Serve(ctx, ls, h.pol, h.log) }()
+	} else {
+		served <- nil
+	}
+	return func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}
 }
 
 // wantLines fails t unless out contains every line of want.
@@ -291,7 +314,17 @@ func TestEgressInitFailure(t *testing.T) {
 	requireRoot(t)
 	p := egressPlan(t, "echo RAN", true)
 	p.ReadWrite = []string{"/nonexistent-nsinit-path"}
-	cmd := startPlan(t, p)
+	var (
+		cmd *Cmd
+		end func() error // waits for the sandbox's end and returns its Failure
+	)
+	if testPool != nil {
+		c, stdio := takeReady(t, testPool, p, false)
+		cmd, end = c, func() error { return finishPooled(t, c, stdio).failure }
+	} else {
+		cmd = startPlan(t, p)
+		end = func() error { _ = cmd.Wait(); return cmd.Failure() }
+	}
 	done := make(chan error, 1)
 	go func() {
 		_, err := cmd.Listeners()
@@ -299,15 +332,14 @@ func TestEgressInitFailure(t *testing.T) {
 	}()
 	select {
 	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "exited before sending its listeners") {
-			t.Fatalf("Listeners = %v, want the init's exit", err)
+		if err == nil || !strings.Contains(err.Error(), "closed before sending its listeners") {
+			t.Fatalf("Listeners = %v, want the socket's end", err)
 		}
 	case <-time.After(30 * time.Second):
 		cmd.Process.Kill()
 		t.Fatal("Listeners did not return after the init failed")
 	}
-	cmd.Wait()
-	if err := cmd.Failure(); err == nil || !strings.Contains(err.Error(), "resolve: ReadWrite /nonexistent-nsinit-path") {
+	if err := end(); err == nil || !strings.Contains(err.Error(), "resolve: ReadWrite /nonexistent-nsinit-path") {
 		t.Fatalf("Failure = %v", err)
 	}
 	if _, err := cmd.Listeners(); err == nil {

@@ -93,7 +93,7 @@ func runInit() int {
 	}
 	switch {
 	case e.Plan.Egress:
-		if err := sendListeners(); err != nil {
+		if err := sendListeners(egressFD); err != nil {
 			return fail(exitFailure, "network: egress listeners", err)
 		}
 	case e.Pooled:

@@ -85,7 +85,7 @@ func finishPooled(t testing.TB, cmd *Cmd, stdio *Stdio) result {
 func TestPoolRunsTheSuite(t *testing.T) { runSuite(t, "1") }
 
 // TestZygoteRunsTheSuite runs this package's tests again with every run() through a Pool whose
-// zygote serves every plan it can (a root host's, without egress or ingress): the zygote builds
+// zygote serves every plan it can (a root host's, without ingress): the zygote builds
 // the same sandbox as an init.
 func TestZygoteRunsTheSuite(t *testing.T) { runSuite(t, zygoteMode) }
 

@@ -31,11 +31,13 @@ type zygote struct {
 }
 
 // zygoteServes reports whether a zygote can build the sandbox of the prepared plan p: a root host's
-// plan without egress or ingress (those need an init's listeners and dials: the Pool's inits
-// serve them). (Its sandboxes always have vm.memfd_noexec=2: PID 1 sets it before the plan is
-// known. Every plan sandbox.Policy makes asks for it.)
+// plan without ingress (the dials into the sandbox need an init that stays in its network
+// namespace for the call: the Pool's inits serve them). With egress, the zygote's thread makes the
+// listeners in the call's network namespace and sends them as an init does. (Its sandboxes always
+// have vm.memfd_noexec=2: PID 1 sets it before the plan is known. Every plan sandbox.Policy makes
+// asks for it.)
 func zygoteServes(p isolation.Plan, root bool) bool {
-	return root && !p.Egress && len(p.Ingress) == 0
+	return root && len(p.Ingress) == 0
 }
 
 // startZygote starts the zygote from the sandbox executable (see UseHelper), as the spawner's
@@ -162,7 +164,15 @@ func (z *zygote) take(p isolation.Plan, stdin bool, slot *cgroup.Group) (*Cmd, *
 		}
 		host = append(host, pipes[i])
 	}
-	h := zygoteHeader{Stdin: stdin}
+	h := zygoteHeader{Stdin: stdin, Egress: p.Egress}
+	var egress *egressConn
+	if p.Egress {
+		var child *os.File
+		if egress, child, err = newEgressPair(); err != nil {
+			return fail(fmt.Errorf("nsinit: %w", err))
+		}
+		host, sent = append(host, egress.f), append(sent, child)
+	}
 	var group *cgroup.Group
 	if cgroupLimits(p.Limits) {
 		limits := cgroup.Limits{MemoryBytes: p.Limits.MemoryBytes, Pids: p.Limits.Pids, CPU: p.Limits.CPU}
@@ -217,12 +227,12 @@ func (z *zygote) take(p isolation.Plan, stdin bool, slot *cgroup.Group) (*Cmd, *
 		_ = group.Remove()
 		return fail(fmt.Errorf("nsinit: PID 1: %w", err))
 	}
-	if err := endWithPID1(pid, report); err != nil {
+	if err := endWithPID1(pid, report, egress); err != nil {
 		_ = group.Remove()
 		return fail(fmt.Errorf("nsinit: PID 1: %w", err))
 	}
 	cmd := &exec.Cmd{Path: executable(), Args: zygoteArgs(), Process: proc}
-	return &Cmd{Cmd: cmd, report: report, group: group, limits: p.Limits, zygote: true},
+	return &Cmd{Cmd: cmd, report: report, egress: egress, group: group, limits: p.Limits, zygote: true},
 		&Stdio{Out: pipes[1], Err: pipes[2], In: pipes[3]}, nil
 }
 
@@ -285,13 +295,14 @@ func readPID(report *os.File) (int, error) {
 // exited: the zygote writes the report's last line right after that exit.
 const pid1Drain = time.Second
 
-// endWithPID1 makes the reading of report end at most pid1Drain after PID 1 (pid, not yet reaped)
-// has exited. The zygote's thread holds the report's write end until its call is over, and a
-// thread that hangs in the kernel (as root, resolving a plan path on a file system whose server
-// does not answer) is out of reach of every signal of the host's, which only PID 1 and the
-// program get: the host must not wait for it once the sandbox is gone (the deadline or the host
-// killed PID 1). The wait costs no thread: the pidfd waits in the runtime's poller.
-func endWithPID1(pid int, report *os.File) error {
+// endWithPID1 makes the reading of report, and the wait for egress's listeners (when not nil), end
+// at most pid1Drain after PID 1 (pid, not yet reaped) has exited. The zygote's thread holds the
+// report's write end and its end of the egress pair until it is done with them, and a thread that
+// hangs in the kernel (as root, resolving a plan path on a file system whose server does not
+// answer) is out of reach of every signal of the host's, which only PID 1 and the program get: the
+// host must not wait for it once the sandbox is gone (the deadline or the host killed PID 1). The
+// wait costs no thread: the pidfd waits in the runtime's poller.
+func endWithPID1(pid int, report *os.File, egress *egressConn) error {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
 		return err
@@ -309,7 +320,9 @@ func endWithPID1(pid int, report *os.File) error {
 			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
 			return err != nil || n > 0
 		})
-		_ = report.SetReadDeadline(time.Now().Add(pid1Drain))
+		drained := time.Now().Add(pid1Drain)
+		_ = report.SetReadDeadline(drained)
+		egress.expire(drained)
 	}()
 	return nil
 }

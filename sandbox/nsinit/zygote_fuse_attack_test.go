@@ -18,23 +18,46 @@ import (
 // at a plan path and never answers the zygote's (it sees who asks). The zygote's thread then waits
 // as root in the kernel while it resolves the plan, where no signal of the host reaches it (an
 // init in its place is the process the host kills). The call must still end for the host: at the
-// plan's deadline, or when the host kills the sandbox's process group.
+// plan's deadline, or when the host kills the sandbox's process group; with egress, the host's wait
+// for the listeners (which the stuck thread would send) ends too.
 func TestZygoteThreadStuckOnAPlanPath(t *testing.T) {
 	pool := zygotePool(t)
 	mnt := hostileFUSE(t, func(pid uint32) bool {
 		return strings.HasPrefix(cmdline(int(pid)), procName+" "+zygoteMarker) ||
 			strings.HasPrefix(tgidCmdline(pid), procName+" "+zygoteMarker)
 	})
-	for _, byDeadline := range []bool{true, false} {
+	for _, c := range []struct{ byDeadline, egress bool }{{true, false}, {false, false}, {true, true}} {
+		byDeadline := c.byDeadline
 		p := plan(t, "/bin/true", nil)
 		p.ReadOnly = append(p.ReadOnly, filepath.Join(mnt, "d"))
 		if byDeadline {
 			p.Timeout = time.Second
 		}
+		if c.egress {
+			UseEgress(&p)
+		}
 		cmd, stdio := takeReady(t, pool, p, false)
 		t.Cleanup(func() { cmd.report.Close() }) // the host lets go, also when the test fails
 		if !byDeadline {
 			_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL) // what the runner does at its timeout
+		}
+		if c.egress {
+			listeners := make(chan error, 1)
+			go func() {
+				ls, err := cmd.Listeners()
+				if err == nil {
+					ls.Close()
+				}
+				listeners <- err
+			}()
+			select {
+			case err := <-listeners:
+				if err == nil {
+					t.Error("egress: the stuck thread's call gave listeners")
+				}
+			case <-time.After(30 * time.Second): // a bound, not a measurement
+				t.Fatal("egress: the host's wait for the listeners did not end within 30s of the call's deadline while the zygote's thread hangs")
+			}
 		}
 		select {
 		case <-cmd.Ended():
@@ -48,7 +71,7 @@ func TestZygoteThreadStuckOnAPlanPath(t *testing.T) {
 			f.Close()
 		}
 	}
-	requireZygoteServed(t, pool, 2)
+	requireZygoteServed(t, pool, 3)
 }
 
 // tgidCmdline is the command line of the process whose thread tid is.

@@ -28,8 +28,10 @@ import (
 //     alone, and clones the call's PID 1 (rawProgram, no Go runtime), which drops to the plan's
 //     identity and reaps orphans until the thread tells it to exit.
 //  2. It builds the mount namespace with the init's own code (prepareNamespaces with a /proc for
-//     the new PID namespace, openPlan, buildNamespaces), then confines itself as the init's
-//     forking thread does (Landlock, identity, capabilities, seccomp), checked with system calls.
+//     the new PID namespace, openPlan, buildNamespaces); with Plan.Egress it makes the egress
+//     listeners in the call's network namespace and sends them to the host, as an init does
+//     (sendListeners). Then it confines itself as the init's forking thread does (Landlock,
+//     identity, capabilities, seccomp), checked with system calls.
 //  3. It clones the program's process from itself (CLONE_VM, a rawProgram that joins the cgroups,
 //     sets the rlimits, installs the streams and execs), which starts with exactly the thread's
 //     state, in the new PID namespace; the thread waits for the exec in a read of a close-on-exec
@@ -55,23 +57,24 @@ const zygoteFD = 3
 
 // zygoteHeader is the body of a request message; its descriptors are, in order, the plan pipe's
 // read end, the report pipe's write end, the program's standard output and error, its standard
-// input when Stdin (else the program reads the sandbox's /dev/null), Tasks descriptors of the
-// call's cgroup v1 tasks files and, when Dir, one of its cgroup v2 directory.
+// input when Stdin (else the program reads the sandbox's /dev/null), the zygote's end of the
+// egress socket pair when Egress (the plan has Egress: the listeners go to the host on it), Tasks
+// descriptors of the call's cgroup v1 tasks files and, when Dir, one of its cgroup v2 directory.
 type zygoteHeader struct {
-	Stdin bool
-	Tasks int
-	Dir   bool
+	Stdin  bool
+	Egress bool
+	Tasks  int
+	Dir    bool
 }
 
 // split names the descriptors of a request with header h, or reports false when their number is
 // not what h says.
 func (h zygoteHeader) split(fds []int) (*zcall, bool) {
 	want := 4 + h.Tasks
-	if h.Stdin {
-		want++
-	}
-	if h.Dir {
-		want++
+	for _, one := range []bool{h.Stdin, h.Egress, h.Dir} {
+		if one {
+			want++
+		}
 	}
 	if h.Tasks < 0 || len(fds) != want {
 		return nil, false
@@ -82,6 +85,9 @@ func (h zygoteHeader) split(fds []int) (*zcall, bool) {
 	if h.Stdin {
 		c.stdin, rest = rest[0], rest[1:]
 	}
+	if h.Egress {
+		c.egress, rest = rest[0], rest[1:]
+	}
 	c.tasks = rest[:h.Tasks]
 	if h.Dir {
 		c.cgroupDir = rest[h.Tasks]
@@ -91,14 +97,14 @@ func (h zygoteHeader) split(fds []int) (*zcall, bool) {
 
 // newZcall is a zcall with nothing in it yet.
 func newZcall() *zcall {
-	return &zcall{plan: -1, report: -1, stdout: -1, stderr: -1, stdin: -1, cgroupDir: -1,
+	return &zcall{plan: -1, report: -1, stdout: -1, stderr: -1, stdin: -1, egress: -1, cgroupDir: -1,
 		pid1: -1, pid1fd: -1, ctlW: -1, pid1Report: -1, sysctl: -1}
 }
 
 // take moves the call's descriptors from req (split's) into c.
 func (c *zcall) take(req *zcall) {
 	c.plan, c.report, c.stdout, c.stderr, c.stdin = req.plan, req.report, req.stdout, req.stderr, req.stdin
-	c.tasks, c.cgroupDir = req.tasks, req.cgroupDir
+	c.egress, c.tasks, c.cgroupDir = req.egress, req.tasks, req.cgroupDir
 }
 
 // zygoteReady and zygoteUnsupported start the zygote's first message: it can build sandboxes, or
@@ -388,6 +394,7 @@ func procFor(pid int) (int, error) {
 // its thread made.
 type zcall struct {
 	plan, report, stdout, stderr, stdin int   // stdin -1: the sandbox's /dev/null
+	egress                              int   // the egress socket pair's end (Plan.Egress), or -1
 	tasks                               []int // the call's cgroup v1 tasks files
 	cgroupDir                           int   // the call's cgroup v2 directory, or -1
 
@@ -428,8 +435,9 @@ func (c *zcall) report1(step string, err error, code int) {
 		}
 		c.line(line)
 	}
-	// The host reads the program's streams to their end once it has the end line.
-	for _, fd := range []*int{&c.stdin, &c.stdout, &c.stderr} {
+	// The host reads the program's streams to their end once it has the end line, and stops
+	// waiting for listeners that were not sent.
+	for _, fd := range []*int{&c.stdin, &c.stdout, &c.stderr, &c.egress} {
 		closeFD(fd)
 	}
 	if c.pid1 >= 0 && c.hostDone != nil {
@@ -489,8 +497,16 @@ func (c *zcall) prepare() (string, error) {
 // program in it and sets *code to its status; on failure it returns the failed step.
 func (c *zcall) serve(e envelope, code *int) (string, error) {
 	p := e.Plan
-	if e.UserNS || p.Egress || len(p.Ingress) > 0 {
-		return "zygote", errors.New("the plan needs the init (a user namespace, egress or ingress)")
+	switch {
+	case e.UserNS || len(p.Ingress) > 0:
+		return "zygote", errors.New("the plan needs the init (a user namespace or ingress)")
+	case p.Egress != (c.egress >= 0):
+		return "zygote", errors.New("the plan's egress and the request's socket pair disagree")
+	case p.Egress:
+		// Refused before the host gets listeners for a sandbox that could not be confined.
+		if _, err := landlockConfig(netEgress); err != nil {
+			return "landlock", err
+		}
 	}
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return "unshare cgroup namespace", err
@@ -509,6 +525,14 @@ func (c *zcall) serve(e envelope, code *int) (string, error) {
 	// PID 1 sets it (pid1Program).
 	if step, err := buildNamespaces(p, paths, false); err != nil {
 		return step, err
+	}
+	if p.Egress {
+		// On the thread, in the call's network namespace; sent before the thread is confined.
+		err := sendListeners(c.egress)
+		c.egress = -1 // sendListeners closed it
+		if err != nil {
+			return "network: egress listeners", err
+		}
 	}
 	if c.stdin < 0 {
 		if c.stdin, err = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0); err != nil {
@@ -779,7 +803,7 @@ func (c *zcall) finish() {
 		}
 		c.pid1Prog.release() // its stack, now that it is gone
 	}
-	for _, fd := range []*int{&c.pid1fd, &c.pid1Report, &c.sysctl, &c.plan, &c.report, &c.stdout, &c.stderr, &c.stdin} {
+	for _, fd := range []*int{&c.pid1fd, &c.pid1Report, &c.sysctl, &c.plan, &c.report, &c.stdout, &c.stderr, &c.stdin, &c.egress} {
 		closeFD(fd)
 	}
 	closeAll(c.tasks)
