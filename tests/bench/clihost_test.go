@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/clihost/clihost/host"
@@ -69,6 +70,34 @@ func BenchmarkPeerClihostInitPoolTrue(b *testing.B) {
 	b.ReportMetric(float64(s.Hits)/float64(max(s.Hits+s.Misses, 1)), "pool-hits/call")
 }
 
+// BenchmarkPeerClihostEgressTrue is BenchmarkPeerClihostTrue for a tool with a network grant
+// (egress to one host, as gh's and kubectl's tools have): its sandbox also gets the egress
+// listeners, made in its network namespace and served by the host's proxies while it runs.
+func BenchmarkPeerClihostEgressTrue(b *testing.B) {
+	pool := nsinit.NewPool(nsinit.PoolConfig{})
+	defer pool.Close()
+	benchmarkCallOf(b, egressTrue(), host.SandboxOptions{Pool: pool})
+	s := pool.Stats()
+	b.ReportMetric(float64(s.Zygote)/float64(max(s.Zygote+s.Hits+s.Misses, 1)), "zygote/call")
+}
+
+// BenchmarkPeerClihostEgressInitPoolTrue is BenchmarkPeerClihostEgressTrue with the pool's zygote
+// off: every egress sandbox is an init of the pool's.
+func BenchmarkPeerClihostEgressInitPoolTrue(b *testing.B) {
+	pool := nsinit.NewPool(nsinit.PoolConfig{NoZygote: true})
+	defer pool.Close()
+	benchmarkCallOf(b, egressTrue(), host.SandboxOptions{Pool: pool})
+	s := pool.Stats()
+	b.ReportMetric(float64(s.Hits)/float64(max(s.Hits+s.Misses, 1)), "pool-hits/call")
+}
+
+// egressTrue is the `true` fixture bundle granted egress to one host.
+func egressTrue() map[string]string {
+	files := fixture.True()
+	files["true/CLI.md"] = strings.Replace(files["true/CLI.md"], "egress: []", `egress: ["api.example.test"]`, 1)
+	return files
+}
+
 // BenchmarkPeerClihostColdTrue is the same call with every sandbox started when the call needs it
 // (no pool: what clihostctl's in-process calls do).
 func BenchmarkPeerClihostColdTrue(b *testing.B) { benchmarkCall(b, host.SandboxOptions{}) }
@@ -79,14 +108,19 @@ func BenchmarkPeerClihostUnsandboxedTrue(b *testing.B) {
 	benchmarkCall(b, host.SandboxOptions{Off: true})
 }
 
-func benchmarkCall(b *testing.B, sb host.SandboxOptions) {
+// benchmarkCall is benchmarkCallOf the `true` fixture bundle.
+func benchmarkCall(b *testing.B, sb host.SandboxOptions) { benchmarkCallOf(b, fixture.True(), sb) }
+
+// benchmarkCallOf times warm host.Call calls of the tool run of the bundle true in files, with
+// sandbox options sb.
+func benchmarkCallOf(b *testing.B, files map[string]string, sb host.SandboxOptions) {
 	if err := nsinit.Check(); err != nil && !sb.Off {
 		missing(b, "the kernel sandbox is unavailable: %v", err)
 	}
 	if os.Geteuid() != 0 && !sb.Off {
 		missing(b, "the sandbox benchmark runs as root (as CI does)")
 	}
-	h := host.New(fixture.Registry(b, fixture.True()), host.Options{Sandbox: sb})
+	h := host.New(fixture.Registry(b, files), host.Options{Sandbox: sb})
 	bd, err := h.Bundle("true")
 	if err != nil {
 		b.Fatal(err)
