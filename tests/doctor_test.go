@@ -13,10 +13,11 @@ import (
 	"github.com/clihost/clihost/internal/fixture"
 )
 
-// doctorBin is clihostctl built beside the clihost-sandbox helper, as an install has them.
+// doctorBin is clihostctl built beside the clihost-sandbox helper, as an install has them, in a
+// folder of TestMain's (removed with it).
 var doctorBin = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "clihost-doctor-")
-	if err != nil {
+	dir := filepath.Join(filepath.Dir(bin.ctl), "doctor")
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		return "", err
 	}
 	cmd := exec.Command("go", "build", "-o", dir+"/", "../cmd/clihostctl", "../cmd/clihost-sandbox")

@@ -31,7 +31,11 @@ func TestSandboxDiesWithItsHost(t *testing.T) {
 	}
 	requireCorpus(t)
 	token := fmt.Sprintf("linger-%09d", rand.IntN(1e9))
-	hostProc, line, err := fixture.Rerun(t, append(os.Environ(), lifetimeHostEnv+"="+token))
+	// The host is killed: what it makes in the temporary directory goes with this test's.
+	tmp := t.TempDir()
+	fixture.Reachable(t, tmp)
+	env := append(os.Environ(), lifetimeHostEnv+"="+token, sharedDirsEnv+"="+probeDir+"\n"+outside, "TMPDIR="+tmp)
+	hostProc, line, err := fixture.Rerun(t, env)
 	if err != nil || strings.TrimSpace(line) != "ready" {
 		t.Fatalf("the host said %q: %v", line, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/clihost/clihost/internal/fixture"
@@ -35,7 +36,15 @@ var (
 	pool *nsinit.Pool
 	// setupErr says why the corpus cannot run here (nil: it can).
 	setupErr error
+	// sharedDirs says probeDir and outside are another run's of this binary (sharedDirsEnv): it
+	// removes them, not this one.
+	sharedDirs bool
 )
+
+// sharedDirsEnv, set to probeDir and outside joined by a newline, makes a run of this binary that
+// another started (fixture.Rerun) use that run's probe and outside directory instead of making
+// its own, which it could not remove: such a run is killed.
+const sharedDirsEnv = "CLIHOST_ESCAPE_DIRS"
 
 // TestMain lets this test binary act as the sandbox's init (the host re-execs its own executable
 // to build the sandbox), builds the probe, and lays out the host files the probes aim at.
@@ -55,7 +64,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	for _, d := range []string{probeDir, outside} {
-		if d != "" {
+		if d != "" && !sharedDirs {
 			os.RemoveAll(d)
 		}
 	}
@@ -74,6 +83,11 @@ func setup() error {
 		return err
 	}
 	pool = nsinit.NewPool(nsinit.PoolConfig{})
+	if dirs, ok := os.LookupEnv(sharedDirsEnv); ok {
+		probeDir, outside, _ = strings.Cut(dirs, "\n")
+		sharedDirs = true
+		return nil
+	}
 	var err error
 	if probeDir, err = os.MkdirTemp("", "clihost-escape-probe-"); err != nil {
 		return err
