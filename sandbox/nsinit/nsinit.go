@@ -94,7 +94,7 @@ type Cmd struct {
 	status   int  // the end line's status
 	reported bool // the end line was read
 
-	zygote bool // the zygote built the sandbox (FromZygote)
+	zyg *zygote // the zygote that built the sandbox (FromZygote), or nil
 }
 
 // finishing counts the Finish goroutines still running (WaitFinished).
@@ -157,7 +157,7 @@ func (c *Cmd) Failure() error {
 	if msg := strings.TrimSpace(strings.Join(failure, "")); msg != "" {
 		return fmt.Errorf("%w: %s", ErrUnavailable, msg)
 	}
-	if c.zygote && !c.reported {
+	if c.zyg != nil && !c.reported {
 		// An init's exit status says how it ended; the zygote's end line is all there is.
 		return fmt.Errorf("%w: the sandbox ended without its end: the zygote died", ErrUnavailable)
 	}
@@ -195,6 +195,9 @@ func (c *Cmd) readReport() {
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				c.readErr = err
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) && c.zyg != nil {
+				c.zyg.abandon() // PID 1 exited and its thread never ended the report (endWithPID1)
 			}
 			if c.Process != nil {
 				spawn.WaitExited(c.Process.Pid) // the pipe's end: the init is exiting, if it has not yet

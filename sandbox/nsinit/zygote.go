@@ -28,7 +28,14 @@ type zygote struct {
 
 	mu     sync.Mutex
 	broken bool // a request could not be sent: the zygote is gone
+	// abandoned counts the calls whose end the host stopped waiting for (endWithPID1): the thread
+	// that served each may hang in the kernel for good.
+	abandoned int
 }
+
+// zygoteMaxAbandoned is how many calls a zygote may leave to the host without their end before
+// the pool replaces it (see zygote.abandon).
+const zygoteMaxAbandoned = 4
 
 // zygoteServes reports whether a zygote can build the sandbox of the prepared plan p: a root host's
 // plan without ingress (the dials into the sandbox need an init that stays in its network
@@ -110,20 +117,55 @@ func zygoteArgs() []string {
 	return args
 }
 
-// close ends the zygote: with its socket closed it exits, and the calls it still serves end.
+// zygoteExitWait bounds close's wait for the zygote's exit once it said it is done: a thread of
+// its that hangs in the kernel (a FUSE request its server read and never answers is waited for
+// even through SIGKILL) keeps the process from ever being reaped; it is then reaped in the
+// background if it ever can be.
+const zygoteExitWait = 5 * time.Second
+
+// close ends the zygote: it takes no more calls, and once each call it serves has ended or its
+// host has let it go (see zserver.serve) it says it is done and exits. close returns then,
+// without waiting for the process longer than zygoteExitWait.
 func (z *zygote) close() {
+	// A request sent before is read before the end (and served); one sent after fails (take).
+	_ = unix.Shutdown(int(z.conn.Fd()), unix.SHUT_WR)
+	buf := make([]byte, 64)
+	for {
+		n, err := z.conn.Read(buf)
+		if err != nil || n == 0 || string(buf[:n]) == zygoteDone {
+			break
+		}
+	}
 	z.conn.Close()
-	_ = z.cmd.Wait()
+	exited := make(chan struct{})
+	go func() {
+		_ = z.cmd.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+	case <-time.After(zygoteExitWait):
+	}
 }
 
-// alive reports whether the zygote can still be given calls: it runs, and the sandbox executable
-// is still the one it was started from (UseHelper, or the file replaced on disk).
+// abandon records a call whose end the host stopped waiting for after its PID 1 exited: the
+// zygote's thread that served it did not finish, and may never (see endWithPID1).
+func (z *zygote) abandon() {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.abandoned++
+}
+
+// alive reports whether the zygote can still be given calls: it runs, it has not abandoned
+// zygoteMaxAbandoned calls (threads hanging in the kernel are not piled up in one process: the
+// pool starts another), and the sandbox executable is still the one it was started from
+// (UseHelper, or the file replaced on disk).
 func (z *zygote) alive() bool {
 	z.mu.Lock()
-	broken := z.broken
+	ok := !z.broken && z.abandoned < zygoteMaxAbandoned
 	z.mu.Unlock()
 	exe, _ := filestamp.Path(executable())
-	return !broken && exe == z.exe && !spawn.Exited(z.cmd.Process.Pid)
+	return ok && exe == z.exe && !spawn.Exited(z.cmd.Process.Pid)
 }
 
 // take gives the zygote the call of the prepared plan p: it makes the call's pipes and control
@@ -232,14 +274,14 @@ func (z *zygote) take(p isolation.Plan, stdin bool, slot *cgroup.Group) (*Cmd, *
 		return fail(fmt.Errorf("nsinit: PID 1: %w", err))
 	}
 	cmd := &exec.Cmd{Path: executable(), Args: zygoteArgs(), Process: proc}
-	return &Cmd{Cmd: cmd, report: report, egress: egress, group: group, limits: p.Limits, zygote: true},
+	return &Cmd{Cmd: cmd, report: report, egress: egress, group: group, limits: p.Limits, zyg: z},
 		&Stdio{Out: pipes[1], Err: pipes[2], In: pipes[3]}, nil
 }
 
 // FromZygote reports whether the zygote built c's sandbox: its Process (PID 1) is then not this
 // process's child, Wait cannot reap it, and once the sandbox ended its pid may be another
 // process's (signal it through Process, a pidfd, not by pid or process group).
-func (c *Cmd) FromZygote() bool { return c.zygote }
+func (c *Cmd) FromZygote() bool { return c.zyg != nil }
 
 // cgroupFiles opens what the program's process of a call in group g joins it by: the v1 tasks
 // files (it writes "0" to each) and the v2 directory (it is cloned into it).

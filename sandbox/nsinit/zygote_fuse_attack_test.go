@@ -72,6 +72,22 @@ func TestZygoteThreadStuckOnAPlanPath(t *testing.T) {
 		}
 	}
 	requireZygoteServed(t, pool, 3)
+	closeWithin(t, pool) // its threads still hang: a daemon's stop must not wait for them
+}
+
+// closeWithin closes pool and fails t unless Close returns within 30 seconds.
+func closeWithin(t *testing.T, pool *Pool) {
+	t.Helper()
+	closed := make(chan struct{})
+	go func() {
+		pool.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second): // a bound, not a measurement
+		t.Fatal("Pool.Close did not return within 30s while zygote threads hang in the kernel")
+	}
 }
 
 // tgidCmdline is the command line of the process whose thread tid is.
@@ -218,4 +234,49 @@ func fuseDirAttr(a []byte, ino uint64) {
 	le.PutUint32(a[60:], unix.S_IFDIR|0o755) // mode
 	le.PutUint32(a[64:], 2)                  // nlink
 	le.PutUint32(a[80:], 4096)               // blksize
+}
+
+// TestZygoteStuckThreadsDoNotHoldThePool: each call made on the hostile FUSE path leaves a zygote
+// thread waiting in the kernel, where even SIGKILL does not end it (a FUSE request the server has
+// read is waited for uninterruptibly), so the zygote process can never be reaped. Such calls must
+// not pile up in one zygote, and they must not hold the pool: after zygoteMaxAbandoned of them the
+// pool starts another zygote, which serves the later calls, and Close returns (a daemon's stop
+// does not hang) although the old zygote cannot exit.
+func TestZygoteStuckThreadsDoNotHoldThePool(t *testing.T) {
+	pool := zygotePool(t)
+	mnt := hostileFUSE(t, func(pid uint32) bool {
+		return strings.HasPrefix(cmdline(int(pid)), procName+" "+zygoteMarker) ||
+			strings.HasPrefix(tgidCmdline(pid), procName+" "+zygoteMarker)
+	})
+	first := pool.zygote().cmd.Process.Pid
+	for i := range zygoteMaxAbandoned {
+		p := plan(t, "/bin/true", nil)
+		p.ReadOnly = append(p.ReadOnly, filepath.Join(mnt, "d"))
+		p.Timeout = time.Second
+		cmd, stdio := takeReady(t, pool, p, false)
+		select {
+		case <-cmd.Ended():
+		case <-time.After(30 * time.Second): // a bound, not a measurement
+			t.Fatalf("call %d did not end for the host while the zygote's thread hangs", i)
+		}
+		if cmd.Failure() == nil {
+			t.Fatalf("call %d: no failure although its program never ran", i)
+		}
+		stdio.Out.Close()
+		stdio.Err.Close()
+	}
+	requireZygoteServed(t, pool, zygoteMaxAbandoned)
+	served := pool.Stats().Zygote
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if r := runPooled(t, pool, sh(t, "echo ok")); r.code != 0 || r.stdout != "ok\n" {
+			t.Fatalf("a call after the stuck ones: exit %d, %q, %v", r.code, r.stdout, r.failure)
+		}
+		if z := pool.zygote(); z != nil && z.cmd.Process.Pid != first && pool.Stats().Zygote > served {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no other zygote served a call within 30s of %d abandoned calls (%+v)", zygoteMaxAbandoned, pool.Stats())
+		}
+	}
+	closeWithin(t, pool)
 }

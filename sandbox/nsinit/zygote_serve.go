@@ -114,6 +114,10 @@ const (
 	zygoteUnsupported = "unsupported: "
 )
 
+// zygoteDone is the zygote's last message: the host closed its end, and every call has ended or
+// been let go by its host. The zygote exits after it.
+const zygoteDone = "done"
+
 // runZygote is the zygote's main loop. It returns its exit status.
 func runZygote() int {
 	// The main thread stays in the host's namespaces, as it started: no other goroutine runs on
@@ -137,7 +141,9 @@ func runZygote() int {
 		return fail(exitFailure, "zygote: /proc/self", err)
 	}
 	z := &zserver{mounts: mountTable{proc: proc}}
+	z.cond = sync.NewCond(&z.mu)
 	z.serve()
+	_, _ = unix.Write(zygoteFD, []byte(zygoteDone))
 	return 0
 }
 
@@ -149,29 +155,73 @@ func runZygote() int {
 type zserver struct {
 	mounts mountTable
 
-	mu      sync.Mutex
-	eof     bool // the host closed its end: no thread is started any more
-	threads sync.WaitGroup
+	mu   sync.Mutex
+	cond *sync.Cond // on mu: broadcast when eof, busy or released change
+	eof  bool       // the host closed its end: no thread is started any more
+	busy int        // the threads started that have not ended
+	// released counts the busy threads whose call's host has let it go (closed its report pipe):
+	// the host no longer waits for them, and a thread that hangs in the kernel is one of them.
+	released int
 }
 
 // zygoteWarm is how many threads the zygote keeps ready.
 const zygoteWarm = 2
 
-// serve starts the ready threads and returns once the host has closed its end and every call has
-// ended (a host that died closed their report pipes too, which ends them at once).
+// serve starts the ready threads and returns once the host has closed its end and every thread
+// has ended or serves a call its host has let go (a host that died closed its report pipes too,
+// which ends their calls at once). Not every thread: one that hangs in the kernel for good (a
+// FUSE server that never answers its request) would keep the zygote forever.
 func (z *zserver) serve() {
 	for range zygoteWarm {
 		z.start()
 	}
-	z.threads.Wait()
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	for !z.eof || z.busy > z.released {
+		z.cond.Wait()
+	}
 }
 
 // start starts a thread that makes itself ready, unless the host has closed its end.
 func (z *zserver) start() {
 	z.mu.Lock()
+	eof := z.eof
+	z.mu.Unlock()
+	if !eof {
+		z.spawn(z.ready)
+	}
+}
+
+// spawn runs f on a new goroutine (which f locks to its thread) and counts it busy until f returns
+// the call it served (nil: none). (It is called by a busy thread or before serve waits: the
+// zygote cannot have exited.)
+func (z *zserver) spawn(f func() *zcall) {
+	z.mu.Lock()
 	defer z.mu.Unlock()
-	if !z.eof {
-		z.threads.Go(z.ready)
+	z.busy++
+	go func() {
+		c := f()
+		z.mu.Lock()
+		defer z.mu.Unlock()
+		z.busy--
+		if c != nil {
+			if c.released {
+				z.released--
+			}
+			c.ended = true
+		}
+		z.cond.Broadcast()
+	}()
+}
+
+// release records that the host has let c go (closed its report pipe), unless its thread ended.
+func (z *zserver) release(c *zcall) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if !c.ended && !c.released {
+		c.released = true
+		z.released++
+		z.cond.Broadcast()
 	}
 }
 
@@ -186,10 +236,12 @@ func (z *zserver) table() ([]byte, error) {
 // ready makes the calling goroutine's thread ready for a call, waits for one, starts its
 // replacement and serves the call: on this thread when its namespaces are current, else on a new
 // one. A thread whose namespaces went stale while it waited (checked once a second) ends and
-// starts its replacement, so that it does not keep a file system the host unmounted.
-func (z *zserver) ready() {
+// starts its replacement, so that it does not keep a file system the host unmounted. It returns
+// the thread's zcall (see spawn).
+func (z *zserver) ready() *zcall {
 	runtime.LockOSThread() // never unlocked: the thread's namespaces and credentials end with it
 	c := newZcall()
+	c.z = z
 	before, err := z.table()
 	step := "mount table"
 	if err == nil {
@@ -204,7 +256,7 @@ func (z *zserver) ready() {
 	if after, err2 := z.table(); err == nil && (err2 != nil || !bytes.Equal(before, after)) {
 		c.finish()
 		z.start()
-		return
+		return c
 	}
 	current := func() bool {
 		now, err2 := z.table()
@@ -217,35 +269,37 @@ func (z *zserver) ready() {
 			z.start()
 			c.take(req)
 			c.serveCall()
-			return
+			return c
 		case st == received:
 			z.start()
 			c.finish()
 			z.fresh(req)
-			return
+			return c
 		case st == closed:
 			c.finish()
-			return
+			return c
 		case err != nil || !current():
 			c.finish()
 			z.start()
-			return
+			return c
 		}
 	}
 }
 
 // fresh serves req on a new thread, made ready for it.
 func (z *zserver) fresh(req *zcall) {
-	z.threads.Go(func() {
+	z.spawn(func() *zcall {
 		runtime.LockOSThread() // never unlocked: the thread's namespaces and credentials end with it
 		c := newZcall()
+		c.z = z
 		c.take(req)
 		if step, err := c.prepare(); err != nil {
 			c.report1(step, err, exitFailure)
 			c.finish()
-			return
+			return c
 		}
 		c.serveCall()
+		return c
 	})
 }
 
@@ -278,6 +332,7 @@ func (z *zserver) receive(timeout time.Duration) (*zcall, int) {
 		case err != nil || n == 0 && oobn == 0:
 			z.mu.Lock()
 			z.eof = true
+			z.cond.Broadcast()
 			z.mu.Unlock()
 			return nil, closed
 		}
@@ -397,6 +452,10 @@ type zcall struct {
 	egress                              int   // the egress socket pair's end (Plan.Egress), or -1
 	tasks                               []int // the call's cgroup v1 tasks files
 	cgroupDir                           int   // the call's cgroup v2 directory, or -1
+
+	z        *zserver // the zygote serving it (nil for a request not yet taken by a thread)
+	released bool     // its host let it go (zserver.release); under z.mu
+	ended    bool     // its thread ended; under z.mu
 
 	pid1, pid1fd int         // -1 until PID 1 exists
 	pid1Prog     *rawProgram // PID 1's program, to name its failure
@@ -648,6 +707,7 @@ func (c *zcall) watch(report int, deadline int64) {
 		gone, err := hostGone(report, timeout)
 		if err != nil || gone {
 			_ = unix.PidfdSendSignal(c.pid1fd, unix.SIGKILL, nil, 0)
+			c.z.release(c)
 			return
 		}
 	}
