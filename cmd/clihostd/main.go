@@ -56,6 +56,7 @@ type options struct {
 	check      bool
 	checkState bool
 	cpuProfile string
+	memProfile string
 	version    bool
 	// configFile is --config; printConfig --print-config; logFormat --log-format.
 	configFile  string
@@ -72,7 +73,7 @@ const DefaultConfigFile = "/etc/clihost/clihostd.yaml"
 
 // commandLineOnly are the flags without a key in the configuration file: they name the file, or
 // make the command do something else than serve.
-var commandLineOnly = []string{"config", "print-config", "check", "check-state", "cpuprofile", "version"}
+var commandLineOnly = []string{"config", "print-config", "check", "check-state", "cpuprofile", "memprofile", "version"}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stderr))
@@ -109,6 +110,7 @@ func parse(args []string, stderr io.Writer) (options, int) {
 	}
 	fs.BoolVar(&o.checkState, "check-state", false, "check the state database (<state>/state.db) with bbolt's consistency check, print a report and exit (1 when it is damaged or unreadable)")
 	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the daemon, from start to stop, to this file (for performance work; off by default)")
+	fs.StringVar(&o.memProfile, "memprofile", "", "write an allocation profile of the daemon, from start to stop, to this file when it stops (for performance work; off by default)")
 	fs.BoolVar(&o.version, "version", false, "print clihostd's version (the module version, or the VCS revision it was built from) and exit")
 	fs.BoolVar(&o.check, "check", false, "load and validate the bundles, print the result and exit (1 when any bundle is refused or none is loaded)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "the log's format on stderr: text (key=value) or json (one object a line)")
@@ -233,6 +235,14 @@ func run(args []string, stderr io.Writer) int {
 		}
 		defer stopProfile()
 	}
+	if o.memProfile != "" {
+		writeProfile, err := startMemProfile(o.memProfile)
+		if err != nil {
+			fmt.Fprintf(stderr, "clihostd: %v\n", err)
+			return 1
+		}
+		defer writeProfile()
+	}
 	e, err := daemon.New(ctx, log, o.cfg)
 	if err != nil {
 		log.Error("clihostd could not start", "err", err)
@@ -285,4 +295,15 @@ func startCPUProfile(path string) (func(), error) {
 		return nil, fmt.Errorf("--cpuprofile: %w", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// startMemProfile creates a new file at path (mode 0600) for an allocation profile of this
+// process; the returned function writes the profile of everything allocated since start (the
+// runtime samples allocations all along) and closes the file.
+func startMemProfile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("--memprofile: %w", err)
+	}
+	return func() { _ = pprof.Lookup("allocs").WriteTo(f, 0); f.Close() }, nil
 }

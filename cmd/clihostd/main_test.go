@@ -64,6 +64,29 @@ func TestCPUProfile(t *testing.T) {
 	}
 }
 
+// TestMemProfile: --memprofile is off unless given; the profile goes to a new file only (as
+// --cpuprofile's) and is written when the returned function runs.
+func TestMemProfile(t *testing.T) {
+	if o, _ := parse(nil, &bytes.Buffer{}); o.memProfile != "" {
+		t.Fatalf("profiling on by default: %q", o.memProfile)
+	}
+	path := filepath.Join(t.TempDir(), "mem.pprof")
+	if o, code := parse([]string{"--memprofile", path}, &bytes.Buffer{}); code != 0 || o.memProfile != path {
+		t.Fatalf("exit %d, memProfile %q", code, o.memProfile)
+	}
+	write, err := startMemProfile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write()
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("profile: %v %v", fi, err)
+	}
+	if _, err := startMemProfile(path); err == nil {
+		t.Fatal("an existing file was overwritten")
+	}
+}
+
 // TestUnknownGroupRefusedAtOnce: --group naming a group this host lacks (the unit's clihost, on a
 // host installed by hand) is a usage error before the sandbox probe and the bundles, and says how
 // to create the group; it was exit 1 after start-up with only "unknown group".

@@ -66,6 +66,9 @@ type runningDaemon struct {
 // benchmark, written when the daemon stops at the benchmark's end.
 const cpuProfileEnv = "CLIHOST_BENCH_DAEMON_CPUPROFILE"
 
+// memProfileEnv is cpuProfileEnv for clihostd's --memprofile (its allocation profile).
+const memProfileEnv = "CLIHOST_BENCH_DAEMON_MEMPROFILE"
+
 // daemonCount numbers the daemons startDaemon started, for their profiles' names.
 var daemonCount int
 
@@ -90,9 +93,12 @@ func startDaemon(b *testing.B, exe string, extra ...string) *runningDaemon {
 		"--bundles", bundles, "--no-catalog", "--workspace", fixture.Workspace(b),
 		"--approvals", filepath.Join(state, "approvals.yaml")}
 	args = append(args, extra...)
+	daemonCount++
 	if f := os.Getenv(cpuProfileEnv); f != "" {
-		daemonCount++
 		args = append(args, "--cpuprofile", fmt.Sprintf("%s.%d", f, daemonCount))
+	}
+	if f := os.Getenv(memProfileEnv); f != "" {
+		args = append(args, "--memprofile", fmt.Sprintf("%s.%d", f, daemonCount))
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + b.TempDir(), "CLIHOST_BUNDLES="}
@@ -225,17 +231,45 @@ func benchmarkDaemon(b *testing.B, exe string, extra ...string) *runningDaemon {
 	if err := c.call(); err != nil { // the version check, once
 		b.Fatal(err)
 	}
+	cpu0 := d.cpuTime(b)
 	for b.Loop() {
 		if err := c.call(); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.StopTimer()
+	b.ReportMetric((d.cpuTime(b)-cpu0).Seconds()*1000/float64(max(b.N, 1)), "daemon-cpu-ms/op")
 	if takes := d.poolTakes(b); len(takes) > 0 {
 		b.ReportMetric(takes["zygote"]/max(takes["zygote"]+takes["hit"]+takes["miss"], 1), "zygote/call")
 	}
 	return d
 }
+
+// cpuTime is the CPU time the daemon process itself has used so far (user and system, all its
+// threads; not its children's, the sandboxes'), from /proc/PID/stat.
+func (d *runningDaemon) cpuTime(b *testing.B) time.Duration {
+	b.Helper()
+	pid := d.proc.Cmd.Process.Pid
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command's "(name)" start with the 3rd, state: utime is the 14th, stime the 15th.
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(f) < 13 {
+		b.Fatalf("/proc/%d/stat: %q", pid, stat)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("/proc/%d/stat: %q", pid, stat)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc's CPU times (100 on every Linux ABI Go
+// supports).
+const clockTicks = 100
 
 // poolTakes reads the daemon's clihost_sandbox_pool_takes_total counters from /metrics, by
 // result (zygote, hit, miss); none when the daemon has no pool.
