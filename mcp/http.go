@@ -1,9 +1,12 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -19,7 +22,8 @@ import (
 
 // Handler serves every bundle of h over stateless streamable HTTP: tools mode at /mcp/{bundle}, ACLI
 // mode at /mcp/{bundle}/acli. {bundle} is an id or id@major. One server per bundle and mode is built
-// on first use and kept.
+// on first use and kept. A request's response is one application/json body unless it asked for
+// progress notifications (see responder).
 func Handler(h *host.Host, o Options) http.Handler {
 	var mu sync.Mutex
 	servers := map[string]*sdk.Server{}
@@ -42,11 +46,50 @@ func Handler(h *host.Host, o Options) http.Handler {
 			return s
 		}
 	}
-	opts := &sdk.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp/{bundle}", knownBundle(h, tracked(o.Agent, sdk.NewStreamableHTTPHandler(get(false), opts))))
-	mux.Handle("/mcp/{bundle}/acli", knownBundle(h, tracked(o.Agent, sdk.NewStreamableHTTPHandler(get(true), opts))))
+	mux.Handle("/mcp/{bundle}", knownBundle(h, tracked(o.Agent, responder(get(false)))))
+	mux.Handle("/mcp/{bundle}/acli", knownBundle(h, tracked(o.Agent, responder(get(true)))))
 	return mux
+}
+
+// responder is the SDK's stateless streamable HTTP handler for the servers get returns, in the
+// two forms the transport allows for a POSTed request: an SSE stream (text/event-stream) for a
+// request that may need progress notifications before its response, and one application/json
+// body for every other. A stateless server sends a client nothing but progress notifications and
+// the responses (it makes no requests of the client, the approval flow is multi-round-trip
+// results), so a request without a progress token loses nothing in JSON, and the daemon saves
+// the stream's framing and its flushes (a write to the socket per event and one to end it).
+func responder(get func(*http.Request) *sdk.Server) http.Handler {
+	stream := sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})
+	plain := sdk.NewStreamableHTTPHandler(get, &sdk.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true, JSONResponse: true})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil {
+			stream.ServeHTTP(w, r) // the SDK refuses it
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, sdk.DefaultMaxRequestBodyBytes))
+		if err != nil {
+			if mbe, ok := errors.AsType[*http.MaxBytesError](err); ok {
+				http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, "failed to read body", http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if mayWantProgress(body) {
+			stream.ServeHTTP(w, r)
+			return
+		}
+		plain.ServeHTTP(w, r)
+	})
+}
+
+// mayWantProgress reports whether a request body may carry a progress token
+// (params._meta.progressToken): it names the key, or holds a \u escape, which could spell the key
+// in a form the bytes do not show. A false positive only keeps the SSE stream.
+func mayWantProgress(body []byte) bool {
+	return bytes.Contains(body, []byte("progressToken")) || bytes.Contains(body, []byte(`\u`))
 }
 
 // knownBundle answers 404 with the loaded bundles for a path that names no servable bundle.
