@@ -243,6 +243,7 @@ func run(args []string, stderr io.Writer) int {
 		}
 		defer writeProfile()
 	}
+	daemon.KeepHeapFloor()
 	e, err := daemon.New(ctx, log, o.cfg)
 	if err != nil {
 		log.Error("clihostd could not start", "err", err)
