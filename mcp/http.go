@@ -18,6 +18,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/manifest"
 )
 
 // Handler serves every bundle of h over stateless streamable HTTP: tools mode at /mcp/{bundle}, ACLI
@@ -25,31 +26,64 @@ import (
 // on first use and kept. A request's response is one application/json body unless it asked for
 // progress notifications (see responder).
 func Handler(h *host.Host, o Options) http.Handler {
-	var mu sync.Mutex
-	servers := map[string]*sdk.Server{}
-	get := func(acliMode bool) func(*http.Request) *sdk.Server {
-		return func(r *http.Request) *sdk.Server {
-			b, err := h.Bundle(r.PathValue("bundle"))
-			if err != nil {
-				return nil // the SDK answers 400
-			}
-			key := fmt.Sprintf("%s/%v", b.Key(), acliMode)
-			mu.Lock()
-			defer mu.Unlock()
-			if s, ok := servers[key]; ok {
-				return s
-			}
-			oo := o
-			oo.ACLI, oo.Stateless = acliMode, true
-			s := NewServer(h, b, oo)
-			servers[key] = s
-			return s
-		}
-	}
+	c := &serverCache{h: h, o: o, servers: map[serverKey]*sdk.Server{}}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp/{bundle}", knownBundle(h, tracked(o.Agent, responder(get(false)))))
-	mux.Handle("/mcp/{bundle}/acli", knownBundle(h, tracked(o.Agent, responder(get(true)))))
+	mux.Handle("/mcp/{bundle}", c.knownBundle(false, tracked(o.Agent, responder(serverOf))))
+	mux.Handle("/mcp/{bundle}/acli", c.knownBundle(true, tracked(o.Agent, responder(serverOf))))
 	return mux
+}
+
+// serverKey names one kept server: a bundle of the host (its registry does not change) and a mode.
+type serverKey struct {
+	b    *manifest.Bundle
+	acli bool
+}
+
+// serverCache holds the servers Handler built, one per bundle and mode.
+type serverCache struct {
+	h       *host.Host
+	o       Options
+	mu      sync.Mutex
+	servers map[serverKey]*sdk.Server
+}
+
+// get is the server of b in the mode, built on first use.
+func (c *serverCache) get(b *manifest.Bundle, acliMode bool) *sdk.Server {
+	key := serverKey{b, acliMode}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.servers[key]; ok {
+		return s
+	}
+	o := c.o
+	o.ACLI, o.Stateless = acliMode, true
+	s := NewServer(c.h, b, o)
+	c.servers[key] = s
+	return s
+}
+
+// serverCtxKey marks a request's context with the server knownBundle chose for it.
+type serverCtxKey struct{}
+
+// serverOf is the server knownBundle chose for r (the SDK asks for it twice a request); nil, which
+// the SDK answers with 400, when there is none.
+func serverOf(r *http.Request) *sdk.Server {
+	s, _ := r.Context().Value(serverCtxKey{}).(*sdk.Server)
+	return s
+}
+
+// knownBundle answers 404 with the loaded bundles for a path that names no servable bundle, and
+// hands the server of the bundle it names, in the mode, to next in the request's context: the
+// bundle is looked up once a request.
+func (c *serverCache) knownBundle(acliMode bool, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := c.h.Bundle(r.PathValue("bundle"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serverCtxKey{}, c.get(b, acliMode))))
+	})
 }
 
 // responder is the SDK's stateless streamable HTTP handler for the servers get returns, in the
@@ -90,17 +124,6 @@ func responder(get func(*http.Request) *sdk.Server) http.Handler {
 // in a form the bytes do not show. A false positive only keeps the SSE stream.
 func mayWantProgress(body []byte) bool {
 	return bytes.Contains(body, []byte("progressToken")) || bytes.Contains(body, []byte(`\u`))
-}
-
-// knownBundle answers 404 with the loaded bundles for a path that names no servable bundle.
-func knownBundle(h *host.Host, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := h.Bundle(r.PathValue("bundle")); err != nil {
-			http.Error(w, err.Error(), http.StatusNotFound)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }
 
 // callHeader carries, from the HTTP layer to a tool handler, the id under which the HTTP request's
