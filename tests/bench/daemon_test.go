@@ -246,7 +246,8 @@ func benchmarkDaemon(b *testing.B, exe string, extra ...string) *runningDaemon {
 }
 
 // cpuTime is the CPU time the daemon process itself has used so far (user and system, all its
-// threads; not its children's, the sandboxes'), from /proc/PID/stat.
+// threads; not its children's, the sandboxes'), from /proc/PID/stat. It counts in the kernel's
+// ticks (10 ms), so daemon-cpu-ms/op means something over hundreds of calls, not a few.
 func (d *runningDaemon) cpuTime(b *testing.B) time.Duration {
 	b.Helper()
 	pid := d.proc.Cmd.Process.Pid
