@@ -1,0 +1,397 @@
+package nsinit
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/clihost/clihost/isolation"
+	"golang.org/x/sys/unix"
+)
+
+// The attacks of this file are a sandboxed program's with an egress grant (gh, kubectl, curl), and
+// a hostile plan's, against the sandboxes the zygote builds for such calls: its thread makes the
+// call's listeners in the call's network namespace, made before the call was known, and sends them
+// to the host on a socket pair that came with the plan, while other calls' threads share its
+// descriptor table.
+
+// zygoteEgress takes a sandbox for p (with Egress) from pool, which must be its zygote's, and
+// serves its listeners with h's policy until the program is done, as the runner does.
+func zygoteEgress(t *testing.T, pool *Pool, p isolation.Plan, h *egressHost) (result, error) {
+	t.Helper()
+	cmd, stdio := takeReady(t, pool, p, false)
+	if !cmd.FromZygote() {
+		finishPooled(t, cmd, stdio)
+		return result{}, fmt.Errorf("an init built the sandbox, not the zygote (%+v)", pool.Stats())
+	}
+	var lerr error
+	stop := serveEgress(t, cmd, h, &lerr)
+	r := finishPooled(t, cmd, stdio)
+	stop()
+	t.Logf("zygote: exit %d, failure %v\nstdout: %s\nstderr: %s\ndecisions:\n%s", r.code, r.failure, r.stdout, r.stderr, h.decisions())
+	if lerr != nil {
+		return r, fmt.Errorf("Listeners: %w (Failure: %v)", lerr, r.failure)
+	}
+	return r, nil
+}
+
+// egressProbe is a bash script for an egress sandbox: its descriptors, its network namespace's
+// sockets (/proc/net, before any connection of its own), a request through its proxy for path, and
+// direct connections to what it must not reach: the host's server at hostPort, a port other than
+// the proxies' on IPv4 and IPv6, the proxy's port on IPv6 (nothing listens there), the host's
+// abstract unix socket named abstract.
+func egressProbe(hostPort int, path, abstract string) string {
+	q := strconv.Itoa(hostPort)
+	return `ls /proc/$$/fd; echo ---
+cat /proc/net/tcp /proc/net/tcp6 /proc/net/udp /proc/net/udp6 /proc/net/raw /proc/net/unix; echo ---
+curl -sS -m 10 http://allowed.test:` + q + path + `; echo " proxy=$?"
+for to in 127.0.0.1/` + q + ` 127.0.0.1/8080 ::1/8080 ::1/3128; do
+	(echo x > /dev/tcp/$to) 2>&1 | sed "s|^|$to |"
+done
+curl -sS -m 5 --abstract-unix-socket ` + abstract + ` http://x/; echo " abstract=$?"
+sleep 0.3; echo done`
+}
+
+// egressProbePlan is the plan of egressProbe.
+func egressProbePlan(t *testing.T, script string) isolation.Plan {
+	p := egressPlan(t, script, true, "/bin/ls", "/bin/cat", "/bin/sleep", "/bin/sed")
+	p.Path, p.Args = realPath("/bin/bash"), []string{"bash", "-c", script}
+	p.Exec = append(p.Exec, realPath("/bin/bash"))
+	return p
+}
+
+// netSockets parses the /proc/net tables of egressProbe's output: the listening TCP sockets and
+// bound UDP sockets ("tcp 127.0.0.1:3128", "udp6 ..."), the raw sockets and the unix sockets.
+func netSockets(t *testing.T, out string) (bound []string, raw, unixSocks int) {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		switch {
+		case len(f) >= 7 && f[0] == "Num" || len(f) > 3 && f[0] == "sl":
+			continue // a header
+		case len(f) >= 7 && strings.HasSuffix(f[0], ":") && len(f[1]) == 8+1+4+8: // unix: "0000...: 00000002 ..."
+			unixSocks++
+		case len(f) >= 4 && strings.HasSuffix(f[0], ":") && strings.Contains(f[1], ":"):
+			local, state := f[1], f[3]
+			hexAddr, hexPort, _ := strings.Cut(local, ":")
+			port, _ := strconv.ParseUint(hexPort, 16, 16)
+			switch {
+			case len(hexAddr) == 8 && state == "0A":
+				bound = append(bound, fmt.Sprintf("tcp %s:%d", ipv4Hex(hexAddr), port))
+			case len(hexAddr) == 8 && state == "07":
+				bound = append(bound, fmt.Sprintf("udp %s:%d", ipv4Hex(hexAddr), port))
+			case len(hexAddr) == 32:
+				bound = append(bound, fmt.Sprintf("v6 %s:%d state %s", hexAddr, port, state))
+			default:
+				raw++ // a raw socket, or a TCP one in another state
+			}
+		}
+	}
+	slices.Sort(bound)
+	return bound, raw, unixSocks
+}
+
+// ipv4Hex is the dotted form of /proc/net's little-endian hexadecimal IPv4 address.
+func ipv4Hex(h string) string {
+	v, _ := strconv.ParseUint(h, 16, 32)
+	return fmt.Sprintf("%d.%d.%d.%d", byte(v), byte(v>>8), byte(v>>16), byte(v>>24))
+}
+
+// wantEgressSockets are what an egress sandbox's network namespace holds: the listeners the host
+// serves, and nothing else (no neighbour's, no host's).
+func wantEgressSockets() []string {
+	var out []string
+	for _, s := range listenSpecs() {
+		proto := "tcp"
+		if s.typ == unix.SOCK_DGRAM {
+			proto = "udp"
+		}
+		out = append(out, fmt.Sprintf("%s %d.%d.%d.%d:%d", proto, s.addr[0], s.addr[1], s.addr[2], s.addr[3], s.port))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// abstractListener is an abstract unix socket of the host's, counting the connections it accepts.
+func abstractListener(t *testing.T) (name string, accepted *atomic.Int32) {
+	t.Helper()
+	name = fmt.Sprintf("clihost-egress-attack-%d-%d", os.Getpid(), time.Now().UnixNano())
+	l, err := net.Listen("unix", "@"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	accepted = &atomic.Int32{}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	return name, accepted
+}
+
+// TestZygoteEgressCallsAreApart runs 8 egress calls at once through the zygote, each served by a
+// host of its own (its own servers and policy): each program holds its standard streams only (not
+// its listeners, not a neighbour's, not the egress socket pairs in the zygote's shared descriptor
+// table), its network namespace holds its own listeners and nothing else, its proxy is its own
+// host's (the request reaches that host's server and no other), and nothing but the proxy ports
+// is reachable: not the host's loopback server, not another port on IPv4 or IPv6, not the host's
+// abstract unix socket.
+func TestZygoteEgressCallsAreApart(t *testing.T) {
+	pool := zygotePool(t)
+	const calls = 8
+	name, accepted := abstractListener(t)
+	hosts := make([]*egressHost, calls)
+	results := make([]result, calls)
+	errs := make([]error, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		hosts[i] = newEgressHost(t)
+		wg.Go(func() {
+			p := egressProbePlan(t, egressProbe(hosts[i].port, "/call-"+strconv.Itoa(i), name))
+			results[i], errs[i] = zygoteEgress(t, pool, p, hosts[i])
+		})
+	}
+	wg.Wait()
+	want := wantEgressSockets()
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Errorf("call %d: %v", i, errs[i])
+			continue
+		}
+		fds, rest, _ := strings.Cut(r.stdout, "---\n")
+		tables, probes, _ := strings.Cut(rest, "---\n")
+		if got := strings.Fields(fds); !slices.Equal(got, []string{"0", "1", "2"}) {
+			t.Errorf("call %d: the program has descriptors %v, want only 0 1 2", i, got)
+		}
+		bound, raw, unixSocks := netSockets(t, tables)
+		if !slices.Equal(bound, want) || raw != 0 || unixSocks != 0 {
+			t.Errorf("call %d: its network namespace holds %v, %d raw or other, %d unix sockets; want %v and nothing else:\n%s",
+				i, bound, raw, unixSocks, want, tables)
+		}
+		// Landlock refuses the ports that are not the proxies'; on IPv6 nothing listens.
+		wantLines(t, probes,
+			"host says allowed.test:"+strconv.Itoa(hosts[i].port)+" /call-"+strconv.Itoa(i)+" proxy=0",
+			"127.0.0.1/"+strconv.Itoa(hosts[i].port)+" bash: connect: Permission denied",
+			"127.0.0.1/8080 bash: connect: Permission denied",
+			"::1/8080 bash: connect: Permission denied",
+			"::1/3128 bash: connect: Connection refused",
+			" abstract=7", "done")
+		if n := hosts[i].hits.Load(); n != 1 {
+			t.Errorf("call %d: its host's server saw %d requests, want its own 1", i, n)
+		}
+	}
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("the host's abstract unix socket accepted %d connections from the sandboxes", n)
+	}
+	requireZygoteServed(t, pool, calls)
+}
+
+// hostSockets returns the inodes ("socket:[N]") of the sockets this process holds.
+func hostSockets(t *testing.T) map[string]bool {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, e := range entries {
+		if target, _ := os.Readlink("/proc/self/fd/" + e.Name()); strings.HasPrefix(target, "socket:") {
+			out[target] = true
+		}
+	}
+	return out
+}
+
+// socketOf is the "socket:[N]" name of f.
+func socketOf(t *testing.T, f *os.File) string {
+	t.Helper()
+	target, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return target
+}
+
+// TestZygoteEgressFailuresLeaveNothing sends the zygote egress calls that fail before their
+// listeners were sent (a plan path that does not resolve), after (a directory the program cannot
+// enter, a program that is not there), that succeed, and whose host never asks for the listeners.
+// The host's wait for the listeners ends on every path; afterwards the zygote holds as many
+// descriptors and children as before (no egress socket pair's end, no listener), and the host
+// holds neither the host's end of any call's pair nor any listener.
+func TestZygoteEgressFailuresLeaveNothing(t *testing.T) {
+	pool := zygotePool(t)
+	zpid := zygotePID(t, pool)
+	h := newEgressHost(t)
+	good := plan(t, "/bin/true", nil)
+	UseEgress(&good)
+	runPooled(t, pool, good)
+	var fdsBefore, kidsBefore []string
+	for range 10 {
+		if fds, kids := zygoteSteady(t, zpid); len(fds) > len(fdsBefore) {
+			fdsBefore, kidsBefore = fds, kids
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	before := hostSockets(t)
+	script := workTree(t, "/var/tmp") + "/script" // its interpreter is not there: the exec fails
+	if err := os.WriteFile(script, []byte("#!/nonexistent/clihost-attack\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		mod  func(p *isolation.Plan)
+		sent bool // the listeners were sent before the failure
+		ok   bool
+	}{
+		{"resolve", func(p *isolation.Plan) { p.ReadWrite = append(p.ReadWrite, "/nonexistent-nsinit-path") }, false, false},
+		{"chdir", func(p *isolation.Plan) { p.Dir = "/root" }, true, false},
+		{"exec", func(p *isolation.Plan) { p.Path, p.Args, p.Exec = script, []string{"x"}, append(p.Exec, script) }, true, false},
+		{"success", func(*isolation.Plan) {}, true, true},
+	}
+	var ends []string // the host's ends of the calls' socket pairs
+	for round := range 3 {
+		for _, c := range cases {
+			for _, ask := range []bool{true, false} {
+				p := plan(t, "/bin/true", nil)
+				UseEgress(&p)
+				c.mod(&p)
+				cmd, stdio := takeReady(t, pool, p, false)
+				if !cmd.FromZygote() {
+					t.Fatalf("%s: the zygote did not build the sandbox: %+v", c.name, pool.Stats())
+				}
+				ends = append(ends, socketOf(t, cmd.egress.end))
+				var lerr error
+				stop := func() {}
+				if ask {
+					stop = serveEgress(t, cmd, h, &lerr)
+				}
+				r := finishPooled(t, cmd, stdio)
+				stop()
+				if ok := r.code == 0 && r.failure == nil; ok != c.ok {
+					t.Errorf("round %d, %s: exit %d, failure %v", round, c.name, r.code, r.failure)
+				}
+				if ask && (lerr == nil) != c.sent {
+					t.Errorf("round %d, %s: Listeners = %v, want listeners: %v", round, c.name, lerr, c.sent)
+				}
+			}
+		}
+	}
+	requireZygoteServed(t, pool, 1+3*2*int64(len(cases)))
+	var fds, kids []string
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if fds, kids = zygoteSteady(t, zpid); len(fds) <= len(fdsBefore) && len(kids) <= len(kidsBefore) {
+			break
+		}
+	}
+	if len(fds) > len(fdsBefore) || len(kids) > len(kidsBefore) {
+		t.Errorf("after egress calls the zygote holds descriptors %v and children %v, before %v and %v",
+			fds, kids, fdsBefore, kidsBefore)
+	}
+	after := hostSockets(t)
+	for _, end := range ends {
+		if after[end] {
+			t.Errorf("the host still holds the end %s of a finished call's egress socket pair", end)
+		}
+	}
+	for s := range after {
+		if !before[s] && !slices.Contains(ends, s) {
+			if typ, _ := socketType(t, s); typ == "listener" {
+				t.Errorf("the host still holds a listener %s of a finished call", s)
+			}
+		}
+	}
+}
+
+// socketType says whether the socket named s ("socket:[N]") that this process holds is an egress
+// listener (an IPv4 socket bound to a port of listenSpecs in a network namespace not the host's).
+func socketType(t *testing.T, s string) (string, error) {
+	t.Helper()
+	entries, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range entries {
+		if target, _ := os.Readlink("/proc/self/fd/" + e.Name()); target != s {
+			continue
+		}
+		fd, _ := strconv.Atoi(e.Name())
+		spec, err := describeSocket(fd)
+		if err != nil {
+			return "", err
+		}
+		if slices.Contains(listenSpecs(), spec) {
+			return "listener", nil
+		}
+		return spec.String(), nil
+	}
+	return "", nil
+}
+
+// TestZygoteKilledWithEgressCallInFlight: the zygote dies (SIGKILL) with an egress call sent but
+// not yet taken by a thread (the zygote is stopped meanwhile): the descriptors in flight, the
+// zygote's end of the egress pair among them, are released with its socket, and the host's take
+// returns at once, its ends closed; the pool then serves egress calls again (a new zygote or an
+// init).
+func TestZygoteKilledWithEgressCallInFlight(t *testing.T) {
+	pool := zygotePool(t)
+	zpid := zygotePID(t, pool)
+	if err := unix.Kill(zpid, unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	p := plan(t, "/bin/true", nil)
+	UseEgress(&p)
+	prepared, err := prepare(p, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.mu.Lock()
+	z := pool.zyg
+	pool.mu.Unlock()
+	type taken struct {
+		cmd *Cmd
+		err error
+	}
+	done := make(chan taken, 1)
+	go func() {
+		cmd, _, err := z.take(prepared, false, nil)
+		done <- taken{cmd, err}
+	}()
+	time.Sleep(200 * time.Millisecond) // the request is in the zygote's socket, unread
+	if err := unix.Kill(zpid, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-done:
+		if r.cmd != nil {
+			t.Fatalf("a killed zygote built a sandbox (err %v)", r.err)
+		}
+		t.Logf("take: %v", r.err)
+	case <-time.After(30 * time.Second): // a bound, not a measurement
+		t.Fatal("take did not return after the zygote died with the call in flight")
+	}
+	// The pool goes on: the next egress call is served (by a new zygote or an init) and gets its
+	// listeners.
+	h := newEgressHost(t)
+	q := strconv.Itoa(h.port)
+	cmd, stdio := takeReady(t, pool, egressPlan(t, `curl -sS -m 10 http://allowed.test:`+q+`/after; echo " proxy=$?"`, true), false)
+	var lerr error
+	stop := serveEgress(t, cmd, h, &lerr)
+	r := finishPooled(t, cmd, stdio)
+	stop()
+	if lerr != nil {
+		t.Fatalf("Listeners after the zygote died: %v", lerr)
+	}
+	wantLines(t, r.stdout, "host says allowed.test:"+q+" /after proxy=0")
+}
