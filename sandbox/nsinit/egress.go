@@ -175,18 +175,24 @@ func (e *egressConn) receive() ([]int, error) {
 		n, oobn, flags  int
 		recvErr, ctlErr error
 	)
-	// The socket is non-blocking: the runtime's poller waits until it is readable (or expire's
-	// deadline passes).
-	ctlErr = rc.Read(func(fd uintptr) bool {
+	recv := func(fd uintptr) bool {
 		for {
 			n, oobn, flags, _, recvErr = unix.Recvmsg(int(fd), buf[:], oob, unix.MSG_CMSG_CLOEXEC|unix.MSG_DONTWAIT)
 			if recvErr != unix.EINTR {
 				return recvErr != unix.EAGAIN
 			}
 		}
-	})
+	}
+	// The socket is non-blocking: the runtime's poller waits until it is readable (or expire's
+	// deadline passes).
+	ctlErr = rc.Read(recv)
 	if errors.Is(ctlErr, os.ErrDeadlineExceeded) {
-		return nil, errors.New("the sandbox was not built: it ended before sending its listeners (Failure after Wait tells why)")
+		// A deadline that passed before this call fails the read without looking: listeners sent
+		// before PID 1 exited are still there, and are the host's however late it asks (as an
+		// init's are).
+		if ctlErr = rc.Control(func(fd uintptr) { recv(fd) }); ctlErr == nil && recvErr == unix.EAGAIN {
+			return nil, errors.New("the sandbox was not built: it ended before sending its listeners (Failure after Wait tells why)")
+		}
 	}
 	if ctlErr != nil {
 		return nil, ctlErr

@@ -180,7 +180,7 @@ func (c *Cmd) Ended() <-chan struct{} {
 // pipe, then closes c.ended.
 func (c *Cmd) readReport() {
 	defer close(c.ended)
-	r := bufio.NewReader(io.LimitReader(c.report, 4096))
+	r := bufio.NewReader(io.LimitReader(lateReader{c.report}, 4096))
 	for {
 		line, err := r.ReadString('\n')
 		if v, ok := strings.CutPrefix(line, endLine); ok && err == nil {
@@ -205,6 +205,31 @@ func (c *Cmd) readReport() {
 			return
 		}
 	}
+}
+
+// lateReader reads f, whose read deadline (a zygote's call's report, see endWithPID1) may have
+// passed before the host began to read: os.File's read then fails without looking, so what is in
+// the pipe already (the end line, written when the sandbox ended) is read without waiting instead,
+// and only an empty pipe gives the deadline's error.
+type lateReader struct{ f *os.File }
+
+func (r lateReader) Read(b []byte) (int, error) {
+	n, err := r.f.Read(b)
+	if n > 0 || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return n, err
+	}
+	rc, cerr := r.f.SyscallConn()
+	if cerr != nil {
+		return 0, err
+	}
+	var rerr error
+	if cerr := rc.Control(func(fd uintptr) { n, rerr = unix.Read(int(fd), b) }); cerr != nil || rerr != nil {
+		return 0, err // EAGAIN: nothing is there
+	}
+	if n == 0 {
+		return 0, io.EOF
+	}
+	return n, nil
 }
 
 // Reported returns, after Ended, the program's exit status as the init reported it (its exit

@@ -201,6 +201,51 @@ func TestZygoteEgressCallsAreApart(t *testing.T) {
 	requireZygoteServed(t, pool, calls)
 }
 
+// TestZygoteEgressLateListeners: the host takes a call's listeners, and reads its report, later
+// than the call lasted (a busy host: the program, which needs no network this time, was done long
+// before). The listeners were sent before the program started, and the end line was written when
+// it ended; an init's host receives both however late it asks, and so must the zygote's: a call
+// that ran is not reported as a sandbox that was not built, or one without its end.
+func TestZygoteEgressLateListeners(t *testing.T) {
+	for _, zygote := range []bool{false, true} {
+		pool := newInitPool(t)
+		if zygote {
+			pool = zygotePool(t)
+		}
+		p := plan(t, "/bin/true", nil)
+		UseEgress(&p)
+		cmd, stdio := takeReady(t, pool, p, false)
+		if cmd.FromZygote() != zygote {
+			t.Fatalf("the sandbox is not the one asked for (zygote: %v): %+v", zygote, pool.Stats())
+		}
+		t.Cleanup(func() { cmd.report.Close() }) // the host lets go, also when the test fails
+		waitZombie(t, cmd.Process.Pid)
+		time.Sleep(pid1Drain + 500*time.Millisecond) // past the moment the wait for a stuck thread ends
+		ls, lerr := cmd.Listeners()
+		r := finishPooled(t, cmd, stdio)
+		if r.code != 0 || r.failure != nil {
+			t.Errorf("zygote %v: exit %d, failure %v", zygote, r.code, r.failure)
+		}
+		if lerr != nil {
+			t.Errorf("zygote %v: Listeners after the call ended: %v (the sandbox was built and the program ran)", zygote, lerr)
+		} else {
+			ls.Close()
+		}
+	}
+}
+
+// waitZombie waits (at most 10 s) until the process pid has exited (it is not reaped yet).
+func waitZombie(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if _, rest, ok := strings.Cut(string(data), ") "); err == nil && ok && strings.HasPrefix(rest, "Z") {
+			return
+		}
+	}
+	t.Fatalf("process %d did not exit within 10s", pid)
+}
+
 // hostSockets returns the inodes ("socket:[N]") of the sockets this process holds.
 func hostSockets(t *testing.T) map[string]bool {
 	t.Helper()
