@@ -117,7 +117,7 @@ func runEgress(t *testing.T, p isolation.Plan, h *egressHost) result {
 		lerr error
 	)
 	if testPool != nil {
-		cmd, stdio := takeReady(t, testPool, p, false)
+		cmd, stdio := takeEgress(t, p)
 		stop := serveEgress(t, cmd, h, &lerr)
 		r = finishPooled(t, cmd, stdio)
 		stop()
@@ -139,6 +139,22 @@ func runEgress(t *testing.T, p isolation.Plan, h *egressHost) result {
 		t.Fatalf("Listeners: %v (Failure: %v)", lerr, r.failure)
 	}
 	return r
+}
+
+// takeEgress takes a sandbox for p from testPool. In a root run through the zygote it must be the
+// zygote's (once it runs): an egress test an init served would prove nothing of the zygote's.
+func takeEgress(t *testing.T, p isolation.Plan) (*Cmd, *Stdio) {
+	t.Helper()
+	zygote := os.Getenv(poolEnv) == zygoteMode && os.Geteuid() == 0
+	if zygote {
+		waitZygote(t, testPool)
+	}
+	cmd, stdio := takeReady(t, testPool, p, false)
+	if zygote && !cmd.FromZygote() {
+		finishPooled(t, cmd, stdio)
+		t.Fatalf("an init served the egress call, not the zygote: %+v", testPool.Stats())
+	}
+	return cmd, stdio
 }
 
 // serveEgress takes the listeners of cmd (the error in *lerr) and serves them with h's policy
@@ -319,7 +335,7 @@ func TestEgressInitFailure(t *testing.T) {
 		end func() error // waits for the sandbox's end and returns its Failure
 	)
 	if testPool != nil {
-		c, stdio := takeReady(t, testPool, p, false)
+		c, stdio := takeEgress(t, p)
 		cmd, end = c, func() error { return finishPooled(t, c, stdio).failure }
 	} else {
 		cmd = startPlan(t, p)

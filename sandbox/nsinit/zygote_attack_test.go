@@ -27,19 +27,26 @@ import (
 func zygotePool(t *testing.T) *Pool {
 	t.Helper()
 	pool := newTestPool(t)
+	waitZygote(t, pool)
+	return pool
+}
+
+// waitZygote waits (at most 10 s) until pool's zygote runs (t is skipped where the kernel cannot
+// run one).
+func waitZygote(t *testing.T, pool *Pool) {
+	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		pool.mu.Lock()
 		z, zerr := pool.zyg, pool.zygErr
 		pool.mu.Unlock()
 		switch {
 		case z != nil:
-			return pool
+			return
 		case zerr != nil:
 			fixture.Missing(t, "no zygote: %v", zerr)
 		}
 	}
 	t.Fatalf("no zygote within 10s: %+v", pool.Stats())
-	return nil
 }
 
 // zygotePID is the pid of pool's zygote.
