@@ -56,7 +56,7 @@ func TestMain(m *testing.M) {
 		s := pool.Stats()
 		pool.Close()
 		// The probes must have gone through the zygote where it serves the plan (a root host's,
-		// without egress or ingress): a zygote that served nothing proves nothing.
+		// without ingress): a zygote that served nothing proves nothing.
 		fmt.Printf("pool: %d calls from inits (%d cold), %d from the zygote (%s)\n", s.Hits, s.Misses, s.Zygote, s.ZygoteErr)
 		if s.Zygote == 0 && s.Hits+s.Misses > 0 && s.ZygoteErr == "" && code == 0 {
 			fmt.Println("FAIL: no call of the corpus went through the zygote")

@@ -135,7 +135,13 @@ func TestNetwork(t *testing.T) {
 		{name: "unix/host-socket-elsewhere-world-writable", bundle: "ro", probe: "unix", args: lit(hs.outSock), want: want{result: "allowed"}},
 		{name: "unix/abstract", bundle: "ro", probe: "unix", args: lit(hs.abstr), want: denied("connect", "ECONNREFUSED"),
 			after: untouched("abstract unix socket", func() *counter { return hs.abstract })},
+	})
 
+	// The pool's zygote builds these sandboxes (it serves calls with egress): what they show must
+	// hold through it.
+	awaitZygote(t, s)
+	zygoteBefore := pool.Stats().Zygote
+	egressCases := []probeCase{
 		// Egress declared: Landlock lets TCP connect only to the in-namespace proxy and capture
 		// ports (443 among them, so a public address on 443 fails for want of a route), the network
 		// namespace has no route out, and its loopback is not the host's. UDP is Landlock's only
@@ -146,5 +152,27 @@ func TestNetwork(t *testing.T) {
 		{name: "netns/udp-public", bundle: "net", ws: emptyWS, probe: "udp", args: lit(publicUDP), want: want{result: "denied", step: "connect", errnos: []string{"ENETUNREACH", "EACCES"}}},
 		{name: "netns/abstract", bundle: "net", ws: emptyWS, probe: "unix", args: lit(hs.abstr), want: denied("connect", "ECONNREFUSED"),
 			after: untouched("abstract unix socket", func() *counter { return hs.abstract })},
-	})
+	}
+	s.run(t, egressCases)
+	if st := pool.Stats(); st.ZygoteErr == "" && st.Zygote-zygoteBefore != int64(len(egressCases)) {
+		t.Errorf("the zygote built %d of the %d egress sandboxes (%+v)", st.Zygote-zygoteBefore, len(egressCases), st)
+	}
+}
+
+// awaitZygote waits (at most 10 s) until the pool's zygote serves the suite's calls, with a
+// harmless call (the control of TestNetwork) repeated until the zygote built one; it returns at
+// once where the pool has no zygote (PoolStats.ZygoteErr says why).
+func awaitZygote(t *testing.T, s *suite) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		before := pool.Stats()
+		if before.ZygoteErr != "" {
+			return
+		}
+		callOn(t, s.h, "ro", s.ro, "socket", "tcp")
+		if pool.Stats().Zygote > before.Zygote {
+			return
+		}
+	}
+	t.Fatalf("the pool's zygote served no call within 10s: %+v", pool.Stats())
 }
