@@ -53,7 +53,7 @@ func egressProbe(hostPort int, path, abstract string) string {
 	return `ls /proc/$$/fd; echo ---
 cat /proc/net/tcp /proc/net/tcp6 /proc/net/udp /proc/net/udp6 /proc/net/raw /proc/net/unix; echo ---
 curl -sS -m 10 http://allowed.test:` + q + path + `; echo " proxy=$?"
-for to in 127.0.0.1/` + q + ` 127.0.0.1/8080 ::1/8080 ::1/3128; do
+for to in 127.0.0.1/` + q + ` 127.0.0.1/8080 ::1/8080 ::1/3128 ::1/443; do
 	(echo x > /dev/tcp/$to) 2>&1 | sed "s|^|$to |"
 done
 curl -sS -m 5 --abstract-unix-socket ` + abstract + ` http://x/; echo " abstract=$?"
@@ -190,6 +190,7 @@ func TestZygoteEgressCallsAreApart(t *testing.T) {
 			"127.0.0.1/8080 bash: connect: Permission denied",
 			"::1/8080 bash: connect: Permission denied",
 			"::1/3128 bash: connect: Connection refused",
+			"::1/443 bash: connect: Connection refused",
 			" abstract=7", "done")
 		if n := hosts[i].hits.Load(); n != 1 {
 			t.Errorf("call %d: its host's server saw %d requests, want its own 1", i, n)
@@ -439,4 +440,68 @@ func TestZygoteKilledWithEgressCallInFlight(t *testing.T) {
 		t.Fatalf("Listeners after the zygote died: %v", lerr)
 	}
 	wantLines(t, r.stdout, "host says allowed.test:"+q+" /after proxy=0")
+}
+
+// TestZygoteEgressDecisionsAsInit runs one script of every kind of egress (the HTTP proxy, CONNECT,
+// SOCKS5, the DNS stub, the transparent capture on 80, 443 and 22, names and ports the policy
+// refuses, connections Landlock refuses) in a sandbox from an init and in one from the zygote: the
+// program sees the same, and the host's policy logs the same decisions.
+func TestZygoteEgressDecisionsAsInit(t *testing.T) {
+	script := func(h *egressHost) string {
+		q, qs := strconv.Itoa(h.port), strconv.Itoa(h.tlsPort)
+		return `cat /etc/resolv.conf /etc/hosts
+curl -sS -m 10 -x http://127.0.0.1:3128 http://allowed.test:` + q + `/http-proxy; echo " http=$?"
+curl -sS -m 10 -x http://127.0.0.1:3128 -k https://allowed.test:` + qs + `/connect; echo " connect=$?"
+curl -sS -m 10 -x socks5h://127.0.0.1:1080 http://allowed.test:` + q + `/socks; echo " socks=$?"
+curl -sS -m 10 -x http://127.0.0.1:3128 -o /dev/null -w '%{http_code}' http://denied.test:` + q + `/; echo " denied-http=$?"
+curl -sS -m 10 -x http://127.0.0.1:3128 http://allowed.test:1/ -o /dev/null; echo " denied-port=$?"
+getent hosts allowed.test denied.test; echo "dns=$?"
+curl -sS -m 10 http://allowed.test/transparent; echo " capture=$?"
+curl -sS -m 10 -k https://allowed.test/tls; echo " capture-tls=$?"
+curl -sS -m 10 telnet://allowed.test:22 </dev/null; echo " capture-ssh=$?"
+curl -s -m 10 http://127.65.0.9/ || echo " capture-unassigned refused" # a reset or an empty reply, as the close goes
+curl -sS -m 5 http://allowed.test:8080/; echo " other-port=$?"
+curl -sS -m 5 http://127.0.0.1:` + q + `/; echo " direct=$?"
+exit 0`
+	}
+	normalize := func(h *egressHost, s string) string {
+		return strings.NewReplacer(strconv.Itoa(h.port), "PORT", strconv.Itoa(h.tlsPort), "TLSPORT").Replace(s)
+	}
+	var outs, decisions [2]string
+	for i, zygote := range []bool{false, true} {
+		pool := newInitPool(t)
+		if zygote {
+			pool = zygotePool(t)
+		}
+		h := newEgressHost(t)
+		cmd, stdio := takeReady(t, pool, egressPlan(t, script(h), false, "/bin/cat"), false)
+		if cmd.FromZygote() != zygote {
+			t.Fatalf("the sandbox is not the one asked for (zygote: %v): %+v", zygote, pool.Stats())
+		}
+		var lerr error
+		stop := serveEgress(t, cmd, h, &lerr)
+		r := finishPooled(t, cmd, stdio)
+		stop()
+		t.Logf("zygote %v: exit %d, failure %v\nstdout: %s\nstderr: %s\ndecisions:\n%s", zygote, r.code, r.failure, r.stdout, r.stderr, h.decisions())
+		if lerr != nil || r.code != 0 || r.failure != nil {
+			t.Fatalf("zygote %v: Listeners %v, exit %d, failure %v", zygote, lerr, r.code, r.failure)
+		}
+		// Sorted: the DNS stub may log a resolver's parallel A and AAAA queries either way round.
+		lines := strings.Split(normalize(h, h.decisions()), "\n")
+		slices.Sort(lines)
+		outs[i], decisions[i] = normalize(h, r.stdout+r.stderr), strings.Join(lines, "\n")
+	}
+	if outs[0] != outs[1] {
+		t.Errorf("the program saw other things through the zygote:\ninit:\n%s\nzygote:\n%s", outs[0], outs[1])
+	}
+	if decisions[0] != decisions[1] {
+		t.Errorf("the host's policy decided otherwise through the zygote:\ninit:\n%s\nzygote:\n%s", decisions[0], decisions[1])
+	}
+	for _, want := range []string{"http allowed.test:PORT allowed=true", "connect allowed.test:TLSPORT allowed=true",
+		"socks5 allowed.test:PORT allowed=true", "capture allowed.test:80 allowed=true", "capture allowed.test:443 allowed=true",
+		"capture allowed.test:22 allowed=false", "dns denied.test:0 allowed=false"} {
+		if !strings.Contains(decisions[1], want) {
+			t.Errorf("no decision %q through the zygote", want)
+		}
+	}
 }
