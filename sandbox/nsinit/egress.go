@@ -98,8 +98,9 @@ func newEgressPair() (*egressConn, *os.File, error) {
 	return &egressConn{f: host, end: host}, os.NewFile(uintptr(fds[1]), "egress-init"), nil
 }
 
-// expire ends a wait for the listeners (receive) at t: the sandbox's PID 1 has exited, and the
-// zygote thread that would send them may be stuck (see endWithPID1).
+// expire ends a wait for the listeners (receive) at t: the sandbox's PID 1 has exited, or the
+// plan's deadline passed, and the zygote thread that would send them may be stuck (see
+// endWithPID1, zygote.take). Listeners sent before t are received however late.
 func (e *egressConn) expire(t time.Time) {
 	if e != nil {
 		_ = e.end.SetReadDeadline(t)
@@ -191,7 +192,7 @@ func (e *egressConn) receive() ([]int, error) {
 		// before PID 1 exited are still there, and are the host's however late it asks (as an
 		// init's are).
 		if ctlErr = rc.Control(func(fd uintptr) { recv(fd) }); ctlErr == nil && recvErr == unix.EAGAIN {
-			return nil, errors.New("the sandbox was not built: it ended before sending its listeners (Failure after Wait tells why)")
+			return nil, errors.New("the sandbox was not built: it sent no listeners before it ended or its deadline passed (Failure after Wait tells why)")
 		}
 	}
 	if ctlErr != nil {

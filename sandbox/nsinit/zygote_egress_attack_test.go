@@ -505,3 +505,72 @@ exit 0`
 		}
 	}
 }
+
+// TestZygoteKilledWhileEgressThreadHangs: the zygote dies (SIGKILL: the OOM killer, an operator)
+// while the thread building an egress call hangs in the kernel as root, resolving a plan path on a
+// FUSE file system whose server does not answer. The thread cannot die until the server answers,
+// so the zygote's descriptors (its end of the egress pair) stay open, the call's PID 1 lives on
+// (its parent-death signal waits for that thread), and the zygote's watch that would kill PID 1 at
+// the plan's deadline is gone. The host's wait for the listeners, which the runner does before it
+// watches the call's deadline itself, must still end by the plan's deadline; the runner then kills
+// the sandbox (as it does when Listeners fails) and the call ends.
+func TestZygoteKilledWhileEgressThreadHangs(t *testing.T) {
+	pool := zygotePool(t)
+	zpid := zygotePID(t, pool)
+	stalled := make(chan struct{}, 1)
+	mnt := hostileFUSE(t, func(pid uint32) bool {
+		if !strings.HasPrefix(cmdline(int(pid)), procName+" "+zygoteMarker) &&
+			!strings.HasPrefix(tgidCmdline(pid), procName+" "+zygoteMarker) {
+			return false
+		}
+		select {
+		case stalled <- struct{}{}:
+		default:
+		}
+		return true
+	})
+	p := plan(t, "/bin/true", nil)
+	p.ReadOnly = append(p.ReadOnly, mnt+"/d")
+	p.Timeout = 3 * time.Second // the zygote is killed long before
+	UseEgress(&p)
+	cmd, stdio := takeReady(t, pool, p, false)
+	t.Cleanup(func() { // before the FUSE server's release, which lets the thread die
+		cmd.report.Close()
+		stdio.Out.Close()
+		stdio.Err.Close()
+	})
+	select {
+	case <-stalled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the zygote's thread did not reach the FUSE mount")
+	}
+	if err := unix.Kill(zpid, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	listeners := make(chan error, 1)
+	go func() {
+		ls, err := cmd.Listeners()
+		if err == nil {
+			ls.Close()
+		}
+		listeners <- err
+	}()
+	select {
+	case err := <-listeners:
+		if err == nil {
+			t.Fatal("a call whose thread never got past its plan's paths gave listeners")
+		}
+		t.Logf("Listeners: %v", err)
+	case <-time.After(30 * time.Second): // a bound, not a measurement
+		t.Fatal("the host's wait for the listeners did not end within 30s although the plan's deadline passed")
+	}
+	_ = cmd.Process.Signal(unix.SIGKILL) // what the runner does when Listeners fails
+	select {
+	case <-cmd.Ended():
+	case <-time.After(30 * time.Second): // a bound, not a measurement
+		t.Fatal("the call did not end after the host killed its PID 1")
+	}
+	if cmd.Failure() == nil {
+		t.Error("no failure reported for a call whose zygote died")
+	}
+}
