@@ -2,7 +2,9 @@ package nsinit
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"slices"
@@ -572,5 +574,136 @@ func TestZygoteKilledWhileEgressThreadHangs(t *testing.T) {
 	}
 	if cmd.Failure() == nil {
 		t.Error("no failure reported for a call whose zygote died")
+	}
+}
+
+// zygoteRequest sends pool's zygote a request made by hand (a hostile or broken host's): the plan
+// envelope of p and, when pair is not nil, pair as the egress descriptor (the header then says
+// Egress), whatever p says. It returns what the report pipe carried up to the end line and the
+// program's standard output.
+func zygoteRequest(t *testing.T, pool *Pool, p isolation.Plan, pair *os.File) (report, stdout string) {
+	t.Helper()
+	prepared, err := prepare(p, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := pooledEnvelope(prepared, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planR, err := writePlan(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var host, sent []*os.File
+	sent = append(sent, planR)
+	for range 3 { // report, stdout, stderr
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, sent = append(host, r), append(sent, w)
+	}
+	defer closeFiles(host)
+	h := zygoteHeader{Egress: pair != nil}
+	if pair != nil {
+		sent = append(sent, pair)
+	}
+	body, err := json.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fds := make([]int, len(sent))
+	for i, f := range sent {
+		fds[i] = int(f.Fd())
+	}
+	pool.mu.Lock()
+	z := pool.zyg
+	pool.mu.Unlock()
+	err = unix.Sendmsg(int(z.conn.Fd()), body, unix.UnixRights(fds...), nil, 0)
+	closeFiles(sent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, _ = io.Copy(io.Discard, host[2]) }()
+	_ = host[0].SetReadDeadline(time.Now().Add(30 * time.Second)) // a bound, not a measurement
+	var b strings.Builder
+	sc := bufio.NewScanner(host[0])
+	for sc.Scan() {
+		b.WriteString(sc.Text() + "\n")
+		if strings.HasPrefix(sc.Text(), endLine) {
+			break
+		}
+	}
+	host[0].Close() // the host lets go: the zygote's thread ends the call
+	_ = host[1].SetReadDeadline(time.Now().Add(30 * time.Second))
+	out, _ := io.ReadAll(host[1])
+	return b.String(), string(out)
+}
+
+// TestZygoteRefusesEgressMismatch: a request whose header and plan disagree about egress (a plan
+// with Egress and no socket pair, a socket pair for a plan without), or whose egress descriptor is
+// not a SOCK_SEQPACKET socket (a pipe, a stream socket), is refused before the program runs: no
+// sandbox with an egress grant runs without its listeners handed to the host, none without one
+// gets them, and the descriptor sent is closed (its host end reads the end).
+func TestZygoteRefusesEgressMismatch(t *testing.T) {
+	pool := zygotePool(t)
+	withEgress := sh(t, "echo RAN")
+	UseEgress(&withEgress)
+	without := sh(t, "echo RAN")
+	pipeR, pipeW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pipeR.Close()
+	stream, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamHost := os.NewFile(uintptr(stream[0]), "stream-host")
+	defer streamHost.Close()
+	seqHost, seqZygote, err := newEgressPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer seqHost.close()
+	cases := []struct {
+		name string
+		p    isolation.Plan
+		pair *os.File
+		host func() error // reads the host's end of what was sent: its end, once the zygote closed it
+		want string
+	}{
+		{"egress plan, no pair", withEgress, nil, nil, "zygote: the plan's egress and the request's socket pair disagree"},
+		{"pair, plan without egress", without, seqZygote, func() error { _, err := seqHost.receive(); return err },
+			"zygote: the plan's egress and the request's socket pair disagree"},
+		{"a pipe for the pair", withEgress, pipeW, func() error {
+			_ = pipeR.SetReadDeadline(time.Now().Add(30 * time.Second))
+			_, err := io.ReadAll(pipeR)
+			return err
+		}, "network: egress listeners: fd "},
+		{"a stream socket for the pair", withEgress, os.NewFile(uintptr(stream[1]), "stream-zygote"), func() error {
+			_ = streamHost.SetReadDeadline(time.Now().Add(30 * time.Second))
+			_, err := io.ReadAll(streamHost)
+			return err
+		}, "is not the egress socket pair"},
+	}
+	for _, c := range cases {
+		report, stdout := zygoteRequest(t, pool, c.p, c.pair)
+		t.Logf("%s: report %q, stdout %q", c.name, report, stdout)
+		if !strings.Contains(report, c.want) || !strings.Contains(report, endLine) {
+			t.Errorf("%s: report %q, want the refusal %q and the end", c.name, report, c.want)
+		}
+		if strings.Contains(stdout, "RAN") {
+			t.Errorf("%s: the program ran", c.name)
+		}
+		if c.host != nil {
+			err := c.host()
+			if c.pair == seqZygote && (err == nil || !strings.Contains(err.Error(), "closed before sending")) {
+				t.Errorf("%s: the host's end of the pair: %v, want its end without listeners", c.name, err)
+			} else if c.pair != seqZygote && err != nil {
+				t.Errorf("%s: the descriptor sent was not closed: %v", c.name, err)
+			}
+		}
 	}
 }
