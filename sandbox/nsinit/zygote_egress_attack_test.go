@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -705,5 +706,45 @@ func TestZygoteRefusesEgressMismatch(t *testing.T) {
 				t.Errorf("%s: the descriptor sent was not closed: %v", c.name, err)
 			}
 		}
+	}
+}
+
+// TestZygoteEgressWithStdinAndGroups: an egress call with every optional descriptor of a request
+// (the program's standard input, the egress pair, the call's control groups) gets each where it
+// belongs: its input on fd 0 (a pipe, not the egress pair or a cgroup file), the program in the
+// call's control group, and its listeners to the host, which serves them.
+func TestZygoteEgressWithStdinAndGroups(t *testing.T) {
+	pool := zygotePool(t)
+	h := newEgressHost(t)
+	q := strconv.Itoa(h.port)
+	p := egressPlan(t, `readlink /proc/self/fd/0; read line; echo "in: $line"; cat /proc/self/cgroup
+curl -sS -m 10 http://allowed.test:`+q+`/stdin; echo " proxy=$?"`, true, "/usr/bin/readlink", "/bin/cat")
+	p.Limits = isolation.Limits{MemoryBytes: 256 << 20, Pids: 64}
+	cmd, stdio := takeReady(t, pool, p, true)
+	if !cmd.FromZygote() {
+		t.Fatalf("the zygote did not build the sandbox: %+v", pool.Stats())
+	}
+	if _, err := stdio.In.Write([]byte("piped input\n")); err != nil {
+		t.Fatal(err)
+	}
+	stdio.In.Close()
+	var lerr error
+	stop := serveEgress(t, cmd, h, &lerr)
+	var group string // the call's cgroup v1 group, as /proc/self/cgroup names it
+	if g := cmd.Group(); g != nil && len(g.TasksFiles()) > 0 {
+		group = ":/" + filepath.Base(filepath.Dir(g.TasksFiles()[0])) + "\n"
+	}
+	r := finishPooled(t, cmd, stdio)
+	stop()
+	t.Logf("exit %d, failure %v\nstdout: %s\nstderr: %s", r.code, r.failure, r.stdout, r.stderr)
+	if lerr != nil || r.code != 0 || r.failure != nil {
+		t.Fatalf("Listeners %v, exit %d, failure %v", lerr, r.code, r.failure)
+	}
+	wantLines(t, r.stdout, "in: piped input", "host says allowed.test:"+q+" /stdin proxy=0")
+	if !strings.HasPrefix(r.stdout, "pipe:[") {
+		t.Errorf("the program's standard input is not the host's pipe: %q", r.stdout)
+	}
+	if group != "" && !strings.Contains(r.stdout, group) {
+		t.Errorf("the program is not in its call's control group %q: %q", group, r.stdout)
 	}
 }
