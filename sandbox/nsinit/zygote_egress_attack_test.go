@@ -748,3 +748,33 @@ curl -sS -m 10 http://allowed.test:`+q+`/stdin; echo " proxy=$?"`, true, "/usr/b
 		t.Errorf("the program is not in its call's control group %q: %q", group, r.stdout)
 	}
 }
+
+// TestZygoteEgressOnAFreshThread: an egress call that arrives after the host's mount table changed
+// is served on a thread made for it (the ready threads' copies are stale): its network namespace,
+// made then, holds its own listeners only, its proxy is its host's, and Landlock refuses other
+// ports, as on a thread made ahead.
+func TestZygoteEgressOnAFreshThread(t *testing.T) {
+	pool := zygotePool(t)
+	runPooled(t, pool, sh(t, "true")) // the threads are ready
+	mnt := workTree(t, "/var/tmp")
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m,mode=0755"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	h := newEgressHost(t)
+	name, accepted := abstractListener(t)
+	r, err := zygoteEgress(t, pool, egressProbePlan(t, egressProbe(h.port, "/fresh", name)), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(r.stdout, "---\n")
+	tables, probes, _ := strings.Cut(rest, "---\n")
+	if bound, raw, unixSocks := netSockets(t, tables); !slices.Equal(bound, wantEgressSockets()) || raw != 0 || unixSocks != 0 {
+		t.Errorf("the network namespace holds %v, %d raw or other, %d unix sockets:\n%s", bound, raw, unixSocks, tables)
+	}
+	wantLines(t, probes, "host says allowed.test:"+strconv.Itoa(h.port)+" /fresh proxy=0",
+		"127.0.0.1/8080 bash: connect: Permission denied", "::1/8080 bash: connect: Permission denied", "done")
+	if n := accepted.Load(); n != 0 {
+		t.Errorf("the host's abstract unix socket accepted %d connections", n)
+	}
+}
