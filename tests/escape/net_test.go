@@ -152,6 +152,15 @@ func TestNetwork(t *testing.T) {
 		{name: "netns/udp-public", bundle: "net", ws: emptyWS, probe: "udp", args: lit(publicUDP), want: want{result: "denied", step: "connect", errnos: []string{"ENETUNREACH", "EACCES"}}},
 		{name: "netns/abstract", bundle: "net", ws: emptyWS, probe: "unix", args: lit(hs.abstr), want: denied("connect", "ECONNREFUSED"),
 			after: untouched("abstract unix socket", func() *counter { return hs.abstract })},
+		// A port that is not a proxy's, in the sandbox's own loopback, on IPv4 and IPv6: Landlock;
+		// a capture port on IPv6: nothing listens there (the capture is IPv4).
+		{name: "netns/tcp-other-port", bundle: "net", ws: emptyWS, probe: "tcp", args: lit("127.0.0.1:8080"), want: denied("connect", "EACCES")},
+		{name: "netns/tcp6-other-port", bundle: "net", ws: emptyWS, probe: "tcp", args: lit("[::1]:8080"), want: denied("connect", "EACCES")},
+		{name: "netns/tcp6-capture-port", bundle: "net", ws: emptyWS, probe: "tcp", args: lit("[::1]:443"), want: denied("connect", "ECONNREFUSED")},
+		// The socket kinds the seccomp filter refuses, with a network grant too.
+		{name: "netns/socket-raw", bundle: "net", ws: emptyWS, probe: "socket", args: lit("raw"), want: denied("socket", "EPERM")},
+		{name: "netns/socket-packet", bundle: "net", ws: emptyWS, probe: "socket", args: lit("packet"), want: denied("socket", "EAFNOSUPPORT")},
+		{name: "netns/socket-mptcp", bundle: "net", ws: emptyWS, probe: "socket", args: lit("mptcp"), want: denied("socket", "EPERM")},
 	}
 	s.run(t, egressCases)
 	if st := pool.Stats(); st.ZygoteErr == "" && st.Zygote-zygoteBefore != int64(len(egressCases)) {
