@@ -367,8 +367,9 @@ func TestZygoteEgressFailuresLeaveNothing(t *testing.T) {
 	}
 }
 
-// socketType says whether the socket named s ("socket:[N]") that this process holds is an egress
-// listener (an IPv4 socket bound to a port of listenSpecs in a network namespace not the host's).
+// socketType says what the socket named s ("socket:[N]") that this process holds is: "listener"
+// for one bound as an egress listener is (listenSpecs), else its listenSpec; "" with an error for
+// one that is not IPv4, and "" for one it does not hold.
 func socketType(t *testing.T, s string) (string, error) {
 	t.Helper()
 	entries, _ := os.ReadDir("/proc/self/fd")
@@ -392,8 +393,8 @@ func socketType(t *testing.T, s string) (string, error) {
 // TestZygoteKilledWithEgressCallInFlight: the zygote dies (SIGKILL) with an egress call sent but
 // not yet taken by a thread (the zygote is stopped meanwhile): the descriptors in flight, the
 // zygote's end of the egress pair among them, are released with its socket, and the host's take
-// returns at once, its ends closed; the pool then serves egress calls again (a new zygote or an
-// init).
+// returns at once (no sandbox, an error); the pool then serves egress calls again (a new zygote or
+// an init).
 func TestZygoteKilledWithEgressCallInFlight(t *testing.T) {
 	pool := zygotePool(t)
 	zpid := zygotePID(t, pool)
