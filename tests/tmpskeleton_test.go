@@ -1,13 +1,9 @@
 package tests
 
 import (
-	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -115,30 +111,5 @@ func checkWriteBeside(t *testing.T, d *daemonProc, ws string) {
 // pooled sandbox init or a zygote's ready thread) from its metrics.
 func poolHits(t *testing.T, d *daemonProc) int {
 	t.Helper()
-	var tok struct{ Token string }
-	if r := d.ctl(t, "token", "--json"); json.Unmarshal([]byte(r.stdout), &tok) != nil || tok.Token == "" {
-		t.Fatalf("token: %+v", r)
-	}
-	resp, err := (&http.Client{Transport: bearer{tok.Token}}).Get(d.mcp + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, found := 0, 0
-	for _, l := range strings.Split(string(body), "\n") {
-		for _, result := range []string{"hit", "zygote"} {
-			if v, ok := strings.CutPrefix(l, `clihost_sandbox_pool_takes_total{result="`+result+`"} `); ok {
-				k, _ := strconv.Atoi(strings.TrimSpace(v))
-				n, found = n+k, found+1
-			}
-		}
-	}
-	if found != 2 {
-		t.Fatalf("no pool hits in the metrics:\n%s", body)
-	}
-	return n
+	return poolTakes(t, d, "hit") + poolTakes(t, d, "zygote")
 }

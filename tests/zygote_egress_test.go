@@ -1,9 +1,6 @@
 package tests
 
 import (
-	"encoding/json"
-	"io"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,20 +13,8 @@ import (
 // ("hit": a pooled init, "zygote": its zygote) from its metrics.
 func poolTakes(t *testing.T, d *daemonProc, result string) int {
 	t.Helper()
-	var tok struct{ Token string }
-	if r := d.ctl(t, "token", "--json"); json.Unmarshal([]byte(r.stdout), &tok) != nil || tok.Token == "" {
-		t.Fatalf("token: %+v", r)
-	}
-	resp, err := (&http.Client{Transport: bearer{tok.Token}}).Get(d.mcp + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for l := range strings.Lines(string(body)) {
+	body := d.metrics(t)
+	for l := range strings.Lines(body) {
 		if v, ok := strings.CutPrefix(l, `clihost_sandbox_pool_takes_total{result="`+result+`"} `); ok {
 			n, err := strconv.Atoi(strings.TrimSpace(v))
 			if err != nil {

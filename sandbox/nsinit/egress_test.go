@@ -118,9 +118,7 @@ func runEgress(t *testing.T, p isolation.Plan, h *egressHost) result {
 	)
 	if testPool != nil {
 		cmd, stdio := takeEgress(t, p)
-		stop := serveEgress(t, cmd, h, &lerr)
-		r = finishPooled(t, cmd, stdio)
-		stop()
+		r, lerr = finishEgress(t, cmd, stdio, h)
 	} else {
 		cmd, stdout, stderr := capturing(t, p)
 		if err := cmd.Start(); err != nil {
@@ -155,6 +153,17 @@ func takeEgress(t *testing.T, p isolation.Plan) (*Cmd, *Stdio) {
 		t.Fatalf("an init served the egress call, not the zygote: %+v", testPool.Stats())
 	}
 	return cmd, stdio
+}
+
+// finishEgress serves the listeners of cmd, taken from a pool, with h's policy until its program
+// is done, and returns its result and what Listeners returned.
+func finishEgress(t *testing.T, cmd *Cmd, stdio *Stdio, h *egressHost) (result, error) {
+	t.Helper()
+	var lerr error
+	stop := serveEgress(t, cmd, h, &lerr)
+	r := finishPooled(t, cmd, stdio)
+	stop()
+	return r, lerr
 }
 
 // serveEgress takes the listeners of cmd (the error in *lerr) and serves them with h's policy

@@ -37,10 +37,7 @@ func zygoteEgress(t *testing.T, pool *Pool, p isolation.Plan, h *egressHost) (re
 		finishPooled(t, cmd, stdio)
 		return result{}, fmt.Errorf("an init built the sandbox, not the zygote (%+v)", pool.Stats())
 	}
-	var lerr error
-	stop := serveEgress(t, cmd, h, &lerr)
-	r := finishPooled(t, cmd, stdio)
-	stop()
+	r, lerr := finishEgress(t, cmd, stdio, h)
 	t.Logf("zygote: exit %d, failure %v\nstdout: %s\nstderr: %s\ndecisions:\n%s", r.code, r.failure, r.stdout, r.stderr, h.decisions())
 	if lerr != nil {
 		return r, fmt.Errorf("Listeners: %w (Failure: %v)", lerr, r.failure)
@@ -438,10 +435,7 @@ func TestZygoteKilledWithEgressCallInFlight(t *testing.T) {
 	h := newEgressHost(t)
 	q := strconv.Itoa(h.port)
 	cmd, stdio := takeReady(t, pool, egressPlan(t, `curl -sS -m 10 http://allowed.test:`+q+`/after; echo " proxy=$?"`, true), false)
-	var lerr error
-	stop := serveEgress(t, cmd, h, &lerr)
-	r := finishPooled(t, cmd, stdio)
-	stop()
+	r, lerr := finishEgress(t, cmd, stdio, h)
 	if lerr != nil {
 		t.Fatalf("Listeners after the zygote died: %v", lerr)
 	}
@@ -485,10 +479,7 @@ exit 0`
 		if cmd.FromZygote() != zygote {
 			t.Fatalf("the sandbox is not the one asked for (zygote: %v): %+v", zygote, pool.Stats())
 		}
-		var lerr error
-		stop := serveEgress(t, cmd, h, &lerr)
-		r := finishPooled(t, cmd, stdio)
-		stop()
+		r, lerr := finishEgress(t, cmd, stdio, h)
 		t.Logf("zygote %v: exit %d, failure %v\nstdout: %s\nstderr: %s\ndecisions:\n%s", zygote, r.code, r.failure, r.stdout, r.stderr, h.decisions())
 		if lerr != nil || r.code != 0 || r.failure != nil {
 			t.Fatalf("zygote %v: Listeners %v, exit %d, failure %v", zygote, lerr, r.code, r.failure)
@@ -554,23 +545,11 @@ func TestZygoteKilledWhileEgressThreadHangs(t *testing.T) {
 	if err := unix.Kill(zpid, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	listeners := make(chan error, 1)
-	go func() {
-		ls, err := cmd.Listeners()
-		if err == nil {
-			ls.Close()
-		}
-		listeners <- err
-	}()
-	select {
-	case err := <-listeners:
-		if err == nil {
-			t.Fatal("a call whose thread never got past its plan's paths gave listeners")
-		}
-		t.Logf("Listeners: %v", err)
-	case <-time.After(30 * time.Second): // a bound, not a measurement
-		t.Fatal("the host's wait for the listeners did not end within 30s although the plan's deadline passed")
+	err := listenersWithin(t, cmd)
+	if err == nil {
+		t.Fatal("a call whose thread never got past its plan's paths gave listeners")
 	}
+	t.Logf("Listeners: %v", err)
 	_ = cmd.Process.Signal(unix.SIGKILL) // what the runner does when Listeners fails
 	select {
 	case <-cmd.Ended():
@@ -830,10 +809,7 @@ fastopen(own.getsockname()[1])
 	if cmd.FromZygote() != zygote {
 		t.Fatalf("the sandbox is not the one asked for (zygote: %v): %+v", zygote, pool.Stats())
 	}
-	var lerr error
-	stop := serveEgress(t, cmd, h, &lerr)
-	r := finishPooled(t, cmd, stdio)
-	stop()
+	r, lerr := finishEgress(t, cmd, stdio, h)
 	t.Logf("zygote %v: exit %d, failure %v, Listeners %v\nstdout: %s\nstderr: %s", zygote, r.code, r.failure, lerr, r.stdout, r.stderr)
 	if lerr != nil || r.code != 0 || r.failure != nil {
 		t.Fatalf("zygote %v: Listeners %v, exit %d, failure %v", zygote, lerr, r.code, r.failure)

@@ -41,23 +41,8 @@ func TestZygoteThreadStuckOnAPlanPath(t *testing.T) {
 		if !byDeadline {
 			_ = unix.Kill(-cmd.Process.Pid, unix.SIGKILL) // what the runner does at its timeout
 		}
-		if c.egress {
-			listeners := make(chan error, 1)
-			go func() {
-				ls, err := cmd.Listeners()
-				if err == nil {
-					ls.Close()
-				}
-				listeners <- err
-			}()
-			select {
-			case err := <-listeners:
-				if err == nil {
-					t.Error("egress: the stuck thread's call gave listeners")
-				}
-			case <-time.After(30 * time.Second): // a bound, not a measurement
-				t.Fatal("egress: the host's wait for the listeners did not end within 30s of the call's deadline while the zygote's thread hangs")
-			}
+		if c.egress && listenersWithin(t, cmd) == nil {
+			t.Error("egress: the stuck thread's call gave listeners")
 		}
 		select {
 		case <-cmd.Ended():
@@ -73,6 +58,27 @@ func TestZygoteThreadStuckOnAPlanPath(t *testing.T) {
 	}
 	requireZygoteServed(t, pool, 3)
 	closeWithin(t, pool) // its threads still hang: a daemon's stop must not wait for them
+}
+
+// listenersWithin returns what cmd.Listeners returned (the listeners closed), and fails t unless
+// it returns within 30 seconds.
+func listenersWithin(t *testing.T, cmd *Cmd) error {
+	t.Helper()
+	listeners := make(chan error, 1)
+	go func() {
+		ls, err := cmd.Listeners()
+		if err == nil {
+			ls.Close()
+		}
+		listeners <- err
+	}()
+	select {
+	case err := <-listeners:
+		return err
+	case <-time.After(30 * time.Second): // a bound, not a measurement
+		t.Fatal("the host's wait for the listeners did not end within 30s although the call's sandbox ended or its deadline passed")
+		return nil
+	}
 }
 
 // closeWithin closes pool and fails t unless Close returns within 30 seconds.
