@@ -23,6 +23,7 @@ const (
 	lENOSYS          label = "enosys"
 	lEAFNOSUPPORT    label = "eafnosupport"
 	lEPROTONOSUPPORT label = "eprotonosupport"
+	lEOPNOTSUPP      label = "eopnotsupp"
 	lKill            label = "kill"
 	lClone           label = "clone"
 	lPersonality     label = "personality"

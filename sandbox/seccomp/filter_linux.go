@@ -106,6 +106,8 @@ const (
 //     for AF_NETLINK with NETLINK_ROUTE only (EPROTONOSUPPORT otherwise);
 //     any other family gets EAFNOSUPPORT, as does socketpair for anything but
 //     AF_UNIX;
+//   - returns EOPNOTSUPP for sendto, sendmsg and sendmmsg with MSG_FASTOPEN
+//     (a TCP connect that Landlock's connect rule does not see);
 //   - returns EPERM for chmod, fchmod, fchmodat, fchmodat2, mknod and
 //     mknodat with S_ISUID in the mode, and for creat, and open and openat
 //     with O_CREAT or O_TMPFILE, with S_ISUID in the mode; ENOSYS for
@@ -195,6 +197,18 @@ func Filter(opts Options) ([]bpf.RawInstruction, error) {
 	}
 	table.add(sysOpenat2, lENOSYS)
 
+	// TCP Fast Open connects in sendto, sendmsg or sendmmsg, without connect(2), which is what
+	// Landlock's TCP connect rule hooks: refused as on a socket without fast open, so that a
+	// client falls back to connect.
+	for _, s := range []struct{ nr, flags uint32 }{{unix.SYS_SENDTO, 3}, {unix.SYS_SENDMSG, 2}, {unix.SYS_SENDMMSG, 3}} {
+		l := label(fmt.Sprintf("fastopen%d", s.nr))
+		table.add(s.nr, l)
+		b.deferBlock(l, func() {
+			b.ld(argLow(s.flags))
+			b.jset(unix.MSG_FASTOPEN, lEOPNOTSUPP, lAllow)
+		})
+	}
+
 	table.add(unix.SYS_SOCKETPAIR, lSocketpair)
 	b.deferBlock(lSocketpair, func() {
 		b.ld(argLow(0))
@@ -232,6 +246,8 @@ func Filter(opts Options) ([]bpf.RawInstruction, error) {
 	b.ret(retErrno(unix.EAFNOSUPPORT))
 	b.label(lEPROTONOSUPPORT)
 	b.ret(retErrno(unix.EPROTONOSUPPORT))
+	b.label(lEOPNOTSUPP)
+	b.ret(retErrno(unix.EOPNOTSUPP))
 	b.label(lKill)
 	b.ret(unix.SECCOMP_RET_KILL_PROCESS)
 

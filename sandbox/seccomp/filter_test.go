@@ -263,6 +263,27 @@ func TestFilterIoctl(t *testing.T) {
 	})
 }
 
+// TestFilterFastOpen: TCP Fast Open (MSG_FASTOPEN on sendto, sendmsg or sendmmsg) connects
+// without connect(2), past Landlock's TCP connect rule: refused with EOPNOTSUPP (what a socket
+// without fast open gives, so a client falls back to connect). Other flags pass.
+func TestFilterFastOpen(t *testing.T) {
+	const fastOpen = unix.MSG_FASTOPEN
+	eopnotsupp := retErrno(unix.EOPNOTSUPP)
+	sendto := func(flags uint64) []uint64 { return []uint64{3, 0, 10, flags, 0, 0} }
+	sendmsg := func(flags uint64) []uint64 { return []uint64{3, 0, flags} }
+	checkCases(t, newVM(t, Options{}), []vmCase{
+		{"sendto fast open", unix.SYS_SENDTO, sendto(fastOpen), eopnotsupp},
+		{"sendto fast open and more", unix.SYS_SENDTO, sendto(fastOpen | unix.MSG_NOSIGNAL | unix.MSG_DONTWAIT), eopnotsupp},
+		{"sendto fast open, high bits", unix.SYS_SENDTO, sendto(0xffffffff00000000 | fastOpen), eopnotsupp},
+		{"sendmsg fast open", unix.SYS_SENDMSG, sendmsg(fastOpen), eopnotsupp},
+		{"sendmmsg fast open", unix.SYS_SENDMMSG, []uint64{3, 0, 1, fastOpen}, eopnotsupp},
+		{"sendto", unix.SYS_SENDTO, sendto(unix.MSG_NOSIGNAL), actAllow},
+		{"sendto, high bits only", unix.SYS_SENDTO, sendto(1 << 61), actAllow},
+		{"sendmsg", unix.SYS_SENDMSG, sendmsg(unix.MSG_NOSIGNAL | unix.MSG_DONTWAIT), actAllow},
+		{"sendmmsg", unix.SYS_SENDMMSG, []uint64{3, 0, 1, 0}, actAllow},
+	})
+}
+
 func TestFilterSocket(t *testing.T) {
 	s := func(family, typ, proto uint64) []uint64 { return []uint64{family, typ, proto} }
 	const flags = unix.SOCK_NONBLOCK | unix.SOCK_CLOEXEC
