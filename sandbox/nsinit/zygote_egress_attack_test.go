@@ -516,7 +516,7 @@ func TestZygoteKilledWhileEgressThreadHangs(t *testing.T) {
 	pool := zygotePool(t)
 	zpid := zygotePID(t, pool)
 	stalled := make(chan struct{}, 1)
-	mnt := hostileFUSE(t, func(pid uint32) bool {
+	mnt := fixture.HostileFUSE(t, func(pid uint32) bool {
 		if !strings.HasPrefix(cmdline(int(pid)), procName+" "+zygoteMarker) &&
 			!strings.HasPrefix(tgidCmdline(pid), procName+" "+zygoteMarker) {
 			return false

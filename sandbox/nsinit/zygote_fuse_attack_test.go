@@ -1,12 +1,10 @@
 package nsinit
 
 import (
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,7 +20,7 @@ import (
 // for the listeners (which the stuck thread would send) ends too.
 func TestZygoteThreadStuckOnAPlanPath(t *testing.T) {
 	pool := zygotePool(t)
-	mnt := hostileFUSE(t, func(pid uint32) bool {
+	mnt := fixture.HostileFUSE(t, func(pid uint32) bool {
 		return strings.HasPrefix(cmdline(int(pid)), procName+" "+zygoteMarker) ||
 			strings.HasPrefix(tgidCmdline(pid), procName+" "+zygoteMarker)
 	})
@@ -109,139 +107,6 @@ func tgidCmdline(tid uint32) string {
 	return ""
 }
 
-// hostileFUSE mounts a FUSE file system (a root directory holding one directory, d) whose server
-// never answers the requests of the processes stall names, until the test's cleanup.
-func hostileFUSE(t *testing.T, stall func(pid uint32) bool) string {
-	t.Helper()
-	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		fixture.Missing(t, "no FUSE: %v", err)
-	}
-	mnt, err := os.MkdirTemp("/var/tmp", "zf")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := "fd=" + strconv.Itoa(fd) + ",rootmode=40000,user_id=0,group_id=0,allow_other"
-	if err := unix.Mount("clihost-attack", mnt, "fuse", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		fixture.Missing(t, "cannot mount FUSE: %v", err)
-	}
-	srv := &fuseServer{fd: fd, stall: stall}
-	t.Cleanup(func() {
-		srv.release()
-		_ = unix.Unmount(mnt, unix.MNT_DETACH) // the server's read then ends, and it closes fd
-		os.Remove(mnt)
-	})
-	go srv.serve()
-	return mnt
-}
-
-// fuseServer is the hostile FUSE server: it answers nothing to the processes stall names, until
-// release.
-type fuseServer struct {
-	fd    int
-	stall func(pid uint32) bool
-
-	mu       sync.Mutex
-	stalled  []uint64 // the requests it left unanswered
-	released bool
-}
-
-// release answers every request left unanswered (ENOENT) and the later ones as any other.
-func (s *fuseServer) release() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.released = true
-	for _, unique := range s.stalled {
-		s.reply(unique, -int32(unix.ENOENT), nil)
-	}
-	s.stalled = nil
-}
-
-// hold reports whether the request unique of pid is left unanswered, and then records it.
-func (s *fuseServer) hold(unique uint64, pid uint32) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.released || !s.stall(pid) {
-		return false
-	}
-	s.stalled = append(s.stalled, unique)
-	return true
-}
-
-// reply writes the answer to request unique: errno (negative) or body.
-func (s *fuseServer) reply(unique uint64, errno int32, body []byte) {
-	le := binary.LittleEndian
-	out := make([]byte, 16+len(body))
-	le.PutUint32(out[0:], uint32(len(out)))
-	le.PutUint32(out[4:], uint32(errno))
-	le.PutUint64(out[8:], unique)
-	copy(out[16:], body)
-	_, _ = unix.Write(s.fd, out)
-}
-
-// FUSE opcodes and sizes (linux/fuse.h) the hostile server uses.
-const (
-	fuseLookup  = 1
-	fuseGetattr = 3
-	fuseInit    = 26
-	fuseInHdr   = 40
-	fuseAttr    = 88
-)
-
-// serve answers INIT, LOOKUP of "d" in the root and GETATTR, ENOSYS to everything else, and
-// nothing (until release) to the processes stall names, until the connection ends.
-func (s *fuseServer) serve() {
-	defer unix.Close(s.fd)
-	buf := make([]byte, 1<<20)
-	le := binary.LittleEndian
-	for {
-		n, err := unix.Read(s.fd, buf)
-		if err != nil && err != unix.EINTR && err != unix.ENOENT {
-			return
-		}
-		if n < fuseInHdr {
-			continue
-		}
-		op, unique, node, pid := le.Uint32(buf[4:]), le.Uint64(buf[8:]), le.Uint64(buf[16:]), le.Uint32(buf[32:])
-		if op != fuseInit && s.hold(unique, pid) {
-			continue
-		}
-		var body []byte
-		errno := int32(0)
-		switch op {
-		case fuseInit:
-			body = make([]byte, 64)
-			le.PutUint32(body[0:], 7)
-			le.PutUint32(body[4:], le.Uint32(buf[fuseInHdr+4:]))
-			le.PutUint32(body[20:], 4096) // max_write
-		case fuseLookup:
-			name := strings.TrimRight(string(buf[fuseInHdr:n]), "\x00")
-			if node != 1 || name != "d" {
-				errno = -int32(unix.ENOENT)
-				break
-			}
-			body = make([]byte, 40+fuseAttr) // entry_out: nodeid 2, every timeout 0
-			le.PutUint64(body[0:], 2)
-			fuseDirAttr(body[40:], 2)
-		case fuseGetattr:
-			body = make([]byte, 16+fuseAttr)
-			fuseDirAttr(body[16:], node)
-		default:
-			errno = -int32(unix.ENOSYS)
-		}
-		s.reply(unique, errno, body)
-	}
-}
-
-// fuseDirAttr fills a fuse_attr of a directory (0755, root's) with inode ino.
-func fuseDirAttr(a []byte, ino uint64) {
-	le := binary.LittleEndian
-	le.PutUint64(a[0:], ino)
-	le.PutUint32(a[60:], unix.S_IFDIR|0o755) // mode
-	le.PutUint32(a[64:], 2)                  // nlink
-	le.PutUint32(a[80:], 4096)               // blksize
-}
-
 // TestZygoteStuckThreadsDoNotHoldThePool: each call made on the hostile FUSE path leaves a zygote
 // thread waiting in the kernel, where even SIGKILL does not end it (a FUSE request the server has
 // read is waited for uninterruptibly), so the zygote process can never be reaped. Such calls must
@@ -250,7 +115,7 @@ func fuseDirAttr(a []byte, ino uint64) {
 // does not hang) although the old zygote cannot exit.
 func TestZygoteStuckThreadsDoNotHoldThePool(t *testing.T) {
 	pool := zygotePool(t)
-	mnt := hostileFUSE(t, func(pid uint32) bool {
+	mnt := fixture.HostileFUSE(t, func(pid uint32) bool {
 		return strings.HasPrefix(cmdline(int(pid)), procName+" "+zygoteMarker) ||
 			strings.HasPrefix(tgidCmdline(pid), procName+" "+zygoteMarker)
 	})
