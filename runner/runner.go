@@ -251,9 +251,10 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	if sandboxed != nil {
 		failure := sandboxed.Failure()
 		res.Exhausted = sandboxed.Exhausted(cpuHit)
-		if finished {
+		switch {
+		case finished:
 			sandboxed.Finish(c.OnCleanupError) // the init's exit and the groups' removal, off the call's path
-		} else {
+		case !sandboxed.Abandoned(): // else Abandon removes them once it can
 			res.CgroupErr = sandboxed.Release()
 		}
 		if failure != nil {
@@ -492,7 +493,7 @@ func supervise(ctx context.Context, cmd *exec.Cmd, sandboxed *nsinit.Cmd, c Comm
 	case <-cpuLimit:
 		cpuHit = true
 		signalGroup(pid, syscall.SIGKILL)
-		<-exited
+		awaitKilled(exited, sandboxed)
 	}
 	if stopped != nil {
 		select {
@@ -505,10 +506,13 @@ func supervise(ctx context.Context, cmd *exec.Cmd, sandboxed *nsinit.Cmd, c Comm
 			case <-exited:
 			case <-grace.C:
 				signalGroup(pid, syscall.SIGKILL)
-				<-exited
+				awaitKilled(exited, sandboxed)
 			}
 			grace.Stop()
 		}
+	}
+	if sandboxed != nil && sandboxed.Abandoned() {
+		return res, cpuHit, false // it may never exit: nothing more is waited for (see Abandon)
 	}
 	if sandboxed != nil && sandboxReported(sandboxed) {
 		// The status the init would have exited with: 128+n for a program killed by signal n.
@@ -537,6 +541,28 @@ func supervise(ctx context.Context, cmd *exec.Cmd, sandboxed *nsinit.Cmd, c Comm
 		}
 	}
 	return res, cpuHit, false
+}
+
+// killWait bounds the wait for a sandbox's end after SIGKILL: a process blocked in the kernel (a
+// FUSE request its server read and never answers) does not die of it, and keeps its sandbox, and
+// a caller waiting for it, for good.
+const killWait = 10 * time.Second
+
+// awaitKilled waits until exited is closed after the SIGKILL of the command's group; a sandbox
+// that has not ended killWait later is abandoned (nsinit.Cmd.Abandon), which ends the wait.
+func awaitKilled(exited <-chan struct{}, sandboxed *nsinit.Cmd) {
+	if sandboxed == nil {
+		<-exited
+		return
+	}
+	t := time.NewTimer(killWait)
+	defer t.Stop()
+	select {
+	case <-exited:
+	case <-t.C:
+		sandboxed.Abandon()
+		<-exited
+	}
 }
 
 // sandboxReported reports whether the sandbox's init reported its end (after Ended).

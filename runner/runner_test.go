@@ -20,6 +20,7 @@ import (
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/runner"
+	"github.com/clihost/clihost/sandbox/egress"
 	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
@@ -722,5 +723,48 @@ func TestSandboxedRunThroughSymlink(t *testing.T) {
 	c.Sandbox = sandboxPlan()
 	if res, err := runner.Run(context.Background(), c); err == nil && res.ExitCode == 0 {
 		t.Fatalf("a link swapped to a program the plan does not list ran: %q", res.Stdout)
+	}
+}
+
+// TestSandboxStuckInTheKernelIsLeft: a sandbox's init that hangs in the kernel (a FUSE server in
+// reach of the plan never answers the init's look-up of a plan path: a request the server has
+// read is waited for even through SIGKILL) must not hang Run: once the deadline's SIGTERM, grace
+// and SIGKILL have not ended it, Run leaves it (it is reaped in the background if it ever ends)
+// and says why — with and without egress, whose listeners the stuck init never sends.
+func TestSandboxStuckInTheKernelIsLeft(t *testing.T) {
+	requireSandbox(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mnt := fixture.HostileFUSE(t, func(pid uint32) bool { // this binary's inits only, not another package's
+		proc := "/proc/" + strconv.Itoa(int(pid))
+		exe, _ := os.Readlink(proc + "/exe")
+		data, _ := os.ReadFile(proc + "/cmdline")
+		return exe == self && strings.Contains(string(data), "__clihost_init")
+	})
+	for _, withEgress := range []bool{false, true} {
+		c := sh(t, "true")
+		c.Dir = "/"
+		c.Timeout, c.Grace = time.Second, 100*time.Millisecond
+		c.Sandbox = sandboxPlan()
+		c.Sandbox.ReadOnly = append(c.Sandbox.ReadOnly, filepath.Join(mnt, "d"))
+		if withEgress {
+			nsinit.UseEgress(c.Sandbox)
+			c.Egress = &egress.Policy{Allow: []string{"example.test"}}
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := runner.Run(context.Background(), c)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, nsinit.ErrUnavailable) || !strings.Contains(err.Error(), "blocked in the kernel") {
+				t.Errorf("egress %v: err %v, want ErrUnavailable saying the sandbox is blocked in the kernel", withEgress, err)
+			}
+		case <-time.After(60 * time.Second): // a bound, not a measurement
+			t.Fatalf("egress %v: Run did not return within 60s of a 1s deadline while the sandbox's init hangs in the kernel", withEgress)
+		}
 	}
 }

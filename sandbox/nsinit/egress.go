@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/egress/addr"
 	"golang.org/x/sys/unix"
 )
@@ -104,6 +105,16 @@ func newEgressPair() (*egressConn, *os.File, error) {
 func (e *egressConn) expire(t time.Time) {
 	if e != nil {
 		_ = e.end.SetReadDeadline(t)
+	}
+}
+
+// bound ends the wait for the listeners of a sandbox of plan p by p's deadline (p.Timeout from now,
+// and a second), when it has one: a sandbox that hangs in the kernel before it sends them (a
+// zygote's thread, or an init, on a file system that never answers) would keep the host waiting,
+// and the runner watches the deadline only once it has the listeners.
+func (e *egressConn) bound(p isolation.Plan) {
+	if p.Timeout > 0 {
+		e.expire(time.Now().Add(p.Timeout + pid1Drain))
 	}
 }
 

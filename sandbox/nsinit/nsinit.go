@@ -46,6 +46,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -95,6 +96,8 @@ type Cmd struct {
 	reported bool // the end line was read
 
 	zyg *zygote // the zygote that built the sandbox (FromZygote), or nil
+	// abandoned is set by Abandon: the host let go of a sandbox that did not end.
+	abandoned atomic.Bool
 }
 
 // finishing counts the Finish goroutines still running (WaitFinished).
@@ -143,6 +146,9 @@ func (c *Cmd) Failure() error {
 	defer c.report.Close()
 	c.egress.close()
 	c.ingress.close()
+	if c.abandoned.Load() {
+		return fmt.Errorf("%w: the sandbox did not end after SIGKILL: a process of it is blocked in the kernel (a file system that does not answer?); it is left to end on its own", ErrUnavailable)
+	}
 	if c.readErr != nil {
 		return fmt.Errorf("%w: read the sandbox report: %v", ErrUnavailable, c.readErr)
 	}
@@ -192,15 +198,16 @@ func (c *Cmd) readReport() {
 		if line != "" {
 			c.lines = append(c.lines, line)
 		}
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				c.readErr = err
-			}
-			if errors.Is(err, os.ErrDeadlineExceeded) && c.zyg != nil {
-				c.zyg.abandon() // PID 1 exited and its thread never ended the report (endWithPID1)
-			}
+		switch {
+		case errors.Is(err, io.EOF):
 			if c.Process != nil {
 				spawn.WaitExited(c.Process.Pid) // the pipe's end: the init is exiting, if it has not yet
+			}
+			return
+		case err != nil:
+			c.readErr = err
+			if errors.Is(err, os.ErrDeadlineExceeded) && c.zyg != nil && !c.abandoned.Load() {
+				c.zyg.abandon() // PID 1 exited and its thread never ended the report (endWithPID1)
 			}
 			return
 		}
@@ -231,6 +238,28 @@ func (r lateReader) Read(b []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// Abandon lets go of a sandbox that does not end although it was killed (a process of it blocked
+// in the kernel, on a file system that does not answer: SIGKILL does not end such a wait): the
+// host's waits for its listeners and its report end at once (Ended closes; Failure says so), and
+// its exit, and the removal of its control groups, are waited for in the background, for as long
+// as it takes. Call it instead of Wait, Release and Finish.
+func (c *Cmd) Abandon() {
+	c.abandoned.Store(true)
+	now := time.Now()
+	c.egress.expire(now)
+	_ = c.report.SetReadDeadline(now)
+	group := c.group
+	c.group = nil
+	go func() {
+		_ = c.Wait()
+		_ = c.Process.Release()
+		_ = group.Remove()
+	}()
+}
+
+// Abandoned reports whether Abandon let go of the sandbox.
+func (c *Cmd) Abandoned() bool { return c.abandoned.Load() }
 
 // Reported returns, after Ended, the program's exit status as the init reported it (its exit
 // code, or 128+n when signal n killed it), and whether it did: then every process of the sandbox
@@ -302,6 +331,7 @@ func Command(p isolation.Plan) (*Cmd, error) {
 			closeFiles(append(childEnds, reportR))
 			return nil, fmt.Errorf("nsinit: %w", err)
 		}
+		host.bound(prepared)
 		childEnds = append(childEnds, child)
 	}
 	var ingress *ingressConn

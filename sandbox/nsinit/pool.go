@@ -462,6 +462,7 @@ func (p *Pool) give(w *warmInit, prepared isolation.Plan, stdin bool, data []byt
 		egress.close() // the init closes its end too
 		egress = nil
 	}
+	egress.bound(prepared)
 	return &Cmd{Cmd: w.cmd, report: w.report, egress: egress, group: w.group, limits: prepared.Limits}, io, nil
 }
 

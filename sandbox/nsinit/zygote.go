@@ -269,12 +269,7 @@ func (z *zygote) take(p isolation.Plan, stdin bool, slot *cgroup.Group) (*Cmd, *
 		_ = group.Remove()
 		return fail(fmt.Errorf("nsinit: PID 1: %w", err))
 	}
-	if p.Timeout > 0 {
-		// The wait for the listeners ends by the plan's deadline even when PID 1 outlives it: a
-		// zygote that died (its deadline's watch with it) while its thread hangs in the kernel
-		// keeps PID 1 alive, and the runner watches the deadline only once it has the listeners.
-		egress.expire(time.Now().Add(p.Timeout + pid1Drain))
-	}
+	egress.bound(p)
 	if err := endWithPID1(pid, report, egress); err != nil {
 		_ = group.Remove()
 		return fail(fmt.Errorf("nsinit: PID 1: %w", err))
