@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -737,18 +738,34 @@ func TestSandboxStuckInTheKernelIsLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	token := fmt.Sprintf("stuck-%09d", rand.IntN(1e9))
 	mnt := fixture.HostileFUSE(t, func(pid uint32) bool { // this binary's inits only, not another package's
 		proc := "/proc/" + strconv.Itoa(int(pid))
 		exe, _ := os.Readlink(proc + "/exe")
 		data, _ := os.ReadFile(proc + "/cmdline")
-		return exe == self && strings.Contains(string(data), "__clihost_init")
+		return exe == self && strings.Contains(string(data), "__clihost_init") || strings.Contains(string(data), token)
 	})
-	for _, withEgress := range []bool{false, true} {
+	for _, tc := range []struct {
+		withEgress, program bool
+	}{{false, false}, {true, false}, {false, true}} {
+		withEgress := tc.withEgress
+		// The init is stuck resolving the plan's path; or, with program, the CLI is, reading a file
+		// there (the init, which waits for it, is killed but cannot end before it).
 		c := sh(t, "true")
+		if tc.program {
+			c = sh(t, "cat "+filepath.Join(mnt, "d", token))
+		}
 		c.Dir = "/"
 		c.Timeout, c.Grace = time.Second, 100*time.Millisecond
 		c.Sandbox = sandboxPlan()
 		c.Sandbox.ReadOnly = append(c.Sandbox.ReadOnly, filepath.Join(mnt, "d"))
+		if tc.program {
+			cat, err := filepath.EvalSymlinks("/bin/cat")
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Sandbox.Exec = append(c.Sandbox.Exec, cat)
+		}
 		if withEgress {
 			nsinit.UseEgress(c.Sandbox)
 			c.Egress = &egress.Policy{Allow: []string{"example.test"}}
@@ -760,11 +777,12 @@ func TestSandboxStuckInTheKernelIsLeft(t *testing.T) {
 		}()
 		select {
 		case err := <-done:
+			t.Logf("%+v: %v", tc, err)
 			if !errors.Is(err, nsinit.ErrUnavailable) || !strings.Contains(err.Error(), "blocked in the kernel") {
-				t.Errorf("egress %v: err %v, want ErrUnavailable saying the sandbox is blocked in the kernel", withEgress, err)
+				t.Errorf("%+v: err %v, want ErrUnavailable saying the sandbox is blocked in the kernel", tc, err)
 			}
 		case <-time.After(60 * time.Second): // a bound, not a measurement
-			t.Fatalf("egress %v: Run did not return within 60s of a 1s deadline while the sandbox's init hangs in the kernel", withEgress)
+			t.Fatalf("%+v: Run did not return within 60s of a 1s deadline while the sandbox hangs in the kernel", tc)
 		}
 	}
 }

@@ -98,6 +98,8 @@ type Cmd struct {
 	zyg *zygote // the zygote that built the sandbox (FromZygote), or nil
 	// abandoned is set by Abandon: the host let go of a sandbox that did not end.
 	abandoned atomic.Bool
+	leftOnce  sync.Once
+	left      chan struct{} // closed by Abandon (leftCh)
 }
 
 // finishing counts the Finish goroutines still running (WaitFinished).
@@ -201,7 +203,17 @@ func (c *Cmd) readReport() {
 		switch {
 		case errors.Is(err, io.EOF):
 			if c.Process != nil {
-				spawn.WaitExited(c.Process.Pid) // the pipe's end: the init is exiting, if it has not yet
+				// The pipe's end: the init is exiting, if it has not yet (unless Abandon lets go of
+				// it: an init that exits waits for the processes of its PID namespace).
+				exited := make(chan struct{})
+				go func() {
+					spawn.WaitExited(c.Process.Pid)
+					close(exited)
+				}()
+				select {
+				case <-exited:
+				case <-c.leftCh():
+				}
 			}
 			return
 		case err != nil:
@@ -245,7 +257,10 @@ func (r lateReader) Read(b []byte) (int, error) {
 // its exit, and the removal of its control groups, are waited for in the background, for as long
 // as it takes. Call it instead of Wait, Release and Finish.
 func (c *Cmd) Abandon() {
-	c.abandoned.Store(true)
+	if !c.abandoned.CompareAndSwap(false, true) {
+		return
+	}
+	close(c.leftCh())
 	now := time.Now()
 	c.egress.expire(now)
 	_ = c.report.SetReadDeadline(now)
@@ -256,6 +271,12 @@ func (c *Cmd) Abandon() {
 		_ = c.Process.Release()
 		_ = group.Remove()
 	}()
+}
+
+// leftCh is the channel Abandon closes.
+func (c *Cmd) leftCh() chan struct{} {
+	c.leftOnce.Do(func() { c.left = make(chan struct{}) })
+	return c.left
 }
 
 // Abandoned reports whether Abandon let go of the sandbox.
