@@ -731,7 +731,8 @@ func TestSandboxedRunThroughSymlink(t *testing.T) {
 // reach of the plan never answers the init's look-up of a plan path: a request the server has
 // read is waited for even through SIGKILL) must not hang Run: once the deadline's SIGTERM, grace
 // and SIGKILL have not ended it, Run leaves it (it is reaped in the background if it ever ends)
-// and says why — with and without egress, whose listeners the stuck init never sends.
+// and says why — with and without egress, whose listeners the stuck init never sends, and for a
+// sandbox from a pool (its zygote's, on a root host).
 func TestSandboxStuckInTheKernelIsLeft(t *testing.T) {
 	requireSandbox(t)
 	self, err := os.Executable()
@@ -745,9 +746,11 @@ func TestSandboxStuckInTheKernelIsLeft(t *testing.T) {
 		data, _ := os.ReadFile(proc + "/cmdline")
 		return exe == self && strings.Contains(string(data), "__clihost_init") || strings.Contains(string(data), token)
 	})
+	pool := nsinit.NewPool(nsinit.PoolConfig{Max: 1}) // on a root host, its zygote builds the sandbox
+	t.Cleanup(pool.Close)
 	for _, tc := range []struct {
-		withEgress, program bool
-	}{{false, false}, {true, false}, {false, true}} {
+		withEgress, program, pooled bool
+	}{{false, false, false}, {true, false, false}, {false, true, false}, {false, true, true}} {
 		withEgress := tc.withEgress
 		// The init is stuck resolving the plan's path; or, with program, the CLI is, reading a file
 		// there (the init, which waits for it, is killed but cannot end before it).
@@ -765,6 +768,9 @@ func TestSandboxStuckInTheKernelIsLeft(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.Sandbox.Exec = append(c.Sandbox.Exec, cat)
+		}
+		if tc.pooled {
+			c.Pool = pool
 		}
 		if withEgress {
 			nsinit.UseEgress(c.Sandbox)

@@ -148,8 +148,10 @@ func (c *Cmd) Failure() error {
 	defer c.report.Close()
 	c.egress.close()
 	c.ingress.close()
-	if c.abandoned.Load() {
-		return fmt.Errorf("%w: the sandbox did not end after SIGKILL: a process of it is blocked in the kernel (a file system that does not answer?); it is left to end on its own", ErrUnavailable)
+	if c.abandoned.Load() || c.zyg != nil && errors.Is(c.readErr, os.ErrDeadlineExceeded) {
+		// Abandon let go of it, or its PID 1 ended and the zygote's thread did not end the report
+		// (endWithPID1).
+		return fmt.Errorf("%w: the sandbox did not end when it was killed: a process of it, or the thread building it, is blocked in the kernel (a file system that does not answer?); it is left to end on its own", ErrUnavailable)
 	}
 	if c.readErr != nil {
 		return fmt.Errorf("%w: read the sandbox report: %v", ErrUnavailable, c.readErr)
@@ -266,11 +268,31 @@ func (c *Cmd) Abandon() {
 	_ = c.report.SetReadDeadline(now)
 	group := c.group
 	c.group = nil
+	wait := func() { _ = c.Wait() }
+	if c.zyg != nil {
+		// PID 1 is the zygote's child, not this process's: Wait fails. Its pidfd is opened now,
+		// while the host still holds the report (the zygote does not reap PID 1 before it lets go).
+		wait = func() {}
+		if fd, err := unix.PidfdOpen(c.Process.Pid, 0); err == nil {
+			wait = func() { waitPidfd(fd) }
+		}
+	}
 	go func() {
-		_ = c.Wait()
+		wait()
 		_ = c.Process.Release()
 		_ = group.Remove()
 	}()
+}
+
+// waitPidfd waits until the process of pidfd fd has exited, and closes fd.
+func waitPidfd(fd int) {
+	defer unix.Close(fd)
+	for {
+		// A pidfd turns readable when its process exits.
+		if _, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, -1); !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
 }
 
 // leftCh is the channel Abandon closes.
