@@ -228,6 +228,14 @@ func denyOutside(deny []string, root string) []string {
 	return out
 }
 
+// unreachable reports whether err says a file cannot be looked at at all: a FUSE mount whose
+// server is gone (ENOTCONN), a stale NFS handle, an I/O error, or a FUSE mount of another user's
+// without allow_other (EACCES even for root). A split grant leaves such an entry without a rule
+// (closed) rather than failing the whole sandbox over a mount nobody could read anyway.
+func unreachable(err error) bool {
+	return errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.ESTALE) || errors.Is(err, unix.EIO) || errors.Is(err, unix.EACCES)
+}
+
 // splitGrant adds the grant of access on path (pathTable key view+path) to out, unless path lies
 // within an excluded path or was not resolved. When excluded paths lie beneath path, path itself
 // only gets ReadDir (if access has it), and the grant goes instead to each of its entries,
@@ -270,6 +278,9 @@ func splitGrant(out map[string]landlock.AccessFSSet, paths *pathTable, view, pat
 				return fmt.Errorf("split %s: open %s: %w", path, child, err)
 			}
 			if err := paths.add(view+child, cfd); err != nil {
+				if unreachable(err) {
+					continue // no rule: it stays out of reach, as the file system already is
+				}
 				return err
 			}
 			if paths.st[view+child].Mode&unix.S_IFMT == unix.S_IFLNK {

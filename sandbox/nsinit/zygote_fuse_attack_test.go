@@ -1,6 +1,7 @@
 package nsinit
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -150,4 +151,40 @@ func TestZygoteStuckThreadsDoNotHoldThePool(t *testing.T) {
 		}
 	}
 	closeWithin(t, pool)
+}
+
+// TestSplitGrantSkipsADeadMount: a granted tree split around a denied path holds a FUSE mount
+// whose server is gone (a crashed sshfs: every stat of it fails with ENOTCONN). The sandbox is
+// still built — the dead mount gets no rule, so it stays unreadable, fail closed — instead of
+// every call whose grant covers it failing.
+func TestSplitGrantSkipsADeadMount(t *testing.T) {
+	requireRoot(t)
+	base := workTree(t, "/var/tmp")
+	ro := filepath.Join(base, "ro")
+	dead := filepath.Join(ro, "dead")
+	if err := os.Mkdir(dead, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		fixture.Missing(t, "no FUSE: %v", err)
+	}
+	opts := "fd=" + strconv.Itoa(fd) + ",rootmode=40000,user_id=0,group_id=0,allow_other"
+	if err := unix.Mount("clihost-dead", dead, "fuse", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		unix.Close(fd)
+		fixture.Missing(t, "cannot mount FUSE: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dead, unix.MNT_DETACH) })
+	unix.Close(fd) // the server is gone: the connection is dead
+	var st unix.Stat_t
+	if err := unix.Stat(dead, &st); !errors.Is(err, unix.ENOTCONN) {
+		t.Fatalf("stat of the dead mount: %v, want ENOTCONN", err)
+	}
+	p := sh(t, "cat "+filepath.Join(ro, "allowed")+"; ls "+dead+"; echo status=$?", "/bin/cat", "/bin/ls")
+	p.ReadOnly = append(p.ReadOnly, ro)
+	p.Deny = []string{filepath.Join(ro, "secret")}
+	r := run(t, p)
+	if r.failure != nil || r.code != 0 || !strings.HasPrefix(r.stdout, "allowed content\n") || strings.Contains(r.stdout, "status=0") {
+		t.Fatalf("exit %d, failure %v, stdout %q: want the sandbox built, the allowed file read and the dead mount not listed", r.code, r.failure, r.stdout)
+	}
 }
