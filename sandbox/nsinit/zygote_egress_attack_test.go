@@ -399,6 +399,7 @@ func TestZygoteKilledWithEgressCallInFlight(t *testing.T) {
 	if err := unix.Kill(zpid, unix.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	waitStopped(t, zpid) // SIGSTOP is delivered to each thread in its time: none may read the request
 	p := plan(t, "/bin/true", nil)
 	UseEgress(&p)
 	prepared, err := prepare(p, true)
@@ -440,6 +441,30 @@ func TestZygoteKilledWithEgressCallInFlight(t *testing.T) {
 		t.Fatalf("Listeners after the zygote died: %v", lerr)
 	}
 	wantLines(t, r.stdout, "host says allowed.test:"+q+" /after proxy=0")
+}
+
+// waitStopped waits until every thread of process pid is stopped (state T), at most 10 seconds.
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	task := "/proc/" + strconv.Itoa(pid) + "/task"
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		entries, err := os.ReadDir(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopped := 0
+		for _, e := range entries {
+			data, _ := os.ReadFile(task + "/" + e.Name() + "/stat")
+			// The state follows the command name's closing parenthesis.
+			if i := strings.LastIndexByte(string(data), ')'); i >= 0 && strings.HasPrefix(string(data[i+1:]), " T") {
+				stopped++
+			}
+		}
+		if stopped == len(entries) {
+			return
+		}
+	}
+	t.Fatalf("process %d's threads did not all stop within 10s", pid)
 }
 
 // TestZygoteEgressDecisionsAsInit runs one script of every kind of egress (the HTTP proxy, CONNECT,
