@@ -49,9 +49,7 @@ func BenchmarkToolsList200(b *testing.B) {
 	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`)
 	for b.Loop() {
 		req, _ := http.NewRequest("POST", srv.URL+"/mcp/big", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		setStreamableHeaders(req.Header)
 		resp, err := srv.Client().Do(req)
 		if err != nil {
 			b.Fatal(err)
@@ -116,9 +114,7 @@ func BenchmarkHTTPRouting(b *testing.B) {
 	body := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{}}`
 	for b.Loop() {
 		req := httptest.NewRequest(http.MethodPost, "/mcp/b050", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		setStreamableHeaders(req.Header)
 		rec := httptest.NewRecorder()
 		handler.ServeHTTP(rec, req)
 		if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"result"`) {

@@ -11,27 +11,32 @@ import (
 	"github.com/clihost/clihost/internal/fixture"
 )
 
+// setStreamableHeaders sets the headers a streamable HTTP client sends with a POSTed message.
+func setStreamableHeaders(h http.Header) {
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "application/json, text/event-stream")
+	h.Set("Mcp-Protocol-Version", "2025-11-25")
+}
+
 // rawPost POSTs one JSON-RPC message to url as a streamable HTTP client does and returns the
-// response's Content-Type and body.
-func rawPost(t *testing.T, url, body string) (string, string) {
+// response's status, Content-Type and body.
+func rawPost(t *testing.T, url, body string) (status int, contentType, out string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	setStreamableHeaders(req.Header)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s: %v %s", resp.Status, err, out)
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return resp.Header.Get("Content-Type"), string(out)
+	return resp.StatusCode, resp.Header.Get("Content-Type"), string(data)
 }
 
 // TestHTTPResponseForm: a request that asks for no progress gets its response as one
@@ -49,9 +54,9 @@ func TestHTTPResponseForm(t *testing.T) {
 		"tools/call": `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nap","arguments":{"s":"0"}}}`,
 		"ping":       `{"jsonrpc":"2.0","id":3,"method":"ping"}`,
 	} {
-		ct, out := rawPost(t, url, body)
-		if ct != "application/json" || !strings.HasPrefix(out, `{"jsonrpc":"2.0"`) || !strings.Contains(out, `"result"`) {
-			t.Errorf("%s: Content-Type %q, body %.300s; want one application/json response", name, ct, out)
+		status, ct, out := rawPost(t, url, body)
+		if status != http.StatusOK || ct != "application/json" || !strings.HasPrefix(out, `{"jsonrpc":"2.0"`) || !strings.Contains(out, `"result"`) {
+			t.Errorf("%s: %d, Content-Type %q, body %.300s; want one application/json response", name, status, ct, out)
 		}
 	}
 
@@ -59,10 +64,10 @@ func TestHTTPResponseForm(t *testing.T) {
 		"plain":   `{"progressToken":"tok"}`,
 		"escaped": `{"progress\u0054oken":"tok"}`,
 	} {
-		ct, out := rawPost(t, url, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"_meta":`+meta+`,"name":"nap","arguments":{"s":"0.4"}}}`)
-		if ct != "text/event-stream" || !strings.Contains(out, `"method":"notifications/progress"`) ||
+		status, ct, out := rawPost(t, url, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"_meta":`+meta+`,"name":"nap","arguments":{"s":"0.4"}}}`)
+		if status != http.StatusOK || ct != "text/event-stream" || !strings.Contains(out, `"method":"notifications/progress"`) ||
 			strings.Index(out, "notifications/progress") > strings.Index(out, `"result"`) {
-			t.Errorf("%s progress token: Content-Type %q, body %.500s; want an SSE stream with progress before the result", name, ct, out)
+			t.Errorf("%s progress token: %d, Content-Type %q, body %.500s; want an SSE stream with progress before the result", name, status, ct, out)
 		}
 	}
 }
@@ -73,18 +78,7 @@ func TestHTTPBodyLimit(t *testing.T) {
 	srv := httptest.NewServer(Handler(sleepHost(t), Options{Caller: host.Caller{Workspace: fixture.Workspace(t)}}))
 	defer srv.Close()
 	big := `{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"` + strings.Repeat("a", 5<<20) + `"}}`
-	req, err := http.NewRequest(http.MethodPost, srv.URL+"/mcp/sleep", strings.NewReader(big))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if out, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusRequestEntityTooLarge {
-		t.Fatalf("%s %.200s; want 413", resp.Status, out)
+	if status, _, out := rawPost(t, srv.URL+"/mcp/sleep", big); status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("%d %.200s; want 413", status, out)
 	}
 }
