@@ -227,21 +227,19 @@ func run(args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if o.cpuProfile != "" {
-		stopProfile, err := startCPUProfile(o.cpuProfile)
+	for _, p := range []struct {
+		path  string
+		start func(string) (func(), error)
+	}{{o.cpuProfile, startCPUProfile}, {o.memProfile, startMemProfile}} {
+		if p.path == "" {
+			continue
+		}
+		finish, err := p.start(p.path)
 		if err != nil {
 			fmt.Fprintf(stderr, "clihostd: %v\n", err)
 			return 1
 		}
-		defer stopProfile()
-	}
-	if o.memProfile != "" {
-		writeProfile, err := startMemProfile(o.memProfile)
-		if err != nil {
-			fmt.Fprintf(stderr, "clihostd: %v\n", err)
-			return 1
-		}
-		defer writeProfile()
+		defer finish() // at the daemon's stop: the profiles are complete then
 	}
 	daemon.KeepHeapFloor()
 	e, err := daemon.New(ctx, log, o.cfg)

@@ -40,50 +40,36 @@ func TestFlagsReachConfig(t *testing.T) {
 	}
 }
 
-// TestCPUProfile: --cpuprofile is off unless given; the profile goes to a new file only (an
-// existing file, a link an attacker planted included, is never written through) and is complete
-// when the returned function runs.
-func TestCPUProfile(t *testing.T) {
-	if o, _ := parse(nil, &bytes.Buffer{}); o.cpuProfile != "" {
-		t.Fatalf("profiling on by default: %q", o.cpuProfile)
-	}
-	path := filepath.Join(t.TempDir(), "cpu.pprof")
-	if o, code := parse([]string{"--cpuprofile", path}, &bytes.Buffer{}); code != 0 || o.cpuProfile != path {
-		t.Fatalf("exit %d, cpuProfile %q", code, o.cpuProfile)
-	}
-	stop, err := startCPUProfile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop()
-	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("profile: %v %v", fi, err)
-	}
-	if _, err := startCPUProfile(path); err == nil {
-		t.Fatal("an existing file was overwritten")
-	}
-}
-
-// TestMemProfile: --memprofile is off unless given; the profile goes to a new file only (as
-// --cpuprofile's) and is written when the returned function runs.
-func TestMemProfile(t *testing.T) {
-	if o, _ := parse(nil, &bytes.Buffer{}); o.memProfile != "" {
-		t.Fatalf("profiling on by default: %q", o.memProfile)
-	}
-	path := filepath.Join(t.TempDir(), "mem.pprof")
-	if o, code := parse([]string{"--memprofile", path}, &bytes.Buffer{}); code != 0 || o.memProfile != path {
-		t.Fatalf("exit %d, memProfile %q", code, o.memProfile)
-	}
-	write, err := startMemProfile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	write()
-	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 || fi.Mode().Perm() != 0o600 {
-		t.Fatalf("profile: %v %v", fi, err)
-	}
-	if _, err := startMemProfile(path); err == nil {
-		t.Fatal("an existing file was overwritten")
+// TestProfiles: --cpuprofile and --memprofile are off unless given; each profile goes to a new
+// file only (an existing file, a link an attacker planted included, is never written through) and
+// is complete when the returned function runs.
+func TestProfiles(t *testing.T) {
+	for _, p := range []struct {
+		flag  string
+		path  func(options) string
+		start func(string) (func(), error)
+	}{
+		{"--cpuprofile", func(o options) string { return o.cpuProfile }, startCPUProfile},
+		{"--memprofile", func(o options) string { return o.memProfile }, startMemProfile},
+	} {
+		if o, _ := parse(nil, &bytes.Buffer{}); p.path(o) != "" {
+			t.Fatalf("%s on by default: %q", p.flag, p.path(o))
+		}
+		path := filepath.Join(t.TempDir(), "profile.pprof")
+		if o, code := parse([]string{p.flag, path}, &bytes.Buffer{}); code != 0 || p.path(o) != path {
+			t.Fatalf("%s: exit %d, path %q", p.flag, code, p.path(o))
+		}
+		finish, err := p.start(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		finish()
+		if fi, err := os.Stat(path); err != nil || fi.Size() == 0 || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: profile: %v %v", p.flag, fi, err)
+		}
+		if _, err := p.start(path); err == nil {
+			t.Fatalf("%s: an existing file was overwritten", p.flag)
+		}
 	}
 }
 
