@@ -272,9 +272,9 @@ func (c *Cmd) Abandon() {
 	if c.zyg != nil {
 		// PID 1 is the zygote's child, not this process's: Wait fails. Its pidfd is opened now,
 		// while the host still holds the report (the zygote does not reap PID 1 before it lets go).
-		wait = func() {}
-		if fd, err := unix.PidfdOpen(c.Process.Pid, 0); err == nil {
-			wait = func() { waitPidfd(fd) }
+		var err error
+		if wait, err = exitWaiter(c.Process.Pid); err != nil {
+			wait = func() {}
 		}
 	}
 	go func() {
@@ -282,17 +282,6 @@ func (c *Cmd) Abandon() {
 		_ = c.Process.Release()
 		_ = group.Remove()
 	}()
-}
-
-// waitPidfd waits until the process of pidfd fd has exited, and closes fd.
-func waitPidfd(fd int) {
-	defer unix.Close(fd)
-	for {
-		// A pidfd turns readable when its process exits.
-		if _, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, -1); !errors.Is(err, unix.EINTR) {
-			return
-		}
-	}
 }
 
 // leftCh is the channel Abandon closes.

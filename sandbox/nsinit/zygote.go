@@ -346,26 +346,39 @@ const pid1Drain = time.Second
 // host must not wait for it once the sandbox is gone (the deadline or the host killed PID 1). The
 // wait costs no thread: the pidfd waits in the runtime's poller.
 func endWithPID1(pid int, report *os.File, egress *egressConn) error {
-	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	exited, err := exitWaiter(pid)
 	if err != nil {
 		return err
+	}
+	go func() {
+		exited()
+		drained := time.Now().Add(pid1Drain)
+		_ = report.SetReadDeadline(drained)
+		egress.expire(drained)
+	}()
+	return nil
+}
+
+// exitWaiter opens a pidfd of process pid (which need not be this process's child) now, while its
+// pid is surely its own, and returns a function that waits, in the runtime's poller (no thread),
+// until the process has exited, and then closes the pidfd.
+func exitWaiter(pid int) (wait func(), err error) {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return nil, err
 	}
 	pidfd := os.NewFile(uintptr(fd), "pidfd")
 	conn, err := pidfd.SyscallConn()
 	if err != nil {
 		pidfd.Close()
-		return err
+		return nil, err
 	}
-	go func() {
+	return func() {
 		defer pidfd.Close()
 		// A pidfd turns readable when its process exits; the callback says whether it has.
 		_ = conn.Read(func(fd uintptr) bool {
 			n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
 			return err != nil || n > 0
 		})
-		drained := time.Now().Add(pid1Drain)
-		_ = report.SetReadDeadline(drained)
-		egress.expire(drained)
-	}()
-	return nil
+	}, nil
 }
