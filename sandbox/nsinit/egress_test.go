@@ -520,5 +520,5 @@ func TestEgressRootless(t *testing.T) {
 		return
 	}
 	requireRoot(t)
-	rerunAsNobody(t, egressRootlessEnv)
+	rerunAsNobody(t, egressRootlessEnv, "-test.run=^"+t.Name()+"$")
 }

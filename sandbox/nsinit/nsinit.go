@@ -437,13 +437,18 @@ func initCommand(root bool) *exec.Cmd {
 		},
 	}
 	if !root {
-		attr := cmd.SysProcAttr
-		attr.Cloneflags |= unix.CLONE_NEWUSER
-		attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
-		attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
-		attr.GidMappingsEnableSetgroups = false
+		mapHostUser(cmd.SysProcAttr)
 	}
 	return cmd
+}
+
+// mapHostUser makes attr's process start in a new user namespace that maps only the host's
+// effective user and group, to 0, with setgroups denied (what an unprivileged process may map).
+func mapHostUser(attr *syscall.SysProcAttr) {
+	attr.Cloneflags |= unix.CLONE_NEWUSER
+	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}}
+	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}
+	attr.GidMappingsEnableSetgroups = false
 }
 
 // closeFiles closes every non-nil file of files.

@@ -205,7 +205,7 @@ func (p *Pool) Take(plan isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if z := p.zygote(); z != nil && zygoteServes(prepared, p.root) {
+	if z := p.zygote(); z != nil && zygoteServes(prepared) {
 		var slot *cgroup.Group
 		if cgroupLimits(prepared.Limits) {
 			slot = p.slot()
@@ -307,12 +307,12 @@ func (p *Pool) fillSlots() {
 	}
 }
 
-// startZygote starts the pool's zygote when the host is root, the pool may have one and there is
+// startZygote starts the pool's zygote when the pool may have one and there is
 // none (and none died in the last minute). A host whose kernel cannot run one keeps the reason
 // (PoolStats.ZygoteErr) and never tries again.
 func (p *Pool) startZygote() {
 	p.mu.Lock()
-	want := p.root && !p.cfg.NoZygote && p.zyg == nil && !p.zygStarting && !p.closed &&
+	want := !p.cfg.NoZygote && p.zyg == nil && !p.zygStarting && !p.closed &&
 		!errors.Is(p.zygErr, ErrUnavailable) && time.Now().After(p.zygRetry)
 	if want {
 		p.zygStarting = true
@@ -321,7 +321,7 @@ func (p *Pool) startZygote() {
 	if !want {
 		return
 	}
-	z, err := startZygote()
+	z, err := startZygote(p.root)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.zygStarting = false

@@ -28,7 +28,7 @@ func TestSkeletonUnderTmpReadOnly(t *testing.T) {
 	for _, parent := range parents {
 		t.Run(parent, func(t *testing.T) { testSkeleton(t, parent) })
 	}
-	t.Run("rootless", func(t *testing.T) { rerunAsNobody(t, skeletonEnv) })
+	t.Run("rootless", func(t *testing.T) { rerunAsNobody(t, skeletonEnv, "-test.run=^"+t.Name()+"$") })
 }
 
 // testSkeleton runs the writes of TestSkeletonUnderTmpReadOnly in a tree under parent.

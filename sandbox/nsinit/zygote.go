@@ -26,6 +26,8 @@ type zygote struct {
 	conn *os.File        // the host's end of the SOCK_SEQPACKET pair
 	exe  filestamp.Stamp // the executable it was started from
 
+	userNS bool // it runs in a user namespace of its own (the host is not root)
+
 	mu     sync.Mutex
 	broken bool // a request could not be sent: the zygote is gone
 	// abandoned counts the calls whose end the host stopped waiting for (endWithPID1): the thread
@@ -37,21 +39,24 @@ type zygote struct {
 // the pool replaces it (see zygote.abandon).
 const zygoteMaxAbandoned = 4
 
-// zygoteServes reports whether a zygote can build the sandbox of the prepared plan p: a root host's
-// plan without ingress (the dials into the sandbox need an init that stays in its network
-// namespace for the call: the Pool's inits serve them). With egress, the zygote's thread makes the
-// listeners in the call's network namespace and sends them as an init does. (Its sandboxes always
-// have vm.memfd_noexec=2: PID 1 sets it before the plan is known. Every plan sandbox.Policy makes
-// asks for it.)
-func zygoteServes(p isolation.Plan, root bool) bool {
-	return root && len(p.Ingress) == 0
+// zygoteServes reports whether a zygote can build the sandbox of the prepared plan p: a plan without
+// ingress (the dials into the sandbox need an init that stays in its network namespace for the
+// call: the Pool's inits serve them). With egress, the zygote's thread makes the listeners in the
+// call's network namespace and sends them as an init does. (A root host's zygote sandboxes always
+// have vm.memfd_noexec=2: PID 1 sets it before the plan is known; every plan sandbox.Policy makes
+// asks for it. In a user namespace the seccomp filter stands in for it, as in an init's.)
+func zygoteServes(p isolation.Plan) bool {
+	return len(p.Ingress) == 0
 }
 
 // startZygote starts the zygote from the sandbox executable (see UseHelper), as the spawner's
 // child (it dies with the host: a parent-death signal, and the end of its socket), with no
-// environment, and waits for its first message. It returns an error wrapping ErrUnavailable
-// when the zygote says it cannot build sandboxes on this kernel.
-func startZygote() (*zygote, error) {
+// environment, and waits for its first message. A host that is not root starts it in a user
+// namespace of its own, mapping only the host user and group to 0 (as initCommand does an init's):
+// its threads may then make the other namespaces of each call, which a thread cannot do for a
+// user namespace. It returns an error wrapping ErrUnavailable when the zygote says it cannot build
+// sandboxes on this kernel.
+func startZygote(root bool) (*zygote, error) {
 	host, child, err := socketPair("zygote")
 	if err != nil {
 		return nil, fmt.Errorf("nsinit: %w", err)
@@ -69,12 +74,15 @@ func startZygote() (*zygote, error) {
 			Setpgid:   true,
 		},
 	}
+	if !root {
+		mapHostUser(cmd.SysProcAttr)
+	}
 	if err := spawn.Start(cmd); err != nil {
 		host.Close()
 		return nil, fmt.Errorf("nsinit: start the zygote: %w", err)
 	}
 	child.Close()
-	z := &zygote{cmd: cmd, conn: host}
+	z := &zygote{cmd: cmd, conn: host, userNS: !root}
 	z.exe, _ = filestamp.Path(cmd.Path)
 	hello, err := readHello(host)
 	if err != nil || hello != zygoteReady {
@@ -179,6 +187,7 @@ func (z *zygote) take(p isolation.Plan, stdin bool, slot *cgroup.Group) (*Cmd, *
 	if err != nil {
 		return nil, nil, err
 	}
+	env.UserNS = z.userNS
 	planR, err := writePlan(env)
 	if err != nil {
 		return nil, nil, fmt.Errorf("nsinit: %w", err)

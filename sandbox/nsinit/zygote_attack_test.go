@@ -10,8 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/isolation"
@@ -35,18 +37,29 @@ func zygotePool(t *testing.T) *Pool {
 // run one).
 func waitZygote(t *testing.T, pool *Pool) {
 	t.Helper()
+	awaitZygote(pool)
+	pool.mu.Lock()
+	z, zerr := pool.zyg, pool.zygErr
+	pool.mu.Unlock()
+	switch {
+	case z != nil:
+	case zerr != nil:
+		fixture.Missing(t, "no zygote: %v", zerr)
+	default:
+		t.Fatalf("no zygote within 10s: %+v", pool.Stats())
+	}
+}
+
+// awaitZygote waits (at most 10 s) until pool's zygote runs, or the pool knows why it has none.
+func awaitZygote(pool *Pool) {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		pool.mu.Lock()
-		z, zerr := pool.zyg, pool.zygErr
+		done := pool.zyg != nil || pool.zygErr != nil
 		pool.mu.Unlock()
-		switch {
-		case z != nil:
+		if done {
 			return
-		case zerr != nil:
-			fixture.Missing(t, "no zygote: %v", zerr)
 		}
 	}
-	t.Fatalf("no zygote within 10s: %+v", pool.Stats())
 }
 
 // zygotePID is the pid of pool's zygote.
@@ -113,27 +126,41 @@ func TestZygoteConcurrentCallsAreApart(t *testing.T) {
 // program reads its command line (the zygote's, as an init's was) and nothing else of it: not its
 // environment, memory map, memory, descriptors or stack; PID 1 has no capability and
 // no_new_privs, and no signal from the sandbox stops or kills it. The program's core size is 0.
+// (From an unprivileged host PID 1 keeps uid 0 of the zygote's user namespace, as the program
+// does: its lack of capabilities and dumpability keep the program out. The program owns PID 1's
+// /proc files there, so it may list the numbers of PID 1's descriptors, not what they are.)
 func TestZygotePID1IsOutOfReach(t *testing.T) {
 	pool := zygotePool(t)
 	script := `for f in environ maps mem stack syscall auxv pagemap; do
 	  if cat /proc/1/$f >/dev/null 2>&1; then echo "read $f"; fi
 	done
-	if ls /proc/1/fd/ >/dev/null 2>&1; then echo "read fd"; fi
+	if ls /proc/1/fd/ >/dev/null 2>&1; then echo "listed fd"; fi
+	for l in /proc/1/fd/*; do if readlink "$l" >/dev/null 2>&1; then echo "read link $l"; fi; done
+	if cat /proc/1/fdinfo/* >/dev/null 2>&1; then echo "read fdinfo"; fi
 	if echo x > /proc/1/mem 2>/dev/null; then echo "wrote mem"; fi
+	if echo 1000 > /proc/1/oom_score_adj 2>/dev/null; then echo "wrote oom_score_adj"; fi
 	grep -E '^(Uid|Gid|Cap(Prm|Eff|Amb|Inh)|NoNewPrivs):' /proc/1/status | tr -s '\t ' ' '
 	kill -STOP 1; kill -KILL 1; sleep 0.2
 	grep '^State:' /proc/1/status | tr -s '\t ' ' '
 	echo core $(ulimit -c)`
-	r := runPooled(t, pool, sh(t, script, "/bin/cat", "/bin/ls", "/bin/grep", "/usr/bin/tr", "/bin/sleep"))
+	r := runPooled(t, pool, sh(t, script, "/bin/cat", "/bin/ls", "/bin/grep", "/usr/bin/tr", "/bin/sleep", "/bin/readlink"))
 	if r.code != 0 {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
-	for _, bad := range []string{"read ", "wrote "} {
+	bads := []string{"read ", "wrote "}
+	if os.Geteuid() == 0 {
+		bads = append(bads, "listed ")
+	}
+	for _, bad := range bads {
 		if strings.Contains(r.stdout, bad) {
 			t.Errorf("the program reached PID 1 (the zygote's memory): %q", r.stdout)
 		}
 	}
-	for _, want := range []string{"Uid: 65534 65534 65534 65534", "CapPrm: 0000000000000000",
+	uid := "Uid: 65534 65534 65534 65534"
+	if os.Geteuid() != 0 {
+		uid = "Uid: 0 0 0 0"
+	}
+	for _, want := range []string{uid, "CapPrm: 0000000000000000",
 		"CapEff: 0000000000000000", "CapAmb: 0000000000000000", "NoNewPrivs: 1", "State: S (", "core 0"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("want %q in the program's view of PID 1 and itself:\n%s", want, r.stdout)
@@ -442,4 +469,99 @@ func TestZygoteDeadlineEndsTheSandbox(t *testing.T) {
 	}
 	requireGone(t, token, []int{sleeper}, []string{was})
 	requireZygoteServed(t, pool, 1)
+}
+
+// rootlessZygoteEnv marks the copy of the test binary TestZygoteRootless runs as nobody.
+const rootlessZygoteEnv = "NSINIT_TEST_ROOTLESS_ZYGOTE"
+
+// TestZygoteRootless runs the zygote's tests again from an unprivileged host (a copy of this test
+// binary run as nobody, as the shipped unit's daemon runs as its own user): the zygote then runs
+// in a user namespace of its own, and each attack must meet the same walls.
+func TestZygoteRootless(t *testing.T) {
+	if os.Getenv(rootlessZygoteEnv) == "1" {
+		t.Skip("this is the rootless run")
+	}
+	requireRoot(t)
+	if testPool != nil {
+		t.Skip("this is a pooled run")
+	}
+	// Not the tests that mount on the host (a FUSE server, a tmpfs made after the threads were
+	// ready), which nobody cannot; nor the suite's runs.
+	rerunAsNobody(t, rootlessZygoteEnv, "-test.run=^TestZygote",
+		"-test.skip=^TestZygote(RunsTheSuite|Rootless|SeesTheHostsMountsNow|SeesMountsMadeAfterItPrepared|EgressOnAFreshThread|StuckExecStopsNoOtherCall|ThreadStuckOnAPlanPath|StuckThreadsDoNotHoldThePool|KilledWhileEgressThreadHangs)$")
+}
+
+// memfdProbeEnv makes this test binary, run as a sandbox's program, try to run code from a memfd
+// (memfdProbe) instead of testing.
+const memfdProbeEnv = "NSINIT_TEST_MEMFD_PROBE"
+
+// memfdProbe asks for an executable memfd, then copies this executable into a memfd made with the
+// default flags and executes it, with execveat(AT_EMPTY_PATH) and through /proc/self/fd. It prints
+// what each step got; the copy, if it runs, prints "ran from a memfd".
+func memfdProbe() int {
+	if len(os.Args) > 1 && os.Args[1] == "ran" {
+		fmt.Println("ran from a memfd")
+		return 0
+	}
+	if fd, err := unix.MemfdCreate("probe", unix.MFD_CLOEXEC|unix.MFD_EXEC); err != nil {
+		fmt.Println("MFD_EXEC:", err)
+	} else {
+		fmt.Println("MFD_EXEC: created")
+		unix.Close(fd)
+	}
+	self, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		fmt.Println("read self:", err)
+		return 1
+	}
+	fd, err := unix.MemfdCreate("probe", 0)
+	if err != nil {
+		fmt.Println("default flags:", err)
+		return 0
+	}
+	if _, err := unix.Write(fd, self); err != nil {
+		fmt.Println("write:", err)
+		return 1
+	}
+	argv, env := []string{"probe", "ran"}, []string{memfdProbeEnv + "=1"}
+	empty, _ := unix.BytePtrFromString("")
+	argvp, _ := syscall.SlicePtrFromStrings(argv)
+	envp, _ := syscall.SlicePtrFromStrings(env)
+	_, _, e := unix.Syscall6(unix.SYS_EXECVEAT, uintptr(fd), uintptr(unsafe.Pointer(empty)),
+		uintptr(unsafe.Pointer(&argvp[0])), uintptr(unsafe.Pointer(&envp[0])), unix.AT_EMPTY_PATH, 0)
+	fmt.Println("execveat:", e)
+	fmt.Println("exec /proc/self/fd:", unix.Exec("/proc/self/fd/"+strconv.Itoa(fd), argv, env))
+	return 0
+}
+
+// TestZygoteMemfdCannotExec: a program in a zygote's sandbox cannot run code it wrote into a memfd,
+// the way around Landlock's execute right (research/sandbox.md §7.13): an executable memfd is
+// refused, and one made with the default flags cannot be executed either way. A root host's
+// sandbox has vm.memfd_noexec=2 (PID 1 sets it); from an unprivileged host's user namespace, where
+// it cannot be set, the seccomp filter refuses memfds without MFD_NOEXEC_SEAL.
+func TestZygoteMemfdCannotExec(t *testing.T) {
+	pool := zygotePool(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probe := filepath.Join(workTree(t, "/var/tmp"), "probe") // the build directory may be under /tmp
+	if err := os.WriteFile(probe, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := plan(t, probe, nil)
+	p.Env = append(p.Env, memfdProbeEnv+"=1")
+	p.Seccomp, p.NoExecMemfd = true, true
+	r := runPooled(t, pool, p)
+	requireZygoteServed(t, pool, 1)
+	if r.code != 0 || strings.Contains(r.stdout, "ran from a memfd") || !strings.Contains(r.stdout, "MFD_EXEC: operation not permitted") {
+		t.Fatalf("exit %d, stdout %q, stderr %q: want MFD_EXEC refused and no memfd executed", r.code, r.stdout, r.stderr)
+	}
+	if os.Geteuid() != 0 && !strings.Contains(r.stdout, "default flags: operation not permitted") {
+		t.Errorf("stdout %q: a memfd without MFD_NOEXEC_SEAL was made in a user namespace", r.stdout)
+	}
 }

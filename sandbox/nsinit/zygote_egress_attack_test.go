@@ -592,7 +592,8 @@ func TestZygoteKilledWhileEgressThreadHangs(t *testing.T) {
 // program's standard output.
 func zygoteRequest(t *testing.T, pool *Pool, p isolation.Plan, pair *os.File) (report, stdout string) {
 	t.Helper()
-	prepared, err := prepare(p, true)
+	root := os.Geteuid() == 0
+	prepared, err := prepare(p, root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -600,6 +601,7 @@ func zygoteRequest(t *testing.T, pool *Pool, p isolation.Plan, pair *os.File) (r
 	if err != nil {
 		t.Fatal(err)
 	}
+	env.UserNS = !root
 	planR, err := writePlan(env)
 	if err != nil {
 		t.Fatal(err)

@@ -47,7 +47,11 @@ import (
 //
 // The zygote runs as root in the host's namespaces and holds no secret of the host: what it
 // learns is the plans, and each plan's process (and PID 1, a copy of the zygote's memory) cannot
-// read another process's memory (not dumpable, no capability, seccomp refuses ptrace).
+// read another process's memory (not dumpable, no capability, seccomp refuses ptrace). A host that
+// is not root starts it in a user namespace of its own that maps only the host user and group (to
+// 0): its threads have the capabilities the other namespaces need there; PID 1 and the program
+// keep uid 0 of that namespace (the host user) without any capability, and the seccomp filter
+// seals memfds in place of vm.memfd_noexec, which a user namespace cannot set, as in an init's.
 
 // zygoteMarker is argv[1] of the zygote.
 const zygoteMarker = "__clihost_zygote"
@@ -129,8 +133,9 @@ func runZygote() int {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fail(exitFailure, "zygote: not dumpable", err)
 	}
+	userNS := inUserNamespace()
 	hello := zygoteReady
-	if err := probeZygote(); err != nil {
+	if err := probeZygote(userNS); err != nil {
 		hello = zygoteUnsupported + err.Error()
 	}
 	if _, err := unix.Write(zygoteFD, []byte(hello)); err != nil || hello != zygoteReady {
@@ -140,7 +145,7 @@ func runZygote() int {
 	if err != nil {
 		return fail(exitFailure, "zygote: /proc/self", err)
 	}
-	z := &zserver{mounts: mountTable{proc: proc}}
+	z := &zserver{mounts: mountTable{proc: proc}, userNS: userNS}
 	z.cond = sync.NewCond(&z.mu)
 	z.serve()
 	_, _ = unix.Write(zygoteFD, []byte(zygoteDone))
@@ -154,6 +159,7 @@ func runZygote() int {
 // since (as with a Pool's inits) passes its call to a new thread, made for it.
 type zserver struct {
 	mounts mountTable
+	userNS bool // the zygote runs in a user namespace of its own (the host is not root)
 
 	mu   sync.Mutex
 	cond *sync.Cond // on mu: broadcast when eof, busy or released change
@@ -354,15 +360,18 @@ func (z *zserver) receive(timeout time.Duration) (*zcall, int) {
 }
 
 // probeZygote checks, on a thread of its own, what every call needs from the kernel and the host
-// beyond what Check does: vm.memfd_noexec open for writing (PID 1 sets it through the zygote's
-// procfs, which a service manager may have made read-only: ProtectKernelTunables=) and a procfs
-// mounted for a PID namespace the zygote is not in (the pidns option).
-func probeZygote() error {
-	sysctl, err := unix.Open(memfdNoexecSysctl, unix.O_WRONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("%s: %w", memfdNoexecSysctl, err)
+// beyond what Check does: outside a user namespace (userNS false), vm.memfd_noexec open for
+// writing (PID 1 sets it through the zygote's procfs, which a service manager may have made
+// read-only: ProtectKernelTunables=), and a procfs mounted for a PID namespace the zygote is not
+// in (the pidns option).
+func probeZygote(userNS bool) error {
+	if !userNS {
+		sysctl, err := unix.Open(memfdNoexecSysctl, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("%s: %w", memfdNoexecSysctl, err)
+		}
+		unix.Close(sysctl)
 	}
-	unix.Close(sysctl)
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends in its own namespaces
@@ -533,10 +542,13 @@ func closeFD(fd *int) {
 func (c *zcall) prepare() (string, error) {
 	// Opened before the unshare, on the zygote's own procfs: a file open for writing on the
 	// thread's copy of a mount would keep it from turning read-only (EBUSY), and by the time
-	// PID 1 writes it the thread's / may be read-only already.
-	var err error
-	if c.sysctl, err = unix.Open(memfdNoexecSysctl, unix.O_WRONLY|unix.O_CLOEXEC, 0); err != nil {
-		return "sysctl vm.memfd_noexec", err
+	// PID 1 writes it the thread's / may be read-only already. (Not in a user namespace, where it
+	// cannot be written: the program's seccomp filter seals memfds instead.)
+	if !c.z.userNS {
+		var err error
+		if c.sysctl, err = unix.Open(memfdNoexecSysctl, unix.O_WRONLY|unix.O_CLOEXEC, 0); err != nil {
+			return "sysctl vm.memfd_noexec", err
+		}
 	}
 	// Not CLONE_NEWCGROUP yet: while the thread waits for its call, its reads of the host's
 	// mount table must show the cgroup mounts as the zygote's do (serve unshares it).
@@ -557,8 +569,10 @@ func (c *zcall) prepare() (string, error) {
 func (c *zcall) serve(e envelope, code *int) (string, error) {
 	p := e.Plan
 	switch {
-	case e.UserNS || len(p.Ingress) > 0:
-		return "zygote", errors.New("the plan needs the init (a user namespace or ingress)")
+	case len(p.Ingress) > 0:
+		return "zygote", errors.New("the plan needs the init (ingress)")
+	case e.UserNS != c.z.userNS:
+		return "zygote", fmt.Errorf("the plan's user namespace (%t) is not the zygote's (%t)", e.UserNS, c.z.userNS)
 	case p.Egress != (c.egress >= 0):
 		return "zygote", errors.New("the plan's egress and the request's socket pair disagree")
 	case p.Egress:
@@ -598,14 +612,16 @@ func (c *zcall) serve(e envelope, code *int) (string, error) {
 			return "stdin", err
 		}
 	}
-	if step, err := confineThread(p, paths); err != nil {
+	// Read before Landlock and the thread's new identity (see confine).
+	seal := p.NoExecMemfd && sealMemfds(e.UserNS)
+	if step, err := confineThread(p, paths, e.UserNS); err != nil {
 		*code = exitVerify
 		return step, err
 	}
 	if err := c.awaitPID1(); err != nil {
 		return "init: PID 1", err
 	}
-	pid, err := c.startProgram(p, rlimits)
+	pid, err := c.startProgram(p, rlimits, seal)
 	if err != nil {
 		return "exec " + p.Path, err
 	}
@@ -629,7 +645,7 @@ func (c *zcall) startPID1() (string, error) {
 	}
 	defer unix.Close(repW)
 	c.pid1Report = repR
-	c.pid1Prog = pid1Program(ctlR, repW, c.sysctl)
+	c.pid1Prog = pid1Program(ctlR, repW, c.sysctl, c.z.userNS)
 	pid, pidfd, err := c.pid1Prog.start(false, -1, repW)
 	if err != nil {
 		return "init: PID 1", err
@@ -653,19 +669,36 @@ func reaperProgram(ctl int, keep ...int) *rawProgram {
 }
 
 // pid1Program is PID 1's program: a reaperProgram that also keeps its report pipe, sets
-// vm.memfd_noexec to 2 through sysctl (a descriptor of it), drops to the overflow identity (uid and
-// gid 65534, no capabilities, no_new_privs, not dumpable: the program cannot trace it) and says on
-// the report pipe that it is ready. Nothing in it depends on the plan: it is started before the
-// plan is known.
-func pid1Program(ctl, report, sysctl int) *rawProgram {
-	prog := reaperProgram(ctl, slices.Sorted(slices.Values([]int{report, sysctl}))...)
-	// Per PID namespace, the writer's: PID 1's is the sandbox's (whichever procfs the file was
-	// opened in), and the program and everything it starts inherit it.
-	prog.call("sysctl vm.memfd_noexec", unix.SYS_WRITE, uintptr(sysctl), prog.ptr([]byte("2")), 1)
-	prog.call("sysctl vm.memfd_noexec", unix.SYS_CLOSE, uintptr(sysctl))
-	prog.call("setgroups", unix.SYS_SETGROUPS, 0, 0)
-	prog.call("setresgid", unix.SYS_SETRESGID, overflowID, overflowID, overflowID)
-	prog.call("setresuid", unix.SYS_SETRESUID, overflowID, overflowID, overflowID)
+// vm.memfd_noexec to 2 through sysctl (a descriptor of it; -1 in a user namespace, where it cannot
+// be set), drops to the overflow identity (uid and gid 65534; in a user namespace, userNS, where no
+// other id is mapped, it keeps uid 0 of the namespace), no capabilities, no_new_privs, not
+// dumpable: the program cannot trace it, and says on the report pipe that it is ready. Nothing in
+// it depends on the plan: it is started before the plan is known.
+func pid1Program(ctl, report, sysctl int, userNS bool) *rawProgram {
+	keep := []int{report}
+	if sysctl >= 0 {
+		keep = append(keep, sysctl)
+	}
+	prog := reaperProgram(ctl, slices.Sorted(slices.Values(keep))...)
+	if sysctl >= 0 {
+		// Per PID namespace, the writer's: PID 1's is the sandbox's (whichever procfs the file
+		// was opened in), and the program and everything it starts inherit it.
+		prog.call("sysctl vm.memfd_noexec", unix.SYS_WRITE, uintptr(sysctl), prog.ptr([]byte("2")), 1)
+		prog.call("sysctl vm.memfd_noexec", unix.SYS_CLOSE, uintptr(sysctl))
+	}
+	if userNS {
+		// The permitted, effective and inheritable sets (and so the ambient one) emptied: PID 1
+		// never execs, and cannot gain a capability back.
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var data [2]unix.CapUserData
+		hdrBytes := unsafe.Slice((*byte)(unsafe.Pointer(&hdr)), unsafe.Sizeof(hdr))
+		dataBytes := unsafe.Slice((*byte)(unsafe.Pointer(&data[0])), unsafe.Sizeof(data))
+		prog.call("capabilities", unix.SYS_CAPSET, prog.ptr(hdrBytes), prog.ptr(dataBytes))
+	} else {
+		prog.call("setgroups", unix.SYS_SETGROUPS, 0, 0)
+		prog.call("setresgid", unix.SYS_SETRESGID, overflowID, overflowID, overflowID)
+		prog.call("setresuid", unix.SYS_SETRESUID, overflowID, overflowID, overflowID)
+	}
 	prog.call("no_new_privs", unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 	prog.call("not dumpable", unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
 	// The uid change cleared the parent-death signal.
@@ -751,13 +784,13 @@ func readFull(fd int, buf []byte) (int, error) {
 // startProgram clones the program's process from the confined thread and execs it (see
 // programFor); it returns its pid once the exec succeeded, and closes the thread's copies of the
 // program's streams, so that the host sees their end when the program's copies close.
-func (c *zcall) startProgram(p isolation.Plan, rlimits []rlimit) (int, error) {
+func (c *zcall) startProgram(p isolation.Plan, rlimits []rlimit, seal bool) (int, error) {
 	errR, errW, err := pipe()
 	if err != nil {
 		return 0, err
 	}
 	defer unix.Close(errR)
-	prog, err := c.programFor(p, rlimits, errW)
+	prog, err := c.programFor(p, rlimits, seal, errW)
 	if err != nil {
 		unix.Close(errW)
 		return 0, err
@@ -794,9 +827,9 @@ func (c *zcall) startProgram(p isolation.Plan, rlimits []rlimit) (int, error) {
 // the call's cgroup v1 groups, takes its resource limits, joins PID 1's process group, gets its
 // standard streams and no other descriptor (but errW, close-on-exec), enters its directory, dies
 // with the zygote's thread, gets the default signal handlers, installs the seccomp filter (after
-// which it checks that its mode is 2) and execs the plan's program. Everything else it inherits
-// from the confined thread.
-func (c *zcall) programFor(p isolation.Plan, rlimits []rlimit, errW int) (*rawProgram, error) {
+// which it checks that its mode is 2; with seal, one that seals memfds, see sealMemfds) and execs
+// the plan's program. Everything else it inherits from the confined thread.
+func (c *zcall) programFor(p isolation.Plan, rlimits []rlimit, seal bool, errW int) (*rawProgram, error) {
 	prog := &rawProgram{}
 	zero := prog.ptr([]byte("0"))
 	for _, fd := range c.tasks {
@@ -814,7 +847,7 @@ func (c *zcall) programFor(p isolation.Plan, rlimits []rlimit, errW int) (*rawPr
 	prog.call("parent death signal", unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL))
 	prog.unblockSignals()
 	if p.Seccomp {
-		filter, err := seccomp.Program(seccomp.Options{NoExecMemfd: p.NoExecMemfd})
+		filter, err := seccomp.Program(seccomp.Options{NoExecMemfd: p.NoExecMemfd, SealMemfds: seal})
 		if err != nil {
 			return nil, err
 		}
@@ -903,8 +936,9 @@ func childRlimits(host []rlimit, l isolation.Limits) ([]rlimit, error) {
 // own process's business, see programFor; the zygote is not dumpable) and the seccomp filter,
 // which the program's process installs (the thread forks it with clone3, which the filter
 // refuses): no_new_privs, Landlock, the plan's identity without capabilities, checked with
-// system calls (verifyThread).
-func confineThread(p isolation.Plan, paths *pathTable) (string, error) {
+// system calls (verifyThread). In a user namespace (userNS) the identity is the thread's own, uid
+// and gid 0 of the namespace (the host user's).
+func confineThread(p isolation.Plan, paths *pathTable, userNS bool) (string, error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return "no_new_privs", err
 	}
@@ -912,10 +946,10 @@ func confineThread(p isolation.Plan, paths *pathTable) (string, error) {
 		return "landlock", err
 	}
 	paths.close()
-	if err := dropPrivileges(p, false); err != nil {
+	if err := dropPrivileges(p, userNS); err != nil {
 		return "privileges", err
 	}
-	if err := verifyThread(p); err != nil {
+	if err := verifyThread(p, userNS); err != nil {
 		return "verify", err
 	}
 	return "", nil
@@ -923,8 +957,9 @@ func confineThread(p isolation.Plan, paths *pathTable) (string, error) {
 
 // verifyThread checks the calling thread's state with system calls (its /proc/thread-self is not
 // in the sandbox's procfs): no_new_privs, the locked securebits, no capability in any set, and the
-// plan's uid, gid (real, effective, saved, file system) and groups.
-func verifyThread(p isolation.Plan) error {
+// plan's uid, gid (real, effective, saved, file system) and groups; in a user namespace (userNS),
+// uid and gid 0 of the namespace, and the groups are the host user's, which it cannot change.
+func verifyThread(p isolation.Plan, userNS bool) error {
 	get := func(what string, op, arg uintptr) (uintptr, error) {
 		r, _, e := unix.RawSyscall6(unix.SYS_PRCTL, op, arg, 0, 0, 0, 0)
 		if e != 0 {
@@ -962,12 +997,16 @@ func verifyThread(p isolation.Plan) error {
 			return fmt.Errorf("capability %d: bounding %d (%v), ambient %d (%v)", cap, inBounding, e, ambient, e2)
 		}
 	}
+	uid, gid := p.UID, p.GID
+	if userNS {
+		uid, gid = 0, 0
+	}
 	var r, e, s uint32
 	for _, id := range []struct {
 		what    string
 		get, fs uintptr
 		want    int
-	}{{"uid", unix.SYS_GETRESUID, unix.SYS_SETFSUID, p.UID}, {"gid", unix.SYS_GETRESGID, unix.SYS_SETFSGID, p.GID}} {
+	}{{"uid", unix.SYS_GETRESUID, unix.SYS_SETFSUID, uid}, {"gid", unix.SYS_GETRESGID, unix.SYS_SETFSGID, gid}} {
 		if _, _, errno := unix.RawSyscall(id.get, uintptr(unsafe.Pointer(&r)), uintptr(unsafe.Pointer(&e)), uintptr(unsafe.Pointer(&s))); errno != 0 {
 			return fmt.Errorf("%s: %w", id.what, errno)
 		}
@@ -976,6 +1015,9 @@ func verifyThread(p isolation.Plan) error {
 		if r != uint32(w) || e != uint32(w) || s != uint32(w) || uint32(fs) != uint32(w) {
 			return fmt.Errorf("%s is %d/%d/%d/%d, want %d", id.what, r, e, s, uint32(fs), id.want)
 		}
+	}
+	if userNS {
+		return nil
 	}
 	groups, err := unix.Getgroups()
 	if err != nil {
