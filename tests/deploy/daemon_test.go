@@ -3,10 +3,13 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -18,10 +21,12 @@ import (
 
 // daemon is a running clihostd.
 type daemon struct {
-	what   string // the deployment, for messages: "the unit (User=ct-clihost)"
-	cmd    *exec.Cmd
-	socket string         // from its ready line
-	log    *fixture.Lines // every line it wrote, for failure messages
+	what      string // the deployment, for messages: "the unit (User=ct-clihost)"
+	cmd       *exec.Cmd
+	socket    string         // from its ready line
+	httpURL   string         // from its ready line: the base of its MCP and metrics URLs
+	tokenFile string         // from its ready line
+	log       *fixture.Lines // every line it wrote, for failure messages
 }
 
 // daemonSpec is how to start one.
@@ -55,7 +60,38 @@ func startDaemon(t *testing.T, spec daemonSpec) *daemon {
 		t.Fatalf("%s: no socket in its ready line %q", d.what, line)
 	}
 	d.socket = m[1]
+	if m := regexp.MustCompile(`mcp=(\S+)/mcp/`).FindStringSubmatch(line); m != nil {
+		d.httpURL = m[1]
+	}
+	if m := regexp.MustCompile(`token_file=(\S+)`).FindStringSubmatch(line); m != nil {
+		d.tokenFile = m[1]
+	}
 	return d
+}
+
+// expectZygoteServed fails t unless the daemon's zygote built the sandbox of at least one call
+// (its /metrics, fetched with its token): the fast path must be the deployment's, not only a
+// root host's.
+func (d *daemon) expectZygoteServed(t *testing.T) {
+	t.Helper()
+	tok, err := os.ReadFile(d.tokenFile)
+	if err != nil || d.httpURL == "" {
+		t.Fatalf("%s: the metrics' address %q or token: %v", d.what, d.httpURL, err)
+	}
+	req, err := http.NewRequest(http.MethodGet, d.httpURL+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s: /metrics: %v", d.what, err)
+	}
+	defer resp.Body.Close()
+	page, err := io.ReadAll(resp.Body)
+	if n := zygoteTakes(string(page)); err != nil || resp.StatusCode != http.StatusOK || n < 1 {
+		t.Errorf("%s: the zygote built %d sandboxes, want at least 1 (%s, %v)\n%s", d.what, n, resp.Status, err, page)
+	}
 }
 
 // waitFor returns the first line containing what, failing t when the daemon exits first or
@@ -281,4 +317,18 @@ func fmtAccounts(as ...*account) string {
 		s[i] = fmt.Sprint(a)
 	}
 	return strings.Join(s, ", ")
+}
+
+// zygoteTakes reads clihost_sandbox_pool_takes_total{result="zygote"} from a /metrics page: how
+// many calls the daemon's zygote built the sandbox of (-1 when the page does not say).
+func zygoteTakes(page string) int {
+	for line := range strings.Lines(page) {
+		if v, ok := strings.CutPrefix(line, `clihost_sandbox_pool_takes_total{result="zygote"} `); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return -1
 }

@@ -33,6 +33,7 @@ func TestSeveralUsersOneSocket(t *testing.T) {
 		}
 		checkJQ(t, what, d.mustCall(t, a, ws[a], "jq", "filter", jqInput, "a member calls jq in their own workspace"))
 	}
+	d.expectZygoteServed(t)
 	// bob's home is 0700: clihostctl as alice cannot even stat his project, so the request is
 	// posted as a client that skips that check would; his home itself alice can stat.
 	expectWorkspaceDenied(t, what+": "+alice.name+" names "+ws[bob]+" (posting to the socket herself)",

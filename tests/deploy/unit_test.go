@@ -185,6 +185,7 @@ func TestUnit(t *testing.T) {
 	}
 	jq := d.mustCall(t, alice, ws, "jq", "filter", jqInput, "a member of the socket's group calls the built-in jq in the unit's workspace")
 	checkJQ(t, what, jq)
+	d.expectZygoteServed(t)
 	expectSocketRefused(t, what, mallory, d.call(t, mallory, ws, "jq", "filter", jqInput))
 
 	// A repository a member made in the workspace: its .git is the member's, while the git bundle

@@ -60,6 +60,7 @@ func TestUnprivilegedDaemon(t *testing.T) {
 
 	jq := d.mustCall(t, alice, ws, "jq", "filter", jqInput, "the sandbox works for an unprivileged daemon")
 	checkJQ(t, what, jq)
+	d.expectZygoteServed(t)
 	gs := d.mustCall(t, alice, ws, "git", "status", `{}`, "git status in the user's own repository")
 	checkGitStatus(t, what, gs)
 	rg := d.mustCall(t, alice, ws, "rg", "search", `{"pattern": "TODO"}`, "rg in the user's own repository")
