@@ -79,6 +79,14 @@ var daemonCount int
 // are more clihostd flags.
 func startDaemon(b *testing.B, exe string, extra ...string) *runningDaemon {
 	b.Helper()
+	return startDaemonAs(b, false, exe, extra...)
+}
+
+// startDaemonAs is startDaemon; with unprivileged, clihostd runs as the agent user (as the shipped
+// unit runs it as a user of its own), owning its state directory and the workspace, and so builds
+// every sandbox in a user namespace.
+func startDaemonAs(b *testing.B, unprivileged bool, exe string, extra ...string) *runningDaemon {
+	b.Helper()
 	if err := nsinit.Check(); err != nil {
 		missing(b, "the kernel sandbox is unavailable: %v", err)
 	}
@@ -92,6 +100,9 @@ func startDaemon(b *testing.B, exe string, extra ...string) *runningDaemon {
 	args := []string{"--state", state, "--socket", filepath.Join(state, "ctl.sock"), "--http", "127.0.0.1:0",
 		"--bundles", bundles, "--no-catalog", "--workspace", fixture.Workspace(b),
 		"--approvals", filepath.Join(state, "approvals.yaml")}
+	if unprivileged {
+		fixture.GiveToAgent(b, state)
+	}
 	args = append(args, extra...)
 	daemonCount++
 	if f := os.Getenv(cpuProfileEnv); f != "" {
@@ -101,7 +112,12 @@ func startDaemon(b *testing.B, exe string, extra ...string) *runningDaemon {
 		args = append(args, "--memprofile", fmt.Sprintf("%s.%d", f, daemonCount))
 	}
 	cmd := exec.Command(exe, args...)
-	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + b.TempDir(), "CLIHOST_BUNDLES="}
+	home := b.TempDir()
+	cmd.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + home, "CLIHOST_BUNDLES="}
+	if unprivileged {
+		fixture.GiveToAgent(b, home)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: fixture.AgentID, Gid: fixture.AgentID}}
+	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -223,10 +239,22 @@ func BenchmarkPeerDaemonMCPUnsandboxedTrue(b *testing.B) {
 	benchmarkDaemon(b, must(b, daemonBin), "--sandbox", "off")
 }
 
+// BenchmarkPeerDaemonMCPUnprivilegedTrue is BenchmarkPeerDaemonMCPTrue with clihostd run as an
+// unprivileged user (the agent user), as the shipped unit runs it as its own (User=clihost): every
+// sandbox is built in a user namespace, the zygote's.
+func BenchmarkPeerDaemonMCPUnprivilegedTrue(b *testing.B) {
+	benchmarkDaemonAs(b, true, must(b, daemonBin))
+}
+
 // benchmarkDaemon times warm tools/call requests to the clihostd at exe (started with the extra
 // flags) and returns it.
 func benchmarkDaemon(b *testing.B, exe string, extra ...string) *runningDaemon {
-	d := startDaemon(b, exe, extra...)
+	return benchmarkDaemonAs(b, false, exe, extra...)
+}
+
+// benchmarkDaemonAs is benchmarkDaemon of a daemon startDaemonAs started.
+func benchmarkDaemonAs(b *testing.B, unprivileged bool, exe string, extra ...string) *runningDaemon {
+	d := startDaemonAs(b, unprivileged, exe, extra...)
 	c := d.newClient(b)
 	if err := c.call(); err != nil { // the version check, once
 		b.Fatal(err)
