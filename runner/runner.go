@@ -257,7 +257,10 @@ func Run(ctx context.Context, c Command) (Result, error) {
 		case !sandboxed.Abandoned(): // else Abandon removes them once it can
 			res.CgroupErr = sandboxed.Release()
 		}
-		if failure != nil {
+		switch {
+		case failure != nil && nsinit.MayHaveRun(failure):
+			return res, fmt.Errorf("runner: %s: %w", c.Path, failure)
+		case failure != nil:
 			return res, fmt.Errorf("runner: %s not started: %w", c.Path, failure)
 		}
 	}

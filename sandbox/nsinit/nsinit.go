@@ -151,10 +151,10 @@ func (c *Cmd) Failure() error {
 	if c.abandoned.Load() || c.zyg != nil && errors.Is(c.readErr, os.ErrDeadlineExceeded) {
 		// Abandon let go of it, or its PID 1 ended and the zygote's thread did not end the report
 		// (endWithPID1).
-		return fmt.Errorf("%w: the sandbox did not end when it was killed: a process of it, or the thread building it, is blocked in the kernel (a file system that does not answer?); it is left to end on its own", ErrUnavailable)
+		return lostError{fmt.Errorf("%w: the sandbox did not end when it was killed: a process of it, or the thread building it, is blocked in the kernel (a file system that does not answer?); it is left to end on its own", ErrUnavailable)}
 	}
 	if c.readErr != nil {
-		return fmt.Errorf("%w: read the sandbox report: %v", ErrUnavailable, c.readErr)
+		return lostError{fmt.Errorf("%w: read the sandbox report: %v", ErrUnavailable, c.readErr)}
 	}
 	var failure []string
 	for _, line := range c.lines {
@@ -169,9 +169,23 @@ func (c *Cmd) Failure() error {
 	}
 	if c.zyg != nil && !c.reported {
 		// An init's exit status says how it ended; the zygote's end line is all there is.
-		return fmt.Errorf("%w: the sandbox ended without its end: the zygote died", ErrUnavailable)
+		return lostError{fmt.Errorf("%w: the sandbox ended without its end: the zygote died", ErrUnavailable)}
 	}
 	return nil
+}
+
+// lostError is a Failure after which the program may have run: the host lost the sandbox (left
+// blocked in the kernel, its zygote died, its report could not be read), rather than a step before
+// the program's exec failing.
+type lostError struct{ error }
+
+func (e lostError) Unwrap() error { return e.error }
+
+// MayHaveRun reports whether err, a Failure, leaves open that the program ran (part of the way):
+// the host lost its sandbox. Any other Failure is a step before the program's exec.
+func MayHaveRun(err error) bool {
+	var lost lostError
+	return errors.As(err, &lost)
 }
 
 // Ended returns a channel closed once the sandbox has ended for the host: the init reported that
