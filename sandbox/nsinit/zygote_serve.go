@@ -25,10 +25,11 @@ import (
 // the runtime ends with the call:
 //
 //  1. The thread unshares new mount, PID, network, IPC, UTS and cgroup namespaces for itself
-//     alone, and clones the call's PID 1 (rawProgram, no Go runtime), which drops to the plan's
-//     identity and reaps orphans until the thread tells it to exit.
-//  2. It builds the mount namespace with the init's own code (prepareNamespaces with a /proc for
-//     the new PID namespace, openPlan, buildNamespaces); with Plan.Egress it makes the egress
+//     alone, and clones the call's PID 1 (rawProgram, no Go runtime), which mounts /proc for the
+//     new PID namespace (the thread is not in it), drops its privileges and reaps orphans until
+//     the thread tells it to exit.
+//  2. It builds the mount namespace with the init's own code (prepareNamespaces, with PID 1's
+//     start as its /proc step, openPlan, buildNamespaces); with Plan.Egress it makes the egress
 //     listeners in the call's network namespace and sends them to the host, as an init does
 //     (sendListeners). Then it confines itself as the init's forking thread does (Landlock,
 //     identity, capabilities, seccomp), checked with system calls.
@@ -359,53 +360,23 @@ func (z *zserver) receive(timeout time.Duration) (*zcall, int) {
 	}
 }
 
-// probeZygote checks, on a thread of its own, what every call needs from the kernel and the host
-// beyond what Check does: outside a user namespace (userNS false), vm.memfd_noexec open for
-// writing (PID 1 sets it through the zygote's procfs, which a service manager may have made
-// read-only: ProtectKernelTunables=), and a procfs mounted for a PID namespace the zygote is not
-// in (the pidns option).
+// probeZygote checks what every call needs from the kernel and the host beyond what Check does,
+// by making one thread ready as for a call (zcall.prepare) on a thread of its own: new namespaces,
+// PID 1 (which mounts /proc for its PID namespace and, outside a user namespace, sets
+// vm.memfd_noexec, which a service manager may have made read-only: ProtectKernelTunables=), the
+// plan-independent mounts.
 func probeZygote(userNS bool) error {
-	if !userNS {
-		sysctl, err := unix.Open(memfdNoexecSysctl, unix.O_WRONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return fmt.Errorf("%s: %w", memfdNoexecSysctl, err)
-		}
-		unix.Close(sysctl)
-	}
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends in its own namespaces
-		errc <- func() error {
-			if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_NEWPID); err != nil {
-				return fmt.Errorf("unshare: %w", err)
-			}
-			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-				return fmt.Errorf("make / private: %w", err)
-			}
-			ctlR, ctlW, err := pipe()
-			if err != nil {
-				return err
-			}
-			prog := reaperProgram(ctlR)
-			pid, pidfd, err := prog.start(false, -1, ctlW)
-			unix.Close(ctlR)
-			if err != nil {
-				unix.Close(ctlW)
-				return err
-			}
-			defer func() {
-				unix.Close(ctlW)
-				_, _ = unix.Wait4(pid, nil, 0, nil)
-				unix.Close(pidfd)
-				prog.release()
-			}()
-			fd, err := procFor(pid)
-			if err != nil {
-				return err
-			}
-			unix.Close(fd)
-			return nil
-		}()
+		c := newZcall()
+		c.z = &zserver{userNS: userNS}
+		step, err := c.prepare()
+		c.finish()
+		if err != nil {
+			err = fmt.Errorf("%s: %w", step, err)
+		}
+		errc <- err
 	}()
 	return <-errc
 }
@@ -426,32 +397,6 @@ func sigset(sigs ...syscall.Signal) []byte {
 		set |= 1 << (uint(s) - 1)
 	}
 	return unsafe.Slice((*byte)(unsafe.Pointer(&set)), 8)[:8:8]
-}
-
-// procFor returns a detached procfs mount (nosuid, nodev, noexec) for the PID namespace of process
-// pid.
-func procFor(pid int) (int, error) {
-	ns, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/ns/pid", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, fmt.Errorf("PID namespace: %w", err)
-	}
-	defer unix.Close(ns)
-	fs, err := unix.Fsopen("proc", unix.FSOPEN_CLOEXEC)
-	if err != nil {
-		return -1, fmt.Errorf("fsopen proc: %w", err)
-	}
-	defer unix.Close(fs)
-	if err := unix.FsconfigSetFd(fs, "pidns", ns); err != nil {
-		return -1, fmt.Errorf("procfs pidns option (Linux 6.15 or later): %w", err)
-	}
-	if err := unix.FsconfigCreate(fs); err != nil {
-		return -1, fmt.Errorf("fsconfig create proc: %w", err)
-	}
-	fd, err := unix.Fsmount(fs, unix.FSMOUNT_CLOEXEC, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
-	if err != nil {
-		return -1, fmt.Errorf("fsmount proc: %w", err)
-	}
-	return fd, nil
 }
 
 // zcall is one call the zygote serves: the descriptors it received (each -1 once closed) and what
@@ -556,12 +501,8 @@ func (c *zcall) prepare() (string, error) {
 		unix.CLONE_NEWUTS); err != nil {
 		return "unshare", err
 	}
-	step, err := c.startPID1()
-	closeFD(&c.sysctl)
-	if err != nil {
-		return step, err
-	}
-	return prepareNamespaces(c.mountProc)
+	defer closeFD(&c.sysctl) // PID 1 has its copy, or failed
+	return prepareNamespaces(c.startPID1)
 }
 
 // serve builds the rest of the sandbox for the call's plan on the prepared thread, runs the
@@ -618,9 +559,6 @@ func (c *zcall) serve(e envelope, code *int) (string, error) {
 		*code = exitVerify
 		return step, err
 	}
-	if err := c.awaitPID1(); err != nil {
-		return "init: PID 1", err
-	}
 	pid, err := c.startProgram(p, rlimits, seal)
 	if err != nil {
 		return "exec " + p.Path, err
@@ -630,31 +568,37 @@ func (c *zcall) serve(e envelope, code *int) (string, error) {
 	return "", nil
 }
 
-// startPID1 clones the call's PID 1 into the thread's new PID namespace and makes it the leader
-// of its own process group (the host signals the group; the program joins it).
-func (c *zcall) startPID1() (string, error) {
+// startPID1 clones the call's PID 1 into the thread's new PID namespace, makes it the leader of
+// its own process group (the host signals the group; the program joins it) and waits until it is
+// ready (pid1Program): it has mounted /proc for its PID namespace, which the thread is not in. It
+// is prepareNamespaces's step for /proc, after / was made private: the mount stays in the
+// thread's mount namespace, which PID 1 shares.
+func (c *zcall) startPID1() error {
 	ctlR, ctlW, err := pipe()
 	if err != nil {
-		return "init: PID 1", err
+		return fmt.Errorf("PID 1: %w", err)
 	}
 	defer unix.Close(ctlR)
 	c.ctlW = ctlW
 	repR, repW, err := pipe()
 	if err != nil {
-		return "init: PID 1", err
+		return fmt.Errorf("PID 1: %w", err)
 	}
-	defer unix.Close(repW)
 	c.pid1Report = repR
 	c.pid1Prog = pid1Program(ctlR, repW, c.sysctl, c.z.userNS)
 	pid, pidfd, err := c.pid1Prog.start(false, -1, repW)
+	unix.Close(repW)
 	if err != nil {
-		return "init: PID 1", err
+		return fmt.Errorf("PID 1: %w", err)
 	}
 	c.pid1, c.pid1fd = pid, pidfd
 	if err := unix.Setpgid(c.pid1, c.pid1); err != nil {
-		return "init: PID 1 process group", err
+		return fmt.Errorf("PID 1: process group: %w", err)
 	}
-	return "", nil
+	if err := c.awaitPID1(); err != nil {
+		return fmt.Errorf("PID 1: %w", err)
+	}
+	return nil
 }
 
 // reaperProgram is a PID 1 that dies with the thread that forked it, keeps only its control
@@ -668,7 +612,8 @@ func reaperProgram(ctl int, keep ...int) *rawProgram {
 	return prog
 }
 
-// pid1Program is PID 1's program: a reaperProgram that also keeps its report pipe, sets
+// pid1Program is PID 1's program: a reaperProgram that also keeps its report pipe, mounts at /proc
+// a procfs of its PID namespace (nosuid, nodev, noexec; as an init does, mountOwnProc), sets
 // vm.memfd_noexec to 2 through sysctl (a descriptor of it; -1 in a user namespace, where it cannot
 // be set), drops to the overflow identity (uid and gid 65534; in a user namespace, userNS, where no
 // other id is mapped, it keeps uid 0 of the namespace), no capabilities, no_new_privs, not
@@ -680,6 +625,8 @@ func pid1Program(ctl, report, sysctl int, userNS bool) *rawProgram {
 		keep = append(keep, sysctl)
 	}
 	prog := reaperProgram(ctl, slices.Sorted(slices.Values(keep))...)
+	prog.call("mount /proc", unix.SYS_MOUNT, prog.str("proc"), prog.str("/proc"), prog.str("proc"),
+		unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, 0)
 	if sysctl >= 0 {
 		// Per PID namespace, the writer's: PID 1's is the sandbox's (whichever procfs the file
 		// was opened in), and the program and everything it starts inherit it.
@@ -710,16 +657,6 @@ func pid1Program(ctl, report, sysctl int, userNS bool) *rawProgram {
 
 // overflowID is the uid and gid of a zygote's PID 1 (the kernel's overflow id, nobody).
 const overflowID = 65534
-
-// mountProc mounts at /proc a procfs of the call's PID namespace.
-func (c *zcall) mountProc() error {
-	fd, err := procFor(c.pid1)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	return unix.MoveMount(fd, "", unix.AT_FDCWD, "/proc", unix.MOVE_MOUNT_F_EMPTY_PATH)
-}
 
 // watch ends the sandbox (SIGKILL to PID 1) when the host closes the report pipe or dies, or the
 // deadline (CLOCK_BOOTTIME nanoseconds, 0 for none) passes; it closes c.hostDone once the host's
