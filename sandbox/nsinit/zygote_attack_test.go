@@ -2,8 +2,10 @@ package nsinit
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -486,9 +488,9 @@ func TestZygoteRootless(t *testing.T) {
 		t.Skip("this is a pooled run")
 	}
 	// Not the tests that mount on the host (a FUSE server, a tmpfs made after the threads were
-	// ready), which nobody cannot; nor the suite's runs.
+	// ready, a read-only /proc/sys), which nobody cannot; nor the suite's runs.
 	rerunAsNobody(t, rootlessZygoteEnv, "-test.run=^TestZygote",
-		"-test.skip=^TestZygote(RunsTheSuite|Rootless|SeesTheHostsMountsNow|SeesMountsMadeAfterItPrepared|EgressOnAFreshThread|StuckExecStopsNoOtherCall|ThreadStuckOnAPlanPath|StuckThreadsDoNotHoldThePool|KilledWhileEgressThreadHangs)$")
+		"-test.skip=^TestZygote(RunsTheSuite|Rootless|SeesTheHostsMountsNow|SeesMountsMadeAfterItPrepared|EgressOnAFreshThread|StuckExecStopsNoOtherCall|ThreadStuckOnAPlanPath|StuckThreadsDoNotHoldThePool|KilledWhileEgressThreadHangs|UnderReadOnlyProcSys)$")
 }
 
 // memfdProbeEnv makes this test binary, run as a sandbox's program, try to run code from a memfd
@@ -563,5 +565,50 @@ func TestZygoteMemfdCannotExec(t *testing.T) {
 	}
 	if os.Geteuid() != 0 && !strings.Contains(r.stdout, "default flags: operation not permitted") {
 		t.Errorf("stdout %q: a memfd without MFD_NOEXEC_SEAL was made in a user namespace", r.stdout)
+	}
+}
+
+// readOnlyProcSysEnv marks the copy of the test binary TestZygoteUnderReadOnlyProcSys runs in a
+// mount namespace whose /proc/sys is read-only.
+const readOnlyProcSysEnv = "NSINIT_TEST_RO_PROCSYS"
+
+// TestZygoteUnderReadOnlyProcSys: a root host whose /proc/sys is read-only (systemd's
+// ProtectKernelTunables= bind-mounts it so) still gets the zygote, and its sandboxes still have
+// vm.memfd_noexec=2: PID 1 sets it through the fresh /proc it mounts for the call, which the
+// host's read-only one does not cover. The host's own stays read-only and unchanged.
+func TestZygoteUnderReadOnlyProcSys(t *testing.T) {
+	if os.Getenv(readOnlyProcSysEnv) == "1" {
+		if err := unix.Access("/proc/sys/vm/memfd_noexec", unix.W_OK); !errors.Is(err, unix.EROFS) {
+			t.Fatalf("the host's /proc/sys is not read-only here: %v", err)
+		}
+		host, err := os.ReadFile("/proc/sys/vm/memfd_noexec")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := zygotePool(t)
+		p := plan(t, "/bin/cat", []string{"/proc/sys/vm/memfd_noexec"})
+		p.NoExecMemfd, p.Seccomp = true, true
+		if r := runPooled(t, pool, p); r.code != 0 || r.stdout != "2\n" {
+			t.Fatalf("vm.memfd_noexec in the sandbox: exit %d, %q, stderr %q; want 2", r.code, r.stdout, r.stderr)
+		}
+		requireZygoteServed(t, pool, 1)
+		if after, err := os.ReadFile("/proc/sys/vm/memfd_noexec"); err != nil || !bytes.Equal(after, host) {
+			t.Fatalf("the host's vm.memfd_noexec changed from %q to %q (%v)", host, after, err)
+		}
+		return
+	}
+	requireRoot(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := "mount --make-rprivate / && mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys && exec \"$0\" -test.run='^" + t.Name() + "$' -test.v"
+	cmd := exec.Command("/bin/sh", "-c", script, exe)
+	cmd.Env = append(os.Environ(), readOnlyProcSysEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWNS}
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatal(err)
 	}
 }

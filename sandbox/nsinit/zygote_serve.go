@@ -103,7 +103,7 @@ func (h zygoteHeader) split(fds []int) (*zcall, bool) {
 // newZcall is a zcall with nothing in it yet.
 func newZcall() *zcall {
 	return &zcall{plan: -1, report: -1, stdout: -1, stderr: -1, stdin: -1, egress: -1, cgroupDir: -1,
-		pid1: -1, pid1fd: -1, ctlW: -1, pid1Report: -1, sysctl: -1}
+		pid1: -1, pid1fd: -1, ctlW: -1, pid1Report: -1}
 }
 
 // take moves the call's descriptors from req (split's) into c.
@@ -415,7 +415,6 @@ type zcall struct {
 	pid1Prog     *rawProgram // PID 1's program, to name its failure
 	ctlW         int         // PID 1's control pipe: closing it ends PID 1
 	pid1Report   int         // PID 1's failure, or one byte once it is ready
-	sysctl       int         // vm.memfd_noexec, opened for PID 1 to write, or -1
 	hostDone     chan struct{}
 }
 
@@ -485,23 +484,12 @@ func closeFD(fd *int) {
 // plan: new namespaces, PID 1, and the plan-independent mounts (prepareNamespaces). On failure it
 // returns the failed step.
 func (c *zcall) prepare() (string, error) {
-	// Opened before the unshare, on the zygote's own procfs: a file open for writing on the
-	// thread's copy of a mount would keep it from turning read-only (EBUSY), and by the time
-	// PID 1 writes it the thread's / may be read-only already. (Not in a user namespace, where it
-	// cannot be written: the program's seccomp filter seals memfds instead.)
-	if !c.z.userNS {
-		var err error
-		if c.sysctl, err = unix.Open(memfdNoexecSysctl, unix.O_WRONLY|unix.O_CLOEXEC, 0); err != nil {
-			return "sysctl vm.memfd_noexec", err
-		}
-	}
 	// Not CLONE_NEWCGROUP yet: while the thread waits for its call, its reads of the host's
 	// mount table must show the cgroup mounts as the zygote's do (serve unshares it).
 	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC |
 		unix.CLONE_NEWUTS); err != nil {
 		return "unshare", err
 	}
-	defer closeFD(&c.sysctl) // PID 1 has its copy, or failed
 	return prepareNamespaces(c.startPID1)
 }
 
@@ -585,7 +573,7 @@ func (c *zcall) startPID1() error {
 		return fmt.Errorf("PID 1: %w", err)
 	}
 	c.pid1Report = repR
-	c.pid1Prog = pid1Program(ctlR, repW, c.sysctl, c.z.userNS)
+	c.pid1Prog = pid1Program(ctlR, repW, c.z.userNS)
 	pid, pidfd, err := c.pid1Prog.start(false, -1, repW)
 	unix.Close(repW)
 	if err != nil {
@@ -614,24 +602,25 @@ func reaperProgram(ctl int, keep ...int) *rawProgram {
 
 // pid1Program is PID 1's program: a reaperProgram that also keeps its report pipe, mounts at /proc
 // a procfs of its PID namespace (nosuid, nodev, noexec; as an init does, mountOwnProc), sets
-// vm.memfd_noexec to 2 through sysctl (a descriptor of it; -1 in a user namespace, where it cannot
-// be set), drops to the overflow identity (uid and gid 65534; in a user namespace, userNS, where no
-// other id is mapped, it keeps uid 0 of the namespace), no capabilities, no_new_privs, not
-// dumpable: the program cannot trace it, and says on the report pipe that it is ready. Nothing in
-// it depends on the plan: it is started before the plan is known.
-func pid1Program(ctl, report, sysctl int, userNS bool) *rawProgram {
-	keep := []int{report}
-	if sysctl >= 0 {
-		keep = append(keep, sysctl)
-	}
-	prog := reaperProgram(ctl, slices.Sorted(slices.Values(keep))...)
+// vm.memfd_noexec to 2 through it (not in a user namespace, userNS, where it cannot be set: the
+// program's seccomp filter seals memfds instead), drops to the overflow identity (uid and gid
+// 65534; in a user namespace, where no other id is mapped, it keeps uid 0 of the namespace), no
+// capabilities, no_new_privs, not dumpable: the program cannot trace it, and says on the report
+// pipe that it is ready. Nothing in it depends on the plan: it is started before the plan is known.
+func pid1Program(ctl, report int, userNS bool) *rawProgram {
+	prog := reaperProgram(ctl, report)
 	prog.call("mount /proc", unix.SYS_MOUNT, prog.str("proc"), prog.str("/proc"), prog.str("proc"),
 		unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, 0)
-	if sysctl >= 0 {
-		// Per PID namespace, the writer's: PID 1's is the sandbox's (whichever procfs the file
-		// was opened in), and the program and everything it starts inherit it.
-		prog.call("sysctl vm.memfd_noexec", unix.SYS_WRITE, uintptr(sysctl), prog.ptr([]byte("2")), 1)
-		prog.call("sysctl vm.memfd_noexec", unix.SYS_CLOSE, uintptr(sysctl))
+	if !userNS {
+		// Per PID namespace, the writer's: PID 1's is the sandbox's, and the program and
+		// everything it starts inherit it. Through the fresh /proc, which a service manager's
+		// read-only /proc/sys (ProtectKernelTunables=) does not cover.
+		cwd := unix.AT_FDCWD
+		prog.call("sysctl vm.memfd_noexec", unix.SYS_OPENAT, uintptr(cwd), prog.str(memfdNoexecSysctl),
+			unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0).save = sysctlReg
+		write := prog.call("sysctl vm.memfd_noexec", unix.SYS_WRITE, 0, prog.ptr([]byte("2")), 1)
+		write.ref[0] = sysctlReg
+		prog.call("sysctl vm.memfd_noexec", unix.SYS_CLOSE, 0).ref[0] = sysctlReg
 	}
 	if userNS {
 		// The permitted, effective and inheritable sets (and so the ambient one) emptied: PID 1
@@ -654,6 +643,9 @@ func pid1Program(ctl, report, sysctl int, userNS bool) *rawProgram {
 	prog.call("close report", unix.SYS_CLOSE, uintptr(report))
 	return prog
 }
+
+// sysctlReg is the register that holds PID 1's descriptor of vm.memfd_noexec.
+const sysctlReg = 0
 
 // overflowID is the uid and gid of a zygote's PID 1 (the kernel's overflow id, nobody).
 const overflowID = 65534
@@ -833,7 +825,7 @@ func (c *zcall) finish() {
 		}
 		c.pid1Prog.release() // its stack, now that it is gone
 	}
-	for _, fd := range []*int{&c.pid1fd, &c.pid1Report, &c.sysctl, &c.plan, &c.report, &c.stdout, &c.stderr, &c.stdin, &c.egress} {
+	for _, fd := range []*int{&c.pid1fd, &c.pid1Report, &c.plan, &c.report, &c.stdout, &c.stderr, &c.stdin, &c.egress} {
 		closeFD(fd)
 	}
 	closeAll(c.tasks)
