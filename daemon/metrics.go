@@ -89,4 +89,9 @@ func writePoolMetrics(w io.Writer, pool *nsinit.Pool) {
 	fmt.Fprintf(w, "clihost_sandbox_pool_takes_total{result=\"zygote\"} %d\nclihost_sandbox_pool_takes_total{result=\"hit\"} %d\nclihost_sandbox_pool_takes_total{result=\"miss\"} %d\n", s.Zygote, s.Hits, s.Misses)
 	fmt.Fprintf(w, "# HELP clihost_sandbox_pool_discarded_total Inits killed unused: stale (a mount table or init executable change), dead while waiting, or at shutdown.\n# TYPE clihost_sandbox_pool_discarded_total counter\nclihost_sandbox_pool_discarded_total %d\n", s.Discarded)
 	fmt.Fprintf(w, "# HELP clihost_sandbox_pool_ready Inits ready in the pool, and how many it keeps ready.\n# TYPE clihost_sandbox_pool_ready gauge\nclihost_sandbox_pool_ready %d\nclihost_sandbox_pool_target %d\n", s.Ready, s.Target)
+	up := 0
+	if s.ZygoteUp {
+		up = 1
+	}
+	fmt.Fprintf(w, "# HELP clihost_sandbox_zygote_up 1 while the sandbox zygote runs and builds the calls' sandboxes (no Go program started per call), else 0 (calls take inits; the daemon's log says why).\n# TYPE clihost_sandbox_zygote_up gauge\nclihost_sandbox_zygote_up %d\n", up)
 }

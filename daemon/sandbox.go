@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/rotate"
@@ -119,6 +121,36 @@ func (d *Engine) startPool() {
 	}
 	d.sandbox.Pool = nsinit.NewPool(nsinit.PoolConfig{Max: n})
 	d.log.Info("sandbox inits are started ahead of calls", "pool_max", n)
+	go logZygote(d.log, d.sandbox.Pool)
+}
+
+// zygoteStartWait bounds logZygote's wait for the pool's zygote to start or fail.
+const zygoteStartWait = 15 * time.Second
+
+// logZygote says, once the pool's zygote has started or failed to (or zygoteStartWait passed),
+// whether calls get the zygote's sandboxes or inits, which cost more per call (a warning with the
+// reason). It returns without a word when the pool is closed first.
+func logZygote(log *slog.Logger, pool *nsinit.Pool) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for deadline := time.Now().Add(zygoteStartWait); ; {
+		select {
+		case <-pool.Done():
+			return
+		case <-tick.C:
+		}
+		s := pool.Stats()
+		switch {
+		case s.ZygoteUp:
+			log.Info("the sandbox zygote builds the calls' sandboxes (no program started per call)")
+			return
+		case s.ZygoteErr != "" || time.Now().After(deadline):
+			log.Warn("no sandbox zygote: each call's sandbox starts an init, which costs more per call",
+				"reason", cmp.Or(s.ZygoteErr, "it did not start within "+zygoteStartWait.String()),
+				"hint", "calls run in the same sandbox, only slower; see docs/operations.md, The zygote")
+			return
+		}
+	}
 }
 
 // logLimits says at start which mechanism holds the per-call memory, process and CPU limits, and

@@ -88,6 +88,7 @@ type PoolStats struct {
 	Ready     int   // inits ready now
 	Target    int   // inits the pool keeps ready now
 	Zygote    int64 // calls the zygote served (neither a hit nor a miss)
+	ZygoteUp  bool  // a zygote runs now and takes calls
 	// ZygoteErr says why no zygote serves calls ("" when one does, or is off).
 	ZygoteErr string
 }
@@ -154,12 +155,16 @@ func (p *Pool) Close() {
 	}
 }
 
+// Done returns a channel closed when the pool is closed.
+func (p *Pool) Done() <-chan struct{} { return p.done }
+
 // Stats reports what the pool did so far and holds now.
 func (p *Pool) Stats() PoolStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.stats
 	s.Ready, s.Target = len(p.idle), p.target
+	s.ZygoteUp = p.zyg != nil
 	if p.zygErr != nil {
 		s.ZygoteErr = p.zygErr.Error()
 	}

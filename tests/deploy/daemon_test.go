@@ -69,9 +69,9 @@ func startDaemon(t *testing.T, spec daemonSpec) *daemon {
 	return d
 }
 
-// expectZygoteServed fails t unless the daemon's zygote built the sandbox of at least one call
-// (its /metrics, fetched with its token): the fast path must be the deployment's, not only a
-// root host's.
+// expectZygoteServed fails t unless the daemon's zygote built the sandbox of at least one call and
+// is up (its /metrics, fetched with its token) and its log says so: the fast path must be the
+// deployment's, not only a root host's.
 func (d *daemon) expectZygoteServed(t *testing.T) {
 	t.Helper()
 	tok, err := os.ReadFile(d.tokenFile)
@@ -89,8 +89,12 @@ func (d *daemon) expectZygoteServed(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	page, err := io.ReadAll(resp.Body)
-	if n := zygoteTakes(string(page)); err != nil || resp.StatusCode != http.StatusOK || n < 1 {
-		t.Errorf("%s: the zygote built %d sandboxes, want at least 1 (%s, %v)\n%s", d.what, n, resp.Status, err, page)
+	if n := zygoteTakes(string(page)); err != nil || resp.StatusCode != http.StatusOK || n < 1 ||
+		!strings.Contains(string(page), "\nclihost_sandbox_zygote_up 1\n") {
+		t.Errorf("%s: the zygote built %d sandboxes, want at least 1, and is up (%s, %v)\n%s", d.what, n, resp.Status, err, page)
+	}
+	if !strings.Contains(d.logText(), "the sandbox zygote builds the calls' sandboxes") {
+		t.Errorf("%s: the daemon's log does not say that the zygote builds the sandboxes:\n%s", d.what, d.logText())
 	}
 }
 
