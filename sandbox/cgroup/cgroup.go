@@ -183,7 +183,9 @@ type Group struct {
 	v2     string            // the v2 group directory, "" without v2
 	v1     map[string]string // controller -> v1 group directory
 	limits Limits
-	mgr    *Manager
+	// applied says limits are written into the groups (Apply succeeded).
+	applied bool
+	mgr     *Manager
 }
 
 // New creates the groups of one call under the daemon's own groups and sets l in them. A manager
@@ -246,8 +248,15 @@ func (g *Group) MemoryCurrent() (int64, bool) {
 }
 
 // Apply sets the call's limits l in g: it creates the v1 groups they need (TasksFiles lists them
-// afterwards) and writes l into the controller files. On error the caller removes g.
+// afterwards) and writes l into the controller files. The limits already written are not written
+// again (a group made ahead of its call with the limits the call has). It writes only what l sets:
+// a group that has other limits (Applied) is not reset to l; use a new one. On error the caller
+// removes g.
 func (g *Group) Apply(l Limits) error {
+	if g.applied && g.limits == l {
+		return nil
+	}
+	g.applied = false
 	g.limits = l
 	for c, parent := range g.mgr.v1 {
 		if _, made := g.v1[c]; made || !g.needs(c) {
@@ -259,7 +268,19 @@ func (g *Group) Apply(l Limits) error {
 		}
 		g.v1[c] = dir
 	}
-	return g.setLimits(g.mgr)
+	if err := g.setLimits(g.mgr); err != nil {
+		return err
+	}
+	g.applied = true
+	return nil
+}
+
+// Applied returns the limits Apply wrote into g, and false before it did (or for a nil g).
+func (g *Group) Applied() (Limits, bool) {
+	if g == nil {
+		return Limits{}, false
+	}
+	return g.limits, g.applied
 }
 
 // needs reports whether the group needs a v1 hierarchy for controller c. Joining a v1 group costs

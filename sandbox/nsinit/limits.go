@@ -27,6 +27,11 @@ type callLimits struct {
 	dir   *os.File
 }
 
+// groupLimits are the control group limits of the plan's limits l.
+func groupLimits(l isolation.Limits) cgroup.Limits {
+	return cgroup.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPU: l.CPU}
+}
+
 // newCallLimits creates the call's control groups when l has cgroup limits and this host offers
 // cgroups (cgroup.Default); without either it returns an empty callLimits and the rlimits are the
 // only bound. Creating them on a host that offers them must succeed: the call fails closed.
@@ -34,7 +39,7 @@ func newCallLimits(l isolation.Limits) (callLimits, error) {
 	if !cgroupLimits(l) {
 		return callLimits{}, nil
 	}
-	g, err := cgroup.Default().New(cgroup.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPU: l.CPU})
+	g, err := cgroup.Default().New(groupLimits(l))
 	if err != nil || g == nil {
 		return callLimits{}, err
 	}

@@ -58,7 +58,11 @@ type Pool struct {
 	zygErr      error     // why there is no zygote
 	zygRetry    time.Time // when a zygote that died may be started again
 	zygStarting bool
-	slots       []*cgroup.Group // control groups made ahead for the zygote's calls (MakeV1, no limits)
+	slots       []*cgroup.Group // control groups made ahead for the zygote's calls (MakeV1, slotLimits)
+	// slotLimits are the limits of the last zygote call that had some (most calls have the
+	// daemon's defaults): the slots made after it are made with them, so that a call with the
+	// same limits does not write them on its path. nil: none yet.
+	slotLimits *cgroup.Limits
 
 	wake chan struct{}
 	done chan struct{}
@@ -213,7 +217,7 @@ func (p *Pool) Take(plan isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
 	if z := p.zygote(); z != nil && zygoteServes(prepared) {
 		var slot *cgroup.Group
 		if cgroupLimits(prepared.Limits) {
-			slot = p.slot()
+			slot = p.slot(groupLimits(prepared.Limits))
 		}
 		cmd, stdio, err := z.take(prepared, stdin, slot)
 		if cmd != nil || err != nil {
@@ -270,11 +274,12 @@ func (p *Pool) zygote() *zygote {
 // zygoteSlots is how many control groups a pool with a zygote keeps made ahead of calls.
 const zygoteSlots = 2
 
-// slot returns a control group made ahead for a call, or nil when none is ready (the call then
-// makes its own); the refiller makes another.
-func (p *Pool) slot() *cgroup.Group {
+// slot returns a control group made ahead for a call with limits l, or nil when none is ready
+// (the call then makes its own); the refiller makes another, with l.
+func (p *Pool) slot(l cgroup.Limits) *cgroup.Group {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.slotLimits = &l
 	if len(p.slots) == 0 {
 		return nil
 	}
@@ -289,6 +294,7 @@ func (p *Pool) fillSlots() {
 	for {
 		p.mu.Lock()
 		want := p.zyg != nil && !p.closed && len(p.slots) < zygoteSlots
+		limits := p.slotLimits
 		p.mu.Unlock()
 		if !want {
 			return
@@ -296,6 +302,9 @@ func (p *Pool) fillSlots() {
 		g, err := cgroup.Default().NewSlot()
 		if err == nil && g != nil {
 			err = g.MakeV1()
+		}
+		if err == nil && g != nil && limits != nil {
+			err = g.Apply(*limits)
 		}
 		if err != nil || g == nil {
 			_ = g.Remove()
@@ -478,7 +487,7 @@ func (w *warmInit) applyLimits(l isolation.Limits) error {
 	if w.group == nil || !cgroupLimits(l) {
 		return nil
 	}
-	if err := w.group.Apply(cgroup.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, CPU: l.CPU}); err != nil {
+	if err := w.group.Apply(groupLimits(l)); err != nil {
 		return fmt.Errorf("nsinit: %w", err)
 	}
 	return nil

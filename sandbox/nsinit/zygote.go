@@ -226,7 +226,11 @@ func (z *zygote) take(p isolation.Plan, stdin bool, slot *cgroup.Group) (*Cmd, *
 	}
 	var group *cgroup.Group
 	if cgroupLimits(p.Limits) {
-		limits := cgroup.Limits{MemoryBytes: p.Limits.MemoryBytes, Pids: p.Limits.Pids, CPU: p.Limits.CPU}
+		limits := groupLimits(p.Limits)
+		if had, ok := slot.Applied(); ok && had != limits {
+			_ = slot.Remove() // made with other limits, which Apply would not all reset
+			slot = nil
+		}
 		if slot != nil {
 			if err := slot.Apply(limits); err != nil {
 				_ = slot.Remove()

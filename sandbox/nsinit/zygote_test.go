@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/isolation"
+	"github.com/clihost/clihost/sandbox/cgroup"
 	"golang.org/x/sys/unix"
 )
 
@@ -114,4 +116,82 @@ func ppidOf(pid int) int {
 	}
 	ppid, _ := strconv.Atoi(f[1])
 	return ppid
+}
+
+// TestZygoteSlotsCarryTheLastLimits: the control groups the pool makes ahead of the zygote's calls
+// carry the limits of the last call (most calls have the daemon's defaults, which then are not
+// written on the call's path), and a call with other limits never runs in a group made with those:
+// its memory limit is its own (here none), not the last call's.
+func TestZygoteSlotsCarryTheLastLimits(t *testing.T) {
+	pool := zygotePool(t)
+	if cgroup.Default().Mechanism(cgroup.Memory) == cgroup.None {
+		fixture.Missing(t, "no memory controller for the call's groups")
+	}
+	first := sh(t, "true")
+	first.Limits = isolation.Limits{MemoryBytes: 256 << 20, Pids: 128}
+	want := groupLimits(first.Limits)
+	for range 3 {
+		if r := runPooled(t, pool, first); r.code != 0 {
+			t.Fatalf("exit %d: %s", r.code, r.stderr)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		pool.mu.Lock()
+		ready := len(pool.slots) == zygoteSlots
+		for _, g := range pool.slots {
+			got, ok := g.Applied()
+			ready = ready && ok && got == want
+		}
+		pool.mu.Unlock()
+		if ready {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool's slots do not carry the last call's limits %+v", want)
+		}
+	}
+	second := sh(t, "true")
+	second.Limits = isolation.Limits{Pids: 64}
+	cmd, stdio := takeReady(t, pool, second, false)
+	if !cmd.FromZygote() {
+		t.Fatalf("the zygote did not build the sandbox: %+v", pool.Stats())
+	}
+	got, ok := cmd.group.Applied()
+	mem := groupMemoryLimit(t, cmd.group)
+	if r := finishPooled(t, cmd, stdio); r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if !ok || got != groupLimits(second.Limits) || mem >= 0 {
+		t.Fatalf("the call with limits %+v ran in a group with %+v (%t), memory limit %d; want its own and no memory limit",
+			second.Limits, got, ok, mem)
+	}
+}
+
+// groupMemoryLimit reads the memory limit set in g's groups: -1 when there is none.
+func groupMemoryLimit(t *testing.T, g *cgroup.Group) int64 {
+	t.Helper()
+	read := func(path string) int64 {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := strings.TrimSpace(string(data))
+		n, err := strconv.ParseInt(s, 10, 64)
+		if s == "max" || err == nil && n >= 1<<62 {
+			return -1
+		}
+		if err != nil {
+			t.Fatalf("%s: %q", path, s)
+		}
+		return n
+	}
+	if d := g.V2Dir(); d != "" && cgroup.Default().Mechanism(cgroup.Memory) == cgroup.V2 {
+		return read(filepath.Join(d, "memory.max"))
+	}
+	for _, f := range g.TasksFiles() {
+		if dir := filepath.Dir(f); strings.Contains(dir, "/memory/") {
+			return read(filepath.Join(dir, "memory.limit_in_bytes"))
+		}
+	}
+	return -1
 }
