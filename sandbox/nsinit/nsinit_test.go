@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(memfdProbeEnv) == "1" {
 		os.Exit(memfdProbe())
 	}
+	if mode := os.Getenv(attackProbeEnv); mode != "" {
+		os.Exit(attackProbe(mode))
+	}
 	Main()
 	if mode := os.Getenv(poolEnv); mode != "" {
 		testPool = NewPool(PoolConfig{Max: 2, NoZygote: mode != zygoteMode})

@@ -705,6 +705,9 @@ func (p *Pool) startInit() (w *warmInit, err error) {
 		return abort("cgroup", err)
 	}
 	cmd := initCommand(p.root)
+	// A session of its own, without the daemon's controlling terminal, which the program could
+	// otherwise open as /dev/tty (see startZygote). (Command's own callers choose: see Command.)
+	cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Setsid = false, true
 	cmd.ExtraFiles = []*os.File{planR, reportW, egressChild, nil} // fd 6: no ingress
 	if w.group != nil {
 		// The v1 tasks files, at fds 7…: the init's forking thread joins them once it has its plan.

@@ -69,9 +69,14 @@ func startZygote(root bool) (*zygote, error) {
 		Dir:        "/",
 		ExtraFiles: []*os.File{child},
 		Stderr:     os.Stderr,
+		// A session of its own, without a controlling terminal: every call's PID 1 and program
+		// are in its session, and /dev/tty (granted to every sandbox for a program's own
+		// terminal) would otherwise open the daemon's (a clihostd started from a shell): the
+		// program could write to it, make its group the foreground one and read what is typed
+		// there (TestZygoteHostsTerminalIsOutOfReach). Its process group is its pid, as before.
 		SysProcAttr: &syscall.SysProcAttr{
 			Pdeathsig: syscall.SIGKILL,
-			Setpgid:   true,
+			Setsid:    true,
 		},
 	}
 	if !root {
