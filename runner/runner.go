@@ -403,7 +403,12 @@ func attach(cmd *exec.Cmd, c Command) (stdout, stderr *capture, stdin *os.File, 
 	}
 	// Without c.Stdin, cmd.Stdin stays nil: os/exec opens /dev/null for it.
 	cmd.Stdout, cmd.Stderr = outW, errW
-	sysProcAttr(cmd).Setpgid = true
+	// A session of its own (and so a process group of its own): not the caller's controlling
+	// terminal, which a sandboxed program could otherwise open as /dev/tty, write to, make its
+	// group the foreground of and read (a clihostd started from a shell; the pool's inits and
+	// zygote have sessions of their own for the same reason).
+	attr := sysProcAttr(cmd)
+	attr.Setpgid, attr.Setsid = false, true
 	return &capture{r: outR, limit: c.StdoutLimit}, &capture{r: errR, limit: c.StderrLimit},
 		stdin, childEnds, nil
 }
