@@ -1,21 +1,15 @@
 package runner_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/runner"
-	"golang.org/x/sys/unix"
 )
 
 const terminalHostEnv = "RUNNER_TEST_TERMINAL_HOST"
@@ -37,61 +31,14 @@ func TestSandboxedRunCannotReachTheCallersTerminal(t *testing.T) {
 		return
 	}
 	requireSandbox(t)
-	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		fixture.Missing(t, "no pty: %v", err)
-	}
-	defer ptmx.Close()
-	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pts.Close()
 	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$")
 	cmd.Env = append(os.Environ(), terminalHostEnv+"=1")
-	cmd.Stdin = pts
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	host, seen, _ := fixture.OnTerminal(t, cmd, nil)
+	t.Logf("host: %s\nterminal: %q", host, seen)
+	if !strings.Contains(host, "err <nil> exit 0") {
+		t.Fatalf("the sandboxed run failed: %s", host)
 	}
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	proc := fixture.Start(t, cmd)
-	var mu sync.Mutex
-	var tty strings.Builder
-	go func() {
-		buf := make([]byte, 4096)
-		for {
-			n, err := ptmx.Read(buf)
-			mu.Lock()
-			tty.Write(buf[:n])
-			mu.Unlock()
-			if err != nil {
-				return
-			}
-		}
-	}()
-	var host strings.Builder
-	for sc := bufio.NewScanner(out); sc.Scan(); {
-		host.WriteString(sc.Text() + "\n")
-	}
-	_ = proc.Wait()
-	time.Sleep(100 * time.Millisecond)
-	mu.Lock()
-	seen := tty.String()
-	mu.Unlock()
-	t.Logf("host: %s\nterminal: %q", host.String(), seen)
-	if !strings.Contains(host.String(), "err <nil> exit 0") {
-		t.Fatalf("the sandboxed run failed: %s", host.String())
-	}
-	if strings.Contains(seen, "clihost-attack") || !strings.Contains(host.String(), "tty: refused") {
+	if strings.Contains(seen, "clihost-attack") || !strings.Contains(host, "tty: refused") {
 		t.Errorf("the sandboxed program wrote to its host's controlling terminal: %q", seen)
 	}
 }

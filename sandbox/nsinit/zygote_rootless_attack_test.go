@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -582,67 +581,20 @@ func TestZygoteHostsTerminalIsOutOfReach(t *testing.T) {
 // returns what the pty showed and what the copy printed.
 func onTerminal(t *testing.T, mode string) (seen, child string) {
 	t.Helper()
-	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		fixture.Missing(t, "no pty: %v", err)
-	}
-	defer ptmx.Close()
-	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pts.Close()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, "-test.run=^TestZygoteHostsTerminalIsOutOfReach$", "-test.v")
 	cmd.Env = []string{terminalEnv + "=" + mode, rootlessZygoteEnv + "=" + os.Getenv(rootlessZygoteEnv), "CI=" + os.Getenv("CI")}
-	cmd.Stdin = pts
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	p := fixture.Start(t, cmd)
-	var tty strings.Builder
-	var mu sync.Mutex
-	go func() {
-		buf := make([]byte, 4096)
-		typed := false
-		for {
-			n, err := ptmx.Read(buf)
-			mu.Lock()
-			tty.Write(buf[:n])
-			if !typed && strings.Contains(tty.String(), attackMark) {
-				typed = true
-				_, _ = ptmx.Write([]byte("typed-secret\n"))
-			}
-			mu.Unlock()
-			if err != nil {
-				return
-			}
+	typed := false
+	child, seen, waitErr := fixture.OnTerminal(t, cmd, func(shown string) string {
+		if typed || !strings.Contains(shown, attackMark) {
+			return ""
 		}
-	}()
-	var printed strings.Builder
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		printed.WriteString(sc.Text() + "\n")
-	}
-	waitErr := p.Wait()
-	time.Sleep(100 * time.Millisecond) // what the pty holds reaches the reader
-	mu.Lock()
-	seen = tty.String()
-	mu.Unlock()
-	child = printed.String()
+		typed = true
+		return "typed-secret\n"
+	})
 	t.Logf("host: %s\nterminal: %q", child, seen)
 	if strings.Contains(child, "skip:") {
 		t.Skip(child)
