@@ -415,7 +415,10 @@ type zcall struct {
 	pid1Prog     *rawProgram // PID 1's program, to name its failure
 	ctlW         int         // PID 1's control pipe: closing it ends PID 1
 	pid1Report   int         // PID 1's failure, or one byte once it is ready
-	hostDone     chan struct{}
+	// seal says the program's seccomp filter must seal memfds (sealMemfds; read when the
+	// thread made itself ready, its PID namespace inheriting the zygote's vm.memfd_noexec).
+	seal     bool
+	hostDone chan struct{}
 }
 
 // serveCall serves the call on c's thread, prepared (see the comment at the top of this file),
@@ -484,6 +487,7 @@ func closeFD(fd *int) {
 // plan: new namespaces, PID 1, and the plan-independent mounts (prepareNamespaces). On failure it
 // returns the failed step.
 func (c *zcall) prepare() (string, error) {
+	c.seal = sealMemfds(c.z.userNS)
 	// Not CLONE_NEWCGROUP yet: while the thread waits for its call, its reads of the host's
 	// mount table must show the cgroup mounts as the zygote's do (serve unshares it).
 	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC |
@@ -541,8 +545,7 @@ func (c *zcall) serve(e envelope, code *int) (string, error) {
 			return "stdin", err
 		}
 	}
-	// Read before Landlock and the thread's new identity (see confine).
-	seal := p.NoExecMemfd && sealMemfds(e.UserNS)
+	seal := p.NoExecMemfd && c.seal
 	if step, err := confineThread(p, paths, e.UserNS); err != nil {
 		*code = exitVerify
 		return step, err
