@@ -3,8 +3,6 @@ package tests
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -247,14 +245,5 @@ func (d *daemonProc) metrics(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := (&http.Client{Transport: bearer{strings.TrimSpace(string(tok))}}).Get(d.mcp + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(body)
+	return fixture.Metrics(t, d.mcp, strings.TrimSpace(string(tok)))
 }

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,17 +13,11 @@ import (
 func poolTakes(t *testing.T, d *daemonProc, result string) int {
 	t.Helper()
 	body := d.metrics(t)
-	for l := range strings.Lines(body) {
-		if v, ok := strings.CutPrefix(l, `clihost_sandbox_pool_takes_total{result="`+result+`"} `); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil {
-				t.Fatalf("metric %q: %v", l, err)
-			}
-			return n
-		}
+	n, ok := fixture.MetricValue(body, `clihost_sandbox_pool_takes_total{result="`+result+`"}`)
+	if !ok {
+		t.Fatalf("no pool takes %q in the metrics:\n%s", result, body)
 	}
-	t.Fatalf("no pool takes %q in the metrics:\n%s", result, body)
-	return 0
+	return int(n)
 }
 
 // TestDaemonEgressThroughTheZygote: a root clihostd sends its calls with egress (curl with a

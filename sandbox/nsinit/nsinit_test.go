@@ -25,9 +25,6 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(memfdProbeEnv) == "1" {
-		os.Exit(memfdProbe())
-	}
 	if mode := os.Getenv(attackProbeEnv); mode != "" {
 		os.Exit(attackProbe(mode))
 	}
@@ -689,6 +686,20 @@ func TestRootless(t *testing.T) {
 func rerunAsNobody(t *testing.T, env string, flags ...string) {
 	t.Helper()
 	base := workTree(t, "/var/tmp")
+	cmd := exec.Command(testBinaryIn(t, base), append(flags, "-test.v")...)
+	cmd.Env = []string{env + "=1", "NSINIT_TEST_BASE=" + base, poolEnv + "=" + os.Getenv(poolEnv), "CI=" + os.Getenv("CI")}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testBinaryIn copies this test binary into dir and returns the copy's path: the build directory
+// may be under /tmp, which every sandbox covers with its own, and is not open to nobody.
+func testBinaryIn(t *testing.T, dir string) string {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -697,18 +708,11 @@ func rerunAsNobody(t *testing.T, env string, flags ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	copied := filepath.Join(base, "nsinit.test") // the build directory is not open to nobody
+	copied := filepath.Join(dir, "nsinit.test")
 	if err := os.WriteFile(copied, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(copied, append(flags, "-test.v")...)
-	cmd.Env = []string{env + "=1", "NSINIT_TEST_BASE=" + base, poolEnv + "=" + os.Getenv(poolEnv), "CI=" + os.Getenv("CI")}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-	out, err := cmd.CombinedOutput()
-	t.Logf("%s", out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	return copied
 }
 
 func testRootlessChild(t *testing.T) {

@@ -304,24 +304,12 @@ const clockTicks = 100
 // result (zygote, hit, miss); none when the daemon has no pool.
 func (d *runningDaemon) poolTakes(b *testing.B) map[string]float64 {
 	b.Helper()
-	req, err := http.NewRequest(http.MethodGet, strings.Replace(d.url, "/mcp/true", "/metrics", 1), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+d.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		b.Fatalf("/metrics: %v %s", err, resp.Status)
-	}
+	page := fixture.Metrics(b, strings.TrimSuffix(d.url, "/mcp/true"), d.token)
 	takes := map[string]float64{}
-	for _, m := range regexp.MustCompile(`(?m)^clihost_sandbox_pool_takes_total\{result="(\w+)"\} (\d+)$`).FindAllStringSubmatch(string(body), -1) {
-		n, _ := strconv.ParseFloat(m[2], 64)
-		takes[m[1]] = n
+	for _, result := range []string{"zygote", "hit", "miss"} {
+		if n, ok := fixture.MetricValue(page, `clihost_sandbox_pool_takes_total{result="`+result+`"}`); ok {
+			takes[result] = n
+		}
 	}
 	return takes
 }

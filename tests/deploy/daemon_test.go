@@ -3,13 +3,10 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -78,20 +75,9 @@ func (d *daemon) expectZygoteServed(t *testing.T) {
 	if err != nil || d.httpURL == "" {
 		t.Fatalf("%s: the metrics' address %q or token: %v", d.what, d.httpURL, err)
 	}
-	req, err := http.NewRequest(http.MethodGet, d.httpURL+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s: /metrics: %v", d.what, err)
-	}
-	defer resp.Body.Close()
-	page, err := io.ReadAll(resp.Body)
-	if n := zygoteTakes(string(page)); err != nil || resp.StatusCode != http.StatusOK || n < 1 ||
-		!strings.Contains(string(page), "\nclihost_sandbox_zygote_up 1\n") {
-		t.Errorf("%s: the zygote built %d sandboxes, want at least 1, and is up (%s, %v)\n%s", d.what, n, resp.Status, err, page)
+	page := fixture.Metrics(t, d.httpURL, strings.TrimSpace(string(tok)))
+	if !zygoteServed(page) {
+		t.Errorf("%s: the zygote built no sandbox, or is not up:\n%s", d.what, page)
 	}
 	if !strings.Contains(d.logText(), "the sandbox zygote builds the calls' sandboxes") {
 		t.Errorf("%s: the daemon's log does not say that the zygote builds the sandboxes:\n%s", d.what, d.logText())
@@ -323,16 +309,10 @@ func fmtAccounts(as ...*account) string {
 	return strings.Join(s, ", ")
 }
 
-// zygoteTakes reads clihost_sandbox_pool_takes_total{result="zygote"} from a /metrics page: how
-// many calls the daemon's zygote built the sandbox of (-1 when the page does not say).
-func zygoteTakes(page string) int {
-	for line := range strings.Lines(page) {
-		if v, ok := strings.CutPrefix(line, `clihost_sandbox_pool_takes_total{result="zygote"} `); ok {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err == nil {
-				return n
-			}
-		}
-	}
-	return -1
+// zygoteServed reports whether a /metrics page says the zygote runs and built at least one
+// call's sandbox.
+func zygoteServed(page string) bool {
+	takes, _ := fixture.MetricValue(page, `clihost_sandbox_pool_takes_total{result="zygote"}`)
+	up, _ := fixture.MetricValue(page, "clihost_sandbox_zygote_up")
+	return takes >= 1 && up == 1
 }
