@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,7 +20,7 @@ func BenchmarkCall(b *testing.B) {
 		ws    func(testing.TB) string
 	}{
 		{"true", fixture.True(), fixture.Workspace},
-		{"write-repo", writeTrue(), repoWorkspace}, // the git rule walks the workspace before and after
+		{"write-repo", fixture.TrueWriting(), fixture.Project}, // the git rule walks the workspace before and after
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			h, _ := writeBundle(b, bc.files, Options{})
@@ -106,8 +105,8 @@ func BenchmarkConfine(b *testing.B) {
 	}{
 		{"true", fixture.True(), fixture.Workspace, false},
 		{"true-state", fixture.True(), fixture.Workspace, true},
-		{"git", writeTrue(), gitWorkspace, false},
-		{"repo", writeTrue(), repoWorkspace, false},
+		{"git", fixture.TrueWriting(), gitWorkspace, false},
+		{"repo", fixture.TrueWriting(), fixture.Project, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var opts Options
@@ -130,39 +129,6 @@ func BenchmarkConfine(b *testing.B) {
 			}
 		})
 	}
-}
-
-// writeTrue is fixture.True with fs.write on the whole workspace.
-func writeTrue() map[string]string {
-	files := fixture.True()
-	files["true/CLI.md"] = strings.Replace(files["true/CLI.md"], "write: []", `write: ["./**"]`, 1)
-	return files
-}
-
-// repoWorkspace is a writable workspace the size of a small project: a git work tree of 1,000
-// files in 360 folders and a .git holding 2,000 loose objects in 256 folders (a clone of this
-// repository made with `git clone /path`: 977 files in 326 folders, 3,484 entries in .git).
-func repoWorkspace(tb testing.TB) string {
-	tb.Helper()
-	ws := tb.TempDir()
-	files := map[string]string{".git/HEAD": "ref: refs/heads/main\n", ".git/config": "[core]\n\tbare = false\n",
-		".git/objects/pack/pack-1.pack": "", ".git/objects/pack/pack-1.idx": "", ".git/refs/heads/main": "0\n",
-		".git/index": "", ".git/packed-refs": ""}
-	for _, h := range []string{"applypatch-msg", "commit-msg", "post-update", "pre-applypatch", "pre-commit", "pre-push", "pre-rebase", "prepare-commit-msg", "update"} {
-		files[".git/hooks/"+h+".sample"] = "#!/bin/sh\n"
-	}
-	for i := range 1000 {
-		files[fmt.Sprintf("pkg%d/sub%d/f%d.go", i%40, i%8, i)] = "package p\n"
-	}
-	for i := range 2000 {
-		files[fmt.Sprintf(".git/objects/%02x/%038x", i%256, i)] = "x"
-	}
-	fixture.WriteIn(tb, ws, files)
-	fixture.GiveToAgent(tb, ws)
-	// A project's folders were not all changed a moment ago: the git rule rereads a folder changed
-	// in the last two seconds at every walk (sandbox.listingMargin).
-	time.Sleep(2100 * time.Millisecond)
-	return ws
 }
 
 // gitWorkspace is a workspace holding a small git repository (a .git directory with hooks and a

@@ -98,6 +98,17 @@ func egressTrue() map[string]string {
 	return files
 }
 
+// BenchmarkPeerClihostWriteProject is BenchmarkPeerClihostTrue for a tool that may write its
+// workspace (fs.write: ["./**"], as a formatter's or git's tools) in a project-sized git work tree
+// (fixture.Project): the git rule's walks of that workspace (the nested git search, the snapshot
+// before the call and the sweep after it) are on the call's path. BenchmarkPeerBwrapProject is
+// its peer; BenchmarkPeerClihostTrue is the same call in an empty workspace.
+func BenchmarkPeerClihostWriteProject(b *testing.B) {
+	pool := nsinit.NewPool(nsinit.PoolConfig{})
+	defer pool.Close()
+	benchmarkCallIn(b, fixture.TrueWriting(), fixture.Project(b), host.SandboxOptions{Pool: pool})
+}
+
 // BenchmarkPeerClihostColdTrue is the same call with every sandbox started when the call needs it
 // (no pool: what clihostctl's in-process calls do).
 func BenchmarkPeerClihostColdTrue(b *testing.B) { benchmarkCall(b, host.SandboxOptions{}) }
@@ -111,9 +122,14 @@ func BenchmarkPeerClihostUnsandboxedTrue(b *testing.B) {
 // benchmarkCall is benchmarkCallOf the `true` fixture bundle.
 func benchmarkCall(b *testing.B, sb host.SandboxOptions) { benchmarkCallOf(b, fixture.True(), sb) }
 
-// benchmarkCallOf times warm host.Call calls of the tool run of the bundle true in files, with
-// sandbox options sb.
+// benchmarkCallOf is benchmarkCallIn an empty workspace.
 func benchmarkCallOf(b *testing.B, files map[string]string, sb host.SandboxOptions) {
+	benchmarkCallIn(b, files, fixture.Workspace(b), sb)
+}
+
+// benchmarkCallIn times warm host.Call calls of the tool run of the bundle true in files, in
+// workspace ws, with sandbox options sb.
+func benchmarkCallIn(b *testing.B, files map[string]string, ws string, sb host.SandboxOptions) {
 	if err := nsinit.Check(); err != nil && !sb.Off {
 		missing(b, "the kernel sandbox is unavailable: %v", err)
 	}
@@ -125,7 +141,6 @@ func benchmarkCallOf(b *testing.B, files map[string]string, sb host.SandboxOptio
 	if err != nil {
 		b.Fatal(err)
 	}
-	ws := fixture.Workspace(b)
 	call := func() {
 		if env := h.Call(context.Background(), bd, "run", map[string]any{}, host.Caller{Workspace: ws}, host.CallOptions{}); !env.OK {
 			b.Fatalf("%+v", env.Error)

@@ -226,6 +226,20 @@ func BenchmarkPeerBwrapTrue(b *testing.B) {
 	}
 }
 
+// BenchmarkPeerBwrapProject is BenchmarkPeerBwrapTrue with the project of
+// BenchmarkPeerClihostWriteProject (fixture.Project) as the writable path and working directory:
+// bwrap does not look into it, so this is its cost in any workspace.
+func BenchmarkPeerBwrapProject(b *testing.B) {
+	bwrap := lookPath(b, "bwrap", "apt-get install bubblewrap")
+	dir := fixture.Project(b)
+	argv := append([]string{bwrap}, bwrapArgs(b, dir)...)
+	probe(b, exec.Command(argv[0], argv[1:]...))
+	defer reportCPU(b)()
+	for b.Loop() {
+		run(b, dir, argv)
+	}
+}
+
 // srtCommand returns the argv that runs the srt CLI installed in tests/bench/node_modules on
 // Node, or skips (fails under CI=true) when it or one of the tools srt shells out to is missing.
 // The CLI (.bin/srt -> dist/cli.js) is started by an explicit Node rather than through its
