@@ -397,13 +397,26 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	}
 
 	timeout := opts.capTimeout(callTimeout(b, t))
-	plan, pol, e := h.confine(b, t, bin.path, c, &env)
+	plan, pol, e := h.confineFor(b, t, bin.path, c, &env, false)
 	if e != nil {
 		return Envelope{Error: e}
 	}
+	// The git rule's snapshot runs while the sandbox is built; the program waits for it.
+	snap := snapshotBeside(b, pol)
+	defer snap.wait() // never left running past the call (an early return)
 	cmd := runner.Command{Path: bin.path, Args: args, Dir: workspace, Env: env, Timeout: timeout,
 		TTY: eff.TTY != nil && eff.TTY.Required, Stdin: stdin, Sandbox: plan, Egress: h.egressPolicy(pol, b.ID(), rec.CallID, secretValues(b, h.opts.LookupEnv, usedSecrets)...), Pool: h.opts.Sandbox.Pool,
 		OnCleanupError: h.cleanupError(b, rec.CallID)}
+	if pol != nil {
+		cmd.Gate = snap.gate
+	}
+	if o := t.Tool.Runner.Output; o != nil && o.File != "" {
+		// The output file is made in the workspace before the call: after the snapshot, which
+		// must not count it as there before.
+		if e := snap.wait(); e != nil {
+			return Envelope{Error: e}
+		}
+	}
 	file, e := stdoutFileFor(t, input, workspace, pol, plan, &cmd)
 	if e != nil {
 		return Envelope{Error: e}
@@ -411,6 +424,12 @@ func (h *Host) call(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEnt
 	stop := h.progress(opts.Progress)
 	res, err := runner.Run(ctx, cmd)
 	stop()
+	if e := snap.wait(); e != nil {
+		if file != nil {
+			file.close()
+		}
+		return Envelope{Error: e} // refused before its program started
+	}
 	if file != nil {
 		defer file.close()
 		res, conv = file.redirected(res, conv)

@@ -110,7 +110,59 @@ func SandboxAvailable() error { return probeOnce() }
 // the folder of the host's executable (OwnedOverlap); sandbox_unavailable when this host cannot build the
 // sandbox or the bundle's sandbox cannot be enforced here.
 func (h *Host) confine(b *manifest.Bundle, tool *manifest.ToolEntry, bin string, c Caller, env *[]string) (*isolation.Plan, *sandbox.Policy, *Error) {
-	return h.confineFor(b, tool, bin, c, env, false)
+	plan, pol, e := h.confineFor(b, tool, bin, c, env, false)
+	if e == nil && pol != nil {
+		if e = takeSnapshot(b, pol); e != nil {
+			return nil, nil, e
+		}
+	}
+	return plan, pol, e
+}
+
+// takeSnapshot applies the git rule before a call: it records the writable roots' git metadata,
+// so that sweep can judge what the call changes (a root too large to check refuses the call: it
+// could not be checked after).
+func takeSnapshot(b *manifest.Bundle, pol *sandbox.Policy) *Error {
+	if err := pol.SnapshotGit(0); err != nil {
+		return sandboxError(b, err)
+	}
+	return nil
+}
+
+// snapshot is takeSnapshot on a goroutine of its own, so that a call's sandbox is built while it
+// runs: the call's program starts once it is taken (gate, runner.Command.Gate).
+type snapshot struct {
+	done chan struct{}
+	err  *Error // set before done is closed
+}
+
+// snapshotBeside starts takeSnapshot of pol (nil: none to take, the sandbox is off).
+func snapshotBeside(b *manifest.Bundle, pol *sandbox.Policy) *snapshot {
+	s := &snapshot{done: make(chan struct{})}
+	if pol == nil {
+		close(s.done)
+		return s
+	}
+	go func() {
+		defer close(s.done)
+		s.err = takeSnapshot(b, pol)
+	}()
+	return s
+}
+
+// wait returns once the snapshot is taken, with the error that refuses the call.
+func (s *snapshot) wait() *Error {
+	<-s.done
+	return s.err
+}
+
+// gate is the runner's Command.Gate: nil once the snapshot is taken, else why the call is refused
+// (wait has the call's error).
+func (s *snapshot) gate() error {
+	if e := s.wait(); e != nil {
+		return errors.New(e.Message)
+	}
+	return nil
 }
 
 // confineFor is confine; dry (a dry run, DryRun) changes nothing on disk: the ~ write roots are not
@@ -153,13 +205,6 @@ func (h *Host) confineFor(b *manifest.Bundle, tool *manifest.ToolEntry, bin stri
 	}
 	if e := writableBy(pol.Writable, who.id); e != nil {
 		return nil, nil, e
-	}
-	// The git rule: record the writable roots' git metadata now, so that sweep can judge what the
-	// call changes (a root too large to check refuses the call: it could not be checked after).
-	if !dry {
-		if err := pol.SnapshotGit(0); err != nil {
-			return nil, nil, sandboxError(b, err)
-		}
 	}
 	plan, _ := pol.Plan(who.id)
 	plan.Limits = h.limitsFor(b, tool)

@@ -88,6 +88,11 @@ type Command struct {
 	// Pool, with Sandbox, starts the program in an init started ahead of the call (nsinit.Pool)
 	// when one is ready, else as without it. Not used with TTY or Attach.
 	Pool *nsinit.Pool
+	// Gate, when set, is what must happen before the program starts (the git rule's snapshot of
+	// the workspace). With Pool's zygote it runs while the sandbox is built; otherwise before the
+	// sandbox gets its plan. An error from it refuses the call: Run returns it, wrapped, and the
+	// program never ran. Run calls it once.
+	Gate func() error
 	// Attach, when set, runs the command on the caller's own files instead of captured output (it
 	// cannot be combined with Stdin or TTY): Result.Stdout and Stderr stay empty, and the command
 	// has no wall-clock limit unless Timeout is set (the person at the terminal ends it; ctx
@@ -153,6 +158,14 @@ func Run(ctx context.Context, c Command) (Result, error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return Result{}, fmt.Errorf("runner: %s not started: %w", c.Path, err)
+	}
+	if c.Gate != nil {
+		c.Gate = sync.OnceValue(c.Gate)
+		if c.Sandbox == nil {
+			if err := c.Gate(); err != nil {
+				return Result{}, fmt.Errorf("runner: %s not started: %w", c.Path, err)
+			}
+		}
 	}
 	argv := append([]string{filepath.Base(c.Path)}, c.Args...)
 	cmd := &exec.Cmd{Path: c.Path, Args: argv, Dir: c.Dir, Env: c.Env}
@@ -290,8 +303,13 @@ func sandbox(c Command, argv []string) (sandboxed *nsinit.Cmd, pooled *nsinit.St
 		nsinit.UseEgress(&plan)
 	}
 	if c.Pool != nil && !c.TTY && c.Attach == nil {
-		if sandboxed, pooled, err = c.Pool.Take(plan, c.Stdin != nil); sandboxed != nil || err != nil {
+		if sandboxed, pooled, err = c.Pool.Take(plan, c.Stdin != nil, c.Gate); sandboxed != nil || err != nil {
 			return sandboxed, pooled, err
+		}
+	}
+	if c.Gate != nil {
+		if err := c.Gate(); err != nil {
+			return nil, nil, err
 		}
 	}
 	sandboxed, err = nsinit.Command(plan)

@@ -792,3 +792,49 @@ func TestSandboxStuckInTheKernelIsLeft(t *testing.T) {
 		}
 	}
 }
+
+// TestGate: a command's program starts only once its Gate returned nil, which Run calls once; a
+// Gate's error refuses the command (Run returns it) before its program ran, sandboxed (an init
+// started for the call: the zygote's own gate is nsinit's test) or not.
+func TestGate(t *testing.T) {
+	for _, sandboxed := range []bool{false, true} {
+		t.Run(fmt.Sprint("sandboxed=", sandboxed), func(t *testing.T) {
+			if sandboxed {
+				requireSandbox(t)
+			}
+			dir := t.TempDir()
+			if err := os.Chmod(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			ran := filepath.Join(dir, "ran")
+			c := sh(t, "echo ran > "+ran)
+			c.Dir = "/"
+			if sandboxed {
+				c.Sandbox = sandboxPlan()
+				c.Sandbox.ReadWrite = []string{dir}
+			}
+			refused := errors.New("refused by the test")
+			c.Gate = func() error { return refused }
+			if _, err := runner.Run(context.Background(), c); !errors.Is(err, refused) {
+				t.Fatalf("err %v, want the gate's", err)
+			}
+			if _, err := os.Stat(ran); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the program of a refused command ran (%v)", err)
+			}
+			calls := 0
+			c.Gate = func() error {
+				calls++
+				if _, err := os.Stat(ran); err == nil {
+					t.Error("the program ran before its gate opened")
+				}
+				return nil
+			}
+			if res, err := runner.Run(context.Background(), c); err != nil || res.ExitCode != 0 || calls != 1 {
+				t.Fatalf("err %v exit %d, gate called %d times; want the program run and the gate called once", err, res.ExitCode, calls)
+			}
+			if _, err := os.Stat(ran); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

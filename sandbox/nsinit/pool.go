@@ -209,7 +209,12 @@ type Stdio struct {
 // init holds, an init that could not take the call's limits, the pool is closed): start the call
 // with Command then. The caller goes on as after Start: CloseChildEnds is not needed; Listeners
 // (with Egress), Wait, Failure, Exhausted and Release are.
-func (p *Pool) Take(plan isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
+//
+// gate, when not nil, is what must happen before the program starts. The zygote builds the
+// sandbox while Take runs gate, and starts the program once gate returned nil; an init gets its
+// plan only after gate returned. An error from gate is Take's, and the program never ran. gate
+// is called once, unless Take returns early (an invalid plan); it may then be called again.
+func (p *Pool) Take(plan isolation.Plan, stdin bool, gate func() error) (*Cmd, *Stdio, error) {
 	prepared, err := prepare(plan, p.root)
 	if err != nil {
 		return nil, nil, err
@@ -219,14 +224,20 @@ func (p *Pool) Take(plan isolation.Plan, stdin bool) (*Cmd, *Stdio, error) {
 		if cgroupLimits(prepared.Limits) {
 			slot = p.slot(groupLimits(prepared.Limits))
 		}
-		cmd, stdio, err := z.take(prepared, stdin, slot)
+		cmd, stdio, err := z.take(prepared, stdin, slot, gate)
 		if cmd != nil || err != nil {
 			p.mu.Lock()
 			p.stats.Zygote++
 			p.mu.Unlock()
 			return cmd, stdio, err
 		}
-		// The zygote is gone; the refiller starts another.
+		// The zygote is gone (before it got the request: gate did not run); the refiller starts
+		// another.
+	}
+	if gate != nil {
+		if err := gate(); err != nil {
+			return nil, nil, err
+		}
 	}
 	if len(prepared.Ingress) > 0 {
 		return nil, nil, nil

@@ -83,7 +83,7 @@ func TestPoolOversizedPlanKeepsThePool(t *testing.T) {
 			t.Fatalf("after %d oversized plans the pool has no init ready and starts none: it stopped for a minute (%+v)", i, pool.Stats())
 		}
 		// An error, or no init (the caller then starts one cold, which refuses the plan too).
-		if cmd, _, err := pool.Take(big, false); cmd != nil {
+		if cmd, _, err := pool.Take(big, false, nil); cmd != nil {
 			t.Fatalf("Take of a plan over %d bytes gave an init (%v)", maxPlanSize, err)
 		}
 	}

@@ -32,7 +32,7 @@ func TestPoolTinyMemoryLimitKeepsThePool(t *testing.T) {
 	p := plan(t, "/bin/true", nil)
 	p.Limits = isolation.Limits{MemoryBytes: 1 << 20}
 	for range 3 {
-		cmd, stdio, err := pool.Take(p, false)
+		cmd, stdio, err := pool.Take(p, false, nil)
 		if err == nil && cmd != nil {
 			finishPooled(t, cmd, stdio)
 		}

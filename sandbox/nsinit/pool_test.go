@@ -33,7 +33,7 @@ var testPool *Pool
 func takeReady(t testing.TB, pool *Pool, p isolation.Plan, stdin bool) (*Cmd, *Stdio) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		cmd, stdio, err := pool.Take(p, stdin)
+		cmd, stdio, err := pool.Take(p, stdin, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -301,7 +301,7 @@ func TestPoolClosedKillsItsInits(t *testing.T) {
 	if err := syscall.Kill(pid, 0); err == nil {
 		t.Errorf("init %d is still there after Close", pid)
 	}
-	if cmd, _, err := pool.Take(plan(t, "/bin/true", nil), false); cmd != nil || err != nil {
+	if cmd, _, err := pool.Take(plan(t, "/bin/true", nil), false, nil); cmd != nil || err != nil {
 		t.Errorf("Take after Close: %v, %v; want nothing (start cold)", cmd, err)
 	}
 }

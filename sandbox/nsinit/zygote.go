@@ -187,7 +187,7 @@ func (z *zygote) alive() bool {
 // pipe, else /dev/null). It returns a nil Cmd and no error when the zygote is gone (the call then
 // starts another way), and an error wrapping ErrUnavailable when the zygote could not start the
 // sandbox.
-func (z *zygote) take(p isolation.Plan, stdin bool, slot *cgroup.Group) (*Cmd, *Stdio, error) {
+func (z *zygote) take(p isolation.Plan, stdin bool, slot *cgroup.Group, gate func() error) (*Cmd, *Stdio, error) {
 	env, err := pooledEnvelope(p, stdin)
 	if err != nil {
 		return nil, nil, err
@@ -228,6 +228,15 @@ func (z *zygote) take(p isolation.Plan, stdin bool, slot *cgroup.Group) (*Cmd, *
 			return fail(fmt.Errorf("nsinit: %w", err))
 		}
 		host, sent = append(host, egress.f), append(sent, child)
+	}
+	var gateW *os.File
+	if gate != nil {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fail(fmt.Errorf("nsinit: pipe: %w", err))
+		}
+		gateW, host, sent = w, append(host, w), append(sent, r)
+		h.Gate = true
 	}
 	var group *cgroup.Group
 	if cgroupLimits(p.Limits) {
@@ -291,6 +300,20 @@ func (z *zygote) take(p isolation.Plan, stdin bool, slot *cgroup.Group) (*Cmd, *
 	if err := endWithPID1(pid, report, egress); err != nil {
 		_ = group.Remove()
 		return fail(fmt.Errorf("nsinit: PID 1: %w", err))
+	}
+	if gateW != nil {
+		// The zygote builds the sandbox meanwhile; its program waits for the gate. (A write that
+		// fails finds the sandbox ended: its report says why.)
+		err := gate()
+		if err == nil {
+			_, _ = gateW.Write([]byte{gateOpen})
+		}
+		gateW.Close()
+		if err != nil {
+			_ = proc.Release()
+			_ = group.Remove()
+			return fail(err)
+		}
 	}
 	cmd := &exec.Cmd{Path: executable(), Args: zygoteArgs(), Process: proc}
 	return &Cmd{Cmd: cmd, report: report, egress: egress, group: group, limits: p.Limits, zyg: z},

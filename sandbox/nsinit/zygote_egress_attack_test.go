@@ -415,7 +415,7 @@ func TestZygoteKilledWithEgressCallInFlight(t *testing.T) {
 	}
 	done := make(chan taken, 1)
 	go func() {
-		cmd, _, err := z.take(prepared, false, nil)
+		cmd, _, err := z.take(prepared, false, nil, nil)
 		done <- taken{cmd, err}
 	}()
 	time.Sleep(200 * time.Millisecond) // the request is in the zygote's socket, unread

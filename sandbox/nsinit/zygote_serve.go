@@ -63,11 +63,14 @@ const zygoteFD = 3
 // zygoteHeader is the body of a request message; its descriptors are, in order, the plan pipe's
 // read end, the report pipe's write end, the program's standard output and error, its standard
 // input when Stdin (else the program reads the sandbox's /dev/null), the zygote's end of the
-// egress socket pair when Egress (the plan has Egress: the listeners go to the host on it), Tasks
-// descriptors of the call's cgroup v1 tasks files and, when Dir, one of its cgroup v2 directory.
+// egress socket pair when Egress (the plan has Egress: the listeners go to the host on it), the
+// read end of the gate pipe when Gate (the program starts once the host wrote gateOpen to it),
+// Tasks descriptors of the call's cgroup v1 tasks files and, when Dir, one of its cgroup v2
+// directory.
 type zygoteHeader struct {
 	Stdin  bool
 	Egress bool
+	Gate   bool
 	Tasks  int
 	Dir    bool
 }
@@ -76,7 +79,7 @@ type zygoteHeader struct {
 // not what h says.
 func (h zygoteHeader) split(fds []int) (*zcall, bool) {
 	want := 4 + h.Tasks
-	for _, one := range []bool{h.Stdin, h.Egress, h.Dir} {
+	for _, one := range []bool{h.Stdin, h.Egress, h.Gate, h.Dir} {
 		if one {
 			want++
 		}
@@ -93,6 +96,9 @@ func (h zygoteHeader) split(fds []int) (*zcall, bool) {
 	if h.Egress {
 		c.egress, rest = rest[0], rest[1:]
 	}
+	if h.Gate {
+		c.gate, rest = rest[0], rest[1:]
+	}
 	c.tasks = rest[:h.Tasks]
 	if h.Dir {
 		c.cgroupDir = rest[h.Tasks]
@@ -102,14 +108,14 @@ func (h zygoteHeader) split(fds []int) (*zcall, bool) {
 
 // newZcall is a zcall with nothing in it yet.
 func newZcall() *zcall {
-	return &zcall{plan: -1, report: -1, stdout: -1, stderr: -1, stdin: -1, egress: -1, cgroupDir: -1,
+	return &zcall{plan: -1, report: -1, stdout: -1, stderr: -1, stdin: -1, egress: -1, gate: -1, cgroupDir: -1,
 		pid1: -1, pid1fd: -1, ctlW: -1, pid1Report: -1}
 }
 
 // take moves the call's descriptors from req (split's) into c.
 func (c *zcall) take(req *zcall) {
 	c.plan, c.report, c.stdout, c.stderr, c.stdin = req.plan, req.report, req.stdout, req.stderr, req.stdin
-	c.egress, c.tasks, c.cgroupDir = req.egress, req.tasks, req.cgroupDir
+	c.egress, c.gate, c.tasks, c.cgroupDir = req.egress, req.gate, req.tasks, req.cgroupDir
 }
 
 // zygoteReady and zygoteUnsupported start the zygote's first message: it can build sandboxes, or
@@ -404,6 +410,7 @@ func sigset(sigs ...syscall.Signal) []byte {
 type zcall struct {
 	plan, report, stdout, stderr, stdin int   // stdin -1: the sandbox's /dev/null
 	egress                              int   // the egress socket pair's end (Plan.Egress), or -1
+	gate                                int   // the gate pipe's read end (zygoteHeader.Gate), or -1
 	tasks                               []int // the call's cgroup v1 tasks files
 	cgroupDir                           int   // the call's cgroup v2 directory, or -1
 
@@ -452,7 +459,7 @@ func (c *zcall) report1(step string, err error, code int) {
 	}
 	// The host reads the program's streams to their end once it has the end line, and stops
 	// waiting for listeners that were not sent.
-	for _, fd := range []*int{&c.stdin, &c.stdout, &c.stderr, &c.egress} {
+	for _, fd := range []*int{&c.stdin, &c.stdout, &c.stderr, &c.egress, &c.gate} {
 		closeFD(fd)
 	}
 	if c.pid1 >= 0 && c.hostDone != nil {
@@ -549,6 +556,15 @@ func (c *zcall) serve(e envelope, code *int) (string, error) {
 	if step, err := confineThread(p, paths, e.UserNS); err != nil {
 		*code = exitVerify
 		return step, err
+	}
+	if c.gate >= 0 {
+		// What the host must do before the program runs (the git rule's snapshot of the writable
+		// roots) ran while the sandbox was built: the program starts on the host's word only.
+		err := awaitGate(c.gate)
+		closeFD(&c.gate)
+		if err != nil {
+			return "gate", err
+		}
 	}
 	pid, err := c.startProgram(p, rlimits, seal)
 	if err != nil {
@@ -695,6 +711,23 @@ func (c *zcall) awaitPID1() error {
 	}
 }
 
+// gateOpen is what the host writes to a call's gate pipe to let its program start.
+const gateOpen = 'g'
+
+// awaitGate waits until the host writes gateOpen to the gate pipe fd. Anything else (the host
+// closed it: it refused the call, or died) is an error: the program must not start.
+func awaitGate(fd int) error {
+	var b [1]byte
+	n, err := readFull(fd, b[:])
+	switch {
+	case err != nil:
+		return err
+	case n != 1 || b[0] != gateOpen:
+		return errors.New("the host refused the call before its program started")
+	}
+	return nil
+}
+
 // readFull reads into buf until it is full or the end of the file.
 func readFull(fd int, buf []byte) (int, error) {
 	n := 0
@@ -828,7 +861,7 @@ func (c *zcall) finish() {
 		}
 		c.pid1Prog.release() // its stack, now that it is gone
 	}
-	for _, fd := range []*int{&c.pid1fd, &c.pid1Report, &c.plan, &c.report, &c.stdout, &c.stderr, &c.stdin, &c.egress} {
+	for _, fd := range []*int{&c.pid1fd, &c.pid1Report, &c.plan, &c.report, &c.stdout, &c.stderr, &c.stdin, &c.egress, &c.gate} {
 		closeFD(fd)
 	}
 	closeAll(c.tasks)
