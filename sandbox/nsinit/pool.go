@@ -212,8 +212,9 @@ type Stdio struct {
 //
 // gate, when not nil, is what must happen before the program starts. The zygote builds the
 // sandbox while Take runs gate, and starts the program once gate returned nil; an init gets its
-// plan only after gate returned. An error from gate is Take's, and the program never ran. gate
-// is called once, unless Take returns early (an invalid plan); it may then be called again.
+// plan only after gate returned. An error from gate is Take's, and the program never ran. Take
+// may run gate and still return no Cmd (the call then starts cold): the caller must not run it
+// twice (runner wraps it in sync.OnceValue).
 func (p *Pool) Take(plan isolation.Plan, stdin bool, gate func() error) (*Cmd, *Stdio, error) {
 	prepared, err := prepare(plan, p.root)
 	if err != nil {
