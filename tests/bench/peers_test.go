@@ -214,25 +214,19 @@ func bwrapArgs(b *testing.B, write string) []string {
 
 // BenchmarkPeerBwrapTrue runs /bin/true under bwrap with srt's Linux namespace and mount set
 // (bwrapArgs).
-func BenchmarkPeerBwrapTrue(b *testing.B) {
-	bwrap := lookPath(b, "bwrap", "apt-get install bubblewrap")
-	dir := b.TempDir()
-	argv := append([]string{bwrap}, bwrapArgs(b, dir)...)
-	logOnce(b, "%s", strings.Join(argv, " "))
-	probe(b, exec.Command(argv[0], argv[1:]...))
-	defer reportCPU(b)()
-	for b.Loop() {
-		run(b, dir, argv)
-	}
-}
+func BenchmarkPeerBwrapTrue(b *testing.B) { benchmarkBwrapIn(b, b.TempDir()) }
 
 // BenchmarkPeerBwrapProject is BenchmarkPeerBwrapTrue with the project of
 // BenchmarkPeerClihostWriteProject (fixture.Project) as the writable path and working directory:
 // bwrap does not look into it, so this is its cost in any workspace.
-func BenchmarkPeerBwrapProject(b *testing.B) {
+func BenchmarkPeerBwrapProject(b *testing.B) { benchmarkBwrapIn(b, fixture.Project(b)) }
+
+// benchmarkBwrapIn times bwrap running /bin/true with srt's set (bwrapArgs), dir writable and the
+// working directory.
+func benchmarkBwrapIn(b *testing.B, dir string) {
 	bwrap := lookPath(b, "bwrap", "apt-get install bubblewrap")
-	dir := fixture.Project(b)
 	argv := append([]string{bwrap}, bwrapArgs(b, dir)...)
+	logOnce(b, "%s", strings.Join(argv, " "))
 	probe(b, exec.Command(argv[0], argv[1:]...))
 	defer reportCPU(b)()
 	for b.Loop() {
