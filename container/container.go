@@ -138,10 +138,15 @@ func (rt Runtime) Remove(env []string, name string) error {
 }
 
 func (rt Runtime) output(ctx context.Context, env []string, args ...string) ([]byte, error) {
+	return rt.outputIn(ctx, env, "", args...)
+}
+
+// outputIn is output with the client's working directory dir ("": the host's).
+func (rt Runtime) outputIn(ctx context.Context, env []string, dir string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, rt.Path, args...)
-	cmd.Env = env
+	cmd.Env, cmd.Dir = env, dir
 	return cmd.CombinedOutput()
 }
 
@@ -191,6 +196,11 @@ type Spec struct {
 	UID, GID int    // the identity the CLI runs as inside
 	Groups   []int  // its supplementary groups
 	EnvFile  string // a file of KEY=VALUE lines (WriteEnvFile): the CLI's environment but secrets
+	// Dir is where Prepare runs the runtime's client: podman's init starts the container's conmon
+	// there, which writes a file "oom" in its working directory when the kernel kills the
+	// container for memory. A folder of the call's own, removed after it (the env file's); "":
+	// the host's working directory, where that file would stay.
+	Dir string
 	// SecretEnv names variables the runtime copies from its own environment (--env=NAME): the
 	// secrets, whose values never go on its command line or into a file.
 	SecretEnv []string
@@ -334,10 +344,10 @@ func (rt Runtime) Prepare(ctx context.Context, env []string, createArgs []string
 	if rt.Name != "podman" {
 		return fmt.Errorf("%s cannot set up a container's mounts before its program starts, so they cannot be checked; engine: sandbox needs podman", rt.Name)
 	}
-	if out, err := rt.output(ctx, env, createArgs...); err != nil {
+	if out, err := rt.outputIn(ctx, env, s.Dir, createArgs...); err != nil {
 		return fmt.Errorf("%s create: %s", rt.Name, oneLine(out, err))
 	}
-	if out, err := rt.output(ctx, env, "init", "--", s.Name); err != nil {
+	if out, err := rt.outputIn(ctx, env, s.Dir, "init", "--", s.Name); err != nil {
 		if strings.Contains(string(out), "command that was not found") || strings.Contains(string(out), "executable file not found") {
 			return fmt.Errorf("%w: %s", ErrNotInImage, oneLine(out, err))
 		}

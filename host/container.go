@@ -133,7 +133,7 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 		return fail(errcode.Internal, "the container's mounts: "+err.Error(), "")
 	}
 	name := "clihost-" + rec.CallID
-	spec := container.Spec{Name: name, Image: image, Workspace: ws, Mounts: mounts, UID: who.id.UID, GID: who.id.GID, Groups: who.id.Groups, EnvFile: envFile, SecretEnv: envNames(secretVars),
+	spec := container.Spec{Name: name, Image: image, Workspace: ws, Mounts: mounts, UID: who.id.UID, GID: who.id.GID, Groups: who.id.Groups, EnvFile: envFile, Dir: dir, SecretEnv: envNames(secretVars),
 		Argv: append([]string{b.CLI.Bin}, args...), Stdin: stdin != nil, Timeout: timeout,
 		Limits: container.Limits{MemoryBytes: l.MemoryBytes, Pids: l.Pids, NoFile: l.NoFile, FileSize: l.FileSize, CPU: l.CPU, TmpfsBytes: l.TmpfsBytes}}
 	createArgs, err := rt.Args(spec)

@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -289,6 +290,12 @@ func TestSandboxEngineLimitIsResourceExhausted(t *testing.T) {
 			!strings.Contains(env.Error.Message, "memory limit 64 MiB") || !strings.Contains(env.Error.Message, "CPU time limit 1s") {
 			t.Fatalf("%s: want resource_exhausted naming the limits, got %+v %+v", filter, env, env.Error)
 		}
+	}
+	// The container's conmon writes a file "oom" in its working directory when the kernel kills the
+	// container for memory: the call's own folder, not the host's (here the test's).
+	if _, err := os.Stat("oom"); !errors.Is(err, os.ErrNotExist) {
+		os.Remove("oom")
+		t.Errorf("a container killed for memory left a file in the host's working directory (%v)", err)
 	}
 }
 
