@@ -17,9 +17,10 @@ import (
 // resolved (see view.resolve).
 func resolve(p string) (string, error) { return newView().resolve(p) }
 
-// within reports whether path p is root or lies beneath it.
+// within reports whether path p is root or lies beneath it. (Without building root+"/": it runs
+// for every pair of a compile's path lists.)
 func within(p, root string) bool {
-	return p == root || root == "/" || strings.HasPrefix(p, root+"/")
+	return root == "/" || strings.HasPrefix(p, root) && (len(p) == len(root) || p[len(root)] == '/')
 }
 
 // anchor makes a pattern absolute: ~ is the calling user's home, an absolute pattern stays, and

@@ -175,9 +175,10 @@ func isAbsClean(p string) bool {
 	return filepath.IsAbs(p) && filepath.Clean(p) == p
 }
 
-// within reports whether path is dir or lies beneath it. Both must be clean and absolute.
+// within reports whether path is dir or lies beneath it. Both must be clean and absolute. (Without
+// building dir+"/": it runs for every pair of a plan's path lists, on the call's path.)
 func within(path, dir string) bool {
-	return path == dir || dir == "/" || strings.HasPrefix(path, dir+"/")
+	return dir == "/" || strings.HasPrefix(path, dir) && (len(path) == len(dir) || path[len(dir)] == '/')
 }
 
 // coveringPath returns the first of dirs that path lies within.
