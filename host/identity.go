@@ -280,9 +280,11 @@ func (h *Host) overlapsState(dir string) bool {
 	return within(dir, state) || within(state, dir)
 }
 
-// within reports whether p is dir or lies inside it (both clean and absolute).
+// within reports whether p is dir or lies inside it (both clean and absolute). (Without building
+// dir+"/": it runs for every pair of paths a call's checks compare.)
 func within(p, dir string) bool {
-	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+	d := strings.TrimSuffix(dir, "/")
+	return p == dir || len(p) > len(d) && p[len(d)] == '/' && strings.HasPrefix(p, d)
 }
 
 // errHomeNotMade is keptHome's answer, without create, for a kept home not made yet.
