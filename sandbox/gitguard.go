@@ -217,6 +217,10 @@ func scanRoots(roots, global []string, budget int, after *gitSnapshot) scan {
 	out := scan{dirs: map[string]bool{}}
 	hookDirs := map[string]bool{}
 	linked := &out.linkedHooks
+	names := make([]string, len(global))
+	for i, g := range global {
+		names[i] = filepath.Base(g)
+	}
 	var errs []error
 	for _, r := range roots {
 		fd, err := unix.Open(r, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -227,8 +231,8 @@ func scanRoots(roots, global []string, budget int, after *gitSnapshot) scan {
 		if errors.Is(err, unix.ENOENT) {
 			continue // not writable in this call (see Plan)
 		}
-		s := &scanner{root: r, left: budget, limited: budget > 0, dirs: out.dirs, global: global, roots: roots, hookDirs: hookDirs,
-			linkedHooks: linked, check: after != nil}
+		s := &scanner{root: r, left: budget, limited: budget > 0, dirs: out.dirs, global: global, globalNames: names, roots: roots,
+			hookDirs: hookDirs, linkedHooks: linked, check: after != nil}
 		if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
 			fd, err = s.openRoot(r)
 		}
@@ -245,7 +249,7 @@ func scanRoots(roots, global []string, budget int, after *gitSnapshot) scan {
 		out.found = append(out.found, s.found...)
 		errs = append(errs, s.errs...)
 	}
-	s := &scanner{global: global, roots: roots, hookDirs: hookDirs, linkedHooks: linked, check: after != nil}
+	s := &scanner{global: global, globalNames: names, roots: roots, hookDirs: hookDirs, linkedHooks: linked, check: after != nil}
 	s.outsideTheWalk(&out, after)
 	out.ctls = uniqueControls(append(out.ctls, s.ctls...))
 	out.found = append(out.found, s.found...)
@@ -325,8 +329,9 @@ type scanner struct {
 	limited bool
 	dirs    map[string]bool
 	ctls    []control
-	// global are git's per-user config files (see Policy.gitGlobal).
-	global []string
+	// global are git's per-user config files (see Policy.gitGlobal), globalNames their base
+	// names, for isGlobal's quick test of every entry a walk meets.
+	global, globalNames []string
 	// roots are all the writable roots; hookDirs the hook directories outside git directories
 	// already recorded (see hooksElsewhere).
 	roots    []string
@@ -365,9 +370,12 @@ func (s *scanner) dir(fd int, path string) error {
 	if errors.Is(err, ErrGitGuardBudget) {
 		return err
 	}
-	names := map[string]os.FileMode{}
+	var names map[string]os.FileMode // made for the first of gitNames: most folders hold none
 	for _, e := range entries {
 		if gitNames[e.name] {
+			if names == nil {
+				names = map[string]os.FileMode{}
+			}
 			names[e.name] = e.typ
 		}
 		if err := s.entry(fd, path, e.name, e.typ); err != nil {
@@ -412,14 +420,15 @@ func (s *scanner) entry(fd int, path, name string, typ os.FileMode) error {
 	if typ&os.ModeDir == 0 {
 		return nil
 	}
-	if skip, err := s.unchangedLeaf(fd, name, filepath.Join(path, name)); skip || err != nil {
+	sub := filepath.Join(path, name)
+	if skip, err := s.unchangedLeaf(fd, name, sub); skip || err != nil {
 		return err
 	}
 	child, err := s.openDir(fd, path, name)
 	if err != nil || child < 0 {
 		return nil
 	}
-	return s.dir(child, filepath.Join(path, name))
+	return s.dir(child, sub)
 }
 
 // unchangedLeaf reports whether the folder name (at path) of the folder open at fd is one whose
@@ -451,9 +460,12 @@ func (s *scanner) unchangedLeaf(fd int, name, path string) (bool, error) {
 // whatever its name (gitGlobalFiles resolves links, and ~/.gitconfig often links to a dotfiles
 // repository's gitconfig).
 func (s *scanner) isGlobal(path, name string) bool {
-	return slices.ContainsFunc(s.global, func(g string) bool {
-		return filepath.Base(g) == name && filepath.Dir(g) == filepath.Clean(path)
-	})
+	for i, g := range s.global {
+		if s.globalNames[i] == name && filepath.Dir(g) == filepath.Clean(path) {
+			return true
+		}
+	}
+	return false
 }
 
 // isGitDir reports whether a directory with these entries is one git could use: a .git
