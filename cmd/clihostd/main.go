@@ -242,6 +242,7 @@ func run(args []string, stderr io.Writer) int {
 		defer finish() // at the daemon's stop: the profiles are complete then
 	}
 	daemon.KeepHeapFloor()
+	daemon.RaiseTimerSlack() // a daemon that is not root has its unit's TimerSlackNSec=
 	e, err := daemon.New(ctx, log, o.cfg)
 	if err != nil {
 		log.Error("clihostd could not start", "err", err)

@@ -5,6 +5,7 @@
 package spawn
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -24,16 +26,27 @@ var (
 )
 
 type spawnRequest struct {
-	cmd  *exec.Cmd
-	done chan<- error
+	cmd   *exec.Cmd
+	slack time.Duration // the child's timer slack (0: DefaultTimerSlack)
+	done  chan<- error
 }
+
+// DefaultTimerSlack is Linux's default timer slack (what a program started from a shell has): how
+// late the kernel may wake a thread from a timed sleep, to group wake-ups. Every child starts with
+// it, whatever this process's own (see StartWithTimerSlack).
+const DefaultTimerSlack = 50 * time.Microsecond
 
 // Start starts cmd from the spawner goroutine, after marking every stray descriptor of this
 // process close-on-exec (strayFDsCloseOnExec). The kernel delivers Pdeathsig when the thread that
 // forked the child exits, not the process; Go may end a thread whenever a goroutine that locked it
 // exits. Forking only from one goroutine locked to its thread for the life of the process makes
 // Pdeathsig mean "the host died". Forks are serialized by syscall.ForkLock anyway, so nothing is lost.
-func Start(cmd *exec.Cmd) error {
+func Start(cmd *exec.Cmd) error { return StartWithTimerSlack(cmd, DefaultTimerSlack) }
+
+// StartWithTimerSlack is Start with the child's timer slack (PR_SET_TIMERSLACK; its threads
+// inherit it, and so do its children unless it sets another). A child inherits the slack of the
+// thread that forked it, here the spawner's, which takes slack for the fork only.
+func StartWithTimerSlack(cmd *exec.Cmd, slack time.Duration) error {
 	spawnOnce.Do(func() {
 		go func() {
 			runtime.LockOSThread() // never unlocked: this thread must outlive every child
@@ -42,12 +55,14 @@ func Start(cmd *exec.Cmd) error {
 					r.done <- err
 					continue
 				}
+				// Best effort: the slack only changes when the child's timers fire.
+				_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(r.slack.Nanoseconds()), 0, 0, 0)
 				r.done <- r.cmd.Start()
 			}
 		}()
 	})
 	done := make(chan error, 1)
-	spawnRequests <- spawnRequest{cmd: cmd, done: done}
+	spawnRequests <- spawnRequest{cmd: cmd, slack: cmp.Or(slack, DefaultTimerSlack), done: done}
 	return <-done
 }
 

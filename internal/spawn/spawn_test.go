@@ -1,8 +1,12 @@
 package spawn
 
 import (
+	"bytes"
+	"os/exec"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -22,5 +26,29 @@ func TestStrayFDsCloseOnExecByProc(t *testing.T) {
 	}
 	if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil || flags&unix.FD_CLOEXEC == 0 {
 		t.Errorf("fd %d flags %#x (%v), want FD_CLOEXEC", fd, flags, err)
+	}
+}
+
+// TestChildTimerSlack: a child starts with the timer slack asked for, and one started with Start
+// with Linux's default, whatever the child before it was given.
+func TestChildTimerSlack(t *testing.T) {
+	slackOf := func(start func(*exec.Cmd) error) string {
+		t.Helper()
+		var out bytes.Buffer
+		cmd := exec.Command("/bin/cat", "/proc/self/timerslack_ns")
+		cmd.Stdout = &out
+		if err := start(cmd); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(out.String())
+	}
+	if got := slackOf(func(c *exec.Cmd) error { return StartWithTimerSlack(c, 300*time.Microsecond) }); got != "300000" {
+		t.Errorf("StartWithTimerSlack 300µs: the child's slack is %s ns", got)
+	}
+	if got := slackOf(Start); got != "50000" {
+		t.Errorf("Start after it: the child's slack is %s ns, want Linux's default 50000", got)
 	}
 }

@@ -82,7 +82,7 @@ func startZygote(root bool) (*zygote, error) {
 	if !root {
 		mapHostUser(cmd.SysProcAttr)
 	}
-	if err := spawn.Start(cmd); err != nil {
+	if err := spawn.StartWithTimerSlack(cmd, zygoteTimerSlack); err != nil {
 		host.Close()
 		return nil, fmt.Errorf("nsinit: start the zygote: %w", err)
 	}
@@ -124,6 +124,12 @@ func readHello(conn *os.File) (string, error) {
 
 // zygoteArgs is the zygote's command line: the marker, and the owner tag when there is one (see
 // SetOwner and KillLeftovers).
+// zygoteTimerSlack is the zygote's timer slack (its threads'; a call's program starts with
+// spawn.DefaultTimerSlack, see programFor). While a call's thread waits in a system call, the Go
+// runtime's monitor thread wakes every 20 µs, which Linux's default slack makes ~70 µs: ~25
+// wake-ups a call, each taking a CPU from the calls. The monitor's deadlines are milliseconds.
+const zygoteTimerSlack = 250 * time.Microsecond
+
 func zygoteArgs() []string {
 	args := initArgs()
 	args[1] = zygoteMarker

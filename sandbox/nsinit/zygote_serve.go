@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/clihost/clihost/internal/spawn"
 	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/seccomp"
 	"golang.org/x/sys/unix"
@@ -810,6 +811,8 @@ func (c *zcall) programFor(p isolation.Plan, rlimits []rlimit, seal bool, errW i
 	prog.closeAllBut(errW)
 	prog.call("chdir "+p.Dir, unix.SYS_CHDIR, prog.str(p.Dir))
 	prog.call("parent death signal", unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL))
+	// The zygote's own slack is larger (zygoteTimerSlack); the program starts as any does.
+	prog.call("timer slack", unix.SYS_PRCTL, unix.PR_SET_TIMERSLACK, uintptr(spawn.DefaultTimerSlack.Nanoseconds()))
 	prog.unblockSignals()
 	if p.Seccomp {
 		filter, err := seccomp.Program(seccomp.Options{NoExecMemfd: p.NoExecMemfd, SealMemfds: seal})
