@@ -434,6 +434,11 @@ func TestSystemdUnit(t *testing.T) {
 		if r.code != 0 || !zygoteServed(r.stdout) {
 			t.Errorf("the unit's zygote built no sandbox, or is not up: %v\njournal:\n%s", r, m.journal(t))
 		}
+		// TimerSlackNSec=250us reaches the daemon, which may not set it itself as clihost.
+		pid := strings.TrimSpace(m.must(t, "", "systemctl", "show", "-p", "MainPID", "--value", "clihostd").stdout)
+		if got := strings.TrimSpace(m.must(t, "", "cat", "/proc/"+pid+"/timerslack_ns").stdout); got != "250000" {
+			t.Errorf("the unit's clihostd runs with a timer slack of %s ns, want 250000 (TimerSlackNSec=250us)", got)
+		}
 	})
 
 	// The operator puts a bundle in /etc/clihost/bundles and reloads: mark writes a file in the
