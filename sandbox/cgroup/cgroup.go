@@ -367,9 +367,6 @@ func (g *Group) Events() Events {
 	if g.v2 != "" {
 		e.OOMKills = keyed(filepath.Join(g.v2, "memory.events"), "oom_kill")
 		e.PidsMax = keyed(filepath.Join(g.v2, "pids.events"), "max")
-		if us := keyed(filepath.Join(g.v2, "cpu.stat"), "usage_usec"); us >= 0 {
-			e.CPUUsage, e.CPUCounted = time.Duration(us)*time.Microsecond, true
-		}
 	}
 	if d, ok := g.v1[Memory]; ok {
 		e.OOMKills = max(e.OOMKills, keyed(filepath.Join(d, "memory.oom_control"), "oom_kill"))
@@ -377,20 +374,36 @@ func (g *Group) Events() Events {
 	if d, ok := g.v1[Pids]; ok {
 		e.PidsMax = max(e.PidsMax, keyed(filepath.Join(d, "pids.events"), "max"))
 	}
-	if d, ok := g.v1[CPU]; ok {
-		if ns, err := readInt(filepath.Join(d, "cpuacct.usage")); err == nil {
-			e.CPUUsage, e.CPUCounted = time.Duration(ns), true
-		}
-	}
+	e.CPUUsage, e.CPUCounted = g.cpuUsage()
 	e.OOMKills, e.PidsMax = max(e.OOMKills, 0), max(e.PidsMax, 0)
 	return e
+}
+
+// cpuUsage is Events' CPUUsage and CPUCounted alone: one file read, for WatchCPU's polls.
+func (g *Group) cpuUsage() (time.Duration, bool) {
+	var usage time.Duration
+	counted := false
+	if g.v2 != "" {
+		if us := keyed(filepath.Join(g.v2, "cpu.stat"), "usage_usec"); us >= 0 {
+			usage, counted = time.Duration(us)*time.Microsecond, true
+		}
+	}
+	if d, ok := g.v1[CPU]; ok {
+		if ns, err := readInt(filepath.Join(d, "cpuacct.usage")); err == nil {
+			usage, counted = time.Duration(ns), true
+		}
+	}
+	return usage, counted
 }
 
 // WatchCPU polls the group's CPU usage until stop is closed and closes the returned channel once
 // it reaches the group's CPU limit. Without a limit or without CPU accounting it returns nil (a
 // nil channel never fires).
 func (g *Group) WatchCPU(stop <-chan struct{}) <-chan struct{} {
-	if g == nil || g.limits.CPU <= 0 || !g.Events().CPUCounted {
+	if g == nil || g.limits.CPU <= 0 {
+		return nil
+	}
+	if _, counted := g.cpuUsage(); !counted {
 		return nil
 	}
 	every := min(max(g.limits.CPU/20, 20*time.Millisecond), 500*time.Millisecond)
@@ -403,7 +416,7 @@ func (g *Group) WatchCPU(stop <-chan struct{}) <-chan struct{} {
 			case <-stop:
 				return
 			case <-t.C:
-				if g.Events().CPUUsage >= g.limits.CPU {
+				if usage, _ := g.cpuUsage(); usage >= g.limits.CPU {
 					close(hit)
 					return
 				}
