@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -116,7 +117,7 @@ func (h *Host) callContainer(ctx context.Context, b *manifest.Bundle, t *manifes
 		return Envelope{Error: e}
 	}
 	rec.ArgvCount = len(args)
-	dir, err := os.MkdirTemp("", "clihost-container-")
+	dir, err := os.MkdirTemp("", containerDirPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return fail(errcode.Internal, "a folder for the container's env file: "+err.Error(), "")
 	}
