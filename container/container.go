@@ -106,10 +106,22 @@ func (rt Runtime) CgroupLimits(ctx context.Context, env []string) error {
 		err, _ := v.(error)
 		return err
 	}
-	format := "{{.Host.CgroupsVersion}} {{.Host.Security.Rootless}}"
-	if rt.Name == "docker" {
-		format = "{{.CgroupVersion}} {{json .SecurityOptions}}"
+	if rt.Name == "podman" {
+		// Not `podman info`: it also looks up the packages of conmon and the OCI runtime, and
+		// on a Debian host with rpm installed its `rpm -q` creates ~/.rpmdb (a 200 KiB database)
+		// in the daemon's HOME (/root, or the state directory of the shipped unit). podman
+		// decides both answers as here: cgroup v2 when /sys/fs/cgroup is cgroup2, rootless when
+		// not run by root (its client gets none of the variables that would say otherwise, Env).
+		var st unix.Statfs_t
+		v1 := unix.Statfs("/sys/fs/cgroup", &st) != nil || st.Type != unix.CGROUP2_SUPER_MAGIC
+		var res error
+		if v1 && os.Geteuid() != 0 {
+			res = fmt.Errorf("rootless %s on a cgroup v1 host ignores memory and process limits", rt.Name)
+		}
+		cgroupCheck.Store(key, res)
+		return res
 	}
+	format := "{{.CgroupVersion}} {{json .SecurityOptions}}"
 	out, err := rt.output(ctx, env, "info", "--format", format)
 	if err != nil {
 		return fmt.Errorf("%s info: %s", rt.Name, oneLine(out, err)) // not cached: may be transient

@@ -184,6 +184,17 @@ func TestContainerEngineAsRootAndUnprivileged(t *testing.T) {
 			if got := call(".env"); strings.Contains(strings.ToLower(jsonText(got)), "hunter2") {
 				t.Fatalf(".env was readable in the container: %v", got)
 			}
+			if tc.as == nil {
+				// Rootful podman keeps its storage outside HOME: the calls add nothing to the
+				// caller's HOME but clihostctl's own state (~/.local/state/clihost, its audit
+				// log); `podman info` made ~/.rpmdb there on a Debian host with rpm.
+				entries, _ := os.ReadDir(home)
+				for _, e := range entries {
+					if e.Name() != "run" && e.Name() != ".local" {
+						t.Errorf("a container call left %s in the caller's HOME", filepath.Join(home, e.Name()))
+					}
+				}
+			}
 		})
 	}
 }
