@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,7 +33,7 @@ const stderrDrain = 2 * time.Second
 type stdoutFile struct {
 	rel      string   // the path as the input gave it (workspace-relative)
 	dirfd    int      // the folder, opened without following symbolic links
-	tmp, dst string   // names in that folder
+	tmp, dst string   // names in that folder (tmp "" while the file is unnamed, O_TMPFILE)
 	f        *os.File // the new file: the program's stdout itself, no copy in between
 	stderr   *boundedBuffer
 	errW     *os.File      // the write end of the stderr pipe, the program's stderr
@@ -60,17 +61,24 @@ func openStdoutFile(ws, rel string, pol *sandbox.Policy, plan *isolation.Plan) (
 	if err != nil {
 		return nil, stdoutPathError(rel, fmt.Sprintf("has no folder to write in (%v)", err))
 	}
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
-	tmp := ".clihost-stdout-" + hex.EncodeToString(rnd[:])
-	fd, err := unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	// An unnamed file (O_TMPFILE) that commit links into the folder: a host killed during the call
+	// (SIGKILL, a crash) leaves nothing in the workspace. A file system without O_TMPFILE gets a
+	// named one, which such a host would leave behind.
+	tmp := ""
+	fd, err := unix.Openat(dirfd, ".", unix.O_WRONLY|unix.O_TMPFILE|unix.O_CLOEXEC, 0o644)
+	if err != nil {
+		tmp = stdoutTempName()
+		fd, err = unix.Openat(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+	}
 	if err == nil && os.Geteuid() == 0 && plan != nil {
 		err = unix.Fchown(fd, plan.UID, plan.GID)
 	}
 	if err != nil {
 		if fd >= 0 {
 			unix.Close(fd)
-			_ = unix.Unlinkat(dirfd, tmp, 0)
+			if tmp != "" {
+				_ = unix.Unlinkat(dirfd, tmp, 0)
+			}
 		}
 		unix.Close(dirfd)
 		return nil, &Error{Code: errcode.Internal, Message: fmt.Sprintf("the output file for %q: %v", rel, err), Hint: "check the folder's permissions"}
@@ -78,11 +86,13 @@ func openStdoutFile(ws, rel string, pol *sandbox.Policy, plan *isolation.Plan) (
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		unix.Close(fd)
-		_ = unix.Unlinkat(dirfd, tmp, 0)
+		if tmp != "" {
+			_ = unix.Unlinkat(dirfd, tmp, 0)
+		}
 		unix.Close(dirfd)
 		return nil, &Error{Code: errcode.Internal, Message: "stderr pipe: " + err.Error()}
 	}
-	s := &stdoutFile{rel: rel, dirfd: dirfd, tmp: tmp, dst: base, f: os.NewFile(uintptr(fd), tmp),
+	s := &stdoutFile{rel: rel, dirfd: dirfd, tmp: tmp, dst: base, f: os.NewFile(uintptr(fd), ".clihost-stdout"),
 		stderr: &boundedBuffer{limit: runner.DefaultLimit}, errW: errW, drained: make(chan struct{})}
 	go func() {
 		defer close(s.drained)
@@ -137,8 +147,24 @@ func (s *stdoutFile) redirected(res runner.Result, conv output.Convention) (runn
 	return res, conv
 }
 
-// commit renames the file onto its path.
+// stdoutTempName is a new name for the output file in its folder until it is renamed onto its path.
+func stdoutTempName() string {
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	return ".clihost-stdout-" + hex.EncodeToString(rnd[:])
+}
+
+// commit renames the file onto its path (an unnamed one is first linked into its folder under a
+// temporary name: linkat cannot replace a name).
 func (s *stdoutFile) commit() error {
+	if s.tmp == "" {
+		tmp := stdoutTempName()
+		err := unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(s.f.Fd())), s.dirfd, tmp, unix.AT_SYMLINK_FOLLOW)
+		if err != nil {
+			return fmt.Errorf("link the output file into its folder: %w", err)
+		}
+		s.tmp = tmp
+	}
 	if err := s.f.Close(); err != nil {
 		return err
 	}
@@ -150,7 +176,9 @@ func (s *stdoutFile) close() {
 	s.errW.Close()
 	s.errR.Close() // ends the reader if a descendant still holds the pipe
 	s.f.Close()
-	_ = unix.Unlinkat(s.dirfd, s.tmp, 0) // ENOENT once committed
+	if s.tmp != "" {
+		_ = unix.Unlinkat(s.dirfd, s.tmp, 0) // ENOENT once committed
+	}
 	unix.Close(s.dirfd)
 }
 
