@@ -28,8 +28,8 @@ func sandboxOwner(stateDir string) (string, error) {
 // reapLeftovers kills the sandboxes a previous daemon on this state directory left running, and
 // tags every sandbox this daemon starts so that a later one can do the same; then it removes the
 // call control groups whose owner process is gone (any daemon's or in-process clihostctl's), with
-// whatever still runs in them, and the temporary folders of container calls whose process is gone
-// (host.ReapContainerFolders). A sandbox dies with
+// whatever still runs in them, and the temporary folders of container calls and version checks whose
+// process is gone (host.ReapTempFolders). A sandbox dies with
 // the daemon that started it (see package sandbox/nsinit), so there are none unless that failed;
 // this is the last guard. It kills every sandbox init whose command line is "clihost-sandbox
 // __clihost_init <tag>" with this state directory's tag (sandboxOwner), and the zygote and the
@@ -50,8 +50,8 @@ func (d *Engine) reapLeftovers() error {
 	}
 	removed, err := cgroup.Default().Reap()
 	logReaped(d.log, removed, err)
-	if folders, err := host.ReapContainerFolders(); len(folders) > 0 || err != nil {
-		d.log.Warn("removed the folders of container calls whose owner is gone", "folders", folders, "err", err)
+	if folders, err := host.ReapTempFolders(); len(folders) > 0 || err != nil {
+		d.log.Warn("removed the temporary folders of container calls and version checks whose owner is gone", "folders", folders, "err", err)
 	}
 	return nsinit.SetOwner(tag)
 }

@@ -435,7 +435,7 @@ func (h *Host) checkDir(id sandbox.Identity) (dir string, done func(), err error
 	if home, err := h.homeFor(id); err == nil && access.CheckDir(home, who) == nil {
 		return home, func() {}, nil
 	}
-	dir, err = os.MkdirTemp("", "clihost-check-")
+	dir, err = os.MkdirTemp("", checkDirPrefix+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return "", nil, err
 	}
