@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/install"
 	"github.com/clihost/clihost/sandbox/cgroup"
 	"github.com/clihost/clihost/sandbox/nsinit"
 )
@@ -28,8 +29,9 @@ func sandboxOwner(stateDir string) (string, error) {
 // reapLeftovers kills the sandboxes a previous daemon on this state directory left running, and
 // tags every sandbox this daemon starts so that a later one can do the same; then it removes the
 // call control groups whose owner process is gone (any daemon's or in-process clihostctl's), with
-// whatever still runs in them, and the temporary folders of container calls and version checks whose
-// process is gone (host.ReapTempFolders). A sandbox dies with
+// whatever still runs in them, the temporary folders of container calls and version checks whose
+// process is gone (host.ReapTempFolders) and what interrupted installs downloaded
+// (install.RemoveInterrupted). A sandbox dies with
 // the daemon that started it (see package sandbox/nsinit), so there are none unless that failed;
 // this is the last guard. It kills every sandbox init whose command line is "clihost-sandbox
 // __clihost_init <tag>" with this state directory's tag (sandboxOwner), and the zygote and the
@@ -52,6 +54,9 @@ func (d *Engine) reapLeftovers() error {
 	logReaped(d.log, removed, err)
 	if folders, err := host.ReapTempFolders(); len(folders) > 0 || err != nil {
 		d.log.Warn("removed the temporary folders of container calls and version checks whose owner is gone", "folders", folders, "err", err)
+	}
+	if dirs, err := install.RemoveInterrupted(d.stateDir); len(dirs) > 0 || err != nil {
+		d.log.Warn("removed what interrupted installs had downloaded", "dirs", dirs, "err", err)
 	}
 	return nsinit.SetOwner(tag)
 }

@@ -77,6 +77,51 @@ func (in *installer) cleanLeftovers(binRoot string) {
 	}
 }
 
+// RemoveInterrupted removes, in the state directory stateDir, the temporary directories of
+// installs that were interrupted by the end of their process (a daemon killed with SIGKILL during a
+// download leaves the part it had downloaded): those of each bundle whose lock no install holds
+// now. The next install of a bundle removes its own too; this covers the bundles never installed
+// again. It returns the directories removed; clihostd calls it at start.
+func RemoveInterrupted(stateDir string) ([]string, error) {
+	binRoot := filepath.Join(stateDir, "bin")
+	entries, err := os.ReadDir(binRoot)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[string][]string{}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), ".tmp-")
+		i := strings.LastIndexByte(rest, '-') // a key may hold '-', MkdirTemp's random suffix not
+		if !ok || i <= 0 || !e.IsDir() {
+			continue
+		}
+		key := rest[:i]
+		byKey[key] = append(byKey[key], filepath.Join(binRoot, e.Name()))
+	}
+	once, cancel := context.WithCancel(context.Background())
+	cancel() // lockKey tries once: a held lock is a running install's
+	var removed []string
+	var errs []error
+	for key, dirs := range byKey {
+		unlock, err := lockKey(once, binRoot, key)
+		if err != nil {
+			continue
+		}
+		for _, d := range dirs {
+			if err := os.RemoveAll(d); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			removed = append(removed, d)
+		}
+		unlock()
+	}
+	return removed, errors.Join(errs...)
+}
+
 // place makes src (a complete file in one of the bundle's temporary directories) executable,
 // flushes it to disk and renames it to BinDir/<bin>, replacing any previous binary in one step.
 // The previous binary is held across the rename (holdReplaced) and freed once the install is done

@@ -156,3 +156,35 @@ func TestHoldsReplacedOnlyWhereOrphansAreReclaimed(t *testing.T) {
 		t.Errorf("holdReplaced of a missing file returned descriptor %d", fd)
 	}
 }
+
+// TestRemoveInterrupted: the temporary directories of installs whose process is gone (no one holds
+// the bundle's lock) are removed, whatever '-' the bundle's key holds; those of an install in
+// progress (its lock held, here by another descriptor) are kept.
+func TestRemoveInterrupted(t *testing.T) {
+	state := t.TempDir()
+	bin := filepath.Join(state, "bin")
+	for _, d := range []string{".tmp-aws-cli@2-123456/download", ".tmp-jq@1-42", ".tmp-busy@1-7/download"} {
+		if err := os.MkdirAll(filepath.Join(bin, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unlock, err := lockKey(context.Background(), bin, "busy@1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	removed, err := RemoveInterrupted(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(removed)
+	if want := []string{filepath.Join(bin, ".tmp-aws-cli@2-123456"), filepath.Join(bin, ".tmp-jq@1-42")}; !slices.Equal(removed, want) {
+		t.Fatalf("removed %q, want %q", removed, want)
+	}
+	if _, err := os.Stat(filepath.Join(bin, ".tmp-busy@1-7/download")); err != nil {
+		t.Fatalf("the running install's directory: %v", err)
+	}
+	if removed, err := RemoveInterrupted(t.TempDir()); removed != nil || err != nil {
+		t.Fatalf("a state directory without bin: %v %v", removed, err)
+	}
+}
