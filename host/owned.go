@@ -184,7 +184,7 @@ func onFS(mounts []mountEntry, p string) (dev, rel string) {
 
 // OwnedOrTempOverlap is OwnedOverlap, and it also refuses a workspace ws that is or holds the
 // temporary folder (os.TempDir, symbolic links resolved): the host writes the env files of
-// container calls (their secrets included) and the folders of version checks there, as its own
+// container calls (their environment) and the folders of version checks there, as its own
 // user, and a tool of a host that is not root runs as that user too. clihostd applies it to every
 // workspace; the Go API does not (a program whose CLIs only read may use os.TempDir() as its
 // workspace). The mount table is read once for both.
