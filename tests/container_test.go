@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,20 +64,35 @@ runner: { cli: ../../CLI.md, argv: [-R, -r, ".", "${input.file}"] }
 
 // jqRootfs writes a tarball of a root filesystem holding only the host's jq and the libraries ldd
 // names, readable by everyone.
-func jqRootfs(t *testing.T) string {
+func jqRootfs(t *testing.T) string { return rootfsOf(t, []string{"/usr/bin/jq"}, nil) }
+
+// rootfsOf writes a tarball of a root filesystem holding only the host's binaries, the libraries
+// ldd names for them, a /tmp and the symbolic links links (path in the root: target), readable by
+// everyone.
+func rootfsOf(t *testing.T, binaries []string, links map[string]string) string {
 	t.Helper()
 	root := t.TempDir()
-	out, err := exec.Command("ldd", "/usr/bin/jq").Output()
-	if err != nil {
-		t.Fatalf("ldd: %v", err)
+	files := slices.Clone(binaries)
+	for _, b := range binaries {
+		out, err := exec.Command("ldd", b).Output()
+		if err != nil {
+			t.Fatalf("ldd %s: %v", b, err)
+		}
+		files = append(files, regexp.MustCompile(`/\S+`).FindAllString(string(out), -1)...)
 	}
-	for _, f := range append([]string{"/usr/bin/jq"}, regexp.MustCompile(`/\S+`).FindAllString(string(out), -1)...) {
+	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		_ = os.MkdirAll(filepath.Join(root, filepath.Dir(f)), 0o755)
 		if err := os.WriteFile(filepath.Join(root, f), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range links {
+		_ = os.MkdirAll(filepath.Join(root, filepath.Dir(link)), 0o755)
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,39 +15,7 @@ import (
 // shRootfs writes a tarball of a root filesystem holding only the host's sh (dash) and sleep and
 // the libraries ldd names, readable by everyone.
 func shRootfs(t *testing.T) string {
-	t.Helper()
-	root := t.TempDir()
-	files := []string{"/usr/bin/dash", "/usr/bin/sleep"}
-	for _, b := range []string{"/usr/bin/dash", "/usr/bin/sleep"} {
-		out, err := exec.Command("ldd", b).Output()
-		if err != nil {
-			t.Fatalf("ldd %s: %v", b, err)
-		}
-		files = append(files, regexp.MustCompile(`/\S+`).FindAllString(string(out), -1)...)
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = os.MkdirAll(filepath.Join(root, filepath.Dir(f)), 0o755)
-		if err := os.WriteFile(filepath.Join(root, f), data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	_ = os.MkdirAll(filepath.Join(root, "bin"), 0o755)
-	_ = os.Symlink("/usr/bin/dash", filepath.Join(root, "bin", "sh"))
-	_ = os.Symlink("/usr/bin/sleep", filepath.Join(root, "bin", "sleep"))
-	_ = os.MkdirAll(filepath.Join(root, "tmp"), 0o1777)
-	dir := t.TempDir()
-	fixture.Reachable(t, dir)
-	_ = os.Chmod(dir, 0o755)
-	tarball := filepath.Join(dir, "rootfs.tar")
-	if out, err := exec.Command("tar", "-C", root, "-cf", tarball, ".").CombinedOutput(); err != nil {
-		t.Fatalf("tar: %v %s", err, out)
-	}
-	_ = os.Chmod(tarball, 0o644)
-	return tarball
+	return rootfsOf(t, []string{"/usr/bin/dash", "/usr/bin/sleep"}, map[string]string{"bin/sh": "/usr/bin/dash", "bin/sleep": "/usr/bin/sleep"})
 }
 
 // TestDaemonKilledDuringContainerCallLeavesNoFolder: an engine: sandbox call keeps its env file (and
