@@ -292,12 +292,12 @@ func (p *Pool) slot(l cgroup.Limits) *cgroup.Group {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.slotLimits = &l
+	p.kick() // whether or not one was ready: the refiller makes the next before the next call
 	if len(p.slots) == 0 {
 		return nil
 	}
 	g := p.slots[len(p.slots)-1]
 	p.slots = p.slots[:len(p.slots)-1]
-	p.kick()
 	return g
 }
 

@@ -195,3 +195,22 @@ func groupMemoryLimit(t *testing.T, g *cgroup.Group) int64 {
 	}
 	return -1
 }
+
+// TestSlotWakesTheRefillerWhenNoneIsReady: a call that finds no control group made ahead (two
+// calls came before the refiller made the next) wakes the refiller; if it did not, the pool would
+// stay without slots until its once-a-second sweep, and every call until then would make its
+// groups on its path.
+func TestSlotWakesTheRefillerWhenNoneIsReady(t *testing.T) {
+	p := &Pool{wake: make(chan struct{}, 1)}
+	if g := p.slot(cgroup.Limits{Pids: 64}); g != nil {
+		t.Fatalf("an empty pool gave a slot %s", g.Name())
+	}
+	select {
+	case <-p.wake:
+	default:
+		t.Fatal("taking from an empty pool's slots did not wake the refiller")
+	}
+	if p.slotLimits == nil || p.slotLimits.Pids != 64 {
+		t.Fatalf("the next slots are not made with the call's limits: %+v", p.slotLimits)
+	}
+}
