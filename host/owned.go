@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/internal/kernfile"
 	"github.com/clihost/clihost/internal/mountinfo"
 	"github.com/clihost/clihost/sandbox/nsinit"
 )
@@ -146,7 +147,7 @@ type mountEntry struct{ dev, root, point string }
 // folder holding a mount point, which moves the mount in the table all the same (a bind mount of
 // the state directory inside a folder then renamed to the workspace's name).
 func readMountinfo() ([]mountEntry, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
+	b, err := kernfile.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil, fmt.Errorf("mount table: %w", err)
 	}

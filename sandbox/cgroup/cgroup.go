@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/clihost/clihost/internal/kernfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -149,17 +150,17 @@ func (m *Manager) useV2(dir string) ([]string, error) {
 		return nil, fmt.Errorf("%s is not delegated to this process: %w", dir, err)
 	}
 	enable := "+" + strings.Join(want, " +")
-	err = writeFile(filepath.Join(dir, "cgroup.subtree_control"), enable)
+	err = kernfile.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), enable)
 	if errors.Is(err, unix.EBUSY) {
 		// Processes in dir: move this one (all its threads) to a leaf, then enable.
 		leaf := filepath.Join(dir, "clihostd")
 		if err := os.Mkdir(leaf, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, err
 		}
-		if err := writeFile(filepath.Join(leaf, "cgroup.procs"), "0"); err != nil {
+		if err := kernfile.WriteFile(filepath.Join(leaf, "cgroup.procs"), "0"); err != nil {
 			return nil, fmt.Errorf("move the daemon to %s: %w", leaf, err)
 		}
-		err = writeFile(filepath.Join(dir, "cgroup.subtree_control"), enable)
+		err = kernfile.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), enable)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("enable %s in %s: %w", enable, dir, err)
@@ -321,7 +322,7 @@ func (g *Group) setLimits(m *Manager) error {
 		}
 	}
 	for _, w := range writes {
-		err := writeFile(w[0], w[1])
+		err := kernfile.WriteFile(w[0], w[1])
 		// Without swap accounting (or without swap) there is no swap file to limit.
 		if errors.Is(err, os.ErrNotExist) && (strings.HasSuffix(w[0], ".swap.max") || strings.HasSuffix(w[0], ".memsw.limit_in_bytes")) {
 			continue
@@ -437,7 +438,7 @@ func (g *Group) KillAll() error {
 	}
 	deadline := time.Now().Add(2 * time.Second)
 	if g.v2 != "" {
-		if err := writeFile(filepath.Join(g.v2, "cgroup.kill"), "1"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := kernfile.WriteFile(filepath.Join(g.v2, "cgroup.kill"), "1"); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("cgroup: kill %s: %w", g.v2, err)
 		}
 	}
@@ -588,7 +589,7 @@ func ownerPid(name string) (int, bool) {
 // keyed reads "key value" lines (memory.events, pids.events, cpu.stat, memory.oom_control) and
 // returns the value of key, or -1.
 func keyed(path, key string) int64 {
-	data, err := os.ReadFile(path)
+	data, err := kernfile.ReadFile(path)
 	if err != nil {
 		return -1
 	}
@@ -605,24 +606,11 @@ func keyed(path, key string) int64 {
 
 // readInt reads a file holding one decimal integer.
 func readInt(path string) (int64, error) {
-	data, err := os.ReadFile(path)
+	data, err := kernfile.ReadFile(path)
 	if err != nil {
 		return 0, err
 	}
 	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-}
-
-// writeFile writes s to an existing control file.
-func writeFile(path, s string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(s)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // Live lists the names of this manager's call groups that still exist (in any hierarchy): after

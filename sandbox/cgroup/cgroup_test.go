@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/internal/kernfile"
 )
 
 // requireCgroups returns the manager of this process, skipping when the host offers no cgroup for
@@ -68,7 +69,7 @@ func TestGroupLimitsKillRemove(t *testing.T) {
 		cmd := sleeper.Cmd
 		sleepers = append(sleepers, sleeper)
 		for _, p := range procs {
-			if err := writeFile(p, strconv.Itoa(cmd.Process.Pid)); err != nil {
+			if err := kernfile.WriteFile(p, strconv.Itoa(cmd.Process.Pid)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -114,7 +115,7 @@ func TestReap(t *testing.T) {
 	t.Cleanup(func() { _ = g.Remove(); _ = ours.Remove() })
 	sleeper := fixture.Start(t, exec.Command("sleep", "60"))
 	for _, p := range g.TasksFiles() {
-		if err := writeFile(p, strconv.Itoa(sleeper.Cmd.Process.Pid)); err != nil {
+		if err := kernfile.WriteFile(p, strconv.Itoa(sleeper.Cmd.Process.Pid)); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,10 +1,9 @@
 package nsinit
 
 import (
-	"bytes"
 	"fmt"
-	"os"
 
+	"github.com/clihost/clihost/internal/kernfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,27 +26,17 @@ type mountTable struct {
 // read returns the current text of /proc/self/mountinfo in m.buf (grown as needed; valid until the
 // next read).
 func (m *mountTable) read() ([]byte, error) {
-	var f *os.File
+	dir, name := unix.AT_FDCWD, "/proc/self/mountinfo"
 	if m.proc > 0 {
-		fd, err := unix.Openat(m.proc, "mountinfo", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, fmt.Errorf("mount table: %w", err)
-		}
-		f = os.NewFile(uintptr(fd), "mountinfo")
-	} else {
-		var err error
-		if f, err = os.Open("/proc/self/mountinfo"); err != nil {
-			return nil, fmt.Errorf("mount table: %w", err)
-		}
+		dir, name = m.proc, "mountinfo"
 	}
-	defer f.Close()
 	if m.buf == nil {
 		m.buf = make([]byte, 0, 16<<10)
 	}
-	b := bytes.NewBuffer(m.buf[:0])
-	if _, err := b.ReadFrom(f); err != nil {
+	buf, err := kernfile.AppendAt(m.buf[:0], dir, name)
+	if err != nil {
 		return nil, fmt.Errorf("mount table: %w", err)
 	}
-	m.buf = b.Bytes()
+	m.buf = buf
 	return m.buf, nil
 }

@@ -228,20 +228,30 @@ func writePlan(e envelope) (*os.File, error) {
 	if len(data) > maxPlanSize {
 		return nil, fmt.Errorf("plan is %d bytes, more than %d", len(data), maxPlanSize)
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
+	// Plain blocking descriptors, outside the runtime's poller: the read end is sent to another
+	// process, and the pipe holds the whole plan, so the write does not block.
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
 		return nil, fmt.Errorf("plan pipe: %w", err)
 	}
-	defer w.Close()
+	r, w := os.NewFile(uintptr(fds[0]), "plan"), fds[1]
+	defer unix.Close(w)
 	if len(data) > os.Getpagesize() { // a pipe may hold as little as one page (pipe-user-pages-soft)
-		if _, err := unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, len(data)); err != nil {
+		if _, err := unix.FcntlInt(uintptr(w), unix.F_SETPIPE_SZ, len(data)); err != nil {
 			r.Close()
 			return nil, fmt.Errorf("plan pipe size %d: %w", len(data), err)
 		}
 	}
-	if _, err := w.Write(data); err != nil {
-		r.Close()
-		return nil, fmt.Errorf("write plan: %w", err)
+	for rest := data; len(rest) > 0; {
+		n, err := unix.Write(w, rest)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			r.Close()
+			return nil, fmt.Errorf("write plan: %w", err)
+		}
+		rest = rest[n:]
 	}
 	return r, nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/clihost/clihost/internal/filestamp"
+	"github.com/clihost/clihost/internal/kernfile"
 
 	"github.com/clihost/clihost/internal/spawn"
 	"github.com/clihost/clihost/isolation"
@@ -508,7 +509,7 @@ func (w *warmInit) applyLimits(l isolation.Limits) error {
 // hostUmask reads this process's umask from /proc/self/status (setting it to read it back would
 // change it for the other goroutines meanwhile).
 func hostUmask() (int, error) {
-	data, err := os.ReadFile("/proc/self/status")
+	data, err := kernfile.ReadFile("/proc/self/status")
 	if err != nil {
 		return 0, fmt.Errorf("umask: %w", err)
 	}
