@@ -29,7 +29,7 @@ func ReadFile(path string) ([]byte, error) {
 
 // AppendAt appends the whole of the file name, relative to the directory dirfd (unix.AT_FDCWD:
 // the working directory), to buf and returns the extended buffer: a caller that reads the same
-// file often reuses one buffer.
+// file often reuses one buffer. On an error it returns buf as far as it was filled.
 func AppendAt(buf []byte, dirfd int, name string) ([]byte, error) {
 	fd, err := ignoringEINTR(func() (int, error) { return unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_CLOEXEC, 0) })
 	if err != nil {
