@@ -61,7 +61,7 @@ func confine(e envelope, paths *pathTable, lifelineFD int) (step string, err err
 	// RLIMIT_NOFILE, which a grant expanded into many paths (sub/* over a thousand files) would
 	// otherwise exceed, so that verify's open and the fork's pipe failed with EMFILE.
 	paths.close()
-	if err := dropPrivileges(p, e.UserNS); err != nil {
+	if err := dropPrivileges(p, e.UserNS, boundingSetDropped); err != nil {
 		return "privileges", err
 	}
 	// Nothing after this changes the credentials again, which would clear it anew.
@@ -134,15 +134,16 @@ func restrictLandlock(p isolation.Plan, paths *pathTable) error {
 // ambient sets, switches to the plan's uid, gid and supplementary groups (not in a user namespace,
 // where the only mapped id is the host user's), and clears the inheritable, permitted and
 // effective sets. Securebits, bounding set, credentials and capsets are per thread: this must run
-// on the thread that forks the program, and binds it alone.
-func dropPrivileges(p isolation.Plan, userNS bool) error {
+// on the thread that forks the program, and binds it alone. boundingDropped says the thread
+// already dropped its bounding set ahead of its call (it cannot grow back).
+func dropPrivileges(p isolation.Plan, userNS, boundingDropped bool) error {
 	if p.Umask != 0 {
 		unix.Umask(p.Umask & 0o777)
 	}
 	if err := unix.Prctl(unix.PR_SET_SECUREBITS, lockedSecurebits, 0, 0, 0); err != nil {
 		return fmt.Errorf("securebits: %w", err)
 	}
-	if !boundingSetDropped {
+	if !boundingDropped {
 		if err := dropBoundingSet(); err != nil {
 			return err
 		}
@@ -180,6 +181,24 @@ func dropBoundingSet() error {
 			return nil
 		case errno != 0:
 			return fmt.Errorf("drop capability %d from the bounding set: %w", c, errno)
+		}
+	}
+	return nil
+}
+
+// checkBoundingSetEmpty checks with system calls that the calling thread's bounding set is empty.
+// A capability dropped from it never returns to it: a thread that dropped and checked it ahead of
+// its call need not check it again.
+func checkBoundingSetEmpty() error {
+	for c := range maxCapabilities {
+		in, _, errno := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0, 0)
+		switch {
+		case errno == unix.EINVAL && c > 0:
+			return nil
+		case errno != 0:
+			return fmt.Errorf("read capability %d of the bounding set: %w", c, errno)
+		case in != 0:
+			return fmt.Errorf("capability %d is in the bounding set", c)
 		}
 	}
 	return nil

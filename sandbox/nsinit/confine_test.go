@@ -94,6 +94,42 @@ func TestThreadCredentials(t *testing.T) {
 	}
 }
 
+// TestCheckBoundingSetEmpty: the check a zygote thread makes once it dropped its bounding set,
+// ahead of its call (the call's own check no longer reads the set), fails on a thread that still
+// has a capability there, even one far from the first, and passes once the set is empty. The
+// thread is thrown away afterwards.
+func TestCheckBoundingSetEmpty(t *testing.T) {
+	fixture.NeedRoot(t)
+	done := make(chan [3]error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		var errs [3]error
+		defer func() { done <- errs }()
+		errs[0] = checkBoundingSetEmpty()
+		for c := uintptr(0); c < maxCapabilities; c++ { // all but CAP_SYS_ADMIN (21)
+			if c == unix.CAP_SYS_ADMIN {
+				continue
+			}
+			if err := unix.Prctl(unix.PR_CAPBSET_DROP, c, 0, 0, 0); err != nil {
+				break
+			}
+		}
+		errs[1] = checkBoundingSetEmpty()
+		if errs[2] = dropBoundingSet(); errs[2] == nil {
+			errs[2] = checkBoundingSetEmpty()
+		}
+	}()
+	errs := <-done
+	for i, want := range []string{"capability 0 is in the bounding set", "capability 21 is in the bounding set"} {
+		if errs[i] == nil || !strings.Contains(errs[i].Error(), want) {
+			t.Fatalf("check %d: %v, want %q", i, errs[i], want)
+		}
+	}
+	if errs[2] != nil {
+		t.Fatalf("an emptied bounding set failed the check: %v", errs[2])
+	}
+}
+
 // TestReadThreadStatus: verify's raw read gets the whole of /proc/thread-self/status, as
 // os.ReadFile does (the fields that do not change between the two reads compared).
 func TestReadThreadStatus(t *testing.T) {

@@ -502,7 +502,18 @@ func (c *zcall) prepare() (string, error) {
 		unix.CLONE_NEWUTS); err != nil {
 		return "unshare", err
 	}
-	return prepareNamespaces(c.startPID1)
+	if step, err := prepareNamespaces(c.startPID1); err != nil {
+		return step, err
+	}
+	// The bounding set is emptied here, off the call's path (the thread's effective capabilities,
+	// which the call's mounts need, are not bounded by it); serve relies on it (confineThread).
+	if err := dropBoundingSet(); err != nil {
+		return "privileges", err
+	}
+	if err := checkBoundingSetEmpty(); err != nil {
+		return "verify", err
+	}
+	return "", nil
 }
 
 // serve builds the rest of the sandbox for the call's plan on the prepared thread, runs the
@@ -905,7 +916,8 @@ func childRlimits(host []rlimit, l isolation.Limits) ([]rlimit, error) {
 // which the program's process installs (the thread forks it with clone3, which the filter
 // refuses): no_new_privs, Landlock, the plan's identity without capabilities, checked with
 // system calls (verifyThread). In a user namespace (userNS) the identity is the thread's own, uid
-// and gid 0 of the namespace (the host user's).
+// and gid 0 of the namespace (the host user's). The thread's bounding set was emptied and checked
+// when it was made ready (prepare).
 func confineThread(p isolation.Plan, paths *pathTable, userNS bool) (string, error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return "no_new_privs", err
@@ -914,7 +926,7 @@ func confineThread(p isolation.Plan, paths *pathTable, userNS bool) (string, err
 		return "landlock", err
 	}
 	paths.close()
-	if err := dropPrivileges(p, userNS); err != nil {
+	if err := dropPrivileges(p, userNS, true); err != nil {
 		return "privileges", err
 	}
 	if err := verifyThread(p, userNS); err != nil {
@@ -924,9 +936,12 @@ func confineThread(p isolation.Plan, paths *pathTable, userNS bool) (string, err
 }
 
 // verifyThread checks the calling thread's state with system calls (its /proc/thread-self is not
-// in the sandbox's procfs): no_new_privs, the locked securebits, no capability in any set, and the
-// plan's uid, gid (real, effective, saved, file system) and groups; in a user namespace (userNS),
-// uid and gid 0 of the namespace, and the groups are the host user's, which it cannot change.
+// in the sandbox's procfs): no_new_privs, the locked securebits, empty effective, permitted and
+// inheritable sets (so an empty ambient set too: the kernel keeps every ambient capability both
+// permitted and inheritable), and the plan's uid, gid (real, effective, saved, file system) and
+// groups; in a user namespace (userNS), uid and gid 0 of the namespace, and the groups are the host
+// user's, which it cannot change. The bounding set was checked when the thread was made ready
+// (checkBoundingSetEmpty in prepare): it cannot grow back.
 func verifyThread(p isolation.Plan, userNS bool) error {
 	get := func(what string, op, arg uintptr) (uintptr, error) {
 		r, _, e := unix.RawSyscall6(unix.SYS_PRCTL, op, arg, 0, 0, 0, 0)
@@ -954,16 +969,6 @@ func verifyThread(p isolation.Plan, userNS bool) error {
 	}
 	if data != [2]unix.CapUserData{} {
 		return fmt.Errorf("capabilities left: %+v", data)
-	}
-	for cap := uintptr(0); cap < maxCapabilities; cap++ {
-		inBounding, _, e := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAPBSET_READ, cap, 0, 0, 0, 0)
-		if e == unix.EINVAL && cap > 0 {
-			break
-		}
-		ambient, _, e2 := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_IS_SET, cap, 0, 0, 0)
-		if e != 0 || e2 != 0 || inBounding != 0 || ambient != 0 {
-			return fmt.Errorf("capability %d: bounding %d (%v), ambient %d (%v)", cap, inBounding, e, ambient, e2)
-		}
 	}
 	uid, gid := p.UID, p.GID
 	if userNS {
