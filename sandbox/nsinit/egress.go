@@ -362,7 +362,7 @@ func mountEgressFiles(files []egressFile) error {
 	if err != nil {
 		return err
 	}
-	defer unix.Close(mfd)
+	defer closeDetached(mfd)
 	for _, ef := range files {
 		if err := writeAt(mfd, ef.name, ef.content); err != nil {
 			return fmt.Errorf("generate %s: %w", ef.path, err)
