@@ -167,38 +167,46 @@ func dropPrivileges(p isolation.Plan, userNS, boundingDropped bool) error {
 // maxCapabilities bounds dropBoundingSet: capability sets are 64 bits wide.
 const maxCapabilities = 64
 
-// dropBoundingSet drops every capability from the calling thread's bounding set, from 0 up to the
-// first number the kernel refuses as no capability at all (EINVAL): its CAP_LAST_CAP, without
-// reading /proc/sys/kernel/cap_last_cap. verify checks the set is empty.
+// dropBoundingSet drops every capability from the calling thread's bounding set. verify checks
+// the set is empty.
 //
 // A pooled init drops it while it waits for its plan (see prewarm), on the thread it stays locked
 // to; verify checks it is empty either way.
 func dropBoundingSet() error {
-	for c := range maxCapabilities {
-		_, _, errno := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0, 0)
-		switch {
-		case errno == unix.EINVAL && c > 0:
-			return nil
-		case errno != 0:
+	return eachCapability(unix.PR_CAPBSET_DROP, func(c, _ uintptr, errno unix.Errno) error {
+		if errno != 0 {
 			return fmt.Errorf("drop capability %d from the bounding set: %w", c, errno)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // checkBoundingSetEmpty checks with system calls that the calling thread's bounding set is empty.
 // A capability dropped from it never returns to it: a thread that dropped and checked it ahead of
 // its call need not check it again.
 func checkBoundingSetEmpty() error {
-	for c := range maxCapabilities {
-		in, _, errno := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAPBSET_READ, uintptr(c), 0, 0, 0, 0)
+	return eachCapability(unix.PR_CAPBSET_READ, func(c, in uintptr, errno unix.Errno) error {
 		switch {
-		case errno == unix.EINVAL && c > 0:
-			return nil
 		case errno != 0:
 			return fmt.Errorf("read capability %d of the bounding set: %w", c, errno)
 		case in != 0:
 			return fmt.Errorf("capability %d is in the bounding set", c)
+		}
+		return nil
+	})
+}
+
+// eachCapability calls prctl(op, c) for every capability c, from 0 up to the first number the
+// kernel refuses as no capability at all (EINVAL): its CAP_LAST_CAP, without reading
+// /proc/sys/kernel/cap_last_cap. It hands each result to f and stops at f's first error.
+func eachCapability(op uintptr, f func(c, result uintptr, errno unix.Errno) error) error {
+	for c := uintptr(0); c < maxCapabilities; c++ {
+		r, _, errno := unix.RawSyscall6(unix.SYS_PRCTL, op, c, 0, 0, 0, 0)
+		if errno == unix.EINVAL && c > 0 {
+			return nil
+		}
+		if err := f(c, r, errno); err != nil {
+			return err
 		}
 	}
 	return nil
