@@ -10,17 +10,12 @@
 package kernfile
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"slices"
 
 	"golang.org/x/sys/unix"
 )
-
-// maxSize bounds what ReadFile reads: the files it is for are a few KiB (a mount table with
-// thousands of mounts reaches a few hundred).
-const maxSize = 16 << 20
 
 // ReadFile reads the whole of the file at path (opened read-only, close-on-exec).
 func ReadFile(path string) ([]byte, error) {
@@ -36,12 +31,8 @@ func AppendAt(buf []byte, dirfd int, name string) ([]byte, error) {
 		return buf, &os.PathError{Op: "open", Path: name, Err: err}
 	}
 	defer unix.Close(fd)
-	start := len(buf)
 	for {
 		if len(buf) == cap(buf) {
-			if len(buf)-start >= maxSize {
-				return buf, &os.PathError{Op: "read", Path: name, Err: errors.New("file too large")}
-			}
 			buf = slices.Grow(buf, max(len(buf), 4096))
 		}
 		n, err := ignoringEINTR(func() (int, error) { return unix.Read(fd, buf[len(buf):cap(buf)]) })

@@ -120,6 +120,7 @@ func TestZygoteFreshThreadHasNoCapabilities(t *testing.T) {
 	if err := os.MkdirAll(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) }) // a round that failed left it
 	// The probe also says whether the call's mount table has the host's new mount: the ready
 	// threads' copies (made before it) do not, so a call that sees it was served on a thread
 	// made after it (fresh).
