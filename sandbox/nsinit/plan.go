@@ -1,7 +1,7 @@
 package nsinit
 
 import (
-	"encoding/json"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -63,8 +63,8 @@ type rlimit struct {
 	Cur, Max uint64
 }
 
-// planProtocol changes whenever the plan's meaning changes.
-const planProtocol = 6
+// planProtocol changes whenever the plan's meaning or its wire format (planwire.go) changes.
+const planProtocol = 7
 
 // maxPlanSize bounds the encoded plan (it must fit into one pipe buffer, see writePlan).
 const maxPlanSize = 1 << 20
@@ -221,10 +221,7 @@ func protectedIn(protect, writable []string) []string {
 // writePlan encodes e into a new pipe and returns its read end; the write end is closed. The whole
 // plan sits in the pipe buffer, so nothing has to wait for the child to start reading.
 func writePlan(e envelope) (*os.File, error) {
-	data, err := json.Marshal(e)
-	if err != nil {
-		return nil, fmt.Errorf("encode plan: %w", err)
-	}
+	data := encodeEnvelope(e)
 	if len(data) > maxPlanSize {
 		return nil, fmt.Errorf("plan is %d bytes, more than %d", len(data), maxPlanSize)
 	}
@@ -264,16 +261,17 @@ func readPlan(fd int) (envelope, error) {
 		return envelope{}, errors.New("no plan pipe on fd 3")
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxPlanSize+1))
-	if err != nil {
+	var b bytes.Buffer
+	b.Grow(8 << 10) // a call's plan is a few KiB: read in one go
+	if _, err := b.ReadFrom(io.LimitReader(f, maxPlanSize+1)); err != nil {
 		return envelope{}, fmt.Errorf("read: %w", err)
 	}
-	var e envelope
-	if err := json.Unmarshal(data, &e); err != nil {
-		return envelope{}, fmt.Errorf("decode: %w", err)
+	if b.Len() > maxPlanSize {
+		return envelope{}, fmt.Errorf("the plan is more than %d bytes", maxPlanSize)
 	}
-	if e.Protocol != planProtocol {
-		return envelope{}, fmt.Errorf("the plan is protocol %d, this sandbox executable speaks %d: install clihost-sandbox from the same build as clihostd", e.Protocol, planProtocol)
+	e, err := decodeEnvelope(b.Bytes())
+	if err != nil {
+		return envelope{}, fmt.Errorf("decode: %w", err)
 	}
 	return e, nil
 }

@@ -2,7 +2,6 @@ package nsinit
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -438,10 +437,7 @@ func (p *Pool) encode(w *warmInit, prepared isolation.Plan, stdin bool) ([]byte,
 		return nil, err
 	}
 	env.UserNS, env.CgroupFDs = !p.root, w.cgroupFDs
-	data, err := json.Marshal(env)
-	if err != nil {
-		return nil, fmt.Errorf("nsinit: encode plan: %w", err)
-	}
+	data := encodeEnvelope(env)
 	if len(data) > maxPlanSize {
 		return nil, fmt.Errorf("nsinit: plan is %d bytes, more than %d", len(data), maxPlanSize)
 	}

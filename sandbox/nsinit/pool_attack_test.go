@@ -68,15 +68,19 @@ func TestPoolSeesRemountReadOnly(t *testing.T) {
 }
 
 // TestPoolOversizedPlanKeepsThePool: a plan the host refuses before any init sees it (larger than
-// maxPlanSize once encoded: arguments within argv's limits grow up to six times in JSON, '<' is
-// \u003c) is the call's fault, not the inits'. Take must refuse it without killing the ready inits
+// maxPlanSize once encoded: here eleven arguments each within an argument's limit, 128 KiB) is the
+// call's fault, not the inits'. Take must refuse it without killing the ready inits
 // one after another and counting each as an init that died waiting: three such calls (one, when
 // the pool holds three inits) would otherwise stop the pool for a minute, so that any MCP client
 // could keep it off.
 func TestPoolOversizedPlanKeepsThePool(t *testing.T) {
 	pool := newTestPool(t)
 	waitReady(t, pool)
-	big := plan(t, "/bin/true", []string{strings.Repeat("<", 100_000), strings.Repeat("<", 100_000)})
+	args := make([]string, 11)
+	for i := range args {
+		args[i] = strings.Repeat("<", 100_000)
+	}
+	big := plan(t, "/bin/true", args)
 	before := pool.Stats()
 	for i := range 3 {
 		if !readyWithin(pool, 5*time.Second) {
