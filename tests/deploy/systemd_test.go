@@ -111,7 +111,10 @@ func haltStale(t *testing.T) {
 	}
 }
 
-// waitLeader waits (at most 30s) for the container's PID 1: nspawn's child.
+// waitLeader waits (at most 30s) for the container's PID 1: nspawn's child once it has exec'd
+// systemd. Before that, nspawn's one child can be its outer child, which exits once it has started
+// the container's init (a leader taken then was gone when the boot was waited for: once in a few CI
+// runs, "nsenter: stat of /proc/N/ns/user failed").
 func (m *nspawn) waitLeader(t *testing.T) int {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -121,7 +124,7 @@ func (m *nspawn) waitLeader(t *testing.T) int {
 			t.Fatalf("systemd-nspawn exited before the container started:\n%s", m.out)
 		default:
 		}
-		out, _ := exec.Command("pgrep", "-P", strconv.Itoa(m.cmd.Process.Pid)).Output()
+		out, _ := exec.Command("pgrep", "-x", "-P", strconv.Itoa(m.cmd.Process.Pid), "systemd").Output()
 		if f := strings.Fields(string(out)); len(f) == 1 {
 			if pid, err := strconv.Atoi(f[0]); err == nil {
 				return pid
@@ -144,6 +147,12 @@ func (m *nspawn) waitBooted(t *testing.T) bool {
 		case <-m.exited:
 			return false
 		default:
+		}
+		if syscall.Kill(m.leader, 0) == syscall.ESRCH {
+			// nspawn runs on, but the process taken for the container's PID 1 is gone (seen once
+			// in CI: every nsenter then failed for 90s): take its PID 1 again.
+			t.Logf("the container's leader %d is gone; looking for it again", m.leader)
+			m.leader = m.waitLeader(t)
 		}
 		last = m.run(t, "", "systemctl", "is-system-running")
 		switch strings.TrimSpace(last.stdout) {
