@@ -169,20 +169,14 @@ func (r *wireReader) fail(what string) {
 	r.b = nil
 }
 
-func (r *wireReader) int() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail("bad integer")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *wireReader) int() int64   { return next(r, binary.Varint, "bad integer") }
+func (r *wireReader) uint() uint64 { return next(r, binary.Uvarint, "bad unsigned integer") }
 
-func (r *wireReader) uint() uint64 {
-	v, n := binary.Uvarint(r.b)
+// next reads one varint of r with decode (binary.Varint or binary.Uvarint).
+func next[T int64 | uint64](r *wireReader, decode func([]byte) (T, int), what string) T {
+	v, n := decode(r.b)
 	if n <= 0 {
-		r.fail("bad unsigned integer")
+		r.fail(what)
 		return 0
 	}
 	r.b = r.b[n:]
@@ -227,26 +221,18 @@ func (r *wireReader) str() string {
 	return s
 }
 
-func (r *wireReader) strs() []string {
-	n, isNil := r.len(1)
-	if isNil {
-		return nil
-	}
-	l := make([]string, n)
-	for i := range l {
-		l[i] = r.str()
-	}
-	return l
-}
+func (r *wireReader) strs() []string { return list(r, r.str) }
+func (r *wireReader) ints() []int    { return list(r, func() int { return int(r.int()) }) }
 
-func (r *wireReader) ints() []int {
+// list reads a list of r whose elements elem reads (each at least one byte long).
+func list[T any](r *wireReader, elem func() T) []T {
 	n, isNil := r.len(1)
 	if isNil {
 		return nil
 	}
-	l := make([]int, n)
+	l := make([]T, n)
 	for i := range l {
-		l[i] = int(r.int())
+		l[i] = elem()
 	}
 	return l
 }
