@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/cgroup"
 	"golang.org/x/sys/unix"
@@ -110,9 +111,7 @@ func TestZygoteCapsFdsMasksUnderConcurrency(t *testing.T) {
 // capability either, in any set, and its masks are in force. The host's mount table changes
 // before every round.
 func TestZygoteFreshThreadHasNoCapabilities(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounts on the host")
-	}
+	fixture.NeedRoot(t) // mounts on the host
 	pool := zygotePool(t)
 	_, p := capsWorkspace(t)
 	runPooled(t, pool, plan(t, "/bin/true", nil))
@@ -239,7 +238,7 @@ func TestZygoteManyCallsLeakNoDescriptor(t *testing.T) {
 func TestZygoteInterleavedLimitsHold(t *testing.T) {
 	pool := zygotePool(t)
 	if cgroup.Default().Mechanism(cgroup.Pids) == cgroup.None || cgroup.Default().Mechanism(cgroup.Memory) == cgroup.None {
-		t.Skip("no pids or memory controller for the call's groups")
+		fixture.Missing(t, "no pids or memory controller for the call's groups")
 	}
 	bomb := sh(t, `n=0; while [ $n -lt 200 ]; do sleep 2 & n=$((n+1)); echo $n; done`, "/bin/sleep")
 	bomb.Limits = isolation.Limits{Pids: 24}
