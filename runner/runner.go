@@ -131,7 +131,8 @@ type Result struct {
 	Canceled bool
 	Duration time.Duration // from start until the process was reaped
 	// Exhausted names the resource limit of the sandbox (isolation.Plan.Limits) the process reached,
-	// with its value ("memory limit 1 GiB reached (…)", "/tmp is full (256 MiB)"), or is "".
+	// with its value ("memory limit 1 GiB reached (…)", "/tmp is full (256 MiB)"), or is "". It is
+	// "" for a process that exited 0: a limit one of its children hit, it handled.
 	Exhausted string
 	// CgroupErr is set when the call's control groups could not be emptied and removed.
 	CgroupErr error

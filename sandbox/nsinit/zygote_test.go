@@ -1,6 +1,7 @@
 package nsinit
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -213,4 +214,41 @@ func TestSlotWakesTheRefillerWhenNoneIsReady(t *testing.T) {
 	if p.slotLimits == nil || p.slotLimits.Pids != 64 {
 		t.Fatalf("the next slots are not made with the call's limits: %+v", p.slotLimits)
 	}
+}
+
+// TestExhaustedOnlyForAFailedProgram: a program whose fork was refused by its pids limit is told
+// so when it fails, and not when it handled the refusal and exited 0 (its groups' counters are
+// not read for it).
+func TestExhaustedOnlyForAFailedProgram(t *testing.T) {
+	pool := zygotePool(t)
+	if cgroup.Default().Mechanism(cgroup.Pids) == cgroup.None {
+		fixture.Missing(t, "no pids controller for the call's groups")
+	}
+	for _, c := range []struct {
+		exit int
+		want string
+	}{
+		{0, ""},
+		{3, "process limit 8 reached (the CLI could not start another process or thread)"},
+	} {
+		// The inner shell's forks beyond the limit fail (it dies of it); the outer one exits as told.
+		p := sh(t, fmt.Sprintf(`sh -c 'n=0; while [ $n -lt 20 ]; do sleep 5 & n=$((n+1)); done' 2>/dev/null; exit %d`, c.exit), "/bin/sleep")
+		p.Limits = isolation.Limits{Pids: 8}
+		cmd, stdio := takeReady(t, pool, p, false)
+		go io.Copy(io.Discard, stdio.Out)
+		go io.Copy(io.Discard, stdio.Err)
+		<-cmd.Ended()
+		status, ok := cmd.Reported()
+		if !ok || status != c.exit {
+			t.Fatalf("status %d (reported %t), want %d; failure %v", status, ok, c.exit, cmd.Failure())
+		}
+		if err := cmd.Failure(); err != nil {
+			t.Fatal(err)
+		}
+		if got := cmd.Exhausted(false); got != c.want {
+			t.Errorf("exit %d: Exhausted() = %q, want %q", c.exit, got, c.want)
+		}
+		cmd.Finish(func(err error) { t.Error(err) })
+	}
+	requireZygoteServed(t, pool, 2)
 }
