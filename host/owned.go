@@ -1,11 +1,13 @@
 package host
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/internal/kernfile"
@@ -142,16 +144,31 @@ func (m *mountTable) entries() ([]mountEntry, error) {
 // mounted, and where.
 type mountEntry struct{ dev, root, point string }
 
-// readMountinfo reads this process's mount table. It is read at every check, never kept: the
-// POLLPRI event of /proc/self/mountinfo reports mounts, unmounts and moves, but not a rename of a
-// folder holding a mount point, which moves the mount in the table all the same (a bind mount of
-// the state directory inside a folder then renamed to the workspace's name).
+// readMountinfo reads this process's mount table. It is read at every check, never kept (only
+// the parse of a text that reads the same as the last is reused, lastMounts): the POLLPRI event
+// of /proc/self/mountinfo reports mounts, unmounts and moves, but not a rename of a folder
+// holding a mount point, which moves the mount in the table all the same (a bind mount of the
+// state directory inside a folder then renamed to the workspace's name).
 func readMountinfo() ([]mountEntry, error) {
 	b, err := kernfile.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil, fmt.Errorf("mount table: %w", err)
 	}
-	return parseMountinfo(b), nil
+	lastMounts.Lock()
+	defer lastMounts.Unlock()
+	if !bytes.Equal(b, lastMounts.text) {
+		lastMounts.text, lastMounts.list = b, parseMountinfo(b)
+	}
+	return lastMounts.list, nil
+}
+
+// lastMounts is the last mount table readMountinfo read, and its entries: a table whose text has
+// not changed since (the common case: every call reads it) is not parsed again. Its entries are
+// shared and never written.
+var lastMounts struct {
+	sync.Mutex
+	text []byte
+	list []mountEntry
 }
 
 // parseMountinfo reads the entries of the text of /proc/self/mountinfo.
