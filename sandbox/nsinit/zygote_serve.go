@@ -578,11 +578,11 @@ func (c *zcall) serve(e envelope, code *int) (string, error) {
 			return "gate", err
 		}
 	}
-	pid, err := c.startProgram(p, rlimits, seal)
+	status, err := c.runProgram(p, rlimits, seal)
 	if err != nil {
 		return "exec " + p.Path, err
 	}
-	*code = waitProgram(pid)
+	*code = status
 	reportLimits(c.report, p.Limits, syscall.Signal(max(*code-128, 0)))
 	return "", nil
 }
@@ -758,10 +758,15 @@ func readFull(fd int, buf []byte) (int, error) {
 	return n, nil
 }
 
-// startProgram clones the program's process from the confined thread and execs it (see
-// programFor); it returns its pid once the exec succeeded, and closes the thread's copies of the
-// program's streams, so that the host sees their end when the program's copies close.
-func (c *zcall) startProgram(p isolation.Plan, rlimits []rlimit, seal bool) (int, error) {
+// runProgram clones the program's process from the confined thread, which execs it (see
+// programFor), closes the thread's copies of the program's streams, so that the host sees their
+// end when the program's copies close, and waits for it: it returns its status (see waitProgram),
+// or the error of the op that failed before the exec.
+//
+// The thread waits for the process's end only, not for its exec first: one wake-up of the thread
+// a call, not two. Whether it exec'd is read after its end, from a pipe whose end is close-on-exec
+// in the child (errW): a child that failed wrote (op index, errno) to it before it exited.
+func (c *zcall) runProgram(p isolation.Plan, rlimits []rlimit, seal bool) (int, error) {
 	errR, errW, err := pipe()
 	if err != nil {
 		return 0, err
@@ -775,29 +780,26 @@ func (c *zcall) startProgram(p isolation.Plan, rlimits []rlimit, seal bool) (int
 	// Not CLONE_VFORK: its wait is inside the raw clone, which keeps this thread's P from the Go
 	// runtime (no other goroutine runs on it, and the world cannot stop) for as long as the exec
 	// takes, and an exec can hang (its file on a FUSE or NFS mount that does not answer). The
-	// thread waits in a read instead, which gives the P back.
+	// thread waits in wait4 instead, which gives the P back. prog and the child's stack stay
+	// until the child is gone (release).
 	pid, pidfd, err := prog.start(false, c.cgroupDir, errW)
 	unix.Close(errW)
 	for _, fd := range []*int{&c.stdin, &c.stdout, &c.stderr} {
 		closeFD(fd)
 	}
+	defer prog.release()
 	if err != nil {
-		prog.release()
 		return 0, err
 	}
 	unix.Close(pidfd)
-	// The child's errW is close-on-exec: the pipe's end says that it exec'd or died, and either
-	// way it runs on its stack no more. (Copies other threads' children took at their clone
-	// close before they run anything of a plan's.)
+	status := waitProgram(pid)
+	// Every copy of errW is closed now: the child's (at its exec or exit) and those other
+	// threads' children took at their clone (closed before they run anything of a plan's).
 	var buf [16]byte
-	n, _ := readFull(errR, buf[:])
-	if n == len(buf) {
-		_, _ = unix.Wait4(pid, nil, 0, nil)
-		prog.release()
+	if n, _ := readFull(errR, buf[:]); n == len(buf) {
 		return 0, prog.failure(buf[:])
 	}
-	prog.release()
-	return pid, nil
+	return status, nil
 }
 
 // programFor is the program's process (forked into the call's cgroup v2 group, if any): it joins
