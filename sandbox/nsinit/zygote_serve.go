@@ -36,12 +36,13 @@ import (
 //     identity, capabilities, seccomp), checked with system calls.
 //  3. It clones the program's process from itself (CLONE_VM, a rawProgram that joins the cgroups,
 //     sets the rlimits, installs the streams and execs), which starts with exactly the thread's
-//     state, in the new PID namespace; the thread waits for the exec in a read of a close-on-exec
-//     pipe (not CLONE_VFORK, whose wait would hold the Go runtime's P through a hanging exec).
-//  4. It waits for the program, has PID 1 exit (the kernel then kills and reaps whatever is left in
-//     the namespace before PID 1's exit completes), writes the end line, and waits until the host
-//     closed the report pipe before it reaps PID 1, so that PID 1's pid, which the host signals,
-//     is not reused while the host may still use it.
+//     state, in the new PID namespace; the thread waits for the program's end in wait4 (not
+//     CLONE_VFORK, whose wait would hold the Go runtime's P through a hanging exec), then reads a
+//     close-on-exec pipe on which a child that failed before its exec said why.
+//  4. Once the program has ended, it has PID 1 exit (the kernel then kills and reaps whatever is
+//     left in the namespace before PID 1's exit completes), writes the end line, and waits until
+//     the host closed the report pipe before it reaps PID 1, so that PID 1's pid, which the host
+//     signals, is not reused while the host may still use it.
 //
 // The report pipe carries the same lines as an init's ("step: error", limit notes, "end N"),
 // preceded by "pid N": PID 1's pid in the host's PID namespace. A watch on the report pipe kills
