@@ -490,7 +490,7 @@ func TestZygoteRootless(t *testing.T) {
 	// ready, a read-only /proc/sys), which nobody cannot, nor the one about control groups, which
 	// nobody has none of here; nor the suite's runs.
 	rerunAsNobody(t, rootlessZygoteEnv, "-test.run=^TestZygote",
-		"-test.skip=^TestZygote(RunsTheSuite|Rootless|SeesTheHostsMountsNow|SeesMountsMadeAfterItPrepared|EgressOnAFreshThread|StuckExecStopsNoOtherCall|ThreadStuckOnAPlanPath|StuckThreadsDoNotHoldThePool|KilledWhileEgressThreadHangs|UnderReadOnlyProcSys|SlotsCarryTheLastLimits|FreshThreadHasNoCapabilities|InterleavedLimitsHold)$")
+		"-test.skip=^TestZygote(RunsTheSuite|Rootless|SeesTheHostsMountsNow|SeesMountsMadeAfterItPrepared|EgressOnAFreshThread|StuckExecStopsNoOtherCall|ThreadStuckOnAPlanPath|StuckThreadsDoNotHoldThePool|KilledWhileEgressThreadHangs|UnderReadOnlyProcSys|SlotsCarryTheLastLimits|FreshThreadHasNoCapabilities|InterleavedLimitsHold|IdleThreadsLetGoOfUnmountedFileSystems)$")
 }
 
 // readOnlyProcSysEnv marks the copy of the test binary TestZygoteUnderReadOnlyProcSys runs in a

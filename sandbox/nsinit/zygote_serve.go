@@ -150,6 +150,11 @@ func runZygote() int {
 	if _, err := unix.Write(zygoteFD, []byte(hello)); err != nil || hello != zygoteReady {
 		return 0
 	}
+	// Ready threads wait in a blocking recvmsg (receive), which the kernel wakes one at a time for
+	// a request; the timeout has each look at the host's mount table once in a while.
+	if err := unix.SetsockoptTimeval(zygoteFD, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: int64(zygoteIdle / time.Second)}); err != nil {
+		return fail(exitFailure, "zygote: receive timeout", err)
+	}
 	proc, err := unix.Open("/proc/self", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fail(exitFailure, "zygote: /proc/self", err)
@@ -181,6 +186,10 @@ type zserver struct {
 
 // zygoteWarm is how many threads the zygote keeps ready.
 const zygoteWarm = 2
+
+// zygoteIdle is how long a ready thread waits for a call before it looks at the host's mount table
+// again (a thread whose copy went stale ends, see ready).
+const zygoteIdle = time.Second
 
 // serve starts the ready threads and returns once the host has closed its end and every thread
 // has ended or serves a call its host has let go (a host that died closed its report pipes too,
@@ -278,7 +287,7 @@ func (z *zserver) ready() *zcall {
 		return err == nil && err2 == nil && bytes.Equal(before, now)
 	}
 	for {
-		req, st := z.receive(time.Second)
+		req, st := z.receive()
 		switch {
 		case st == received && current():
 			z.start()
@@ -325,25 +334,20 @@ const (
 	closed          // the host closed its end
 )
 
-// receive waits at most timeout for the host's next request and returns its descriptors. A
-// malformed request is dropped (its descriptors closed). Every ready thread waits here: the one
-// the kernel wakes first takes the request.
-func (z *zserver) receive(timeout time.Duration) (*zcall, int) {
+// receive waits at most zygoteIdle (the socket's receive timeout) for the host's next request
+// and returns its descriptors. A malformed request is dropped (its descriptors closed). Every
+// ready thread waits here, in recvmsg: the kernel wakes one of them for a request (a waiter on a
+// SOCK_SEQPACKET socket waits exclusively), and all of them when the host closes its end.
+func (z *zserver) receive() (*zcall, int) {
 	buf := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(64*4))
 	for {
-		fds := []unix.PollFd{{Fd: zygoteFD, Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, int(timeout/time.Millisecond))
+		n, oobn, _, _, err := unix.Recvmsg(zygoteFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
 		switch {
 		case errors.Is(err, unix.EINTR):
 			continue
-		case err == nil && n == 0:
+		case errors.Is(err, unix.EAGAIN):
 			return nil, idle
-		}
-		n, oobn, _, _, err := unix.Recvmsg(zygoteFD, buf, oob, unix.MSG_CMSG_CLOEXEC|unix.MSG_DONTWAIT)
-		switch {
-		case errors.Is(err, unix.EINTR), errors.Is(err, unix.EAGAIN):
-			continue // another thread took it
 		case err != nil || n == 0 && oobn == 0:
 			z.mu.Lock()
 			z.eof = true

@@ -42,6 +42,51 @@ func TestZygoteSeesMountsMadeAfterItPrepared(t *testing.T) {
 	}
 }
 
+// TestZygoteIdleThreadsLetGoOfUnmountedFileSystems: a ready thread's mount namespace is a copy of
+// the host's, which keeps every file system the host had then. One the host unmounts while no call
+// comes must not stay held by the waiting threads: each looks at the host's mount table when its
+// wait for a call times out (zygoteIdle) and ends when it changed, and its replacement copies the
+// table as it is now.
+func TestZygoteIdleThreadsLetGoOfUnmountedFileSystems(t *testing.T) {
+	base := workTree(t, "/var/tmp")
+	mnt := filepath.Join(base, "mnt")
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m,mode=0755"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	pool := zygotePool(t)
+	runPooled(t, pool, sh(t, "true")) // the threads are ready, with the tmpfs in their copies
+	pid := zygotePID(t, pool)
+	holders := func() []string {
+		var out []string
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		for _, task := range tasks {
+			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/mountinfo")
+			if err == nil && strings.Contains(string(b), " "+mnt+" ") {
+				out = append(out, task.Name())
+			}
+		}
+		return out
+	}
+	if len(holders()) == 0 {
+		t.Fatal("no zygote thread holds the tmpfs before it is unmounted: the test sees nothing")
+	}
+	if err := unix.Unmount(mnt, 0); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3*zygoteIdle + 2*time.Second)
+	for len(holders()) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("zygote threads %v still hold the tmpfs the host unmounted", holders())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	requireZygoteServed(t, pool, 1)
+}
+
 // TestZygoteDeathEndsItsCalls: when the zygote dies (SIGKILL) during a call, the call's thread dies
 // with it, and so do the call's PID 1 and program (their parent-death signal); the host sees the
 // sandbox end without an end line, and nothing of it is left running.
