@@ -464,7 +464,7 @@ func TestZygoteDeadlineMidExec(t *testing.T) {
 			case r.failure != nil && strings.Contains(r.failure.Error(), "exec ") && !strings.Contains(r.failure.Error(), "exec "+p.Path+":"):
 				t.Errorf("call %d: an exec failure of another program: %v", i, r.failure)
 			case r.failure != nil && strings.Contains(r.failure.Error(), "clone: cannot allocate memory"):
-				// The deadline passed before the clone: TestRound10DeadlineBeforeTheProgramIsNoExecFailure.
+				t.Errorf("call %d: the deadline passed before the clone, and that is reported as a failed exec: %v", i, r.failure)
 			case failure != "" && r.failure != nil && strings.Contains(r.failure.Error(), "exec ") && !strings.Contains(r.failure.Error(), failure):
 				t.Errorf("call %d: exec failure %v, want %q", i, r.failure, failure)
 			}

@@ -794,6 +794,12 @@ func (c *zcall) runProgram(p isolation.Plan, rlimits []rlimit, seal bool) (int, 
 	}
 	defer prog.release()
 	if err != nil {
+		if c.pid1Exited() {
+			// The sandbox was killed (its deadline passed, or the host killed its process group)
+			// while it was built: the clone into its dead PID namespace fails (ENOMEM). That is
+			// the call's end, not a failure of the program's start.
+			return 128 + int(unix.SIGKILL), nil
+		}
 		return 0, err
 	}
 	unix.Close(pidfd)
@@ -805,6 +811,13 @@ func (c *zcall) runProgram(p isolation.Plan, rlimits []rlimit, seal bool) (int, 
 		return 0, prog.failure(buf[:])
 	}
 	return status, nil
+}
+
+// pid1Exited reports whether the call's PID 1 has exited (its pidfd is readable).
+func (c *zcall) pid1Exited() bool {
+	fds := []unix.PollFd{{Fd: int32(c.pid1fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
 }
 
 // programFor is the program's process (forked into the call's cgroup v2 group, if any): it joins
