@@ -2,12 +2,19 @@ package host
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/clihost/clihost/errcode"
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/isolation"
+	"github.com/clihost/clihost/lifecycle"
+	"github.com/clihost/clihost/manifest"
+	"github.com/clihost/clihost/output"
+	"github.com/clihost/clihost/runner"
+	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
 // TestRunnerLimitsTimeout: a bundle's runner.limits.timeout_ms stops a call whose tool allows 60 s
@@ -96,5 +103,27 @@ func TestRunnerFileLimitsReachPlan(t *testing.T) {
 	}
 	if d := callTimeout(b, b.Tool("run")); d != 700*time.Millisecond {
 		t.Fatalf("timeout %s, want the RUNNER.md's 700ms", d)
+	}
+}
+
+// TestTimedOutSandboxFailureIsATimeout: when the call's timeout stopped it while its sandbox was
+// still being built (the sandbox then fails: its PID namespace is dead), the call is a timeout,
+// not sandbox_unavailable with the kernel-setup hint; a sandbox failure without the timeout stays
+// what it is.
+func TestTimedOutSandboxFailureIsATimeout(t *testing.T) {
+	b := &manifest.Bundle{}
+	failed := fmt.Errorf("runner: /usr/bin/x not started: %w", fmt.Errorf("%w: exec /usr/bin/x: clone: cannot allocate memory", nsinit.ErrUnavailable))
+	for _, c := range []struct {
+		timedOut bool
+		code     errcode.Code
+	}{{true, errcode.Timeout}, {false, errcode.SandboxUnavailable}} {
+		env := (&Host{}).finish(context.Background(), b, nil, runner.Result{TimedOut: c.timedOut, ExitCode: -1}, failed,
+			output.Convention{}, 2*time.Second, lifecycle.Scope{}, &Invoked{}, nil, nil)
+		if env.OK || env.Error == nil || env.Error.Code != c.code {
+			t.Fatalf("timed out %t: %+v, want %s", c.timedOut, env.Error, c.code)
+		}
+		if c.timedOut && !strings.Contains(env.Error.Message, "within 2s") {
+			t.Errorf("message %q does not say the timeout", env.Error.Message)
+		}
 	}
 }
