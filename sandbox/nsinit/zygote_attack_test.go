@@ -232,15 +232,7 @@ func TestZygoteFailuresLeaveNothing(t *testing.T) {
 	pool := zygotePool(t)
 	zpid := zygotePID(t, pool)
 	runPooled(t, pool, plan(t, "/bin/true", nil))
-	// Its ready threads, each with its PID 1; the most it holds over half a second (a thread that
-	// is making itself ready holds a few descriptors more for a moment).
-	var fdsBefore, kidsBefore []string
-	for range 10 {
-		if fds, kids := zygoteSteady(t, zpid); len(fds) > len(fdsBefore) {
-			fdsBefore, kidsBefore = fds, kids
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	fdsBefore, kidsBefore := zygoteBaseline(t, zpid)
 	base := workTree(t, "/var/tmp")
 	link := filepath.Join(base, "link")
 	if err := os.Symlink(base, link); err != nil {
@@ -265,14 +257,49 @@ func TestZygoteFailuresLeaveNothing(t *testing.T) {
 		}
 	}
 	requireZygoteServed(t, pool, 1+3*int64(len(bad)))
+	zygoteBackTo(t, zpid, fdsBefore, kidsBefore, 5*time.Second, "failed calls")
+}
+
+// zygoteBaseline is what the zygote (pid) holds with its ready threads, each with its PID 1: the
+// most zygoteSteady sees over half a second (a thread that is making itself ready holds a few
+// descriptors more for a moment).
+func zygoteBaseline(t *testing.T, pid int) (fds, kids []string) {
+	t.Helper()
+	for range 10 {
+		if f, k := zygoteSteady(t, pid); len(f) > len(fds) {
+			fds, kids = f, k
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fds, kids
+}
+
+// zygoteBackTo waits, at most within, until the zygote (pid) holds no more descriptors and children
+// than it did before (fdsBefore, kidsBefore: zygoteSteady's), and fails t saying after what it
+// does not.
+func zygoteBackTo(t *testing.T, pid int, fdsBefore, kidsBefore []string, within time.Duration, after string) {
+	t.Helper()
 	var fds, kids []string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if fds, kids = zygoteSteady(t, zpid); len(fds) <= len(fdsBefore) && len(kids) <= len(kidsBefore) {
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if fds, kids = zygoteSteady(t, pid); len(fds) <= len(fdsBefore) && len(kids) <= len(kidsBefore) {
 			return
 		}
 	}
-	t.Fatalf("after failed calls the zygote holds descriptors %v and children %v, before %v and %v",
-		fds, kids, fdsBefore, kidsBefore)
+	t.Errorf("after %s the zygote holds descriptors %v and children %v, before %v and %v", after, fds, kids, fdsBefore, kidsBefore)
+}
+
+// threadsShowing lists the threads of process pid whose mount table has a mount at mnt.
+func threadsShowing(pid int, mnt string) []string {
+	var out []string
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	tasks, _ := os.ReadDir(dir)
+	for _, task := range tasks {
+		b, err := os.ReadFile(dir + task.Name() + "/mountinfo")
+		if err == nil && strings.Contains(string(b), " "+mnt+" ") {
+			out = append(out, task.Name())
+		}
+	}
+	return out
 }
 
 // zygoteSteady is zygoteHoldings once the zygote has all its ready threads (zygoteWarm PID 1s as

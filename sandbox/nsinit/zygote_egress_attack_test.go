@@ -288,13 +288,7 @@ func TestZygoteEgressFailuresLeaveNothing(t *testing.T) {
 	good := plan(t, "/bin/true", nil)
 	UseEgress(&good)
 	runPooled(t, pool, good)
-	var fdsBefore, kidsBefore []string
-	for range 10 {
-		if fds, kids := zygoteSteady(t, zpid); len(fds) > len(fdsBefore) {
-			fdsBefore, kidsBefore = fds, kids
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	fdsBefore, kidsBefore := zygoteBaseline(t, zpid)
 	before := hostSockets(t)
 	script := workTree(t, "/var/tmp") + "/script" // its interpreter is not there: the exec fails
 	if err := os.WriteFile(script, []byte("#!/nonexistent/clihost-attack\n"), 0o755); err != nil {
@@ -340,16 +334,7 @@ func TestZygoteEgressFailuresLeaveNothing(t *testing.T) {
 		}
 	}
 	requireZygoteServed(t, pool, 1+3*2*int64(len(cases)))
-	var fds, kids []string
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if fds, kids = zygoteSteady(t, zpid); len(fds) <= len(fdsBefore) && len(kids) <= len(kidsBefore) {
-			break
-		}
-	}
-	if len(fds) > len(fdsBefore) || len(kids) > len(kidsBefore) {
-		t.Errorf("after egress calls the zygote holds descriptors %v and children %v, before %v and %v",
-			fds, kids, fdsBefore, kidsBefore)
-	}
+	zygoteBackTo(t, zpid, fdsBefore, kidsBefore, 5*time.Second, "egress calls")
 	after := hostSockets(t)
 	for _, end := range ends {
 		if after[end] {

@@ -122,13 +122,7 @@ func TestZygoteExecFailuresReportTheirOwn(t *testing.T) {
 	zpid := zygotePID(t, pool)
 	cases := r10ExecCases(t)
 	runPooled(t, pool, plan(t, "/bin/true", nil))
-	var fdsBefore, kidsBefore []string
-	for range 10 {
-		if fds, kids := zygoteSteady(t, zpid); len(fds) > len(fdsBefore) {
-			fdsBefore, kidsBefore = fds, kids
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	fdsBefore, kidsBefore := zygoteBaseline(t, zpid)
 	const rounds, atOnce = 3, 6
 	sem := make(chan struct{}, atOnce)
 	var wg sync.WaitGroup
@@ -147,13 +141,7 @@ func TestZygoteExecFailuresReportTheirOwn(t *testing.T) {
 	}
 	wg.Wait()
 	requireZygoteServed(t, pool, 1+rounds*int64(len(cases)))
-	var fds, kids []string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if fds, kids = zygoteSteady(t, zpid); len(fds) <= len(fdsBefore) && len(kids) <= len(kidsBefore) {
-			return
-		}
-	}
-	t.Fatalf("after the calls the zygote holds descriptors %v and children %v, before %v and %v", fds, kids, fdsBefore, kidsBefore)
+	zygoteBackTo(t, zpid, fdsBefore, kidsBefore, 10*time.Second, "the calls")
 }
 
 // TestZygoteBurstIsServedAndCloseIsPrompt: many requests at once (more than the zygote has ready
@@ -277,13 +265,7 @@ func TestRound10StuckExecEndsAtItsDeadline(t *testing.T) {
 	zpid := zygotePID(t, pool)
 	stuck := stuckExec(t)
 	runPooled(t, pool, plan(t, "/bin/true", nil))
-	var fdsBefore, kidsBefore []string
-	for range 10 {
-		if fds, kids := zygoteSteady(t, zpid); len(fds) > len(fdsBefore) {
-			fdsBefore, kidsBefore = fds, kids
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	fdsBefore, kidsBefore := zygoteBaseline(t, zpid)
 	stuckPlan := func(timeout time.Duration) isolation.Plan {
 		p := plan(t, "/bin/true", nil)
 		p.Path, p.Exec, p.Timeout = stuck, append(p.Exec, stuck), timeout
@@ -318,13 +300,7 @@ func TestRound10StuckExecEndsAtItsDeadline(t *testing.T) {
 		t.Errorf("a plain call beside the stuck ones: exit %d, failure %v", r.code, r.failure)
 	}
 	requireZygoteServed(t, pool, 4)
-	var fds, kids []string
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if fds, kids = zygoteSteady(t, zpid); len(fds) <= len(fdsBefore) && len(kids) <= len(kidsBefore) {
-			return
-		}
-	}
-	t.Fatalf("after the stuck execs ended the zygote holds descriptors %v and children %v, before %v and %v", fds, kids, fdsBefore, kidsBefore)
+	zygoteBackTo(t, zpid, fdsBefore, kidsBefore, 15*time.Second, "the stuck execs ended")
 }
 
 // TestRound10UnmountedUnderSteadyCalls: the ready threads now look at the host's mount table only
@@ -350,17 +326,7 @@ func TestRound10UnmountedUnderSteadyCalls(t *testing.T) {
 	}
 	pool := zygotePool(t)
 	pid := zygotePID(t, pool)
-	holders := func() []string {
-		var out []string
-		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
-		for _, task := range tasks {
-			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/mountinfo")
-			if err == nil && strings.Contains(string(b), " "+mnt+" ") {
-				out = append(out, task.Name())
-			}
-		}
-		return out
-	}
+	holders := func() []string { return threadsShowing(pid, mnt) }
 	probe := sh(t, "cat "+filepath.Join(mnt, "marker")+" 2>/dev/null || echo none", "/bin/cat")
 	probe.ReadOnly = append(probe.ReadOnly, base)
 	if r := runPooled(t, pool, probe); r.stdout != "old\n" {
@@ -430,13 +396,7 @@ func TestZygoteDeadlineMidExec(t *testing.T) {
 	zpid := zygotePID(t, pool)
 	cases := r10ExecCases(t)[:6] // the exec failures
 	runPooled(t, pool, plan(t, "/bin/true", nil))
-	var fdsBefore, kidsBefore []string
-	for range 10 {
-		if fds, kids := zygoteSteady(t, zpid); len(fds) > len(fdsBefore) {
-			fdsBefore, kidsBefore = fds, kids
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	fdsBefore, kidsBefore := zygoteBaseline(t, zpid)
 	slow := sh(t, "sleep 3; exit 0", "/bin/sleep")
 	const calls, atOnce = 60, 6
 	sem := make(chan struct{}, atOnce)
@@ -472,13 +432,7 @@ func TestZygoteDeadlineMidExec(t *testing.T) {
 	}
 	wg.Wait()
 	requireZygoteServed(t, pool, 1+calls)
-	var fds, kids []string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if fds, kids = zygoteSteady(t, zpid); len(fds) <= len(fdsBefore) && len(kids) <= len(kidsBefore) {
-			return
-		}
-	}
-	t.Fatalf("after the calls the zygote holds descriptors %v and children %v, before %v and %v", fds, kids, fdsBefore, kidsBefore)
+	zygoteBackTo(t, zpid, fdsBefore, kidsBefore, 10*time.Second, "the calls")
 }
 
 // TestRound10DeadlineBeforeTheProgramIsNoExecFailure: a call whose deadline passes after its

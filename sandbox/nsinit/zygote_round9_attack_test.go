@@ -182,13 +182,7 @@ func TestZygoteManyCallsLeakNoDescriptor(t *testing.T) {
 		return out
 	}
 	hostFDs := func() int { return len(hostList()) }
-	var fdsBefore, kidsBefore []string
-	for range 10 {
-		if fds, kids := zygoteSteady(t, zpid); len(fds) > len(fdsBefore) {
-			fdsBefore, kidsBefore = fds, kids
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	fdsBefore, kidsBefore := zygoteBaseline(t, zpid)
 	hostBefore := hostFDs()
 	t.Logf("host before: %v", hostList())
 	const calls, atOnce = 200, 8

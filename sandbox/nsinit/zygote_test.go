@@ -60,17 +60,7 @@ func TestZygoteIdleThreadsLetGoOfUnmountedFileSystems(t *testing.T) {
 	pool := zygotePool(t)
 	runPooled(t, pool, sh(t, "true")) // the threads are ready, with the tmpfs in their copies
 	pid := zygotePID(t, pool)
-	holders := func() []string {
-		var out []string
-		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
-		for _, task := range tasks {
-			b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/mountinfo")
-			if err == nil && strings.Contains(string(b), " "+mnt+" ") {
-				out = append(out, task.Name())
-			}
-		}
-		return out
-	}
+	holders := func() []string { return threadsShowing(pid, mnt) }
 	if len(holders()) == 0 {
 		t.Fatal("no zygote thread holds the tmpfs before it is unmounted: the test sees nothing")
 	}
