@@ -466,9 +466,10 @@ func (h *Host) finish(ctx context.Context, b *manifest.Bundle, t *manifest.ToolE
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return fail(errcode.Cancelled, "the call was cancelled before its process started", "")
-	case errors.Is(err, nsinit.ErrUnavailable) && res.TimedOut:
+	case errors.Is(err, nsinit.ErrUnavailable) && res.TimedOut && !nsinit.MayHaveRun(err):
 		// The timeout stopped the call while its sandbox was built or checked (a slow git
-		// snapshot, a loaded host): what failed after that is the kill's doing.
+		// snapshot, a loaded host): what failed after that is the kill's doing. (A sandbox the
+		// host lost, whose program may have run, stays a sandbox failure that says so.)
 		return fail(errcode.Timeout, fmt.Sprintf("the command did not finish within %s: it was stopped before its sandbox could start it", timeout),
 			"raise the tool's timeout_ms, or see what makes its sandbox slow to start on this host (the git rule walks a writable workspace before the command starts)")
 	case errors.Is(err, nsinit.ErrUnavailable):

@@ -109,7 +109,8 @@ func TestRunnerFileLimitsReachPlan(t *testing.T) {
 // TestTimedOutSandboxFailureIsATimeout: when the call's timeout stopped it while its sandbox was
 // still being built (the sandbox then fails: its PID namespace is dead), the call is a timeout,
 // not sandbox_unavailable with the kernel-setup hint; a sandbox failure without the timeout stays
-// what it is.
+// what it is. (A sandbox the host lost after its program may have run, nsinit.MayHaveRun, stays a
+// sandbox failure too: its message says what happened.)
 func TestTimedOutSandboxFailureIsATimeout(t *testing.T) {
 	b := &manifest.Bundle{}
 	failed := fmt.Errorf("runner: /usr/bin/x not started: %w", fmt.Errorf("%w: exec /usr/bin/x: clone: cannot allocate memory", nsinit.ErrUnavailable))
