@@ -227,11 +227,11 @@ func writePlan(e envelope) (*os.File, error) {
 	}
 	// Plain blocking descriptors, outside the runtime's poller: the read end is sent to another
 	// process, and the pipe holds the whole plan, so the write does not block.
-	var fds [2]int
-	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
-		return nil, fmt.Errorf("plan pipe: %w", err)
+	rfd, w, err := pipe()
+	if err != nil {
+		return nil, fmt.Errorf("plan %w", err)
 	}
-	r, w := os.NewFile(uintptr(fds[0]), "plan"), fds[1]
+	r := os.NewFile(uintptr(rfd), "plan")
 	defer unix.Close(w)
 	if len(data) > os.Getpagesize() { // a pipe may hold as little as one page (pipe-user-pages-soft)
 		if _, err := unix.FcntlInt(uintptr(w), unix.F_SETPIPE_SZ, len(data)); err != nil {

@@ -328,11 +328,10 @@ func (z *zygote) take(p isolation.Plan, stdin bool, slot *cgroup.Group, gate fun
 // os.Pipe would have registered with the poller, made non-blocking, and made blocking again when
 // its descriptor was sent: five system calls more per pipe on a call's path.
 func sentPipe(hostWrites bool) (mine, theirs *os.File, err error) {
-	var fds [2]int // read, write
-	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
-		return nil, nil, fmt.Errorf("pipe: %w", err)
+	m, t, err := pipe()
+	if err != nil {
+		return nil, nil, err
 	}
-	m, t := fds[0], fds[1]
 	if hostWrites {
 		m, t = t, m
 	}
