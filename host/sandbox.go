@@ -179,13 +179,12 @@ func (h *Host) confineFor(b *manifest.Bundle, tool *manifest.ToolEntry, bin stri
 	}
 	overlap := h.ownedOverlapBeside(ws)
 	who, idErr := h.identityFor(ws, c.Peer, bin) // on a root host, also whether that uid may run bin
-	owned := overlap()
 	if idErr != nil {
 		return nil, nil, idErr
 	}
 	// The host's own work may run in the kept home of the uid it runs as (checkDir), which lies in
 	// the state directory; no caller names that workspace (clihostd refuses it first).
-	if owned != nil && !h.ownKeptHome(ws, who.home) {
+	if owned := overlap(); owned != nil && !h.ownKeptHome(ws, who.home) {
 		return nil, nil, owned
 	}
 	if !dry {
@@ -224,8 +223,9 @@ func (h *Host) confineFor(b *manifest.Bundle, tool *manifest.ToolEntry, bin stri
 // ownedOverlapBeside starts OwnedOverlap of workspace ws against the host's state directory and
 // trusted paths, and returns the function that waits for its answer. On a root host it runs on a
 // goroutine of its own beside identityFor, whose access checks wait for a thread of their own (the
-// caller's identity taken there): the check fills that wait instead of following it. Elsewhere
-// identityFor does not wait, and the check runs when its answer is asked for.
+// caller's identity taken there): the check fills that wait instead of following it (its answer,
+// buffered, is dropped when the identity refuses the call). Elsewhere identityFor does not wait,
+// and the check runs when its answer is asked for.
 func (h *Host) ownedOverlapBeside(ws string) func() *Error {
 	check := func() *Error { return OwnedOverlap(ws, h.opts.Sandbox.StateDir, h.opts.Sandbox.Trusted...) }
 	if os.Geteuid() != 0 {
