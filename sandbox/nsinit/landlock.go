@@ -265,6 +265,13 @@ func splitGrant(out map[string]landlock.AccessFSSet, paths *pathTable, view, pat
 		if err != nil {
 			return fmt.Errorf("split %s around %v: %w", path, inner, err)
 		}
+		if paths.keepSplit {
+			kept, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+			if err != nil {
+				return fmt.Errorf("split %s: %w", path, err)
+			}
+			paths.split = append(paths.split, splitDir{fd: kept, st: paths.st[view+path], names: names})
+		}
 		if a := access & ll.AccessFSReadDir; a != 0 {
 			out[view+path] |= a
 		}

@@ -1,6 +1,7 @@
 package nsinit
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/clihost/clihost/internal/kernfile"
@@ -39,4 +40,28 @@ func (m *mountTable) read() ([]byte, error) {
 	}
 	m.buf = buf
 	return m.buf, nil
+}
+
+// rereadFD reads the whole of the file open at fd (a procfs table, which each read from offset 0
+// makes anew) from its start, appending to buf[:0].
+func rereadFD(fd int, buf []byte) ([]byte, error) {
+	buf = buf[:0]
+	if cap(buf) == 0 {
+		buf = make([]byte, 0, 16<<10)
+	}
+	for off := int64(0); ; {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := unix.Pread(fd, buf[len(buf):cap(buf)], off)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("mount table: %w", err)
+		case n == 0:
+			return buf, nil
+		}
+		buf, off = buf[:len(buf)+n], off+int64(n)
+	}
 }

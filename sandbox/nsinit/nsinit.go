@@ -95,7 +95,10 @@ type Cmd struct {
 	status   int  // the end line's status
 	reported bool // the end line was read
 
-	zyg *zygote // the zygote that built the sandbox (FromZygote), or nil
+	zyg   *zygote // the zygote that built the sandbox (FromZygote), or nil
+	ahead bool    // the zygote built the sandbox ahead of the call (zygote_ahead.go)
+	// afterEnd, when set, runs once Ended is closed, with whether the sandbox reported its end.
+	afterEnd func(reported bool)
 	// abandoned is set by Abandon: the host let go of a sandbox that did not end.
 	abandoned atomic.Bool
 	leftOnce  sync.Once
@@ -203,7 +206,12 @@ func (c *Cmd) Ended() <-chan struct{} {
 // readReport reads the report pipe's lines (at most 4 KiB) until the end line or the end of the
 // pipe, then closes c.ended.
 func (c *Cmd) readReport() {
-	defer close(c.ended)
+	defer func() {
+		close(c.ended)
+		if c.afterEnd != nil {
+			c.afterEnd(c.reported)
+		}
+	}()
 	r := bufio.NewReader(io.LimitReader(lateReader{c.report}, 4096))
 	for {
 		line, err := r.ReadString('\n')

@@ -32,6 +32,27 @@ const (
 type pathTable struct {
 	fds map[string]int
 	st  map[string]unix.Stat_t
+	// With keepSplit, split keeps a descriptor of every directory whose entries were listed to
+	// split a Landlock grant (splitGrant), with its stat from before the listing, for a sandbox
+	// built ahead (aheadSandbox); close leaves them open, closeSplit closes them.
+	keepSplit bool
+	split     []splitDir
+}
+
+// splitDir is a directory listed to split a Landlock grant: a descriptor, its stat from before the
+// listing, and the names listed.
+type splitDir struct {
+	fd    int
+	st    unix.Stat_t
+	names []string
+}
+
+// closeSplit closes the descriptors of *dirs and empties it.
+func closeSplit(dirs *[]splitDir) {
+	for _, d := range *dirs {
+		unix.Close(d.fd)
+	}
+	*dirs = nil
 }
 
 func newPathTable() *pathTable {

@@ -55,6 +55,10 @@ type envelope struct {
 	// earlier, sets them (as far as it may: it cannot raise a hard limit past its own) before the
 	// plan's own limits apply, as an init started for its call inherits them.
 	HostRlimits []rlimit
+	// Files are the files of the plan's paths (pathLists order) as the host found them when it
+	// sent the call to a sandbox built ahead for its plan, which runs it only if it was built from
+	// those (see zygote_ahead.go); nil otherwise.
+	Files []fileID
 }
 
 // rlimit is one resource limit of HostRlimits.
@@ -64,7 +68,7 @@ type rlimit struct {
 }
 
 // planProtocol changes whenever the plan's meaning or its wire format (planwire.go) changes.
-const planProtocol = 7
+const planProtocol = 8
 
 // maxPlanSize bounds the encoded plan (it must fit into one pipe buffer, see writePlan).
 const maxPlanSize = 1 << 20

@@ -56,6 +56,11 @@ func encodeEnvelope(e envelope) []byte {
 		w.uint(r.Cur)
 		w.uint(r.Max)
 	}
+	w.len(e.Files == nil, len(e.Files))
+	for _, f := range e.Files {
+		w.uint(f.Dev)
+		w.uint(f.Ino)
+	}
 	return w.b
 }
 
@@ -102,6 +107,12 @@ func decodeEnvelope(data []byte) (envelope, error) {
 		e.HostRlimits = make([]rlimit, n)
 		for i := range e.HostRlimits {
 			e.HostRlimits[i] = rlimit{Resource: int(r.int()), Cur: r.uint(), Max: r.uint()}
+		}
+	}
+	if n, isNil := r.len(2); !isNil {
+		e.Files = make([]fileID, n)
+		for i := range e.Files {
+			e.Files[i] = fileID{Dev: r.uint(), Ino: r.uint()}
 		}
 	}
 	if r.err == nil && len(r.b) > 0 {

@@ -92,7 +92,9 @@ type PoolStats struct {
 	Ready     int   // inits ready now
 	Target    int   // inits the pool keeps ready now
 	Zygote    int64 // calls the zygote served (neither a hit nor a miss)
-	ZygoteUp  bool  // a zygote runs now and takes calls
+	// ZygoteAhead counts those of them that ran in a sandbox the zygote built ahead for their plan.
+	ZygoteAhead int64
+	ZygoteUp    bool // a zygote runs now and takes calls
 	// ZygoteErr says why no zygote serves calls ("" when one does, or is off).
 	ZygoteErr string
 }
@@ -229,6 +231,9 @@ func (p *Pool) Take(plan isolation.Plan, stdin bool, gate func() error) (*Cmd, *
 		if cmd != nil || err != nil {
 			p.mu.Lock()
 			p.stats.Zygote++
+			if cmd != nil && cmd.ahead {
+				p.stats.ZygoteAhead++
+			}
 			p.mu.Unlock()
 			return cmd, stdio, err
 		}

@@ -34,6 +34,7 @@ type zygote struct {
 	// abandoned counts the calls whose end the host stopped waiting for (endWithPID1): the thread
 	// that served each may hang in the kernel for good.
 	abandoned int
+	ahead     aheadSandboxes // the sandboxes built ahead for plans that repeat
 }
 
 // zygoteMaxAbandoned is how many calls a zygote may leave to the host without their end before
@@ -147,6 +148,7 @@ const zygoteExitWait = 5 * time.Second
 // host has let it go (see zserver.serve) it says it is done and exits. close returns then,
 // without waiting for the process longer than zygoteExitWait.
 func (z *zygote) close() {
+	z.closeAhead()
 	// A request sent before is read before the end (and served); one sent after fails (take).
 	_ = unix.Shutdown(int(z.conn.Fd()), unix.SHUT_WR)
 	buf := make([]byte, 64)
@@ -189,17 +191,73 @@ func (z *zygote) alive() bool {
 }
 
 // take gives the zygote the call of the prepared plan p: it makes the call's pipes and control
-// groups (in slot, a group made ahead, when not nil), sends them with the plan, and returns the Cmd of the call's PID 1 once the zygote made
-// it, with the host's ends of the program's streams (stdin: whether the program gets input on a
-// pipe, else /dev/null). It returns a nil Cmd and no error when the zygote is gone (the call then
-// starts another way), and an error wrapping ErrUnavailable when the zygote could not start the
-// sandbox.
+// groups (in slot, a group made ahead, when not nil), sends them with the plan, and returns the
+// Cmd of the call's PID 1 once the zygote made it, with the host's ends of the program's streams
+// (stdin: whether the program gets input on a pipe, else /dev/null). The call goes to a sandbox
+// the zygote built ahead for its plan when one is ready and still fits it (zygote_ahead.go),
+// else to a thread that builds it. It returns a nil Cmd and no error when the zygote is gone (the
+// call then starts another way), and an error wrapping ErrUnavailable when the zygote could not
+// start the sandbox.
 func (z *zygote) take(p isolation.Plan, stdin bool, slot *cgroup.Group, gate func() error) (*Cmd, *Stdio, error) {
 	env, err := pooledEnvelope(p, stdin)
 	if err != nil {
 		return nil, nil, err
 	}
 	env.UserNS = z.userNS
+	group, err := callGroup(p.Limits, slot)
+	if err != nil {
+		return nil, nil, err
+	}
+	key := string(aheadKey(env))
+	cmd, stdio, err := z.takeAhead(key, p, env, stdin, group, gate)
+	if errors.Is(err, errStale) {
+		cmd, stdio, err = z.request(int(z.conn.Fd()), false, env, stdin, group, gate)
+	}
+	if cmd == nil {
+		_ = group.Remove()
+		return nil, nil, err
+	}
+	z.callStarted(key)
+	cmd.afterEnd = func(reported bool) { z.callEnded(reported && zygoteBuildsAhead(p), key, env) }
+	return cmd, stdio, nil
+}
+
+// callGroup returns the control group of a call with limits l: slot (made ahead, or nil) with l
+// applied, or a new group; nil when l needs none.
+func callGroup(l isolation.Limits, slot *cgroup.Group) (*cgroup.Group, error) {
+	if !cgroupLimits(l) {
+		if slot != nil {
+			_ = slot.Remove()
+		}
+		return nil, nil
+	}
+	limits := groupLimits(l)
+	if had, ok := slot.Applied(); ok && had != limits {
+		_ = slot.Remove() // made with other limits, which Apply would not all reset
+		slot = nil
+	}
+	if slot == nil {
+		g, err := cgroup.Default().New(limits)
+		if err != nil {
+			return nil, fmt.Errorf("nsinit: %w", err)
+		}
+		return g, nil
+	}
+	if err := slot.Apply(limits); err != nil {
+		_ = slot.Remove()
+		return nil, fmt.Errorf("nsinit: %w", err)
+	}
+	return slot, nil
+}
+
+// request sends the call of env to the zygote on the socket conn (the zygote's, or with ahead the
+// socket of a sandbox built ahead) with its pipes and group's files, and returns the Cmd of the
+// call's PID 1 once the zygote made it. It returns a nil Cmd and no error when the zygote is gone,
+// and errStale when the sandbox built ahead could not take the call (gone, or it no longer fits
+// the plan): the call can be sent the usual way, nothing of it ran. On failure the caller removes
+// group.
+func (z *zygote) request(conn int, ahead bool, env envelope, stdin bool, group *cgroup.Group, gate func() error) (*Cmd, *Stdio, error) {
+	p := env.Plan
 	planR, err := writePlan(env)
 	if err != nil {
 		return nil, nil, fmt.Errorf("nsinit: %w", err)
@@ -240,29 +298,9 @@ func (z *zygote) take(p isolation.Plan, stdin bool, slot *cgroup.Group, gate fun
 		gateW, host, sent = w, append(host, w), append(sent, r)
 		h.Gate = true
 	}
-	var group *cgroup.Group
-	if cgroupLimits(p.Limits) {
-		limits := groupLimits(p.Limits)
-		if had, ok := slot.Applied(); ok && had != limits {
-			_ = slot.Remove() // made with other limits, which Apply would not all reset
-			slot = nil
-		}
-		if slot != nil {
-			if err := slot.Apply(limits); err != nil {
-				_ = slot.Remove()
-				return fail(fmt.Errorf("nsinit: %w", err))
-			}
-			group = slot
-		} else if group, err = cgroup.Default().New(limits); err != nil {
-			return fail(fmt.Errorf("nsinit: %w", err))
-		}
-	} else if slot != nil {
-		_ = slot.Remove()
-	}
 	if group != nil {
 		files, err := cgroupFiles(group)
 		if err != nil {
-			_ = group.Remove()
 			return fail(fmt.Errorf("nsinit: cgroup: %w", err))
 		}
 		sent = append(sent, files...)
@@ -270,37 +308,38 @@ func (z *zygote) take(p isolation.Plan, stdin bool, slot *cgroup.Group, gate fun
 	}
 	body, err := json.Marshal(h)
 	if err != nil {
-		_ = group.Remove()
 		return fail(fmt.Errorf("nsinit: zygote request: %w", err))
 	}
 	fds := make([]int, len(sent))
 	for i, f := range sent {
 		fds[i] = int(f.Fd())
 	}
-	if err := unix.Sendmsg(int(z.conn.Fd()), body, unix.UnixRights(fds...), nil, 0); err != nil {
+	if err := unix.Sendmsg(conn, body, unix.UnixRights(fds...), nil, 0); err != nil {
+		if ahead {
+			return fail(errStale)
+		}
 		z.mu.Lock()
 		z.broken = true
 		z.mu.Unlock()
-		_ = group.Remove()
-		closeFiles(host)
-		return nil, nil, nil
+		return fail(nil)
 	}
 	closeFiles(sent)
 	sent = nil
 	report := pipes[0]
 	pid, err := readPID(report)
-	if err != nil {
-		_ = group.Remove()
+	switch {
+	case ahead && (errors.Is(err, errStale) || errors.Is(err, errNoWord)):
+		// Nothing of the call ran: a sandbox built ahead says so before its PID 1's pid.
+		return fail(errStale)
+	case err != nil:
 		return fail(fmt.Errorf("%w: %v", ErrUnavailable, err))
 	}
 	proc, err := os.FindProcess(pid) // not reaped by the zygote until the report pipe is closed
 	if err != nil {
-		_ = group.Remove()
 		return fail(fmt.Errorf("nsinit: PID 1: %w", err))
 	}
 	egress.bound(p)
 	if err := endWithPID1(pid, report, egress); err != nil {
-		_ = group.Remove()
 		return fail(fmt.Errorf("nsinit: PID 1: %w", err))
 	}
 	if gateW != nil {
@@ -313,12 +352,11 @@ func (z *zygote) take(p isolation.Plan, stdin bool, slot *cgroup.Group, gate fun
 		gateW.Close()
 		if err != nil {
 			_ = proc.Release()
-			_ = group.Remove()
 			return fail(err)
 		}
 	}
 	cmd := &exec.Cmd{Path: executable(), Args: zygoteArgs(), Process: proc}
-	return &Cmd{Cmd: cmd, report: report, egress: egress, group: group, limits: p.Limits, zyg: z},
+	return &Cmd{Cmd: cmd, report: report, egress: egress, group: group, limits: p.Limits, zyg: z, ahead: ahead},
 		&Stdio{Out: pipes[1], Err: pipes[2], In: pipes[3]}, nil
 }
 
@@ -386,6 +424,9 @@ func readPID(report *os.File) (int, error) {
 			if v, ok := strings.CutPrefix(string(line), "pid "); ok {
 				return strconv.Atoi(v)
 			}
+			if string(line) == staleLine {
+				return 0, errStale
+			}
 			rest := make([]byte, 4096)
 			n, _ := report.Read(rest)
 			return 0, errors.New(strings.TrimSpace(string(line) + "; " + string(rest[:n])))
@@ -393,10 +434,13 @@ func readPID(report *os.File) (int, error) {
 		line = append(line, b[0])
 	}
 	if len(line) == 0 {
-		return 0, errors.New("the zygote ended the call without a word")
+		return 0, errNoWord
 	}
 	return 0, errors.New(string(line))
 }
+
+// errNoWord is readPID's error when the report ended before its first line.
+var errNoWord = errors.New("the zygote ended the call without a word")
 
 // pid1Drain is how long the host still reads a zygote call's report once the call's PID 1 has
 // exited: the zygote writes the report's last line right after that exit.

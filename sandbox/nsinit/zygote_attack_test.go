@@ -514,10 +514,10 @@ func TestZygoteRootless(t *testing.T) {
 		t.Skip("this is a pooled run")
 	}
 	// Not the tests that mount on the host (a FUSE server, a tmpfs made after the threads were
-	// ready, a read-only /proc/sys), which nobody cannot, nor the one about control groups, which
-	// nobody has none of here; nor the suite's runs.
+	// ready or after a sandbox was built ahead, a read-only /proc/sys), which nobody cannot, nor
+	// those about control groups, which nobody has none of here; nor the suite's runs.
 	rerunAsNobody(t, rootlessZygoteEnv, "-test.run=^TestZygote",
-		"-test.skip=^TestZygote(RunsTheSuite|Rootless|SeesTheHostsMountsNow|SeesMountsMadeAfterItPrepared|EgressOnAFreshThread|StuckExecStopsNoOtherCall|ThreadStuckOnAPlanPath|StuckThreadsDoNotHoldThePool|KilledWhileEgressThreadHangs|UnderReadOnlyProcSys|SlotsCarryTheLastLimits|FreshThreadHasNoCapabilities|InterleavedLimitsHold|IdleThreadsLetGoOfUnmountedFileSystems)$")
+		"-test.skip=^TestZygote(RunsTheSuite|Rootless|SeesTheHostsMountsNow|SeesMountsMadeAfterItPrepared|EgressOnAFreshThread|StuckExecStopsNoOtherCall|ThreadStuckOnAPlanPath|StuckThreadsDoNotHoldThePool|KilledWhileEgressThreadHangs|UnderReadOnlyProcSys|SlotsCarryTheLastLimits|FreshThreadHasNoCapabilities|InterleavedLimitsHold|IdleThreadsLetGoOfUnmountedFileSystems|AheadSandboxSeesMountsMadeSince|AheadSandboxLetsGoOfUnmountedFileSystems|AheadCallKeepsItsOwnGroupLimits)$")
 }
 
 // readOnlyProcSysEnv marks the copy of the test binary TestZygoteUnderReadOnlyProcSys runs in a

@@ -68,18 +68,29 @@ const zygoteFD = 3
 // egress socket pair when Egress (the plan has Egress: the listeners go to the host on it), the
 // read end of the gate pipe when Gate (the program starts once the host wrote gateOpen to it),
 // Tasks descriptors of the call's cgroup v1 tasks files and, when Dir, one of its cgroup v2
-// directory.
+// directory. A request with Build (and nothing else set) is not a call: it asks for a sandbox
+// built ahead (zygote_ahead.go), and carries the plan pipe's read end and the zygote's end of
+// the sandbox's own socket pair.
 type zygoteHeader struct {
 	Stdin  bool
 	Egress bool
 	Gate   bool
 	Tasks  int
 	Dir    bool
+	Build  bool
 }
 
 // split names the descriptors of a request with header h, or reports false when their number is
 // not what h says.
 func (h zygoteHeader) split(fds []int) (*zcall, bool) {
+	if h.Build {
+		if len(fds) != 2 || h != (zygoteHeader{Build: true}) {
+			return nil, false
+		}
+		c := newZcall()
+		c.plan, c.conn = fds[0], fds[1]
+		return c, true
+	}
 	want := 4 + h.Tasks
 	for _, one := range []bool{h.Stdin, h.Egress, h.Gate, h.Dir} {
 		if one {
@@ -111,13 +122,13 @@ func (h zygoteHeader) split(fds []int) (*zcall, bool) {
 // newZcall is a zcall with nothing in it yet.
 func newZcall() *zcall {
 	return &zcall{plan: -1, report: -1, stdout: -1, stderr: -1, stdin: -1, egress: -1, gate: -1, cgroupDir: -1,
-		pid1: -1, pid1fd: -1, ctlW: -1, pid1Report: -1}
+		conn: -1, pid1: -1, pid1fd: -1, ctlW: -1, pid1Report: -1}
 }
 
-// take moves the call's descriptors from req (split's) into c.
+// take moves the request's descriptors from req (split's) into c.
 func (c *zcall) take(req *zcall) {
 	c.plan, c.report, c.stdout, c.stderr, c.stdin = req.plan, req.report, req.stdout, req.stderr, req.stdin
-	c.egress, c.gate, c.tasks, c.cgroupDir = req.egress, req.gate, req.tasks, req.cgroupDir
+	c.egress, c.gate, c.tasks, c.cgroupDir, c.conn = req.egress, req.gate, req.tasks, req.cgroupDir, req.conn
 }
 
 // zygoteReady and zygoteUnsupported start the zygote's first message: it can build sandboxes, or
@@ -249,6 +260,16 @@ func (z *zserver) release(c *zcall) {
 	}
 }
 
+// retain undoes release for c: its host waits for it again (a sandbox built ahead took its call).
+func (z *zserver) retain(c *zcall) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if c.released {
+		c.released = false
+		z.released--
+	}
+}
+
 // table reads the host's mount table (a copy: the buffer is shared).
 func (z *zserver) table() ([]byte, error) {
 	z.mu.Lock()
@@ -292,12 +313,20 @@ func (z *zserver) ready() *zcall {
 		case st == received && current():
 			z.start()
 			c.take(req)
-			c.serveCall()
+			if c.conn >= 0 {
+				c.serveAhead(before)
+			} else {
+				c.serveCall()
+			}
 			return c
 		case st == received:
 			z.start()
 			c.finish()
-			z.fresh(req)
+			if req.conn >= 0 {
+				req.finish() // not built on a stale copy: the host sees its end closed
+			} else {
+				z.fresh(req)
+			}
 			return c
 		case st == closed:
 			c.finish()
@@ -339,20 +368,31 @@ const (
 // ready thread waits here, in recvmsg: the kernel wakes one of them for a request (a waiter on a
 // SOCK_SEQPACKET socket waits exclusively), and all of them when the host closes its end.
 func (z *zserver) receive() (*zcall, int) {
+	req, st := receiveRequest(zygoteFD, true)
+	if st == closed {
+		z.mu.Lock()
+		z.eof = true
+		z.cond.Broadcast()
+		z.mu.Unlock()
+	}
+	return req, st
+}
+
+// receiveRequest waits for the next request on the SOCK_SEQPACKET socket fd, as long as its
+// receive timeout allows, and returns its descriptors. A malformed request is dropped (its
+// descriptors closed) and the wait goes on; so is one asking for a sandbox built ahead unless
+// build.
+func receiveRequest(fd int, build bool) (*zcall, int) {
 	buf := make([]byte, 4096)
 	oob := make([]byte, unix.CmsgSpace(64*4))
 	for {
-		n, oobn, _, _, err := unix.Recvmsg(zygoteFD, buf, oob, unix.MSG_CMSG_CLOEXEC)
+		n, oobn, _, _, err := unix.Recvmsg(fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
 		switch {
 		case errors.Is(err, unix.EINTR):
 			continue
 		case errors.Is(err, unix.EAGAIN):
 			return nil, idle
 		case err != nil || n == 0 && oobn == 0:
-			z.mu.Lock()
-			z.eof = true
-			z.cond.Broadcast()
-			z.mu.Unlock()
 			return nil, closed
 		}
 		rights, err := unixRights(oob[:oobn])
@@ -361,7 +401,7 @@ func (z *zserver) receive() (*zcall, int) {
 			continue
 		}
 		var h zygoteHeader
-		if err := json.Unmarshal(buf[:n], &h); err != nil {
+		if err := json.Unmarshal(buf[:n], &h); err != nil || h.Build && !build {
 			closeAll(rights)
 			continue
 		}
@@ -419,6 +459,7 @@ type zcall struct {
 	gate                                int   // the gate pipe's read end (zygoteHeader.Gate), or -1
 	tasks                               []int // the call's cgroup v1 tasks files
 	cgroupDir                           int   // the call's cgroup v2 directory, or -1
+	conn                                int   // a sandbox built ahead: its socket (zygoteHeader.Build), or -1
 
 	z        *zserver // the zygote serving it (nil for a request not yet taken by a thread)
 	released bool     // its host let it go (zserver.release); under z.mu
@@ -521,59 +562,101 @@ func (c *zcall) prepare() (string, error) {
 	return "", nil
 }
 
-// serve builds the rest of the sandbox for the call's plan on the prepared thread, runs the
-// program in it and sets *code to its status; on failure it returns the failed step.
+// serve builds the rest of the sandbox for the call's plan on the prepared thread (build), runs
+// the program in it and sets *code to its status (run); on failure it returns the failed step.
 func (c *zcall) serve(e envelope, code *int) (string, error) {
+	if _, step, err := c.build(e, false, code); err != nil {
+		return step, err
+	}
+	return c.run(e, code)
+}
+
+// build builds the rest of the sandbox for the plan of e on the prepared thread, and confines the
+// thread; with ahead, for a call still to come (serveAhead), and it returns what the sandbox was
+// built from (aheadSandbox). On failure it returns the failed step, and sets *code to exitVerify
+// when the confinement failed.
+func (c *zcall) build(e envelope, ahead bool, code *int) (*aheadSandbox, string, error) {
 	p := e.Plan
 	switch {
 	case len(p.Ingress) > 0:
-		return "zygote", errors.New("the plan needs the init (ingress)")
+		return nil, "zygote", errors.New("the plan needs the init (ingress)")
 	case e.UserNS != c.z.userNS:
-		return "zygote", fmt.Errorf("the plan's user namespace (%t) is not the zygote's (%t)", e.UserNS, c.z.userNS)
+		return nil, "zygote", fmt.Errorf("the plan's user namespace (%t) is not the zygote's (%t)", e.UserNS, c.z.userNS)
+	case ahead && p.Egress:
+		return nil, "zygote", errors.New("a sandbox with egress is not built ahead (its listeners are the call's)")
 	case p.Egress != (c.egress >= 0):
-		return "zygote", errors.New("the plan's egress and the request's socket pair disagree")
+		return nil, "zygote", errors.New("the plan's egress and the request's socket pair disagree")
 	case p.Egress:
 		// Refused before the host gets listeners for a sandbox that could not be confined.
 		if _, err := landlockConfig(netEgress); err != nil {
-			return "landlock", err
+			return nil, "landlock", err
 		}
 	}
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
-		return "unshare cgroup namespace", err
+		return nil, "unshare cgroup namespace", err
 	}
 	unix.Umask(e.HostUmask)
-	rlimits, err := childRlimits(e.HostRlimits, p.Limits)
-	if err != nil {
-		return "rlimits", err
-	}
 	paths, err := openPlan(p)
 	if err != nil {
-		return "resolve", err
+		return nil, "resolve", err
 	}
 	defer paths.close()
+	var b *aheadSandbox
+	if ahead {
+		b = newAheadSandbox(e, paths)
+		defer func() {
+			if b.unfinished {
+				b.close()
+				closeSplit(&paths.split)
+			}
+		}()
+	}
 	// Not vm.memfd_noexec here: it is set for the writer's PID namespace, here the zygote's.
 	// PID 1 sets it (pid1Program).
 	if step, err := buildNamespaces(p, paths, false); err != nil {
-		return step, err
+		return nil, step, err
 	}
 	if p.Egress {
 		// On the thread, in the call's network namespace; sent before the thread is confined.
 		err := sendListeners(c.egress)
 		c.egress = -1 // sendListeners closed it
 		if err != nil {
-			return "network: egress listeners", err
+			return nil, "network: egress listeners", err
 		}
 	}
 	if c.stdin < 0 {
 		if c.stdin, err = unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0); err != nil {
-			return "stdin", err
+			return nil, "stdin", err
 		}
 	}
-	seal := p.NoExecMemfd && c.seal
+	if ahead {
+		// Before the thread is confined: it could not open these files after.
+		if err := b.openTable(c.z.mounts.proc); err != nil {
+			return nil, "ahead: mount tables", err
+		}
+	}
 	if step, err := confineThread(p, paths, e.UserNS); err != nil {
 		*code = exitVerify
-		return step, err
+		return nil, step, err
 	}
+	if ahead {
+		if err := b.finish(paths); err != nil {
+			return nil, "ahead", err
+		}
+	}
+	return b, "", nil
+}
+
+// run runs the program of the plan of e in the sandbox the thread built and confined itself in,
+// once the host opened the call's gate (if any), and sets *code to its status; on failure it
+// returns the failed step.
+func (c *zcall) run(e envelope, code *int) (string, error) {
+	p := e.Plan
+	rlimits, err := childRlimits(e.HostRlimits, p.Limits)
+	if err != nil {
+		return "rlimits", err
+	}
+	seal := p.NoExecMemfd && c.seal
 	if c.gate >= 0 {
 		// What the host must do before the program runs (the git rule's snapshot of the writable
 		// roots) ran while the sandbox was built: the program starts on the host's word only.
@@ -895,7 +978,7 @@ func (c *zcall) finish() {
 		}
 		c.pid1Prog.release() // its stack, now that it is gone
 	}
-	for _, fd := range []*int{&c.pid1fd, &c.pid1Report, &c.plan, &c.report, &c.stdout, &c.stderr, &c.stdin, &c.egress, &c.gate} {
+	for _, fd := range []*int{&c.pid1fd, &c.pid1Report, &c.plan, &c.report, &c.stdout, &c.stderr, &c.stdin, &c.egress, &c.gate, &c.conn} {
 		closeFD(fd)
 	}
 	closeAll(c.tasks)
