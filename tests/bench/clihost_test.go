@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/fixture"
@@ -50,13 +51,27 @@ func TestMain(m *testing.M) {
 // zygote (the clihost-sandbox helper started once) builds the sandbox on a thread made ready ahead
 // of the call (validation, argv, policy compilation, the rest of the mounts, masks, Landlock, uid
 // and capability drop, seccomp, exec, wait, output parsing, audit to nowhere). zygote/call is the
-// share of calls the zygote built.
-func BenchmarkPeerClihostTrue(b *testing.B) {
+// share of calls the zygote built, ahead/call the share it built before the call came (calls back
+// to back on two cores leave it little time: see BenchmarkPeerClihostTrueAfterPause).
+func BenchmarkPeerClihostTrue(b *testing.B) { benchmarkZygoteCall(b, 0) }
+
+// BenchmarkPeerClihostTrueAfterPause is BenchmarkPeerClihostTrue with each call made after
+// agentPause (the timer stopped), as an agent calls a tool after its model's turn: the zygote has
+// built the call's sandbox ahead of it (ahead/call). Compare BenchmarkPeerBwrapTrueAfterPause.
+func BenchmarkPeerClihostTrueAfterPause(b *testing.B) { benchmarkZygoteCall(b, agentPause) }
+
+// agentPause is the pause before each call of the *AfterPause benchmarks.
+const agentPause = 100 * time.Millisecond
+
+// benchmarkZygoteCall times calls of fixture.True through a pool with its zygote, each after pause.
+func benchmarkZygoteCall(b *testing.B, pause time.Duration) {
 	pool := nsinit.NewPool(nsinit.PoolConfig{})
 	defer pool.Close()
-	benchmarkCall(b, host.SandboxOptions{Pool: pool})
+	benchmarkCallIn(b, fixture.True(), fixture.Workspace(b), host.SandboxOptions{Pool: pool}, pause)
 	s := pool.Stats()
-	b.ReportMetric(float64(s.Zygote)/float64(max(s.Zygote+s.Hits+s.Misses, 1)), "zygote/call")
+	calls := float64(max(s.Zygote+s.Hits+s.Misses, 1))
+	b.ReportMetric(float64(s.Zygote)/calls, "zygote/call")
+	b.ReportMetric(float64(s.ZygoteAhead)/calls, "ahead/call")
 }
 
 // BenchmarkPeerClihostInitPoolTrue is BenchmarkPeerClihostTrue with the pool's zygote off: every
@@ -106,7 +121,7 @@ func egressTrue() map[string]string {
 func BenchmarkPeerClihostWriteProject(b *testing.B) {
 	pool := nsinit.NewPool(nsinit.PoolConfig{})
 	defer pool.Close()
-	benchmarkCallIn(b, fixture.TrueWriting(), fixture.Project(b), host.SandboxOptions{Pool: pool})
+	benchmarkCallIn(b, fixture.TrueWriting(), fixture.Project(b), host.SandboxOptions{Pool: pool}, 0)
 }
 
 // BenchmarkPeerClihostColdTrue is the same call with every sandbox started when the call needs it
@@ -124,12 +139,12 @@ func benchmarkCall(b *testing.B, sb host.SandboxOptions) { benchmarkCallOf(b, fi
 
 // benchmarkCallOf is benchmarkCallIn an empty workspace.
 func benchmarkCallOf(b *testing.B, files map[string]string, sb host.SandboxOptions) {
-	benchmarkCallIn(b, files, fixture.Workspace(b), sb)
+	benchmarkCallIn(b, files, fixture.Workspace(b), sb, 0)
 }
 
 // benchmarkCallIn times warm host.Call calls of the tool run of the bundle true in files, in
 // workspace ws, with sandbox options sb.
-func benchmarkCallIn(b *testing.B, files map[string]string, ws string, sb host.SandboxOptions) {
+func benchmarkCallIn(b *testing.B, files map[string]string, ws string, sb host.SandboxOptions, pause time.Duration) {
 	if err := nsinit.Check(); err != nil && !sb.Off {
 		missing(b, "the kernel sandbox is unavailable: %v", err)
 	}
@@ -148,7 +163,5 @@ func benchmarkCallIn(b *testing.B, files map[string]string, ws string, sb host.S
 	}
 	call() // the version check, once
 	defer reportCPU(b)()
-	for b.Loop() {
-		call()
-	}
+	loop(b, pause, call)
 }

@@ -214,23 +214,37 @@ func bwrapArgs(b *testing.B, write string) []string {
 
 // BenchmarkPeerBwrapTrue runs /bin/true under bwrap with srt's Linux namespace and mount set
 // (bwrapArgs).
-func BenchmarkPeerBwrapTrue(b *testing.B) { benchmarkBwrapIn(b, b.TempDir()) }
+func BenchmarkPeerBwrapTrue(b *testing.B) { benchmarkBwrapIn(b, b.TempDir(), 0) }
+
+// BenchmarkPeerBwrapTrueAfterPause is BenchmarkPeerBwrapTrue with each run made after agentPause
+// (the timer stopped), as BenchmarkPeerClihostTrueAfterPause's calls are.
+func BenchmarkPeerBwrapTrueAfterPause(b *testing.B) { benchmarkBwrapIn(b, b.TempDir(), agentPause) }
 
 // BenchmarkPeerBwrapProject is BenchmarkPeerBwrapTrue with the project of
 // BenchmarkPeerClihostWriteProject (fixture.Project) as the writable path and working directory:
 // bwrap does not look into it, so this is its cost in any workspace.
-func BenchmarkPeerBwrapProject(b *testing.B) { benchmarkBwrapIn(b, fixture.Project(b)) }
+func BenchmarkPeerBwrapProject(b *testing.B) { benchmarkBwrapIn(b, fixture.Project(b), 0) }
 
 // benchmarkBwrapIn times bwrap running /bin/true with srt's set (bwrapArgs), dir writable and the
-// working directory.
-func benchmarkBwrapIn(b *testing.B, dir string) {
+// working directory, each run after pause.
+func benchmarkBwrapIn(b *testing.B, dir string, pause time.Duration) {
 	bwrap := lookPath(b, "bwrap", "apt-get install bubblewrap")
 	argv := append([]string{bwrap}, bwrapArgs(b, dir)...)
 	logOnce(b, "%s", strings.Join(argv, " "))
 	probe(b, exec.Command(argv[0], argv[1:]...))
 	defer reportCPU(b)()
+	loop(b, pause, func() { run(b, dir, argv) })
+}
+
+// loop runs f once per iteration of b, each after pause (none when 0) with b's timer stopped.
+func loop(b *testing.B, pause time.Duration, f func()) {
 	for b.Loop() {
-		run(b, dir, argv)
+		if pause > 0 {
+			b.StopTimer()
+			time.Sleep(pause)
+			b.StartTimer()
+		}
+		f()
 	}
 }
 
