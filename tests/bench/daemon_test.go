@@ -223,6 +223,19 @@ func BenchmarkPeerDaemonMCPTrue(b *testing.B) {
 	}
 }
 
+// BenchmarkPeerDaemonMCPTrueAfterPause is BenchmarkPeerDaemonMCPTrue with each call made after
+// agentPause (the timer stopped), as an agent's calls come after its model's turn: the daemon's
+// zygote has built the call's sandbox ahead. Compare BenchmarkPeerBwrapTrueAfterPause.
+func BenchmarkPeerDaemonMCPTrueAfterPause(b *testing.B) {
+	benchmarkDaemonPaced(b, false, agentPause, must(b, daemonBin))
+}
+
+// BenchmarkPeerDaemonMCPUnprivilegedTrueAfterPause is BenchmarkPeerDaemonMCPTrueAfterPause with
+// the daemon run as an unprivileged user, as the shipped unit runs it.
+func BenchmarkPeerDaemonMCPUnprivilegedTrueAfterPause(b *testing.B) {
+	benchmarkDaemonPaced(b, true, agentPause, must(b, daemonBin))
+}
+
 // BenchmarkPeerDaemonMCPSelfTrue is BenchmarkPeerDaemonMCPTrue with a clihostd that has no helper
 // beside it and so re-executes itself for every sandbox (what `go run ./cmd/clihostd` gives).
 func BenchmarkPeerDaemonMCPSelfTrue(b *testing.B) {
@@ -254,17 +267,22 @@ func benchmarkDaemon(b *testing.B, exe string, extra ...string) *runningDaemon {
 
 // benchmarkDaemonAs is benchmarkDaemon of a daemon startDaemonAs started.
 func benchmarkDaemonAs(b *testing.B, unprivileged bool, exe string, extra ...string) *runningDaemon {
+	return benchmarkDaemonPaced(b, unprivileged, 0, exe, extra...)
+}
+
+// benchmarkDaemonPaced is benchmarkDaemonAs with each call made after pause (none when 0).
+func benchmarkDaemonPaced(b *testing.B, unprivileged bool, pause time.Duration, exe string, extra ...string) *runningDaemon {
 	d := startDaemonAs(b, unprivileged, exe, extra...)
 	c := d.newClient(b)
 	if err := c.call(); err != nil { // the version check, once
 		b.Fatal(err)
 	}
 	cpu0 := d.cpuTime(b)
-	for b.Loop() {
+	loop(b, pause, func() {
 		if err := c.call(); err != nil {
 			b.Fatal(err)
 		}
-	}
+	})
 	b.StopTimer()
 	b.ReportMetric((d.cpuTime(b)-cpu0).Seconds()*1000/float64(max(b.N, 1)), "daemon-cpu-ms/op")
 	if takes := d.poolTakes(b); len(takes) > 0 {
