@@ -286,7 +286,11 @@ func benchmarkDaemonPaced(b *testing.B, unprivileged bool, pause time.Duration, 
 	b.StopTimer()
 	b.ReportMetric((d.cpuTime(b)-cpu0).Seconds()*1000/float64(max(b.N, 1)), "daemon-cpu-ms/op")
 	if takes := d.poolTakes(b); len(takes) > 0 {
-		b.ReportMetric(takes["zygote"]/max(takes["zygote"]+takes["hit"]+takes["miss"], 1), "zygote/call")
+		calls := max(takes["zygote"]+takes["hit"]+takes["miss"], 1)
+		b.ReportMetric(takes["zygote"]/calls, "zygote/call")
+		if pause > 0 {
+			b.ReportMetric(takes["ahead"]/calls, "ahead/call")
+		}
 	}
 	return d
 }
@@ -328,6 +332,9 @@ func (d *runningDaemon) poolTakes(b *testing.B) map[string]float64 {
 		if n, ok := fixture.MetricValue(page, `clihost_sandbox_pool_takes_total{result="`+result+`"}`); ok {
 			takes[result] = n
 		}
+	}
+	if n, ok := fixture.MetricValue(page, "clihost_sandbox_zygote_ahead_total"); ok {
+		takes["ahead"] = n
 	}
 	return takes
 }
