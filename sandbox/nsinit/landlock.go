@@ -270,7 +270,7 @@ func splitGrant(out map[string]landlock.AccessFSSet, paths *pathTable, view, pat
 			if err != nil {
 				return fmt.Errorf("split %s: %w", path, err)
 			}
-			paths.split = append(paths.split, splitDir{fd: kept, st: paths.st[view+path], names: names})
+			paths.split = append(paths.split, splitDir{key: view + path, fd: kept, st: paths.st[view+path], names: names})
 		}
 		if a := access & ll.AccessFSReadDir; a != 0 {
 			out[view+path] |= a

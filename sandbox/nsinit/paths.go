@@ -39,9 +39,10 @@ type pathTable struct {
 	split     []splitDir
 }
 
-// splitDir is a directory listed to split a Landlock grant: a descriptor, its stat from before the
-// listing, and the names listed.
+// splitDir is a directory listed to split a Landlock grant: its pathTable key, a descriptor, its
+// stat from before the listing, and the names listed.
 type splitDir struct {
+	key   string
 	fd    int
 	st    unix.Stat_t
 	names []string

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -18,29 +19,36 @@ import (
 // Sandboxes built ahead of their calls. When calls with the same plan repeat (an agent calling one
 // tool in one workspace), the host asks the zygote to build the next call's sandbox before that
 // call comes: a ready thread builds it as for a call (zcall.build: the plan's paths resolved, the
-// mounts, Landlock, the identity) and waits, on a socket pair of its own, for the call. The call's
-// own policy is still compiled when it comes; the sandbox built ahead runs it only when a sandbox
-// built now would be the same (aheadSandbox.fits), else the call is built the usual way:
+// mounts, Landlock) and waits, on a socket pair of its own, for the call. The call's own policy is
+// still compiled when it comes; the sandbox built ahead runs it only when a sandbox built now would
+// be the same, else the call is built the usual way:
 //
 //   - the call's plan is the plan it was built for, but for what only the program's start reads
 //     (its argv, environment, timeout and the limits that are not the tmpfs size: aheadKey);
-//   - every path of the plan is the file it was when it was resolved for the build: the host
-//     looks at each again (lstat) when the call comes (envelope.Files), and the zygote compares;
+//   - every path of the plan is the file it was when it was resolved for the build, reached
+//     through no symbolic link: the host looks at each again when the call comes
+//     (envelope.Files), and the zygote compares;
 //   - the sandbox's mount table reads as it did once built: a mask or a bind whose place the host
 //     removed or renamed since (the kernel detaches or moves such mounts) shows there;
 //   - the host's mount table reads as it did when the host asked for the sandbox, which the thread
 //     had checked its copy against (as every ready thread does when it takes a request). The host
 //     compares it: a thread in the call's cgroup namespace sees the cgroup mounts' roots anew;
 //   - every directory whose entries were listed to split a Landlock grant around a deny path still
-//     has the change time it had before it was listed (a new entry in it would have no rule). A
-//     change time so recent that a later change could have kept it (coarse timestamps) is waited
-//     out while the sandbox is built, and the directory listed again.
+//     has the change and modification times it had before it was listed (a new entry in it would
+//     have no rule): the zygote says which with the sandbox's readiness, and the host looks at
+//     them. A change time so recent that a later change could have kept it (coarse timestamps) is
+//     waited out while the sandbox is built, and the directory listed again.
 //
-// The call's thread then writes "pid N" and runs the program as it would have in a sandbox built
-// for it (zcall.run); one that does not fit writes staleLine instead, and nothing of the call ran.
-// A sandbox waits at most aheadIdle for its call (its mounts keep the host's file systems it binds
-// busy), and serves one call. Only plans without egress are built ahead (the listeners are the
-// call's), and only plans the zygote serves (no ingress).
+// The zygote's checks touch no file system a call's plan names (a stalled one would hold the call
+// before its deadline runs): the host's do, as its policy check does. The call's thread then writes
+// "pid N", takes the plan's identity (only now: a thread of the plan's uid may be signalled by that
+// uid's processes, and a signal that stops or kills a thread stops or kills the zygote) and runs
+// the program as it would have in a sandbox built for it (zcall.run); one that does not fit writes
+// staleLine instead, and nothing of the call ran. A sandbox waits at most aheadIdle for its call
+// (its mounts keep the host's file systems it binds busy), and serves one call. Only plans without
+// egress are built ahead (the listeners are the call's), and only plans the zygote serves (no
+// ingress). One still being built when the next call comes is not waited for; while one is, no
+// other is asked for, and one that never got built counts as a call the zygote abandoned.
 
 // aheadIdle is how long a sandbox built ahead waits for its call before it ends unused: longer
 // than an agent's turn between two calls. Meanwhile it looks at the host's mount table every
@@ -74,14 +82,15 @@ func aheadKey(e envelope) []byte {
 	return encodeEnvelope(k)
 }
 
-// planFiles looks at every path of p's path lists (pathLists order) without following a final
-// symbolic link, as openPlan resolves them: the files a sandbox built now would be built from.
+// planFiles looks at every path of p's path lists (pathLists order) as openPlan resolves them,
+// through no symbolic link but a final one: the files a sandbox built now would be built from
+// (zero for a path that does not resolve so).
 func planFiles(p isolation.Plan) []fileID {
 	var out []fileID
 	for _, list := range pathLists(&p) {
 		for _, path := range *list {
-			var st unix.Stat_t
-			if unix.Lstat(path, &st) != nil {
+			st, err := statNoSymlinks(path)
+			if err != nil {
 				out = append(out, fileID{})
 				continue
 			}
@@ -89,6 +98,18 @@ func planFiles(p isolation.Plan) []fileID {
 		}
 	}
 	return out
+}
+
+// statNoSymlinks is the stat of path resolved as openNoSymlinks resolves it.
+func statNoSymlinks(path string) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	fd, err := openNoSymlinks(path)
+	if err != nil {
+		return st, err
+	}
+	defer unix.Close(fd)
+	err = unix.Fstat(fd, &st)
+	return st, err
 }
 
 // ids returns the files openPlan resolved for p's path lists (pathLists order), as planFiles does.
@@ -111,14 +132,27 @@ func (t *pathTable) ids(p *isolation.Plan) []fileID {
 type aheadSandbox struct {
 	key   []byte   // aheadKey of the plan
 	files []fileID // the files of its paths
-	// split are the directories listed to split Landlock grants (kept open, see pathTable.split).
-	split []splitDir
+	// split are the directories listed to split Landlock grants, as the host looks at them.
+	split []aheadSplit
 	// own is a descriptor of the thread's mount table, opened before the thread was confined;
 	// ownText is the table once the sandbox was built.
 	own     int
 	ownText []byte
 	// unfinished is set until finish: build closes an unfinished one when it fails.
 	unfinished bool
+}
+
+// aheadSplit is a directory a sandbox built ahead listed to split a Landlock grant, as it was
+// before it was listed: the host compares it when the call comes.
+type aheadSplit struct {
+	Path         string
+	Dev, Ino     uint64
+	Ctime, Mtime unix.Timespec
+}
+
+// same reports whether st is still the directory a was.
+func (a aheadSplit) same(st *unix.Stat_t) bool {
+	return st.Dev == a.Dev && st.Ino == a.Ino && st.Ctim == a.Ctime && st.Mtim == a.Mtime
 }
 
 // newAheadSandbox starts the record of a sandbox built ahead for e, whose paths openPlan resolved
@@ -141,10 +175,16 @@ func (b *aheadSandbox) openTable(proc int) error {
 // change is listed again once it is not, and must list the same names), and the sandbox's mount
 // table.
 func (b *aheadSandbox) finish(paths *pathTable) error {
-	b.split, paths.split = paths.split, nil
+	split := paths.split
+	paths.split = nil
+	defer closeSplit(&split)
 	var racy []splitDir
 	var wait time.Duration
-	for _, d := range b.split {
+	for _, d := range split {
+		if strings.HasPrefix(d.key, ownView) {
+			// The host cannot look at the sandbox's own paths.
+			return errors.New("a directory of the sandbox's own is split for Landlock")
+		}
 		var st unix.Stat_t
 		if err := unix.Fstat(d.fd, &st); err != nil {
 			return err
@@ -166,6 +206,9 @@ func (b *aheadSandbox) finish(paths *pathTable) error {
 			}
 		}
 	}
+	for _, d := range split {
+		b.split = append(b.split, aheadSplit{Path: d.key, Dev: d.st.Dev, Ino: d.st.Ino, Ctime: d.st.Ctim, Mtime: d.st.Mtim})
+	}
 	text, err := rereadFD(b.own, nil)
 	if err != nil {
 		return err
@@ -176,24 +219,25 @@ func (b *aheadSandbox) finish(paths *pathTable) error {
 }
 
 // fits reports whether the call of e may run in the sandbox built ahead (see the top of this
-// file; the host compares its mount table).
+// file; the host compares its mount table and the split directories). It touches no file system
+// of the plan's.
 func (b *aheadSandbox) fits(e envelope) bool {
 	if !bytes.Equal(aheadKey(e), b.key) || !slices.Equal(e.Files, b.files) {
 		return false
-	}
-	for _, d := range b.split {
-		var st unix.Stat_t
-		if unix.Fstat(d.fd, &st) != nil || !sameStamp(&st, &d.st) {
-			return false
-		}
 	}
 	own, err := rereadFD(b.own, nil)
 	return err == nil && bytes.Equal(own, b.ownText)
 }
 
-// close closes the record's descriptors.
+// ready is the message that says the sandbox waits for its call: builtAhead and the split
+// directories.
+func (b *aheadSandbox) ready() ([]byte, error) {
+	split, err := json.Marshal(b.split)
+	return append([]byte{builtAhead}, split...), err
+}
+
+// close closes the record's descriptor.
 func (b *aheadSandbox) close() {
-	closeSplit(&b.split)
 	closeFD(&b.own)
 }
 
@@ -217,6 +261,17 @@ func sameNames(a, b []string) bool {
 // sameStamp reports whether a and b are the same file with the same change and modification times.
 func sameStamp(a, b *unix.Stat_t) bool {
 	return sameFile(a, b) && a.Ctim == b.Ctim && a.Mtim == b.Mtim
+}
+
+// splitSame reports whether every directory of split is still the one the sandbox listed.
+func splitSame(split []aheadSplit) bool {
+	for _, d := range split {
+		st, err := statNoSymlinks(d.Path)
+		if err != nil || !d.same(&st) {
+			return false
+		}
+	}
+	return true
 }
 
 // serveAhead builds, on c's prepared thread, the sandbox of the plan c.plan carries, says so on
@@ -250,7 +305,11 @@ func (c *zcall) serveAhead(hostTable []byte) {
 	if unix.SetsockoptTimeval(conn, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &timeout) != nil {
 		return
 	}
-	if _, err := unix.Write(conn, []byte{builtAhead}); err != nil {
+	msg, err := b.ready()
+	if err != nil {
+		return
+	}
+	if _, err := unix.Write(conn, msg); err != nil {
 		return
 	}
 	var req *zcall
@@ -267,6 +326,7 @@ func (c *zcall) serveAhead(hostTable []byte) {
 	if c.stdin < 0 {
 		c.stdin, null = null, -1
 	}
+	code = exitFailure
 	call, err := readPlan(c.plan)
 	c.plan = -1
 	if err != nil || !b.fits(call) {
@@ -277,7 +337,12 @@ func (c *zcall) serveAhead(hostTable []byte) {
 	c.hostDone = make(chan struct{})
 	go c.watch(c.report, call.Deadline)
 	c.line("pid " + strconv.Itoa(c.pid1))
-	step, err := c.run(call, &code)
+	step, err := dropThread(call.Plan, call.UserNS)
+	if err != nil {
+		c.report1(step, err, exitVerify)
+		return
+	}
+	step, err = c.run(call, &code)
 	c.report1(step, err, code)
 }
 
@@ -299,6 +364,7 @@ const aheadRecent = 4
 type aheadSandboxes struct {
 	built   []*aheadConn
 	recent  []string
+	closed  bool // closeAhead ran: no more are asked for
 	taken   atomic.Int64
 	running atomic.Int64
 }
@@ -358,9 +424,10 @@ func (z *zygote) takeAhead(key string, p isolation.Plan, env envelope, stdin boo
 }
 
 // readyAhead returns the host's end of a sandbox built ahead for the plan of key, which is waiting
-// for its call, or -1; the sandbox is then no longer the zygote's to give. One still being built
-// is left for a later call: the call is not made to wait for it (a build can hang on a file system
-// that does not answer), and none other is asked for the plan meanwhile.
+// for its call and still fits what the host sees (its mount table, the split directories), or -1;
+// the sandbox is then no longer the zygote's to give. One still being built is left for a later
+// call: the call is not made to wait for it (a build can hang on a file system that does not
+// answer).
 func (z *zygote) readyAhead(key string) int {
 	z.mu.Lock()
 	i := slices.IndexFunc(z.ahead.built, func(a *aheadConn) bool { return a.key == key })
@@ -371,8 +438,8 @@ func (z *zygote) readyAhead(key string) int {
 	a := z.ahead.built[i]
 	z.ahead.built = slices.Delete(z.ahead.built, i, i+1)
 	z.mu.Unlock()
-	var b [1]byte
-	n, _, err := unix.Recvfrom(a.fd, b[:], unix.MSG_DONTWAIT)
+	buf := make([]byte, 16<<10)
+	n, _, err := unix.Recvfrom(a.fd, buf, unix.MSG_DONTWAIT|unix.MSG_TRUNC)
 	fresh := time.Since(a.at) < aheadIdle
 	if errors.Is(err, unix.EAGAIN) && fresh {
 		z.mu.Lock()
@@ -380,16 +447,34 @@ func (z *zygote) readyAhead(key string) int {
 		z.mu.Unlock()
 		return -1
 	}
-	a.drop.Stop()
-	if err != nil || n != 1 || b[0] != builtAhead || !fresh {
+	z.letGo(a, err)
+	var split []aheadSplit
+	if err != nil || n < 1 || n > len(buf) || buf[0] != builtAhead || !fresh || json.Unmarshal(buf[1:n], &split) != nil {
 		unix.Close(a.fd)
 		return -1
 	}
-	if table, err := mountTableNow(); err != nil || !bytes.Equal(table, a.table) {
+	if table, err := mountTableNow(); err != nil || !bytes.Equal(table, a.table) || !splitSame(split) {
 		unix.Close(a.fd)
 		return -1
 	}
 	return a.fd
+}
+
+// letGo stops a's timer once it is no longer in the list; recvErr is what a look at its socket
+// found: a sandbox still being built then (EAGAIN: stuck, or slower than aheadIdle) counts as a
+// call the zygote abandoned (its thread may hang in the kernel for good).
+func (z *zygote) letGo(a *aheadConn, recvErr error) {
+	a.drop.Stop()
+	if errors.Is(recvErr, unix.EAGAIN) {
+		z.abandon()
+	}
+}
+
+// building reports whether the sandbox of a has not said yet that it is ready (nor ended).
+func (a *aheadConn) building() bool {
+	var b [1]byte
+	_, _, err := unix.Recvfrom(a.fd, b[:], unix.MSG_DONTWAIT|unix.MSG_PEEK)
+	return errors.Is(err, unix.EAGAIN)
 }
 
 // buildAhead asks the zygote to build a sandbox ahead for the next call of env's plan (key its
@@ -405,8 +490,11 @@ func (z *zygote) buildAhead(key string, env envelope) {
 	}
 	repeated := n >= 2
 	has := slices.ContainsFunc(z.ahead.built, func(a *aheadConn) bool { return a.key == key })
+	// One at a time is built: a build stuck in the kernel does not have others pile up behind it.
+	building := slices.ContainsFunc(z.ahead.built, (*aheadConn).building)
+	closed := z.ahead.closed
 	z.mu.Unlock()
-	if !repeated || has {
+	if !repeated || has || building || closed {
 		return
 	}
 	table, err := mountTableNow()
@@ -435,6 +523,12 @@ func (z *zygote) buildAhead(key string, env envelope) {
 	// Unused by then, it has ended: its end is closed here too.
 	a.drop = time.AfterFunc(aheadIdle, func() { z.dropAhead(a) })
 	z.mu.Lock()
+	if z.ahead.closed {
+		z.mu.Unlock()
+		a.drop.Stop()
+		unix.Close(fd)
+		return
+	}
 	z.ahead.built = append(z.ahead.built, a)
 	var evicted []*aheadConn
 	if len(z.ahead.built) > zygoteAhead {
@@ -443,9 +537,18 @@ func (z *zygote) buildAhead(key string, env envelope) {
 	}
 	z.mu.Unlock()
 	for _, a := range evicted {
-		a.drop.Stop()
-		unix.Close(a.fd)
+		z.closeConn(a)
 	}
+}
+
+// closeConn lets go of a, no longer in the list, and closes its end: its sandbox ends.
+func (z *zygote) closeConn(a *aheadConn) {
+	var stuck error
+	if a.building() {
+		stuck = unix.EAGAIN
+	}
+	z.letGo(a, stuck)
+	unix.Close(a.fd)
 }
 
 // dropAhead closes the host's end of a, unless a call took it or it was closed already.
@@ -457,15 +560,16 @@ func (z *zygote) dropAhead(a *aheadConn) {
 	}
 	z.mu.Unlock()
 	if i >= 0 {
-		unix.Close(a.fd)
+		z.closeConn(a)
 	}
 }
 
-// closeAhead closes the host's ends of the sandboxes built ahead: each ends unused.
+// closeAhead closes the host's ends of the sandboxes built ahead, and asks for none any more:
+// each ends unused.
 func (z *zygote) closeAhead() {
 	z.mu.Lock()
 	built := z.ahead.built
-	z.ahead.built = nil
+	z.ahead.built, z.ahead.closed = nil, true
 	z.mu.Unlock()
 	for _, a := range built {
 		a.drop.Stop()

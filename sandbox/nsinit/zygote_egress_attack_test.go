@@ -334,7 +334,7 @@ func TestZygoteEgressFailuresLeaveNothing(t *testing.T) {
 		}
 	}
 	requireZygoteServed(t, pool, 1+3*2*int64(len(cases)))
-	zygoteBackTo(t, zpid, fdsBefore, kidsBefore, 5*time.Second, "egress calls")
+	zygoteBackTo(t, pool, zpid, fdsBefore, kidsBefore, 5*time.Second, "egress calls")
 	after := hostSockets(t)
 	for _, end := range ends {
 		if after[end] {

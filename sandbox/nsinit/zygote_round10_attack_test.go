@@ -141,7 +141,7 @@ func TestZygoteExecFailuresReportTheirOwn(t *testing.T) {
 	}
 	wg.Wait()
 	requireZygoteServed(t, pool, 1+rounds*int64(len(cases)))
-	zygoteBackTo(t, zpid, fdsBefore, kidsBefore, 10*time.Second, "the calls")
+	zygoteBackTo(t, pool, zpid, fdsBefore, kidsBefore, 10*time.Second, "the calls")
 }
 
 // TestZygoteBurstIsServedAndCloseIsPrompt: many requests at once (more than the zygote has ready
@@ -300,7 +300,7 @@ func TestRound10StuckExecEndsAtItsDeadline(t *testing.T) {
 		t.Errorf("a plain call beside the stuck ones: exit %d, failure %v", r.code, r.failure)
 	}
 	requireZygoteServed(t, pool, 4)
-	zygoteBackTo(t, zpid, fdsBefore, kidsBefore, 15*time.Second, "the stuck execs ended")
+	zygoteBackTo(t, pool, zpid, fdsBefore, kidsBefore, 15*time.Second, "the stuck execs ended")
 }
 
 // TestRound10UnmountedUnderSteadyCalls: the ready threads now look at the host's mount table only
@@ -432,7 +432,7 @@ func TestZygoteDeadlineMidExec(t *testing.T) {
 	}
 	wg.Wait()
 	requireZygoteServed(t, pool, 1+calls)
-	zygoteBackTo(t, zpid, fdsBefore, kidsBefore, 10*time.Second, "the calls")
+	zygoteBackTo(t, pool, zpid, fdsBefore, kidsBefore, 10*time.Second, "the calls")
 }
 
 // TestRound10DeadlineBeforeTheProgramIsNoExecFailure: a call whose deadline passes after its

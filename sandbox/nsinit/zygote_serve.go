@@ -635,7 +635,7 @@ func (c *zcall) build(e envelope, ahead bool, code *int) (*aheadSandbox, string,
 			return nil, "ahead: mount tables", err
 		}
 	}
-	if step, err := confineThread(p, paths, e.UserNS); err != nil {
+	if step, err := confineThread(p, paths, e.UserNS, !ahead); err != nil {
 		*code = exitVerify
 		return nil, step, err
 	}
@@ -1017,11 +1017,11 @@ func childRlimits(host []rlimit, l isolation.Limits) ([]rlimit, error) {
 // forking thread, minus what is per process (the rlimits and the descriptors are the program's
 // own process's business, see programFor; the zygote is not dumpable) and the seccomp filter,
 // which the program's process installs (the thread forks it with clone3, which the filter
-// refuses): no_new_privs, Landlock, the plan's identity without capabilities, checked with
-// system calls (verifyThread). In a user namespace (userNS) the identity is the thread's own, uid
-// and gid 0 of the namespace (the host user's). The thread's bounding set was emptied and checked
-// when it was made ready (prepare).
-func confineThread(p isolation.Plan, paths *pathTable, userNS bool) (string, error) {
+// refuses): no_new_privs, Landlock, and with identity the plan's identity (dropThread). A thread
+// that waits for its call (a sandbox built ahead) takes the identity only when the call comes: a
+// thread of the plan's uid may be signalled by any process of that uid, and a signal that stops
+// or kills one thread stops or kills the whole zygote.
+func confineThread(p isolation.Plan, paths *pathTable, userNS, identity bool) (string, error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return "no_new_privs", err
 	}
@@ -1029,6 +1029,17 @@ func confineThread(p isolation.Plan, paths *pathTable, userNS bool) (string, err
 		return "landlock", err
 	}
 	paths.close()
+	if identity {
+		return dropThread(p, userNS)
+	}
+	return "", nil
+}
+
+// dropThread gives the calling thread the plan's identity without capabilities, checked with
+// system calls (verifyThread). In a user namespace (userNS) the identity is the thread's own, uid
+// and gid 0 of the namespace (the host user's). The thread's bounding set was emptied and checked
+// when it was made ready (prepare).
+func dropThread(p isolation.Plan, userNS bool) (string, error) {
 	if err := dropPrivileges(p, userNS, true); err != nil {
 		return "privileges", err
 	}
