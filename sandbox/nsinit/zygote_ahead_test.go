@@ -250,15 +250,7 @@ func TestZygoteAheadSandboxSeesMountsMadeSince(t *testing.T) {
 // threads do, rather than keep the file system for as long as it waits.
 func TestZygoteAheadSandboxLetsGoOfUnmountedFileSystems(t *testing.T) {
 	pool := zygotePool(t)
-	base := workTree(t, "/var/tmp")
-	mnt := filepath.Join(base, "mnt")
-	if err := os.MkdirAll(mnt, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m,mode=0755"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	mnt := hostTmpfs(t)
 	p := sh(t, "true")
 	awaitAhead(t, pool, p)
 	pid := zygotePID(t, pool)

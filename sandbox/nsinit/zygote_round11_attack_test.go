@@ -1,12 +1,10 @@
 package nsinit
 
 import (
-	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,160 +22,27 @@ import (
 // a call that runs in a sandbox built ahead must get what a sandbox built for it would give it,
 // or be built the usual way; and it must keep its deadline and not hang the host.
 
-// r11FUSE is a FUSE server whose root holds one directory, "d" (inode 2), which lists as empty.
-// Once stall is set it leaves unanswered every request of a zygote thread that no longer runs as
-// root (a confined thread: a sandbox built ahead looking at its split directories when its call
-// comes), until release. Everything else (the host's looks, the zygote's builds, which resolve
-// and list as root) is answered.
-type r11FUSE struct {
-	fd    int
-	stall atomic.Bool
-	// rootToo stalls the zygote's root threads too (a build) while stall is set.
-	rootToo atomic.Bool
+// r11Stall names, once stall is set, the requests of the zygote's threads that no longer run as
+// root (a confined thread: a sandbox built ahead as its call comes), or of all its threads with
+// rootToo (a build): the predicate of the tests' hostile FUSE server (fixture.HostileFUSEServer),
+// whose root holds one directory, "d", which lists as empty. Everything else (the host's looks)
+// is answered.
+type r11Stall struct{ stall, rootToo atomic.Bool }
 
-	mu       sync.Mutex
-	stalled  []uint64
-	held     int      // requests it left unanswered, in all
-	heldBy   []uint32 // the threads whose requests it left unanswered
-	released bool
-}
-
-// r11StallingFUSE mounts an r11FUSE under the temporary directory (which every sandbox covers with
-// a /tmp of its own, see fixture.HostileFUSE) and returns it with its mountpoint.
-func r11StallingFUSE(t *testing.T) (*r11FUSE, string) {
-	t.Helper()
-	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		fixture.Missing(t, "no FUSE: %v", err)
-	}
-	mnt, err := os.MkdirTemp("", "r11f")
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := "fd=" + strconv.Itoa(fd) + ",rootmode=40000,user_id=0,group_id=0,allow_other"
-	if err := unix.Mount("clihost-r11", mnt, "fuse", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		unix.Close(fd)
-		fixture.Missing(t, "cannot mount FUSE: %v", err)
-	}
-	s := &r11FUSE{fd: fd}
-	t.Cleanup(func() {
-		s.release()
-		_ = unix.Unmount(mnt, unix.MNT_DETACH)
-		os.Remove(mnt)
-	})
-	go s.serve()
-	return s, mnt
-}
-
-// release answers the requests left unanswered (ENOENT) and every later one.
-func (s *r11FUSE) release() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.released = true
-	for _, unique := range s.stalled {
-		s.reply(unique, -int32(unix.ENOENT), nil)
-	}
-	s.stalled = nil
-}
-
-// heldCount is how many requests it left unanswered.
-func (s *r11FUSE) heldCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.held
-}
-
-func (s *r11FUSE) hold(unique uint64, uid, pid uint32) bool {
+func (s *r11Stall) names(uid, pid uint32) bool {
 	if !s.stall.Load() || uid == 0 && !s.rootToo.Load() {
 		return false
 	}
-	if !strings.HasPrefix(tgidCmdline(pid), procName+" "+zygoteMarker) && !strings.HasPrefix(cmdline(int(pid)), procName+" "+zygoteMarker) {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.released {
-		return false
-	}
-	s.stalled = append(s.stalled, unique)
-	s.held++
-	s.heldBy = append(s.heldBy, pid)
-	return true
+	return strings.HasPrefix(tgidCmdline(pid), procName+" "+zygoteMarker) || strings.HasPrefix(cmdline(int(pid)), procName+" "+zygoteMarker)
 }
 
-func (s *r11FUSE) reply(unique uint64, errno int32, body []byte) {
-	le := binary.LittleEndian
-	out := make([]byte, 16+len(body))
-	le.PutUint32(out[0:], uint32(len(out)))
-	le.PutUint32(out[4:], uint32(errno))
-	le.PutUint64(out[8:], unique)
-	copy(out[16:], body)
-	_, _ = unix.Write(s.fd, out)
-}
-
-// r11DirAttr fills a fuse_attr of a directory (0755, root's) with inode ino.
-func r11DirAttr(a []byte, ino uint64) {
-	le := binary.LittleEndian
-	le.PutUint64(a[0:], ino)
-	le.PutUint32(a[60:], unix.S_IFDIR|0o755)
-	le.PutUint32(a[64:], 2)
-	le.PutUint32(a[80:], 4096)
-}
-
-func (s *r11FUSE) serve() {
-	defer unix.Close(s.fd)
-	buf := make([]byte, 1<<20)
-	le := binary.LittleEndian
-	const (
-		opLookup, opForget, opGetattr, opInit      = 1, 2, 3, 26
-		opOpendir, opReaddir, opReleasedir, opIntr = 27, 28, 29, 36
-		opBatchForget, inHdr, attrSize             = 42, 40, 88
-	)
-	for {
-		n, err := unix.Read(s.fd, buf)
-		if err != nil && err != unix.EINTR && err != unix.ENOENT {
-			return
-		}
-		if n < inHdr {
-			continue
-		}
-		op, unique, node := le.Uint32(buf[4:]), le.Uint64(buf[8:]), le.Uint64(buf[16:])
-		uid, pid := le.Uint32(buf[24:]), le.Uint32(buf[32:])
-		if op == opForget || op == opBatchForget || op == opIntr {
-			continue // no reply
-		}
-		if op != opInit && s.hold(unique, uid, pid) {
-			continue
-		}
-		var body []byte
-		errno := int32(0)
-		switch op {
-		case opInit:
-			body = make([]byte, 64)
-			le.PutUint32(body[0:], 7)
-			le.PutUint32(body[4:], le.Uint32(buf[inHdr+4:]))
-			le.PutUint32(body[20:], 4096)
-		case opLookup:
-			name := strings.TrimRight(string(buf[inHdr:n]), "\x00")
-			if node != 1 || name != "d" {
-				errno = -int32(unix.ENOENT)
-				break
-			}
-			body = make([]byte, 40+attrSize)
-			le.PutUint64(body[0:], 2)
-			r11DirAttr(body[40:], 2)
-		case opGetattr:
-			body = make([]byte, 16+attrSize)
-			r11DirAttr(body[16:], node)
-		case opOpendir:
-			body = make([]byte, 16)
-		case opReaddir, opReleasedir:
-			// an empty directory; nothing to release
-		default:
-			errno = -int32(unix.ENOSYS)
-		}
-		s.reply(unique, errno, body)
-	}
+// r11StallingFUSE mounts the hostile FUSE server with an r11Stall and returns both with the
+// mountpoint.
+func r11StallingFUSE(t *testing.T) (*r11Stall, *fixture.FUSEServer, string) {
+	t.Helper()
+	st := &r11Stall{}
+	srv, mnt := fixture.HostileFUSEServer(t, st.names)
+	return st, srv, mnt
 }
 
 // TestR11AheadCallOnAStalledSplitDirectoryKeepsItsDeadline: a plan whose read-only tree on a
@@ -188,14 +53,14 @@ func (s *r11FUSE) serve() {
 // sandbox built ahead looks at its split directories (fits) before it says "pid N": the host's
 // Take must still return, and the call must end by its deadline, not hang.
 func TestR11AheadCallOnAStalledSplitDirectoryKeepsItsDeadline(t *testing.T) {
-	srv, mnt := r11StallingFUSE(t)
+	st, srv, mnt := r11StallingFUSE(t)
 	pool := zygotePool(t)
 	d := filepath.Join(mnt, "d")
 	p := plan(t, "/bin/true", nil)
 	p.ReadOnly = append(p.ReadOnly, d)
 	p.Deny = []string{filepath.Join(d, "secret")} // absent: d is split around it (listed, kept)
 	awaitAhead(t, pool, p)
-	srv.stall.Store(true)
+	st.stall.Store(true)
 	call := p
 	call.Timeout = time.Second
 	type taken struct {
@@ -213,8 +78,8 @@ func TestR11AheadCallOnAStalledSplitDirectoryKeepsItsDeadline(t *testing.T) {
 	select {
 	case tk = <-took:
 	case <-time.After(10 * time.Second): // a bound, not a measurement: the deadline is 1 s
-		t.Errorf("Pool.Take of a call with a 1s deadline did not return within 10s: the sandbox built ahead hangs on its split directory before it says its PID 1 (%d zygote requests held by the file system)", srv.heldCount())
-		srv.release() // the stalled look fails: the call goes stale and is built the usual way
+		t.Errorf("Pool.Take of a call with a 1s deadline did not return within 10s: the sandbox built ahead hangs on its split directory before it says its PID 1 (%d zygote requests held by the file system)", len(srv.Held()))
+		srv.Release() // the stalled look fails: the call goes stale and is built the usual way
 		tk = <-took
 	}
 	if tk.err != nil || tk.cmd == nil {
@@ -229,9 +94,9 @@ func TestR11AheadCallOnAStalledSplitDirectoryKeepsItsDeadline(t *testing.T) {
 	for _, f := range []*os.File{tk.stdio.Out, tk.stdio.Err} {
 		f.Close()
 	}
-	t.Logf("call ended after %v, %d requests held", time.Since(start), srv.heldCount())
+	t.Logf("call ended after %v, %d requests held", time.Since(start), len(srv.Held()))
 	tk.cmd.report.Close() // the host lets go of the call
-	srv.release()
+	srv.Release()
 	closeWithin(t, pool)
 }
 
@@ -460,8 +325,8 @@ func r11Tgid(tid uint32) int {
 // pool then starts another zygote); stuck builds ahead must be bounded as well, not pile up in one
 // zygote without end.
 func TestR11StuckAheadBuildsDoNotPileUp(t *testing.T) {
-	srv, mnt := r11StallingFUSE(t)
-	srv.rootToo.Store(true)
+	st, srv, mnt := r11StallingFUSE(t)
+	st.rootToo.Store(true)
 	pool := zygotePool(t)
 	d := filepath.Join(mnt, "d")
 	const plans = 3 * zygoteMaxAbandoned
@@ -470,18 +335,16 @@ func TestR11StuckAheadBuildsDoNotPileUp(t *testing.T) {
 		p.ReadOnly = append(p.ReadOnly, d)
 		p.Deny = []string{filepath.Join(d, fmt.Sprintf("secret%d", i))} // another plan each
 		for range 2 {
-			srv.stall.Store(false)
+			st.stall.Store(false)
 			if r := runPooled(t, pool, p); r.code != 0 {
 				t.Fatalf("plan %d: exit %d, failure %v", i, r.code, r.failure)
 			}
-			srv.stall.Store(true) // the pause after the call: the build ahead is left unanswered
+			st.stall.Store(true) // the pause after the call: the build ahead is left unanswered
 			time.Sleep(15 * aheadPause)
 		}
 	}
-	srv.stall.Store(false)
-	srv.mu.Lock()
-	held := slices.Clone(srv.heldBy)
-	srv.mu.Unlock()
+	st.stall.Store(false)
+	held := srv.Held()
 	zpid := zygotePID(t, pool)
 	inZygote := 0
 	for _, tid := range held {
@@ -496,7 +359,7 @@ func TestR11StuckAheadBuildsDoNotPileUp(t *testing.T) {
 	if inZygote > zygoteMaxAbandoned {
 		t.Errorf("the zygote %d has %d threads stuck in the kernel on builds ahead (%d plans repeated), more than the %d abandoned calls a zygote may keep", zpid, inZygote, plans, zygoteMaxAbandoned)
 	}
-	srv.release()
+	srv.Release()
 	closeWithin(t, pool)
 }
 

@@ -42,14 +42,12 @@ func TestZygoteSeesMountsMadeAfterItPrepared(t *testing.T) {
 	}
 }
 
-// TestZygoteIdleThreadsLetGoOfUnmountedFileSystems: a ready thread's mount namespace is a copy of
-// the host's, which keeps every file system the host had then. One the host unmounts while no call
-// comes must not stay held by the waiting threads: each looks at the host's mount table when its
-// wait for a call times out (zygoteIdle) and ends when it changed, and its replacement copies the
-// table as it is now.
-func TestZygoteIdleThreadsLetGoOfUnmountedFileSystems(t *testing.T) {
-	base := workTree(t, "/var/tmp")
-	mnt := filepath.Join(base, "mnt")
+// hostTmpfs mounts a small tmpfs on the host, in a tree of the test's under /var/tmp (which the
+// sandboxes show as it is), and returns its mountpoint; it is unmounted with the test, if it is
+// still mounted.
+func hostTmpfs(t *testing.T) string {
+	t.Helper()
+	mnt := filepath.Join(workTree(t, "/var/tmp"), "mnt")
 	if err := os.MkdirAll(mnt, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -57,6 +55,16 @@ func TestZygoteIdleThreadsLetGoOfUnmountedFileSystems(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	return mnt
+}
+
+// TestZygoteIdleThreadsLetGoOfUnmountedFileSystems: a ready thread's mount namespace is a copy of
+// the host's, which keeps every file system the host had then. One the host unmounts while no call
+// comes must not stay held by the waiting threads: each looks at the host's mount table when its
+// wait for a call times out (zygoteIdle) and ends when it changed, and its replacement copies the
+// table as it is now.
+func TestZygoteIdleThreadsLetGoOfUnmountedFileSystems(t *testing.T) {
+	mnt := hostTmpfs(t)
 	pool := zygotePool(t)
 	runPooled(t, pool, sh(t, "true")) // the threads are ready, with the tmpfs in their copies
 	pid := zygotePID(t, pool)
