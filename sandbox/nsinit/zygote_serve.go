@@ -632,7 +632,7 @@ func (c *zcall) build(e envelope, ahead bool, code *int) (*aheadSandbox, string,
 	if ahead {
 		// Before the thread is confined: it could not open these files after.
 		if err := b.openTable(c.z.mounts.proc); err != nil {
-			return nil, "ahead: mount tables", err
+			return nil, "ahead: mount table", err
 		}
 	}
 	if step, err := confineThread(p, paths, e.UserNS, !ahead); err != nil {
