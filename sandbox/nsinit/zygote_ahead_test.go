@@ -278,10 +278,9 @@ func TestZygoteAheadCallKeepsItsOwnDeadline(t *testing.T) {
 	slow := warm
 	slow.Args = append(slices.Clone(warm.Args[:3]), "5")
 	slow.Timeout = 300 * time.Millisecond
-	start := time.Now()
-	r, ahead := runCounting(t, pool, slow)
-	if r.code != 128+int(unix.SIGKILL) || time.Since(start) > 3*time.Second || !ahead {
-		t.Fatalf("a call past its deadline in a sandbox built ahead: exit %d after %v, ahead %t", r.code, time.Since(start), ahead)
+	r, ahead := runCounting(t, pool, slow) // killed at its deadline (137), not a sleep that ended (0)
+	if r.code != 128+int(unix.SIGKILL) || !ahead {
+		t.Fatalf("a call past its deadline in a sandbox built ahead: exit %d, ahead %t", r.code, ahead)
 	}
 }
 
