@@ -86,18 +86,10 @@ func aheadKey(e envelope) []byte {
 // through no symbolic link but a final one: the files a sandbox built now would be built from
 // (zero for a path that does not resolve so).
 func planFiles(p isolation.Plan) []fileID {
-	var out []fileID
-	for _, list := range pathLists(&p) {
-		for _, path := range *list {
-			st, err := statNoSymlinks(path)
-			if err != nil {
-				out = append(out, fileID{})
-				continue
-			}
-			out = append(out, fileID{Dev: st.Dev, Ino: st.Ino})
-		}
-	}
-	return out
+	return filesOf(&p, func(path string) (unix.Stat_t, bool) {
+		st, err := statNoSymlinks(path)
+		return st, err == nil
+	})
 }
 
 // statNoSymlinks is the stat of path resolved as openNoSymlinks resolves it.
@@ -112,17 +104,25 @@ func statNoSymlinks(path string) (unix.Stat_t, error) {
 	return st, err
 }
 
-// ids returns the files openPlan resolved for p's path lists (pathLists order), as planFiles does.
+// ids returns the files openPlan resolved for p's path lists, as planFiles gives them.
 func (t *pathTable) ids(p *isolation.Plan) []fileID {
+	return filesOf(p, func(path string) (unix.Stat_t, bool) {
+		st, ok := t.st[path]
+		return st, ok
+	})
+}
+
+// filesOf is the file look finds for each path of p's path lists (pathLists order); zero where
+// it finds none.
+func filesOf(p *isolation.Plan, look func(path string) (unix.Stat_t, bool)) []fileID {
 	var out []fileID
 	for _, list := range pathLists(p) {
 		for _, path := range *list {
-			st, ok := t.st[path]
-			if !ok {
-				out = append(out, fileID{})
-				continue
+			var id fileID
+			if st, ok := look(path); ok {
+				id = fileID{Dev: st.Dev, Ino: st.Ino}
 			}
-			out = append(out, fileID{Dev: st.Dev, Ino: st.Ino})
+			out = append(out, id)
 		}
 	}
 	return out
