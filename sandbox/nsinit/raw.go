@@ -2,6 +2,7 @@ package nsinit
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"runtime"
 	"syscall"
@@ -45,14 +46,29 @@ type cloneArgs struct {
 
 // rawOp is one system call of a rawProgram.
 type rawOp struct {
-	nr    uintptr
-	args  [6]uintptr
-	ref   [6]int8 // ≥ 0: the argument is the result saved in that register, not args[i]
-	save  int8    // ≥ 0: the register the result is saved in
-	allow uintptr // an errno that is not a failure (0: none)
-	check bool    // the result must be want
-	want  uintptr
-	what  string // for the error; never read by the child
+	nr      uintptr
+	args    [6]uintptr
+	ref     [6]int8 // ≥ 0: the argument is the result saved in that register, not args[i]
+	save    int8    // ≥ 0: the register the result is saved in
+	allow   uintptr // an errno that is not a failure (0: none)
+	check   bool    // the result must be want
+	want    uintptr
+	out     []byte // memory the call writes: after it, it must hold outWant (as long)
+	outWant []byte
+	what    string // for the error; never read by the child
+}
+
+// expect makes o's result one that must be want: anything else is its failure.
+func (o *rawOp) expect(want uintptr) *rawOp {
+	o.check, o.want = true, want
+	return o
+}
+
+// expectOut makes o one whose call must leave want in out (memory it writes, from buf): anything
+// else is its failure.
+func (o *rawOp) expectOut(out, want []byte) *rawOp {
+	o.out, o.outWant = out, want
+	return o
 }
 
 // unexpected is the errno a child reports for an op whose result was not the one it must be.
@@ -66,6 +82,35 @@ func (p *rawProgram) ptr(v []byte) uintptr {
 	c := append([]byte(nil), v...)
 	p.keep = append(p.keep, c)
 	return uintptr(unsafe.Pointer(&c[0]))
+}
+
+// buf returns a zeroed buffer of n bytes for a call of p to write, and its address (0 when n is
+// 0). The op that writes it keeps it (expectOut).
+func (p *rawProgram) buf(n int) ([]byte, uintptr) {
+	if n == 0 {
+		return nil, 0
+	}
+	b := make([]byte, n)
+	p.keep = append(p.keep, b)
+	return b, uintptr(unsafe.Pointer(&b[0]))
+}
+
+// ids returns the address of a copy of list as the kernel's 32-bit ids, kept by p (0 when list is
+// empty).
+func (p *rawProgram) ids(list ...int) uintptr {
+	if len(list) == 0 {
+		return 0
+	}
+	return p.ptr(idBytes(list...))
+}
+
+// idBytes is list as an array of the kernel's 32-bit ids (uid_t, gid_t).
+func idBytes(list ...int) []byte {
+	b := make([]byte, 0, 4*len(list))
+	for _, id := range list {
+		b = binary.NativeEndian.AppendUint32(b, uint32(id))
+	}
+	return b
 }
 
 // str returns the address of s as a NUL-terminated string p keeps.
@@ -167,7 +212,8 @@ func (p *rawProgram) release() {
 	}
 }
 
-// failure decodes a child's report (16 bytes: op index, errno) into an error naming the op.
+// failure decodes a child's report (16 bytes: op index, errno) into an error naming the op (a
+// *rawFailure when the index is one of p's).
 func (p *rawProgram) failure(report []byte) error {
 	i := binary.NativeEndian.Uint64(report[0:])
 	e := uintptr(binary.NativeEndian.Uint64(report[8:]))
@@ -175,10 +221,22 @@ func (p *rawProgram) failure(report []byte) error {
 	case i >= uint64(len(p.ops)):
 		return fmt.Errorf("child failed: %d, %d", i, e)
 	case e == unexpected:
-		return fmt.Errorf("%s: unexpected result", p.ops[i].what)
+		return &rawFailure{Op: p.ops[i].what, Err: errUnexpected}
 	}
-	return fmt.Errorf("%s: %w", p.ops[i].what, syscall.Errno(e))
+	return &rawFailure{Op: p.ops[i].what, Err: syscall.Errno(e)}
 }
+
+// A rawFailure is the failure of one op of a rawProgram's child.
+type rawFailure struct {
+	Op  string // the op's what
+	Err error
+}
+
+func (f *rawFailure) Error() string { return f.Op + ": " + f.Err.Error() }
+func (f *rawFailure) Unwrap() error { return f.Err }
+
+// errUnexpected is the error of an op whose result (or the memory it wrote) was not what it must be.
+var errUnexpected = errors.New("unexpected result")
 
 // rawFork blocks every signal of the calling thread (a Go signal handler must not run in the
 // child), clones it as p.clone says, with the child running p (rawClone3), and restores the mask.
@@ -213,6 +271,11 @@ func rawChild(p *rawProgram, report uintptr) {
 		r, _, e := syscall.RawSyscall6(o.nr, a[0], a[1], a[2], a[3], a[4], a[5])
 		if e == 0 && o.check && r != o.want {
 			e = syscall.Errno(unexpected)
+		}
+		for j := 0; e == 0 && j < len(o.outWant); j++ {
+			if j >= len(o.out) || o.out[j] != o.outWant[j] {
+				e = syscall.Errno(unexpected)
+			}
 		}
 		if e != 0 && uintptr(e) != o.allow {
 			p.msg[0], p.msg[1] = uintptr(i), uintptr(e)

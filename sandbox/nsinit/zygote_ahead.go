@@ -41,9 +41,8 @@ import (
 //
 // The zygote's checks touch no file system a call's plan names (a stalled one would hold the call
 // before its deadline runs): the host's do, as its policy check does. The call's thread then writes
-// "pid N", takes the plan's identity (only now: a thread of the plan's uid may be signalled by that
-// uid's processes, and a signal that stops or kills a thread stops or kills the zygote) and runs
-// the program as it would have in a sandbox built for it (zcall.run); one that does not fit writes
+// "pid N" and runs the program as it would have in a sandbox built for it (zcall.run: the
+// program's process takes the plan's identity, as it does in any sandbox); one that does not fit writes
 // staleLine instead, and nothing of the call ran. A sandbox waits at most aheadIdle for its call
 // (its mounts keep the host's file systems it binds busy), and serves one call. Only plans without
 // egress are built ahead (the listeners are the call's), and only plans the zygote serves (no
@@ -337,12 +336,7 @@ func (c *zcall) serveAhead(hostTable []byte) {
 	c.hostDone = make(chan struct{})
 	go c.watch(c.report, call.Deadline)
 	c.line("pid " + strconv.Itoa(c.pid1))
-	step, err := dropThread(call.Plan, call.UserNS)
-	if err != nil {
-		c.report1(step, err, exitVerify)
-		return
-	}
-	step, err = c.run(call, &code)
+	step, err := c.run(call, &code)
 	c.report1(step, err, code)
 }
 

@@ -22,9 +22,9 @@ import (
 // a call that runs in a sandbox built ahead must get what a sandbox built for it would give it,
 // or be built the usual way; and it must keep its deadline and not hang the host.
 
-// r11Stall names, once stall is set, the requests of the zygote's threads that no longer run as
-// root (a confined thread: a sandbox built ahead as its call comes), or of all its threads with
-// rootToo (a build): the predicate of the tests' hostile FUSE server (fixture.HostileFUSEServer),
+// r11Stall names, once stall is set, the requests of the zygote's processes that no longer run as
+// root (a program's process before its exec, which carries the zygote's command line), or of all
+// of them with rootToo (a build, a sandbox built ahead as its call comes): the predicate of the tests' hostile FUSE server (fixture.HostileFUSEServer),
 // whose root holds one directory, "d", which lists as empty. Everything else (the host's looks)
 // is answered.
 type r11Stall struct{ stall, rootToo atomic.Bool }
@@ -60,6 +60,7 @@ func TestR11AheadCallOnAStalledSplitDirectoryKeepsItsDeadline(t *testing.T) {
 	p.ReadOnly = append(p.ReadOnly, d)
 	p.Deny = []string{filepath.Join(d, "secret")} // absent: d is split around it (listed, kept)
 	awaitAhead(t, pool, p)
+	st.rootToo.Store(true)
 	st.stall.Store(true)
 	call := p
 	call.Timeout = time.Second

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -635,7 +636,7 @@ func (c *zcall) build(e envelope, ahead bool, code *int) (*aheadSandbox, string,
 			return nil, "ahead: mount table", err
 		}
 	}
-	if step, err := confineThread(p, paths, e.UserNS, !ahead); err != nil {
+	if step, err := confineThread(p, paths); err != nil {
 		*code = exitVerify
 		return nil, step, err
 	}
@@ -668,6 +669,15 @@ func (c *zcall) run(e envelope, code *int) (string, error) {
 	}
 	status, err := c.runProgram(p, rlimits, seal)
 	if err != nil {
+		// The program's process confines itself before it execs (dropIdentity, the seccomp
+		// filter's check): a failure there is the sandbox's, as the init's verify is.
+		var f *rawFailure
+		if errors.As(err, &f) {
+			if step, what, _ := strings.Cut(f.Op, ": "); step == "privileges" || step == "verify" {
+				*code = exitVerify
+				return step, fmt.Errorf("%s: %w", what, f.Err)
+			}
+		}
 		return "exec " + p.Path, err
 	}
 	*code = status
@@ -905,10 +915,11 @@ func (c *zcall) pid1Exited() bool {
 
 // programFor is the program's process (forked into the call's cgroup v2 group, if any): it joins
 // the call's cgroup v1 groups, takes its resource limits, joins PID 1's process group, gets its
-// standard streams and no other descriptor (but errW, close-on-exec), enters its directory, dies
-// with the zygote's thread, gets the default signal handlers, installs the seccomp filter (after
-// which it checks that its mode is 2; with seal, one that seals memfds, see sealMemfds) and execs
-// the plan's program. Everything else it inherits from the confined thread.
+// standard streams and no other descriptor (but errW, close-on-exec), takes the plan's identity
+// (dropIdentity), enters its directory, dies with the zygote's thread, gets the default signal
+// handlers, installs the seccomp filter (after which it checks that its mode is 2; with seal, one
+// that seals memfds, see sealMemfds) and execs the plan's program. Everything else (namespaces,
+// no_new_privs, Landlock, the empty bounding set) it inherits from the confined thread.
 func (c *zcall) programFor(p isolation.Plan, rlimits []rlimit, seal bool, errW int) (*rawProgram, error) {
 	prog := &rawProgram{}
 	zero := prog.ptr([]byte("0"))
@@ -923,6 +934,7 @@ func (c *zcall) programFor(p isolation.Plan, rlimits []rlimit, seal bool, errW i
 		prog.call("standard streams", unix.SYS_DUP3, uintptr(fd), uintptr(i), 0)
 	}
 	prog.closeAllBut(errW)
+	dropIdentity(prog, p, c.z.userNS)
 	prog.call("chdir "+p.Dir, unix.SYS_CHDIR, prog.str(p.Dir))
 	prog.call("parent death signal", unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL))
 	// The zygote's own slack is larger (zygoteTimerSlack); the program starts as any does.
@@ -936,11 +948,63 @@ func (c *zcall) programFor(p isolation.Plan, rlimits []rlimit, seal bool, errW i
 		fprog := &unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
 		prog.keep = append(prog.keep, filter, fprog)
 		prog.call("seccomp", unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(fprog)))
-		check := prog.call("verify: seccomp mode", unix.SYS_PRCTL, unix.PR_GET_SECCOMP, 0, 0, 0, 0)
-		check.check, check.want = true, 2
+		prog.call("verify: seccomp mode", unix.SYS_PRCTL, unix.PR_GET_SECCOMP, 0, 0, 0, 0).expect(2)
 	}
 	prog.call("execve", unix.SYS_EXECVE, prog.str(p.Path), prog.strv(p.Args), prog.strv(p.Env))
 	return prog, nil
+}
+
+// dropIdentity appends to prog, the program's process, the ops that give it the plan's identity
+// without capabilities, as dropPrivileges does the init's forking thread: the plan's umask, the
+// locked securebits, no ambient capabilities, the plan's groups, gid and uid (not in a user
+// namespace, userNS, whose only mapped id is the host user's: there it keeps uid and gid 0 of the
+// namespace), empty effective, permitted and inheritable sets. The process shares the zygote's
+// memory until it execs, and the uid change set the memory's dumpable flag to fs.suid_dumpable:
+// it is set back to 0 at once, so that a process of the plan's uid cannot trace it. Then it checks
+// the result with system calls, each of which must return what the plan says (verify ops):
+// no_new_privs, the securebits, no capability, the uid and gid (real, effective, saved, file
+// system) and the groups. The bounding set was emptied and checked when the thread was made ready
+// (prepare); it cannot grow back.
+func dropIdentity(prog *rawProgram, p isolation.Plan, userNS bool) {
+	if p.Umask != 0 {
+		prog.call("privileges: umask", unix.SYS_UMASK, uintptr(p.Umask&0o777))
+	}
+	prog.call("privileges: securebits", unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, lockedSecurebits, 0, 0, 0)
+	prog.call("privileges: clear ambient capabilities", unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	uid, gid := p.UID, p.GID
+	groups := slices.Sorted(slices.Values(p.Groups)) // as the kernel keeps them
+	if userNS {
+		uid, gid, groups = 0, 0, nil
+	} else {
+		prog.call(fmt.Sprintf("privileges: setgroups %v", groups), unix.SYS_SETGROUPS, uintptr(len(groups)), prog.ids(groups...))
+		prog.call(fmt.Sprintf("privileges: setresgid %d", gid), unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid))
+		prog.call(fmt.Sprintf("privileges: setresuid %d", uid), unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid))
+		prog.call("privileges: not dumpable", unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	hdrAt := prog.ptr(unsafe.Slice((*byte)(unsafe.Pointer(&hdr)), unsafe.Sizeof(hdr)))
+	noCaps := make([]byte, unsafe.Sizeof([2]unix.CapUserData{}))
+	prog.call("privileges: capset", unix.SYS_CAPSET, hdrAt, prog.ptr(noCaps))
+
+	prog.call("verify: no_new_privs", unix.SYS_PRCTL, unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0).expect(1)
+	prog.call("verify: securebits", unix.SYS_PRCTL, unix.PR_GET_SECUREBITS, 0, 0, 0, 0).expect(lockedSecurebits)
+	caps, capsAt := prog.buf(len(noCaps))
+	prog.call("verify: capabilities", unix.SYS_CAPGET, hdrAt, capsAt).expectOut(caps, noCaps)
+	for _, id := range []struct {
+		what    string
+		get, fs uintptr
+		want    int
+	}{{"uid", unix.SYS_GETRESUID, unix.SYS_SETFSUID, uid}, {"gid", unix.SYS_GETRESGID, unix.SYS_SETFSGID, gid}} {
+		res, at := prog.buf(12)
+		prog.call("verify: "+id.what, id.get, at, at+4, at+8).expectOut(res, idBytes(id.want, id.want, id.want))
+		// -1 changes nothing and returns the current one.
+		prog.call("verify: file system "+id.what, id.fs, ^uintptr(0)).expect(uintptr(id.want))
+	}
+	if !userNS {
+		list, at := prog.buf(4 * len(groups))
+		prog.call("verify: groups", unix.SYS_GETGROUPS, uintptr(len(groups)), at).expect(uintptr(len(groups))).
+			expectOut(list, idBytes(groups...))
+	}
 }
 
 // waitProgram waits for the program's process and returns its status: its exit code, or 128+n
@@ -1014,14 +1078,12 @@ func childRlimits(host []rlimit, l isolation.Limits) ([]rlimit, error) {
 }
 
 // confineThread confines the calling thread, locked to its goroutine, as confine does the init's
-// forking thread, minus what is per process (the rlimits and the descriptors are the program's
-// own process's business, see programFor; the zygote is not dumpable) and the seccomp filter,
-// which the program's process installs (the thread forks it with clone3, which the filter
-// refuses): no_new_privs, Landlock, and with identity the plan's identity (dropThread). A thread
-// that waits for its call (a sandbox built ahead) takes the identity only when the call comes: a
-// thread of the plan's uid may be signalled by any process of that uid, and a signal that stops
-// or kills one thread stops or kills the whole zygote.
-func confineThread(p isolation.Plan, paths *pathTable, userNS, identity bool) (string, error) {
+// forking thread, minus what is per process or changes the credentials: no_new_privs and Landlock.
+// The thread keeps the zygote's identity: the program's process drops to the plan's own before it
+// execs (dropIdentity). A thread of the plan's uid could be signalled by any process of that uid,
+// and a signal that stops or kills one thread stops or kills the whole zygote, which builds every
+// user's sandboxes.
+func confineThread(p isolation.Plan, paths *pathTable) (string, error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return "no_new_privs", err
 	}
@@ -1029,90 +1091,5 @@ func confineThread(p isolation.Plan, paths *pathTable, userNS, identity bool) (s
 		return "landlock", err
 	}
 	paths.close()
-	if identity {
-		return dropThread(p, userNS)
-	}
 	return "", nil
-}
-
-// dropThread gives the calling thread the plan's identity without capabilities, checked with
-// system calls (verifyThread). In a user namespace (userNS) the identity is the thread's own, uid
-// and gid 0 of the namespace (the host user's). The thread's bounding set was emptied and checked
-// when it was made ready (prepare).
-func dropThread(p isolation.Plan, userNS bool) (string, error) {
-	if err := dropPrivileges(p, userNS, true); err != nil {
-		return "privileges", err
-	}
-	if err := verifyThread(p, userNS); err != nil {
-		return "verify", err
-	}
-	return "", nil
-}
-
-// verifyThread checks the calling thread's state with system calls (its /proc/thread-self is not
-// in the sandbox's procfs): no_new_privs, the locked securebits, empty effective, permitted and
-// inheritable sets (so an empty ambient set too: the kernel keeps every ambient capability both
-// permitted and inheritable), and the plan's uid, gid (real, effective, saved, file system) and
-// groups; in a user namespace (userNS), uid and gid 0 of the namespace, and the groups are the host
-// user's, which it cannot change. The bounding set was checked when the thread was made ready
-// (checkBoundingSetEmpty in prepare): it cannot grow back.
-func verifyThread(p isolation.Plan, userNS bool) error {
-	get := func(what string, op, arg uintptr) (uintptr, error) {
-		r, _, e := unix.RawSyscall6(unix.SYS_PRCTL, op, arg, 0, 0, 0, 0)
-		if e != 0 {
-			return 0, fmt.Errorf("%s: %w", what, e)
-		}
-		return r, nil
-	}
-	want := func(what string, got, wanted uintptr) error {
-		if got != wanted {
-			return fmt.Errorf("%s is %d, want %d", what, got, wanted)
-		}
-		return nil
-	}
-	if v, err := get("no_new_privs", unix.PR_GET_NO_NEW_PRIVS, 0); err != nil || want("no_new_privs", v, 1) != nil {
-		return errors.Join(err, want("no_new_privs", v, 1))
-	}
-	if v, err := get("securebits", unix.PR_GET_SECUREBITS, 0); err != nil || want("securebits", v, lockedSecurebits) != nil {
-		return errors.Join(err, want("securebits", v, lockedSecurebits))
-	}
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("capget: %w", err)
-	}
-	if data != [2]unix.CapUserData{} {
-		return fmt.Errorf("capabilities left: %+v", data)
-	}
-	uid, gid := p.UID, p.GID
-	if userNS {
-		uid, gid = 0, 0
-	}
-	var r, e, s uint32
-	for _, id := range []struct {
-		what    string
-		get, fs uintptr
-		want    int
-	}{{"uid", unix.SYS_GETRESUID, unix.SYS_SETFSUID, uid}, {"gid", unix.SYS_GETRESGID, unix.SYS_SETFSGID, gid}} {
-		if _, _, errno := unix.RawSyscall(id.get, uintptr(unsafe.Pointer(&r)), uintptr(unsafe.Pointer(&e)), uintptr(unsafe.Pointer(&s))); errno != 0 {
-			return fmt.Errorf("%s: %w", id.what, errno)
-		}
-		fs, _, _ := unix.RawSyscall(id.fs, ^uintptr(0), 0, 0) // -1 changes nothing and returns the current one
-		w := uintptr(id.want)
-		if r != uint32(w) || e != uint32(w) || s != uint32(w) || uint32(fs) != uint32(w) {
-			return fmt.Errorf("%s is %d/%d/%d/%d, want %d", id.what, r, e, s, uint32(fs), id.want)
-		}
-	}
-	if userNS {
-		return nil
-	}
-	groups, err := unix.Getgroups()
-	if err != nil {
-		return fmt.Errorf("groups: %w", err)
-	}
-	slices.Sort(groups)
-	if !slices.Equal(groups, p.Groups) && !(len(groups) == 0 && len(p.Groups) == 0) {
-		return fmt.Errorf("groups are %v, want %v", groups, p.Groups)
-	}
-	return nil
 }
