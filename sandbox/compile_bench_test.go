@@ -1,0 +1,44 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/clihost/clihost/manifest"
+)
+
+// BenchmarkCompile compiles, again and again, the policy of a tool that reads its workspace but
+// its .env, for a home that holds a few of the credential folders the mandatory denies name: the
+// compile every sandboxed call makes on the host before its sandbox is built.
+func BenchmarkCompile(b *testing.B) {
+	home, ws := b.TempDir(), b.TempDir()
+	for _, dir := range []string{".ssh", ".aws", ".config/gh", ".config/gcloud", ".docker", ".kube", "src"} {
+		if err := os.MkdirAll(filepath.Join(home, dir), 0o700); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, f := range []string{".env", "README.md", "src/main.go"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, f)), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, f), []byte("x"), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	bin, err := filepath.EvalSymlinks("/bin/true")
+	if err != nil {
+		b.Fatal(err)
+	}
+	bd, _ := bundle(manifest.Sandbox{FS: &manifest.FS{Read: []string{"./**"}, Deny: []string{"./.env"}}}, nil)
+	in := Input{Bundle: bd, Binary: bin, Workspace: ws, Home: home, PATH: "/usr/bin:/bin"}
+	if _, err := Compile(in); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Compile(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
