@@ -85,6 +85,7 @@ func Run(ctx context.Context, o Options) Report {
 	add := func(cs ...Check) { r.Checks = append(r.Checks, cs...) }
 	add(kernelChecks()...)
 	add(memfdCheck())
+	add(suidDumpableCheck(suidDumpableSysctl))
 	add(hidepidCheck())
 	add(helperCheck(o.BinDir))
 	d, err := o.Client.Daemon(ctx, true)
@@ -157,6 +158,25 @@ func memfdCheck() Check {
 			Fix: "upgrade the kernel to Linux ≥ 6.3, or run clihostd as an unprivileged user (the systemd unit does)"}
 	}
 	return Check{Name: "memfd_noexec", Status: OK, Message: "vm.memfd_noexec is available (a root daemon sets it to 2 in each sandbox; a non-root one refuses executable memfds with seccomp)"}
+}
+
+// suidDumpableSysctl is fs.suid_dumpable.
+const suidDumpableSysctl = "/proc/sys/fs/suid_dumpable"
+
+// suidDumpableCheck: while fs.suid_dumpable (read from path) is 1, a root daemon builds no sandbox
+// (a process taking a call's uid could be traced by that uid while it shares root's memory, see
+// nsinit's dumpable.go); a non-root one changes no ids and is not concerned.
+func suidDumpableCheck(path string) Check {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Check{Name: "suid_dumpable", Status: Warn, Message: "cannot read fs.suid_dumpable: " + err.Error() + ": a root clihostd refuses every sandboxed call it cannot check"}
+	}
+	if v := strings.TrimSpace(string(data)); v == "1" {
+		return Check{Name: "suid_dumpable", Status: Warn,
+			Message: "fs.suid_dumpable is 1: a root clihostd refuses every sandboxed call (a process taking the caller's uid could be traced by that uid while it shares root's memory); a non-root one is not affected",
+			Fix:     "sysctl -w fs.suid_dumpable=0 (or 2), and the same in /etc/sysctl.d to keep it"}
+	}
+	return Check{Name: "suid_dumpable", Status: OK, Message: "fs.suid_dumpable is not 1 (a root clihostd's sandboxed processes cannot be traced by their uid)"}
 }
 
 // cgroupCheck says what holds the per-call memory and process limits: the daemon's view (from its

@@ -209,3 +209,25 @@ func TestRequiresLine(t *testing.T) {
 		t.Errorf("met: %+v", c)
 	}
 }
+
+// TestSuidDumpableCheck: fs.suid_dumpable=1 is a warning naming the fix (a root daemon refuses its
+// calls then); 0 and 2 are fine, and a file that cannot be read is a warning.
+func TestSuidDumpableCheck(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		content string
+		want    Status
+	}{{"0\n", OK}, {"2\n", OK}, {"1\n", Warn}} {
+		path := filepath.Join(dir, "suid_dumpable")
+		if err := os.WriteFile(path, []byte(c.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got := suidDumpableCheck(path)
+		if got.Status != c.want || c.want == Warn && !strings.Contains(got.Fix, "sysctl -w fs.suid_dumpable=0") {
+			t.Errorf("fs.suid_dumpable %q: %+v, want %s", c.content, got, c.want)
+		}
+	}
+	if got := suidDumpableCheck(filepath.Join(dir, "missing")); got.Status != Warn {
+		t.Errorf("an unreadable fs.suid_dumpable: %+v, want a warning", got)
+	}
+}

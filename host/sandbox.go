@@ -342,8 +342,11 @@ func sandboxError(b *manifest.Bundle, err error) *Error {
 	if !errors.Is(err, nsinit.ErrUnavailable) {
 		msg = nsinit.ErrUnavailable.Error() + ": " + msg
 	}
-	return &Error{Code: errcode.SandboxUnavailable, Message: msg,
-		Hint: "the call was refused, not run; check the bundle's sandbox block (clihostctl inspect " + b.ID() + ") and that the paths it needs exist"}
+	hint := "the call was refused, not run; check the bundle's sandbox block (clihostctl inspect " + b.ID() + ") and that the paths it needs exist"
+	if strings.Contains(msg, nsinit.ErrSuidDumpable.Error()) { // the sandbox's report carries its text
+		hint = "the call was refused, not run: this root host's fs.suid_dumpable is 1 (a kernel debugging setting); set it to 0 or 2 (sysctl -w fs.suid_dumpable=0, and in /etc/sysctl.d to keep it) and call again"
+	}
+	return &Error{Code: errcode.SandboxUnavailable, Message: msg, Hint: hint}
 }
 
 // absolutePath keeps the absolute entries of a PATH value (a relative one would resolve against the

@@ -48,6 +48,18 @@ const noCapabilities = "0000000000000000"
 func confine(e envelope, paths *pathTable, lifelineFD int) (step string, err error) {
 	p := e.Plan
 	seal := p.NoExecMemfd && sealMemfds(e.UserNS) // read before Landlock and the uid change
+	if !e.UserNS {
+		// The uid change below makes the init's memory dumpable as it says (dumpable.go).
+		fd, err := openSuidDumpable()
+		if err != nil {
+			return "privileges", err
+		}
+		err = checkSuidDumpable(fd)
+		unix.Close(fd)
+		if err != nil {
+			return "privileges", err
+		}
+	}
 	// First: Landlock needs it on this thread, and nothing may gain privileges from here on.
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return "no_new_privs", err
@@ -64,6 +76,11 @@ func confine(e envelope, paths *pathTable, lifelineFD int) (step string, err err
 	if err := dropPrivileges(p, e.UserNS, boundingSetDropped); err != nil {
 		return "privileges", err
 	}
+	// The init is the program's parent and its forking thread shares the program's uid: no
+	// ptrace, no /proc/1/mem or environ. (Per process, at once: the uid change reset it.)
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return "not dumpable", err
+	}
 	// Nothing after this changes the credentials again, which would clear it anew.
 	if err := armParentDeath(lifelineFD); err != nil {
 		return "parent death signal", err
@@ -71,11 +88,6 @@ func confine(e envelope, paths *pathTable, lifelineFD int) (step string, err err
 	// After the capabilities are gone (CAP_SYS_RESOURCE could raise a hard limit again).
 	if err := setRlimits(p.Limits); err != nil {
 		return "rlimits", err
-	}
-	// The init is the program's parent and its forking thread shares the program's uid: no
-	// ptrace, no /proc/1/mem or environ. (Per process: after the uid change, which resets it.)
-	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
-		return "not dumpable", err
 	}
 	// Close-on-exec rather than close: the Go runtime still uses its own descriptors, and the
 	// report pipe must stay open here until the program is exec'd.

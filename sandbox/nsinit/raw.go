@@ -1,6 +1,7 @@
 package nsinit
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -84,16 +85,21 @@ func (p *rawProgram) ptr(v []byte) uintptr {
 	return uintptr(unsafe.Pointer(&c[0]))
 }
 
-// buf returns a zeroed buffer of n bytes for a call of p to write, and its address (0 when n is
-// 0). The op that writes it keeps it (expectOut).
+// buf returns a buffer of n bytes for a call of p to write, and its address (0 when n is 0). It
+// starts filled with bufFill, not zeros, so that a call that writes nothing (one a service
+// manager's seccomp filter answers with "success") does not leave an answer of zeros in it: an
+// empty capability set, uid 0. The op that writes it keeps it (expectOut).
 func (p *rawProgram) buf(n int) ([]byte, uintptr) {
 	if n == 0 {
 		return nil, 0
 	}
-	b := make([]byte, n)
+	b := bytes.Repeat([]byte{bufFill}, n)
 	p.keep = append(p.keep, b)
 	return b, uintptr(unsafe.Pointer(&b[0]))
 }
+
+// bufFill is what a buf holds before its call writes it.
+const bufFill = 0xa5
 
 // ids returns the address of a copy of list as the kernel's 32-bit ids, kept by p (0 when list is
 // empty).

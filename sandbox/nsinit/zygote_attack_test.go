@@ -127,9 +127,9 @@ func TestZygoteConcurrentCallsAreApart(t *testing.T) {
 // program reads its command line (the zygote's, as an init's was) and nothing else of it: not its
 // environment, memory map, memory, descriptors or stack; PID 1 has no capability and
 // no_new_privs, and no signal from the sandbox stops or kills it. The program's core size is 0.
-// (From an unprivileged host PID 1 keeps uid 0 of the zygote's user namespace, as the program
-// does: its lack of capabilities and dumpability keep the program out. The program owns PID 1's
-// /proc files there, so it may list the numbers of PID 1's descriptors, not what they are.)
+// (PID 1 keeps uid 0; from an unprivileged host that is uid 0 of the zygote's user namespace, as
+// the program's: its lack of capabilities and dumpability keep the program out. The program owns
+// PID 1's /proc files there, so it may list the numbers of PID 1's descriptors, not what they are.)
 func TestZygotePID1IsOutOfReach(t *testing.T) {
 	pool := zygotePool(t)
 	script := `for f in environ maps mem stack syscall auxv pagemap; do
@@ -157,11 +157,9 @@ func TestZygotePID1IsOutOfReach(t *testing.T) {
 			t.Errorf("the program reached PID 1 (the zygote's memory): %q", r.stdout)
 		}
 	}
-	uid := "Uid: 65534 65534 65534 65534"
-	if os.Geteuid() != 0 {
-		uid = "Uid: 0 0 0 0"
-	}
-	for _, want := range []string{uid, "CapPrm: 0000000000000000",
+	// uid 0 (of the zygote's user namespace on an unprivileged host) without any capability: no
+	// process of another uid may signal it (TestR12CallsPID1IsNotSignalableByNobody).
+	for _, want := range []string{"Uid: 0 0 0 0", "Gid: 0 0 0 0", "CapPrm: 0000000000000000",
 		"CapEff: 0000000000000000", "CapAmb: 0000000000000000", "NoNewPrivs: 1", "State: S (", "core 0"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("want %q in the program's view of PID 1 and itself:\n%s", want, r.stdout)

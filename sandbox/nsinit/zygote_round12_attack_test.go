@@ -1,6 +1,7 @@
 package nsinit
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"strconv"
@@ -76,4 +77,42 @@ func asNobody(script string) *exec.Cmd {
 	c := exec.Command("/bin/sh", "-c", script)
 	c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
 	return c
+}
+
+// TestR12SuidDumpableOneRefusesEverySandbox: with fs.suid_dumpable=1 a process that takes a
+// call's uid is traceable by that uid for a moment while it shares root's memory (dumpable.go;
+// TestR12CallersUserCannotOpenTheZygotesMemoryThroughItsProgramsProcess and its kin race for that
+// moment). A root host then builds no sandbox: CheckSuidDumpable says why, and a call through the
+// zygote or a cold init is refused before its program runs, even when the sysctl was set after
+// the zygote started. At 2 (only root may trace) and back at 0 the same calls run.
+func TestR12SuidDumpableOneRefusesEverySandbox(t *testing.T) {
+	requireRoot(t)
+	pool := zygotePool(t)
+	if !pool.root {
+		fixture.Missing(t, "no process of a rootless host's sandbox changes its ids")
+	}
+	p := sh(t, "echo ran")
+	r12bSuidDumpable(t, "1")
+	if err := CheckSuidDumpable(); !errors.Is(err, ErrSuidDumpable) {
+		t.Errorf("CheckSuidDumpable under fs.suid_dumpable=1: %v, want ErrSuidDumpable", err)
+	}
+	for name, r := range map[string]result{"the zygote": runPooled(t, pool, p), "a cold init": run(t, p)} {
+		if r.code == 0 || strings.Contains(r.stdout, "ran") || r.failure == nil || !strings.Contains(r.failure.Error(), "fs.suid_dumpable is 1") {
+			t.Errorf("%s under fs.suid_dumpable=1: exit %d, stdout %q, failure %v: want the call refused before its program ran", name, r.code, r.stdout, r.failure)
+		}
+	}
+	for _, v := range []string{"2", "0"} {
+		if err := os.WriteFile(suidDumpableSysctl, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckSuidDumpable(); err != nil {
+			t.Errorf("CheckSuidDumpable under fs.suid_dumpable=%s: %v", v, err)
+		}
+		for name, r := range map[string]result{"the zygote": runPooled(t, pool, p), "a cold init": run(t, p)} {
+			if r.code != 0 || r.stdout != "ran\n" {
+				t.Errorf("%s under fs.suid_dumpable=%s: exit %d, stdout %q, failure %v", name, v, r.code, r.stdout, r.failure)
+			}
+		}
+	}
+	requireZygoteServed(t, pool, 3)
 }

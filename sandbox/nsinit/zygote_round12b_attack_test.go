@@ -138,11 +138,12 @@ func r12bWindows(t *testing.T, pool *Pool, n int, done func() bool) int {
 }
 
 // TestR12NobodyCannotOpenTheZygotesMemoryThroughAPID1: with fs.suid_dumpable=1 (an
-// administrator's debugging setting), a call's PID 1 (uid and gid 65534, no capability, sharing
-// the root zygote's memory for the call's whole length) is traceable by every process of uid 65534
-// whenever another of the zygote's clones has just changed its uid or gid and not yet set the
-// memory back to not dumpable. /proc/PID1/mem opened then stays the zygote's memory, read and
-// write, after the flag is reset. A service of the host running as nobody must not get it.
+// administrator's debugging setting), a call's PID 1 as it was (uid and gid 65534, no capability,
+// sharing the root zygote's memory for the call's whole length) was traceable by every process of
+// uid 65534 whenever another of the zygote's clones had just changed its uid or gid and not yet set
+// the memory back to not dumpable. /proc/PID1/mem opened then stays the zygote's memory, read and
+// write, after the flag is reset. A service of the host running as nobody must not get it. (Fixed
+// twice: PID 1 now keeps uid 0, and no sandbox is built under fs.suid_dumpable=1.)
 func TestR12NobodyCannotOpenTheZygotesMemoryThroughAPID1(t *testing.T) {
 	pool := zygotePool(t)
 	if !pool.root {
@@ -242,9 +243,9 @@ func r12bStatus(pid int) map[string]string {
 	return m
 }
 
-// TestR12CallsPID1IsNotSignalableByNobody: a call's PID 1 runs as uid 65534 on a root host,
-// whoever the caller is; any process of that uid on the host (a service running as nobody, or
-// the shell of a caller whose uid it is) may signal it, and SIGKILL to a PID namespace's init from
+// TestR12CallsPID1IsNotSignalableByNobody: a call's PID 1 ran as uid 65534 on a root host,
+// whoever the caller was (it now keeps uid 0 without capabilities); any process of that uid on the
+// host (a service running as nobody, or the shell of a caller whose uid it is) could signal it, and SIGKILL to a PID namespace's init from
 // outside it kills the namespace: the other user's call. Here the caller is uid 40123 and the
 // attack nobody's: the call must end as its program does.
 func TestR12CallsPID1IsNotSignalableByNobody(t *testing.T) {

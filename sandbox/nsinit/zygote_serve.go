@@ -150,7 +150,8 @@ func runZygote() int {
 	// cannot be). /proc/PID/mountinfo, which the zygote compares to see the host's mount table
 	// change, shows the main thread's.
 	runtime.LockOSThread()
-	// The confined threads have the program's uid: no ptrace of them, no /proc/PID/mem.
+	// Its clones that take a call's uid share its memory: no ptrace of them, no /proc/PID/mem
+	// (see dumpable.go for the moment after their uid change).
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fail(exitFailure, "zygote: not dumpable", err)
 	}
@@ -171,7 +172,12 @@ func runZygote() int {
 	if err != nil {
 		return fail(exitFailure, "zygote: /proc/self", err)
 	}
-	z := &zserver{mounts: mountTable{proc: proc}, userNS: userNS}
+	z := &zserver{mounts: mountTable{proc: proc}, userNS: userNS, suidDumpable: -1}
+	if !userNS {
+		if z.suidDumpable, err = openSuidDumpable(); err != nil {
+			return fail(exitFailure, "zygote", err)
+		}
+	}
 	z.cond = sync.NewCond(&z.mu)
 	z.serve()
 	_, _ = unix.Write(zygoteFD, []byte(zygoteDone))
@@ -186,6 +192,9 @@ func runZygote() int {
 type zserver struct {
 	mounts mountTable
 	userNS bool // the zygote runs in a user namespace of its own (the host is not root)
+	// suidDumpable is a descriptor of fs.suid_dumpable, checked before each program's process
+	// takes its call's uid (checkSuidDumpable); -1 in a user namespace, where none does.
+	suidDumpable int
 
 	mu   sync.Mutex
 	cond *sync.Cond // on mu: broadcast when eof, busy or released change
@@ -495,11 +504,19 @@ func (c *zcall) serveCall() {
 	c.finish()
 }
 
+// maxFailureLine bounds the failure line of a call's report, in bytes.
+const maxFailureLine = 2048
+
 // report1 ends the call's report: the failure of step (when err is not nil, also on the program's
 // standard error), the end of the program's streams, and, once PID 1 exists, the end line.
 func (c *zcall) report1(step string, err error, code int) {
 	if err != nil {
 		line := fmt.Sprintf("%s: %v", step, err)
+		if len(line) > maxFailureLine {
+			// Whole in the host's read of it (readPID reads 4 KiB), and never more than a pipe
+			// holds: the thread must not wait for a host that stopped reading.
+			line = strings.ToValidUTF8(line[:maxFailureLine], "") + " …"
+		}
 		if c.stderr >= 0 {
 			_, _ = unix.Write(c.stderr, []byte("clihost sandbox: "+line+"\n"))
 		}
@@ -658,6 +675,12 @@ func (c *zcall) run(e envelope, code *int) (string, error) {
 		return "rlimits", err
 	}
 	seal := p.NoExecMemfd && c.seal
+	if c.z.suidDumpable >= 0 {
+		// The program's process is about to take the call's uid while it shares this memory.
+		if err := checkSuidDumpable(c.z.suidDumpable); err != nil {
+			return "privileges", err
+		}
+	}
 	if c.gate >= 0 {
 		// What the host must do before the program runs (the git rule's snapshot of the writable
 		// roots) ran while the sandbox was built: the program starts on the host's word only.
@@ -732,10 +755,13 @@ func reaperProgram(ctl int, keep ...int) *rawProgram {
 // pid1Program is PID 1's program: a reaperProgram that also keeps its report pipe, mounts at /proc
 // a procfs of its PID namespace (nosuid, nodev, noexec; as an init does, mountOwnProc), sets
 // vm.memfd_noexec to 2 through it (not in a user namespace, userNS, where it cannot be set: the
-// program's seccomp filter seals memfds instead), drops to the overflow identity (uid and gid
-// 65534; in a user namespace, where no other id is mapped, it keeps uid 0 of the namespace), no
-// capabilities, no_new_privs, not dumpable: the program cannot trace it, and says on the report
-// pipe that it is ready. Nothing in it depends on the plan: it is started before the plan is known.
+// program's seccomp filter seals memfds instead), drops every capability and supplementary group
+// (locked securebits, so that none comes back), no_new_privs, not dumpable, and says on the report
+// pipe that it is ready. It keeps uid and gid 0 (of the user namespace, with userNS): no process
+// of another uid may signal or trace it, where a uid of its own (it was 65534) let every process of
+// that uid on the host kill every call's sandbox. Changing no id, it never makes the memory it
+// shares with the zygote dumpable (dumpable.go), and keeps its parent-death signal. Nothing in it
+// depends on the plan: it is started before the plan is known.
 func pid1Program(ctl, report int, userNS bool) *rawProgram {
 	prog := reaperProgram(ctl, report)
 	prog.call("mount /proc", unix.SYS_MOUNT, prog.str("proc"), prog.str("/proc"), prog.str("proc"),
@@ -750,24 +776,17 @@ func pid1Program(ctl, report int, userNS bool) *rawProgram {
 		write := prog.call("sysctl vm.memfd_noexec", unix.SYS_WRITE, 0, prog.ptr([]byte("2")), 1)
 		write.ref[0] = sysctlReg
 		prog.call("sysctl vm.memfd_noexec", unix.SYS_CLOSE, 0).ref[0] = sysctlReg
-	}
-	if userNS {
-		// The permitted, effective and inheritable sets (and so the ambient one) emptied: PID 1
-		// never execs, and cannot gain a capability back.
-		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-		var data [2]unix.CapUserData
-		hdrBytes := unsafe.Slice((*byte)(unsafe.Pointer(&hdr)), unsafe.Sizeof(hdr))
-		dataBytes := unsafe.Slice((*byte)(unsafe.Pointer(&data[0])), unsafe.Sizeof(data))
-		prog.call("capabilities", unix.SYS_CAPSET, prog.ptr(hdrBytes), prog.ptr(dataBytes))
-	} else {
 		prog.call("setgroups", unix.SYS_SETGROUPS, 0, 0)
-		prog.call("setresgid", unix.SYS_SETRESGID, overflowID, overflowID, overflowID)
-		prog.call("setresuid", unix.SYS_SETRESUID, overflowID, overflowID, overflowID)
 	}
+	prog.call("securebits", unix.SYS_PRCTL, unix.PR_SET_SECUREBITS, lockedSecurebits, 0, 0, 0)
+	prog.call("clear ambient capabilities", unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+	// The permitted, effective and inheritable sets emptied: PID 1 never execs, and cannot gain a
+	// capability back.
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	hdrBytes := unsafe.Slice((*byte)(unsafe.Pointer(&hdr)), unsafe.Sizeof(hdr))
+	prog.call("capabilities", unix.SYS_CAPSET, prog.ptr(hdrBytes), prog.ptr(make([]byte, unsafe.Sizeof([2]unix.CapUserData{}))))
 	prog.call("no_new_privs", unix.SYS_PRCTL, unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
 	prog.call("not dumpable", unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
-	// The uid change cleared the parent-death signal.
-	prog.call("parent death signal", unix.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL))
 	prog.call("ready", unix.SYS_WRITE, uintptr(report), prog.ptr([]byte{'r'}), 1)
 	prog.call("close report", unix.SYS_CLOSE, uintptr(report))
 	return prog
@@ -775,9 +794,6 @@ func pid1Program(ctl, report int, userNS bool) *rawProgram {
 
 // sysctlReg is the register that holds PID 1's descriptor of vm.memfd_noexec.
 const sysctlReg = 0
-
-// overflowID is the uid and gid of a zygote's PID 1 (the kernel's overflow id, nobody).
-const overflowID = 65534
 
 // watch ends the sandbox (SIGKILL to PID 1) when the host closes the report pipe or dies, or the
 // deadline (CLOCK_BOOTTIME nanoseconds, 0 for none) passes; it closes c.hostDone once the host's
@@ -976,7 +992,7 @@ func dropIdentity(prog *rawProgram, p isolation.Plan, userNS bool) {
 	if userNS {
 		uid, gid, groups = 0, 0, nil
 	} else {
-		prog.call(fmt.Sprintf("privileges: setgroups %v", groups), unix.SYS_SETGROUPS, uintptr(len(groups)), prog.ids(groups...))
+		prog.call(fmt.Sprintf("privileges: setgroups (%d groups)", len(groups)), unix.SYS_SETGROUPS, uintptr(len(groups)), prog.ids(groups...))
 		prog.call(fmt.Sprintf("privileges: setresgid %d", gid), unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid))
 		prog.call(fmt.Sprintf("privileges: setresuid %d", uid), unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid))
 		prog.call("privileges: not dumpable", unix.SYS_PRCTL, unix.PR_SET_DUMPABLE, 0, 0, 0, 0)
