@@ -675,12 +675,6 @@ func (c *zcall) run(e envelope, code *int) (string, error) {
 		return "rlimits", err
 	}
 	seal := p.NoExecMemfd && c.seal
-	if c.z.suidDumpable >= 0 {
-		// The program's process is about to take the call's uid while it shares this memory.
-		if err := checkSuidDumpable(c.z.suidDumpable); err != nil {
-			return "privileges", err
-		}
-	}
 	if c.gate >= 0 {
 		// What the host must do before the program runs (the git rule's snapshot of the writable
 		// roots) ran while the sandbox was built: the program starts on the host's word only.
@@ -688,6 +682,12 @@ func (c *zcall) run(e envelope, code *int) (string, error) {
 		closeFD(&c.gate)
 		if err != nil {
 			return "gate", err
+		}
+	}
+	if c.z.suidDumpable >= 0 {
+		// The program's process is about to take the call's uid while it shares this memory.
+		if err := checkSuidDumpable(c.z.suidDumpable); err != nil {
+			return "privileges", err
 		}
 	}
 	status, err := c.runProgram(p, rlimits, seal)
