@@ -2,6 +2,7 @@ package nsinit
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -115,4 +116,41 @@ func TestR12SuidDumpableOneRefusesEverySandbox(t *testing.T) {
 		}
 	}
 	requireZygoteServed(t, pool, 3)
+}
+
+// TestR12ZygoteCallEndsOnlyOnceItsSandboxIsEmpty: a zygote's call reports its status before its
+// PID 1 exits, and ends at that exit (the host's pidfd of PID 1): a program that leaves a
+// background process behind must find it gone when the host sees the call's end, whose sweep of
+// the workspace relies on nothing of the sandbox still running. Twenty calls, each sleeper with
+// an argument of its own and none of the call's streams (whose end the host also waits for).
+func TestR12ZygoteCallEndsOnlyOnceItsSandboxIsEmpty(t *testing.T) {
+	pool := zygotePool(t)
+	for i := range 20 {
+		arg := fmt.Sprintf("40.%06d", 100000+i*7919)
+		r := runPooled(t, pool, sh(t, "/bin/sleep "+arg+" </dev/null >/dev/null 2>&1 & exit 0", "/bin/sleep"))
+		if r.code != 0 {
+			t.Fatalf("call %d: exit %d, stderr %q", i, r.code, r.stderr)
+		}
+		if left := processesWith("/bin/sleep\x00" + arg); len(left) > 0 {
+			t.Fatalf("call %d ended while its background sleeper (pids %v) still ran", i, left)
+		}
+	}
+	requireZygoteServed(t, pool, 20)
+}
+
+// processesWith lists the pids of the processes whose command line (NUL-separated) starts with
+// prefix.
+func processesWith(prefix string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.HasPrefix(string(cmd), prefix) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
