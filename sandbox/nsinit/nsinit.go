@@ -95,11 +95,8 @@ type Cmd struct {
 	status   int  // the end line's status
 	reported bool // the end line was read
 
-	zyg *zygote // the zygote that built the sandbox (FromZygote), or nil
-	// pid1Gone, for a zygote's call, is closed once its PID 1 has exited: the call's end, which
-	// follows its report's status line (statusLine).
-	pid1Gone <-chan struct{}
-	ahead    bool // the zygote built the sandbox ahead of the call (zygote_ahead.go)
+	zyg   *zygote // the zygote that built the sandbox (FromZygote), or nil
+	ahead bool    // the zygote built the sandbox ahead of the call (zygote_ahead.go)
 	// afterEnd, when set, runs once Ended is closed, with whether the sandbox reported its end.
 	afterEnd func(reported bool)
 	// abandoned is set by Abandon: the host let go of a sandbox that did not end.
@@ -218,21 +215,9 @@ func (c *Cmd) readReport() {
 	r := bufio.NewReader(io.LimitReader(lateReader{c.report}, 4096))
 	for {
 		line, err := r.ReadString('\n')
-		if v, ok := strings.CutPrefix(line, endLine); ok && err == nil && c.pid1Gone == nil {
+		if v, ok := strings.CutPrefix(line, endLine); ok && err == nil {
 			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
 				c.status, c.reported = n, true
-				return
-			}
-		}
-		if v, ok := strings.CutPrefix(line, statusLine); ok && err == nil && c.pid1Gone != nil {
-			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-				// A zygote's call ends when its PID 1 has exited: every other process of the
-				// sandbox is gone then.
-				select {
-				case <-c.pid1Gone:
-					c.status, c.reported = n, true
-				case <-c.leftCh():
-				}
 				return
 			}
 		}

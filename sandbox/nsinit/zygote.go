@@ -339,8 +339,7 @@ func (z *zygote) request(conn int, ahead bool, env envelope, stdin bool, group *
 		return fail(fmt.Errorf("nsinit: PID 1: %w", err))
 	}
 	egress.bound(p)
-	pid1Gone, err := endWithPID1(pid, report, egress)
-	if err != nil {
+	if err := endWithPID1(pid, report, egress); err != nil {
 		return fail(fmt.Errorf("nsinit: PID 1: %w", err))
 	}
 	if gateW != nil {
@@ -357,7 +356,7 @@ func (z *zygote) request(conn int, ahead bool, env envelope, stdin bool, group *
 		}
 	}
 	cmd := &exec.Cmd{Path: executable(), Args: zygoteArgs(), Process: proc}
-	return &Cmd{Cmd: cmd, report: report, egress: egress, group: group, limits: p.Limits, zyg: z, ahead: ahead, pid1Gone: pid1Gone},
+	return &Cmd{Cmd: cmd, report: report, egress: egress, group: group, limits: p.Limits, zyg: z, ahead: ahead},
 		&Stdio{Out: pipes[1], Err: pipes[2], In: pipes[3]}, nil
 }
 
@@ -444,32 +443,28 @@ func readPID(report *os.File) (int, error) {
 var errNoWord = errors.New("the zygote ended the call without a word")
 
 // pid1Drain is how long the host still reads a zygote call's report once the call's PID 1 has
-// exited: the zygote wrote the report's last line before that exit.
+// exited: the zygote writes the report's last line right after that exit.
 const pid1Drain = time.Second
 
-// endWithPID1 returns a channel closed once PID 1 (pid, not yet reaped) has exited: the end of a
-// zygote's call (its report's status line comes first, see statusLine). It also makes the reading
-// of report, and the wait for egress's listeners (when not nil), end at most pid1Drain after that
-// exit. The zygote's thread holds the report's write end and its end of the egress pair until it
-// is done with them, and a thread that hangs in the kernel (as root, resolving a plan path on a
-// file system whose server does not answer) is out of reach of every signal of the host's, which
-// only PID 1 and the program get: the host must not wait for it once the sandbox is gone (the
-// deadline or the host killed PID 1). The wait costs no thread: the pidfd waits in the runtime's
-// poller.
-func endWithPID1(pid int, report *os.File, egress *egressConn) (<-chan struct{}, error) {
+// endWithPID1 makes the reading of report, and the wait for egress's listeners (when not nil), end
+// at most pid1Drain after PID 1 (pid, not yet reaped) has exited. The zygote's thread holds the
+// report's write end and its end of the egress pair until it is done with them, and a thread that
+// hangs in the kernel (as root, resolving a plan path on a file system whose server does not
+// answer) is out of reach of every signal of the host's, which only PID 1 and the program get: the
+// host must not wait for it once the sandbox is gone (the deadline or the host killed PID 1). The
+// wait costs no thread: the pidfd waits in the runtime's poller.
+func endWithPID1(pid int, report *os.File, egress *egressConn) error {
 	exited, err := exitWaiter(pid)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	gone := make(chan struct{})
 	go func() {
 		exited()
-		close(gone)
 		drained := time.Now().Add(pid1Drain)
 		_ = report.SetReadDeadline(drained)
 		egress.expire(drained)
 	}()
-	return gone, nil
+	return nil
 }
 
 // exitWaiter opens a pidfd of process pid (which need not be this process's child) now, while its

@@ -627,7 +627,7 @@ func zygoteRequest(t *testing.T, pool *Pool, p isolation.Plan, pair *os.File) (r
 	sc := bufio.NewScanner(host[0])
 	for sc.Scan() {
 		b.WriteString(sc.Text() + "\n")
-		if strings.HasPrefix(sc.Text(), statusLine) {
+		if strings.HasPrefix(sc.Text(), endLine) {
 			break
 		}
 	}
@@ -687,7 +687,7 @@ func TestZygoteRefusesEgressMismatch(t *testing.T) {
 	for _, c := range cases {
 		report, stdout := zygoteRequest(t, pool, c.p, c.pair)
 		t.Logf("%s: report %q, stdout %q", c.name, report, stdout)
-		if !strings.Contains(report, c.want) || !strings.Contains(report, statusLine) {
+		if !strings.Contains(report, c.want) || !strings.Contains(report, endLine) {
 			t.Errorf("%s: report %q, want the refusal %q and the end", c.name, report, c.want)
 		}
 		if strings.Contains(stdout, "RAN") {

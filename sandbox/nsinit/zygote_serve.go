@@ -40,16 +40,14 @@ import (
 //     state, in the new PID namespace; the thread waits for the program's end in wait4 (not
 //     CLONE_VFORK, whose wait would hold the Go runtime's P through a hanging exec), then reads a
 //     close-on-exec pipe on which a child that failed before its exec said why.
-//  4. Once the program has ended, it writes the status line and has PID 1 exit (the kernel then
-//     kills and reaps whatever is left in the namespace before PID 1's exit completes: the host
-//     takes the call's end from that exit, through a pidfd), and waits until the host closed the
-//     report pipe before it reaps PID 1, so that PID 1's pid, which the host signals, is not
-//     reused while the host may still use it.
+//  4. Once the program has ended, it has PID 1 exit (the kernel then kills and reaps whatever is
+//     left in the namespace before PID 1's exit completes), writes the end line, and waits until
+//     the host closed the report pipe before it reaps PID 1, so that PID 1's pid, which the host
+//     signals, is not reused while the host may still use it.
 //
-// The report pipe carries an init's lines ("step: error", limit notes), preceded by "pid N": PID
-// 1's pid in the host's PID namespace, and ended by "status N" where an init's end with "end N"
-// (statusLine). A watch on the report pipe kills PID 1 (and so the sandbox) when the host closes
-// it early or dies, and when the deadline passes.
+// The report pipe carries the same lines as an init's ("step: error", limit notes, "end N"),
+// preceded by "pid N": PID 1's pid in the host's PID namespace. A watch on the report pipe kills
+// PID 1 (and so the sandbox) when the host closes it early or dies, and when the deadline passes.
 //
 // The zygote runs as root in the host's namespaces and holds no secret of the host: what it
 // learns is the plans, and each plan's process (and PID 1, a copy of the zygote's memory) cannot
@@ -530,21 +528,21 @@ func (c *zcall) report1(step string, err error, code int) {
 		closeFD(fd)
 	}
 	if c.pid1 >= 0 && c.hostDone != nil {
-		// After the "pid" line the host reads the report until the status line, a failure's
-		// too, and takes the call's end from PID 1's exit (its pidfd), which completes once the
-		// kernel has killed and reaped everything else in its PID namespace: then nothing of the
-		// sandbox runs any more (the host sweeps the workspace after it). PID 1 stays a zombie,
-		// its pid kept, until finish reaps it. (The host, not this thread, waits for that exit:
-		// one wake-up less between the program's end and the host's.)
-		c.line(statusLine + strconv.Itoa(code))
+		// The end line says nothing of the sandbox runs any more (the host sweeps the workspace
+		// after it): PID 1 exits first, and its exit completes once the kernel has killed and
+		// reaped everything else in its PID namespace. It stays a zombie, its pid kept, until
+		// finish reaps it.
 		closeFD(&c.ctlW)
+		var info unix.Siginfo
+		for {
+			if err := unix.Waitid(unix.P_PID, c.pid1, &info, unix.WEXITED|unix.WNOWAIT, nil); !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+		// After the "pid" line the host reads the report until the end line, a failure's too.
+		c.line(endLine + strconv.Itoa(code))
 	}
 }
-
-// statusLine starts the last line of a zygote call's report once its PID 1 runs: "status N", the
-// program's status (or the sandbox's failure code), written just before PID 1 is told to exit.
-// The call ends at that exit (Cmd.readReport), not at the line.
-const statusLine = "status "
 
 // line writes s and a newline to the report pipe.
 func (c *zcall) line(s string) { _, _ = unix.Write(c.report, []byte(s+"\n")) }
