@@ -97,6 +97,9 @@ type Cmd struct {
 
 	zyg   *zygote // the zygote that built the sandbox (FromZygote), or nil
 	ahead bool    // the zygote built the sandbox ahead of the call (zygote_ahead.go)
+	// pid1Gone, for a zygote's call, is closed once its PID 1 (the zygote's child, not this
+	// process's) has exited (endWithPID1).
+	pid1Gone <-chan struct{}
 	// afterEnd, when set, runs once Ended is closed, with whether the sandbox reported its end.
 	afterEnd func(reported bool)
 	// abandoned is set by Abandon: the host let go of a sandbox that did not end.
@@ -225,6 +228,15 @@ func (c *Cmd) readReport() {
 			c.lines = append(c.lines, line)
 		}
 		switch {
+		case errors.Is(err, io.EOF) && c.pid1Gone != nil:
+			// The zygote's thread ended the report without its end line (the zygote died): the
+			// sandbox is over once PID 1 has exited (it dies with the thread that made it, and its
+			// exit waits for the rest of its PID namespace), unless Abandon lets go of it.
+			select {
+			case <-c.pid1Gone:
+			case <-c.leftCh():
+			}
+			return
 		case errors.Is(err, io.EOF):
 			if c.Process != nil {
 				// The pipe's end: the init is exiting, if it has not yet (unless Abandon lets go of

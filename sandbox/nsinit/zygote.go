@@ -339,7 +339,8 @@ func (z *zygote) request(conn int, ahead bool, env envelope, stdin bool, group *
 		return fail(fmt.Errorf("nsinit: PID 1: %w", err))
 	}
 	egress.bound(p)
-	if err := endWithPID1(pid, report, egress); err != nil {
+	pid1Gone, err := endWithPID1(pid, report, egress)
+	if err != nil {
 		return fail(fmt.Errorf("nsinit: PID 1: %w", err))
 	}
 	if gateW != nil {
@@ -356,7 +357,7 @@ func (z *zygote) request(conn int, ahead bool, env envelope, stdin bool, group *
 		}
 	}
 	cmd := &exec.Cmd{Path: executable(), Args: zygoteArgs(), Process: proc}
-	return &Cmd{Cmd: cmd, report: report, egress: egress, group: group, limits: p.Limits, zyg: z, ahead: ahead},
+	return &Cmd{Cmd: cmd, report: report, egress: egress, group: group, limits: p.Limits, zyg: z, ahead: ahead, pid1Gone: pid1Gone},
 		&Stdio{Out: pipes[1], Err: pipes[2], In: pipes[3]}, nil
 }
 
@@ -446,25 +447,28 @@ var errNoWord = errors.New("the zygote ended the call without a word")
 // exited: the zygote writes the report's last line right after that exit.
 const pid1Drain = time.Second
 
-// endWithPID1 makes the reading of report, and the wait for egress's listeners (when not nil), end
-// at most pid1Drain after PID 1 (pid, not yet reaped) has exited. The zygote's thread holds the
+// endWithPID1 returns a channel closed once PID 1 (pid, not yet reaped) has exited, and makes the
+// reading of report, and the wait for egress's listeners (when not nil), end at most pid1Drain
+// after that exit. The zygote's thread holds the
 // report's write end and its end of the egress pair until it is done with them, and a thread that
 // hangs in the kernel (as root, resolving a plan path on a file system whose server does not
 // answer) is out of reach of every signal of the host's, which only PID 1 and the program get: the
 // host must not wait for it once the sandbox is gone (the deadline or the host killed PID 1). The
 // wait costs no thread: the pidfd waits in the runtime's poller.
-func endWithPID1(pid int, report *os.File, egress *egressConn) error {
+func endWithPID1(pid int, report *os.File, egress *egressConn) (<-chan struct{}, error) {
 	exited, err := exitWaiter(pid)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	gone := make(chan struct{})
 	go func() {
 		exited()
+		close(gone)
 		drained := time.Now().Add(pid1Drain)
 		_ = report.SetReadDeadline(drained)
 		egress.expire(drained)
 	}()
-	return nil
+	return gone, nil
 }
 
 // exitWaiter opens a pidfd of process pid (which need not be this process's child) now, while its

@@ -533,16 +533,43 @@ func (c *zcall) report1(step string, err error, code int) {
 		// reaped everything else in its PID namespace. It stays a zombie, its pid kept, until
 		// finish reaps it.
 		closeFD(&c.ctlW)
-		var info unix.Siginfo
-		for {
-			if err := unix.Waitid(unix.P_PID, c.pid1, &info, unix.WEXITED|unix.WNOWAIT, nil); !errors.Is(err, unix.EINTR) {
-				break
-			}
-		}
+		c.awaitPID1Exit()
 		// After the "pid" line the host reads the report until the end line, a failure's too.
 		c.line(endLine + strconv.Itoa(code))
 	}
 }
+
+// awaitPID1Exit waits until the call's PID 1 has exited, not reaping it. Its exit completes only
+// once every other process of its PID namespace is reaped, and a process made by the program's
+// clone(CLONE_PARENT) (the seccomp filter refuses it, but a plan may go without the filter) is a
+// child of this thread's, as the program and PID 1 are: so it waits for any exited child of this
+// thread alone (__WNOTHREAD: the other threads' children are other calls'), and reaps every one
+// but PID 1.
+func (c *zcall) awaitPID1Exit() {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_ALL, 0, &info, unix.WEXITED|unix.WNOWAIT|unix.WALL|unix.WNOTHREAD, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return
+		}
+		pid := int(*(*int32)(unsafe.Add(unsafe.Pointer(&info), siginfoPID)))
+		if pid == c.pid1 {
+			return
+		}
+		for {
+			if _, err := unix.Wait4(pid, nil, unix.WALL|unix.WNOTHREAD, nil); !errors.Is(err, unix.EINTR) {
+				break
+			}
+		}
+	}
+}
+
+// siginfoPID is the offset of si_pid in a siginfo_t of SIGCHLD (after si_signo, si_errno, si_code
+// and the union's alignment).
+const siginfoPID = 16
 
 // line writes s and a newline to the report pipe.
 func (c *zcall) line(s string) { _, _ = unix.Write(c.report, []byte(s+"\n")) }

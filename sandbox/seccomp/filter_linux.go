@@ -30,6 +30,11 @@ const (
 	ipprotoMPTCP  = unix.IPPROTO_MPTCP
 	cloneNewFlags = unix.CLONE_NEWNS | unix.CLONE_NEWCGROUP | unix.CLONE_NEWUTS |
 		unix.CLONE_NEWIPC | unix.CLONE_NEWUSER | unix.CLONE_NEWPID | unix.CLONE_NEWNET
+	// cloneRefused are the clone flags the filter refuses: new namespaces, and CLONE_PARENT, whose
+	// child's parent is the caller's: for the sandbox's first process, a process outside the
+	// sandbox (the zygote), which reaps only the children it made, while the PID namespace's init
+	// cannot exit before every process of the namespace is reaped.
+	cloneRefused = cloneNewFlags | unix.CLONE_PARENT
 )
 
 // denied lists the syscalls refused with EPERM whatever their arguments, on
@@ -98,7 +103,7 @@ const (
 //     ioperm, acct, swap, reboot, syslog, file handles, clock setting);
 //   - returns ENOSYS for clone3, whose flags live in memory that seccomp
 //     cannot read, so that libc falls back to clone;
-//   - returns EPERM for clone with any CLONE_NEW* flag;
+//   - returns EPERM for clone with any CLONE_NEW* flag or CLONE_PARENT;
 //   - allows personality only for PER_LINUX and the 0xffffffff query;
 //   - returns EPERM for ioctl TIOCSTI and TIOCLINUX;
 //   - allows socket for AF_UNIX, for AF_INET and AF_INET6 unless the type is
@@ -140,7 +145,7 @@ func Filter(opts Options) ([]bpf.RawInstruction, error) {
 	table.add(unix.SYS_CLONE, lClone)
 	b.deferBlock(lClone, func() {
 		b.ld(argLow(0))
-		b.jset(cloneNewFlags, lEPERM, lAllow)
+		b.jset(cloneRefused, lEPERM, lAllow)
 	})
 
 	table.add(unix.SYS_PERSONALITY, lPersonality)

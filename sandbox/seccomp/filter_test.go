@@ -219,6 +219,8 @@ func TestFilterClone(t *testing.T) {
 		{"pidfd", unix.SYS_CLONE, []uint64{unix.CLONE_PIDFD | uint64(unix.SIGCHLD)}, actAllow},
 		{"high bits only", unix.SYS_CLONE, []uint64{0xffffffff00000000 | uint64(unix.SIGCHLD)}, actAllow},
 		{"all new flags", unix.SYS_CLONE, []uint64{cloneNewFlags}, actEPERM},
+		{"CLONE_PARENT", unix.SYS_CLONE, []uint64{unix.CLONE_PARENT | uint64(unix.SIGCHLD)}, actEPERM},
+		{"CLONE_PARENT with high bits", unix.SYS_CLONE, []uint64{0xffffffff00000000 | unix.CLONE_PARENT}, actEPERM},
 	}
 	for name, f := range map[string]uint64{
 		"CLONE_NEWNS": unix.CLONE_NEWNS, "CLONE_NEWCGROUP": unix.CLONE_NEWCGROUP,
