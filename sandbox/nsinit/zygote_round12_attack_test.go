@@ -2,7 +2,6 @@ package nsinit
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -116,29 +115,6 @@ func TestR12SuidDumpableOneRefusesEverySandbox(t *testing.T) {
 		}
 	}
 	requireZygoteServed(t, pool, 3)
-}
-
-// TestR12ZygoteCallEndsOnlyOnceItsSandboxIsEmpty: a zygote's call ends with its report's end
-// line, which its thread writes once PID 1 has exited (the kernel completes that exit only once it
-// killed and reaped everything else in the PID namespace): a program that leaves a background
-// process behind must find it gone when the host sees the call's end, whose sweep of the
-// workspace relies on nothing of the sandbox still running. Twenty calls, each sleeper with an
-// argument of its own and none of the call's streams (whose end the host also waits for).
-func TestR12ZygoteCallEndsOnlyOnceItsSandboxIsEmpty(t *testing.T) {
-	pool := zygotePool(t)
-	for i := range 20 {
-		arg := fmt.Sprintf("40.%06d", 100000+i*7919)
-		cmd, stdio := takeReady(t, pool, sh(t, "/bin/sleep "+arg+" </dev/null >/dev/null 2>&1 & exit 0", "/bin/sleep"), false)
-		<-cmd.Ended()
-		left := processesWith("/bin/sleep\x00" + arg) // at once: Finish waits for PID 1 itself
-		if r := finishPooled(t, cmd, stdio); r.code != 0 {
-			t.Fatalf("call %d: exit %d, stderr %q", i, r.code, r.stderr)
-		}
-		if len(left) > 0 {
-			t.Fatalf("call %d ended while its background sleeper (pids %v) still ran", i, left)
-		}
-	}
-	requireZygoteServed(t, pool, 20)
 }
 
 // processesWith lists the pids of the processes whose command line (NUL-separated) starts with
