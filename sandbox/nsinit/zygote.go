@@ -449,12 +449,12 @@ const pid1Drain = time.Second
 
 // endWithPID1 returns a channel closed once PID 1 (pid, not yet reaped) has exited, and makes the
 // reading of report, and the wait for egress's listeners (when not nil), end at most pid1Drain
-// after that exit. The zygote's thread holds the
-// report's write end and its end of the egress pair until it is done with them, and a thread that
-// hangs in the kernel (as root, resolving a plan path on a file system whose server does not
-// answer) is out of reach of every signal of the host's, which only PID 1 and the program get: the
-// host must not wait for it once the sandbox is gone (the deadline or the host killed PID 1). The
-// wait costs no thread: the pidfd waits in the runtime's poller.
+// after that exit. The zygote's thread holds the report's write end and its end of the egress pair
+// until it is done with them, and a thread that hangs in the kernel (as root, resolving a plan path
+// on a file system whose server does not answer) is out of reach of every signal of the host's,
+// which only PID 1 and the program get: the host must not wait for it once the sandbox is gone
+// (the deadline or the host killed PID 1). The wait costs no thread: the pidfd waits in the
+// runtime's poller.
 func endWithPID1(pid int, report *os.File, egress *egressConn) (<-chan struct{}, error) {
 	exited, err := exitWaiter(pid)
 	if err != nil {

@@ -42,7 +42,7 @@ import (
 // The zygote's checks touch no file system a call's plan names (a stalled one would hold the call
 // before its deadline runs): the host's do, as its policy check does. The call's thread then writes
 // "pid N" and runs the program as it would have in a sandbox built for it (zcall.run: the
-// program's process takes the plan's identity, as it does in any sandbox); one that does not fit writes
+// program's process takes the plan's identity, as in any sandbox); one that does not fit writes
 // staleLine instead, and nothing of the call ran. A sandbox waits at most aheadIdle for its call
 // (its mounts keep the host's file systems it binds busy), and serves one call. Only plans without
 // egress are built ahead (the listeners are the call's), and only plans the zygote serves (no
