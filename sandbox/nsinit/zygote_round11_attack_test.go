@@ -229,18 +229,12 @@ func TestR11AheadCallKeepsItsOwnUmaskAndRlimits(t *testing.T) {
 	unix.Umask(0o022)
 	limited := p
 	limited.Limits = isolation.Limits{FileSize: 4096}
-	// A sandbox built ahead goes stale when the host's mount table changes meanwhile (other
-	// packages' tests mount and unmount beside this one): a few tries to reach it.
-	ahead = false
-	for try := 0; try < 5 && !ahead; try++ {
-		awaitAhead(t, pool, p)
-		r, ahead = runCounting(t, pool, limited)
-		if !strings.Contains(r.stdout, "\n4096\n") {
-			t.Errorf("a file size limit of 4096 in a sandbox built ahead without one: %q (ahead %t)", r.stdout, ahead)
-		}
+	r, ahead = runAhead(t, pool, p, limited)
+	if !strings.Contains(r.stdout, "\n4096\n") {
+		t.Errorf("a file size limit of 4096 in a sandbox built ahead without one: %q (ahead %t)", r.stdout, ahead)
 	}
 	if !ahead {
-		t.Errorf("the limited call did not run in the sandbox built ahead in 5 tries: the test did not reach it (stats %+v)", pool.Stats())
+		t.Errorf("the limited call did not run in a sandbox built ahead in 5 tries: the test did not reach it (stats %+v)", pool.Stats())
 	}
 }
 
