@@ -14,11 +14,17 @@ import (
 
 // threadStatus returns the fields of /proc/self/task/TID/status.
 func threadStatus(tid int) (map[string]string, error) {
-	data, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/status")
-	if err != nil {
-		return nil, err
-	}
+	return statusFile("/proc/self/task/" + strconv.Itoa(tid) + "/status")
+}
+
+// statusFile returns the fields of a /proc status file (path), each value trimmed; an empty map
+// and the error when it cannot be read.
+func statusFile(path string) (map[string]string, error) {
 	out := map[string]string{}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return out, err
+	}
 	for line := range strings.Lines(string(data)) {
 		if k, v, ok := strings.Cut(line, ":"); ok {
 			out[k] = strings.TrimSpace(v)

@@ -54,25 +54,35 @@ func runPooled(t testing.TB, pool *Pool, p isolation.Plan) result {
 	return r
 }
 
+// readStreams reads a call's standard output and error in the background, closing each at its
+// end; wait returns them once both reached their end.
+func readStreams(stdio *Stdio) (wait func() (stdout, stderr string)) {
+	var out, errb bytes.Buffer
+	var wg sync.WaitGroup
+	wg.Go(func() { _, _ = io.Copy(&out, stdio.Out); stdio.Out.Close() })
+	wg.Go(func() { _, _ = io.Copy(&errb, stdio.Err); stdio.Err.Close() })
+	return func() (string, string) {
+		wg.Wait()
+		return out.String(), errb.String()
+	}
+}
+
 // finishPooled reads a pooled init's output to its end, waits for it and returns its result: the
 // status it reported, as the runner takes it (a sandbox from the zygote cannot be waited for: its
 // PID 1 is the zygote's child), or the one it exited with.
 func finishPooled(t testing.TB, cmd *Cmd, stdio *Stdio) result {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
-	var wg sync.WaitGroup
-	wg.Go(func() { _, _ = io.Copy(&stdout, stdio.Out); stdio.Out.Close() })
-	wg.Go(func() { _, _ = io.Copy(&stderr, stdio.Err); stdio.Err.Close() })
+	output := readStreams(stdio)
 	<-cmd.Ended()
 	if status, ok := cmd.Reported(); ok {
-		wg.Wait()
-		r := result{stdout.String(), stderr.String(), status, cmd.Failure()}
+		stdout, stderr := output()
+		r := result{stdout, stderr, status, cmd.Failure()}
 		cmd.Finish(func(err error) { t.Error(err) })
 		return r
 	}
 	err := cmd.Wait()
-	wg.Wait()
-	r := finished(t, cmd, err, &stdout, &stderr)
+	stdout, stderr := output()
+	r := finished(t, cmd, err, bytes.NewBufferString(stdout), bytes.NewBufferString(stderr))
 	if err := cmd.Release(); err != nil {
 		t.Error(err)
 	}

@@ -97,15 +97,19 @@ func closeWithin(t *testing.T, pool *Pool) {
 
 // tgidCmdline is the command line of the process whose thread tid is.
 func tgidCmdline(tid uint32) string {
-	data, _ := os.ReadFile("/proc/" + strconv.Itoa(int(tid)) + "/status")
-	for line := range strings.Lines(string(data)) {
-		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
-			if pid, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-				return cmdline(pid)
-			}
-		}
+	if pid := tgidOf(tid); pid >= 0 {
+		return cmdline(pid)
 	}
 	return ""
+}
+
+// tgidOf is the process (thread group) of thread tid, or -1.
+func tgidOf(tid uint32) int {
+	st, _ := statusFile("/proc/" + strconv.Itoa(int(tid)) + "/status")
+	if pid, err := strconv.Atoi(st["Tgid"]); err == nil {
+		return pid
+	}
+	return -1
 }
 
 // TestZygoteStuckThreadsDoNotHoldThePool: each call made on the hostile FUSE path leaves a zygote

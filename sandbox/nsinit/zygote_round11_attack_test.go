@@ -3,13 +3,11 @@ package nsinit
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -124,9 +122,7 @@ func TestR11AheadThreadIsNotSignalableByThePlansUser(t *testing.T) {
 			t.Errorf("zygote thread %s runs as the plan's uid while a sandbox built ahead waits", tid)
 		}
 		// kill(2) with a thread's id checks that thread's credentials.
-		probe := exec.Command("/bin/sh", "-c", "kill -0 "+tid)
-		probe.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-		if out, err := probe.CombinedOutput(); err == nil {
+		if out, err := asNobody("kill -0 " + tid).CombinedOutput(); err == nil {
 			t.Errorf("a process of uid %d may signal zygote %d's thread %s (a sandbox built ahead waiting for its call): kill -STOP would stop the zygote of every user (%s)", nobody, zpid, tid, out)
 		}
 	}
@@ -134,18 +130,9 @@ func TestR11AheadThreadIsNotSignalableByThePlansUser(t *testing.T) {
 
 // r11ThreadUID is the real uid of thread tid of process pid, or "".
 func r11ThreadUID(pid int, tid string) string {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + tid + "/status")
-	if err != nil {
-		return ""
-	}
-	for line := range strings.Lines(string(data)) {
-		if v, ok := strings.CutPrefix(line, "Uid:"); ok {
-			if f := strings.Fields(v); len(f) > 0 {
-				return f[0]
-			}
-		}
-	}
-	return ""
+	st, _ := statusFile("/proc/" + strconv.Itoa(pid) + "/task/" + tid + "/status")
+	uid, _, _ := strings.Cut(st["Uid"], "\t")
+	return uid
 }
 
 // TestR11AheadSandboxRefusesAPlanPathWhoseParentBecameALink: a sandbox built for a call refuses
@@ -309,19 +296,6 @@ func TestR11AheadPlansApartUnderPacedConcurrentCallers(t *testing.T) {
 	zygoteBackTo(t, pool, zpid, fdsBefore, kidsBefore, 10*time.Second, "paced concurrent callers")
 }
 
-// r11Tgid is the process (thread group) of thread tid, or -1.
-func r11Tgid(tid uint32) int {
-	data, _ := os.ReadFile("/proc/" + strconv.Itoa(int(tid)) + "/status")
-	for line := range strings.Lines(string(data)) {
-		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
-			if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-				return n
-			}
-		}
-	}
-	return -1
-}
-
 // TestR11StuckAheadBuildsDoNotPileUp: a file system that answers every call's build but not a
 // build ahead (a FUSE server that stalls the zygote's looks when the host did not look just
 // before: the daemon compiles each call's policy on the host first, a build ahead has no call)
@@ -353,7 +327,7 @@ func TestR11StuckAheadBuildsDoNotPileUp(t *testing.T) {
 	zpid := zygotePID(t, pool)
 	inZygote := 0
 	for _, tid := range held {
-		if r11Tgid(tid) == zpid {
+		if tgidOf(tid) == zpid {
 			inZygote++
 		}
 	}
