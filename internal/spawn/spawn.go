@@ -55,15 +55,27 @@ func StartWithTimerSlack(cmd *exec.Cmd, slack time.Duration) error {
 					r.done <- err
 					continue
 				}
-				// Best effort: the slack only changes when the child's timers fire.
-				_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(r.slack.Nanoseconds()), 0, 0, 0)
-				r.done <- r.cmd.Start()
+				r.done <- withTimerSlack(r.slack, r.cmd.Start)
 			}
 		}()
 	})
 	done := make(chan error, 1)
 	spawnRequests <- spawnRequest{cmd: cmd, slack: cmp.Or(slack, DefaultTimerSlack), done: done}
 	return <-done
+}
+
+// withTimerSlack runs f with the calling thread's timer slack set to slack, and sets the thread's
+// own back after it: the spawner's thread may be any of this process's, even its main thread,
+// whose slack is the one /proc/PID/timerslack_ns shows (a service manager's TimerSlackNSec=), and
+// the threads it starts inherit it. Best effort: the slack only changes when timers fire.
+func withTimerSlack(slack time.Duration, f func() error) error {
+	own, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(slack.Nanoseconds()), 0, 0, 0)
+	ferr := f()
+	if err == nil && own > 0 {
+		_ = unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(own), 0, 0, 0)
+	}
+	return ferr
 }
 
 // strayFDsCloseOnExec sets close-on-exec on every descriptor of this process above stderr. Go opens

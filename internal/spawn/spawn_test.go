@@ -3,6 +3,7 @@ package spawn
 import (
 	"bytes"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -51,4 +52,30 @@ func TestChildTimerSlack(t *testing.T) {
 	if got := slackOf(Start); got != "50000" {
 		t.Errorf("Start after it: the child's slack is %s ns, want Linux's default 50000", got)
 	}
+}
+
+// TestSpawnerKeepsItsOwnTimerSlack: the spawner's thread takes a child's timer slack for the fork
+// only. It may be the process's main thread, whose slack is the process's as /proc/PID shows it
+// (a unit's TimerSlackNSec=), and threads it starts inherit it.
+func TestSpawnerKeepsItsOwnTimerSlack(t *testing.T) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the thread's slack is changed for the test
+		if err := unix.Prctl(unix.PR_SET_TIMERSLACK, 250000, 0, 0, 0); err != nil {
+			t.Error(err)
+			return
+		}
+		var during int
+		err := withTimerSlack(DefaultTimerSlack, func() error {
+			var err error
+			during, err = unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+			return err
+		})
+		after, _ := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
+		if err != nil || during != 50000 || after != 250000 {
+			t.Errorf("slack during the fork %d, after it %d (%v), want 50000 then the thread's own 250000", during, after, err)
+		}
+	}()
+	<-done
 }
