@@ -106,6 +106,8 @@ type Cmd struct {
 	abandoned atomic.Bool
 	leftOnce  sync.Once
 	left      chan struct{} // closed by Abandon (leftCh)
+	goneOnce  sync.Once
+	gone      chan struct{} // closed once the sandbox Abandon let go of has ended (goneCh)
 }
 
 // finishing counts the Finish goroutines still running (WaitFinished).
@@ -311,11 +313,30 @@ func (c *Cmd) Abandon() {
 			wait = func() {}
 		}
 	}
+	gone := c.goneCh()
 	go func() {
 		wait()
 		_ = c.Process.Release()
 		_ = group.Remove()
+		close(gone)
 	}()
+}
+
+// Gone returns, after Abandon, a channel closed once the sandbox it let go of has ended (its
+// init, or its PID 1, has exited) and its control groups are removed; nil when Abandon was not
+// called. (Whoever bounds the sandboxes a caller may hold counts an abandoned one until then: it
+// still holds a thread, a PID namespace and a control group.)
+func (c *Cmd) Gone() <-chan struct{} {
+	if !c.abandoned.Load() {
+		return nil
+	}
+	return c.goneCh()
+}
+
+// goneCh is the channel Gone returns.
+func (c *Cmd) goneCh() chan struct{} {
+	c.goneOnce.Do(func() { c.gone = make(chan struct{}) })
+	return c.gone
 }
 
 // leftCh is the channel Abandon closes.
