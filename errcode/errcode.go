@@ -85,6 +85,11 @@ const (
 	// ResourceExhausted: the call hit a per-call resource limit (memory, processes, CPU, file size).
 	// Produced by host. Narrow the request or raise the operator's limits.
 	ResourceExhausted Code = "resource_exhausted"
+	// RateLimited: the daemon runs as many calls at once as it allows: of this caller
+	// (--max-calls-per-caller; a call whose sandbox did not end when it was killed still counts) or
+	// in total (--max-calls). Produced by host (the daemon's bound). Nothing ran; retryable once
+	// one of the caller's calls has ended.
+	RateLimited Code = "rate_limited"
 	// Timeout: the call or the CLI did not finish in time (also a CLI's exit status 124). Produced by
 	// host and output. Narrow the request or raise the tool's timeout_ms; retryable.
 	Timeout Code = "timeout"
@@ -144,7 +149,7 @@ const (
 var All = []Code{
 	InputInvalid, Internal, NotFound, NotInstalled, VersionMismatch, VersionCheckFailed, BundleInvalid, SetupRequired,
 	SetupFailed, SecretMissing, AuthRequired, LoginRefused, WorkspaceDenied, BinaryDenied, PathDenied,
-	PathTraversalBlocked, SandboxUnavailable, RunnerUnavailable, ResourceExhausted, Timeout, Killed, Cancelled,
+	PathTraversalBlocked, SandboxUnavailable, RunnerUnavailable, ResourceExhausted, RateLimited, Timeout, Killed, Cancelled,
 	ProviderError, UpstreamError, UsageError, OutputParseFailed, OutputInvalid, ApprovalRequired, ApprovalDenied,
 	ApprovalInvalid, InstallFailed, NeedsRoot, InsufficientResources, RecordRefused, ProviderUnavailable,
 }

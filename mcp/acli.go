@@ -67,7 +67,7 @@ func acliError(e *host.Error) *acli.Error {
 		code = acli.CommandNotFound
 	case e.Code == errcode.Timeout:
 		code = acli.Timeout
-	case e.Category == "rate_limit":
+	case e.Code == errcode.RateLimited || e.Category == "rate_limit":
 		code = acli.RateLimited
 	case e.Code == errcode.AuthRequired || e.Category == "authentication" || e.Category == output.CategoryPermission || e.Category == "approval":
 		code = acli.PermissionDenied
