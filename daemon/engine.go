@@ -23,6 +23,7 @@ import (
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/agenttoken"
+	"github.com/clihost/clihost/internal/inflight"
 	"github.com/clihost/clihost/internal/rotate"
 	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/registry"
@@ -35,6 +36,13 @@ import (
 // DefaultEgressMaxConns is the egress connections one call may hold at once unless
 // Config.EgressMaxConns says otherwise.
 const DefaultEgressMaxConns = egress.DefaultMaxConns
+
+// DefaultMaxCalls and DefaultMaxCallsPerCaller bound the calls a daemon runs at once, in total and
+// for one caller (a control socket's user, an MCP agent's token), unless Config says otherwise.
+const (
+	DefaultMaxCalls          = 64
+	DefaultMaxCallsPerCaller = 16
+)
 
 // Config is how an Engine is set up; cmd/clihostd fills it from its flags, whose names the
 // errors about a field use.
@@ -59,6 +67,9 @@ type Config struct {
 	AuditKeep    int           // --audit-keep: rotated audit logs kept
 	Approvals    string        // --approvals: the approval policy file
 	DrainTimeout time.Duration // --drain-timeout: how long Serve waits for calls in flight when ctx ends
+	// MaxCalls (--max-calls) and MaxCallsPerCaller (--max-calls-per-caller) bound the calls
+	// running at once, in total and for one caller (inflight); 0 is no bound.
+	MaxCalls, MaxCallsPerCaller int
 
 	// BreakerThreshold is how many consecutive failed calls open a provider's circuit breaker, and
 	// BreakerCooldown how long it stays open before a probe call; 0 is the default of each.
@@ -109,7 +120,8 @@ type Engine struct {
 	probes     probeCache
 	approvals  *approval.Gate // outlives reloads: pending approvals and the key of their requestStates
 	closeOnce  sync.Once
-	breakers   breakers // the provider bundles' circuit breakers; outlive reloads
+	breakers   breakers          // the provider bundles' circuit breakers; outlive reloads
+	inFlight   *inflight.Limiter // the calls running at once; outlives reloads
 
 	page pageSessions // the status page's login codes and sessions (statuspage.go)
 }
@@ -134,7 +146,7 @@ func (d *Engine) auditRecord(v any) {
 // kills the sandboxes a previous daemon on it left, loads the approval policy and the bundles and
 // probes the sandbox once. Serve then serves them; Close releases what New opened.
 func New(ctx context.Context, log *slog.Logger, c Config) (*Engine, error) {
-	d := &Engine{log: log, cfg: c, metrics: newMetrics()}
+	d := &Engine{log: log, cfg: c, metrics: newMetrics(), inFlight: inflight.New(c.MaxCalls, c.MaxCallsPerCaller)}
 	if err := d.open(ctx); err != nil {
 		d.Close()
 		return nil, err

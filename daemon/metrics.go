@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"github.com/clihost/clihost/internal/inflight"
 	"io"
 	"maps"
 	"slices"
@@ -95,4 +96,11 @@ func writePoolMetrics(w io.Writer, pool *nsinit.Pool) {
 	}
 	fmt.Fprintf(w, "# HELP clihost_sandbox_zygote_up 1 while the sandbox zygote runs and builds the calls' sandboxes (no Go program started per call), else 0 (calls take inits; the daemon's log says why).\n# TYPE clihost_sandbox_zygote_up gauge\nclihost_sandbox_zygote_up %d\n", up)
 	fmt.Fprintf(w, "# HELP clihost_sandbox_zygote_ahead_total Calls the zygote ran in a sandbox it had built ahead of them (their plan repeated a recent call's, after a pause).\n# TYPE clihost_sandbox_zygote_ahead_total counter\nclihost_sandbox_zygote_ahead_total %d\n", s.ZygoteAhead)
+}
+
+// writeInFlightMetrics writes the calls running at once and those the bounds refused (inflight).
+func writeInFlightMetrics(w io.Writer, l *inflight.Limiter) {
+	s := l.Stats()
+	fmt.Fprintf(w, "# HELP clihost_calls_in_flight Calls running now, a call whose sandbox did not end when it was killed included, and the callers they are of.\n# TYPE clihost_calls_in_flight gauge\nclihost_calls_in_flight %d\nclihost_calls_in_flight_callers %d\n", s.InFlight, s.Callers)
+	fmt.Fprintf(w, "# HELP clihost_calls_refused_total Calls refused with rate_limited: at the bound of one caller (--max-calls-per-caller) or of the host (--max-calls).\n# TYPE clihost_calls_refused_total counter\nclihost_calls_refused_total{bound=\"caller\"} %d\nclihost_calls_refused_total{bound=\"total\"} %d\n", s.RefusedPerCaller, s.RefusedTotal)
 }

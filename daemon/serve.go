@@ -164,6 +164,7 @@ func (d *Engine) httpHandler() http.Handler {
 		r = r.WithContext(context.WithValue(r.Context(), agentKey{}, agent))
 		if r.URL.Path == "/metrics" {
 			d.metrics.write(w)
+			writeInFlightMetrics(w, d.inFlight)
 			writePoolMetrics(w, d.sandbox.Pool)
 			return
 		}

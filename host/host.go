@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/clihost/clihost/argv"
 	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/internal/inflight"
 	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
@@ -56,6 +58,9 @@ type Options struct {
 	// Approvals enforces the tools' approval classes and keeps pending approvals; it outlives a
 	// Host (a daemon's reloads share one). Nil: a gate of its own with no policy rules.
 	Approvals *approval.Gate
+	// InFlight bounds the calls running at once, in total and for each caller (callerKey); it
+	// outlives a Host, as Approvals does. Nil: no bound (one-shot in-process calls).
+	InFlight *inflight.Limiter
 }
 
 // Caller is who calls and where: the workspace is the process's working directory.
@@ -171,7 +176,7 @@ func (h *Host) Call(ctx context.Context, b *manifest.Bundle, tool string, input 
 				rec.ArgvTemplate += templateText(append([]string{prog}, s.Argv...))
 			}
 		}
-		env = h.call(ctx, b, entry, input, c, opts, &rec)
+		env = h.admitted(ctx, b, entry, input, c, opts, &rec)
 	}
 	env.MS = time.Since(start).Milliseconds()
 	if h.opts.Sandbox.Off {
@@ -187,6 +192,33 @@ func (h *Host) Call(ctx context.Context, b *manifest.Bundle, tool string, input 
 		h.opts.OnCall(rec)
 	}
 	return env
+}
+
+// admitted runs the call when the InFlight bound admits it: its slot is taken until the call has
+// returned and every sandbox it let go of without its end has ended (inflight.Hold).
+func (h *Host) admitted(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, input map[string]any, c Caller, opts CallOptions, rec *Invoked) Envelope {
+	slot, err := h.opts.InFlight.Acquire(callerKey(c))
+	if r := (*inflight.Refusal)(nil); errors.As(err, &r) {
+		hint := "wait for one of your calls to end and call again; the operator sets the bound with clihostd --max-calls-per-caller (a call whose sandbox did not end when it was killed holds its place until it does)"
+		if !r.PerCaller {
+			hint = "call again shortly; the operator sets the bound with clihostd --max-calls"
+		}
+		return Envelope{Error: &Error{Code: errcode.RateLimited, Message: r.Error() + "; nothing ran", Hint: hint, Retryable: true}}
+	}
+	defer slot.Release()
+	return h.call(inflight.WithSlot(ctx, slot), b, t, input, c, opts, rec)
+}
+
+// callerKey names whom the InFlight bound counts a call against: the control socket's user, else
+// the MCP agent's token, else the host itself.
+func callerKey(c Caller) string {
+	switch {
+	case c.Peer != nil:
+		return "uid:" + strconv.Itoa(c.Peer.UID)
+	case c.Agent != "":
+		return "agent:" + c.Agent
+	}
+	return "host"
 }
 
 // envOf builds a process environment from nothing, a sandbox's env block and the extra variables

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/clihost/clihost/internal/inflight"
 	"github.com/clihost/clihost/internal/spawn"
 	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/egress"
@@ -270,6 +271,9 @@ func Run(ctx context.Context, c Command) (Result, error) {
 			sandboxed.Finish(c.OnCleanupError) // the init's exit and the groups' removal, off the call's path
 		case !sandboxed.Abandoned(): // else Abandon removes them once it can
 			res.CgroupErr = sandboxed.Release()
+		default:
+			// The call's slot (inflight) stays taken until the sandbox let go of has ended.
+			inflight.Hold(ctx, sandboxed.Gone())
 		}
 		switch {
 		case failure != nil && nsinit.MayHaveRun(failure):
