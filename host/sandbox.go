@@ -343,6 +343,10 @@ func sandboxError(b *manifest.Bundle, err error) *Error {
 		msg = nsinit.ErrUnavailable.Error() + ": " + msg
 	}
 	hint := "the call was refused, not run; check the bundle's sandbox block (clihostctl inspect " + b.ID() + ") and that the paths it needs exist"
+	if nsinit.MayHaveRun(err) {
+		// Not refused: the host lost the sandbox while (or after) its program ran.
+		hint = "the command may have run, part of the way, before the sandbox was lost; a sandbox blocked in the kernel (a file system that does not answer: FUSE, NFS) is left to end on its own, and on clihostd it counts among your calls in flight until it does (--max-calls-per-caller); check the file systems the tool reads"
+	}
 	if strings.Contains(msg, nsinit.ErrSuidDumpable.Error()) { // the sandbox's report carries its text
 		hint = "the call was refused, not run: this root host's fs.suid_dumpable is 1 (a kernel debugging setting); set it to 0 or 2 (sysctl -w fs.suid_dumpable=0, and in /etc/sysctl.d to keep it) and call again"
 	}
