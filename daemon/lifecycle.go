@@ -215,6 +215,13 @@ func (d *Engine) Setup(ctx context.Context, req control.SetupRequest, peer contr
 	if herr != nil {
 		return control.SetupEvent{Phase: "error", Error: herr}
 	}
+	// Setup runs the bundle's programs (its version check, its steps): a place among the caller's
+	// calls in flight.
+	ctx, done, aerr := h.Admit(ctx, c)
+	if aerr != nil {
+		return control.SetupEvent{Phase: "error", Error: aerr}
+	}
+	defer done()
 	env, verr := h.LifecycleEnv(ctx, b, c)
 	if verr != nil {
 		return control.SetupEvent{Phase: "error", Error: verr}
@@ -250,6 +257,11 @@ func (d *Engine) LoginInfo(ctx context.Context, req control.ScopeRequest, peer c
 	if err != nil {
 		return control.LoginInfo{}, err
 	}
+	ctx, done, aerr := h.Admit(ctx, c) // the version check runs the bundle's binary
+	if aerr != nil {
+		return control.LoginInfo{}, scopeError(aerr)
+	}
+	defer done()
 	lenv, verr := h.LifecycleEnv(ctx, b, c)
 	if verr != nil {
 		return control.LoginInfo{}, fmt.Errorf("%s: %s", verr.Message, verr.Hint)
@@ -281,6 +293,12 @@ func (d *Engine) Login(ctx context.Context, req control.ScopeRequest, peer contr
 	if herr != nil {
 		return control.AuthResult{Error: herr}
 	}
+	// The login's checks run the bundle's programs, for up to ten minutes.
+	ctx, done, aerr := h.Admit(ctx, c)
+	if aerr != nil {
+		return control.AuthResult{Error: aerr}
+	}
+	defer done()
 	env, verr := h.LifecycleEnv(ctx, b, c)
 	if verr != nil {
 		return control.AuthResult{Error: verr}

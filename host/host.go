@@ -194,19 +194,31 @@ func (h *Host) Call(ctx context.Context, b *manifest.Bundle, tool string, input 
 	return env
 }
 
-// admitted runs the call when the InFlight bound admits it: its slot is taken until the call has
-// returned and every sandbox it let go of without its end has ended (inflight.Hold).
+// admitted runs the call when the InFlight bound admits it (Admit).
 func (h *Host) admitted(ctx context.Context, b *manifest.Bundle, t *manifest.ToolEntry, input map[string]any, c Caller, opts CallOptions, rec *Invoked) Envelope {
+	ctx, done, e := h.Admit(ctx, c)
+	if e != nil {
+		return Envelope{Error: e}
+	}
+	defer done()
+	return h.call(ctx, b, t, input, c, opts, rec)
+}
+
+// Admit takes a place for c among the calls in flight (Options.InFlight), for a call or for other
+// work that runs a bundle's programs for c (setup steps, login and its checks, the version check
+// they start with): it returns ctx carrying the place, and done, which gives it back once the work
+// has returned and every sandbox it let go of without its end has ended (inflight.Hold). Past a
+// bound it returns a rate_limited error, retryable, and nothing may run.
+func (h *Host) Admit(ctx context.Context, c Caller) (context.Context, func(), *Error) {
 	slot, err := h.opts.InFlight.Acquire(callerKey(c))
 	if r := (*inflight.Refusal)(nil); errors.As(err, &r) {
 		hint := "wait for one of your calls to end and call again; the operator sets the bound with clihostd --max-calls-per-caller (a call whose sandbox did not end when it was killed holds its place until it does)"
 		if !r.PerCaller {
 			hint = "call again shortly; the operator sets the bound with clihostd --max-calls"
 		}
-		return Envelope{Error: &Error{Code: errcode.RateLimited, Message: r.Error() + "; nothing ran", Hint: hint, Retryable: true}}
+		return ctx, nil, &Error{Code: errcode.RateLimited, Message: r.Error() + "; nothing ran", Hint: hint, Retryable: true}
 	}
-	defer slot.Release()
-	return h.call(inflight.WithSlot(ctx, slot), b, t, input, c, opts, rec)
+	return inflight.WithSlot(ctx, slot), slot.Release, nil
 }
 
 // callerKey names whom the InFlight bound counts a call against: the control socket's user, else

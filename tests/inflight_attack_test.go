@@ -214,3 +214,62 @@ func inFlightMetric(t *testing.T, d *daemonProc) int {
 	t.Fatal("no clihost_calls_in_flight in the metrics")
 	return 0
 }
+
+// TestSetupAndLoginCountAmongCallsInFlight: setup and login run the bundle's programs (its version
+// check, its steps, the login's checks for up to ten minutes) for their caller, so they take a place
+// among its calls in flight as a call does: with --max-calls-per-caller 1 and a call of the caller
+// running, both are refused with rate_limited; once it ended, setup runs.
+func TestSetupAndLoginCountAmongCallsInFlight(t *testing.T) {
+	flag := filepath.Join(t.TempDir(), "logged-in.json")
+	writeFile(t, flag, "false")
+	dir := t.TempDir()
+	fixture.WriteIn(t, dir, fixture.Sleep(30_000))
+	writeFile(t, filepath.Join(dir, "acct", "CLI.md"), `---
+name: Account CLI
+id: acct
+description: A CLI that needs a token at setup and a login (jq stands in for it).
+version: 1.0.0
+bin: jq
+install: [{ method: apt, package: jq }]
+version_check: { cmd: "jq --version", parse: 'jq-(\d+\.\d+(?:\.\d+)?)', range: ">=1.5" }
+setup:
+  - { id: token, kind: prompt, type: secret, prompt: "API token", persist: { env: ACCT_TOKEN } }
+auth:
+  login: { cmd: "jq -n 1", interactive: true, completes_when: { cmd: "jq -e . `+flag+`", exit_code: 0 } }
+sandbox:
+  network: { egress: [] }
+  fs: { read: ["`+flag+`"], write: [] }
+  exec: { allow: false }
+  env: { pass: [] }
+commands:
+  whoami: ./tools/whoami/TOOL.md
+---
+`)
+	writeFile(t, filepath.Join(dir, "acct", "tools", "whoami", "TOOL.md"), `---
+name: Who am I
+id: acct.whoami
+description: Prints the token's length.
+version: 1.0.0
+inputs: { type: object, properties: {} }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: [-n, -r, "env.ACCT_TOKEN | length"] }
+---
+`)
+	d := startDaemon(t, t.TempDir(), "--bundles", dir, "--max-calls-per-caller", "1")
+	ws := []string{"--workspace", d.ws}
+	napping := make(chan result, 1)
+	go func() { napping <- d.ctl(t, append([]string{"call", "sleep", "nap", "--input", `{"s": "3"}`}, ws...)...) }()
+	waitUntil(t, 20*time.Second, "the caller's nap is in flight", func() bool { return inFlightMetric(t, d) == 1 })
+	if r := d.ctl(t, append([]string{"setup", "acct", "--value", "token=s3cret"}, ws...)...); r.code == 0 || !strings.Contains(r.stdout+r.stderr, "rate_limited") {
+		t.Errorf("setup while the caller's one call runs: exit %d, want rate_limited\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := d.ctl(t, append([]string{"login", "acct", "--wait", "1s"}, ws...)...); r.code == 0 || !strings.Contains(r.stdout+r.stderr, "rate_limited") {
+		t.Errorf("login while the caller's one call runs: exit %d, want rate_limited\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := <-napping; r.code != 0 {
+		t.Fatalf("the nap: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := d.ctl(t, append([]string{"setup", "acct", "--value", "token=s3cret"}, ws...)...); r.code != 0 {
+		t.Errorf("setup once the call ended: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
