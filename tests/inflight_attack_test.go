@@ -224,41 +224,13 @@ func TestSetupAndLoginCountAmongCallsInFlight(t *testing.T) {
 	writeFile(t, flag, "false")
 	dir := t.TempDir()
 	fixture.WriteIn(t, dir, fixture.Sleep(30_000))
-	writeFile(t, filepath.Join(dir, "acct", "CLI.md"), `---
-name: Account CLI
-id: acct
-description: A CLI that needs a token at setup and a login (jq stands in for it).
-version: 1.0.0
-bin: jq
-install: [{ method: apt, package: jq }]
-version_check: { cmd: "jq --version", parse: 'jq-(\d+\.\d+(?:\.\d+)?)', range: ">=1.5" }
-setup:
-  - { id: token, kind: prompt, type: secret, prompt: "API token", persist: { env: ACCT_TOKEN } }
-auth:
-  login: { cmd: "jq -n 1", interactive: true, completes_when: { cmd: "jq -e . `+flag+`", exit_code: 0 } }
-sandbox:
-  network: { egress: [] }
-  fs: { read: ["`+flag+`"], write: [] }
-  exec: { allow: false }
-  env: { pass: [] }
-commands:
-  whoami: ./tools/whoami/TOOL.md
----
-`)
-	writeFile(t, filepath.Join(dir, "acct", "tools", "whoami", "TOOL.md"), `---
-name: Who am I
-id: acct.whoami
-description: Prints the token's length.
-version: 1.0.0
-inputs: { type: object, properties: {} }
-outputs: { type: string }
-runner: { cli: ../../CLI.md, argv: [-n, -r, "env.ACCT_TOKEN | length"] }
----
-`)
+	writeAcct(t, dir, flag, flag)
 	d := startDaemon(t, t.TempDir(), "--bundles", dir, "--max-calls-per-caller", "1")
 	ws := []string{"--workspace", d.ws}
 	napping := make(chan result, 1)
-	go func() { napping <- d.ctl(t, append([]string{"call", "sleep", "nap", "--input", `{"s": "3"}`}, ws...)...) }()
+	go func() {
+		napping <- d.ctl(t, append([]string{"call", "sleep", "nap", "--input", `{"s": "3"}`}, ws...)...)
+	}()
 	waitUntil(t, 20*time.Second, "the caller's nap is in flight", func() bool { return inFlightMetric(t, d) == 1 })
 	if r := d.ctl(t, append([]string{"setup", "acct", "--value", "token=s3cret"}, ws...)...); r.code == 0 || !strings.Contains(r.stdout+r.stderr, "rate_limited") {
 		t.Errorf("setup while the caller's one call runs: exit %d, want rate_limited\n%s%s", r.code, r.stdout, r.stderr)

@@ -24,38 +24,7 @@ func TestDaemonSetupLoginSurviveKill9(t *testing.T) {
 	secret := filepath.Join(t.TempDir(), "secret.txt")
 	writeFile(t, secret, "TOP-SECRET-LOGIN")
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "acct", "CLI.md"), `---
-name: Account CLI
-id: acct
-description: A CLI that needs a token at setup and a login (jq stands in for it).
-version: 1.0.0
-bin: jq
-install: [{ method: apt, package: jq }]
-version_check: { cmd: "jq --version", parse: 'jq-(\d+\.\d+(?:\.\d+)?)', range: ">=1.5" }
-setup:
-  - { id: token, kind: prompt, type: secret, prompt: "API token", persist: { env: ACCT_TOKEN } }
-auth:
-  login: { cmd: "jq -R . `+secret+`", interactive: true, completes_when: { cmd: "jq -e . `+flag+`", exit_code: 0 } }
-  expiry: { detect: "exit_code:5" }
-sandbox:
-  network: { egress: [] }
-  fs: { read: ["`+flag+`"], write: [] }
-  exec: { allow: false }
-  env: { pass: [] }
-commands:
-  whoami: ./tools/whoami/TOOL.md
----
-`)
-	writeFile(t, filepath.Join(dir, "acct", "tools", "whoami", "TOOL.md"), `---
-name: Who am I
-id: acct.whoami
-description: Prints the token's length.
-version: 1.0.0
-inputs: { type: object, properties: {} }
-outputs: { type: string }
-runner: { cli: ../../CLI.md, argv: [-n, -r, "env.ACCT_TOKEN | length"] }
----
-`)
+	writeAcct(t, dir, flag, secret)
 	state := t.TempDir()
 	d := startDaemon(t, state, "--bundles", dir)
 	ws := []string{"--workspace", d.ws} // set up for the daemon's own workspace, as an operator does for its MCP agents
@@ -111,4 +80,43 @@ runner: { cli: ../../CLI.md, argv: [-n, -r, "env.ACCT_TOKEN | length"] }
 	if r := d2.ctl(t, append([]string{"call", "acct", "whoami"}, ws2...)...); !strings.Contains(r.stdout, "auth_required") {
 		t.Fatalf("call after logout: %s", r.stdout)
 	}
+}
+
+// writeAcct writes into dir the bundle acct: jq standing in for a CLI that needs a token at setup
+// (its tool whoami prints the token's length) and a login, whose command reads secret (a file the
+// bundle does not declare: it runs sandboxed) and which completes when flag holds true.
+func writeAcct(t *testing.T, dir, flag, secret string) {
+	t.Helper()
+	writeFile(t, filepath.Join(dir, "acct", "CLI.md"), `---
+name: Account CLI
+id: acct
+description: A CLI that needs a token at setup and a login (jq stands in for it).
+version: 1.0.0
+bin: jq
+install: [{ method: apt, package: jq }]
+version_check: { cmd: "jq --version", parse: 'jq-(\d+\.\d+(?:\.\d+)?)', range: ">=1.5" }
+setup:
+  - { id: token, kind: prompt, type: secret, prompt: "API token", persist: { env: ACCT_TOKEN } }
+auth:
+  login: { cmd: "jq -R . `+secret+`", interactive: true, completes_when: { cmd: "jq -e . `+flag+`", exit_code: 0 } }
+  expiry: { detect: "exit_code:5" }
+sandbox:
+  network: { egress: [] }
+  fs: { read: ["`+flag+`"], write: [] }
+  exec: { allow: false }
+  env: { pass: [] }
+commands:
+  whoami: ./tools/whoami/TOOL.md
+---
+`)
+	writeFile(t, filepath.Join(dir, "acct", "tools", "whoami", "TOOL.md"), `---
+name: Who am I
+id: acct.whoami
+description: Prints the token's length.
+version: 1.0.0
+inputs: { type: object, properties: {} }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: [-n, -r, "env.ACCT_TOKEN | length"] }
+---
+`)
 }
