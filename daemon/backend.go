@@ -24,6 +24,13 @@ func (d *Engine) Call(ctx context.Context, req control.CallRequest, input map[st
 		return callresult.Envelope{Error: &callresult.Error{Code: errcode.NotFound, Message: err.Error(), Hint: "clihostctl status lists the loaded bundles"}}
 	}
 	caller := hostCaller(peer)
+	// The place is taken before the workspace the caller names is looked at: a file system that
+	// does not answer holds this request's thread for good, and so its place.
+	ctx, done, aerr := st.host.Admit(ctx, caller)
+	if aerr != nil {
+		return callresult.Envelope{Error: aerr}
+	}
+	defer done()
 	ws, herr := d.workspaceFor(caller)
 	if herr != nil {
 		return callresult.Envelope{Error: herr}

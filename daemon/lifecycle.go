@@ -177,7 +177,12 @@ func stepInfo(b *manifest.Bundle, status []setup.StepStatus) []control.SetupStep
 }
 
 // SetupInfo implements control.Backend.
-func (d *Engine) SetupInfo(_ context.Context, req control.ScopeRequest, peer control.Caller) (control.SetupInfo, error) {
+func (d *Engine) SetupInfo(ctx context.Context, req control.ScopeRequest, peer control.Caller) (control.SetupInfo, error) {
+	_, done, aerr := d.admit(ctx, peer)
+	if aerr != nil {
+		return control.SetupInfo{}, scopeError(aerr)
+	}
+	defer done()
 	b, s, _, _, herr := d.scopeFor(req, hostCaller(peer))
 	if herr != nil {
 		return control.SetupInfo{}, scopeError(herr)
@@ -211,17 +216,15 @@ func (v visitor) ShowDeviceCode(_ context.Context, step manifest.SetupStep, uri,
 
 // Setup implements control.Backend.
 func (d *Engine) Setup(ctx context.Context, req control.SetupRequest, peer control.Caller, emit func(control.SetupEvent)) control.SetupEvent {
-	b, s, h, c, herr := d.scopeFor(req.ScopeRequest, hostCaller(peer))
-	if herr != nil {
-		return control.SetupEvent{Phase: "error", Error: herr}
-	}
-	// Setup runs the bundle's programs (its version check, its steps): a place among the caller's
-	// calls in flight.
-	ctx, done, aerr := h.Admit(ctx, c)
+	ctx, done, aerr := d.admit(ctx, peer) // its version check and its steps run the bundle's programs
 	if aerr != nil {
 		return control.SetupEvent{Phase: "error", Error: aerr}
 	}
 	defer done()
+	b, s, h, c, herr := d.scopeFor(req.ScopeRequest, hostCaller(peer))
+	if herr != nil {
+		return control.SetupEvent{Phase: "error", Error: herr}
+	}
 	env, verr := h.LifecycleEnv(ctx, b, c)
 	if verr != nil {
 		return control.SetupEvent{Phase: "error", Error: verr}
@@ -246,6 +249,11 @@ func (d *Engine) Setup(ctx context.Context, req control.SetupRequest, peer contr
 
 // LoginInfo implements control.Backend.
 func (d *Engine) LoginInfo(ctx context.Context, req control.ScopeRequest, peer control.Caller) (control.LoginInfo, error) {
+	ctx, done, aerr := d.admit(ctx, peer) // the version check runs the bundle's binary
+	if aerr != nil {
+		return control.LoginInfo{}, scopeError(aerr)
+	}
+	defer done()
 	b, s, h, c, herr := d.loginScopeFor(req, hostCaller(peer))
 	if herr != nil {
 		return control.LoginInfo{}, scopeError(herr)
@@ -257,11 +265,6 @@ func (d *Engine) LoginInfo(ctx context.Context, req control.ScopeRequest, peer c
 	if err != nil {
 		return control.LoginInfo{}, err
 	}
-	ctx, done, aerr := h.Admit(ctx, c) // the version check runs the bundle's binary
-	if aerr != nil {
-		return control.LoginInfo{}, scopeError(aerr)
-	}
-	defer done()
 	lenv, verr := h.LifecycleEnv(ctx, b, c)
 	if verr != nil {
 		return control.LoginInfo{}, fmt.Errorf("%s: %s", verr.Message, verr.Hint)
@@ -289,16 +292,15 @@ func (d *Engine) LoginInfo(ctx context.Context, req control.ScopeRequest, peer c
 // Login implements control.Backend: the person ran login.cmd in their terminal; the daemon now
 // polls completes_when.
 func (d *Engine) Login(ctx context.Context, req control.ScopeRequest, peer control.Caller) control.AuthResult {
-	b, s, h, c, herr := d.loginScopeFor(req, hostCaller(peer))
-	if herr != nil {
-		return control.AuthResult{Error: herr}
-	}
-	// The login's checks run the bundle's programs, for up to ten minutes.
-	ctx, done, aerr := h.Admit(ctx, c)
+	ctx, done, aerr := d.admit(ctx, peer) // the login's checks run the bundle's programs, up to ten minutes
 	if aerr != nil {
 		return control.AuthResult{Error: aerr}
 	}
 	defer done()
+	b, s, h, c, herr := d.loginScopeFor(req, hostCaller(peer))
+	if herr != nil {
+		return control.AuthResult{Error: herr}
+	}
 	env, verr := h.LifecycleEnv(ctx, b, c)
 	if verr != nil {
 		return control.AuthResult{Error: verr}
@@ -317,7 +319,12 @@ func (d *Engine) Login(ctx context.Context, req control.ScopeRequest, peer contr
 }
 
 // Logout implements control.Backend.
-func (d *Engine) Logout(_ context.Context, req control.ScopeRequest, peer control.Caller) control.AuthResult {
+func (d *Engine) Logout(ctx context.Context, req control.ScopeRequest, peer control.Caller) control.AuthResult {
+	_, done, aerr := d.admit(ctx, peer)
+	if aerr != nil {
+		return control.AuthResult{Error: aerr}
+	}
+	defer done()
 	b, s, _, _, herr := d.loginScopeFor(req, hostCaller(peer))
 	if herr != nil {
 		return control.AuthResult{Error: herr}

@@ -18,7 +18,12 @@ const maxSecretValue = 127 << 10
 
 // SecretList implements control.SecretBackend: the bundle's SECRETS.md slots in the caller's scope
 // (its user, a workspace it may use), set or unset; never a value.
-func (d *Engine) SecretList(_ context.Context, req control.ScopeRequest, peer control.Caller) (control.SecretList, error) {
+func (d *Engine) SecretList(ctx context.Context, req control.ScopeRequest, peer control.Caller) (control.SecretList, error) {
+	_, done, aerr := d.admit(ctx, peer)
+	if aerr != nil {
+		return control.SecretList{}, scopeError(aerr)
+	}
+	defer done()
 	b, s, _, _, herr := d.scopeFor(req, hostCaller(peer))
 	if herr != nil {
 		return control.SecretList{}, scopeError(herr)
@@ -28,7 +33,12 @@ func (d *Engine) SecretList(_ context.Context, req control.ScopeRequest, peer co
 
 // SetSecret implements control.SecretBackend: it seals the value in the caller's own scope, or
 // empties the slot.
-func (d *Engine) SetSecret(_ context.Context, req control.SecretRequest, peer control.Caller) (control.SecretList, error) {
+func (d *Engine) SetSecret(ctx context.Context, req control.SecretRequest, peer control.Caller) (control.SecretList, error) {
+	_, done, aerr := d.admit(ctx, peer)
+	if aerr != nil {
+		return control.SecretList{}, scopeError(aerr)
+	}
+	defer done()
 	b, s, _, _, herr := d.scopeFor(req.ScopeRequest, hostCaller(peer))
 	if herr != nil {
 		return control.SecretList{}, scopeError(herr)

@@ -10,6 +10,7 @@ import (
 	"github.com/clihost/clihost/authstate"
 	"github.com/clihost/clihost/control"
 	"github.com/clihost/clihost/errcode"
+	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/install"
 	"github.com/clihost/clihost/lifecycle"
 	"github.com/clihost/clihost/manifest"
@@ -19,6 +20,12 @@ import (
 // Status implements control.Backend.
 func (d *Engine) Status(ctx context.Context, name string) ([]control.BundleStatus, error) {
 	st := d.cur.Load()
+	// A bundle's status runs its version check unless one passed: a place among the peer's calls.
+	ctx, done, aerr := st.host.Admit(ctx, host.Caller{Peer: callerID(peerOf(ctx))})
+	if aerr != nil {
+		return nil, scopeError(aerr)
+	}
+	defer done()
 	var out []control.BundleStatus
 	for _, e := range st.reg.Entries() {
 		b := e.Bundle

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"slices"
 
 	"github.com/clihost/clihost/control"
@@ -13,9 +14,19 @@ import (
 
 // hostCaller is a control-socket peer as the host knows a caller.
 func hostCaller(c control.Caller) host.Caller {
-	hc := host.Caller{Workspace: c.Workspace, User: c.User}
-	if p := c.Peer; p != nil {
-		hc.Peer = &host.CallerID{UID: p.UID, GID: p.GID, Groups: slices.Clone(p.Groups)}
+	return host.Caller{Workspace: c.Workspace, User: c.User, Peer: callerID(c.Peer)}
+}
+
+// callerID is a control-socket peer's identity as the host knows it; nil for none.
+func callerID(p *control.Peer) *host.CallerID {
+	if p == nil {
+		return nil
 	}
-	return hc
+	return &host.CallerID{UID: p.UID, GID: p.GID, Groups: slices.Clone(p.Groups)}
+}
+
+// admit takes a place for the control request's peer among the calls in flight (host.Admit) before
+// the request looks at a workspace it names or runs a program for it.
+func (d *Engine) admit(ctx context.Context, peer control.Caller) (context.Context, func(), *host.Error) {
+	return d.cur.Load().host.Admit(ctx, hostCaller(peer))
 }

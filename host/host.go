@@ -208,8 +208,13 @@ func (h *Host) admitted(ctx context.Context, b *manifest.Bundle, t *manifest.Too
 // work that runs a bundle's programs for c (setup steps, login and its checks, the version check
 // they start with): it returns ctx carrying the place, and done, which gives it back once the work
 // has returned and every sandbox it let go of without its end has ended (inflight.Hold). Past a
-// bound it returns a rate_limited error, retryable, and nothing may run.
+// bound it returns a rate_limited error, retryable, and nothing may run. Work whose ctx has its
+// place already (a daemon's request, admitted before it looked at the workspace it names) takes
+// none more.
 func (h *Host) Admit(ctx context.Context, c Caller) (context.Context, func(), *Error) {
+	if inflight.Held(ctx) {
+		return ctx, func() {}, nil
+	}
 	slot, err := h.opts.InFlight.Acquire(callerKey(c))
 	if r := (*inflight.Refusal)(nil); errors.As(err, &r) {
 		hint := "wait for one of your calls to end and call again; the operator sets the bound with clihostd --max-calls-per-caller (a call whose sandbox did not end when it was killed holds its place until it does)"

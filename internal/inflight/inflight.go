@@ -157,6 +157,12 @@ func WithSlot(ctx context.Context, s *Slot) context.Context {
 	return context.WithValue(ctx, slotKey{}, s)
 }
 
+// Held reports whether ctx carries a slot (WithSlot): the work it is for has its place already.
+func Held(ctx context.Context) bool {
+	s, _ := ctx.Value(slotKey{}).(*Slot)
+	return s != nil
+}
+
 // Hold keeps the slot ctx carries (WithSlot), if any, taken until done is closed (see Slot.Hold).
 func Hold(ctx context.Context, done <-chan struct{}) {
 	s, _ := ctx.Value(slotKey{}).(*Slot)
