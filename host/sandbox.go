@@ -208,6 +208,7 @@ func (h *Host) confineFor(b *manifest.Bundle, tool *manifest.ToolEntry, bin stri
 		return nil, nil, e
 	}
 	plan, _ := pol.Plan(who.id)
+	plan.NetworkKey = callerKey(c) // the zygote may reuse a network namespace this caller's calls left clean
 	plan.Limits = h.limitsFor(b, tool)
 	plan.Umask = sharedUmask(ws)
 	*env = withHome(*env, who.home, h.opts.LookupEnv)

@@ -74,6 +74,11 @@ type Plan struct {
 	// from the host's loopback (an OAuth login's callback server): Landlock lets the program bind
 	// them (every other bind stays refused) and the host forwards them (nsinit.Cmd.ServeIngress).
 	Ingress []int
+	// NetworkKey, when not empty, lets the program run in a network namespace that an earlier call
+	// with the same key and the same UID, GID and Groups left without any socket, instead of a new
+	// one (the zygote's, nsinit's zygote_net.go; an init always makes a new one). The host sets it to
+	// who asked for the call (a control socket's user, an MCP agent's token). Ignored with Egress.
+	NetworkKey string
 	// Seccomp installs the seccomp filter of package sandbox/seccomp as the init's last confinement
 	// step, before it forks the program.
 	Seccomp bool

@@ -68,7 +68,7 @@ type rlimit struct {
 }
 
 // planProtocol changes whenever the plan's meaning or its wire format (planwire.go) changes.
-const planProtocol = 8
+const planProtocol = 9
 
 // maxPlanSize bounds the encoded plan (it must fit into one pipe buffer, see writePlan).
 const maxPlanSize = 1 << 20

@@ -32,7 +32,8 @@ const attackProbeEnv = "NSINIT_TEST_ATTACK_PROBE"
 // attackProbe runs one of the probes of this file inside a sandbox and prints one line per step,
 // "step: result". Modes: pid1 (system calls and /proc files aimed at PID 1, the zygote's memory),
 // exec (ways to execute a copy of this binary that is not on an executable path), plant and look
-// (leave, then look for, traces in the IPC objects a neighbouring call could share).
+// (leave, then look for, traces in the IPC objects a neighbouring call could share), and the
+// network probes of zygote_net_test.go (netProbe).
 func attackProbe(mode string) int {
 	if len(os.Args) > 1 && os.Args[1] == "ran" {
 		fmt.Println("ran from", os.Args[0])
@@ -49,6 +50,8 @@ func attackProbe(mode string) int {
 		probeLook()
 	case "tty":
 		probeTerminal()
+	case "netlook", "netleave-tw", "netleave-cycle", "netlisten":
+		netProbe(mode)
 	default:
 		fmt.Println("unknown mode", mode)
 		return 2

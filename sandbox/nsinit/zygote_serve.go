@@ -26,10 +26,12 @@ import (
 // call's descriptors and runs serveCall on a new goroutine locked to a thread of its own, which
 // the runtime ends with the call:
 //
-//  1. The thread unshares new mount, PID, network, IPC, UTS and cgroup namespaces for itself
-//     alone, and clones the call's PID 1 (rawProgram, no Go runtime), which mounts /proc for the
-//     new PID namespace (the thread is not in it), drops its privileges and reaps orphans until
-//     the thread tells it to exit.
+//  1. The thread unshares new mount, PID, IPC, UTS and cgroup namespaces for itself alone, and
+//     clones the call's PID 1 (rawProgram, no Go runtime) in the network namespace of every PID 1,
+//     which holds nothing; PID 1 mounts /proc for the new PID namespace (the thread is not in it),
+//     drops its privileges and reaps orphans until the thread tells it to exit. The thread then
+//     enters the call's network namespace: a new one, or one an earlier call of the same key left
+//     clean (zygote_net.go).
 //  2. It builds the mount namespace with the init's own code (prepareNamespaces, with PID 1's
 //     start as its /proc step, openPlan, buildNamespaces); with Plan.Egress it makes the egress
 //     listeners in the call's network namespace and sends them to the host, as an init does
@@ -172,7 +174,7 @@ func runZygote() int {
 	if err != nil {
 		return fail(exitFailure, "zygote: /proc/self", err)
 	}
-	z := &zserver{mounts: mountTable{proc: proc}, userNS: userNS, suidDumpable: -1}
+	z := &zserver{mounts: mountTable{proc: proc}, userNS: userNS, suidDumpable: -1, nets: newNetPool(proc)}
 	if !userNS {
 		if z.suidDumpable, err = openSuidDumpable(); err != nil {
 			return fail(exitFailure, "zygote", err)
@@ -195,6 +197,7 @@ type zserver struct {
 	// suidDumpable is a descriptor of fs.suid_dumpable, checked before each program's process
 	// takes its call's uid (checkSuidDumpable); -1 in a user namespace, where none does.
 	suidDumpable int
+	nets         *netPool // the network namespaces kept between calls (zygote_net.go)
 
 	mu   sync.Mutex
 	cond *sync.Cond // on mu: broadcast when eof, busy or released change
@@ -483,6 +486,9 @@ type zcall struct {
 	// thread made itself ready, its PID namespace inheriting the zygote's vm.memfd_noexec).
 	seal     bool
 	hostDone chan struct{}
+	// net is the network namespace the thread is in once prepared, the call's (see zygote_net.go);
+	// nil without a pool.
+	net *netns
 }
 
 // serveCall serves the call on c's thread, prepared (see the comment at the top of this file),
@@ -589,11 +595,20 @@ func (c *zcall) prepare() (string, error) {
 	c.seal = sealMemfds(c.z.userNS)
 	// Not CLONE_NEWCGROUP yet: while the thread waits for its call, its reads of the host's
 	// mount table must show the cgroup mounts as the zygote's do (serve unshares it).
-	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWNET | unix.CLONE_NEWIPC |
-		unix.CLONE_NEWUTS); err != nil {
+	if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_NEWPID | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS); err != nil {
 		return "unshare", err
 	}
-	if step, err := prepareNamespaces(c.startPID1); err != nil {
+	// PID 1 starts in the network namespace of every PID 1, the program later in the call's (see
+	// zygote_net.go).
+	if err := c.z.nets.enterEmpty(); err != nil {
+		return "network: namespace", err
+	}
+	if step, err := prepareNamespaces(c.startPID1, false); err != nil {
+		return step, err
+	}
+	var step string
+	var err error
+	if c.net, step, err = c.z.nets.enterFresh(); err != nil {
 		return step, err
 	}
 	// The bounding set is emptied here, off the call's path (the thread's effective capabilities,
@@ -636,6 +651,16 @@ func (c *zcall) build(e envelope, ahead bool, code *int) (*aheadSandbox, string,
 		if _, err := landlockConfig(netEgress); err != nil {
 			return nil, "landlock", err
 		}
+	}
+	if c.net != nil {
+		if !p.Egress { // an egress call's listeners are its own: its namespace is not used again
+			key := networkKey(p)
+			if err := c.z.nets.reuse(&c.net, key); err != nil {
+				return nil, "network: namespace", err
+			}
+			c.net.key = key
+		}
+		c.net.used = true
 	}
 	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
 		return nil, "unshare cgroup namespace", err
@@ -1090,6 +1115,9 @@ func (c *zcall) finish() {
 	}
 	closeAll(c.tasks)
 	closeFD(&c.cgroupDir)
+	// PID 1 is reaped: nothing of the call runs any more.
+	c.z.nets.giveBack(c.net)
+	c.net = nil
 }
 
 // childRlimits are the resource limits the program's process sets on itself: the host's (as far
