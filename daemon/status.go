@@ -20,12 +20,16 @@ import (
 // Status implements control.Backend.
 func (d *Engine) Status(ctx context.Context, name string) ([]control.BundleStatus, error) {
 	st := d.cur.Load()
-	// A bundle's status runs its version check unless one passed: a place among the peer's calls.
-	ctx, done, aerr := st.host.Admit(ctx, host.Caller{Peer: callerID(peerOf(ctx))})
-	if aerr != nil {
-		return nil, scopeError(aerr)
+	// A bundle's status runs its version check unless one passed: a place among the peer's calls
+	// (none for the daemon's own check after its start, warm).
+	if peer := peerOf(ctx); peer != nil {
+		var done func()
+		var aerr *host.Error
+		if ctx, done, aerr = st.host.Admit(ctx, host.Caller{Peer: callerID(peer)}); aerr != nil {
+			return nil, scopeError(aerr)
+		}
+		defer done()
 	}
-	defer done()
 	var out []control.BundleStatus
 	for _, e := range st.reg.Entries() {
 		b := e.Bundle

@@ -22,9 +22,7 @@ func TestOneMemberCannotTakeEveryCall(t *testing.T) {
 	bundles := t.TempDir()
 	fixture.WriteIn(t, bundles, fixture.Sleep(30_000))
 	d := rootDaemon(t, "--bundles", bundles, "--max-calls", "3", "--max-calls-per-caller", "2")
-	member := fixture.User(t, memberName, sockGroup, shareGroup)
-	own := filepath.Join(member.Home, "project")
-	privateDir(t, own, member.UID, member.GID, 0o700)
+	member, own := memberProject(t)
 
 	var mu sync.Mutex
 	var memberOK, memberRefused int
@@ -123,9 +121,7 @@ runner: { cli: ../../CLI.md, argv: ["` + filepath.Join(mnt, "d", "x") + `"] }
 `,
 	})
 	d := rootDaemon(t, "--bundles", bundles, "--max-calls-per-caller", "1")
-	member := fixture.User(t, memberName, sockGroup, shareGroup)
-	own := filepath.Join(member.Home, "project")
-	privateDir(t, own, member.UID, member.GID, 0o700)
+	member, own := memberProject(t)
 
 	r := d.ctlAs(t, member, "call", "stuck", "read", "--workspace", own)
 	if env := parseEnvelope(t, r); env.OK || env.Error.Code != "sandbox_unavailable" || !strings.Contains(env.Error.Message, "blocked in the kernel") ||
@@ -153,6 +149,16 @@ runner: { cli: ../../CLI.md, argv: ["` + filepath.Join(mnt, "d", "x") + `"] }
 		}
 		return env.OK
 	})
+}
+
+// memberProject is the member of the socket's group (memberName) and a project of its own, no
+// other user's to read.
+func memberProject(t *testing.T) (fixture.TestUser, string) {
+	t.Helper()
+	member := fixture.User(t, memberName, sockGroup, shareGroup)
+	own := filepath.Join(member.Home, "project")
+	privateDir(t, own, member.UID, member.GID, 0o700)
+	return member, own
 }
 
 // sleepersOf lists the sleep processes of uid.

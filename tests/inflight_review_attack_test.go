@@ -106,23 +106,9 @@ func TestReviewLoginChecksRunOutsideTheBound(t *testing.T) {
   login: { cmd: "sleep 0", completes_when: { cmd: "sleep 6", exit_code: 0 } }
 sandbox:
 `, 1)
-	fixture.WriteIn(t, bundles, map[string]string{
-		"slowlogin/CLI.md": cli,
-		"slowlogin/tools/nap/TOOL.md": `---
-name: Nap
-id: slowlogin.nap
-description: Sleeps.
-version: 1.0.0
-inputs: { type: object, properties: { s: { type: string } }, required: [s] }
-outputs: { type: string }
-runner: { cli: ../../CLI.md, argv: ["${input.s}"] }
----
-`,
-	})
+	fixture.WriteIn(t, bundles, napBundle("slowlogin", cli))
 	d := rootDaemon(t, "--bundles", bundles, "--max-calls", "3", "--max-calls-per-caller", "2")
-	member := fixture.User(t, memberName, sockGroup, shareGroup)
-	own := filepath.Join(member.Home, "project")
-	privateDir(t, own, member.UID, member.GID, 0o700)
+	member, own := memberProject(t)
 
 	stop := make(chan struct{})
 	most := peak(func() int { return len(sleepersOf(member.UID)) }, stop)
@@ -163,19 +149,7 @@ func TestReviewStatusVersionChecksRunOutsideTheBound(t *testing.T) {
 	if !strings.Contains(cli, "sleep 4") {
 		t.Fatal("the fixture's version_check changed")
 	}
-	fixture.WriteIn(t, bundles, map[string]string{
-		"slowver/CLI.md": cli,
-		"slowver/tools/nap/TOOL.md": `---
-name: Nap
-id: slowver.nap
-description: Sleeps.
-version: 1.0.0
-inputs: { type: object, properties: { s: { type: string } }, required: [s] }
-outputs: { type: string }
-runner: { cli: ../../CLI.md, argv: ["${input.s}"] }
----
-`,
-	})
+	fixture.WriteIn(t, bundles, napBundle("slowver", cli))
 	d := rootDaemon(t, "--bundles", bundles, "--max-calls", "3", "--max-calls-per-caller", "2")
 	member := fixture.User(t, memberName, sockGroup, shareGroup)
 	// The daemon's own check after start (warm) ends first.
@@ -263,9 +237,7 @@ func TestReviewAKilledClientsCallGivesItsPlaceBackOnlyWithItsSandbox(t *testing.
 	bundles := t.TempDir()
 	fixture.WriteIn(t, bundles, fixture.Sleep(60_000))
 	d := rootDaemon(t, "--bundles", bundles, "--max-calls-per-caller", "1")
-	member := fixture.User(t, memberName, sockGroup, shareGroup)
-	own := filepath.Join(member.Home, "project")
-	privateDir(t, own, member.UID, member.GID, 0o700)
+	member, own := memberProject(t)
 
 	for round := range 3 {
 		cmd := exec.Command(bin.ctl, "--socket", d.socket, "call", "sleep", "nap", "--workspace", own, "--input", `{"s": "30"}`)
@@ -307,9 +279,7 @@ func TestReviewAMemberIsOneCallerWhateverItSends(t *testing.T) {
 	bundles := t.TempDir()
 	fixture.WriteIn(t, bundles, fixture.Sleep(30_000))
 	d := rootDaemon(t, "--bundles", bundles, "--max-calls", "10", "--max-calls-per-caller", "2")
-	member := fixture.User(t, memberName, sockGroup, shareGroup)
-	own := filepath.Join(member.Home, "project")
-	privateDir(t, own, member.UID, member.GID, 0o700)
+	member, own := memberProject(t)
 	other := filepath.Join(member.Home, "other")
 	privateDir(t, other, member.UID, member.GID, 0o700)
 
@@ -337,4 +307,22 @@ func TestReviewAMemberIsOneCallerWhateverItSends(t *testing.T) {
 		t.Errorf("root's call beside the member's two: %+v", env.Error)
 	}
 	wg.Wait()
+}
+
+// napBundle is the bundle id of CLI.md cli (a sleep bundle's, changed) with its tool nap, which
+// sleeps for input s seconds.
+func napBundle(id, cli string) map[string]string {
+	return map[string]string{
+		id + "/CLI.md": cli,
+		id + "/tools/nap/TOOL.md": `---
+name: Nap
+id: ` + id + `.nap
+description: Sleeps.
+version: 1.0.0
+inputs: { type: object, properties: { s: { type: string } }, required: [s] }
+outputs: { type: string }
+runner: { cli: ../../CLI.md, argv: ["${input.s}"] }
+---
+`,
+	}
 }
