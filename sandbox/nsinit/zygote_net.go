@@ -23,17 +23,16 @@ import (
 //     loopback up: the call's, unless the call may reuse one.
 //   - A call may run in a used namespace only if its plan has a NetworkKey (the host's name for
 //     who asked) and no egress (whose listeners are the call's), and only in one that a call of the
-//     same key and the same identity (uid, gid, groups) left, whose sockets were all gone when that
-//     call had ended: no socket of any protocol (/proc/net/protocols), no TCP time-wait socket, no
-//     IP fragment being reassembled, no IPv6 flow label. One call at a time uses a namespace.
-//   - A namespace is reused only within a key because emptiness cannot be checked entirely: a
-//     socket that is neither bound nor connected is counted nowhere, and a call could hand one to a
-//     process outside its sandbox (over a unix socket it may reach) that binds it later, in the
-//     namespace of the next call to get it. Within one key that next call is the same caller's, as
-//     the same user.
-//
-// What a reused namespace shows its next call of the one before: the counters of its loopback
-// and of its protocols (/proc/net/dev, /proc/net/snmp), which are the same caller's.
+//     same key and the same identity (uid, gid, groups) left, in which nothing was left when that
+//     call had ended: no socket at all ("sockets: used 0" of /proc/net/sockstat counts every socket
+//     made in the namespace, bound or not, wherever it is: in flight in a unix socket, or held by a
+//     process outside the sandbox it was passed to, which could otherwise listen on the loopback
+//     of a later call), none by protocol (/proc/net/protocols), no TCP time-wait socket, no IP
+//     fragment being reassembled, no IPv6 flow label; and the namespace keeps no TCP metrics
+//     (tcp_no_metrics_save is set when it is made: they outlive connections and no count sees
+//     them). One call at a time uses a namespace.
+//   - Reuse stays within a key and identity all the same: what a call may see of the one before
+//     is the counters of its loopback and protocols (/proc/net/dev, /proc/net/snmp).
 
 // maxFreshNets and maxUsedNets bound the namespaces the pool keeps; maxUsedNetsPerKey those of
 // one key.
@@ -46,6 +45,9 @@ const (
 // netns is a network namespace the zygote holds: its descriptor and those of the procfs files
 // that tell what is left in it, opened in it (a procfs file shows the namespace of its opener).
 type netns struct {
+	// reusable says the namespace keeps no TCP metrics (tcp_no_metrics_save), which outlive their
+	// connections and no check sees: only then may a call use it after another.
+	reusable  bool
 	ns        int    // the namespace (task/TID/ns/net)
 	protocols int    // net/protocols: the sockets of each protocol
 	sockstat  int    // net/sockstat: TCP's time-wait sockets, IPv4 fragments
@@ -68,8 +70,11 @@ func (n *netns) clean() bool {
 	if err != nil || !noSockets(protocols) {
 		return false
 	}
+	// "sockets: used" counts every socket made in the namespace, wherever it is now: bound or not,
+	// in flight in a unix socket, held by a process outside the sandbox it was passed to.
 	stat, err := rereadFD(n.sockstat, nil)
-	if err != nil || !bytes.Contains(stat, []byte(" tw 0 ")) || !bytes.Contains(stat, []byte("FRAG: inuse 0 ")) {
+	if err != nil || !bytes.HasPrefix(stat, []byte("sockets: used 0\n")) || !bytes.Contains(stat, []byte(" tw 0 ")) ||
+		!bytes.Contains(stat, []byte("FRAG: inuse 0 ")) {
 		return false
 	}
 	if n.sockstat6 < 0 { // no IPv6
@@ -180,7 +185,32 @@ func (p *netPool) enterFresh() (*netns, string, error) {
 		n.close()
 		return nil, "network: namespace", errors.New("a new network namespace does not read as empty")
 	}
+	// The thread's /proc is its PID 1's procfs by now, not a read-only one of the host's; a
+	// namespace's net sysctls are its owner's (root, or the zygote's user namespace's).
+	n.reusable = writeSysctl("/proc/sys/net/ipv4/tcp_no_metrics_save", "1") == nil
 	return n, "", nil
+}
+
+// writeSysctl writes value to the sysctl file path of the calling thread's namespaces and checks it
+// reads back.
+func writeSysctl(path, value string) error {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Pwrite(fd, []byte(value), 0); err != nil {
+		return err
+	}
+	buf := make([]byte, 16)
+	n, err := unix.Pread(fd, buf, 0)
+	if err != nil {
+		return err
+	}
+	if got := string(bytes.TrimSpace(buf[:n])); got != value {
+		return fmt.Errorf("%s reads %q after %q was written", path, got, value)
+	}
+	return nil
 }
 
 // openOwn opens the calling thread's file name under /proc/self/task/TID (the thread's /proc may
@@ -229,7 +259,7 @@ func (p *netPool) giveBack(n *netns) {
 	if n == nil {
 		return
 	}
-	keep := p != nil && (!n.used || n.key != "" && n.clean())
+	keep := p != nil && (!n.used || n.reusable && n.key != "" && n.clean())
 	if !keep {
 		n.close()
 		return

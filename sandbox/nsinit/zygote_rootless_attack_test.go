@@ -52,6 +52,8 @@ func attackProbe(mode string) int {
 		probeTerminal()
 	case "netlook", "netleave-tw", "netleave-cycle", "netlisten":
 		netProbe(mode)
+	case "netpass", "netcatch", "netmeet", "netleave-metrics", "netrto", "netsysctl":
+		netReviewProbe(mode) // zygote_net_review_attack_test.go
 	default:
 		fmt.Println("unknown mode", mode)
 		return 2
