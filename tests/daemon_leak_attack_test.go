@@ -87,7 +87,7 @@ func initsRSS(t *testing.T, pid int) (n, kib int) {
 }
 
 func testDaemonCallsLeakNothing(t *testing.T, pool string, calls int) {
-	d := startDaemon(t, t.TempDir(), "--limit-memory", "128MiB", "--sandbox-pool", pool)
+	d := startDaemon(t, t.TempDir(), "--limit-memory", "128MiB", "--sandbox-pool", pool, "--max-calls-per-caller", "20") // the 20 calls at once below
 	var tok struct{ Token string }
 	if r := d.ctl(t, "token", "--json"); json.Unmarshal([]byte(r.stdout), &tok) != nil {
 		t.Fatal(r.stderr)

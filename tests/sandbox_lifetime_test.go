@@ -271,7 +271,7 @@ func startLingering(t *testing.T, timeoutMS, calls int) (*daemonProc, func() []r
 	t.Helper()
 	token := sleepToken(t)
 	killOnCleanup(t, token)
-	d := startDaemon(t, t.TempDir(), "--bundles", lingerBundle(t, timeoutMS))
+	d := startDaemon(t, t.TempDir(), "--bundles", lingerBundle(t, timeoutMS), "--max-calls-per-caller", strconv.Itoa(calls))
 	wait := startCalls(t, d, fixture.Workspace(t), calls, lingerScript(token))
 	return d, wait, waitCalls(t, token, 3*calls)
 }

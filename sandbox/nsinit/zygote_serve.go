@@ -1115,9 +1115,12 @@ func (c *zcall) finish() {
 	}
 	closeAll(c.tasks)
 	closeFD(&c.cgroupDir)
-	// PID 1 is reaped: nothing of the call runs any more.
-	c.z.nets.giveBack(c.net)
-	c.net = nil
+	// PID 1 is reaped: nothing of the call runs any more. (A request no thread took has no
+	// namespace, nor a zygote.)
+	if c.net != nil {
+		c.z.nets.giveBack(c.net)
+		c.net = nil
+	}
 }
 
 // childRlimits are the resource limits the program's process sets on itself: the host's (as far
