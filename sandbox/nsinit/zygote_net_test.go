@@ -240,3 +240,19 @@ func procEntries(path string) int {
 	}
 	return max(strings.Count(string(b), "\n")-1, 0)
 }
+
+// TestRequestNoThreadTookFinishes: a request whose descriptors a ready thread closes without
+// taking it (a sandbox built ahead asked for on a stale copy of the mount table, see ready) has no
+// zygote and no network namespace; finishing it must not touch either (it killed the zygote once).
+func TestRequestNoThreadTookFinishes(t *testing.T) {
+	req := newZcall()
+	r, w, err := pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.conn, req.report = r, w
+	req.finish()
+	if req.conn != -1 || req.report != -1 {
+		t.Errorf("the request's descriptors are not closed: conn %d, report %d", req.conn, req.report)
+	}
+}
