@@ -2,16 +2,15 @@ package daemon
 
 import (
 	"fmt"
-	"github.com/clihost/clihost/internal/inflight"
 	"io"
 	"maps"
 	"slices"
 	"sort"
 	"sync"
 
-	"github.com/clihost/clihost/sandbox/nsinit"
-
 	"github.com/clihost/clihost/host"
+	"github.com/clihost/clihost/internal/inflight"
+	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
 // metrics are the daemon's Prometheus metrics, written in the text exposition format.
