@@ -68,14 +68,7 @@ func TestZygoteNetReviewPassedSocketActsInALaterCallsNamespace(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		oob := make([]byte, unix.CmsgSpace(8))
-		_, oobn, _, _, err := c.ReadMsgUnix(make([]byte, 1), oob)
-		var fds []int
-		if err == nil {
-			if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
-				fds, _ = unix.ParseUnixRights(&msgs[0])
-			}
-		}
+		fds := receiveTwo(c)
 		_, _ = c.Write([]byte{'k'})
 		got <- fds
 	}()
@@ -334,14 +327,7 @@ func TestZygoteNetReviewAheadKeyHoldsTheNetworkKey(t *testing.T) {
 // metrics of 127.0.0.1 and nothing counted. netrto: the RTO (us) of a new loopback connection's
 // client. netsysctl: tries to open network sysctls for writing.
 func netReviewProbe(mode string) {
-	ns := "?"
-	if fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err == nil {
-		if c, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE); err == nil {
-			ns = strconv.FormatUint(c, 10)
-		}
-		unix.Close(fd)
-	}
-	fmt.Println("ns:", ns)
+	fmt.Println("ns:", netnsCookie())
 	loop := func(port int) *unix.SockaddrInet4 {
 		return &unix.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}
 	}
@@ -386,14 +372,7 @@ func netReviewProbe(mode string) {
 			fmt.Println("unix accept:", err)
 			return
 		}
-		oob := make([]byte, unix.CmsgSpace(8))
-		_, oobn, _, _, err := c.ReadMsgUnix(make([]byte, 1), oob)
-		var fds []int
-		if err == nil {
-			if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil && len(msgs) == 1 {
-				fds, _ = unix.ParseUnixRights(&msgs[0])
-			}
-		}
+		fds := receiveTwo(c)
 		_, _ = c.Write([]byte{'k'})
 		c.Close() // else the victim's end of it lives on, counted in its namespace
 		ul.Close()
@@ -560,4 +539,20 @@ func countedSockets() string {
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+// receiveTwo reads one byte from c with the descriptors (two at most) sent with it; nil when none
+// came.
+func receiveTwo(c *net.UnixConn) []int {
+	oob := make([]byte, unix.CmsgSpace(8))
+	_, oobn, _, _, err := c.ReadMsgUnix(make([]byte, 1), oob)
+	if err != nil {
+		return nil
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		return nil
+	}
+	fds, _ := unix.ParseUnixRights(&msgs[0])
+	return fds
 }

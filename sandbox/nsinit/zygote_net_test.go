@@ -152,15 +152,7 @@ func TestZygotePID1NamespaceHoldsNothing(t *testing.T) {
 // a bound UDP socket in an SCM_RIGHTS cycle, both printing ns and the port; netlisten listens on
 // TCP until its input ends.
 func netProbe(mode string) {
-	// The namespace's cookie, which no other namespace ever has (its inode number is reused).
-	ns := "?"
-	if fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0); err == nil {
-		if c, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE); err == nil {
-			ns = strconv.FormatUint(c, 10)
-		}
-		unix.Close(fd)
-	}
-	fmt.Println("ns:", ns)
+	fmt.Println("ns:", netnsCookie())
 	switch mode {
 	case "netlook":
 		fmt.Println("tcp:", procEntries("/proc/self/net/tcp")+procEntries("/proc/self/net/tcp6"))
@@ -230,6 +222,21 @@ func netProbe(mode string) {
 		_, _ = os.Stdin.Read(make([]byte, 1))
 		ln.Close()
 	}
+}
+
+// netnsCookie is the cookie of the calling thread's network namespace, which no other namespace
+// ever has (its inode number is reused); "?" when it cannot be read.
+func netnsCookie() string {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return "?"
+	}
+	defer unix.Close(fd)
+	c, err := unix.GetsockoptUint64(fd, unix.SOL_SOCKET, unix.SO_NETNS_COOKIE)
+	if err != nil {
+		return "?"
+	}
+	return strconv.FormatUint(c, 10)
 }
 
 // procEntries is the number of sockets a /proc/net table lists (its lines but the header).
