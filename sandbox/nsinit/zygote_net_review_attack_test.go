@@ -40,14 +40,7 @@ import (
 // FAILS on de92678: the later call talks to the outside process both ways.
 func TestZygoteNetReviewPassedSocketActsInALaterCallsNamespace(t *testing.T) {
 	pool := zygotePool(t)
-	dir, err := os.MkdirTemp("/var/tmp", "netrev-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := reachableDir(t, 0o755)
 	path := filepath.Join(dir, "drop.sock")
 	ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 	if err != nil {
@@ -73,15 +66,7 @@ func TestZygoteNetReviewPassedSocketActsInALaterCallsNamespace(t *testing.T) {
 		got <- fds
 	}()
 
-	netLook(t, pool, "victim", 0) // the key is warm
-	pause()
-	a := netPlan(t, "netpass", "victim", path, strconv.Itoa(port))
-	a.ReadOnly = append(a.ReadOnly, dir)
-	ra := runPooled(t, pool, a)
-	left := lines(ra.stdout)
-	if ra.code != 0 || left["passed"] != "ok" {
-		t.Fatalf("netpass: exit %d %v\n%s%s", ra.code, ra.failure, ra.stdout, ra.stderr)
-	}
+	left := victimPasses(t, pool, dir, path, port)
 	var fds []int
 	select {
 	case fds = <-got:
@@ -156,14 +141,7 @@ func TestZygoteNetReviewPassedSocketActsInALaterCallsNamespace(t *testing.T) {
 // FAILS on de92678.
 func TestZygoteNetReviewAnotherCallersSandboxActsInALaterCallsNamespace(t *testing.T) {
 	pool := zygotePool(t)
-	dir, err := os.MkdirTemp("/var/tmp", "netrev-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
-		t.Fatal(err)
-	}
+	dir := reachableDir(t, 0o777|os.ModeSticky)
 	path := filepath.Join(dir, "drop.sock")
 	port, secretPort := 20000+rand.IntN(10000), 30000+rand.IntN(10000)
 	ap := netPlan(t, "netcatch", "attacker", path, strconv.Itoa(port), strconv.Itoa(secretPort))
@@ -188,15 +166,7 @@ func TestZygoteNetReviewAnotherCallersSandboxActsInALaterCallsNamespace(t *testi
 	}
 	await("ready")
 
-	netLook(t, pool, "victim", 0)
-	pause()
-	a := netPlan(t, "netpass", "victim", path, strconv.Itoa(port))
-	a.ReadOnly = append(a.ReadOnly, dir)
-	ra := runPooled(t, pool, a)
-	left := lines(ra.stdout)
-	if ra.code != 0 || left["passed"] != "ok" {
-		t.Fatalf("netpass: exit %d %v\n%s%s", ra.code, ra.failure, ra.stdout, ra.stderr)
-	}
+	left := victimPasses(t, pool, dir, path, port)
 	await("caught: ok")
 	pause()
 	if _, err := stdio.In.Write([]byte("go\n")); err != nil {
@@ -555,4 +525,36 @@ func receiveTwo(c *net.UnixConn) []int {
 	}
 	fds, _ := unix.ParseUnixRights(&msgs[0])
 	return fds
+}
+
+// reachableDir is a new directory of mode under /var/tmp (which a sandbox shows as it is, unlike
+// /tmp), removed at the test's end.
+func reachableDir(t *testing.T, mode os.FileMode) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("/var/tmp", "netrev-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// victimPasses warms key "victim" with a call, then runs a call of it that binds 127.0.0.1:port,
+// makes an unbound TCP socket and passes both over the unix socket at path (in dir, which it may
+// read: netpass), and returns what that call printed.
+func victimPasses(t *testing.T, pool *Pool, dir, path string, port int) map[string]string {
+	t.Helper()
+	netLook(t, pool, "victim", 0)
+	pause()
+	a := netPlan(t, "netpass", "victim", path, strconv.Itoa(port))
+	a.ReadOnly = append(a.ReadOnly, dir)
+	ra := runPooled(t, pool, a)
+	left := lines(ra.stdout)
+	if ra.code != 0 || left["passed"] != "ok" {
+		t.Fatalf("netpass: exit %d %v\n%s%s", ra.code, ra.failure, ra.stdout, ra.stderr)
+	}
+	return left
 }
