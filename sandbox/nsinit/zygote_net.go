@@ -184,14 +184,23 @@ func (p *netPool) enterFresh() (*netns, string, error) {
 	// (Not checked clean here: "sockets: used" still counts loopbackUp's socket for a moment.)
 	// The thread's /proc is its PID 1's procfs by now, not a read-only one of the host's; a
 	// namespace's net sysctls are its owner's (root, or the zygote's user namespace's).
-	n.reusable = writeSysctl("/proc/sys/net/ipv4/tcp_no_metrics_save", "1") == nil
+	n.reusable = writeSysctl("net/ipv4/tcp_no_metrics_save", "1") == nil
 	return n, "", nil
 }
 
-// writeSysctl writes value to the sysctl file path of the calling thread's namespaces and checks it
-// reads back.
-func writeSysctl(path, value string) error {
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+// writeSysctl writes value to the sysctl name (under /proc/sys) of the calling thread's namespaces
+// and checks it reads back. It opens the file through a detached clone of the thread's /proc, no
+// mount of its mount namespace: every process another thread clones meanwhile (a call's PID 1, a
+// program until its exec) holds a copy of the zygote's descriptors for a moment, and a file open
+// for writing on a mount of the namespace would keep the call's remount of everything read-only
+// from happening (EBUSY, buildNamespaces).
+func writeSysctl(name, value string) error {
+	proc, err := unix.OpenTree(unix.AT_FDCWD, "/proc", unix.OPEN_TREE_CLONE|openTreeCloexec)
+	if err != nil {
+		return fmt.Errorf("clone /proc: %w", err)
+	}
+	defer unix.Close(proc)
+	fd, err := unix.Openat(proc, "sys/"+name, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return err
 	}
@@ -205,7 +214,7 @@ func writeSysctl(path, value string) error {
 		return err
 	}
 	if got := string(bytes.TrimSpace(buf[:n])); got != value {
-		return fmt.Errorf("%s reads %q after %q was written", path, got, value)
+		return fmt.Errorf("%s reads %q after %q was written", name, got, value)
 	}
 	return nil
 }
