@@ -73,21 +73,21 @@ func sleepersOfArg(arg string) int {
 	return n
 }
 
-// threadsOf is the number of threads of process pid.
-func threadsOf(t *testing.T, pid int) int {
+// threadsOf returns how many threads process pid has, and how many of them wait in the kernel on
+// a FUSE file system (a fuse_ function in their kernel stack).
+func threadsOf(t *testing.T, pid int) (all, inFUSE int) {
 	t.Helper()
-	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	tasks, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range strings.Split(string(st), "\n") {
-		if v, ok := strings.CutPrefix(line, "Threads:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
+	for _, task := range tasks {
+		if stack, err := os.ReadFile(dir + task.Name() + "/stack"); err == nil && strings.Contains(string(stack), "fuse_") {
+			inFUSE++
 		}
 	}
-	t.Fatal("no Threads: line")
-	return 0
+	return len(tasks), inFUSE
 }
 
 // TestReviewLoginChecksRunOutsideTheBound (DEFECT on 3edad34). POST /v1/login runs the
@@ -193,7 +193,7 @@ func TestReviewAStalledWorkspaceTakesDaemonThreads(t *testing.T) {
 	// After the daemon, so that its cleanup (answering every request) runs before the daemon's.
 	srv, mnt := fixture.HostileFUSEServer(t, func(_, pid uint32) bool { return commOf(pid) == "clihostd" })
 	pid := d.cmd.Process.Pid
-	before := threadsOf(t, pid)
+	before, _ := threadsOf(t, pid)
 
 	urls := "http://clihostd/v1/call?n=[1-60]"
 	body := `{"bundle": "id", "tool": "who", "input": {}, "workspace": "` + filepath.Join(mnt, "d") + `"}`
@@ -206,21 +206,21 @@ func TestReviewAStalledWorkspaceTakesDaemonThreads(t *testing.T) {
 		t.Fatalf("the daemon never asked the stalled file system: the attack did not happen\n%s", out)
 	}
 	time.Sleep(500 * time.Millisecond)
-	after := threadsOf(t, pid)
+	after, blocked := threadsOf(t, pid)
 	if os.Getenv("REVIEW_DEBUG") != "" {
 		t.Logf("curl: %s", out)
-		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
-		for _, task := range tasks {
-			st, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + task.Name() + "/stack")
-			t.Logf("task %s: %s", task.Name(), st)
-		}
 	}
 	inFlight := inFlightMetric(t, d)
-	t.Logf("daemon threads: %d before, %d after the member's 60 requests (their clients gone); %d requests held; clihost_calls_in_flight %d",
-		before, after, len(srv.Held()), inFlight)
-	if grown := after - before; grown > 3+4 {
-		t.Errorf("one member's requests left %d more daemon threads blocked after its clients went away (--max-calls 3, "+
-			"clihost_calls_in_flight %d): a control request's host-side work before its slot is unbounded", grown, inFlight)
+	t.Logf("daemon threads: %d before, %d after the member's 60 requests (their clients gone), %d of them blocked on the stalled file system; %d requests held; clihost_calls_in_flight %d",
+		before, after, blocked, len(srv.Held()), inFlight)
+	if blocked == 0 {
+		t.Fatal("no daemon thread is seen blocked on the file system that holds its requests: the count is blind")
+	}
+	// Counted in the kernel, not as the threads' number: the Go runtime keeps the threads it
+	// started while the burst's other requests were answered, idle.
+	if blocked > 3 {
+		t.Errorf("one member's requests left %d daemon threads blocked after its clients went away (--max-calls 3, "+
+			"clihost_calls_in_flight %d): a control request's host-side work before its slot is unbounded", blocked, inFlight)
 	}
 	// The other users still get answers meanwhile (the daemon lives), until the threads run out.
 	if env := parseEnvelope(t, d.ctl(t, "call", "id", "who", "--workspace", d.ws)); !env.OK {

@@ -182,7 +182,8 @@ type callTree struct {
 
 // waitCalls waits until n sleepers with token run, and records them and their ancestors up to
 // their sandboxes' inits.
-func waitCalls(t *testing.T, token string, n int) *callTree {
+// A timeout reports those of calls that ended meanwhile: a call that failed starts no sleeper.
+func waitCalls(t *testing.T, token string, n int, calls ...*bgCalls) *callTree {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -206,7 +207,11 @@ func waitCalls(t *testing.T, token string, n int) *callTree {
 			return ct
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d sleepers started", len(sleepers), n)
+			var ended []result
+			for _, c := range calls {
+				ended = append(ended, c.ended()...)
+			}
+			t.Fatalf("%d of %d sleepers started; calls ended meanwhile: %+v", len(sleepers), n, ended)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -272,28 +277,48 @@ func startLingering(t *testing.T, timeoutMS, calls int) (*daemonProc, func() []r
 	token := sleepToken(t)
 	killOnCleanup(t, token)
 	d := startDaemon(t, t.TempDir(), "--bundles", lingerBundle(t, timeoutMS), "--max-calls-per-caller", strconv.Itoa(calls))
-	wait := startCalls(t, d, fixture.Workspace(t), calls, lingerScript(token))
-	return d, wait, waitCalls(t, token, 3*calls)
+	bg := startCalls(t, d, fixture.Workspace(t), calls, lingerScript(token))
+	return d, bg.wait, waitCalls(t, token, 3*calls, bg)
 }
 
-// startCalls starts n `clihostctl call linger run` with script, in the background; wait waits for
-// them and returns their results.
-func startCalls(t *testing.T, d *daemonProc, ws string, n int, script string) (wait func() []result) {
+// bgCalls are clihostctl calls running in the background (startCalls).
+type bgCalls struct {
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	done []result // in the order they ended
+}
+
+// wait waits for every call and returns their results.
+func (b *bgCalls) wait() []result {
+	b.wg.Wait()
+	return b.ended()
+}
+
+// ended returns the results of the calls that have ended.
+func (b *bgCalls) ended() []result {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.done)
+}
+
+// startCalls starts n `clihostctl call linger run` with script, in the background.
+func startCalls(t *testing.T, d *daemonProc, ws string, n int, script string) *bgCalls {
 	t.Helper()
 	input := fmt.Sprintf(`{"script": %q}`, script)
-	results := make([]result, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
+	bg := &bgCalls{}
+	for range n {
+		bg.wg.Go(func() {
 			cmd := exec.Command(bin.ctl, "--socket", d.socket, "call", "linger", "run", "--workspace", ws, "--input", input)
 			o, err := fixture.Run(cmd)
 			if err != nil {
 				o.Code = -1
 			}
-			results[i] = result{o.Code, o.Stdout, o.Stderr}
+			bg.mu.Lock()
+			bg.done = append(bg.done, result{o.Code, o.Stdout, o.Stderr})
+			bg.mu.Unlock()
 		})
 	}
-	return func() []result { wg.Wait(); return results }
+	return bg
 }
 
 // mcpResult is how an MCP tool call ended.
@@ -382,13 +407,13 @@ func TestSIGTERMDrainsThenStopsCalls(t *testing.T) {
 	drain := 3 * time.Second
 	d := startDaemon(t, t.TempDir(), "--bundles", lingerBundle(t, 600_000), "--drain-timeout", drain.String())
 	ws := fixture.Workspace(t)
-	waitLong := startCalls(t, d, ws, calls, lingerScript(token))
+	long := startCalls(t, d, ws, calls, lingerScript(token))
 	shortToken := sleepToken(t)
 	killOnCleanup(t, shortToken)
-	waitShort := startCalls(t, d, ws, 1, fmt.Sprintf("sleep %s & sleep 1; echo done", shortToken))
+	short := startCalls(t, d, ws, 1, fmt.Sprintf("sleep %s & sleep 1; echo done", shortToken))
 	mcpResult := startMCPCall(t, d, lingerScript(token))
-	ct := waitCalls(t, token, 3*(calls+1))
-	waitCalls(t, shortToken, 1)
+	ct := waitCalls(t, token, 3*(calls+1), long)
+	waitCalls(t, shortToken, 1, short)
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -419,15 +444,15 @@ func TestSIGTERMDrainsThenStopsCalls(t *testing.T) {
 	}
 	ct.requireNoSurvivors(t, time.Second)
 	requireNoInitsOf(t, d.state, time.Second)
-	short := waitShort()[0]
-	if short.code != 0 || !strings.Contains(short.stdout, `"value": "done\n"`) {
-		t.Fatalf("the call that ended within the drain deadline: %+v", short)
+	shortEnd := short.wait()[0]
+	if shortEnd.code != 0 || !strings.Contains(shortEnd.stdout, `"value": "done\n"`) {
+		t.Fatalf("the call that ended within the drain deadline: %+v", shortEnd)
 	}
 	// Over MCP a cancelled request gets no response (the SDK drops it): the call ends in an error.
 	if res := <-mcpResult; res.err == nil && (!res.IsError || !strings.Contains(res.text, `"code": "cancelled"`)) {
 		t.Fatalf("the MCP call that outlived the drain deadline: %+v", res)
 	}
-	for _, r := range waitLong() {
+	for _, r := range long.wait() {
 		if e := decodeEnvelope(t, r); e.OK || e.Error == nil || e.Error.Code != "cancelled" {
 			t.Fatalf("a call that outlived the drain deadline: exit %d %+v, want the cancelled error", r.code, e)
 		}
