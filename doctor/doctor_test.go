@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/clihost/clihost/control"
+	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/sandboxprobe"
 )
 
@@ -84,7 +85,7 @@ func TestReadiness(t *testing.T) {
 func TestUnitChecks(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "clihostd")
-	if err := os.WriteFile(bin, []byte("#!/bin/true\n"), 0o755); err != nil {
+	if err := fixture.WriteFile(bin, []byte("#!/bin/true\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	ws := filepath.Join(dir, "ws")

@@ -35,7 +35,7 @@ func TestConfineWarmSeesChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	bin := filepath.Join(t.TempDir(), "tool")
-	if err := os.WriteFile(bin, []byte("#!/usr/bin/sh\n"), 0o755); err != nil {
+	if err := fixture.WriteFile(bin, []byte("#!/usr/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	fixture.GiveToAgent(t, ws)

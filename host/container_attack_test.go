@@ -40,7 +40,7 @@ func toolImage(t *testing.T, name string, changes []string, programs ...string) 
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(dst, data, 0o755); err != nil {
+		if err := fixture.WriteFile(dst, data, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -111,7 +111,7 @@ func TestSandboxEngineNoSetuidLeftInWorkspace(t *testing.T) {
 	b := bundle(t, h, "box")
 	ws := t.TempDir()
 	prog := filepath.Join(ws, "prog")
-	if err := os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o755); err != nil {
+	if err := fixture.WriteFile(prog, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	fixture.GiveToAgent(t, ws)
@@ -271,7 +271,7 @@ func TestSandboxEngineDockerRefused(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "docker.log")
 	script := "#!/bin/sh\necho \"$@\" >> " + log + "\necho 27.0\n"
-	if err := os.WriteFile(filepath.Join(dir, "docker"), []byte(script), 0o755); err != nil {
+	if err := fixture.WriteFile(filepath.Join(dir, "docker"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	h, _ := writeBundle(t, jqBoxBundle("{ engine: sandbox, image: localhost/clihost-absent:1 }"), Options{LookupEnv: envWith(map[string]string{"PATH": dir})})

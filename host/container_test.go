@@ -103,7 +103,7 @@ func TestSandboxEngineRefusedWithoutRuntime(t *testing.T) {
 	fixture.Need(t, "jq")
 	bare := t.TempDir()
 	noAnswer := t.TempDir() // a docker client whose engine does not answer
-	if err := os.WriteFile(filepath.Join(noAnswer, "docker"), []byte("#!/bin/sh\necho 'Cannot connect to the Docker daemon' >&2\nexit 1\n"), 0o755); err != nil {
+	if err := fixture.WriteFile(filepath.Join(noAnswer, "docker"), []byte("#!/bin/sh\necho 'Cannot connect to the Docker daemon' >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ path, want string }{

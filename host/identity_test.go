@@ -298,7 +298,7 @@ func TestBinaryUnderAPrivateHome(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(filepath.Join(d, "true"), data, 0o755); err != nil {
+		if err := fixture.WriteFile(filepath.Join(d, "true"), data, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -20,7 +20,7 @@ func TestEnvScriptsFindTheirInterpreterOnPATH(t *testing.T) {
 		t.Fatal(err)
 	}
 	write := func(name string, data []byte) {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o755); err != nil {
+		if err := fixture.WriteFile(filepath.Join(dir, name), data, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}

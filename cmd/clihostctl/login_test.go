@@ -108,7 +108,7 @@ func TestSetupOpensOnlyWebURLs(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "opened")
 	script := "#!/bin/sh\nprintf '%s\\n' \"$1\" >> " + log + "\n"
-	if err := os.WriteFile(filepath.Join(dir, "xdg-open"), []byte(script), 0o755); err != nil {
+	if err := fixture.WriteFile(filepath.Join(dir, "xdg-open"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
@@ -174,7 +174,7 @@ func TestTrustsDaemon(t *testing.T) {
 func TestSetupShowsDeviceCode(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("PATH", dir+":"+os.Getenv("PATH")) // no xdg-open to run
-	if err := os.WriteFile(filepath.Join(dir, "xdg-open"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+	if err := fixture.WriteFile(filepath.Join(dir, "xdg-open"), []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	sock := filepath.Join(dir, "fake.sock")
@@ -333,7 +333,7 @@ func TestSandboxedLoginGetsItsCallbackUnprivileged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
+	if err := fixture.WriteFile(bin, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Mkdir(tmp, 0o1777); err != nil {
@@ -364,7 +364,7 @@ func sandboxedLoginCallback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(bin, data, 0o755); err != nil {
+	if err := fixture.WriteFile(bin, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	fixture.Reachable(t, filepath.Dir(bin))

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/clihost/clihost/internal/fixture"
 )
 
 // TestOpen: open prints the login link the daemon mints (--print, or without a desktop), hands it
@@ -24,7 +26,7 @@ func TestOpen(t *testing.T) {
 	opened := filepath.Join(t.TempDir(), "opened")
 	xdg := filepath.Join(bin, "xdg-open")
 	script := func(exit string) {
-		if err := os.WriteFile(xdg, []byte("#!/bin/sh\necho \"$1\" >> "+opened+"\nexit "+exit+"\n"), 0o755); err != nil {
+		if err := fixture.WriteFile(xdg, []byte("#!/bin/sh\necho \"$1\" >> "+opened+"\nexit "+exit+"\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -225,7 +225,7 @@ func TestCheckDirsExec(t *testing.T) {
 	owner, member, outsider, share := users(t)
 	base := tree(t, owner, member, share, false)
 	bin := filepath.Join(base, "own", "tool")
-	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+	if err := fixture.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	dirs := []string{filepath.Join(base, "own"), filepath.Join(base, "group"), filepath.Join(base, "closed"), filepath.Join(base, "missing")}
@@ -293,7 +293,7 @@ func TestCheckDirsExecSwitchFails(t *testing.T) {
 	owner, member, _, share := users(t)
 	base := tree(t, owner, member, share, false)
 	bin := filepath.Join(base, "own", "tool")
-	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+	if err := fixture.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	own, closed := filepath.Join(base, "own"), filepath.Join(base, "closed")

@@ -709,7 +709,7 @@ func testBinaryIn(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	copied := filepath.Join(dir, "nsinit.test")
-	if err := os.WriteFile(copied, data, 0o755); err != nil {
+	if err := fixture.WriteFile(copied, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return copied
@@ -1017,7 +1017,7 @@ func TestProtectInsideWritableTree(t *testing.T) {
 		t.Fatal(err)
 	}
 	tool := filepath.Join(bundle, "bin", "tool")
-	if err := os.WriteFile(tool, []byte("#!/bin/sh\necho tool-ran\n"), 0o755); err != nil {
+	if err := fixture.WriteFile(tool, []byte("#!/bin/sh\necho tool-ran\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	giveToNobody(t, ws)

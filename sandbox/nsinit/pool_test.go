@@ -274,7 +274,7 @@ func TestPoolDiscardsDeadAndReplacedInits(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := filepath.Join(dir, "other-init")
-	if err := os.WriteFile(other, data, 0o755); err != nil {
+	if err := fixture.WriteFile(other, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	old := executable()

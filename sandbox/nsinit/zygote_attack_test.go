@@ -237,7 +237,7 @@ func TestZygoteFailuresLeaveNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	script := filepath.Join(base, "script") // its interpreter is not there: the exec fails
-	if err := os.WriteFile(script, []byte("#!/nonexistent/clihost-attack\n"), 0o755); err != nil {
+	if err := fixture.WriteFile(script, []byte("#!/nonexistent/clihost-attack\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	bad := []func(p *isolation.Plan){
@@ -445,7 +445,7 @@ func stuckExec(t *testing.T) string {
 	}
 	patched := bytes.Replace(data, []byte(interp+"\x00"), append([]byte(stuck), make([]byte, len(interp)-len(stuck)+1)...), 1)
 	exe := filepath.Join(base, "stuck")
-	if err := os.WriteFile(exe, patched, 0o755); err != nil {
+	if err := fixture.WriteFile(exe, patched, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return exe

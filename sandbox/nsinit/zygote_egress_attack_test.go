@@ -291,7 +291,7 @@ func TestZygoteEgressFailuresLeaveNothing(t *testing.T) {
 	fdsBefore, kidsBefore := zygoteBaseline(t, zpid)
 	before := hostSockets(t)
 	script := workTree(t, "/var/tmp") + "/script" // its interpreter is not there: the exec fails
-	if err := os.WriteFile(script, []byte("#!/nonexistent/clihost-attack\n"), 0o755); err != nil {
+	if err := fixture.WriteFile(script, []byte("#!/nonexistent/clihost-attack\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {

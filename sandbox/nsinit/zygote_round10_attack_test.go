@@ -40,7 +40,7 @@ func r10ExecCases(t *testing.T) []r10Case {
 	base := workTree(t, "/var/tmp")
 	write := func(name, text string, mode os.FileMode) string {
 		path := filepath.Join(base, name)
-		if err := os.WriteFile(path, []byte(text), mode); err != nil {
+		if err := fixture.WriteFile(path, []byte(text), mode); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.Chmod(path, mode); err != nil {
