@@ -133,6 +133,9 @@ func (in *installer) place(src string) (string, error) {
 	if err := syncPath(src); err != nil {
 		return "", fmt.Errorf("place binary: %w", err)
 	}
+	if err := awaitNoWriters(src); err != nil {
+		return "", fmt.Errorf("place binary: %w", err)
+	}
 	dir := BinDir(in.o.StateDir, in.key)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("place binary: %w", err)
@@ -194,6 +197,37 @@ func reclaimsOrphans(magic uint32) bool {
 		return true
 	}
 	return false
+}
+
+// writersWait bounds how long awaitNoWriters waits.
+var writersWait = 5 * time.Second
+
+// awaitNoWriters waits until no process holds the file at path open for writing, at most
+// writersWait. A process this one forks while the file is open for writing (a sandbox's init, a
+// git run for another call) holds a copy of the descriptor until its own exec, and until then
+// the file cannot be executed: ETXTBSY, "text file busy" (golang.org/issue/22315). The kernel
+// refuses a read lease exactly while the file is open for writing (EAGAIN). Where no lease can be
+// taken (a file system without leases, fs.leases-enable=0: EINVAL), it does not wait.
+func awaitNoWriters(path string) error {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	deadline := time.Now().Add(writersWait)
+	for pause := 100 * time.Microsecond; ; pause = min(2*pause, 20*time.Millisecond) {
+		_, err := unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_RDLCK)
+		switch {
+		case err == nil:
+			_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_UNLCK)
+			return nil
+		case !errors.Is(err, unix.EAGAIN):
+			return nil // no lease here: nothing to wait with
+		case time.Now().After(deadline):
+			return fmt.Errorf("%s is still open for writing in another process after %v: it could not be executed", path, writersWait)
+		}
+		time.Sleep(pause)
+	}
 }
 
 // syncPath fsyncs a file or directory.
