@@ -15,5 +15,5 @@ func HoldReplaced(hold func(fd int)) (restore func()) {
 // file system.
 func HoldsReplacedIn(dir string) bool {
 	var st unix.Statfs_t
-	return unix.Statfs(dir, &st) == nil && reclaimsOrphans(uint32(st.Type))
+	return unix.Statfs(dir, &st) == nil && localFileSystem(uint32(st.Type))
 }

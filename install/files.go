@@ -130,10 +130,10 @@ func (in *installer) place(src string) (string, error) {
 	if err := os.Chmod(src, 0o755); err != nil {
 		return "", fmt.Errorf("place binary: %w", err)
 	}
-	if err := syncPath(src); err != nil {
+	if err := awaitNoWriters(src); err != nil {
 		return "", fmt.Errorf("place binary: %w", err)
 	}
-	if err := awaitNoWriters(src); err != nil {
+	if err := syncPath(src); err != nil {
 		return "", fmt.Errorf("place binary: %w", err)
 	}
 	dir := BinDir(in.o.StateDir, in.key)
@@ -173,13 +173,13 @@ func (in *installer) releaseReplaced() {
 // closes the descriptor. O_PATH opens nothing (a FIFO or device planted there is not opened, a
 // symlink is held itself, not followed). It returns -1 when there is nothing to hold, and on file
 // systems that might keep an unlinked open file under a visible name a crash would leave behind
-// (NFS's .nfs*, FUSE's .fuse_hidden*): only those in reclaimsOrphans are held, where the kernel
+// (NFS's .nfs*, FUSE's .fuse_hidden*): only those in localFileSystem are held, where the kernel
 // frees the inode at the last close, at a crash the process's exit, and after a power cut the
 // next mount's orphan recovery (ext4 without a journal leaves that to fsck, as it leaves all its
 // metadata after a power cut). The rename goes ahead either way.
 func holdReplaced(dir, dst string) int {
 	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil || !reclaimsOrphans(uint32(st.Type)) {
+	if err := unix.Statfs(dir, &st); err != nil || !localFileSystem(uint32(st.Type)) {
 		return -1
 	}
 	fd, err := unix.Open(dst, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
@@ -189,9 +189,11 @@ func holdReplaced(dir, dst string) int {
 	return fd
 }
 
-// reclaimsOrphans reports whether the file system with magic number magic (statfs) frees an
-// unlinked inode at its last close and, after a crash, when it is next mounted, leaving no name.
-func reclaimsOrphans(magic uint32) bool {
+// localFileSystem reports whether the file system with magic number magic (statfs) is one of the
+// local ones whose behaviour place relies on: it frees an unlinked inode at its last close and,
+// after a crash, when it is next mounted, leaving no name (holdReplaced); and it refuses a read
+// lease exactly while the file is open for writing (awaitNoWriters).
+func localFileSystem(magic uint32) bool {
 	switch magic {
 	case unix.EXT4_SUPER_MAGIC, unix.XFS_SUPER_MAGIC, unix.BTRFS_SUPER_MAGIC, unix.TMPFS_MAGIC, unix.OVERLAYFS_SUPER_MAGIC:
 		return true
@@ -205,34 +207,55 @@ var writersWait = 5 * time.Second
 // awaitNoWriters waits until no process holds the file at path open for writing, at most
 // writersWait. A process this one forks while the file is open for writing (a sandbox's init, a
 // git run for another call) holds a copy of the descriptor until its own exec, and until then
-// the file cannot be executed: ETXTBSY, "text file busy" (golang.org/issue/22315). The kernel
-// refuses a read lease exactly while the file is open for writing (EAGAIN). Where no lease can be
-// taken (a file system without leases, fs.leases-enable=0: EINVAL), it does not wait.
+// the file cannot be executed: ETXTBSY, "text file busy" (golang.org/issue/22315). On a local file
+// system the kernel refuses a read lease (EAGAIN) exactly while the file is open for writing, even
+// with fs.leases-enable=0. Elsewhere EAGAIN says nothing of writers (NFSv4 without a delegation,
+// SMB without an oplock), and it does not wait; nor where no lease may be taken (EACCES, EINVAL).
 func awaitNoWriters(path string) error {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
 	deadline := time.Now().Add(writersWait)
+	fd := -1
+	defer func() {
+		if fd >= 0 {
+			unix.Close(fd)
+		}
+	}()
 	for pause := 100 * time.Microsecond; ; pause = min(2*pause, 20*time.Millisecond) {
-		_, err := unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_RDLCK)
+		var err error
+		if fd < 0 {
+			// O_NONBLOCK: an open that would break another process's lease fails at once
+			// (EWOULDBLOCK) instead of waiting for it (fs.lease-break-time, 45 s).
+			opened, oerr := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			err = oerr
+			if oerr == nil {
+				fd = opened
+				var st unix.Statfs_t
+				if unix.Fstatfs(fd, &st) != nil || !localFileSystem(uint32(st.Type)) {
+					return nil // a lease there does not tell whether the file is open for writing
+				}
+				_, err = unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_RDLCK)
+			}
+		} else {
+			_, err = unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_RDLCK)
+		}
 		switch {
 		case err == nil:
 			_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_UNLCK)
 			return nil
-		case !errors.Is(err, unix.EAGAIN):
-			return nil // no lease here: nothing to wait with
+		case fd < 0 && !errors.Is(err, unix.EWOULDBLOCK):
+			return err
+		case fd >= 0 && !errors.Is(err, unix.EAGAIN):
+			return nil // no lease may be taken here: nothing to wait with
 		case time.Now().After(deadline):
-			return fmt.Errorf("%s is still open for writing in another process after %v: it could not be executed", path, writersWait)
+			return fmt.Errorf("%s is still open for writing, or leased, in another process after %v: it could not be executed", path, writersWait)
 		}
 		time.Sleep(pause)
 	}
 }
 
-// syncPath fsyncs a file or directory.
+// syncPath fsyncs a file or directory. Its open does not wait for another process's lease on the
+// file (O_NONBLOCK: it fails instead).
 func syncPath(p string) error {
-	f, err := os.Open(p)
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return err
 	}

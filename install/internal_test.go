@@ -145,8 +145,8 @@ func TestHoldsReplacedOnlyWhereOrphansAreReclaimed(t *testing.T) {
 		{"cifs", unix.CIFS_SUPER_MAGIC, false},
 		{"9p", unix.V9FS_MAGIC, false},
 	} {
-		if got := reclaimsOrphans(c.magic); got != c.want {
-			t.Errorf("%s: reclaimsOrphans = %v, want %v", c.name, got, c.want)
+		if got := localFileSystem(c.magic); got != c.want {
+			t.Errorf("%s: localFileSystem = %v, want %v", c.name, got, c.want)
 		}
 	}
 	dir := t.TempDir()
