@@ -5,6 +5,12 @@
 // file system that does not answer: nsinit.Cmd.Abandon) has ended: such a sandbox still holds a
 // thread, a PID namespace and a control group, and its caller could otherwise pile them up one
 // timed-out call after another.
+//
+// A call its caller no longer waits for (the client went away, or the call returned with such a
+// sandbox left) is abandoned: it still counts against its caller's bound, but no longer against
+// the total, which bounds the calls callers wait for; abandoned calls have a bound of their own,
+// AbandonedFactor times the total. A caller whose requests hang in the kernel for good so locks
+// out only itself.
 package inflight
 
 import (
@@ -18,11 +24,15 @@ import (
 type Limiter struct {
 	total, perCaller int
 
-	mu       sync.Mutex
-	n        int
-	byCaller map[string]int
-	refused  [2]uint64 // by Refusal.PerCaller: [total, per caller]
+	mu        sync.Mutex
+	n         int            // the slots of calls their callers wait for
+	abandoned int            // the slots of abandoned calls (Slot.Abandon)
+	byCaller  map[string]int // every slot, by caller
+	refused   [3]uint64      // by Refusal.Bound
 }
+
+// AbandonedFactor times the total bound is the bound on abandoned calls (see the package comment).
+const AbandonedFactor = 16
 
 // New returns a Limiter of at most total calls at once, at most perCaller of them for one caller
 // (0: no bound).
@@ -30,15 +40,30 @@ func New(total, perCaller int) *Limiter {
 	return &Limiter{total: total, perCaller: perCaller, byCaller: map[string]int{}}
 }
 
+// Bound names one of a Limiter's bounds.
+type Bound int
+
+const (
+	// Total is the bound on the calls of every caller that their callers wait for.
+	Total Bound = iota
+	// PerCaller is the bound on one caller's calls, abandoned ones included.
+	PerCaller
+	// Abandoned is the bound on abandoned calls (AbandonedFactor times Total).
+	Abandoned
+)
+
 // Refusal is why Acquire refused a call: a bound reached.
 type Refusal struct {
-	PerCaller bool // the caller's bound (else the total)
-	Limit     int  // the bound
+	Bound Bound
+	Limit int // the bound's value
 }
 
 func (r *Refusal) Error() string {
-	if r.PerCaller {
+	switch r.Bound {
+	case PerCaller:
 		return fmt.Sprintf("%d calls of this caller are in flight, the most one caller may have", r.Limit)
+	case Abandoned:
+		return fmt.Sprintf("%d calls their callers gave up on still hold their sandboxes or threads, the most this host keeps", r.Limit)
 	}
 	return fmt.Sprintf("%d calls are in flight, the most this host runs at once", r.Limit)
 }
@@ -51,13 +76,18 @@ func (l *Limiter) Acquire(caller string) (*Slot, error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var r *Refusal
 	switch {
 	case l.perCaller > 0 && l.byCaller[caller] >= l.perCaller:
-		l.refused[1]++
-		return nil, &Refusal{PerCaller: true, Limit: l.perCaller}
+		r = &Refusal{Bound: PerCaller, Limit: l.perCaller}
 	case l.total > 0 && l.n >= l.total:
-		l.refused[0]++
-		return nil, &Refusal{Limit: l.total}
+		r = &Refusal{Bound: Total, Limit: l.total}
+	case l.total > 0 && l.abandoned >= AbandonedFactor*l.total:
+		r = &Refusal{Bound: Abandoned, Limit: AbandonedFactor * l.total}
+	}
+	if r != nil {
+		l.refused[r.Bound]++
+		return nil, r
 	}
 	l.n++
 	l.byCaller[caller]++
@@ -66,11 +96,11 @@ func (l *Limiter) Acquire(caller string) (*Slot, error) {
 
 // Stats is what a Limiter counted.
 type Stats struct {
-	InFlight         int    // the slots taken
-	Callers          int    // the callers holding at least one
-	RefusedTotal     uint64 // calls refused at the total bound
-	RefusedPerCaller uint64 // calls refused at a caller's bound
-	Total, PerCaller int    // the bounds (0: none)
+	InFlight         int       // the slots taken, abandoned ones included
+	Abandoned        int       // the slots of abandoned calls
+	Callers          int       // the callers holding at least one
+	Refused          [3]uint64 // the calls refused, by Bound
+	Total, PerCaller int       // the bounds (0: none)
 }
 
 // Stats returns the limiter's counts now.
@@ -80,7 +110,7 @@ func (l *Limiter) Stats() Stats {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Stats{InFlight: l.n, Callers: len(l.byCaller), RefusedTotal: l.refused[0], RefusedPerCaller: l.refused[1],
+	return Stats{InFlight: l.n + l.abandoned, Abandoned: l.abandoned, Callers: len(l.byCaller), Refused: l.refused,
 		Total: l.total, PerCaller: l.perCaller}
 }
 
@@ -89,10 +119,12 @@ type Slot struct {
 	l      *Limiter
 	caller string
 
-	mu       sync.Mutex
-	holds    int  // Hold's channels not closed yet
-	released bool // Release was called
-	freed    bool // the slot went back to the limiter
+	// mu is taken before the limiter's.
+	mu        sync.Mutex
+	holds     int  // Hold's channels not closed yet
+	released  bool // Release was called
+	abandoned bool // Abandon was called, or Release with a hold left
+	freed     bool // the slot went back to the limiter
 }
 
 // Hold keeps the slot taken after Release until done is closed: done is a sandbox's end that the
@@ -118,33 +150,69 @@ func (s *Slot) Hold(done <-chan struct{}) {
 }
 
 // Release ends the call's use of the slot: it goes back to the limiter at once, or once every
-// channel given to Hold is closed. It may be called more than once.
+// channel given to Hold is closed (the call is abandoned meanwhile: its caller has its answer). It
+// may be called more than once.
 func (s *Slot) Release() {
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	s.released = true
+	held := s.holds > 0
 	s.mu.Unlock()
+	if held {
+		s.Abandon()
+	}
 	s.free()
+}
+
+// Abandon says the call's caller no longer waits for it: from now on it counts against its
+// caller's bound and the bound on abandoned calls, not against the total. It may be called more
+// than once, and after the slot went back.
+func (s *Slot) Abandon() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.abandoned || s.freed {
+		return
+	}
+	s.abandoned = true
+	s.l.mu.Lock()
+	s.l.n--
+	s.l.abandoned++
+	s.l.mu.Unlock()
 }
 
 // free gives the slot back once it is released and held by nothing.
 func (s *Slot) free() {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if !s.released || s.holds > 0 || s.freed {
-		s.mu.Unlock()
 		return
 	}
 	s.freed = true
-	s.mu.Unlock()
 	l := s.l
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.n--
+	if s.abandoned {
+		l.abandoned--
+	} else {
+		l.n--
+	}
 	if l.byCaller[s.caller]--; l.byCaller[s.caller] <= 0 {
 		delete(l.byCaller, s.caller)
 	}
+}
+
+// AbandonWhenDone abandons the slot once ctx is done (its caller went away), unless it went
+// back before; the returned function stops that (call it before Release).
+func (s *Slot) AbandonWhenDone(ctx context.Context) (stop func() bool) {
+	if s == nil {
+		return func() bool { return false }
+	}
+	return context.AfterFunc(ctx, s.Abandon)
 }
 
 type slotKey struct{}

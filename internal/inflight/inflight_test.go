@@ -20,18 +20,18 @@ func TestBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	var r *Refusal
-	if _, err := l.Acquire("a"); !errors.As(err, &r) || !r.PerCaller || r.Limit != 2 {
+	if _, err := l.Acquire("a"); !errors.As(err, &r) || r.Bound != PerCaller || r.Limit != 2 {
 		t.Fatalf("a's third call: %v, want the caller's bound of 2", err)
 	}
 	if _, err := l.Acquire("b"); err != nil {
 		t.Fatalf("b's first call, a holding 2 of 3: %v", err)
 	}
-	if _, err := l.Acquire("c"); !errors.As(err, &r) || r.PerCaller || r.Limit != 3 {
+	if _, err := l.Acquire("c"); !errors.As(err, &r) || r.Bound != Total || r.Limit != 3 {
 		t.Fatalf("c's first call with 3 in flight: %v, want the total bound of 3", err)
 	}
 	a1.Release()
 	a1.Release() // a second Release gives nothing back twice
-	if s := l.Stats(); s.InFlight != 2 || s.Callers != 2 || s.RefusedPerCaller != 1 || s.RefusedTotal != 1 {
+	if s := l.Stats(); s.InFlight != 2 || s.Callers != 2 || s.Refused[PerCaller] != 1 || s.Refused[Total] != 1 {
 		t.Fatalf("stats after one release: %+v", s)
 	}
 	if _, err := l.Acquire("c"); err != nil {
@@ -133,4 +133,95 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatal("condition not met within 2.5 s")
+}
+
+// TestAbandonedCallsCountAgainstTheirCallerOnly: a call whose caller went away (Abandon, or a
+// Release with a sandbox still held) leaves the total to the calls callers wait for, keeps its
+// caller's place until it is freed, and counts against the bound on abandoned calls.
+func TestAbandonedCallsCountAgainstTheirCallerOnly(t *testing.T) {
+	l := New(2, 2)
+	a1, _ := l.Acquire("a")
+	a2, _ := l.Acquire("a")
+	var r *Refusal
+	if _, err := l.Acquire("b"); !errors.As(err, &r) || r.Bound != Total {
+		t.Fatalf("b's call with a's two calls waited for: %v, want the total bound", err)
+	}
+	a1.Abandon()
+	a1.Abandon() // once only
+	stuck := make(chan struct{})
+	a2.Hold(stuck)
+	a2.Release() // returned to its caller, its sandbox left behind
+	if s := l.Stats(); s.InFlight != 2 || s.Abandoned != 2 {
+		t.Fatalf("stats with a's two calls abandoned: %+v", s)
+	}
+	b, err := l.Acquire("b")
+	if err != nil {
+		t.Fatalf("b's call with a's two calls abandoned: %v", err)
+	}
+	if _, err := l.Acquire("a"); !errors.As(err, &r) || r.Bound != PerCaller {
+		t.Fatalf("a's call with its two abandoned calls not freed: %v, want its own bound", err)
+	}
+	a1.Release()
+	close(stuck)
+	b.Release()
+	waitStats(t, l, func(s Stats) bool { return s.InFlight == 0 && s.Abandoned == 0 && s.Callers == 0 })
+	a1.Abandon() // after the slot went back: nothing
+	if s := l.Stats(); s.InFlight != 0 || s.Abandoned != 0 {
+		t.Fatalf("stats after a late Abandon: %+v", s)
+	}
+}
+
+// TestAbandonedCallsHaveABoundOfTheirOwn: abandoned calls are bounded too, at AbandonedFactor
+// times the total, whoever their callers are.
+func TestAbandonedCallsHaveABoundOfTheirOwn(t *testing.T) {
+	l := New(1, 1)
+	for i := range AbandonedFactor {
+		s, err := l.Acquire(strconv.Itoa(i))
+		if err != nil {
+			t.Fatalf("caller %d's call with %d abandoned: %v", i, i, err)
+		}
+		s.Abandon()
+	}
+	var r *Refusal
+	if _, err := l.Acquire("last"); !errors.As(err, &r) || r.Bound != Abandoned || r.Limit != AbandonedFactor {
+		t.Fatalf("a call with %d abandoned: %v, want the bound on abandoned calls", AbandonedFactor, err)
+	}
+	if s := l.Stats(); s.Refused[Abandoned] != 1 {
+		t.Fatalf("stats: %+v", s)
+	}
+}
+
+// TestAbandonWhenDone: the slot is abandoned when its context ends, unless stopped first.
+func TestAbandonWhenDone(t *testing.T) {
+	l := New(1, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	s, _ := l.Acquire("a")
+	s.AbandonWhenDone(ctx)
+	cancel()
+	waitStats(t, l, func(st Stats) bool { return st.Abandoned == 1 })
+	s.Release()
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	s2, _ := l.Acquire("a")
+	stop := s2.AbandonWhenDone(ctx2)
+	stop()
+	cancel2()
+	time.Sleep(10 * time.Millisecond)
+	if st := l.Stats(); st.Abandoned != 0 || st.InFlight != 1 {
+		t.Fatalf("a stopped AbandonWhenDone abandoned the slot: %+v", st)
+	}
+	s2.Release()
+	var nilSlot *Slot
+	nilSlot.AbandonWhenDone(ctx2)() // a nil Limiter's slot does nothing
+	nilSlot.Abandon()
+}
+
+// waitStats waits (at most 5 s) until l's stats satisfy ok.
+func waitStats(t *testing.T, l *Limiter, ok func(Stats) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !ok(l.Stats()); {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v", l.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
