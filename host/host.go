@@ -217,13 +217,19 @@ func (h *Host) Admit(ctx context.Context, c Caller) (context.Context, func(), *E
 	}
 	slot, err := h.opts.InFlight.Acquire(callerKey(c))
 	if r := (*inflight.Refusal)(nil); errors.As(err, &r) {
-		hint := "wait for one of your calls to end and call again; the operator sets the bound with clihostd --max-calls-per-caller (a call whose sandbox did not end when it was killed holds its place until it does)"
-		if !r.PerCaller {
-			hint = "call again shortly; the operator sets the bound with clihostd --max-calls"
+		hint := "call again shortly; the operator sets the bound with clihostd --max-calls"
+		switch r.Bound {
+		case inflight.PerCaller:
+			hint = "wait for one of your calls to end and call again; the operator sets the bound with clihostd --max-calls-per-caller (a call whose sandbox did not end when it was killed, or whose request hangs in the kernel, holds its place until it does)"
+		case inflight.Abandoned:
+			hint = "calls hang in the kernel (a file system that does not answer?); clihost_calls_abandoned counts them, and the daemon's threads show where; they end with that file system, or at a restart"
 		}
 		return ctx, nil, &Error{Code: errcode.RateLimited, Message: r.Error() + "; nothing ran", Hint: hint, Retryable: true}
 	}
-	return inflight.WithSlot(ctx, slot), slot.Release, nil
+	// A request whose caller went away (ctx ends) may still hang in the kernel for good: it then
+	// keeps its caller's place, not the host's.
+	stop := slot.AbandonWhenDone(ctx)
+	return inflight.WithSlot(ctx, slot), func() { stop(); slot.Release() }, nil
 }
 
 // callerKey names whom the InFlight bound counts a call against: the control socket's user, else

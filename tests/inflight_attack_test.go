@@ -251,3 +251,64 @@ func TestSetupAndLoginCountAmongCallsInFlight(t *testing.T) {
 		t.Errorf("setup once the call ended: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestOneMembersStuckRequestsLockOutNoOtherCaller: a member whose requests hang in the kernel for
+// good (its workspace on a file system that does not answer) and whose clients have gone fills
+// its own places, and only those. With --max-calls 2 --max-calls-per-caller 2 its two stuck
+// requests used to fill the host's total too, and every other user's calls were refused until the
+// daemon restarted (four such members at the defaults). Requests whose caller stopped waiting for
+// them count against their caller's bound, and against a larger bound of their own
+// (clihost_calls_abandoned), not against --max-calls.
+func TestOneMembersStuckRequestsLockOutNoOtherCaller(t *testing.T) {
+	fixture.Slow(t)
+	t.Setenv("TMPDIR", "/var/tmp") // not under /tmp, which a sandbox replaces
+	d := rootDaemon(t, "--max-calls", "2", "--max-calls-per-caller", "2")
+	member, own := memberProject(t)
+	srv, mnt := fixture.HostileFUSEServer(t, func(_, pid uint32) bool { return commOf(pid) == "clihostd" })
+	body := `{"bundle": "id", "tool": "who", "input": {}, "workspace": "` + filepath.Join(mnt, "d") + `"}`
+	out, _ := d.curlAs(member, "/v1/call?n=[1-10]", body, "-Z", "--parallel-immediate", "--max-time", "2")
+	if len(srv.Held()) == 0 {
+		t.Fatalf("the daemon never asked the stalled file system: the attack did not happen\n%s", out)
+	}
+	// The daemon sees the clients' connections close at once; the member's two places turn abandoned.
+	refused := 0
+	waitUntil(t, 10*time.Second, "root's call to run while one member's requests are stuck", func() bool {
+		env := parseEnvelope(t, d.ctl(t, "call", "id", "who", "--workspace", d.ws))
+		if !env.OK && refused == 0 {
+			t.Logf("root's call: %+v", env.Error)
+		}
+		refused++
+		return env.OK
+	})
+	if n := metricValue(t, d, "clihost_calls_abandoned"); n != 2 {
+		t.Errorf("clihost_calls_abandoned %d, want the member's 2 stuck requests", n)
+	}
+	// The member's own places stay taken: its next call, in a workspace that answers, is refused.
+	env := parseEnvelope(t, d.ctlAs(t, member, "call", "id", "who", "--workspace", own))
+	if env.OK || env.Error == nil || env.Error.Code != "rate_limited" {
+		t.Errorf("the member's call while its two places are stuck: %+v; want rate_limited", env.Error)
+	}
+	srv.Release()
+	waitUntil(t, 10*time.Second, "the stuck requests to give their places back", func() bool {
+		return metricValue(t, d, "clihost_calls_abandoned") == 0 && inFlightMetric(t, d) == 0
+	})
+	if env := parseEnvelope(t, d.ctlAs(t, member, "call", "id", "who", "--workspace", own)); !env.OK {
+		t.Errorf("the member's call once its requests came back: %+v", env.Error)
+	}
+}
+
+// metricValue is the value of the daemon's metric name (a line "name value"), or -1 when the
+// metrics have no such line.
+func metricValue(t *testing.T, d *daemonProc, name string) int {
+	t.Helper()
+	for _, line := range strings.Split(d.metrics(t), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("%s %q", name, v)
+			}
+			return n
+		}
+	}
+	return -1
+}

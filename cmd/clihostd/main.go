@@ -104,7 +104,7 @@ func parse(args []string, stderr io.Writer) (options, int) {
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 10*time.Second, "on SIGTERM or SIGINT: how long calls in flight may still run before they are canceled (their sandboxes get SIGTERM, then SIGKILL 2s later) and the daemon exits")
 	fs.IntVar(&c.BreakerThreshold, "breaker-threshold", daemon.DefaultBreakerThreshold, "consecutive failed calls of a provider bundle's tool that open its circuit breaker (calls refused with provider_unavailable)")
 	fs.DurationVar(&c.BreakerCooldown, "breaker-cooldown", daemon.DefaultBreakerCooldown, "how long a provider's open circuit breaker refuses calls before it lets one probe call through")
-	fs.IntVar(&c.MaxCalls, "max-calls", daemon.DefaultMaxCalls, "the most calls the daemon runs at once (0: no bound); past it a call is refused with rate_limited, nothing run")
+	fs.IntVar(&c.MaxCalls, "max-calls", daemon.DefaultMaxCalls, "the most calls the daemon runs at once that their callers wait for (0: no bound); past it a call is refused with rate_limited, nothing run")
 	fs.IntVar(&c.MaxCallsPerCaller, "max-calls-per-caller", daemon.DefaultMaxCallsPerCaller, "the most calls one caller (a control socket's user, an MCP agent's token) has running at once, a call whose sandbox did not end when it was killed included (0: no bound); past it its calls are refused with rate_limited")
 	fs.IntVar(&c.SandboxPool, "sandbox-pool", daemon.DefaultSandboxPool(), "the most sandbox inits kept started ahead of calls, each serving one call (0: none; every call then starts its own, about 2-3 ms slower)")
 	for _, f := range host.LimitFlags(&c.Limits) {
