@@ -102,6 +102,6 @@ func writeInFlightMetrics(w io.Writer, l *inflight.Limiter) {
 	s := l.Stats()
 	fmt.Fprintf(w, "# HELP clihost_calls_in_flight Calls running now, a call whose sandbox did not end when it was killed included, and the callers they are of.\n# TYPE clihost_calls_in_flight gauge\nclihost_calls_in_flight %d\nclihost_calls_in_flight_callers %d\n", s.InFlight, s.Callers)
 	fmt.Fprintf(w, "# HELP clihost_calls_abandoned Calls in flight their callers went away from (a request or a sandbox hanging in the kernel): they count against their caller's bound, not --max-calls.\n# TYPE clihost_calls_abandoned gauge\nclihost_calls_abandoned %d\n", s.Abandoned)
-	fmt.Fprintf(w, "# HELP clihost_calls_refused_total Calls refused with rate_limited: at the bound of one caller (--max-calls-per-caller), of the host (--max-calls), or of abandoned calls (16 times --max-calls).\n# TYPE clihost_calls_refused_total counter\nclihost_calls_refused_total{bound=\"caller\"} %d\nclihost_calls_refused_total{bound=\"total\"} %d\nclihost_calls_refused_total{bound=\"abandoned\"} %d\n",
+	fmt.Fprintf(w, "# HELP clihost_calls_refused_total Calls refused with rate_limited: at the bound of one caller (--max-calls-per-caller), of the host (--max-calls), or of abandoned calls (16 times the larger of the two).\n# TYPE clihost_calls_refused_total counter\nclihost_calls_refused_total{bound=\"caller\"} %d\nclihost_calls_refused_total{bound=\"total\"} %d\nclihost_calls_refused_total{bound=\"abandoned\"} %d\n",
 		s.Refused[inflight.PerCaller], s.Refused[inflight.Total], s.Refused[inflight.Abandoned])
 }

@@ -9,8 +9,10 @@
 // A call its caller no longer waits for (the client went away, or the call returned with such a
 // sandbox left) is abandoned: it still counts against its caller's bound, but no longer against
 // the total, which bounds the calls callers wait for; abandoned calls have a bound of their own,
-// AbandonedFactor times the total. A caller whose requests hang in the kernel for good so locks
-// out only itself.
+// AbandonedFactor times the larger of the total and the per-caller bound, so that many callers
+// must fill it. A caller whose requests hang in the kernel for good so locks out only itself.
+// Without a per-caller bound nothing is abandoned: the total then bounds every call, as it must
+// bound each caller's.
 package inflight
 
 import (
@@ -31,8 +33,17 @@ type Limiter struct {
 	refused   [3]uint64      // by Refusal.Bound
 }
 
-// AbandonedFactor times the total bound is the bound on abandoned calls (see the package comment).
+// AbandonedFactor times the larger of the total and the per-caller bound is the bound on abandoned
+// calls (see the package comment).
 const AbandonedFactor = 16
+
+// abandonedBound is the bound on abandoned calls (0: none).
+func (l *Limiter) abandonedBound() int {
+	if l.total == 0 {
+		return 0
+	}
+	return AbandonedFactor * max(l.total, l.perCaller)
+}
 
 // New returns a Limiter of at most total calls at once, at most perCaller of them for one caller
 // (0: no bound).
@@ -48,7 +59,8 @@ const (
 	Total Bound = iota
 	// PerCaller is the bound on one caller's calls, abandoned ones included.
 	PerCaller
-	// Abandoned is the bound on abandoned calls (AbandonedFactor times Total).
+	// Abandoned is the bound on abandoned calls (AbandonedFactor times the larger of Total and
+	// PerCaller).
 	Abandoned
 )
 
@@ -82,8 +94,8 @@ func (l *Limiter) Acquire(caller string) (*Slot, error) {
 		r = &Refusal{Bound: PerCaller, Limit: l.perCaller}
 	case l.total > 0 && l.n >= l.total:
 		r = &Refusal{Bound: Total, Limit: l.total}
-	case l.total > 0 && l.abandoned >= AbandonedFactor*l.total:
-		r = &Refusal{Bound: Abandoned, Limit: AbandonedFactor * l.total}
+	case l.total > 0 && l.abandoned >= l.abandonedBound():
+		r = &Refusal{Bound: Abandoned, Limit: l.abandonedBound()}
 	}
 	if r != nil {
 		l.refused[r.Bound]++
@@ -167,10 +179,10 @@ func (s *Slot) Release() {
 }
 
 // Abandon says the call's caller no longer waits for it: from now on it counts against its
-// caller's bound and the bound on abandoned calls, not against the total. It may be called more
-// than once, and after the slot went back.
+// caller's bound and the bound on abandoned calls, not against the total. Without a per-caller
+// bound it does nothing. It may be called more than once, and after the slot went back.
 func (s *Slot) Abandon() {
-	if s == nil {
+	if s == nil || s.l.perCaller == 0 {
 		return
 	}
 	s.mu.Lock()

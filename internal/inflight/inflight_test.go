@@ -191,9 +191,25 @@ func TestAbandonedCallsHaveABoundOfTheirOwn(t *testing.T) {
 	}
 }
 
+// TestNothingIsAbandonedWithoutAPerCallerBound: the total then bounds every call, each caller's
+// included.
+func TestNothingIsAbandonedWithoutAPerCallerBound(t *testing.T) {
+	l := New(1, 0)
+	s, _ := l.Acquire("a")
+	s.Abandon()
+	var r *Refusal
+	if _, err := l.Acquire("a"); !errors.As(err, &r) || r.Bound != Total {
+		t.Fatalf("a's second call, its first abandoned, without a per-caller bound: %v, want the total bound", err)
+	}
+	s.Release()
+	if st := l.Stats(); st.InFlight != 0 || st.Abandoned != 0 {
+		t.Fatalf("stats: %+v", st)
+	}
+}
+
 // TestAbandonWhenDone: the slot is abandoned when its context ends, unless stopped first.
 func TestAbandonWhenDone(t *testing.T) {
-	l := New(1, 0)
+	l := New(1, 2)
 	ctx, cancel := context.WithCancel(context.Background())
 	s, _ := l.Acquire("a")
 	s.AbandonWhenDone(ctx)
