@@ -41,6 +41,33 @@ func TestSysctlWriteKeepsTheNamespaceRemountable(t *testing.T) {
 		t.Logf("%d forks meanwhile", <-forks)
 	}()
 	const rounds = 3000
+	inOwnNetNamespace(t, func() error {
+		ro := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+		rw := &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
+		for i := range rounds {
+			if err := writeSysctl("net/ipv4/tcp_no_metrics_save", "1"); err != nil {
+				return err
+			}
+			if err := unix.MountSetattr(unix.AT_FDCWD, "/proc", 0, ro); err != nil {
+				if errors.Is(err, unix.EBUSY) {
+					t.Errorf("round %d of %d: the namespace's /proc could not turn read-only (EBUSY) after the sysctl was written", i+1, rounds)
+					return nil
+				}
+				return err
+			}
+			if err := unix.MountSetattr(unix.AT_FDCWD, "/proc", 0, rw); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// inOwnNetNamespace runs fn on a thread of its own in new mount and network namespaces, with a
+// fresh /proc (as a zygote thread's, whose /proc is its PID 1's procfs), and fails t with fn's
+// error. It skips t where namespaces cannot be made. The thread ends with fn.
+func inOwnNetNamespace(t *testing.T, fn func() error) {
+	t.Helper()
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread, in namespaces of its own, ends with the goroutine
@@ -54,24 +81,7 @@ func TestSysctlWriteKeepsTheNamespaceRemountable(t *testing.T) {
 			if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 				return err
 			}
-			ro := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-			rw := &unix.MountAttr{Attr_clr: unix.MOUNT_ATTR_RDONLY}
-			for i := range rounds {
-				if err := writeSysctl("net/ipv4/tcp_no_metrics_save", "1"); err != nil {
-					return err
-				}
-				if err := unix.MountSetattr(unix.AT_FDCWD, "/proc", 0, ro); err != nil {
-					if errors.Is(err, unix.EBUSY) {
-						t.Errorf("round %d of %d: the namespace's /proc could not turn read-only (EBUSY) after the sysctl was written", i+1, rounds)
-						return nil
-					}
-					return err
-				}
-				if err := unix.MountSetattr(unix.AT_FDCWD, "/proc", 0, rw); err != nil {
-					return err
-				}
-			}
-			return nil
+			return fn()
 		}()
 	}()
 	if err := <-errc; err != nil {

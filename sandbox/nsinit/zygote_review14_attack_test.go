@@ -3,7 +3,6 @@ package nsinit
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -71,42 +70,26 @@ func runQuiet(t testing.TB, pool *Pool, p isolation.Plan) result {
 // mount to the thread's mount table; the namespace's /proc can then turn read-only.
 func TestReview14SysctlWriteLeavesNoDescriptorNorMount(t *testing.T) {
 	requireRoot(t)
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		errc <- func() error {
-			if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_NEWNET); err != nil {
+	inOwnNetNamespace(t, func() error {
+		fdsBefore, mountsBefore := review14Counts()
+		for range 50 {
+			if err := writeSysctl("net/ipv4/tcp_no_metrics_save", "1"); err != nil {
 				return err
 			}
-			if err := unix.Mount("", "/", "", unix.MS_PRIVATE|unix.MS_REC, ""); err != nil {
-				return err
-			}
-			if err := unix.Mount("proc", "/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
-				return err
-			}
-			fdsBefore, mountsBefore := review14Counts()
-			for range 50 {
-				if err := writeSysctl("net/ipv4/tcp_no_metrics_save", "1"); err != nil {
-					return err
-				}
-			}
-			fdsAfter, mountsAfter := review14Counts()
-			if fdsAfter != fdsBefore {
-				t.Errorf("descriptors: %d before 50 sysctl writes, %d after", fdsBefore, fdsAfter)
-			}
-			if mountsAfter != mountsBefore {
-				t.Errorf("mounts of the thread's namespace: %d before, %d after", mountsBefore, mountsAfter)
-			}
-			ro := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
-			if err := unix.MountSetattr(unix.AT_FDCWD, "/proc", 0, ro); err != nil {
-				t.Errorf("the namespace's /proc cannot turn read-only after the writes: %v", err)
-			}
-			return nil
-		}()
-	}()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+		}
+		fdsAfter, mountsAfter := review14Counts()
+		if fdsAfter != fdsBefore {
+			t.Errorf("descriptors: %d before 50 sysctl writes, %d after", fdsBefore, fdsAfter)
+		}
+		if mountsAfter != mountsBefore {
+			t.Errorf("mounts of the thread's namespace: %d before, %d after", mountsBefore, mountsAfter)
+		}
+		ro := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
+		if err := unix.MountSetattr(unix.AT_FDCWD, "/proc", 0, ro); err != nil {
+			t.Errorf("the namespace's /proc cannot turn read-only after the writes: %v", err)
+		}
+		return nil
+	})
 }
 
 // review14Counts returns the number of the process's descriptors and of the calling thread's
