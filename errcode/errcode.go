@@ -86,9 +86,10 @@ const (
 	// Produced by host. Narrow the request or raise the operator's limits.
 	ResourceExhausted Code = "resource_exhausted"
 	// RateLimited: the daemon runs as many calls at once as it allows: of this caller
-	// (--max-calls-per-caller; a call whose sandbox did not end when it was killed still counts) or
-	// in total (--max-calls). Produced by host (the daemon's bound). Nothing ran; retryable once
-	// one of the caller's calls has ended.
+	// (--max-calls-per-caller; a call whose sandbox did not end when it was killed, or whose
+	// request hangs in the kernel, still counts), in total (--max-calls), or of calls their callers
+	// went away from (16 × the larger of --max-calls and --max-calls-per-caller). Produced by host
+	// (the daemon's bound). Nothing ran; retryable once one of the caller's calls has ended.
 	RateLimited Code = "rate_limited"
 	// Timeout: the call or the CLI did not finish in time (also a CLI's exit status 124). Produced by
 	// host and output. Narrow the request or raise the tool's timeout_ms; retryable.
