@@ -213,40 +213,43 @@ var writersWait = 5 * time.Second
 // SMB without an oplock), and it does not wait; nor where no lease may be taken (EACCES, EINVAL).
 func awaitNoWriters(path string) error {
 	deadline := time.Now().Add(writersWait)
-	fd := -1
-	defer func() {
-		if fd >= 0 {
-			unix.Close(fd)
+	var fd int
+	// O_NONBLOCK: an open that would break another process's lease fails at once (EWOULDBLOCK)
+	// instead of waiting for it (fs.lease-break-time, 45 s).
+	err := retryWhileBusy(deadline, func() (err error) {
+		fd, err = unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		return err
+	})
+	if err == nil {
+		defer unix.Close(fd)
+		var st unix.Statfs_t
+		if unix.Fstatfs(fd, &st) != nil || !localFileSystem(uint32(st.Type)) {
+			return nil // a lease there does not tell whether the file is open for writing
 		}
-	}()
-	for pause := 100 * time.Microsecond; ; pause = min(2*pause, 20*time.Millisecond) {
-		var err error
-		if fd < 0 {
-			// O_NONBLOCK: an open that would break another process's lease fails at once
-			// (EWOULDBLOCK) instead of waiting for it (fs.lease-break-time, 45 s).
-			opened, oerr := unix.Open(path, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-			err = oerr
-			if oerr == nil {
-				fd = opened
-				var st unix.Statfs_t
-				if unix.Fstatfs(fd, &st) != nil || !localFileSystem(uint32(st.Type)) {
-					return nil // a lease there does not tell whether the file is open for writing
-				}
-				_, err = unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_RDLCK)
-			}
-		} else {
-			_, err = unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_RDLCK)
-		}
-		switch {
-		case err == nil:
+		err = retryWhileBusy(deadline, func() error {
+			_, err := unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_RDLCK)
+			return err
+		})
+		if err == nil {
 			_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETLEASE, unix.F_UNLCK)
 			return nil
-		case fd < 0 && !errors.Is(err, unix.EWOULDBLOCK):
-			return err
-		case fd >= 0 && !errors.Is(err, unix.EAGAIN):
+		}
+		if !errors.Is(err, unix.EAGAIN) {
 			return nil // no lease may be taken here: nothing to wait with
-		case time.Now().After(deadline):
-			return fmt.Errorf("%s is still open for writing, or leased, in another process after %v: it could not be executed", path, writersWait)
+		}
+	}
+	if errors.Is(err, unix.EAGAIN) { // EWOULDBLOCK too
+		return fmt.Errorf("%s is still open for writing, or leased, in another process after %v: it could not be executed", path, writersWait)
+	}
+	return err
+}
+
+// retryWhileBusy calls try until it returns anything but EAGAIN (EWOULDBLOCK), or deadline has
+// passed, pausing a little longer each time, and returns its last error.
+func retryWhileBusy(deadline time.Time, try func() error) error {
+	for pause := 100 * time.Microsecond; ; pause = min(2*pause, 20*time.Millisecond) {
+		if err := try(); !errors.Is(err, unix.EAGAIN) || time.Now().After(deadline) {
+			return err
 		}
 		time.Sleep(pause)
 	}

@@ -129,6 +129,8 @@ func TestListingTruncates(t *testing.T) {
 // TestHoldsReplacedOnlyWhereOrphansAreReclaimed: place keeps a replaced binary alive across the
 // rename only on file systems that free an unlinked inode without leaving a name; on NFS (.nfs*
 // files) and FUSE (.fuse_hidden* files) a crash in that window would leave one behind for good.
+// The same list says where awaitNoWriters trusts a refused lease: NFSv4 and SMB refuse one without
+// a delegation or an oplock, whether or not anyone writes the file.
 func TestHoldsReplacedOnlyWhereOrphansAreReclaimed(t *testing.T) {
 	for _, c := range []struct {
 		name  string

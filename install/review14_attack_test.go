@@ -167,30 +167,6 @@ func TestReview14WithLeasesDisabledPlaceStillWaits(t *testing.T) {
 	}
 }
 
-// TestReview14LeaseEAGAINWithoutWriterOnNetworkFileSystems: NFSv4 (nfs4_add_lease: "No
-// delegation, no lease") and SMB (cifs_setlease without an oplock) answer F_SETLEASE with
-// EAGAIN when the client holds no delegation/oplock, whether or not anyone writes the file.
-// awaitNoWriters takes every EAGAIN for "open for writing": with the state directory on such a
-// mount, every download and go install waits writersWait and fails. Run with
-// CLIHOST_REVIEW14_NETFS_DIR set to a directory on an NFSv4 or SMB mount (it is skipped
-// otherwise: this VM has neither).
-func TestReview14LeaseEAGAINWithoutWriterOnNetworkFileSystems(t *testing.T) {
-	dir := os.Getenv("CLIHOST_REVIEW14_NETFS_DIR")
-	if dir == "" {
-		t.Skip("CLIHOST_REVIEW14_NETFS_DIR (a directory on an NFSv4 or SMB mount) is not set")
-	}
-	defer func(d time.Duration) { writersWait = d }(writersWait)
-	writersWait = 500 * time.Millisecond
-	path := filepath.Join(dir, "r14-tool")
-	if err := os.WriteFile(path, []byte("#!/bin/sh\nexit 0\n"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	defer os.Remove(path)
-	if err := awaitNoWriters(path); err != nil {
-		t.Errorf("a file nobody holds open for writing, on a network file system: %v", err)
-	}
-}
-
 // review14ChildEnv marks the re-executed test binary of TestReview14NonRootDaemonTakesTheLease.
 const review14ChildEnv = "CLIHOST_REVIEW14_CHILD"
 

@@ -111,7 +111,8 @@ func TestReview15OneMemberFillsTheAbandonedBoundAtMaxCallsOne(t *testing.T) {
 }
 
 // mcpPost posts one JSON-RPC message to the daemon's MCP endpoint of bundle with the bearer
-// token, as protocol version proto; sse asks for progress (an SSE stream). It returns the body.
+// token, as protocol version proto (from 2026 on, with the headers naming a tools/call of nap). It
+// returns the status and the body.
 func mcpPost(t *testing.T, d *daemonProc, token, bundle, proto string, msg map[string]any) (int, string, error) {
 	t.Helper()
 	raw, _ := json.Marshal(msg)
