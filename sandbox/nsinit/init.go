@@ -52,8 +52,11 @@ func runInit() int {
 	// From here on this goroutine stays on its thread: the program is forked from it, and what
 	// is per thread (the bounding set, then the credentials, Landlock and seccomp) is set on it.
 	runtime.LockOSThread()
-	if step, err := prepareNamespaces(mountOwnProc, true); err != nil {
+	if step, err := prepareNamespaces(mountOwnProc); err != nil {
 		return fail(exitFailure, step, err)
+	}
+	if err := loopbackUp(); err != nil {
+		return fail(exitFailure, "network: lo up", err)
 	}
 	if !planWaiting() {
 		// Started ahead of its call (a Pool): do what does not depend on the plan now.
@@ -155,11 +158,11 @@ func reportEnd(code int) {
 // prepareNamespaces builds what does not depend on the plan: the mount namespace made private (so
 // that nothing mounted or unmounted here reaches the host, and nothing the host mounts later
 // appears here, neither read-only nor masked), a fresh /proc for the PID namespace (mountProc),
-// the minimal /dev, the hostname and, with lo, the loopback interface (the zygote's thread is in
-// its PID 1s' network namespace then, see zygote_net.go). The host's own trees are still in
+// the minimal /dev and the hostname; not the loopback interface, which is the network namespace's
+// (an init's own; for the zygote's thread, see zygote_net.go). The host's own trees are still in
 // place afterwards: the plan's paths are resolved in the host's view (openPlan). On failure it
 // returns the failed step and its error.
-func prepareNamespaces(mountProc func() error, lo bool) (string, error) {
+func prepareNamespaces(mountProc func() error) (string, error) {
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 		return "mount: make / private", err
 	}
@@ -177,11 +180,6 @@ func prepareNamespaces(mountProc func() error, lo bool) (string, error) {
 	}
 	if err := unix.Sethostname([]byte(sandboxHostname)); err != nil {
 		return "sethostname", err
-	}
-	if lo {
-		if err := loopbackUp(); err != nil {
-			return "network: lo up", err
-		}
 	}
 	return "", nil
 }

@@ -603,7 +603,7 @@ func (c *zcall) prepare() (string, error) {
 	if err := c.z.nets.enterEmpty(); err != nil {
 		return "network: namespace", err
 	}
-	if step, err := prepareNamespaces(c.startPID1, false); err != nil {
+	if step, err := prepareNamespaces(c.startPID1); err != nil {
 		return step, err
 	}
 	var step string
