@@ -43,7 +43,7 @@ func TestReview14PlaceIsBoundedByWritersWaitAgainstAWriteLease(t *testing.T) {
 	}
 	defer unix.Close(holder)
 	if _, err := unix.FcntlInt(uintptr(holder), unix.F_SETLEASE, unix.F_WRLCK); err != nil {
-		t.Skipf("no write lease here: %v", err)
+		fixture.Missing(t, "no write lease here: %v", err)
 	}
 	// Bounded by writersWait, place gives up with the error that names a lease. An open that waited
 	// for the lease instead would succeed once the kernel revoked it (lease-break-time) and place
@@ -142,12 +142,13 @@ func TestReview14PlaceDoesNotBlockAWriterOpeningMeanwhile(t *testing.T) {
 // for writing and EINVAL only once it is not, so the wait still works. The placed binary must run.
 func TestReview14WithLeasesDisabledPlaceStillWaits(t *testing.T) {
 	const knob = "/proc/sys/fs/leases-enable"
+	fixture.NeedRoot(t)
 	old, err := os.ReadFile(knob)
-	if err != nil || os.Geteuid() != 0 {
-		t.Skipf("cannot turn leases off here: %v", err)
+	if err != nil {
+		fixture.Missing(t, "cannot turn leases off here: %v", err)
 	}
 	if err := os.WriteFile(knob, []byte("0"), 0); err != nil {
-		t.Skipf("cannot turn leases off here: %v", err)
+		fixture.Missing(t, "cannot turn leases off here: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := os.WriteFile(knob, old, 0); err != nil {
@@ -181,9 +182,7 @@ func TestReview14NonRootDaemonTakesTheLease(t *testing.T) {
 		review14NonRootChild(t, dir)
 		return
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to run a child as nobody")
-	}
+	fixture.NeedRoot(t) // to run a child as nobody
 	dir, err := os.MkdirTemp("/var/tmp", "r14-")
 	if err != nil {
 		t.Fatal(err)

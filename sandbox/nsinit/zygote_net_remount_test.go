@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/clihost/clihost/internal/fixture"
 	"golang.org/x/sys/unix"
 )
 
@@ -86,7 +87,7 @@ func inOwnNetNamespace(t *testing.T, fn func() error) {
 	}()
 	if err := <-errc; err != nil {
 		if errors.Is(err, os.ErrPermission) {
-			t.Skipf("namespaces: %v", err)
+			fixture.Missing(t, "namespaces: %v", err)
 		}
 		t.Fatal(err)
 	}
