@@ -95,6 +95,7 @@ func writePoolMetrics(w io.Writer, pool *nsinit.Pool) {
 	}
 	fmt.Fprintf(w, "# HELP clihost_sandbox_zygote_up 1 while the sandbox zygote runs and builds the calls' sandboxes (no Go program started per call), else 0 (calls take inits; the daemon's log says why).\n# TYPE clihost_sandbox_zygote_up gauge\nclihost_sandbox_zygote_up %d\n", up)
 	fmt.Fprintf(w, "# HELP clihost_sandbox_zygote_ahead_total Calls the zygote ran in a sandbox it had built ahead of them (their plan repeated a recent call's, after a pause).\n# TYPE clihost_sandbox_zygote_ahead_total counter\nclihost_sandbox_zygote_ahead_total %d\n", s.ZygoteAhead)
+	fmt.Fprintf(w, "# HELP clihost_sandbox_cgroups_reused_total Calls given the control group an earlier call of the same caller, uid and limits left, instead of a new one.\n# TYPE clihost_sandbox_cgroups_reused_total counter\nclihost_sandbox_cgroups_reused_total %d\n", s.GroupsReused)
 }
 
 // writeInFlightMetrics writes the calls running at once and those the bounds refused (inflight).

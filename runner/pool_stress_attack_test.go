@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +25,13 @@ func fdCount(t *testing.T) int {
 	return len(ents)
 }
 
-func clihostGroups() []string {
+// clihostGroups lists the control group directories of this process's calls, those the pools
+// hold (made ahead of calls, or kept for a caller's next call: bounded, and not a leak) excepted.
+func clihostGroups(pools ...*nsinit.Pool) []string {
+	var held []string
+	for _, p := range pools {
+		held = append(held, p.Groups()...)
+	}
 	var out []string
 	for _, pat := range []string{"/sys/fs/cgroup/*/clihost-*", "/sys/fs/cgroup/*/*/clihost-*", "/sys/fs/cgroup/*/*/*/clihost-*"} {
 		m, _ := filepath.Glob(pat)
@@ -32,7 +39,7 @@ func clihostGroups() []string {
 	}
 	var mine []string
 	for _, g := range out {
-		if strings.Contains(filepath.Base(g), fmt.Sprintf("clihost-%d-", os.Getpid())) {
+		if strings.Contains(filepath.Base(g), fmt.Sprintf("clihost-%d-", os.Getpid())) && !slices.Contains(held, filepath.Base(g)) {
 			mine = append(mine, g)
 		}
 	}
@@ -127,19 +134,31 @@ func TestPoolStressNoLeak(t *testing.T) {
 	}
 	batch() // warm up
 	time.Sleep(3 * time.Second)
-	fds0, gr0, ch0, cg0 := fdCount(t), runtime.NumGoroutine(), children(), len(clihostGroups())
+	fds0, gr0, ch0, cg0 := fdCount(t), runtime.NumGoroutine(), children(), len(clihostGroups(pool))
 	for range 4 {
 		batch()
 	}
 	var fds, gr, ch, cg int
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
-		fds, gr, ch, cg = fdCount(t), runtime.NumGoroutine(), children(), len(clihostGroups())
+		fds, gr, ch, cg = fdCount(t), runtime.NumGoroutine(), children(), len(clihostGroups(pool))
 		if fds <= fds0+2 && gr <= gr0+3 && ch <= ch0+1 && cg <= cg0+1 {
 			break
 		}
 	}
 	t.Logf("fds %d->%d goroutines %d->%d children %d->%d groups %d->%d stats %+v", fds0, fds, gr0, gr, ch0, ch, cg0, cg, pool.Stats())
 	if fds > fds0+2 || gr > gr0+3 || ch > ch0+1 || cg > cg0+1 {
-		t.Errorf("leak: fds %d->%d goroutines %d->%d children %d->%d groups %d->%d (%v)", fds0, fds, gr0, gr, ch0, ch, cg0, cg, clihostGroups())
+		t.Errorf("leak: fds %d->%d goroutines %d->%d children %d->%d groups %d->%d (%v)", fds0, fds, gr0, gr, ch0, ch, cg0, cg, clihostGroups(pool))
+	}
+	// What the pool holds is bounded (inits ready, groups made ahead, groups kept for a caller's
+	// next call), and gone once it is closed.
+	held := pool.Groups()
+	if len(held) > 8+2+8 {
+		t.Errorf("the pool holds %d control groups: %v", len(held), held)
+	}
+	pool.Close()
+	for _, g := range held {
+		if left := clihostGroups(); slices.ContainsFunc(left, func(p string) bool { return filepath.Base(p) == g }) {
+			t.Errorf("the pool's group %s outlived it", g)
+		}
 	}
 }

@@ -102,6 +102,9 @@ type Cmd struct {
 	pid1Gone <-chan struct{}
 	// afterEnd, when set, runs once Ended is closed, with whether the sandbox reported its end.
 	afterEnd func(reported bool)
+	// keep, when set (a zygote's call with a group, see Pool.keepGroup), keeps the call's group for
+	// another call once Finish found it reusable, and reports whether it did.
+	keep func(*cgroup.Group) bool
 	// abandoned is set by Abandon: the host let go of a sandbox that did not end.
 	abandoned atomic.Bool
 	leftOnce  sync.Once
@@ -366,6 +369,11 @@ func (c *Cmd) Finish(onErr func(error)) {
 		// A sandbox from the zygote is not this process's child: Wait fails and keeps the pidfd
 		// os.FindProcess opened.
 		_ = c.Process.Release()
+		// A group whose call reported its end holds no process (the end waits for every one), and
+		// may serve the caller's next call when nothing of this one is left in it (cgroup.Reuse).
+		if group != nil && c.keep != nil && c.reported && group.Reuse() == nil && c.keep(group) {
+			return
+		}
 		if err := group.Remove(); err != nil && onErr != nil {
 			onErr(err)
 		}

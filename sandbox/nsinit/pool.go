@@ -63,6 +63,10 @@ type Pool struct {
 	// daemon's defaults): the slots made after it are made with them, so that a call with the
 	// same limits does not write them on its path. nil: none yet.
 	slotLimits *cgroup.Limits
+	// kept are the control groups of the zygote's calls that ended, kept for the next call of the
+	// same caller, uid and limits (keepGroup): that call neither makes a group nor has one removed.
+	kept      map[keptKey][]*cgroup.Group
+	keptCount int
 
 	wake chan struct{}
 	done chan struct{}
@@ -94,7 +98,10 @@ type PoolStats struct {
 	Zygote    int64 // calls the zygote served (neither a hit nor a miss)
 	// ZygoteAhead counts those of them that ran in a sandbox the zygote built ahead for their plan.
 	ZygoteAhead int64
-	ZygoteUp    bool // a zygote runs now and takes calls
+	// GroupsReused counts the zygote's calls given the control group an earlier call of theirs
+	// left (keepGroup).
+	GroupsReused int64
+	ZygoteUp     bool // a zygote runs now and takes calls
 	// ZygoteErr says why no zygote serves calls ("" when one does, or is off).
 	ZygoteErr string
 }
@@ -152,6 +159,10 @@ func (p *Pool) Close() {
 	p.mu.Lock()
 	z, slots := p.zyg, p.slots
 	p.zyg, p.slots = nil, nil
+	for _, groups := range p.kept {
+		slots = append(slots, groups...)
+	}
+	p.kept, p.keptCount = nil, 0
 	p.mu.Unlock()
 	for _, g := range slots {
 		_ = g.Remove()
@@ -192,6 +203,11 @@ func (p *Pool) Groups() []string {
 	for _, g := range p.slots {
 		out = append(out, g.Name())
 	}
+	for _, groups := range p.kept {
+		for _, g := range groups {
+			out = append(out, g.Name())
+		}
+	}
 	return out
 }
 
@@ -224,8 +240,10 @@ func (p *Pool) Take(plan isolation.Plan, stdin bool, gate func() error) (*Cmd, *
 	}
 	if z := p.zygote(); z != nil && zygoteServes(prepared) {
 		var slot *cgroup.Group
+		key := keptKey{caller: prepared.NetworkKey, uid: prepared.UID, limits: groupLimits(prepared.Limits)}
+		reused := false
 		if cgroupLimits(prepared.Limits) {
-			slot = p.slot(groupLimits(prepared.Limits))
+			slot, reused = p.slot(key)
 		}
 		cmd, stdio, err := z.take(prepared, stdin, slot, gate)
 		if cmd != nil || err != nil {
@@ -234,7 +252,13 @@ func (p *Pool) Take(plan isolation.Plan, stdin bool, gate func() error) (*Cmd, *
 			if cmd != nil && cmd.ahead {
 				p.stats.ZygoteAhead++
 			}
+			if cmd != nil && reused {
+				p.stats.GroupsReused++
+			}
 			p.mu.Unlock()
+			if cmd != nil && cmd.group != nil {
+				cmd.keep = func(g *cgroup.Group) bool { return p.keepGroup(key, g) }
+			}
 			return cmd, stdio, err
 		}
 		// The zygote is gone (before it got the request: gate did not run); the refiller starts
@@ -291,19 +315,63 @@ func (p *Pool) zygote() *zygote {
 // zygoteSlots is how many control groups a pool with a zygote keeps made ahead of calls.
 const zygoteSlots = 2
 
-// slot returns a control group made ahead for a call with limits l, or nil when none is ready
-// (the call then makes its own); the refiller makes another, with l.
-func (p *Pool) slot(l cgroup.Limits) *cgroup.Group {
+// keptKey is whose calls a kept control group may serve (Pool.keepGroup): the caller
+// (isolation.Plan.NetworkKey: the control socket's user or the MCP agent), the uid the call runs
+// as, and its limits. A group never serves another caller: the file pages its last call left
+// charged to it show in its memory.stat.
+type keptKey struct {
+	caller string
+	uid    int
+	limits cgroup.Limits
+}
+
+// The bounds of the kept groups: all of them, and per keptKey (a caller's calls at once each end
+// with a group; more than a few are not needed again soon).
+const (
+	maxKeptGroups = 8
+	maxKeptPerKey = 2
+)
+
+// slot returns a control group for a zygote call of key: one an earlier call of key left
+// (reused true), else one made ahead with the key's limits, or nil when none is ready (the call
+// then makes its own); the refiller makes another, with those limits.
+func (p *Pool) slot(key keptKey) (g *cgroup.Group, reused bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if groups := p.kept[key]; len(groups) > 0 {
+		g = groups[len(groups)-1]
+		if p.kept[key] = groups[:len(groups)-1]; len(p.kept[key]) == 0 {
+			delete(p.kept, key)
+		}
+		p.keptCount--
+		return g, true
+	}
+	l := key.limits
 	p.slotLimits = &l
 	p.kick() // whether or not one was ready: the refiller makes the next before the next call
 	if len(p.slots) == 0 {
-		return nil
+		return nil, false
 	}
-	g := p.slots[len(p.slots)-1]
+	g = p.slots[len(p.slots)-1]
 	p.slots = p.slots[:len(p.slots)-1]
-	return g
+	return g, false
+}
+
+// keepGroup keeps g, the control group of a zygote call of key that ended and that cgroup.Reuse
+// readied for another call, for the next call of key (slot), and reports whether it did: not when
+// the pool is closed or holds as many as its bounds allow (the caller then removes g).
+func (p *Pool) keepGroup(key keptKey, g *cgroup.Group) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed || p.keptCount >= maxKeptGroups || len(p.kept[key]) >= maxKeptPerKey {
+		return false
+	}
+	if p.kept == nil {
+		p.kept = map[keptKey][]*cgroup.Group{}
+	}
+	p.kept[key] = append(p.kept[key], g)
+	p.keptCount++
+	return true
 }
 
 // fillSlots makes control groups until zygoteSlots are ready, while the pool has a zygote.

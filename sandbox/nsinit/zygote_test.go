@@ -246,7 +246,7 @@ func groupMemoryLimit(t *testing.T, g *cgroup.Group) int64 {
 // groups on its path.
 func TestSlotWakesTheRefillerWhenNoneIsReady(t *testing.T) {
 	p := &Pool{wake: make(chan struct{}, 1)}
-	if g := p.slot(cgroup.Limits{Pids: 64}); g != nil {
+	if g, _ := p.slot(keptKey{limits: cgroup.Limits{Pids: 64}}); g != nil {
 		t.Fatalf("an empty pool gave a slot %s", g.Name())
 	}
 	select {

@@ -1,0 +1,122 @@
+package nsinit
+
+import (
+	"testing"
+	"time"
+
+	"github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/isolation"
+	"github.com/clihost/clihost/sandbox/cgroup"
+)
+
+// awaitKept waits (at most 5 s) until pool keeps n control groups: a call's group is kept in the
+// background, after its end (Cmd.Finish).
+func awaitKept(t *testing.T, pool *Pool, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		pool.mu.Lock()
+		kept := pool.keptCount
+		pool.mu.Unlock()
+		if kept == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool keeps %d control groups, want %d (stats %+v)", kept, n, pool.Stats())
+		}
+	}
+}
+
+// requireCallGroups fails under CI=true, and skips elsewhere, when a call gets no control group
+// for its processes here.
+func requireCallGroups(t *testing.T) {
+	t.Helper()
+	if cgroup.Default().Mechanism(cgroup.Pids) == cgroup.None {
+		fixture.Missing(t, "no pids controller for the call's groups: %s", cgroup.Default().Reason())
+	}
+}
+
+// TestKeptGroupServesOnlyItsCaller: the control group of a zygote call that ended is given to the
+// next call of the same caller, uid and limits, and never to a call of another caller (whose
+// memory.stat would show the file pages the last call left charged to it) or with other limits.
+func TestKeptGroupServesOnlyItsCaller(t *testing.T) {
+	pool := zygotePool(t)
+	requireCallGroups(t)
+	uid := sh(t, "exit 0").UID
+	call := func(key string, pids int64) {
+		t.Helper()
+		p := sh(t, "exit 0")
+		p.NetworkKey, p.Limits = key, isolation.Limits{Pids: pids}
+		if r := runPooled(t, pool, p); r.code != 0 || r.failure != nil {
+			t.Fatalf("exit %d, failure %v", r.code, r.failure)
+		}
+	}
+	reused := func() int64 { return pool.Stats().GroupsReused }
+
+	call("uid:1000", 64)
+	awaitKept(t, pool, 1)
+	call("uid:1000", 64)
+	if got := reused(); got != 1 {
+		t.Fatalf("the caller's second call was given %d kept groups, want 1", got)
+	}
+	awaitKept(t, pool, 1)
+	call("uid:1001", 64)
+	call("uid:1000", 32)
+	if got := reused(); got != 1 {
+		t.Fatalf("%d kept groups were given; a call of another caller, or with other limits, took the caller's", got-1)
+	}
+	awaitKept(t, pool, 3) // each keeps its own
+	pool.mu.Lock()
+	kept := len(pool.kept[keptKey{caller: "uid:1000", uid: uid, limits: cgroup.Limits{Pids: 64}}])
+	pool.mu.Unlock()
+	if kept != 1 {
+		t.Fatalf("the first caller's group is not kept for it (%d)", kept)
+	}
+	requireZygoteServed(t, pool, 4)
+}
+
+// TestKeptGroupCountsOnlyItsNextCall: a call given a kept group is judged by what it did alone: its
+// CPU time limit is its own (the last call's CPU time does not count toward it), and a limit the
+// last call reached keeps its group from being kept at all.
+func TestKeptGroupCountsOnlyItsNextCall(t *testing.T) {
+	pool := zygotePool(t)
+	requireCallGroups(t)
+	if cgroup.Default().Mechanism(cgroup.CPU) == cgroup.None {
+		fixture.Missing(t, "no CPU accounting for the call's groups: %s", cgroup.Default().Reason())
+	}
+	// Each call uses a little more than half its CPU time limit and fails (Exhausted names a limit
+	// only for a program that failed).
+	limits := isolation.Limits{Pids: 64, CPU: 400 * time.Millisecond}
+	burn := sh(t, `i=0; end=$(( $(date +%s%N) + 250000000 )); while [ $(date +%s%N) -lt $end ]; do i=$((i+1)); done; exit 3`, "/bin/date")
+	burn.NetworkKey, burn.Limits = "uid:1000", limits
+	for i := range 2 {
+		cmd, stdio := takeReady(t, pool, burn, false)
+		output := readStreams(stdio)
+		<-cmd.Ended()
+		status, ok := cmd.Reported()
+		_, stderr := output()
+		if err := cmd.Failure(); err != nil || !ok || status != 3 {
+			t.Fatalf("call %d: status %d (reported %t), failure %v, stderr %q", i, status, ok, err, stderr)
+		}
+		if got := cmd.Exhausted(false); got != "" {
+			t.Fatalf("call %d: Exhausted() = %q: the CPU time of the call before it counted toward its limit", i, got)
+		}
+		cmd.Finish(func(err error) { t.Error(err) })
+		awaitKept(t, pool, 1)
+	}
+	if got := pool.Stats().GroupsReused; got != 1 {
+		t.Fatalf("the second call was not given the first's group (%d)", got)
+	}
+
+	// A call that reaches its process limit leaves no group to keep.
+	bomb := sh(t, `sh -c 'n=0; while [ $n -lt 80 ]; do sleep 5 & n=$((n+1)); done' 2>/dev/null; exit 3`, "/bin/sleep")
+	bomb.NetworkKey, bomb.Limits = "uid:1000", limits
+	r := runPooled(t, pool, bomb)
+	if r.code != 3 {
+		t.Fatalf("exit %d, failure %v", r.code, r.failure)
+	}
+	if got := pool.Stats().GroupsReused; got != 2 {
+		t.Fatalf("the bomb was not given the kept group (%d)", got)
+	}
+	time.Sleep(200 * time.Millisecond) // Finish runs in the background
+	awaitKept(t, pool, 0)
+}
