@@ -1,6 +1,9 @@
 package nsinit
 
 import (
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,4 +122,38 @@ func TestKeptGroupCountsOnlyItsNextCall(t *testing.T) {
 	}
 	time.Sleep(200 * time.Millisecond) // Finish runs in the background
 	awaitKept(t, pool, 0)
+}
+
+// TestEndOnlyOnceNothingRuns: the zygote reports a call's end before its PID 1 has exited only when
+// PID 1 has no child left (sandboxEmpty); a program that leaves processes behind gets its end once
+// PID 1's exit has taken them all. The host reads PID 1's children the moment it has the end: none,
+// whichever way the call ended. (Fifty background processes make PID 1's exit long enough to be
+// seen: an end reported before it would find them still there.)
+func TestEndOnlyOnceNothingRuns(t *testing.T) {
+	pool := zygotePool(t)
+	for i, script := range []string{
+		`exit 0`,
+		`n=0; while [ $n -lt 50 ]; do /bin/sleep 30 & n=$((n+1)); done; exit 0`,
+		`(n=0; while [ $n -lt 50 ]; do /bin/sleep 30 & n=$((n+1)); done) & sleep 0.05; exit 0`,
+	} {
+		p := sh(t, script, "/bin/sleep")
+		p.Seccomp, p.NoExecMemfd = true, true // as every call's plan (the seccomp filter refuses CLONE_PARENT)
+		cmd, stdio := takeReady(t, pool, p, false)
+		output := readStreams(stdio)
+		<-cmd.Ended()
+		pid := strconv.Itoa(cmd.Process.Pid)
+		children, _ := os.ReadFile("/proc/" + pid + "/task/" + pid + "/children")
+		_, stderr := output()
+		if err := cmd.Failure(); err != nil {
+			t.Fatalf("call %d: %v (stderr %q)", i, err, stderr)
+		}
+		if status, ok := cmd.Reported(); !ok || status != 0 {
+			t.Fatalf("call %d: status %d (reported %t), stderr %q", i, status, ok, stderr)
+		}
+		if n := len(strings.Fields(string(children))); n > 0 {
+			t.Errorf("call %d: its end came while PID 1 still had %d children", i, n)
+		}
+		cmd.Finish(func(err error) { t.Error(err) })
+	}
+	requireZygoteServed(t, pool, 3)
 }

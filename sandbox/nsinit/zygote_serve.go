@@ -125,7 +125,7 @@ func (h zygoteHeader) split(fds []int) (*zcall, bool) {
 // newZcall is a zcall with nothing in it yet.
 func newZcall() *zcall {
 	return &zcall{plan: -1, report: -1, stdout: -1, stderr: -1, stdin: -1, egress: -1, gate: -1, cgroupDir: -1,
-		conn: -1, pid1: -1, pid1fd: -1, ctlW: -1, pid1Report: -1}
+		conn: -1, pid1: -1, pid1fd: -1, ctlW: -1, pid1Report: -1, pid1Children: -1}
 }
 
 // take moves the request's descriptors from req (split's) into c.
@@ -482,6 +482,12 @@ type zcall struct {
 	pid1Prog     *rawProgram // PID 1's program, to name its failure
 	ctlW         int         // PID 1's control pipe: closing it ends PID 1
 	pid1Report   int         // PID 1's failure, or one byte once it is ready
+	// pid1Children is PID 1's list of children (/proc/PID/task/PID/children in the host's procfs,
+	// opened before the thread was confined), or -1.
+	pid1Children int
+	// filtered says the program ran under the seccomp filter, which refuses CLONE_PARENT: every
+	// process it started is a descendant of PID 1 once it exited (see sandboxEmpty).
+	filtered bool
 	// seal says the program's seccomp filter must seal memfds (sealMemfds; read when the
 	// thread made itself ready, its PID namespace inheriting the zygote's vm.memfd_noexec).
 	seal     bool
@@ -535,13 +541,45 @@ func (c *zcall) report1(step string, err error, code int) {
 	}
 	if c.pid1 >= 0 && c.hostDone != nil {
 		// The end line says nothing of the sandbox runs any more (the host sweeps the workspace
-		// after it): PID 1 exits first, and its exit completes once the kernel has killed and
-		// reaped everything else in its PID namespace. It stays a zombie, its pid kept, until
-		// finish reaps it.
+		// after it). When the program left nothing behind (sandboxEmpty) that is so at once, and
+		// PID 1's exit is not waited for first: it runs no code of the call's. Otherwise PID 1
+		// exits first, and its exit completes once the kernel has killed and reaped everything else
+		// in its PID namespace. Either way it stays a zombie, its pid kept, until finish reaps it.
+		// After the "pid" line the host reads the report until the end line, a failure's too.
+		end := endLine + strconv.Itoa(code)
+		empty := c.sandboxEmpty()
+		if empty {
+			c.line(end)
+		}
 		closeFD(&c.ctlW)
 		c.awaitPID1Exit()
-		// After the "pid" line the host reads the report until the end line, a failure's too.
-		c.line(endLine + strconv.Itoa(code))
+		if !empty {
+			c.line(end)
+		}
+	}
+}
+
+// sandboxEmpty reports whether nothing of the call runs any more in its sandbox but PID 1, once
+// its program has been waited for: PID 1 has no child, living or not yet reaped. Every process
+// the program started is then gone: when a process exits, the kernel gives its children to PID 1
+// before its parent can wait for it, so a living descendant of the program has a chain of living
+// parents up to a child of PID 1 (the program itself was the thread's child, waited for). Not so
+// for a program without the seccomp filter, whose clone(CLONE_PARENT) makes a child of the thread
+// (see awaitPID1Exit): it, and a PID 1 whose children cannot be read, gets the slow way.
+func (c *zcall) sandboxEmpty() bool {
+	if !c.filtered || c.pid1Children < 0 {
+		return false
+	}
+	var buf [64]byte
+	for {
+		n, err := unix.Pread(c.pid1Children, buf[:], 0)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return false
+		}
+		return n == 0
 	}
 }
 
@@ -742,6 +780,7 @@ func (c *zcall) run(e envelope, code *int) (string, error) {
 			return "privileges", err
 		}
 	}
+	c.filtered = p.Seccomp
 	status, err := c.runProgram(p, rlimits, seal)
 	if err != nil {
 		// The program's process confines itself before it execs (dropIdentity, the seccomp
@@ -789,6 +828,13 @@ func (c *zcall) startPID1() error {
 	}
 	if err := c.awaitPID1(); err != nil {
 		return fmt.Errorf("PID 1: %w", err)
+	}
+	if c.z.mounts.proc > 0 {
+		// Through the zygote's /proc/self (the host's procfs): the thread's /proc is the sandbox's
+		// now, and once confined it may open nothing of the host's. Without it (a kernel without
+		// CONFIG_PROC_CHILDREN) every call ends the slow way.
+		pid := strconv.Itoa(c.pid1)
+		c.pid1Children, _ = unix.Openat(c.z.mounts.proc, "../"+pid+"/task/"+pid+"/children", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	}
 	return nil
 }
@@ -1110,7 +1156,7 @@ func (c *zcall) finish() {
 		}
 		c.pid1Prog.release() // its stack, now that it is gone
 	}
-	for _, fd := range []*int{&c.pid1fd, &c.pid1Report, &c.plan, &c.report, &c.stdout, &c.stderr, &c.stdin, &c.egress, &c.gate, &c.conn} {
+	for _, fd := range []*int{&c.pid1fd, &c.pid1Report, &c.pid1Children, &c.plan, &c.report, &c.stdout, &c.stderr, &c.stdin, &c.egress, &c.gate, &c.conn} {
 		closeFD(fd)
 	}
 	closeAll(c.tasks)
