@@ -430,6 +430,12 @@ func (g *Group) rawCPUUsage() (time.Duration, bool) {
 // reused: at most 1/reusedMemoryShare of its memory limit.
 const reusedMemoryShare = 4
 
+// reusedPinnedBytes bounds the memory of it the kernel cannot reclaim (memory.stat's shmem and
+// unevictable: files on a tmpfs, such as a workspace there, with no swap allowed) for a group to
+// be reused: such pages would shrink the next call's limit for good. The call's own /tmp and
+// /dev/shm go with its mount namespace, which may outlive its end by a moment.
+const reusedPinnedBytes = 1 << 20
+
 // ErrNotReusable is Reuse's error for a group that must be removed rather than reused.
 var ErrNotReusable = errors.New("cgroup: not reusable")
 
@@ -438,7 +444,8 @@ var ErrNotReusable = errors.New("cgroup: not reusable")
 // pooled call's CPU): the counters Events reports start from zero again. It fails, and the caller
 // removes g, when a process is left in g, its last call reached a limit (the out-of-memory
 // killer, the process limit, its CPU time), more than a quarter of its memory limit is still
-// charged to it, or a counter or its usage cannot be read.
+// charged to it or more than 1 MiB of memory the kernel cannot reclaim (tmpfs pages), its limits
+// are no longer those Apply wrote, or a counter or its usage cannot be read.
 func (g *Group) Reuse() error {
 	if g == nil || !g.applied {
 		return fmt.Errorf("%w: no limits applied", ErrNotReusable)
@@ -454,11 +461,17 @@ func (g *Group) Reuse() error {
 	case since.OOMKills > 0 || since.PidsMax > 0 || g.limits.CPU > 0 && (!since.CPUCounted || since.CPUUsage >= g.limits.CPU):
 		return fmt.Errorf("%w: its call reached a limit", ErrNotReusable)
 	}
-	if g.limits.MemoryBytes > 0 {
+	if g.limits.MemoryBytes > 0 && g.mgr.mech[Memory] != None {
 		used, err := g.memoryCharged()
 		if err != nil || used > g.limits.MemoryBytes/reusedMemoryShare {
 			return fmt.Errorf("%w: %d bytes still charged (%v)", ErrNotReusable, used, err)
 		}
+		if pinned, err := g.memoryPinned(); err != nil || pinned > reusedPinnedBytes {
+			return fmt.Errorf("%w: %d bytes that cannot be reclaimed still charged (%v)", ErrNotReusable, pinned, err)
+		}
+	}
+	if err := g.limitsIntact(); err != nil {
+		return fmt.Errorf("%w: %v", ErrNotReusable, err)
 	}
 	g.baseMu.Lock()
 	g.base = now
@@ -481,6 +494,55 @@ func (g *Group) tasksLeft() (int64, error) {
 		return readInt(filepath.Join(g.v1[Pids], "pids.current"))
 	}
 	return int64(len(g.procs())), nil
+}
+
+// memoryPinned reads how much of the memory charged to g the kernel cannot reclaim without swap:
+// memory.stat's shmem and unevictable (the group's own, not its children's, on v1).
+func (g *Group) memoryPinned() (int64, error) {
+	stat := ""
+	switch {
+	case g.v2 != "" && g.mgr.mech[Memory] == V2:
+		stat = filepath.Join(g.v2, "memory.stat")
+	case g.v1[Memory] != "":
+		stat = filepath.Join(g.v1[Memory], "memory.stat")
+	default:
+		return 0, nil
+	}
+	shmem, unevictable := keyed(stat, "shmem"), keyed(stat, "unevictable")
+	if shmem < 0 || unevictable < 0 {
+		return 0, fmt.Errorf("cgroup: %s: no shmem or unevictable", stat)
+	}
+	return shmem + unevictable, nil
+}
+
+// limitsIntact checks that the memory and process limits Apply wrote are still those in the
+// controller files: a group is reused only as it was made.
+func (g *Group) limitsIntact() error {
+	check := func(path string, want int64) error {
+		got, err := readInt(path)
+		if err != nil || got != want {
+			return fmt.Errorf("%s is %d, not %d (%v)", path, got, want, err)
+		}
+		return nil
+	}
+	var errs []error
+	if l := g.limits.MemoryBytes; l > 0 {
+		switch g.mgr.mech[Memory] {
+		case V2:
+			errs = append(errs, check(filepath.Join(g.v2, "memory.max"), l))
+		case V1:
+			errs = append(errs, check(filepath.Join(g.v1[Memory], "memory.limit_in_bytes"), l))
+		}
+	}
+	if l := g.limits.Pids; l > 0 {
+		switch g.mgr.mech[Pids] {
+		case V2:
+			errs = append(errs, check(filepath.Join(g.v2, "pids.max"), l))
+		case V1:
+			errs = append(errs, check(filepath.Join(g.v1[Pids], "pids.max"), l))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // memoryCharged reads the memory charged to g (memory.current on v2, memory.usage_in_bytes on v1).

@@ -126,4 +126,16 @@ func TestReuseCountsOnlyTheNextCall(t *testing.T) {
 	if err := h.Reuse(); err != nil {
 		t.Fatalf("once its file was removed the group was still not reused: %v", err)
 	}
+
+	// Limits no longer those Apply wrote: not reused.
+	pidsMax := filepath.Join(h.v1[Pids], "pids.max")
+	if h.v2 != "" && m.Mechanism(Pids) == V2 {
+		pidsMax = filepath.Join(h.v2, "pids.max")
+	}
+	if err := kernfile.WriteFile(pidsMax, "max"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Reuse(); !errors.Is(err, ErrNotReusable) {
+		t.Fatalf("a group whose process limit was lifted was reused: %v", err)
+	}
 }

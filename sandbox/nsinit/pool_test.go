@@ -151,7 +151,13 @@ func newPoolFor(t *testing.T, cfg PoolConfig) *Pool {
 		fixture.Missing(t, "the sandbox is unavailable: %v", err)
 	}
 	pool := NewPool(cfg)
-	t.Cleanup(pool.Close)
+	t.Cleanup(func() {
+		pool.Close()
+		// A call's groups are kept or removed in the background (Finish): not past its test.
+		if !WaitFinished(10 * time.Second) {
+			t.Error("the calls' groups were not removed within 10s")
+		}
+	})
 	return pool
 }
 
