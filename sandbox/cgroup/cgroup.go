@@ -487,11 +487,8 @@ func (g *Group) needsMemory() bool {
 // tasksLeft counts the processes in g: its pids.current where the pids controller counts them
 // (every group has it, see needs), else the entries of its process lists.
 func (g *Group) tasksLeft() (int64, error) {
-	switch {
-	case g.v2 != "" && g.mgr.mech[Pids] == V2:
-		return readInt(filepath.Join(g.v2, "pids.current"))
-	case g.v1[Pids] != "":
-		return readInt(filepath.Join(g.v1[Pids], "pids.current"))
+	if f := g.file(Pids, "pids.current", "pids.current"); f != "" {
+		return readInt(f)
 	}
 	return int64(len(g.procs())), nil
 }
@@ -499,13 +496,8 @@ func (g *Group) tasksLeft() (int64, error) {
 // memoryPinned reads how much of the memory charged to g the kernel cannot reclaim without swap:
 // memory.stat's shmem and unevictable (the group's own, not its children's, on v1).
 func (g *Group) memoryPinned() (int64, error) {
-	stat := ""
-	switch {
-	case g.v2 != "" && g.mgr.mech[Memory] == V2:
-		stat = filepath.Join(g.v2, "memory.stat")
-	case g.v1[Memory] != "":
-		stat = filepath.Join(g.v1[Memory], "memory.stat")
-	default:
+	stat := g.file(Memory, "memory.stat", "memory.stat")
+	if stat == "" {
 		return 0, nil
 	}
 	shmem, unevictable := keyed(stat, "shmem"), keyed(stat, "unevictable")
@@ -518,28 +510,17 @@ func (g *Group) memoryPinned() (int64, error) {
 // limitsIntact checks that the memory and process limits Apply wrote are still those in the
 // controller files: a group is reused only as it was made.
 func (g *Group) limitsIntact() error {
-	check := func(path string, want int64) error {
-		got, err := readInt(path)
-		if err != nil || got != want {
-			return fmt.Errorf("%s is %d, not %d (%v)", path, got, want, err)
-		}
-		return nil
-	}
 	var errs []error
-	if l := g.limits.MemoryBytes; l > 0 {
-		switch g.mgr.mech[Memory] {
-		case V2:
-			errs = append(errs, check(filepath.Join(g.v2, "memory.max"), l))
-		case V1:
-			errs = append(errs, check(filepath.Join(g.v1[Memory], "memory.limit_in_bytes"), l))
+	for _, l := range []struct {
+		want      int64
+		c, v2, v1 string
+	}{{g.limits.MemoryBytes, Memory, "memory.max", "memory.limit_in_bytes"}, {g.limits.Pids, Pids, "pids.max", "pids.max"}} {
+		if l.want <= 0 {
+			continue
 		}
-	}
-	if l := g.limits.Pids; l > 0 {
-		switch g.mgr.mech[Pids] {
-		case V2:
-			errs = append(errs, check(filepath.Join(g.v2, "pids.max"), l))
-		case V1:
-			errs = append(errs, check(filepath.Join(g.v1[Pids], "pids.max"), l))
+		f := g.file(l.c, l.v2, l.v1)
+		if got, err := readInt(f); f != "" && (err != nil || got != l.want) {
+			errs = append(errs, fmt.Errorf("%s is %d, not %d (%v)", f, got, l.want, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -547,13 +528,22 @@ func (g *Group) limitsIntact() error {
 
 // memoryCharged reads the memory charged to g (memory.current on v2, memory.usage_in_bytes on v1).
 func (g *Group) memoryCharged() (int64, error) {
-	switch {
-	case g.v2 != "" && g.mgr.mech[Memory] == V2:
-		return readInt(filepath.Join(g.v2, "memory.current"))
-	case g.v1[Memory] != "":
-		return readInt(filepath.Join(g.v1[Memory], "memory.usage_in_bytes"))
+	if f := g.file(Memory, "memory.current", "memory.usage_in_bytes"); f != "" {
+		return readInt(f)
 	}
 	return 0, nil
+}
+
+// file is the path of g's control file of controller c: v2 in its cgroup v2 group when c uses v2,
+// v1 in its group of c's v1 hierarchy when it joined one; else "".
+func (g *Group) file(c, v2, v1 string) string {
+	switch {
+	case g.v2 != "" && g.mgr.mech[c] == V2:
+		return filepath.Join(g.v2, v2)
+	case g.v1[c] != "":
+		return filepath.Join(g.v1[c], v1)
+	}
+	return ""
 }
 
 // WatchCPU polls the group's CPU usage until stop is closed and closes the returned channel once
