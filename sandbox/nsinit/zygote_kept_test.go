@@ -2,14 +2,17 @@ package nsinit
 
 import (
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/cgroup"
+	"golang.org/x/sys/unix"
 )
 
 // awaitKept waits (at most 5 s) until pool keeps n control groups: a call's group is kept in the
@@ -157,3 +160,42 @@ func TestEndOnlyOnceNothingRuns(t *testing.T) {
 	}
 	requireZygoteServed(t, pool, 3)
 }
+
+// TestOwnPIDsOnlyInTheProcessesOwnProcfs: the zygote reads PID 1's children by the pid its clone
+// returned only from a procfs of its own PID namespace. This test process's /proc is its own; a
+// copy of it started in a new PID namespace, with this /proc still mounted, is not in one of its
+// own (there the number would name another process: review 17).
+func TestOwnPIDsOnlyInTheProcessesOwnProcfs(t *testing.T) {
+	proc := func() int {
+		fd, err := unix.Open("/proc/self", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Close(fd) })
+		return fd
+	}
+	if os.Getenv(ownPIDsInnerEnv) == "1" {
+		if ownPIDs(proc()) {
+			t.Fatal("in a PID namespace with its parent's /proc, ownPIDs says the pids are its own")
+		}
+		return
+	}
+	if !ownPIDs(proc()) {
+		t.Fatal("in its own PID namespace's procfs, ownPIDs says the pids are not its own")
+	}
+	requireRoot(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^"+t.Name()+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), ownPIDsInnerEnv+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("in a new PID namespace: %v\n%s", err, out)
+	}
+}
+
+// ownPIDsInnerEnv marks the copy of the test binary TestOwnPIDsOnlyInTheProcessesOwnProcfs runs in
+// a new PID namespace.
+const ownPIDsInnerEnv = "NSINIT_TEST_OWNPIDS_INNER"

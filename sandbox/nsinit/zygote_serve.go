@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/clihost/clihost/internal/kernfile"
 	"github.com/clihost/clihost/internal/spawn"
 	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/sandbox/seccomp"
@@ -174,7 +175,7 @@ func runZygote() int {
 	if err != nil {
 		return fail(exitFailure, "zygote: /proc/self", err)
 	}
-	z := &zserver{mounts: mountTable{proc: proc}, userNS: userNS, suidDumpable: -1, nets: newNetPool(proc)}
+	z := &zserver{mounts: mountTable{proc: proc}, userNS: userNS, suidDumpable: -1, nets: newNetPool(proc), ownPIDs: ownPIDs(proc)}
 	if !userNS {
 		if z.suidDumpable, err = openSuidDumpable(); err != nil {
 			return fail(exitFailure, "zygote", err)
@@ -198,6 +199,9 @@ type zserver struct {
 	// takes its call's uid (checkSuidDumpable); -1 in a user namespace, where none does.
 	suidDumpable int
 	nets         *netPool // the network namespaces kept between calls (zygote_net.go)
+	// ownPIDs says the procfs the zygote's /proc/self is in numbers processes as the zygote's PID
+	// namespace does (see ownPIDs): a pid clone returned names the same process there.
+	ownPIDs bool
 
 	mu   sync.Mutex
 	cond *sync.Cond // on mu: broadcast when eof, busy or released change
@@ -559,6 +563,24 @@ func (c *zcall) report1(step string, err error, code int) {
 	}
 }
 
+// ownPIDs reports whether the procfs holding proc, the zygote's /proc/self, is one of the zygote's
+// own PID namespace: NSpid in its status lists one pid only (it lists the pids from the procfs's
+// namespace down to the process's own). A procfs of a parent namespace (a host in a PID namespace
+// that kept its parent's /proc) names processes by other numbers: a pid the zygote's clone
+// returned would name another process there.
+func ownPIDs(proc int) bool {
+	status, err := kernfile.AppendAt(nil, proc, "status")
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(status)) {
+		if pids, ok := strings.CutPrefix(line, "NSpid:"); ok {
+			return len(strings.Fields(pids)) == 1
+		}
+	}
+	return false
+}
+
 // sandboxEmpty reports whether nothing of the call runs any more in its sandbox but PID 1, once
 // its program has been waited for: PID 1 has no child, living or not yet reaped. Every process
 // the program started is then gone: when a process exits, the kernel gives its children to PID 1
@@ -829,10 +851,10 @@ func (c *zcall) startPID1() error {
 	if err := c.awaitPID1(); err != nil {
 		return fmt.Errorf("PID 1: %w", err)
 	}
-	if c.z.mounts.proc > 0 {
+	if c.z.ownPIDs {
 		// Through the zygote's /proc/self (the host's procfs): the thread's /proc is the sandbox's
 		// now, and once confined it may open nothing of the host's. Without it (a kernel without
-		// CONFIG_PROC_CHILDREN) every call ends the slow way.
+		// CONFIG_PROC_CHILDREN, a procfs of another PID namespace) every call ends the slow way.
 		pid := strconv.Itoa(c.pid1)
 		c.pid1Children, _ = unix.Openat(c.z.mounts.proc, "../"+pid+"/task/"+pid+"/children", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	}
