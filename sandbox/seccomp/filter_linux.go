@@ -33,7 +33,9 @@ const (
 	// cloneRefused are the clone flags the filter refuses: new namespaces, and CLONE_PARENT, whose
 	// child's parent is the caller's: for the sandbox's first process, a process outside the
 	// sandbox (the zygote), which reaps only the children it made, while the PID namespace's init
-	// cannot exit before every process of the namespace is reaped.
+	// cannot exit before every process of the namespace is reaped. The zygote also relies on it to
+	// report a call's end before PID 1's exit (nsinit's sandboxEmpty: with CLONE_PARENT a process
+	// of the call could be no descendant of PID 1).
 	cloneRefused = cloneNewFlags | unix.CLONE_PARENT
 )
 
