@@ -21,6 +21,9 @@ import (
 // review16Pool is a pool whose zygote runs.
 func review16Pool(t *testing.T) *nsinit.Pool {
 	t.Helper()
+	if !zygoteBuild {
+		t.Skip("no zygote in this build (the race detector, or not amd64); the test runs without -race")
+	}
 	requireSandbox(t)
 	pool := nsinit.NewPool(nsinit.PoolConfig{Max: 2})
 	t.Cleanup(pool.Close)
