@@ -52,12 +52,14 @@ func TestMain(m *testing.M) {
 // of the call (validation, argv, policy compilation, the rest of the mounts, masks, Landlock, uid
 // and capability drop, seccomp, exec, wait, output parsing, audit to nowhere). zygote/call is the
 // share of calls the zygote built, ahead/call the share it built before the call came (calls back
-// to back on two cores leave it little time: see BenchmarkPeerClihostTrueAfterPause).
+// to back on two cores leave it little time: see BenchmarkPeerClihostTrueAfterPause),
+// groups-reused/call the share given the control groups the call before left.
 func BenchmarkPeerClihostTrue(b *testing.B) { benchmarkZygoteCall(b, 0) }
 
 // BenchmarkPeerClihostTrueAfterPause is BenchmarkPeerClihostTrue with each call made after
 // agentPause (the timer stopped), as an agent calls a tool after its model's turn: the zygote has
-// built the call's sandbox ahead of it (ahead/call). Compare BenchmarkPeerBwrapTrueAfterPause.
+// built the call's sandbox ahead of it (ahead/call), and of those given the control groups their
+// last call left (groups-reused/call). Compare BenchmarkPeerBwrapTrueAfterPause.
 func BenchmarkPeerClihostTrueAfterPause(b *testing.B) { benchmarkZygoteCall(b, agentPause) }
 
 // agentPause is the pause before each call of the *AfterPause benchmarks.
@@ -72,6 +74,7 @@ func benchmarkZygoteCall(b *testing.B, pause time.Duration) {
 	calls := float64(max(s.Zygote+s.Hits+s.Misses, 1))
 	b.ReportMetric(float64(s.Zygote)/calls, "zygote/call")
 	b.ReportMetric(float64(s.ZygoteAhead)/calls, "ahead/call")
+	b.ReportMetric(float64(s.GroupsReused)/calls, "groups-reused/call")
 }
 
 // BenchmarkPeerClihostInitPoolTrue is BenchmarkPeerClihostTrue with the pool's zygote off: every

@@ -288,6 +288,7 @@ func benchmarkDaemonPaced(b *testing.B, unprivileged bool, pause time.Duration, 
 	if takes := d.poolTakes(b); len(takes) > 0 {
 		calls := max(takes["zygote"]+takes["hit"]+takes["miss"], 1)
 		b.ReportMetric(takes["zygote"]/calls, "zygote/call")
+		b.ReportMetric(takes["reused"]/calls, "groups-reused/call")
 		if pause > 0 {
 			b.ReportMetric(takes["ahead"]/calls, "ahead/call")
 		}
@@ -323,7 +324,8 @@ func (d *runningDaemon) cpuTime(b *testing.B) time.Duration {
 const clockTicks = 100
 
 // poolTakes reads the daemon's clihost_sandbox_pool_takes_total counters from /metrics, by
-// result (zygote, hit, miss); none when the daemon has no pool.
+// result (zygote, hit, miss), and its calls built ahead (ahead) and given a kept control group
+// (reused); none when the daemon has no pool.
 func (d *runningDaemon) poolTakes(b *testing.B) map[string]float64 {
 	b.Helper()
 	page := fixture.Metrics(b, strings.TrimSuffix(d.url, "/mcp/true"), d.token)
@@ -335,6 +337,9 @@ func (d *runningDaemon) poolTakes(b *testing.B) map[string]float64 {
 	}
 	if n, ok := fixture.MetricValue(page, "clihost_sandbox_zygote_ahead_total"); ok {
 		takes["ahead"] = n
+	}
+	if n, ok := fixture.MetricValue(page, "clihost_sandbox_cgroups_reused_total"); ok {
+		takes["reused"] = n
 	}
 	return takes
 }
