@@ -15,20 +15,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// awaitKept waits (at most 5 s) until pool keeps n control groups: a call's group is kept in the
-// background, after its end (Cmd.Finish).
+// awaitKept waits until every call's background Finish has ended (WaitFinished: a call's group is
+// kept or removed there, after its end), and then fails t unless pool keeps n control groups.
 func awaitKept(t *testing.T, pool *Pool, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		pool.mu.Lock()
-		kept := pool.keptCount
-		pool.mu.Unlock()
-		if kept == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool keeps %d control groups, want %d (stats %+v)", kept, n, pool.Stats())
-		}
+	if !WaitFinished(10 * time.Second) {
+		t.Fatal("the calls' groups were neither kept nor removed within 10s")
+	}
+	pool.mu.Lock()
+	kept := pool.keptCount
+	pool.mu.Unlock()
+	if kept != n {
+		t.Fatalf("the pool keeps %d control groups, want %d (stats %+v)", kept, n, pool.Stats())
 	}
 }
 
@@ -123,7 +121,6 @@ func TestKeptGroupCountsOnlyItsNextCall(t *testing.T) {
 	if got := pool.Stats().GroupsReused; got != 2 {
 		t.Fatalf("the bomb was not given the kept group (%d)", got)
 	}
-	time.Sleep(200 * time.Millisecond) // Finish runs in the background
 	awaitKept(t, pool, 0)
 }
 
@@ -184,15 +181,25 @@ func TestOwnPIDsOnlyInTheProcessesOwnProcfs(t *testing.T) {
 		t.Fatal("in its own PID namespace's procfs, ownPIDs says the pids are not its own")
 	}
 	requireRoot(t)
+	rerunInPIDNamespace(t, ownPIDsInnerEnv)
+}
+
+// rerunInPIDNamespace runs t's test again in a copy of this test binary that is PID 1 of a new PID
+// namespace (the mount namespace, and so /proc, stay this process's), with env=1 in its
+// environment, and fails t when it fails.
+func rerunInPIDNamespace(t *testing.T, env string) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(exe, "-test.run=^"+t.Name()+"$", "-test.count=1")
-	cmd.Env = append(os.Environ(), ownPIDsInnerEnv+"=1")
+	cmd := exec.Command(exe, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), env+"=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("in a new PID namespace: %v\n%s", err, out)
+	out, err := cmd.CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("the run in a new PID namespace (with this /proc): %v", err)
 	}
 }
 

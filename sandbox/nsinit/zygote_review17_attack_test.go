@@ -3,11 +3,9 @@ package nsinit
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -227,19 +225,7 @@ func TestReview17ProcOfAnotherPIDNamespace(t *testing.T) {
 	if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(os.Getpid()) + "/children"); err != nil {
 		fixture.Missing(t, "no children file (CONFIG_PROC_CHILDREN): %v", err)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe, "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), review17InnerEnv+"=1")
-	// A new PID namespace only: the mount namespace, and so /proc, are this process's.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: unix.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.CombinedOutput()
-	t.Logf("%s", out)
-	if err != nil {
-		t.Fatalf("the run in a PID namespace with its parent's /proc: %v", err)
-	}
+	rerunInPIDNamespace(t, review17InnerEnv)
 }
 
 // review17Inner runs, as PID 1 of a PID namespace whose /proc is its parent's, calls whose program
