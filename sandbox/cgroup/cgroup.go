@@ -369,9 +369,11 @@ type Events struct {
 
 // Events reads the group's limit events and its CPU usage, counted since its current call was
 // given it (see Reuse).
-func (g *Group) Events() Events {
-	e := g.counters()
-	base := g.since()
+func (g *Group) Events() Events { return g.counters().minus(g.since()) }
+
+// minus is what counters e counted since they read base (never below zero: a counter that could
+// not be read is -1).
+func (e Events) minus(base Events) Events {
 	e.OOMKills, e.PidsMax = max(e.OOMKills-base.OOMKills, 0), max(e.PidsMax-base.PidsMax, 0)
 	e.CPUUsage = max(e.CPUUsage-base.CPUUsage, 0)
 	return e
@@ -454,14 +456,14 @@ func (g *Group) Reuse() error {
 		return fmt.Errorf("%w: %d processes left (%v)", ErrNotReusable, n, err)
 	}
 	now := g.counters()
-	since := g.Events()
+	since := now.minus(g.since())
 	switch {
 	case now.OOMKills < 0 && g.needsMemory(), now.PidsMax < 0:
 		return fmt.Errorf("%w: its counters cannot be read", ErrNotReusable)
 	case since.OOMKills > 0 || since.PidsMax > 0 || g.limits.CPU > 0 && (!since.CPUCounted || since.CPUUsage >= g.limits.CPU):
 		return fmt.Errorf("%w: its call reached a limit", ErrNotReusable)
 	}
-	if g.limits.MemoryBytes > 0 && g.mgr.mech[Memory] != None {
+	if g.needsMemory() {
 		used, err := g.memoryCharged()
 		if err != nil || used > g.limits.MemoryBytes/reusedMemoryShare {
 			return fmt.Errorf("%w: %d bytes still charged (%v)", ErrNotReusable, used, err)
