@@ -39,7 +39,7 @@ func (d *Engine) Reload() error {
 	}
 	logPolicy(d.log, d.approvals.Policy(), reg, tokens)
 	h := host.New(reg, host.Options{Audit: d.audit, Locate: d.locate, OnCall: d.onCall, Setup: d.setup, Auth: d.auth,
-		Sandbox: d.sandbox, Approvals: d.approvals, InFlight: d.inFlight})
+		Sandbox: d.sandbox, Approvals: d.approvals, InFlight: d.inFlight, Policies: d.policies})
 	st := &state{reg: reg, bundles: sum, host: h, mcp: mcp.Handler(h, mcp.Options{Caller: host.Caller{Workspace: d.workspace, User: d.user}, Version: d.cfg.Version, Agent: agentOf})}
 	d.cur.Store(st)
 	d.metrics.setBundles(sum.Loaded, sum.Refused)

@@ -28,6 +28,7 @@ import (
 	"github.com/clihost/clihost/isolation"
 	"github.com/clihost/clihost/registry"
 	"github.com/clihost/clihost/runner"
+	"github.com/clihost/clihost/sandbox"
 	"github.com/clihost/clihost/sandbox/egress"
 	"github.com/clihost/clihost/setup"
 	"github.com/clihost/clihost/store"
@@ -122,6 +123,7 @@ type Engine struct {
 	closeOnce  sync.Once
 	breakers   breakers          // the provider bundles' circuit breakers; outlive reloads
 	inFlight   *inflight.Limiter // the calls running at once; outlives reloads
+	policies   *sandbox.Cache    // the sandbox policies of recent calls; outlives reloads
 
 	page pageSessions // the status page's login codes and sessions (statuspage.go)
 }
@@ -146,7 +148,8 @@ func (d *Engine) auditRecord(v any) {
 // kills the sandboxes a previous daemon on it left, loads the approval policy and the bundles and
 // probes the sandbox once. Serve then serves them; Close releases what New opened.
 func New(ctx context.Context, log *slog.Logger, c Config) (*Engine, error) {
-	d := &Engine{log: log, cfg: c, metrics: newMetrics(), inFlight: inflight.New(c.MaxCalls, c.MaxCallsPerCaller)}
+	d := &Engine{log: log, cfg: c, metrics: newMetrics(), inFlight: inflight.New(c.MaxCalls, c.MaxCallsPerCaller),
+		policies: sandbox.NewCache()}
 	if err := d.open(ctx); err != nil {
 		d.Close()
 		return nil, err

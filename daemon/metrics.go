@@ -10,6 +10,7 @@ import (
 
 	"github.com/clihost/clihost/host"
 	"github.com/clihost/clihost/internal/inflight"
+	"github.com/clihost/clihost/sandbox"
 	"github.com/clihost/clihost/sandbox/nsinit"
 )
 
@@ -77,6 +78,11 @@ func (m *metrics) write(w io.Writer) {
 	for _, n := range slices.Sorted(maps.Keys(m.duration)) {
 		fmt.Fprintf(w, "clihost_call_seconds_total{bundle=%q} %g\n", n, m.duration[n])
 	}
+}
+
+// writePolicyMetrics writes how often a call used a kept sandbox policy.
+func writePolicyMetrics(w io.Writer, policies *sandbox.Cache) {
+	fmt.Fprintf(w, "# HELP clihost_sandbox_policies_reused_total Calls that used the sandbox policy of an earlier call with the same inputs, every path and variable it read answering the same, instead of compiling one.\n# TYPE clihost_sandbox_policies_reused_total counter\nclihost_sandbox_policies_reused_total %d\n", policies.Reused())
 }
 
 // writePoolMetrics writes what the pool of sandbox inits did (nothing without a pool).

@@ -166,6 +166,7 @@ func (d *Engine) httpHandler() http.Handler {
 			d.metrics.write(w)
 			writeInFlightMetrics(w, d.inFlight)
 			writePoolMetrics(w, d.sandbox.Pool)
+			writePolicyMetrics(w, d.policies)
 			return
 		}
 		d.cur.Load().mcp.ServeHTTP(w, r)

@@ -61,6 +61,10 @@ type Options struct {
 	// InFlight bounds the calls running at once, in total and for each caller (callerKey); it
 	// outlives a Host, as Approvals does. Nil: no bound (one-shot in-process calls).
 	InFlight *inflight.Limiter
+	// Policies keeps the sandbox policies of recent calls for the next calls of the same bundle,
+	// tool, workspace and caller's home (see sandbox.Cache); it may outlive a Host, as InFlight
+	// does. Nil: a cache of the Host's own.
+	Policies *sandbox.Cache
 }
 
 // Caller is who calls and where: the workspace is the process's working directory.
@@ -94,6 +98,10 @@ type binary struct {
 	size    int64
 }
 
+// PoliciesReused returns how many calls used the sandbox policy of an earlier call again (see
+// sandbox.Cache) instead of compiling one.
+func (h *Host) PoliciesReused() int64 { return h.opts.Policies.Reused() }
+
 // New makes a Host over reg.
 func New(reg *registry.Registry, opts Options) *Host {
 	if opts.LookupEnv == nil {
@@ -104,6 +112,9 @@ func New(reg *registry.Registry, opts Options) *Host {
 	}
 	if opts.Approvals == nil {
 		opts.Approvals = approval.NewGate(nil)
+	}
+	if opts.Policies == nil {
+		opts.Policies = sandbox.NewCache()
 	}
 	return &Host{reg: reg, opts: opts, audit: &auditLog{w: opts.Audit}, verified: map[string]binary{}, limits: operatorLimits(opts.Sandbox.Limits)}
 }

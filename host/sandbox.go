@@ -196,7 +196,7 @@ func (h *Host) confineFor(b *manifest.Bundle, tool *manifest.ToolEntry, bin stri
 		return nil, nil, &Error{Code: errcode.Internal, Message: err.Error(), Hint: "check the workspace's folders and their owners"}
 	}
 	pathVar, _ := h.opts.LookupEnv("PATH")
-	pol, err := sandbox.Compile(sandbox.Input{Bundle: b, Tool: tool, Binary: bin, Workspace: ws, Home: who.home,
+	pol, err := h.opts.Policies.Compile(sandbox.Input{Bundle: b, Tool: tool, Binary: bin, Workspace: ws, Home: who.home,
 		PATH: pathVar, LookupEnv: h.opts.LookupEnv, ExtraDeny: h.opts.Sandbox.ExtraDeny, Protect: append(ProtectedPaths(h.reg.Bundles(), bin), h.reg.Dirs()...)})
 	if err != nil {
 		return nil, nil, sandboxError(b, err)

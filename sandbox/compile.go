@@ -191,8 +191,11 @@ type compiler struct {
 // cannot enforce, a workspace pattern that resolves outside the workspace, a missing binary or
 // interpreter, an absolute exec.spawn path that does not exist, an invalid egress host or a
 // dangling symlink on a path it must pin is an error, never a silently wider policy.
-func Compile(in Input) (*Policy, error) {
-	c, err := newCompiler(in)
+func Compile(in Input) (*Policy, error) { return compileAsking(in, nil) }
+
+// compileAsking is Compile, recording in asked (when not nil) the questions it asks.
+func compileAsking(in Input, asked *journal) (*Policy, error) {
+	c, err := newCompiler(in, asked)
 	if err != nil {
 		return nil, fmt.Errorf("compile sandbox: %w", err)
 	}
@@ -203,7 +206,7 @@ func Compile(in Input) (*Policy, error) {
 	return p, nil
 }
 
-func newCompiler(in Input) (*compiler, error) {
+func newCompiler(in Input, asked *journal) (*compiler, error) {
 	if in.Bundle == nil || in.Bundle.CLI == nil {
 		return nil, errors.New("no bundle manifest")
 	}
@@ -213,7 +216,10 @@ func newCompiler(in Input) (*compiler, error) {
 	if in.DenyBudget < 0 {
 		return nil, fmt.Errorf("deny budget %d is negative", in.DenyBudget)
 	}
-	c := &compiler{in: in, budget: in.DenyBudget, fs: newView(),
+	in.LookupEnv = asked.lookupEnv(in.LookupEnv)
+	v := newView()
+	v.asked = asked
+	c := &compiler{in: in, budget: in.DenyBudget, fs: v,
 		access: map[PathRule]Access{}, writable: map[string]bool{}, exec: map[string]bool{},
 		denies: map[string]bool{}, why: map[string]string{}, notes: map[string]bool{}}
 	if c.budget == 0 {
@@ -321,8 +327,7 @@ func (c *compiler) compile() (*Policy, error) {
 			c.note("fs.deny: %s has %d hard links: its content stays readable through its other names inside an allowed tree (masks and Landlock judge names and the trees they lie in, not inodes)", d, n)
 		}
 	}
-	p.Absent, p.present = denyStates(p.Deny, p.Writable)
-	p.roots = rootIDs(p.Writable)
+	p.takeState()
 	for _, pr := range protect {
 		if writableRoot(pr, p.Writable) != "" && c.deniedBy(pr) == "" {
 			p.Protect = append(p.Protect, pr)

@@ -253,6 +253,7 @@ var ErrDenyIncomplete = errors.New("deny pattern over the expansion bound")
 // match's path relative to root. It stops after c.budget matches or c.budget×walkFactor visited
 // entries; complete is false then, or when a directory could not be read.
 func (c *compiler) expand(root, pattern string, fn func(rel string) error) (complete bool, err error) {
+	c.fs.asked.markOpaque("a glob expanded against the file system")
 	bfs := &budgetFS{fsys: os.DirFS(root), left: c.budget * walkFactor}
 	matches := 0
 	err = doublestar.GlobWalk(bfs, pattern, func(rel string, _ fs.DirEntry) error {
@@ -331,6 +332,7 @@ func (c *compiler) writableMasks(w string) error {
 // a git directory: gitDirMasks searches the parts of one that hold other git directories.
 // complete is false when the walk stopped at the budget or a directory could not be read.
 func (c *compiler) findGitDirs(w string) (complete bool, err error) {
+	c.fs.asked.markOpaque("a writable folder searched for git directories")
 	visits, limit := 0, c.budget*walkFactor
 	// found masks what an entry named .git is or points to; hard is set when a mask failed.
 	var hard error
@@ -432,6 +434,7 @@ func (c *compiler) gitDirMasks(g string) error {
 // gitfileMasks follows a `.git` file (gitdir: PATH, as submodules and worktrees have) and masks
 // that git directory when it lies in a writable root; outside them it cannot be written.
 func (c *compiler) gitfileMasks(p string) error {
+	c.fs.asked.markOpaque("a .git file read")
 	f, err := os.Open(p)
 	if err != nil {
 		return nil // unreadable now means unreadable to the CLI too: nothing to follow

@@ -29,6 +29,7 @@ var interps struct {
 func (c *compiler) interpreterOf(p string) (interp, arg string, script bool, err error) {
 	fi, err := c.fs.lstat(p)
 	if err != nil {
+		c.fs.asked.markOpaque("an executable read that its lstat did not find")
 		return interpreterOf(p)
 	}
 	stamp, keep := filestamp.Of(fi)
@@ -36,12 +37,16 @@ func (c *compiler) interpreterOf(p string) (interp, arg string, script bool, err
 	a, ok := interps.m[p]
 	interps.mu.Unlock()
 	if ok && a.stamp == stamp {
+		c.fs.asked.stamp(p, fi)
 		return a.interp, a.arg, a.script, nil
 	}
 	interp, arg, script, err = interpreterOf(p)
 	if err != nil || !keep {
+		// Read within RacyWindow of its last change: its stamp may not tell a later change.
+		c.fs.asked.markOpaque("an executable read just after it changed")
 		return interp, arg, script, err
 	}
+	c.fs.asked.stamp(p, fi)
 	interps.mu.Lock()
 	if interps.m == nil || len(interps.m) >= maxInterpCache {
 		interps.m = map[string]interpAnswer{}

@@ -102,6 +102,7 @@ func (c *compiler) allowLastWild(p string, a Access) error {
 		return err
 	}
 	c.declared = append(c.declared, dir)
+	c.fs.asked.markOpaque("a wildcard expanded against the file system")
 	entries, err := os.ReadDir(dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("expand: %w", err)

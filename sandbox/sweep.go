@@ -59,6 +59,14 @@ func lstatIDErr(p string) (fileID, error) {
 	return id, nil
 }
 
+// takeState records the state of the file system before the call that Sweep compares with after
+// it: which deny paths inside a writable root exist (Absent, present) and the writable roots'
+// identities (roots). Each call takes its own, also when its policy is a Cache's.
+func (p *Policy) takeState() {
+	p.Absent, p.present = denyStates(p.Deny, p.Writable)
+	p.roots = rootIDs(p.Writable)
+}
+
 // denyStates splits the deny paths that lie strictly inside one of the writable roots into those
 // that do not exist now (absent: swept after the call) and the identities of those that do
 // (present: masked, and swept if another file stands there after the call), from one look at

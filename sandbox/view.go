@@ -20,6 +20,8 @@ type view struct {
 	lstats map[string]lstatAnswer
 	links  map[string]linkAnswer
 	evals  map[string]linkAnswer // evalSymlinks's answers
+	// asked, when not nil, records every question the view asks the kernel (see Cache).
+	asked *journal
 }
 
 type lstatAnswer struct {
@@ -50,6 +52,7 @@ func (v *view) lstat(p string) (fs.FileInfo, error) {
 	}
 	fi, err := os.Lstat(p)
 	v.lstats[p] = lstatAnswer{fi, err}
+	v.asked.lstat(p, fi, err)
 	return fi, err
 }
 
@@ -60,6 +63,7 @@ func (v *view) readlink(p string) (string, error) {
 	}
 	t, err := os.Readlink(p)
 	v.links[p] = linkAnswer{t, err}
+	v.asked.readlink(p, t, err)
 	return t, err
 }
 
@@ -80,6 +84,7 @@ var errTooManyLinks = errors.New("EvalSymlinks: too many links")
 // filepath.EvalSymlinks.
 func (v *view) evalSymlinks(path string) (string, error) {
 	if !filepath.IsAbs(path) {
+		v.asked.markOpaque("a relative path resolved")
 		return filepath.EvalSymlinks(path)
 	}
 	if a, ok := v.evals[path]; ok {

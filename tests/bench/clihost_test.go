@@ -166,5 +166,7 @@ func benchmarkCallIn(b *testing.B, files map[string]string, ws string, sb host.S
 	}
 	call() // the version check, once
 	defer reportCPU(b)()
+	reused := h.PoliciesReused()
 	loop(b, pause, call)
+	b.ReportMetric(float64(h.PoliciesReused()-reused)/float64(max(b.N, 1)), "policies-reused/call")
 }

@@ -1,0 +1,122 @@
+package sandbox
+
+import (
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/clihost/clihost/manifest"
+)
+
+// Cache keeps recent compilations for calls of the same Input to use again. A policy is used
+// again only when every question its compilation asked outside its Input gets the answer it got
+// then (see journal): each lstat and readlink of the paths it resolved, the stamp of each file it
+// read (an executable's interpreter), each variable it read from the caller's environment. The
+// policy is then the one a compilation would return at this call, without its work (resolving and
+// checking some hundred paths); only the kernel is asked again. A compilation that listed a
+// directory or read a file whose stamp cannot vouch for its content (a writable folder searched
+// for git directories, a glob or wildcard expanded, an executable changed within
+// filestamp.RacyWindow) is not kept, and neither is a failed one. The state Sweep needs from
+// before the call (which deny paths exist, the writable roots' identities) is taken at every
+// call. Safe for concurrent use; the zero value is not ready, see NewCache.
+type Cache struct {
+	mu      sync.Mutex
+	entries map[cacheKey]*cachedPolicy
+	reused  atomic.Int64
+}
+
+// maxCachedPolicies bounds the policies a Cache keeps: one per bundle, tool, workspace and
+// caller's home used lately.
+const maxCachedPolicies = 128
+
+// cacheKey is what of an Input a kept policy must match (Input.LookupEnv's answers are in the
+// journal; lookup says whether there is one). The bundle and tool are compared by identity: a
+// loaded bundle is never changed, a reload makes another.
+type cacheKey struct {
+	bundle                        *manifest.Bundle
+	tool                          *manifest.ToolEntry
+	binary, workspace, home, path string
+	budget                        int
+	lookup                        bool
+	protect, extraDeny            string // joined with NUL, which no path holds
+}
+
+// cachedPolicy is a kept compilation: its policy, without the state of one call, and its
+// questions.
+type cachedPolicy struct {
+	policy *Policy
+	asked  *journal
+}
+
+// NewCache returns an empty Cache.
+func NewCache() *Cache { return &Cache{entries: map[cacheKey]*cachedPolicy{}} }
+
+// Compile is Compile(in), using a policy kept from an earlier call of the same Input when every
+// question its compilation asked gets the same answer now, and keeping this one's when it may be.
+func (c *Cache) Compile(in Input) (*Policy, error) {
+	key := keyOf(in)
+	c.mu.Lock()
+	kept := c.entries[key]
+	c.mu.Unlock()
+	if kept != nil && kept.asked.sameAnswers(in.LookupEnv) {
+		c.reused.Add(1)
+		return kept.policy.forCall(), nil
+	}
+	asked := &journal{}
+	p, err := compileAsking(in, asked)
+	if err != nil || asked.opaque != "" {
+		if kept != nil {
+			c.forget(key, kept)
+		}
+		return p, err
+	}
+	keep := p.clone() // its own copy: the caller may change the one it gets
+	keep.Absent, keep.present, keep.roots = nil, nil, nil
+	c.mu.Lock()
+	if _, ok := c.entries[key]; !ok && len(c.entries) >= maxCachedPolicies {
+		for k := range c.entries { // one out, whichever: a full cache holds policies of many inputs
+			delete(c.entries, k)
+			break
+		}
+	}
+	c.entries[key] = &cachedPolicy{policy: keep, asked: asked}
+	c.mu.Unlock()
+	return p, nil
+}
+
+// forget drops the kept policy of key if it is still old.
+func (c *Cache) forget(key cacheKey, old *cachedPolicy) {
+	c.mu.Lock()
+	if c.entries[key] == old {
+		delete(c.entries, key)
+	}
+	c.mu.Unlock()
+}
+
+// Reused returns how many calls used a kept policy.
+func (c *Cache) Reused() int64 { return c.reused.Load() }
+
+// keyOf returns in's key.
+func keyOf(in Input) cacheKey {
+	return cacheKey{bundle: in.Bundle, tool: in.Tool, binary: in.Binary, workspace: in.Workspace, home: in.Home,
+		path: in.PATH, budget: in.DenyBudget, lookup: in.LookupEnv != nil, protect: strings.Join(in.Protect, "\x00"), extraDeny: strings.Join(in.ExtraDeny, "\x00")}
+}
+
+// forCall returns a copy of p with the state of the file system now (see takeState).
+func (p *Policy) forCall() *Policy {
+	q := p.clone()
+	q.takeState()
+	return q
+}
+
+// clone returns a copy of p with lists of its own.
+func (p *Policy) clone() *Policy {
+	q := *p
+	q.Rules, q.Runtime = slices.Clone(p.Rules), slices.Clone(p.Runtime)
+	q.Deny, q.Protect, q.Exec, q.Writable = slices.Clone(p.Deny), slices.Clone(p.Protect), slices.Clone(p.Exec), slices.Clone(p.Writable)
+	q.gitGlobal, q.Egress, q.Ingress = slices.Clone(p.gitGlobal), slices.Clone(p.Egress), slices.Clone(p.Ingress)
+	q.Env, q.Notes = slices.Clone(p.Env), slices.Clone(p.Notes)
+	q.git = nil
+	return &q
+}

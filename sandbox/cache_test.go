@@ -1,0 +1,225 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/clihost/clihost/internal/filestamp"
+	"github.com/clihost/clihost/manifest"
+)
+
+// cacheCheck compiles in through c and afresh, and fails when the two policies (or errors) differ
+// or when c reused a kept policy other than when reuse says. It returns the fresh policy.
+func cacheCheck(t *testing.T, c *Cache, in Input, step string, reuse bool) *Policy {
+	t.Helper()
+	before := c.Reused()
+	got, gotErr := c.Compile(in)
+	want, wantErr := Compile(in)
+	if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+		t.Fatalf("%s: the cache says %v, a compilation %v", step, gotErr, wantErr)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("%s: the cache's policy differs from a compilation's:\n cache: %+v\n fresh: %+v", step, got, want)
+	}
+	if reused := c.Reused() > before; reused != reuse {
+		t.Errorf("%s: reused a kept policy: %v, want %v", step, reused, reuse)
+	}
+	return want
+}
+
+// TestCacheAnswersAsCompile changes, one after the other, what a compilation reads (a credential
+// folder that appears as a link or is pointed elsewhere, a denied file made a link, a binary
+// rewritten in place with another interpreter, the caller's variables, a folder on PATH created,
+// a hard link, an exec bit, the workspace moved behind a link) and checks that the cache's policy
+// is then the one a compilation returns, never the kept one; and that, unchanged, it is reused.
+func TestCacheAnswersAsCompile(t *testing.T) {
+	saved := filestamp.RacyWindow
+	filestamp.RacyWindow = 0 // the binary below is read at once: keep what is read
+	t.Cleanup(func() { filestamp.RacyWindow = saved })
+	f := newFixture(t)
+	tools := realTemp(t)
+	script := filepath.Join(tools, "tool")
+	write(t, script, "#!/usr/bin/sh\n", 0o755)
+	write(t, filepath.Join(tools, "helper"), "#!/usr/bin/sh\n", 0o755)
+	write(t, filepath.Join(f.ws, "public.txt"), "public", 0o644)
+	write(t, filepath.Join(f.ws, "secret.txt"), "secret", 0o644)
+	write(t, filepath.Join(f.ws, "keys.pem"), "key", 0o600)
+	write(t, filepath.Join(f.ws, "out.txt"), "", 0o644)
+	mkdir(t, filepath.Join(f.home, "store"))
+	mkdir(t, filepath.Join(f.home, "other"))
+	env := map[string]string{"TOKEN": "one", "PATH": "/usr/bin"}
+	allow := true
+	sb := manifest.Sandbox{
+		FS:   &manifest.FS{Read: []string{"./**", "~/**"}, Write: []string{"./out.txt"}, Deny: []string{"./secret.txt", "./keys.pem"}},
+		Exec: &manifest.Exec{Allow: &allow, Spawn: []string{"helper"}},
+		Env:  &manifest.Env{Pass: []string{"TOKEN"}},
+	}
+	in := f.input(sb)
+	in.Binary, in.PATH = script, tools
+	in.LookupEnv = func(name string) (string, bool) { v, ok := env[name]; return v, ok }
+	in.Protect = []string{filepath.Join(f.ws, "bundles")}
+	c := NewCache()
+	last := cacheCheck(t, c, in, "first call", false)
+	cacheCheck(t, c, in, "second call", true)
+
+	changes := []struct {
+		name    string
+		change  func()
+		differs bool // the policy differs after the change (else only the answers do)
+	}{
+		{"~/.aws appears, a link to ~/store", func() { symlink(t, filepath.Join(f.home, "store"), filepath.Join(f.home, ".aws")) }, true},
+		{"~/.aws now points to ~/other", func() {
+			os.Remove(filepath.Join(f.home, ".aws"))
+			symlink(t, filepath.Join(f.home, "other"), filepath.Join(f.home, ".aws"))
+		}, true},
+		{"the denied secret.txt is a link to public.txt", func() {
+			os.Remove(filepath.Join(f.ws, "secret.txt"))
+			symlink(t, "public.txt", filepath.Join(f.ws, "secret.txt"))
+		}, true},
+		{"the binary rewritten in place (same size) with another interpreter", func() {
+			fd, err := os.OpenFile(script, os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer fd.Close()
+			if _, err := fd.WriteAt([]byte("#!/usr/bin/ls\n"), 0); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"TOKEN changed", func() { env["TOKEN"] = "two" }, true},
+		{"XDG_RUNTIME_DIR set", func() { env["XDG_RUNTIME_DIR"] = filepath.Join(f.home, "run") }, true},
+		{"TOKEN unset", func() { delete(env, "TOKEN") }, true},
+		{"~/.local/bin made", func() { mkdir(t, filepath.Join(f.home, ".local", "bin")) }, true},
+		{"a hard link to the denied keys.pem", func() {
+			if err := os.Link(filepath.Join(f.ws, "keys.pem"), filepath.Join(f.ws, "keys-copy")); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"the spawned helper loses its exec bits", func() {
+			if err := os.Chmod(filepath.Join(tools, "helper"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, true},
+		{"~/.gitconfig appears, a link", func() {
+			write(t, filepath.Join(f.home, "other", "gitconfig"), "", 0o644)
+			symlink(t, filepath.Join(f.home, "other", "gitconfig"), filepath.Join(f.home, ".gitconfig"))
+		}, true},
+		{"a protected path appears", func() { mkdir(t, filepath.Join(f.ws, "bundles")) }, false},
+		{"the workspace moved behind a link", func() {
+			moved := f.ws + ".moved"
+			if err := os.Rename(f.ws, moved); err != nil {
+				t.Fatal(err)
+			}
+			symlink(t, moved, f.ws)
+		}, true},
+	}
+	for _, ch := range changes {
+		ch.change()
+		now := cacheCheck(t, c, in, ch.name, false)
+		if ch.differs && reflect.DeepEqual(now, last) {
+			t.Errorf("%s: the policy did not change: the step proves nothing", ch.name)
+		}
+		last = cacheCheck(t, c, in, ch.name+", then again", true)
+	}
+
+	// What a compilation does not read: a new file in the workspace (its folder's times change).
+	write(t, filepath.Join(f.ws+".moved", "new.txt"), "new", 0o644)
+	cacheCheck(t, c, in, "a new file in the workspace", true)
+}
+
+// TestCacheFollowsTheBinary: a kept policy whose compilation read the binary (its interpreter)
+// is not used once the binary is rewritten in place with another interpreter.
+func TestCacheFollowsTheBinary(t *testing.T) {
+	saved := filestamp.RacyWindow
+	filestamp.RacyWindow = 0 // keep what is read at once
+	t.Cleanup(func() { filestamp.RacyWindow = saved })
+	f := newFixture(t)
+	script := filepath.Join(realTemp(t), "tool") // a path no compilation read before
+	write(t, script, "#!/usr/bin/sh\n", 0o755)
+	in := f.input(fsSandbox(nil, nil, nil))
+	in.Binary = script
+	c := NewCache()
+	before := cacheCheck(t, c, in, "first call", false)
+	cacheCheck(t, c, in, "second call", true)
+	fd, err := os.OpenFile(script, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fd.WriteAt([]byte("#!/usr/bin/ls\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	fd.Close()
+	if after := cacheCheck(t, c, in, "after the rewrite", false); reflect.DeepEqual(after.Exec, before.Exec) {
+		t.Errorf("the rewrite did not change Exec (%v): the test proves nothing", after.Exec)
+	}
+}
+
+// TestCacheKeysTheEnvironment: a policy compiled without the caller's environment is not the
+// policy of a call that has one (whose variables it would have read).
+func TestCacheKeysTheEnvironment(t *testing.T) {
+	f := newFixture(t)
+	in := f.input(manifest.Sandbox{Env: &manifest.Env{Pass: []string{"TOKEN"}}})
+	c := NewCache()
+	cacheCheck(t, c, in, "without an environment", false)
+	in.LookupEnv = func(name string) (string, bool) { return "set", name == "TOKEN" }
+	wantIn(t, "Env", cacheCheck(t, c, in, "with one", false).Env, "TOKEN=set")
+	cacheCheck(t, c, in, "with one, again", true)
+}
+
+// TestCacheKeepsNoOpaqueCompilation: a compilation that listed a folder (a writable tree searched
+// for git directories, a wildcard, a deny glob) or read a binary changed just before is never
+// reused, however often it is asked again.
+func TestCacheKeepsNoOpaqueCompilation(t *testing.T) {
+	f := newFixture(t)
+	write(t, filepath.Join(f.ws, "a.txt"), "a", 0o644)
+	write(t, filepath.Join(f.ws, "sub", "b.pem"), "b", 0o644)
+	fresh := filepath.Join(realTemp(t), "fresh-tool")
+	write(t, fresh, "#!/usr/bin/sh\n", 0o755) // within filestamp.RacyWindow of its change
+	racy := f.input(fsSandbox([]string{"./**"}, nil, nil))
+	racy.Binary = fresh
+	for name, in := range map[string]Input{
+		"a writable tree":   f.input(fsSandbox(nil, []string{"./**"}, nil)),
+		"a wildcard":        f.input(fsSandbox([]string{"./*.txt"}, nil, nil)),
+		"a deny glob":       f.input(fsSandbox([]string{"./**"}, nil, []string{"./**/*.pem"})),
+		"a binary just now": racy,
+	} {
+		c := NewCache()
+		for i := range 3 {
+			cacheCheck(t, c, in, name+", call "+string(rune('1'+i)), false)
+		}
+	}
+}
+
+// TestCacheConcurrentCalls compiles one input from several goroutines at once (run with -race):
+// each gets a policy of its own, equal to a compilation's.
+func TestCacheConcurrentCalls(t *testing.T) {
+	f := newFixture(t)
+	in := f.input(fsSandbox([]string{"./**"}, []string{"./out.txt"}, nil))
+	write(t, filepath.Join(f.ws, "out.txt"), "", 0o644)
+	want := f.compile(in)
+	c := NewCache()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 20 {
+				p, err := c.Compile(in)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !reflect.DeepEqual(p, want) {
+					t.Errorf("a concurrent call's policy differs: %+v", p)
+					return
+				}
+				p.Rules[0].Path, p.Notes = "/changed", append(p.Notes, "changed") // the caller's own copy
+			}
+		})
+	}
+	wg.Wait()
+	if c.Reused() == 0 {
+		t.Error("no call reused a kept policy")
+	}
+}

@@ -1,0 +1,183 @@
+package sandbox
+
+import (
+	"errors"
+	"io/fs"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// journal records, in order, every question one compilation asked outside its Input (each lstat
+// and readlink the view made of the kernel, the stamp of each file whose content it read, each
+// variable read from the caller's environment) and the answer it got. Compile is a function of its Input and of those answers: when every question
+// asked again gets the same answer, a compilation would take the same steps and return the same
+// policy (see Cache). A compilation that learnt something in a way the journal does not record (a
+// directory listing, a file's content that may have changed unseen) is opaque and is never
+// replayed.
+type journal struct {
+	questions []question
+	// opaque says why the compilation cannot be replayed; "" when it can.
+	opaque string
+}
+
+// questionKind is what a question asked.
+type questionKind uint8
+
+const (
+	askLstat questionKind = iota
+	askReadlink
+	askEnv
+	askStamp // the stamp of a file whose content the compilation read (see filestamp)
+)
+
+// question is one question and its answer.
+type question struct {
+	kind questionKind
+	name string // the path asked about, or the variable's name
+	// lstat: what sameFile compares, and errno when it failed; stamp: what sameStamp compares.
+	st    syscall.Stat_t
+	errno syscall.Errno
+	// readlink: the target; env: the value, and set whether the variable is set.
+	text string
+	set  bool
+}
+
+// markOpaque records that the compilation learnt something the journal cannot ask again. The
+// first reason is kept. A nil journal (a compilation not recorded) ignores it.
+func (j *journal) markOpaque(why string) {
+	if j != nil && j.opaque == "" {
+		j.opaque = why
+	}
+}
+
+// lstat records the answer of os.Lstat(p).
+func (j *journal) lstat(p string, fi fs.FileInfo, err error) {
+	if j == nil {
+		return
+	}
+	q := question{kind: askLstat, name: p}
+	if err != nil {
+		if q.errno = errnoOf(err); q.errno == 0 {
+			j.markOpaque("lstat " + p + ": an error without an errno")
+			return
+		}
+	} else if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		q.st = *st
+	} else {
+		j.markOpaque("lstat " + p + ": no stat data")
+		return
+	}
+	j.questions = append(j.questions, q)
+}
+
+// stamp records that the compilation read the content of the file p, which fi (its lstat, taken
+// before the read) describes: used again only while p keeps that stamp (see sameStamp). The
+// caller makes the compilation opaque instead when the stamp cannot vouch for the content (a file
+// changed within filestamp.RacyWindow).
+func (j *journal) stamp(p string, fi fs.FileInfo) {
+	if j == nil {
+		return
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		j.markOpaque("read " + p + ": no stat data")
+		return
+	}
+	j.questions = append(j.questions, question{kind: askStamp, name: p, st: *st})
+}
+
+// readlink records the answer of os.Readlink(p).
+func (j *journal) readlink(p, target string, err error) {
+	if j == nil {
+		return
+	}
+	q := question{kind: askReadlink, name: p, text: target}
+	if err != nil {
+		if q.errno = errnoOf(err); q.errno == 0 {
+			j.markOpaque("readlink " + p + ": an error without an errno")
+			return
+		}
+	}
+	j.questions = append(j.questions, q)
+}
+
+// lookupEnv returns lookup, recording each answer it gives; nil stays nil.
+func (j *journal) lookupEnv(lookup func(string) (string, bool)) func(string) (string, bool) {
+	if j == nil || lookup == nil {
+		return lookup
+	}
+	return func(name string) (string, bool) {
+		v, ok := lookup(name)
+		j.questions = append(j.questions, question{kind: askEnv, name: name, text: v, set: ok})
+		return v, ok
+	}
+}
+
+// errnoOf returns the errno err carries, or 0.
+func errnoOf(err error) syscall.Errno {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return errno
+	}
+	return 0
+}
+
+// sameAnswers asks every question of j again, in order, and reports whether each gets the answer
+// it got then; lookup is the caller's environment now. It stops at the first difference.
+func (j *journal) sameAnswers(lookup func(string) (string, bool)) bool {
+	var st unix.Stat_t
+	buf := make([]byte, unix.PathMax)
+	for i := range j.questions {
+		q := &j.questions[i]
+		switch q.kind {
+		case askLstat:
+			err := unix.Lstat(q.name, &st)
+			if errnoOf(err) != q.errno || err == nil && !sameFile(&q.st, &st) {
+				return false
+			}
+		case askStamp:
+			if unix.Lstat(q.name, &st) != nil || !sameStamp(&q.st, &st) {
+				return false
+			}
+		case askReadlink:
+			n, err := unix.Readlink(q.name, buf)
+			if errnoOf(err) != q.errno || err == nil && (n >= len(buf) || string(buf[:n]) != q.text) {
+				return false
+			}
+		case askEnv:
+			if lookup == nil {
+				return false
+			}
+			if v, ok := lookup(q.name); v != q.text || ok != q.set {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// sameFile reports whether now answers an lstat as then did, for what a compilation reads from
+// an lstat: the file's device and inode, its type and permission bits (set-id and sticky
+// included), owner, group and device number, and, for what is not a directory, its link count
+// (Policy.Notes name a denied file's hard links). Not its size and times: the content of a file
+// the compilation read is vouched for by its stamp (askStamp), and a file it only named (a denied
+// log the daemon appends to) changes them at every call. A directory's link count changes with
+// its entries, which a compilation learns by asking about each entry (or not at all: a listing
+// makes it opaque).
+func sameFile(then *syscall.Stat_t, now *unix.Stat_t) bool {
+	if then.Dev != now.Dev || then.Ino != now.Ino || then.Mode != now.Mode || then.Uid != now.Uid ||
+		then.Gid != now.Gid || then.Rdev != now.Rdev {
+		return false
+	}
+	return then.Mode&syscall.S_IFMT == syscall.S_IFDIR || then.Nlink == now.Nlink
+}
+
+// sameStamp reports whether now has then's stamp (filestamp.Stamp): the same device and inode,
+// size, and modification and change times.
+func sameStamp(then *syscall.Stat_t, now *unix.Stat_t) bool {
+	return then.Dev == now.Dev && then.Ino == now.Ino && then.Size == now.Size &&
+		then.Mtim == syscall.Timespec(now.Mtim) && then.Ctim == syscall.Timespec(now.Ctim)
+}
