@@ -95,16 +95,13 @@ func TestRound10SharedMountParseUnderConcurrentChecks(t *testing.T) {
 	wg.Wait()
 }
 
-// TestRound10OverlapBesideAnswersAsOwnedOverlap: ownedOverlapBeside's answer (on a root host, from
-// its own goroutine) is OwnedOverlap's for the same workspace, for many calls at once, refused and
-// not; and each started check is waited for exactly once (no answer goes to another call).
-func TestRound10OverlapBesideAnswersAsOwnedOverlap(t *testing.T) {
+// TestRound10OverlapConcurrentCalls: OwnedOverlap answers each of many calls at once for its own
+// workspace, refused and not (the calls share the parse of the mount table, lastMounts).
+func TestRound10OverlapConcurrentCalls(t *testing.T) {
 	p, mount := mountTree(t, "ws/sub", "state", "clean")
 	sub, state, clean := p[0], p[1], p[2]
 	ws := filepath.Dir(sub)
 	mount("--bind", state, sub)
-	h := &Host{}
-	h.opts.Sandbox.StateDir = state
 	var wg sync.WaitGroup
 	for i := range 64 {
 		wg.Go(func() {
@@ -112,8 +109,7 @@ func TestRound10OverlapBesideAnswersAsOwnedOverlap(t *testing.T) {
 			if i%2 == 0 {
 				w, refused = ws, true
 			}
-			answer := h.ownedOverlapBeside(w)
-			if e := answer(); (e != nil) != refused || refused && e.Code != errcode.WorkspaceDenied {
+			if e := OwnedOverlap(w, state); (e != nil) != refused || refused && e.Code != errcode.WorkspaceDenied {
 				t.Errorf("call %d, workspace %s: %+v, want refused %t", i, w, e, refused)
 			}
 		})

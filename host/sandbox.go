@@ -177,14 +177,13 @@ func (h *Host) confineFor(b *manifest.Bundle, tool *manifest.ToolEntry, bin stri
 		return nil, nil, &Error{Code: errcode.SandboxUnavailable, Message: err.Error(),
 			Hint: "run clihost on Linux ≥ 6.2 with Landlock enabled (lsm=landlock), as root or with unprivileged user namespaces; an operator may run clihostd --sandbox=off at their own risk"}
 	}
-	overlap := h.ownedOverlapBeside(ws)
 	who, idErr := h.identityFor(ws, c.Peer, bin) // on a root host, also whether that uid may run bin
 	if idErr != nil {
 		return nil, nil, idErr
 	}
 	// The host's own work may run in the kept home of the uid it runs as (checkDir), which lies in
 	// the state directory; no caller names that workspace (clihostd refuses it first).
-	if owned := overlap(); owned != nil && !h.ownKeptHome(ws, who.home) {
+	if owned := OwnedOverlap(ws, h.opts.Sandbox.StateDir, h.opts.Sandbox.Trusted...); owned != nil && !h.ownKeptHome(ws, who.home) {
 		return nil, nil, owned
 	}
 	if !dry {
@@ -219,22 +218,6 @@ func (h *Host) confineFor(b *manifest.Bundle, tool *manifest.ToolEntry, bin stri
 		*env = append(*env, "PATH="+absolutePath(pathVar))
 	}
 	return &plan, pol, nil
-}
-
-// ownedOverlapBeside starts OwnedOverlap of workspace ws against the host's state directory and
-// trusted paths, and returns the function that waits for its answer. On a root host it runs on a
-// goroutine of its own beside identityFor, whose access checks wait for a thread of their own (the
-// caller's identity taken there): the check fills that wait instead of following it (its answer,
-// buffered, is dropped when the identity refuses the call). Elsewhere identityFor does not wait,
-// and the check runs when its answer is asked for.
-func (h *Host) ownedOverlapBeside(ws string) func() *Error {
-	check := func() *Error { return OwnedOverlap(ws, h.opts.Sandbox.StateDir, h.opts.Sandbox.Trusted...) }
-	if os.Geteuid() != 0 {
-		return check
-	}
-	answer := make(chan *Error, 1)
-	go func() { answer <- check() }()
-	return func() *Error { return <-answer }
 }
 
 // sharedUmask is the umask of a process in workspace ws: 0o007 when ws is shared with its group

@@ -8,9 +8,8 @@
 // setfsgid, setfsuid: glibc and Go's syscall.Setgroups would change every thread of the process),
 // which also drops the thread's filesystem capabilities, then calls faccessat2 with AT_EACCESS, so
 // that modes, ACLs, read-only mounts and every directory on the path count exactly as they would
-// for the user. Such a thread is never given back to the Go scheduler: it exits with its
-// goroutine. A few of them wait between checks and are reused, switched again before each check
-// (see worker): no answer is ever kept, only the thread.
+// for the user. The thread is switched back before the Go scheduler gets it again, and never
+// given back when that fails (see onThreadAs). No answer is ever kept.
 //
 // A process that is not root cannot take another identity. For its own uid it asks the kernel as
 // itself; for another uid it reads the mode bits of the directory and the search bits of every
@@ -26,9 +25,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -149,119 +146,61 @@ func writable(path string) error {
 }
 
 // onThreadAs runs check on a locked OS thread switched, just before, to who's groups, fsgid and
-// fsuid (see worker).
+// fsuid, and switched back after. The check runs on a goroutine of its own, which the scheduler
+// usually runs on the caller's own thread as the caller waits: no other thread is woken. Its thread
+// goes back to the scheduler only once it has the identity it had before (read back); else the
+// goroutine ends locked and the runtime ends the thread with it. (Go starts new threads from a
+// thread of its own while one is locked: none inherits the switched identity.)
 func onThreadAs(who Who, check func() error) error {
 	if who.UID < 0 || who.GID < 0 {
 		return fmt.Errorf("access: invalid identity %d:%d", who.UID, who.GID)
 	}
 	done := make(chan error, 1)
-	idle.take().jobs <- job{who: who, check: check, done: done}
+	go func() {
+		runtime.LockOSThread()
+		own, err := identityOfThread()
+		if err == nil {
+			if err = becomeOnThread(who); err == nil {
+				err = check()
+			}
+		}
+		if own != nil {
+			if becomeOnThread(*own) != nil {
+				done <- errors.New("access: the thread could not take its own identity back")
+				return // locked: its thread ends with this goroutine
+			}
+		}
+		runtime.UnlockOSThread()
+		done <- err
+	}()
 	return <-done
 }
 
-// A worker is a goroutine locked to its OS thread for good, which runs checks as other identities:
-// for each job it switches the thread to the job's groups, fsgid and fsuid (read back: a switch
-// that did not take fails the job) and then runs the check. Its thread is never given back to the
-// Go scheduler: it exits with the goroutine, when the worker has been idle for workerIdle or a
-// switch failed. Starting a thread, and its exit, cost more than the checks of a whole call; so
-// workers wait in a small pool (at most maxIdleWorkers) between jobs. A caller never waits for
-// another's check: with no idle worker it starts a new one.
-type worker struct {
-	jobs chan job
-}
-
-// job is one check to run as who; done receives its answer.
-type job struct {
-	who   Who
-	check func() error
-	done  chan error
-}
-
-// maxIdleWorkers bounds the workers kept waiting between checks; workerIdle is how long one waits
-// before its thread exits.
-const (
-	maxIdleWorkers = 4
-	workerIdle     = 30 * time.Second
-)
-
-// workerPool holds the idle workers.
-type workerPool struct {
-	mu      sync.Mutex
-	workers []*worker
-}
-
-// idle is the process's pool of idle workers.
-var idle workerPool
-
-// take returns an idle worker, or a new one.
-func (p *workerPool) take() *worker {
-	p.mu.Lock()
-	if n := len(p.workers); n > 0 {
-		w := p.workers[n-1]
-		p.workers = p.workers[:n-1]
-		p.mu.Unlock()
-		return w
+// identityOfThread returns the calling thread's supplementary groups, fsgid and fsuid (what
+// becomeOnThread sets).
+func identityOfThread() (*Who, error) {
+	n, _, e := unix.RawSyscall(unix.SYS_GETGROUPS, 0, 0, 0)
+	if e != 0 {
+		return nil, fmt.Errorf("access: getgroups: %w", e)
 	}
-	p.mu.Unlock()
-	w := &worker{jobs: make(chan job)}
-	go w.run()
-	return w
-}
-
-// put returns w to the pool; false when the pool is full (w then exits).
-func (p *workerPool) put(w *worker) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if len(p.workers) >= maxIdleWorkers {
-		return false
-	}
-	p.workers = append(p.workers, w)
-	return true
-}
-
-// remove takes w out of the pool; false when it is not there (a caller took it and is about to
-// send it a job).
-func (p *workerPool) remove(w *worker) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	i := slices.Index(p.workers, w)
-	if i < 0 {
-		return false
-	}
-	p.workers = slices.Delete(p.workers, i, i+1)
-	return true
-}
-
-// run serves jobs on a locked thread until the worker is idle for workerIdle, the pool is full or
-// an identity switch fails. There is no UnlockOSThread: the thread's credentials are not the
-// process's, so it exits with the goroutine.
-func (w *worker) run() {
-	runtime.LockOSThread()
-	timer := time.NewTimer(workerIdle)
-	defer timer.Stop()
-	for {
-		select {
-		case j := <-w.jobs:
-			err := becomeOnThread(j.who)
-			if err != nil {
-				j.done <- err
-				return
-			}
-			j.done <- j.check()
-			if !idle.put(w) {
-				return
-			}
-			timer.Reset(workerIdle)
-		case <-timer.C:
-			if idle.remove(w) {
-				return
-			}
-			timer.Reset(workerIdle) // taken meanwhile: its job is on the way
+	raw := make([]uint32, n)
+	if n > 0 {
+		if _, _, e := unix.RawSyscall(unix.SYS_GETGROUPS, n, uintptr(unsafe.Pointer(&raw[0])), 0); e != 0 {
+			return nil, fmt.Errorf("access: getgroups: %w", e)
 		}
 	}
+	who := &Who{Groups: make([]int, n)}
+	for i, g := range raw {
+		who.Groups[i] = int(g)
+	}
+	gid, _, _ := unix.RawSyscall(unix.SYS_SETFSGID, ^uintptr(0), 0, 0) // -1 changes nothing: the current one
+	uid, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, ^uintptr(0), 0, 0)
+	who.GID, who.UID = int(gid), int(uid)
+	return who, nil
 }
 
-// becomeOnThread switches the calling (locked) thread to who's groups, fsgid and fsuid.
+// becomeOnThread switches the calling (locked) thread to who's groups, fsgid and fsuid, and reads
+// them back.
 func becomeOnThread(who Who) error {
 	groups := make([]uint32, 0, len(who.Groups))
 	for _, g := range who.Groups {
@@ -285,6 +224,10 @@ func becomeOnThread(who Who) error {
 	unix.RawSyscall(unix.SYS_SETFSUID, uintptr(who.UID), 0, 0)
 	if prev, _, _ := unix.RawSyscall(unix.SYS_SETFSUID, ^uintptr(0), 0, 0); int(prev) != who.UID {
 		return fmt.Errorf("access: setfsuid %d did not take (%d)", who.UID, prev)
+	}
+	now, err := identityOfThread()
+	if err != nil || !slices.Equal(now.Groups, slices.Sorted(slices.Values(who.Groups))) { // the kernel sorts them
+		return fmt.Errorf("access: setgroups %v did not take", who.Groups)
 	}
 	return nil
 }

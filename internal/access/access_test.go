@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -175,11 +176,11 @@ func TestCheckExec(t *testing.T) {
 	}
 }
 
-// TestCheckDirReusedThreads: the threads that run checks are reused, switched again before each
-// check. Checks as different users, interleaved and concurrent, each get that user's answer (never
-// the previous check's identity), root's own check after them gets root's, and no more threads than
-// maxIdleWorkers stay waiting.
-func TestCheckDirReusedThreads(t *testing.T) {
+// TestChecksLeaveEveryThreadItsIdentity: the threads that run checks go back to the scheduler with
+// the process's identity. Checks as different users, interleaved and concurrent, each get that
+// user's answer (never the previous check's identity), root's own check after them gets root's,
+// and afterwards every thread of the process has the process's filesystem ids and groups.
+func TestChecksLeaveEveryThreadItsIdentity(t *testing.T) {
 	owner, member, outsider, share := users(t)
 	base := tree(t, owner, member, share, false)
 	cases := []struct {
@@ -208,14 +209,34 @@ func TestCheckDirReusedThreads(t *testing.T) {
 		t.Error(e)
 	}
 	if err := CheckDir(filepath.Join(base, "closed/open"), Who{}); err != nil {
-		t.Errorf("root after the others, on a reused thread: %v", err)
+		t.Errorf("root after the others: %v", err)
 	}
-	idle.mu.Lock()
-	n := len(idle.workers)
-	idle.mu.Unlock()
-	if n > maxIdleWorkers {
-		t.Errorf("%d idle workers, want at most %d", n, maxIdleWorkers)
+	want := credentials(t, "/proc/self/status")
+	tasks, err := filepath.Glob("/proc/self/task/*/status")
+	if err != nil || len(tasks) < 2 {
+		t.Fatalf("threads: %v %v", tasks, err)
 	}
+	for _, task := range tasks {
+		if got := credentials(t, task); got != want {
+			t.Errorf("%s: %s, want the process's %s", task, got, want)
+		}
+	}
+}
+
+// credentials returns the Uid, Gid and Groups lines of a /proc status file.
+func credentials(t *testing.T, status string) string {
+	t.Helper()
+	b, err := os.ReadFile(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for line := range strings.Lines(string(b)) {
+		if strings.HasPrefix(line, "Uid:") || strings.HasPrefix(line, "Gid:") || strings.HasPrefix(line, "Groups:") {
+			out = append(out, strings.TrimSpace(line))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // TestCheckDirsExec: the questions asked in one check give CheckDir's answer for each directory
