@@ -34,11 +34,10 @@ const probeHint = "calls are refused until this is fixed: run clihostctl doctor;
 	"clihostd --sandbox=off at their own risk"
 
 // probeBundle is the bundle the probe runs as: it may read the workspace, as a tool such as jq
-// does, and nothing else beyond the runtime's files; no network.
-func probeBundle() *manifest.Bundle {
-	return &manifest.Bundle{CLI: &manifest.CLI{ID: "clihost-probe", Version: "1.0.0", Bin: "test",
-		Sandbox: manifest.Sandbox{FS: &manifest.FS{Read: []string{"./**"}, Write: []string{}}}}}
-}
+// does, and nothing else beyond the runtime's files; no network. One value, never changed: the
+// policies kept between calls (Options.Policies) know a bundle by its pointer.
+var probeBundle = &manifest.Bundle{CLI: &manifest.CLI{ID: "clihost-probe", Version: "1.0.0", Bin: "test",
+	Sandbox: manifest.Sandbox{FS: &manifest.FS{Read: []string{"./**"}, Write: []string{}}}}}
 
 // probeArgs make test(1) check that the process may read and search its working directory, the
 // workspace: access(2) asks the permission bits and ACLs for the process's uid (Landlock does not
@@ -79,7 +78,7 @@ func (h *Host) Probe(ctx context.Context, ws string) (res ProbeResult) {
 		return res
 	}
 	env := []string{"PATH=/usr/bin:/bin"}
-	plan, _, e := h.confine(probeBundle(), nil, bin, Caller{Workspace: dir}, &env)
+	plan, _, e := h.confine(probeBundle, nil, bin, Caller{Workspace: dir}, &env)
 	if e != nil {
 		res.Error, res.Hint = e.Message, probeHint
 		return res

@@ -11,13 +11,13 @@ import (
 
 // Cache keeps recent compilations for calls of the same Input to use again. A policy is used
 // again only when every question its compilation asked outside its Input gets the answer it got
-// then (see journal): each lstat and readlink of the paths it resolved, the stamp of each file it
-// read (an executable's interpreter), each variable it read from the caller's environment. The
+// then (see journal): each lstat and readlink of the paths it resolved, each read of a file whose
+// content it parsed (an executable's interpreter), each variable it read from the caller's
+// environment. The
 // policy is then the one a compilation would return at this call, without its work (resolving and
 // checking some hundred paths); only the kernel is asked again. A compilation that listed a
-// directory or read a file whose stamp cannot vouch for its content (a writable folder searched
-// for git directories, a glob or wildcard expanded, an executable changed within
-// filestamp.RacyWindow) is not kept, and neither is a failed one. The state Sweep needs from
+// directory (a writable folder searched for git directories, a glob or wildcard expanded) is not
+// kept, and neither is a failed one. The state Sweep needs from
 // before the call (which deny paths exist, the writable roots' identities) is taken at every
 // call. Safe for concurrent use; the zero value is not ready, see NewCache.
 type Cache struct {
@@ -40,6 +40,7 @@ type cacheKey struct {
 	budget                        int
 	lookup                        bool
 	protect, extraDeny            string // joined with NUL, which no path holds
+	protects, extraDenies         int    // their lengths: [] and [""] join alike
 }
 
 // cachedPolicy is a kept compilation: its policy, without the state of one call, and its
@@ -100,7 +101,8 @@ func (c *Cache) Reused() int64 { return c.reused.Load() }
 // keyOf returns in's key.
 func keyOf(in Input) cacheKey {
 	return cacheKey{bundle: in.Bundle, tool: in.Tool, binary: in.Binary, workspace: in.Workspace, home: in.Home,
-		path: in.PATH, budget: in.DenyBudget, lookup: in.LookupEnv != nil, protect: strings.Join(in.Protect, "\x00"), extraDeny: strings.Join(in.ExtraDeny, "\x00")}
+		path: in.PATH, budget: in.DenyBudget, lookup: in.LookupEnv != nil, protect: strings.Join(in.Protect, "\x00"), extraDeny: strings.Join(in.ExtraDeny, "\x00"),
+		protects: len(in.Protect), extraDenies: len(in.ExtraDeny)}
 }
 
 // forCall returns a copy of p with the state of the file system now (see takeState).

@@ -29,7 +29,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	bin := realPath(t, "/bin/true")
 	f := &fixture{t: t, ws: realTemp(t), home: realTemp(t), bin: bin, searchDir: "/usr/bin:/bin"}
-	if i, _, _, err := interpreterOf(bin); err == nil && i != "" {
+	if i, _, _, _, err := interpreterOf(bin); err == nil && i != "" {
 		f.interp = realPath(t, i)
 	}
 	return f
@@ -485,7 +485,7 @@ func TestExecScriptInterpreters(t *testing.T) {
 	sh := realPath(t, "/bin/sh")
 	env := realPath(t, "/usr/bin/env")
 	jq := realPath(t, "/usr/bin/jq")
-	shInterp, _, _, err := interpreterOf(sh)
+	shInterp, _, _, _, err := interpreterOf(sh)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -196,22 +195,32 @@ func (c *compiler) addExecutable(p string, depth int) error {
 
 // interpreterOf returns the interpreter the kernel runs p with: PT_INTERP of an ELF file, or the
 // #! line's interpreter and its (single) argument for a script. A static ELF or any other file
-// has none.
-func interpreterOf(p string) (interp, arg string, script bool, err error) {
-	f, err := os.Open(p)
+// has none. reads are the reads it made of p (see recordingReader).
+func interpreterOf(p string) (interp, arg string, script bool, reads []fileRead, err error) {
+	f, err := openPaged(p)
 	if err != nil {
-		return "", "", false, err
+		return "", "", false, nil, err
 	}
 	defer f.Close()
+	r := &recordingReader{r: f}
+	interp, arg, script, err = interpreterFrom(p, r)
+	if err == nil && r.failed {
+		err = fmt.Errorf("read %s: a read failed", p)
+	}
+	return interp, arg, script, r.reads, err
+}
+
+// interpreterFrom is interpreterOf of the file p read through r.
+func interpreterFrom(p string, r io.ReaderAt) (interp, arg string, script bool, err error) {
 	head := make([]byte, shebangMax)
-	n, err := io.ReadFull(f, head)
-	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+	n, err := r.ReadAt(head, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
 		return "", "", false, fmt.Errorf("read %s: %w", p, err)
 	}
 	head = head[:n]
 	switch {
 	case bytes.HasPrefix(head, []byte(elf.ELFMAG)):
-		interp, err = elfInterpreter(f)
+		interp, err = elfInterpreter(r)
 		if err != nil {
 			return "", "", false, fmt.Errorf("%s: %w", p, err)
 		}

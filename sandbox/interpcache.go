@@ -1,14 +1,10 @@
 package sandbox
 
-import (
-	"sync"
+import "sync"
 
-	"github.com/clihost/clihost/internal/filestamp"
-)
-
-// interpAnswer is what interpreterOf said of one file in one state.
+// interpAnswer is what interpreterOf said of one file, and the reads it made of it.
 type interpAnswer struct {
-	stamp       filestamp.Stamp
+	reads       []fileRead
 	interp, arg string
 	script      bool
 }
@@ -16,42 +12,36 @@ type interpAnswer struct {
 // maxInterpCache bounds the interpreters remembered (a few per bundle).
 const maxInterpCache = 512
 
-// interps remembers, per resolved executable, its interpreter for as long as the file keeps its
-// stamp: reading and parsing the ELF headers of the binary and of its loader was a fifth of a
-// compilation. An executable whose stamp changed is read again.
+// interps remembers, per resolved executable, its interpreter and the reads that decided it:
+// parsing the ELF headers of the binary and of its loader was a fifth of a compilation. The
+// answer is used again while the same reads of the file get the same bytes (a few pages read
+// again, see sameReads), so a file rewritten in any way, within a tick of its clock or through a
+// shared mapping that changes no time, is read anew.
 var interps struct {
 	mu sync.Mutex
 	m  map[string]interpAnswer
 }
 
-// interpreterOf is interpreterOf(p) through the cache; p is resolved (no symbolic links) and the
-// view's lstat of it gives its stamp.
+// interpreterOf is interpreterOf(p) through the cache, its reads recorded in the compilation's
+// journal; p is resolved (no symbolic links).
 func (c *compiler) interpreterOf(p string) (interp, arg string, script bool, err error) {
-	fi, err := c.fs.lstat(p)
-	if err != nil {
-		c.fs.asked.markOpaque("an executable read that its lstat did not find")
-		return interpreterOf(p)
-	}
-	stamp, keep := filestamp.Of(fi)
 	interps.mu.Lock()
 	a, ok := interps.m[p]
 	interps.mu.Unlock()
-	if ok && a.stamp == stamp {
-		c.fs.asked.stamp(p, fi)
+	if ok && sameReads(p, a.reads) {
+		c.fs.asked.content(p, a.reads)
 		return a.interp, a.arg, a.script, nil
 	}
-	interp, arg, script, err = interpreterOf(p)
-	if err != nil || !keep {
-		// Read within RacyWindow of its last change: its stamp may not tell a later change.
-		c.fs.asked.markOpaque("an executable read just after it changed")
+	interp, arg, script, reads, err := interpreterOf(p)
+	if err != nil {
 		return interp, arg, script, err
 	}
-	c.fs.asked.stamp(p, fi)
+	c.fs.asked.content(p, reads)
 	interps.mu.Lock()
 	if interps.m == nil || len(interps.m) >= maxInterpCache {
 		interps.m = map[string]interpAnswer{}
 	}
-	interps.m[p] = interpAnswer{stamp: stamp, interp: interp, arg: arg, script: script}
+	interps.m[p] = interpAnswer{reads: reads, interp: interp, arg: arg, script: script}
 	interps.mu.Unlock()
 	return interp, arg, script, nil
 }

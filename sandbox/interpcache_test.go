@@ -4,18 +4,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/clihost/clihost/internal/filestamp"
 )
 
 // TestInterpreterCacheFollowsTheFile: the interpreters remembered for an executable are used only
-// while the file keeps its stamp. With the cache warm (the racy window off, so answers are kept at
-// once), rewriting a script in place with another interpreter of the same length, or replacing it
-// by another file, gives the next compilation the new interpreter, never the remembered one.
+// while the reads that decided them get the same bytes. With the cache warm (a script written just
+// now), rewriting it in place with another interpreter of the same length, or replacing it by
+// another file, gives the next compilation the new interpreter, never the remembered one.
 func TestInterpreterCacheFollowsTheFile(t *testing.T) {
-	old := filestamp.RacyWindow
-	filestamp.RacyWindow = 0
-	t.Cleanup(func() { filestamp.RacyWindow = old })
 	f := newFixture(t)
 	sh, ls := realPath(t, "/usr/bin/sh"), realPath(t, "/usr/bin/ls")
 	script := filepath.Join(realTemp(t), "tool")
@@ -30,7 +25,7 @@ func TestInterpreterCacheFollowsTheFile(t *testing.T) {
 		t.Fatal("the interpreter was not remembered: this test proves nothing")
 	}
 
-	// The same length, in place (same inode and size): the times tell.
+	// The same length, in place (same inode and size, maybe the same times).
 	fd, err := os.OpenFile(script, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -9,12 +9,11 @@ import (
 )
 
 // journal records, in order, every question one compilation asked outside its Input (each lstat
-// and readlink the view made of the kernel, the stamp of each file whose content it read, each
+// and readlink the view made of the kernel, what it read of each file whose content it read, each
 // variable read from the caller's environment) and the answer it got. Compile is a function of its Input and of those answers: when every question
 // asked again gets the same answer, a compilation would take the same steps and return the same
 // policy (see Cache). A compilation that learnt something in a way the journal does not record (a
-// directory listing, a file's content that may have changed unseen) is opaque and is never
-// replayed.
+// directory listing) is opaque and is never replayed.
 type journal struct {
 	questions []question
 	// opaque says why the compilation cannot be replayed; "" when it can.
@@ -28,19 +27,21 @@ const (
 	askLstat questionKind = iota
 	askReadlink
 	askEnv
-	askStamp // the stamp of a file whose content the compilation read (see filestamp)
+	askContent // what the compilation read of a file (see recordingReader)
 )
 
 // question is one question and its answer.
 type question struct {
 	kind questionKind
 	name string // the path asked about, or the variable's name
-	// lstat: what sameFile compares, and errno when it failed; stamp: what sameStamp compares.
+	// lstat: what sameFile compares, and errno when it failed.
 	st    syscall.Stat_t
 	errno syscall.Errno
 	// readlink: the target; env: the value, and set whether the variable is set.
 	text string
 	set  bool
+	// content: the reads and what they got.
+	reads []fileRead
 }
 
 // markOpaque records that the compilation learnt something the journal cannot ask again. The
@@ -71,20 +72,12 @@ func (j *journal) lstat(p string, fi fs.FileInfo, err error) {
 	j.questions = append(j.questions, q)
 }
 
-// stamp records that the compilation read the content of the file p, which fi (its lstat, taken
-// before the read) describes: used again only while p keeps that stamp (see sameStamp). The
-// caller makes the compilation opaque instead when the stamp cannot vouch for the content (a file
-// changed within filestamp.RacyWindow).
-func (j *journal) stamp(p string, fi fs.FileInfo) {
-	if j == nil {
-		return
+// content records that the compilation read the file p with reads (see recordingReader): used
+// again only while the same reads get the same bytes.
+func (j *journal) content(p string, reads []fileRead) {
+	if j != nil {
+		j.questions = append(j.questions, question{kind: askContent, name: p, reads: reads})
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		j.markOpaque("read " + p + ": no stat data")
-		return
-	}
-	j.questions = append(j.questions, question{kind: askStamp, name: p, st: *st})
 }
 
 // readlink records the answer of os.Readlink(p).
@@ -136,8 +129,8 @@ func (j *journal) sameAnswers(lookup func(string) (string, bool)) bool {
 			if errnoOf(err) != q.errno || err == nil && !sameFile(&q.st, &st) {
 				return false
 			}
-		case askStamp:
-			if unix.Lstat(q.name, &st) != nil || !sameStamp(&q.st, &st) {
+		case askContent:
+			if !sameReads(q.name, q.reads) {
 				return false
 			}
 		case askReadlink:
@@ -163,8 +156,8 @@ func (j *journal) sameAnswers(lookup func(string) (string, bool)) bool {
 // an lstat: the file's device and inode, its type and permission bits (set-id and sticky
 // included), owner, group and device number, and, for what is not a directory, its link count
 // (Policy.Notes name a denied file's hard links). Not its size and times: the content of a file
-// the compilation read is vouched for by its stamp (askStamp), and a file it only named (a denied
-// log the daemon appends to) changes them at every call. A directory's link count changes with
+// the compilation read is compared itself (askContent), and a file it only named (a denied log
+// the daemon appends to) changes them at every call. A directory's link count changes with
 // its entries, which a compilation learns by asking about each entry (or not at all: a listing
 // makes it opaque).
 func sameFile(then *syscall.Stat_t, now *unix.Stat_t) bool {
@@ -173,11 +166,4 @@ func sameFile(then *syscall.Stat_t, now *unix.Stat_t) bool {
 		return false
 	}
 	return then.Mode&syscall.S_IFMT == syscall.S_IFDIR || then.Nlink == now.Nlink
-}
-
-// sameStamp reports whether now has then's stamp (filestamp.Stamp): the same device and inode,
-// size, and modification and change times.
-func sameStamp(then *syscall.Stat_t, now *unix.Stat_t) bool {
-	return then.Dev == now.Dev && then.Ino == now.Ino && then.Size == now.Size &&
-		then.Mtim == syscall.Timespec(now.Mtim) && then.Ctim == syscall.Timespec(now.Ctim)
 }
