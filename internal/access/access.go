@@ -146,11 +146,16 @@ func writable(path string) error {
 }
 
 // onThreadAs runs check on a locked OS thread switched, just before, to who's groups, fsgid and
-// fsuid, and switched back after. The check runs on a goroutine of its own, which the scheduler
-// usually runs on the caller's own thread as the caller waits: no other thread is woken. Its thread
-// goes back to the scheduler only once it has the identity it had before (read back); else the
-// goroutine ends locked and the runtime ends the thread with it. (Go starts new threads from a
-// thread of its own while one is locked: none inherits the switched identity.)
+// fsuid, without effective capabilities unless who is root (see becomeOnThread), and switched back
+// after to the groups, ids and capabilities it had (see restoreThread). The check runs on a
+// goroutine of its own, which the scheduler usually runs on the caller's own thread as the caller
+// waits: no other thread is woken. Its thread goes back to the scheduler only once it has what it
+// had before (read back); else the goroutine ends locked and the runtime ends the thread with it.
+// (Go starts new threads from a thread of its own while one is locked: none inherits the switch.)
+//
+// The process must not change its credentials process-wide (syscall.Setgroups, Setuid, …, which
+// reach every thread) while checks run: a check's thread would take back what it had before the
+// change (TestNoProcessWideCredentialChange keeps them out of the daemon).
 func onThreadAs(who Who, check func() error) error {
 	if who.UID < 0 || who.GID < 0 {
 		return fmt.Errorf("access: invalid identity %d:%d", who.UID, who.GID)
@@ -158,14 +163,12 @@ func onThreadAs(who Who, check func() error) error {
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
-		own, err := identityOfThread()
+		own, err := threadIdentity()
 		if err == nil {
 			if err = becomeOnThread(who); err == nil {
 				err = check()
 			}
-		}
-		if own != nil {
-			if becomeOnThread(*own) != nil {
+			if restoreThread(own) != nil {
 				done <- errors.New("access: the thread could not take its own identity back")
 				return // locked: its thread ends with this goroutine
 			}
@@ -174,6 +177,57 @@ func onThreadAs(who Who, check func() error) error {
 		done <- err
 	}()
 	return <-done
+}
+
+// threadState is what onThreadAs changes of a thread: its groups, fsgid and fsuid, and its
+// capability sets.
+type threadState struct {
+	who  Who
+	caps [2]unix.CapUserData
+}
+
+// capHeader is capget's and capset's header for the calling thread.
+func capHeader() *unix.CapUserHeader {
+	return &unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+}
+
+// threadIdentity returns the calling thread's state.
+func threadIdentity() (threadState, error) {
+	who, err := identityOfThread()
+	if err != nil {
+		return threadState{}, err
+	}
+	st := threadState{who: *who}
+	if err := unix.Capget(capHeader(), &st.caps[0]); err != nil {
+		return threadState{}, fmt.Errorf("access: capget: %w", err)
+	}
+	return st, nil
+}
+
+// restoreThread gives the calling thread back st: its capability sets (those setgroups needs),
+// its groups, fsgid and fsuid, its capability sets again (taking fsuid 0 back raises every
+// permitted filesystem capability, whatever was effective before), and reads them back.
+func restoreThread(st threadState) error {
+	setCaps := func() error {
+		caps := st.caps
+		if err := unix.Capset(capHeader(), &caps[0]); err != nil {
+			return fmt.Errorf("access: capset: %w", err)
+		}
+		return nil
+	}
+	if err := setCaps(); err != nil {
+		return err
+	}
+	if err := becomeOnThread(st.who); err != nil {
+		return err
+	}
+	if err := setCaps(); err != nil {
+		return err
+	}
+	if now, err := threadIdentity(); err != nil || now.caps != st.caps {
+		return errors.New("access: the thread's capabilities did not come back")
+	}
+	return nil
 }
 
 // identityOfThread returns the calling thread's supplementary groups, fsgid and fsuid (what
@@ -200,7 +254,9 @@ func identityOfThread() (*Who, error) {
 }
 
 // becomeOnThread switches the calling (locked) thread to who's groups, fsgid and fsuid, and reads
-// them back.
+// them back. For a who that is not root it also empties the thread's effective capabilities (the
+// permitted ones stay, for restoreThread): the kernel drops the filesystem ones as fsuid leaves 0,
+// but not under SECBIT_NO_SETUID_FIXUP, where the check would answer as root.
 func becomeOnThread(who Who) error {
 	groups := make([]uint32, 0, len(who.Groups))
 	for _, g := range who.Groups {
@@ -228,6 +284,20 @@ func becomeOnThread(who Who) error {
 	now, err := identityOfThread()
 	if err != nil || !slices.Equal(now.Groups, slices.Sorted(slices.Values(who.Groups))) { // the kernel sorts them
 		return fmt.Errorf("access: setgroups %v did not take", who.Groups)
+	}
+	if who.UID == 0 {
+		return nil
+	}
+	var caps [2]unix.CapUserData
+	if err := unix.Capget(capHeader(), &caps[0]); err != nil {
+		return fmt.Errorf("access: capget: %w", err)
+	}
+	caps[0].Effective, caps[1].Effective = 0, 0
+	if err := unix.Capset(capHeader(), &caps[0]); err != nil {
+		return fmt.Errorf("access: drop the effective capabilities: %w", err)
+	}
+	if err := unix.Capget(capHeader(), &caps[0]); err != nil || caps[0].Effective != 0 || caps[1].Effective != 0 {
+		return errors.New("access: the effective capabilities did not go")
 	}
 	return nil
 }
