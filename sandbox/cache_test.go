@@ -75,16 +75,7 @@ func TestCacheAnswersAsCompile(t *testing.T) {
 			os.Remove(filepath.Join(f.ws, "secret.txt"))
 			symlink(t, "public.txt", filepath.Join(f.ws, "secret.txt"))
 		}, true},
-		{"the binary rewritten in place (same size) with another interpreter", func() {
-			fd, err := os.OpenFile(script, os.O_WRONLY, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer fd.Close()
-			if _, err := fd.WriteAt([]byte("#!/usr/bin/ls\n"), 0); err != nil {
-				t.Fatal(err)
-			}
-		}, true},
+		{"the binary rewritten in place (same size) with another interpreter", func() { rewriteInPlace(t, script, "#!/usr/bin/ls\n") }, true},
 		{"TOKEN changed", func() { env["TOKEN"] = "two" }, true},
 		{"XDG_RUNTIME_DIR set", func() { env["XDG_RUNTIME_DIR"] = filepath.Join(f.home, "run") }, true},
 		{"TOKEN unset", func() { delete(env, "TOKEN") }, true},
@@ -138,14 +129,7 @@ func TestCacheFollowsTheBinary(t *testing.T) {
 	c := NewCache()
 	before := cacheCheck(t, c, in, "first call", false)
 	cacheCheck(t, c, in, "second call", true)
-	fd, err := os.OpenFile(script, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fd.WriteAt([]byte("#!/usr/bin/ls\n"), 0); err != nil {
-		t.Fatal(err)
-	}
-	fd.Close()
+	rewriteInPlace(t, script, "#!/usr/bin/ls\n")
 	if after := cacheCheck(t, c, in, "after the rewrite", false); reflect.DeepEqual(after.Exec, before.Exec) {
 		t.Errorf("the rewrite did not change Exec (%v): the test proves nothing", after.Exec)
 	}

@@ -26,14 +26,7 @@ func TestInterpreterCacheFollowsTheFile(t *testing.T) {
 	}
 
 	// The same length, in place (same inode and size, maybe the same times).
-	fd, err := os.OpenFile(script, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fd.WriteAt([]byte("#!/usr/bin/ls\n"), 0); err != nil {
-		t.Fatal(err)
-	}
-	fd.Close()
+	rewriteInPlace(t, script, "#!/usr/bin/ls\n")
 	p := f.compile(in)
 	wantIn(t, "Exec", p.Exec, ls)
 	wantNotIn(t, "Exec", p.Exec, sh)

@@ -2,10 +2,8 @@ package tests
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/clihost/clihost/internal/fixture"
@@ -20,17 +18,7 @@ func TestDaemonKeptPolicyFollowsTheWorkspace(t *testing.T) {
 	needRoot(t)
 	for _, as := range []string{"root", "nobody"} {
 		t.Run(as, func(t *testing.T) {
-			var d *daemonProc
-			if as == "root" {
-				d = startDaemon(t, t.TempDir(), "--bundles", catBundle(t, t.TempDir()), "--no-catalog")
-			} else {
-				dir := nobodyDir(t)
-				args := []string{"--bundles", catBundle(t, filepath.Join(dir, "bundles")), "--no-catalog"}
-				d = startDaemonWith(t, filepath.Join(dir, "state"), filepath.Join(dir, "ws"), func(c *exec.Cmd) {
-					c.Env = []string{"PATH=" + systemPath, "HOME=" + filepath.Join(dir, "home"), "CLIHOST_BUNDLES="}
-					c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-				}, args...)
-			}
+			d := startCatDaemon(t, as)
 			token := filepath.Join(d.ws, "token.txt")
 			if err := os.WriteFile(token, []byte("tok-1234\n"), 0o644); err != nil {
 				t.Fatal(err)

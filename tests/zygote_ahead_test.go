@@ -34,6 +34,21 @@ runner: { cli: ../../CLI.md, argv: ["--", "${input.path}"] }
 	return dir
 }
 
+// startCatDaemon starts clihostd serving catBundle, as root or as nobody (the shipped unit's
+// unprivileged user, with a home, state and workspace of its own).
+func startCatDaemon(t *testing.T, as string) *daemonProc {
+	t.Helper()
+	if as == "root" {
+		return startDaemon(t, t.TempDir(), "--bundles", catBundle(t, t.TempDir()), "--no-catalog")
+	}
+	dir := nobodyDir(t)
+	args := []string{"--bundles", catBundle(t, filepath.Join(dir, "bundles")), "--no-catalog"}
+	return startDaemonWith(t, filepath.Join(dir, "state"), filepath.Join(dir, "ws"), func(c *exec.Cmd) {
+		c.Env = []string{"PATH=" + systemPath, "HOME=" + filepath.Join(dir, "home"), "CLIHOST_BUNDLES="}
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	}, args...)
+}
+
 // TestDaemonBuildsPacedCallsSandboxesAhead: an agent's calls of one tool, each after a pause,
 // through clihostd as root and as the shipped unit's unprivileged user: the daemon builds the next
 // call's sandbox ahead (clihost_sandbox_zygote_ahead_total grows), each call reads what the
@@ -45,17 +60,7 @@ func TestDaemonBuildsPacedCallsSandboxesAhead(t *testing.T) {
 	needRoot(t)
 	for _, as := range []string{"root", "nobody"} {
 		t.Run(as, func(t *testing.T) {
-			var d *daemonProc
-			if as == "root" {
-				d = startDaemon(t, t.TempDir(), "--bundles", catBundle(t, t.TempDir()), "--no-catalog")
-			} else {
-				dir := nobodyDir(t)
-				args := []string{"--bundles", catBundle(t, filepath.Join(dir, "bundles")), "--no-catalog"}
-				d = startDaemonWith(t, filepath.Join(dir, "state"), filepath.Join(dir, "ws"), func(c *exec.Cmd) {
-					c.Env = []string{"PATH=" + systemPath, "HOME=" + filepath.Join(dir, "home"), "CLIHOST_BUNDLES="}
-					c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
-				}, args...)
-			}
+			d := startCatDaemon(t, as)
 			env := filepath.Join(d.ws, ".env")
 			write := func(path, content string) {
 				t.Helper()
