@@ -13,13 +13,12 @@ import (
 // again only when every question its compilation asked outside its Input gets the answer it got
 // then (see journal): each lstat and readlink of the paths it resolved, each read of a file whose
 // content it parsed (an executable's interpreter), each variable it read from the caller's
-// environment. The
-// policy is then the one a compilation would return at this call, without its work (resolving and
-// checking some hundred paths); only the kernel is asked again. A compilation that listed a
-// directory (a writable folder searched for git directories, a glob or wildcard expanded) is not
-// kept, and neither is a failed one. The state Sweep needs from
-// before the call (which deny paths exist, the writable roots' identities) is taken at every
-// call. Safe for concurrent use; the zero value is not ready, see NewCache.
+// environment. The policy is then the one a compilation would return at this call, without its
+// work (resolving and checking some hundred paths); only the kernel is asked again. A compilation
+// that listed a directory (a writable folder searched for git directories, a glob or wildcard
+// expanded) is not kept, and neither is a failed one. The state Sweep needs from before the call
+// (which deny paths exist, the writable roots' identities) is taken at every call. Safe for
+// concurrent use; the zero value is not ready, see NewCache.
 type Cache struct {
 	mu      sync.Mutex
 	entries map[cacheKey]*cachedPolicy
@@ -101,8 +100,9 @@ func (c *Cache) Reused() int64 { return c.reused.Load() }
 // keyOf returns in's key.
 func keyOf(in Input) cacheKey {
 	return cacheKey{bundle: in.Bundle, tool: in.Tool, binary: in.Binary, workspace: in.Workspace, home: in.Home,
-		path: in.PATH, budget: in.DenyBudget, lookup: in.LookupEnv != nil, protect: strings.Join(in.Protect, "\x00"), extraDeny: strings.Join(in.ExtraDeny, "\x00"),
-		protects: len(in.Protect), extraDenies: len(in.ExtraDeny)}
+		path: in.PATH, budget: in.DenyBudget, lookup: in.LookupEnv != nil,
+		protect: strings.Join(in.Protect, "\x00"), protects: len(in.Protect),
+		extraDeny: strings.Join(in.ExtraDeny, "\x00"), extraDenies: len(in.ExtraDeny)}
 }
 
 // forCall returns a copy of p with the state of the file system now (see takeState).

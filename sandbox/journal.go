@@ -9,11 +9,12 @@ import (
 )
 
 // journal records, in order, every question one compilation asked outside its Input (each lstat
-// and readlink the view made of the kernel, what it read of each file whose content it read, each
-// variable read from the caller's environment) and the answer it got. Compile is a function of its Input and of those answers: when every question
-// asked again gets the same answer, a compilation would take the same steps and return the same
-// policy (see Cache). A compilation that learnt something in a way the journal does not record (a
-// directory listing) is opaque and is never replayed.
+// and readlink the view made of the kernel, each read of a file whose content it parsed, each
+// variable read from the caller's environment) and the answer it got. Compile is a function of
+// its Input and of those answers: when every question asked again gets the same answer, a
+// compilation would take the same steps and return the same policy (see Cache). A compilation
+// that learnt something in a way the journal does not record (a directory listing) is opaque and
+// is never replayed.
 type journal struct {
 	questions []question
 	// opaque says why the compilation cannot be replayed; "" when it can.
@@ -120,7 +121,7 @@ func errnoOf(err error) syscall.Errno {
 // it got then; lookup is the caller's environment now. It stops at the first difference.
 func (j *journal) sameAnswers(lookup func(string) (string, bool)) bool {
 	var st unix.Stat_t
-	buf := make([]byte, unix.PathMax)
+	var buf []byte // readlink's, made at the first link
 	for i := range j.questions {
 		q := &j.questions[i]
 		switch q.kind {
@@ -134,6 +135,9 @@ func (j *journal) sameAnswers(lookup func(string) (string, bool)) bool {
 				return false
 			}
 		case askReadlink:
+			if buf == nil {
+				buf = make([]byte, unix.PathMax)
+			}
 			n, err := unix.Readlink(q.name, buf)
 			if errnoOf(err) != q.errno || err == nil && (n >= len(buf) || string(buf[:n]) != q.text) {
 				return false
