@@ -117,6 +117,61 @@ func TestCacheAnswersAsCompile(t *testing.T) {
 	cacheCheck(t, c, in, "a new file in the workspace", true)
 }
 
+// TestCacheWritableFolder: a tool that may write its workspace (searched for git directories at
+// each compilation) reuses its policy while no folder of the workspace changed, and compiles
+// afresh after each change a walk would see: a file made in the top folder or in a subfolder, a
+// subfolder made, a subfolder replaced by a link, a mask path (.vscode) made, which the call's
+// own state (present) must show; and never again once a .git appears anywhere in it.
+func TestCacheWritableFolder(t *testing.T) {
+	f := newFixture(t)
+	write(t, filepath.Join(f.ws, "a.txt"), "a", 0o644)
+	write(t, filepath.Join(f.ws, "src", "deep", "b.go"), "b", 0o644)
+	in := f.input(fsSandbox([]string{"./**"}, []string{"./**"}, nil))
+	c := NewCache()
+	cacheCheck(t, c, in, "first call", false)
+	cacheCheck(t, c, in, "second call", true)
+	for _, ch := range []struct {
+		name   string
+		change func()
+	}{
+		{"a file made in the top folder", func() { write(t, filepath.Join(f.ws, "new.txt"), "n", 0o644) }},
+		{"a file made two folders down", func() { write(t, filepath.Join(f.ws, "src", "deep", "c.go"), "c", 0o644) }},
+		{"a subfolder made", func() { mkdir(t, filepath.Join(f.ws, "src", "other")) }},
+		{"a subfolder replaced by a link", func() {
+			if err := os.RemoveAll(filepath.Join(f.ws, "src", "other")); err != nil {
+				t.Fatal(err)
+			}
+			symlink(t, f.home, filepath.Join(f.ws, "src", "other"))
+		}},
+		{".vscode made (a mask path of the writable root)", func() { mkdir(t, filepath.Join(f.ws, ".vscode")) }},
+	} {
+		ch.change()
+		cacheCheck(t, c, in, ch.name, false)
+		cacheCheck(t, c, in, ch.name+", then again", true)
+	}
+	mkdir(t, filepath.Join(f.ws, "src", "deep", ".git"))
+	cacheCheck(t, c, in, "a .git made two folders down", false)
+	cacheCheck(t, c, in, "a .git made two folders down, then again", false)
+}
+
+// TestCacheWritableFolderKeptLeaves: with the folders' listings kept (aged), a walk takes an
+// unchanged folder without subfolders for a leaf and does not open it. A .git made in such a
+// folder must make the next call compile afresh, and mask it, never reuse the policy kept when the
+// folder was a leaf.
+func TestCacheWritableFolderKeptLeaves(t *testing.T) {
+	f := newFixture(t)
+	write(t, filepath.Join(f.ws, "src", "deep", "b.go"), "b", 0o644)
+	in := f.input(fsSandbox([]string{"./**"}, []string{"./**"}, nil))
+	aged(t)
+	c := NewCache()
+	cacheCheck(t, c, in, "first call (its walk keeps the listings)", false)
+	cacheCheck(t, c, in, "second call (src/deep is a leaf now)", false)
+	cacheCheck(t, c, in, "third call", true)
+	mkdir(t, filepath.Join(f.ws, "src", "deep", ".git"))
+	p := cacheCheck(t, c, in, "a .git made in the leaf", false)
+	wantIn(t, "Deny", p.Deny, filepath.Join(f.ws, "src", "deep", ".git", "hooks"))
+}
+
 // TestCacheFollowsTheBinary: a kept policy whose compilation read the binary (its interpreter),
 // written just before, is not used once the binary is rewritten in place with another
 // interpreter of the same length, within the same tick of the file system's clock or not.
@@ -147,16 +202,20 @@ func TestCacheKeysTheEnvironment(t *testing.T) {
 	cacheCheck(t, c, in, "with one, again", true)
 }
 
-// TestCacheKeepsNoOpaqueCompilation: a compilation that listed a folder (a writable tree searched
-// for git directories, a wildcard, a deny glob) is never reused, however often it is asked again.
+// TestCacheKeepsNoOpaqueCompilation: a compilation that found a .git in a writable tree, or listed
+// a folder for a wildcard or a deny glob, is never reused, however often it is asked again.
 func TestCacheKeepsNoOpaqueCompilation(t *testing.T) {
 	f := newFixture(t)
 	write(t, filepath.Join(f.ws, "a.txt"), "a", 0o644)
 	write(t, filepath.Join(f.ws, "sub", "b.pem"), "b", 0o644)
+	mkdir(t, filepath.Join(f.ws, "sub", "repo", ".git"))
+	dangling := newFixture(t) // a .git link whose target may appear later (as a git directory)
+	symlink(t, filepath.Join(dangling.home, "later"), filepath.Join(dangling.ws, "sub", ".git"))
 	for name, in := range map[string]Input{
-		"a writable tree": f.input(fsSandbox(nil, []string{"./**"}, nil)),
-		"a wildcard":      f.input(fsSandbox([]string{"./*.txt"}, nil, nil)),
-		"a deny glob":     f.input(fsSandbox([]string{"./**"}, nil, []string{"./**/*.pem"})),
+		"a writable tree holding a .git":                 f.input(fsSandbox(nil, []string{"./**"}, nil)),
+		"a writable tree holding a .git link to nowhere": dangling.input(fsSandbox(nil, []string{"./**"}, nil)),
+		"a wildcard":  f.input(fsSandbox([]string{"./*.txt"}, nil, nil)),
+		"a deny glob": f.input(fsSandbox([]string{"./**"}, nil, []string{"./**/*.pem"})),
 	} {
 		c := NewCache()
 		for i := range 3 {

@@ -330,36 +330,25 @@ func (c *compiler) writableMasks(w string) error {
 // findGitDirs walks w (without following symlinks, within c.budget×walkFactor entries) for
 // entries named .git and masks the git directories they are or point to. It does not descend into
 // a git directory: gitDirMasks searches the parts of one that hold other git directories.
-// complete is false when the walk stopped at the budget or a directory could not be read.
+// complete is false when the walk stopped at the budget or a directory could not be read. The
+// journal records each folder's listing and each leaf answer; a .git found makes the compilation
+// opaque (what it points to is read by paths the journal does not record).
 func (c *compiler) findGitDirs(w string) (complete bool, err error) {
-	c.fs.asked.markOpaque("a writable folder searched for git directories")
 	visits, limit := 0, c.budget*walkFactor
 	// found masks what an entry named .git is or points to; hard is set when a mask failed.
 	var hard error
 	found := func(p string, typ fs.FileMode) {
+		c.fs.asked.markOpaque("a .git found in a writable folder")
 		if typ.IsRegular() {
 			hard = c.gitfileMasks(p)
 		} else if st, err := os.Stat(p); err == nil && st.IsDir() {
 			hard = c.gitDirMasks(p)
 		}
 	}
-	// leaf reports an unchanged folder with no folder and no .git in it (see keptLeaf).
-	leaf := func(p string) (int, bool) {
-		var st unix.Stat_t
-		if unix.Lstat(p, &st) != nil {
-			return 0, false
-		}
-		return keptLeaf(&st, func(name string) bool { return name == ".git" })
-	}
 	var walk func(dir string) error
 	walk = func(dir string) error {
-		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return err
-		}
-		f := os.NewFile(uintptr(fd), dir)
-		entries, err := readEntries(f, fd, func(int) error { return nil })
-		f.Close() // before descending: a deep tree must not hold a descriptor per level
+		entries, err := gitWalkListing(dir)
+		c.fs.asked.listing(dir, entries, err)
 		if err != nil {
 			return err
 		}
@@ -374,7 +363,9 @@ func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 					return hard
 				}
 			case e.typ.IsDir():
-				if n, ok := leaf(p); ok {
+				n, ok := gitWalkLeaf(p)
+				c.fs.asked.leaf(p, n, ok)
+				if ok {
 					if visits += n; visits > limit {
 						return errBudget
 					}
@@ -397,6 +388,28 @@ func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 		return false, hard
 	}
 	return walkErr == nil, nil
+}
+
+// gitWalkListing returns the entries of the folder dir as findGitDirs reads them: opened without
+// following a link, through the kept listings (readEntries).
+func gitWalkListing(dir string) ([]dirEntry, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), dir)
+	defer f.Close() // before the walk descends: a deep tree must not hold a descriptor per level
+	return readEntries(f, fd, func(int) error { return nil })
+}
+
+// gitWalkLeaf reports, for findGitDirs, an unchanged folder p with no folder and no .git in it,
+// and how many entries it holds (see keptLeaf).
+func gitWalkLeaf(p string) (int, bool) {
+	var st unix.Stat_t
+	if unix.Lstat(p, &st) != nil {
+		return 0, false
+	}
+	return keptLeaf(&st, func(name string) bool { return name == ".git" })
 }
 
 // gitDirMasks masks a git directory's hooks and config, and those of the submodule and worktree

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"io/fs"
+	"slices"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -12,9 +13,11 @@ import (
 // and readlink the view made of the kernel, each read of a file whose content it parsed, each
 // variable read from the caller's environment) and the answer it got. Compile is a function of
 // its Input and of those answers: when every question asked again gets the same answer, a
-// compilation would take the same steps and return the same policy (see Cache). A compilation
-// that learnt something in a way the journal does not record (a directory listing) is opaque and
-// is never replayed.
+// compilation would take the same steps and return the same policy (see Cache). The search of a
+// writable folder for git directories is recorded too: each folder's listing, and each folder it
+// took for an unchanged leaf (see findGitDirs). A compilation that learnt something in a way the
+// journal does not record (a listing for a glob or a wildcard, what a .git found points to) is
+// opaque and is never replayed.
 type journal struct {
 	questions []question
 	// opaque says why the compilation cannot be replayed; "" when it can.
@@ -29,6 +32,8 @@ const (
 	askReadlink
 	askEnv
 	askContent // what the compilation read of a file (see recordingReader)
+	askListing // a writable folder's entries, as findGitDirs read them
+	askLeaf    // whether findGitDirs took a folder for an unchanged leaf, and its count
 )
 
 // question is one question and its answer.
@@ -43,6 +48,9 @@ type question struct {
 	set  bool
 	// content: the reads and what they got.
 	reads []fileRead
+	// listing: the entries (errno when the folder could not be read); leaf: set and count.
+	entries []dirEntry
+	count   int
 }
 
 // markOpaque records that the compilation learnt something the journal cannot ask again. The
@@ -78,6 +86,29 @@ func (j *journal) lstat(p string, fi fs.FileInfo, err error) {
 func (j *journal) content(p string, reads []fileRead) {
 	if j != nil {
 		j.questions = append(j.questions, question{kind: askContent, name: p, reads: reads})
+	}
+}
+
+// listing records findGitDirs's listing of the folder dir (gitWalkListing).
+func (j *journal) listing(dir string, entries []dirEntry, err error) {
+	if j == nil {
+		return
+	}
+	q := question{kind: askListing, name: dir, entries: entries}
+	if err != nil {
+		if q.errno = errnoOf(err); q.errno == 0 {
+			j.markOpaque("list " + dir + ": an error without an errno")
+			return
+		}
+		q.entries = nil // the walk stops at the error: what was read before it does not count
+	}
+	j.questions = append(j.questions, q)
+}
+
+// leaf records findGitDirs's answer for the folder p (gitWalkLeaf).
+func (j *journal) leaf(p string, n int, ok bool) {
+	if j != nil {
+		j.questions = append(j.questions, question{kind: askLeaf, name: p, count: n, set: ok})
 	}
 }
 
@@ -140,6 +171,15 @@ func (j *journal) sameAnswers(lookup func(string) (string, bool)) bool {
 			}
 			n, err := unix.Readlink(q.name, buf)
 			if errnoOf(err) != q.errno || err == nil && (n >= len(buf) || string(buf[:n]) != q.text) {
+				return false
+			}
+		case askListing:
+			entries, err := gitWalkListing(q.name)
+			if errnoOf(err) != q.errno || err != nil && q.errno == 0 || err == nil && !slices.Equal(entries, q.entries) {
+				return false
+			}
+		case askLeaf:
+			if n, ok := gitWalkLeaf(q.name); n != q.count || ok != q.set {
 				return false
 			}
 		case askEnv:

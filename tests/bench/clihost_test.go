@@ -127,6 +127,15 @@ func BenchmarkPeerClihostWriteProject(b *testing.B) {
 	benchmarkCallIn(b, fixture.TrueWriting(), fixture.Project(b), host.SandboxOptions{Pool: pool}, 0)
 }
 
+// BenchmarkPeerClihostWriteTrue is BenchmarkPeerClihostTrue for a tool that may write its
+// workspace, a folder that is not a git work tree (as gh's ~/.config/gh or an output folder): its
+// nested git search is asked again at each call, its policy used again while no folder changed.
+func BenchmarkPeerClihostWriteTrue(b *testing.B) {
+	pool := nsinit.NewPool(nsinit.PoolConfig{})
+	defer pool.Close()
+	benchmarkCallIn(b, fixture.TrueWriting(), fixture.Workspace(b), host.SandboxOptions{Pool: pool}, 0)
+}
+
 // BenchmarkPeerClihostColdTrue is the same call with every sandbox started when the call needs it
 // (no pool: what clihostctl's in-process calls do).
 func BenchmarkPeerClihostColdTrue(b *testing.B) { benchmarkCall(b, host.SandboxOptions{}) }
