@@ -405,11 +405,11 @@ func gitWalkListing(dir string) ([]dirEntry, error) {
 // gitWalkLeaf reports, for findGitDirs, an unchanged folder p with no folder and no .git in it,
 // and how many entries it holds (see keptLeaf).
 func gitWalkLeaf(p string) (int, bool) {
-	var st unix.Stat_t
-	if unix.Lstat(p, &st) != nil {
+	st, ok := statFolder(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW)
+	if !ok {
 		return 0, false
 	}
-	return keptLeaf(&st, func(name string) bool { return name == ".git" })
+	return keptLeaf(st, func(name string) bool { return name == ".git" })
 }
 
 // gitDirMasks masks a git directory's hooks and config, and those of the submodule and worktree

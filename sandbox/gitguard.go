@@ -440,11 +440,11 @@ func (s *scanner) unchangedLeaf(fd int, name, path string) (bool, error) {
 	if name == ".git" || len(path) >= 2*unix.PathMax {
 		return false, nil
 	}
-	var st unix.Stat_t
-	if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+	st, stated := statFolder(fd, name, unix.AT_SYMLINK_NOFOLLOW)
+	if !stated {
 		return false, nil
 	}
-	n, ok := keptLeaf(&st, func(e string) bool {
+	n, ok := keptLeaf(st, func(e string) bool {
 		return e == ".git" || gitNames[e] || runConfigFor(name, e) != nil || s.isGlobal(path, e)
 	})
 	if !ok {

@@ -17,9 +17,9 @@ import (
 // gitguard.go); in a project those reads are most of a call's time. A folder's entries change only
 // by operations that also set its change time (ctime) to the current time — creating, removing,
 // renaming or linking an entry in it, and chmod, chown or utimes on the folder — and no program can
-// set a ctime of its choosing. So the names and types a walk read are kept, by the folder's device
-// and inode, and the next walk uses them instead of reading the folder again as long as its ctime is
-// the same, to the nanosecond. Only a listing whose folder's ctime was older than the start of the
+// set a ctime of its choosing. So the names and types a walk read are kept, by the folder's mount,
+// device and inode (listingKey), and the next walk uses them instead of reading the folder again as
+// long as its ctime is the same, to the nanosecond. Only a listing whose folder's ctime was older than the start of the
 // read by more than listingMargin is kept: a change made in the same clock tick as an earlier one
 // (or the same second, on a file system that stores seconds) may leave the ctime as it was, and
 // the margin makes sure no such change can follow a kept listing; the cache is emptied when the
@@ -48,11 +48,39 @@ type dirEntry struct {
 	typ  os.FileMode
 }
 
-type listingKey struct{ dev, ino uint64 }
+// listingKey is the folder a kept listing is of: its mount (the mount's unique id, which the
+// system never gives another mount while it runs), device and inode. A file system mounted again
+// gets a new mount id, so what was done to it while it was not mounted (written offline, an image
+// edited) cannot hide behind a folder's old device, inode and ctime.
+type listingKey struct{ mnt, dev, ino uint64 }
 
 type listing struct {
 	ctime   unix.Timespec
 	entries []dirEntry
+}
+
+// folderState is what a kept listing is checked against: the folder's key and ctime, and whether
+// it is a folder.
+type folderState struct {
+	key   listingKey
+	ctime unix.Timespec
+	dir   bool
+}
+
+// statFolder returns the state of the file name in the folder open at dirfd (flags as statx's:
+// AT_EMPTY_PATH for dirfd itself, AT_SYMLINK_NOFOLLOW), false when it cannot be had, the mount's
+// unique id included (a kernel before 6.8 has none: no listing is kept there).
+func statFolder(dirfd int, name string, flags int) (folderState, bool) {
+	var stx unix.Statx_t
+	const want = unix.STATX_TYPE | unix.STATX_INO | unix.STATX_CTIME | unix.STATX_MNT_ID_UNIQUE
+	if unix.Statx(dirfd, name, flags|unix.AT_STATX_SYNC_AS_STAT, want, &stx) != nil || stx.Mask&want != want {
+		return folderState{}, false
+	}
+	return folderState{
+		key:   listingKey{mnt: stx.Mnt_id, dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), ino: stx.Ino},
+		ctime: unix.Timespec{Sec: stx.Ctime.Sec, Nsec: int64(stx.Ctime.Nsec)},
+		dir:   stx.Mode&unix.S_IFMT == unix.S_IFDIR,
+	}, true
 }
 
 // listingCache keeps folder listings between walks (see above). Safe for concurrent use; a kept
@@ -81,12 +109,12 @@ var listings = &listingCache{byDir: map[listingKey]listing{}}
 
 // get returns the kept entries of the folder st describes, when its ctime is the one they were read
 // at.
-func (c *listingCache) get(st *unix.Stat_t) ([]dirEntry, bool) {
+func (c *listingCache) get(st folderState) ([]dirEntry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.checkClock()
-	l, ok := c.byDir[listingKey{uint64(st.Dev), st.Ino}]
-	if !ok || l.ctime != st.Ctim {
+	l, ok := c.byDir[st.key]
+	if !ok || l.ctime != st.ctime {
 		return nil, false
 	}
 	c.hits.Add(1)
@@ -96,19 +124,18 @@ func (c *listingCache) get(st *unix.Stat_t) ([]dirEntry, bool) {
 // offer keeps entries, read from the folder open at fd starting at start, when the folder's ctime
 // (before, from before the read) was older than start by more than listingMargin, did not change
 // during the read, and its file system stamps ctimes itself.
-func (c *listingCache) offer(fd int, before *unix.Stat_t, start time.Time, entries []dirEntry) {
-	if !oldEnough(before.Ctim, start) {
+func (c *listingCache) offer(fd int, before folderState, start time.Time, entries []dirEntry) {
+	if !oldEnough(before.ctime, start) {
 		return
 	}
-	var after unix.Stat_t
-	if unix.Fstat(fd, &after) != nil || after.Ctim != before.Ctim || after.Ino != before.Ino || after.Dev != before.Dev {
+	if after, ok := statFolder(fd, "", unix.AT_EMPTY_PATH); !ok || after != before {
 		return
 	}
 	var fs unix.Statfs_t
 	if unix.Fstatfs(fd, &fs) != nil || !stampedLocally(int64(fs.Type)) {
 		return
 	}
-	c.keep(listingKey{uint64(before.Dev), before.Ino}, before.Ctim, entries)
+	c.keep(before.key, before.ctime, entries)
 }
 
 // keep keeps entries as the listing of the folder key at ctime.
@@ -184,10 +211,9 @@ func stampedLocally(fsType int64) bool {
 // ends the read and is returned. After a read error, the entries read before it are returned with
 // the error.
 func readEntries(f *os.File, fd int, spend func(n int) error) ([]dirEntry, error) {
-	var before unix.Stat_t
-	statErr := unix.Fstat(fd, &before)
-	if statErr == nil {
-		if kept, ok := listings.get(&before); ok {
+	before, stated := statFolder(fd, "", unix.AT_EMPTY_PATH)
+	if stated {
+		if kept, ok := listings.get(before); ok {
 			if err := spend(len(kept)); err != nil {
 				return nil, err
 			}
@@ -211,8 +237,8 @@ func readEntries(f *os.File, fd int, spend func(n int) error) ([]dirEntry, error
 			return out, err
 		}
 	}
-	if statErr == nil {
-		listings.offer(fd, &before, start, out)
+	if stated {
+		listings.offer(fd, before, start, out)
 	}
 	return out, nil
 }
@@ -220,8 +246,8 @@ func readEntries(f *os.File, fd int, spend func(n int) error) ([]dirEntry, error
 // keptLeaf returns how many entries the folder st describes holds, when its kept listing is still
 // good (see listings), it holds no folder and acts reports none of its entries as one a walk acts
 // on: a walk needs nothing more of such a folder than that count, and does not open it.
-func keptLeaf(st *unix.Stat_t, acts func(name string) bool) (n int, ok bool) {
-	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+func keptLeaf(st folderState, acts func(name string) bool) (n int, ok bool) {
+	if !st.dir {
 		return 0, false
 	}
 	kept, ok := listings.get(st)

@@ -184,7 +184,7 @@ func TestKeptListingsBounded(t *testing.T) {
 	const limit = 20 << 20 // what the daemon may hold, with room for the map's own overhead
 	c := &listingCache{byDir: map[listingKey]listing{}}
 	for i := range 1 << 20 {
-		c.keep(listingKey{1, uint64(i)}, unix.Timespec{Sec: 1}, nil)
+		c.keep(listingKey{1, 1, uint64(i)}, unix.Timespec{Sec: 1}, nil)
 	}
 	if n := heldBytes(c); n > limit {
 		t.Errorf("a million empty folders: the kept listings hold %d MiB, over %d MiB", n>>20, limit>>20)
@@ -195,7 +195,7 @@ func TestKeptListingsBounded(t *testing.T) {
 		long[i] = dirEntry{name: strings.Repeat("x", 251) + strconv.Itoa(1000+i)}
 	}
 	for i := range 2000 {
-		c.keep(listingKey{1, uint64(i)}, unix.Timespec{Sec: 1}, long)
+		c.keep(listingKey{1, 1, uint64(i)}, unix.Timespec{Sec: 1}, long)
 	}
 	if n := heldBytes(c); n > limit {
 		t.Errorf("folders of long names: the kept listings hold %d MiB, over %d MiB", n>>20, limit>>20)
