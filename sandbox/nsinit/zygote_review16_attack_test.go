@@ -124,10 +124,13 @@ func TestReview16LeftoverDirtyPagesAndTheNextCall(t *testing.T) {
 	pool := zygotePool(t)
 	requireMemoryGroups(t)
 	rw := review16Writable(t, false)
-	limits := isolation.Limits{MemoryBytes: 64 << 20, Pids: 64}
-	use := sh(t, `dd if=/dev/zero of=/dev/null bs=52M count=1 2>/dev/null; exit $?`, "/bin/dd")
+	// 80 MiB: the 15 MiB left stay clearly under a quarter of it (with the writer's own memory, a
+	// 64 MiB limit's 16 MiB was crossed now and then, and the group rightly not kept), and with
+	// the next call's 68 MiB they are over the limit.
+	limits := isolation.Limits{MemoryBytes: 80 << 20, Pids: 64}
+	use := sh(t, `dd if=/dev/zero of=/dev/null bs=68M count=1 2>/dev/null; exit $?`, "/bin/dd")
 	if r, ex := review16Call(t, pool, use, "uid:2000", limits); r.code != 0 || ex != "" {
-		t.Fatalf("in a fresh 64 MiB group the 52 MiB call failed: exit %d, exhausted %q, failure %v", r.code, ex, r.failure)
+		t.Fatalf("in a fresh 80 MiB group the 68 MiB call failed: exit %d, exhausted %q, failure %v", r.code, ex, r.failure)
 	}
 	for i := range 5 {
 		leave := sh(t, `head -c 15728640 /dev/zero > `+filepath.Join(rw, "left")+`; exit 3`, "/usr/bin/head")
