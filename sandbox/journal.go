@@ -22,7 +22,15 @@ type journal struct {
 	questions []question
 	// opaque says why the compilation cannot be replayed; "" when it can.
 	opaque string
+	// listed is what the recorded listings hold (see maxListedBytes).
+	listed int
 }
+
+// maxListedBytes bounds the folder entries one journal keeps (their names and a share for each):
+// a policy kept for a large writable tree would hold a copy of its every listing (a Cache keeps
+// up to maxCachedPolicies), and asking them all again costs as much as the walk. A compilation
+// whose walk listed more is opaque.
+const maxListedBytes = 64 << 10
 
 // questionKind is what a question asked.
 type questionKind uint8
@@ -91,7 +99,14 @@ func (j *journal) content(p string, reads []fileRead) {
 
 // listing records findGitDirs's listing of the folder dir (gitWalkListing).
 func (j *journal) listing(dir string, entries []dirEntry, err error) {
-	if j == nil {
+	if j == nil || j.opaque != "" {
+		return
+	}
+	for _, e := range entries {
+		j.listed += len(e.name) + keptEntryBytes
+	}
+	if j.listed > maxListedBytes {
+		j.markOpaque("a writable folder with too many entries to keep its listings")
 		return
 	}
 	q := question{kind: askListing, name: dir, entries: entries}
