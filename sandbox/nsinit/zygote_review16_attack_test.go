@@ -1,6 +1,7 @@
 package nsinit
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -189,11 +190,19 @@ func TestReview16ZygoteDeathAndCloseLeaveNoKeptGroup(t *testing.T) {
 	q := sh(t, `exit 0`)
 	q.NetworkKey, q.Limits = "uid:1000", limits
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		cmd, stdio = takeReady(t, pool, q, false)
-		if cmd.zyg != nil {
+		var err error
+		cmd, stdio, err = pool.Take(q, false, nil)
+		if errors.Is(err, ErrUnavailable) {
+			// A call sent to the killed zygote before its socket closed: its process ended
+			// without a word (CI89), and the pool starts another.
+			t.Logf("a call in the zygote's last moment: %v", err)
+		} else if err != nil {
+			t.Fatal(err)
+		} else if cmd != nil && cmd.zyg != nil {
 			break
+		} else if cmd != nil {
+			finishPooled(t, cmd, stdio) // an init's call while the pool starts another zygote
 		}
-		finishPooled(t, cmd, stdio) // an init's call while the pool starts another zygote
 		if time.Now().After(deadline) {
 			t.Fatalf("no new zygote: %+v", pool.Stats())
 		}
