@@ -86,6 +86,7 @@ func asNobody(script string) *exec.Cmd {
 // zygote or a cold init is refused before its program runs, even when the sysctl was set after
 // the zygote started. At 2 (only root may trace) and back at 0 the same calls run.
 func TestR12SuidDumpableOneRefusesEverySandbox(t *testing.T) {
+	needHostWide(t)
 	requireRoot(t)
 	pool := zygotePool(t)
 	if !pool.root {

@@ -50,11 +50,21 @@ func r12bOnThreadAs(id int, f func()) {
 // own, nothing else running (CLIHOST_TEST_HOSTWIDE=1 go test ./sandbox/nsinit -run …).
 const hostWideEnv = "CLIHOST_TEST_HOSTWIDE"
 
-// r12bSuidDumpable sets fs.suid_dumpable to v for the test (restored after it); see hostWideEnv.
-func r12bSuidDumpable(t *testing.T, v string) {
+// needHostWide skips a test that changes fs.suid_dumpable unless hostWideEnv allows it: the first
+// thing such a test does, before it starts a call that would outlive a skip.
+func needHostWide(t *testing.T) {
 	t.Helper()
 	if os.Getenv(hostWideEnv) != "1" {
 		t.Skipf("changes fs.suid_dumpable, which every sandbox on this host reads: run alone with %s=1 (CI's step \"host-wide kernel knobs\")", hostWideEnv)
+	}
+}
+
+// r12bSuidDumpable sets fs.suid_dumpable to v for the test (restored after it); the test called
+// needHostWide first.
+func r12bSuidDumpable(t *testing.T, v string) {
+	t.Helper()
+	if os.Getenv(hostWideEnv) != "1" {
+		t.Fatal("r12bSuidDumpable without needHostWide")
 	}
 	knob := suidDumpableSysctl
 	old, err := os.ReadFile(knob)
@@ -151,6 +161,7 @@ func r12bWindows(t *testing.T, pool *Pool, n int, done func() bool) int {
 // write, after the flag is reset. A service of the host running as nobody must not get it. (Fixed
 // twice: PID 1 now keeps uid 0, and no sandbox is built under fs.suid_dumpable=1.)
 func TestR12NobodyCannotOpenTheZygotesMemoryThroughAPID1(t *testing.T) {
+	needHostWide(t)
 	pool := zygotePool(t)
 	if !pool.root {
 		fixture.Missing(t, "PID 1 keeps the host user's uid on a rootless host")
@@ -180,6 +191,7 @@ func TestR12NobodyCannotOpenTheZygotesMemoryThroughAPID1(t *testing.T) {
 // With fs.suid_dumpable=1 any other call's uid change makes that memory dumpable for a moment:
 // the caller must not open /proc/PID/mem of its own process then (it would be the zygote's).
 func TestR12CallersUserCannotOpenTheZygotesMemoryThroughItsProgramsProcess(t *testing.T) {
+	needHostWide(t)
 	pool := zygotePool(t)
 	if !pool.root {
 		fixture.Missing(t, "the program keeps the host user's uid on a rootless host")
@@ -326,6 +338,7 @@ func TestR12VerifyCatchesACallThatWritesNothing(t *testing.T) {
 // init not dumpable: with fs.suid_dumpable=1 the init's memory, which its other (root) threads
 // share, is the caller's to open through that thread's /proc/PID/task/TID/mem meanwhile.
 func TestR12CallersUserCannotOpenAnInitsMemoryWhileItConfines(t *testing.T) {
+	needHostWide(t)
 	requireRoot(t)
 	if os.Geteuid() != 0 {
 		fixture.Missing(t, "the init keeps the host user's uid on a rootless host")
