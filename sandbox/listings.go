@@ -20,10 +20,10 @@ import (
 // set a ctime of its choosing. So the names and types a walk read are kept, by the folder's mount,
 // device and inode (listingKey), and the next walk uses them instead of reading the folder again as
 // long as its ctime is the same, to the nanosecond. Only a listing whose folder's ctime was older
-// than the start of the read by more than listingMargin is kept: a change made in the same clock tick as an earlier one
-// (or the same second, on a file system that stores seconds) may leave the ctime as it was, and
-// the margin makes sure no such change can follow a kept listing; the cache is emptied when the
-// wall clock is set back by more than half of it (checkClock). Only folders on local file systems
+// than the start of the read by more than listingMargin is kept: a change made in the same clock
+// tick as an earlier one (or the same second, on a file system that stores seconds) may leave the
+// ctime as it was, and the margin makes sure no such change can follow a kept listing; the cache
+// is emptied when the wall clock is set back by more than half of it (checkClock). Only folders on local file systems
 // whose ctime the kernel itself sets are kept (stampedLocally). What is in the files (a .git
 // gitfile, a config, a hook) is read again by every walk: only which names a folder holds is kept.
 
