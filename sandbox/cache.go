@@ -12,12 +12,13 @@ import (
 // Cache keeps recent compilations for calls of the same Input to use again. A policy is used
 // again only when every question its compilation asked outside its Input gets the answer it got
 // then (see journal): each lstat and readlink of the paths it resolved, each read of a file whose
-// content it parsed (an executable's interpreter), each listing of a writable folder searched
-// for git directories, each variable it read from the caller's environment. The policy is then
-// the one a compilation would return at this call, without its work (resolving and checking some
-// hundred paths); only the kernel is asked again. A compilation that found a .git in a writable
-// folder or expanded a glob or wildcard against the file system is not kept, and neither is a
-// failed one. The state Sweep needs from before the call
+// content it parsed (an executable's interpreter, a .git file), each listing of a writable
+// folder searched for git directories (and of a git directory's modules and worktrees), each
+// variable it read from the caller's environment. The policy is then the one a compilation would
+// return at this call, without its work (resolving and checking some hundred paths); only the
+// kernel is asked again. A compilation that expanded a glob or wildcard against the file system
+// or listed too much of a writable tree is not kept, and neither is a failed one. The state Sweep
+// needs from before the call
 // (which deny paths exist, the writable roots' identities) is taken at every call. Safe for
 // concurrent use; the zero value is not ready, see NewCache.
 type Cache struct {

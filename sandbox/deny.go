@@ -3,7 +3,6 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"os"
@@ -331,17 +330,16 @@ func (c *compiler) writableMasks(w string) error {
 // entries named .git and masks the git directories they are or point to. It does not descend into
 // a git directory: gitDirMasks searches the parts of one that hold other git directories.
 // complete is false when the walk stopped at the budget or a directory could not be read. The
-// journal records each folder's listing and each leaf answer; a .git found makes the compilation
-// opaque (what it points to is read by paths the journal does not record).
+// journal records each folder's listing and each leaf answer, and what is read to follow a .git
+// found (see gitDirMasks and gitfileMasks).
 func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 	visits, limit := 0, c.budget*walkFactor
 	// found masks what an entry named .git is or points to; hard is set when a mask failed.
 	var hard error
 	found := func(p string, typ fs.FileMode) {
-		c.fs.asked.markOpaque("a .git found in a writable folder")
 		if typ.IsRegular() {
 			hard = c.gitfileMasks(p)
-		} else if st, err := os.Stat(p); err == nil && st.IsDir() {
+		} else if st, err := c.fs.stat(p); err == nil && st.IsDir() {
 			hard = c.gitDirMasks(p)
 		}
 	}
@@ -424,10 +422,9 @@ func (c *compiler) gitDirMasks(g string) error {
 	if err != nil {
 		return err
 	}
-	complete, err := c.expand(root, "{modules,worktrees}/**/HEAD", func(rel string) error {
-		sub := filepath.Join(root, filepath.Dir(rel))
+	complete, err := c.nestedGitDirs(root, func(sub string) error {
 		for _, name := range []string{"hooks", "config", "config.worktree"} {
-			if _, err := os.Lstat(filepath.Join(sub, name)); err == nil {
+			if _, err := c.fs.lstat(filepath.Join(sub, name)); err == nil {
 				if err := c.denyFor(filepath.Join(sub, name), whyWritableMask); err != nil {
 					return err
 				}
@@ -444,16 +441,79 @@ func (c *compiler) gitDirMasks(g string) error {
 	return nil
 }
 
+// nestedGitDirs calls fn for each folder under root's modules/ and worktrees/ (root a git
+// directory, its links resolved) that holds an entry named HEAD: the git directories of its
+// submodules and worktrees. It walks them as findGitDirs walks a writable folder (no link
+// followed below modules/ and worktrees/ themselves, each listing recorded in the journal), reading at most c.budget×walkFactor entries
+// and taking at most c.budget folders; complete is false when it stopped there or at a folder it
+// could not read.
+func (c *compiler) nestedGitDirs(root string, fn func(sub string) error) (complete bool, err error) {
+	visits, matches, limit := 0, 0, c.budget*walkFactor
+	var walk func(dir string) error
+	walk = func(dir string) error {
+		entries, err := gitWalkListing(dir)
+		c.fs.asked.listing(dir, entries, err)
+		if err != nil {
+			return err
+		}
+		if visits += len(entries); visits > limit {
+			return errBudget
+		}
+		for _, e := range entries {
+			if e.name != "HEAD" {
+				continue
+			}
+			if matches++; matches > c.budget {
+				return errBudget
+			}
+			if err := fn(dir); err != nil {
+				return &maskError{err}
+			}
+			break
+		}
+		for _, e := range entries {
+			if e.typ.IsDir() {
+				if err := walk(filepath.Join(dir, e.name)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	complete = true
+	for _, top := range []string{"modules", "worktrees"} {
+		// A link there is followed (as the glob this walk replaced did); below, none is.
+		p, err := c.fs.evalSymlinks(filepath.Join(root, top))
+		if err != nil {
+			continue // missing: git finds no git directory there either
+		}
+		if fi, err := c.fs.lstat(p); err != nil || !fi.IsDir() {
+			continue
+		}
+		if err := walk(p); err != nil {
+			var hard *maskError
+			if errors.As(err, &hard) {
+				return false, hard.err
+			}
+			complete = false
+		}
+	}
+	return complete, nil
+}
+
+// maskError carries, through nestedGitDirs's walk, a failure of its fn: that one ends the
+// compilation, where a folder that could not be read or the budget only ends the search.
+type maskError struct{ err error }
+
+func (e *maskError) Error() string { return e.err.Error() }
+
 // gitfileMasks follows a `.git` file (gitdir: PATH, as submodules and worktrees have) and masks
 // that git directory when it lies in a writable root; outside them it cannot be written.
 func (c *compiler) gitfileMasks(p string) error {
-	c.fs.asked.markOpaque("a .git file read")
-	f, err := os.Open(p)
-	if err != nil {
+	b, ok := c.readGitfile(p)
+	if !ok {
 		return nil // unreadable now means unreadable to the CLI too: nothing to follow
 	}
-	defer f.Close()
-	b, _ := io.ReadAll(io.LimitReader(f, 4096))
 	dir, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
 	if !ok {
 		return nil

@@ -110,3 +110,27 @@ func sameReads(p string, reads []fileRead) bool {
 	}
 	return true
 }
+
+// maxGitfile is how much of a `.git` file gitfileMasks reads: a "gitdir: PATH" line.
+const maxGitfile = 4096
+
+// readGitfile returns the first maxGitfile bytes of the `.git` file p, the read recorded in the
+// journal (asked again as an interpreter's header is); false when p cannot be read.
+func (c *compiler) readGitfile(p string) ([]byte, bool) {
+	f, err := openPaged(p)
+	if err != nil {
+		// Asked again, a file that cannot be opened answers no read: the journal keeps none.
+		c.fs.asked.markOpaque("a .git file that cannot be read")
+		return nil, false
+	}
+	defer f.Close()
+	r := &recordingReader{r: f}
+	b := make([]byte, maxGitfile)
+	n, _ := r.ReadAt(b, 0)
+	if r.failed {
+		c.fs.asked.markOpaque("a .git file that cannot be read")
+		return nil, false
+	}
+	c.fs.asked.content(p, r.reads)
+	return b[:n], true
+}

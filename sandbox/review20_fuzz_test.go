@@ -68,7 +68,11 @@ func r20Fuzz(t *testing.T, seed uint64, steps int) int {
 	in.DenyBudget = budgets[seed%uint64(len(budgets))] // 1: the walk stops after 100 entries
 	var rels []string
 	for _, p := range []string{"a", "a/b", "a/b/c", "a/x.txt", "a/b/y", "a/b/c/z", "a/b/.git", "a/b/c/.git", "a/.git",
-		"sub", "sub/.git", "sub/.git/hooks", "sub/m", ".vscode", ".idea", ".git", "secret.txt", "d", "d/e", "d/e/f", "many"} {
+		"sub", "sub/.git", "sub/.git/hooks", "sub/m", ".vscode", ".idea", ".git", "secret.txt", "d", "d/e", "d/e/f", "many",
+		// inside git directories: submodules' and worktrees' (gitDirMasks's walk)
+		".git/HEAD", ".git/hooks", ".git/modules", ".git/modules/m", ".git/modules/m/HEAD", ".git/modules/m/hooks",
+		".git/modules/m/modules/n/HEAD", ".git/worktrees", ".git/worktrees/w/HEAD", ".git/worktrees/w/config.worktree",
+		"sub/.git/modules/k/HEAD", "sub/.git/modules/k/config"} {
 		rels = append(rels, "ws/"+p)
 	}
 	for _, p := range []string{".config/gh/hosts.yml", ".config/gh/x", ".config/gh/x/.git", ".config/gh/x/y", "out/y", "out/y/z", "out/y/.git", "out/.vscode"} {
@@ -80,17 +84,16 @@ func r20Fuzz(t *testing.T, seed uint64, steps int) int {
 		targets = append(targets, filepath.Join(base, r))
 	}
 	pick := func(l []string) string { return l[rng.IntN(len(l))] }
-	gitish := func(p string) bool { return strings.Contains(p, ".git") }
 	c := NewCache()
 	reusedAfterChange := 0
 	var lastErr error
 	opaqueRun, stopped, hits := 0, 0, keptSince()
 	for step := range steps {
 		if opaqueRun > 4 {
-			// a .git somewhere (also where the test's paths do not name it) keeps every
-			// compilation opaque: remove them all, through the root
+			// every compilation opaque (a large folder, a .git file that cannot be read): remove
+			// every .git and large folder, through the root
 			filepath.WalkDir(base, func(path string, d os.DirEntry, err error) error {
-				if err == nil && d.Name() == ".git" {
+				if err == nil && (d.Name() == ".git" || d.Name() == "many") {
 					if rel, err := filepath.Rel(base, path); err == nil {
 						root.RemoveAll(rel)
 					}
@@ -102,10 +105,6 @@ func r20Fuzz(t *testing.T, seed uint64, steps int) int {
 		}
 		p := pick(rels)
 		op := rng.IntN(14)
-		// .git paths make a compilation opaque: repair them more often than they are made
-		if op < 12 && gitish(p) && rng.IntN(3) != 0 {
-			op = 0
-		}
 		if lastErr != nil && rng.IntN(3) != 0 {
 			best := ""
 			for _, r := range rels {

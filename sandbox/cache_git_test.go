@@ -1,0 +1,166 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// TestCacheGitWorkTree: a tool that may write a git work tree (git's own tools, a formatter in a
+// project) reuses its policy while nothing a compilation reads changed, and compiles afresh, with
+// the new git directories masked, after each change that adds or moves one: a submodule's and a
+// worktree's git directory made, a submodule checkout's .git file made and then rewritten in place
+// to point elsewhere, hooks replaced by a link, the .git folder replaced by a link to another git
+// directory, and that link pointed at a third. cacheCheck compares every policy with a compilation's.
+func TestCacheGitWorkTree(t *testing.T) {
+	f := newFixture(t)
+	git := filepath.Join(f.ws, ".git")
+	write(t, filepath.Join(git, "HEAD"), "ref: refs/heads/main\n", 0o644)
+	write(t, filepath.Join(git, "config"), "[core]\n", 0o644)
+	write(t, filepath.Join(git, "hooks", "pre-commit.sample"), "#!/bin/sh\n", 0o755)
+	write(t, filepath.Join(f.ws, "src", "main.go"), "package main\n", 0o644)
+	// Git directories the changes below point to, made before the first call: each change must be
+	// seen by what a compilation reads of the .git file or link itself.
+	for _, other := range []string{"other", "real", "real2"} {
+		write(t, filepath.Join(f.ws, other, "HEAD"), "0\n", 0o644)
+	}
+	in := f.input(fsSandbox([]string{"./**"}, []string{"./**"}, nil))
+	c := NewCache()
+	wantIn(t, "Deny", cacheCheck(t, c, in, "first call", false).Deny, filepath.Join(git, "hooks"), filepath.Join(git, "config"))
+	cacheCheck(t, c, in, "second call", true)
+	for _, ch := range []struct {
+		name   string
+		change func()
+		masked []string
+	}{
+		{"a submodule's git directory made", func() {
+			write(t, filepath.Join(git, "modules", "lib", "HEAD"), "0\n", 0o644)
+			write(t, filepath.Join(git, "modules", "lib", "config"), "", 0o644)
+			mkdir(t, filepath.Join(git, "modules", "lib", "hooks"))
+		}, []string{filepath.Join(git, "modules", "lib", "hooks"), filepath.Join(git, "modules", "lib", "config")}},
+		{"a second submodule's git directory made beside it", func() {
+			write(t, filepath.Join(git, "modules", "lib2", "HEAD"), "0\n", 0o644)
+			write(t, filepath.Join(git, "modules", "lib2", "config"), "", 0o644)
+		}, []string{filepath.Join(git, "modules", "lib2", "config")}},
+		{"a worktree's git directory made", func() {
+			write(t, filepath.Join(git, "worktrees", "w", "HEAD"), "0\n", 0o644)
+			write(t, filepath.Join(git, "worktrees", "w", "config.worktree"), "", 0o644)
+		}, []string{filepath.Join(git, "worktrees", "w", "config.worktree")}},
+		{"a submodule checkout's .git file made", func() {
+			write(t, filepath.Join(f.ws, "lib", ".git"), "gitdir: ../.git/modules/lib\n", 0o644)
+		}, []string{filepath.Join(git, "modules", "lib", "hooks")}},
+		{"the .git file rewritten in place to point elsewhere", func() {
+			rewriteInPlace(t, filepath.Join(f.ws, "lib", ".git"), "gitdir: ../other/\n\n\n\n\n\n\n")
+		}, []string{filepath.Join(f.ws, "other", "hooks"), filepath.Join(f.ws, "other", "config")}},
+		{"hooks replaced by a link", func() {
+			if err := os.RemoveAll(filepath.Join(git, "hooks")); err != nil {
+				t.Fatal(err)
+			}
+			mkdir(t, filepath.Join(f.ws, "elsewhere"))
+			symlink(t, filepath.Join(f.ws, "elsewhere"), filepath.Join(git, "hooks"))
+		}, []string{filepath.Join(f.ws, "elsewhere")}},
+		{".git replaced by a link to another git directory", func() {
+			if err := os.Rename(git, filepath.Join(f.ws, "old")); err != nil {
+				t.Fatal(err)
+			}
+			symlink(t, filepath.Join(f.ws, "real"), git)
+		}, []string{filepath.Join(f.ws, "real", "hooks"), filepath.Join(f.ws, "real", "config")}},
+		{"the .git link pointed at a third git directory (renamed over: the folder's entries stay)", func() {
+			symlink(t, filepath.Join(f.ws, "real2"), filepath.Join(f.ws, "next"))
+			if err := os.Rename(filepath.Join(f.ws, "next"), git); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{filepath.Join(f.ws, "real2", "hooks"), filepath.Join(f.ws, "real2", "config")}},
+	} {
+		ch.change()
+		wantIn(t, "Deny after "+ch.name, cacheCheck(t, c, in, ch.name, false).Deny, ch.masked...)
+		cacheCheck(t, c, in, ch.name+", then again", true)
+	}
+}
+
+// TestCacheGitLinkToNowhere: a .git link whose target does not exist masks nothing, and its policy
+// is reused only until the target appears as a git directory, which must then be masked.
+func TestCacheGitLinkToNowhere(t *testing.T) {
+	f := newFixture(t)
+	target := filepath.Join(f.home, "later") // outside the writable folder: no listing of it is asked
+	symlink(t, target, filepath.Join(f.ws, "sub", ".git"))
+	in := f.input(fsSandbox(nil, []string{"./**"}, nil))
+	c := NewCache()
+	cacheCheck(t, c, in, "first call", false)
+	cacheCheck(t, c, in, "second call", true)
+	// Made elsewhere and renamed into place: the link's folder's entries stay the same.
+	write(t, filepath.Join(f.home, "made", "HEAD"), "0\n", 0o644)
+	if err := os.Rename(filepath.Join(f.home, "made"), target); err != nil {
+		t.Fatal(err)
+	}
+	wantIn(t, "Deny", cacheCheck(t, c, in, "the target made", false).Deny, filepath.Join(target, "hooks"))
+	cacheCheck(t, c, in, "the target made, then again", true)
+}
+
+// TestNestedGitDirsAsTheGlob: nestedGitDirs, the walk that finds a git directory's submodule and
+// worktree git directories, finds what the glob it replaced ({modules,worktrees}/**/HEAD, through
+// expand) found, on trees with HEAD at every depth, HEAD as a folder, links where folders are, and
+// folders that hold other git directories.
+func TestNestedGitDirsAsTheGlob(t *testing.T) {
+	for name, files := range map[string][]string{
+		"none":                {"HEAD", "objects/ab/cd"},
+		"modules":             {"modules/a/HEAD", "modules/b/c/HEAD", "modules/b/c/modules/d/HEAD"},
+		"worktrees":           {"worktrees/w1/HEAD", "worktrees/w2/HEAD", "worktrees/w2/logs/HEAD"},
+		"HEAD at the top":     {"modules/HEAD", "worktrees/HEAD"},
+		"HEAD a folder":       {"modules/x/HEAD/y"},
+		"deep":                {"modules/a/b/c/d/e/f/HEAD"},
+		"other names ignored": {"modules/a/HEADS", "objects/HEAD"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			root := realTemp(t)
+			for _, rel := range files {
+				write(t, filepath.Join(root, rel), "", 0o644)
+			}
+			compareNestedWithGlob(t, root)
+		})
+	}
+	t.Run("links", func(t *testing.T) {
+		root := realTemp(t)
+		other := realTemp(t)
+		write(t, filepath.Join(other, "x", "HEAD"), "", 0o644)
+		write(t, filepath.Join(root, "worktrees", "real", "HEAD"), "", 0o644)
+		symlink(t, other, filepath.Join(root, "modules"))
+		symlink(t, filepath.Join(other, "x"), filepath.Join(root, "worktrees", "link"))
+		compareNestedWithGlob(t, root)
+	})
+}
+
+// compareNestedWithGlob fails when nestedGitDirs and the glob find other folders under root.
+func compareNestedWithGlob(t *testing.T, root string) {
+	t.Helper()
+	c := &compiler{budget: DefaultDenyBudget, fs: newView(), notes: map[string]bool{}}
+	var walked, globbed []string
+	complete, err := c.nestedGitDirs(root, func(sub string) error {
+		walked = append(walked, sub)
+		return nil
+	})
+	if err != nil || !complete {
+		t.Fatalf("nestedGitDirs: complete %v, %v", complete, err)
+	}
+	complete, err = c.expand(root, "{modules,worktrees}/**/HEAD", func(rel string) error {
+		globbed = append(globbed, filepath.Join(root, filepath.Dir(rel)))
+		return nil
+	})
+	if err != nil || !complete {
+		t.Fatalf("the glob: complete %v, %v", complete, err)
+	}
+	for _, list := range [][]string{walked, globbed} {
+		for i, p := range list {
+			r, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			list[i] = r
+		}
+		slices.Sort(list)
+	}
+	if !slices.Equal(slices.Compact(walked), slices.Compact(globbed)) {
+		t.Errorf("nestedGitDirs found %q, the glob %q", walked, globbed)
+	}
+}
