@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	fx "github.com/clihost/clihost/internal/fixture"
 	"github.com/clihost/clihost/manifest"
 )
 
@@ -40,5 +41,39 @@ func BenchmarkCompile(b *testing.B) {
 		if _, err := Compile(in); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkCompileProject is the policy check of a call of a tool that may write its workspace, a
+// project-sized git work tree (fx.Project): compiled afresh, and through a Cache, whose kept policy
+// is used again once its journal's questions (every folder's listing among them) are asked again.
+func BenchmarkCompileProject(b *testing.B) {
+	ws := fx.Project(b)
+	bin, err := filepath.EvalSymlinks("/bin/true")
+	if err != nil {
+		b.Fatal(err)
+	}
+	bd, _ := bundle(manifest.Sandbox{FS: &manifest.FS{Read: []string{"./**"}, Write: []string{"./**"}}}, nil)
+	in := Input{Bundle: bd, Binary: bin, Workspace: ws, Home: b.TempDir(), PATH: "/usr/bin:/bin"}
+	c := NewCache()
+	for range 2 { // the second walk takes the leaves the first one kept
+		if _, err := c.Compile(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, mode := range []struct {
+		name    string
+		compile func(Input) (*Policy, error)
+	}{{"fresh", Compile}, {"kept", c.Compile}} {
+		b.Run(mode.name, func(b *testing.B) {
+			before := c.Reused()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := mode.compile(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(c.Reused()-before)/float64(b.N), "reused/op")
+		})
 	}
 }

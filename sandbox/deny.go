@@ -389,8 +389,15 @@ func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 }
 
 // gitWalkListing returns the entries of the folder dir as findGitDirs reads them: opened without
-// following a link, through the kept listings (readEntries).
+// following a link, through the kept listings (readEntries). A folder whose listing is kept is not
+// opened: its stamp, asked by path as the open resolves it, names its entries (one system call
+// instead of four, for every folder a kept policy's journal asks again).
 func gitWalkListing(dir string) ([]dirEntry, error) {
+	if st, ok := statFolder(unix.AT_FDCWD, dir, unix.AT_SYMLINK_NOFOLLOW); ok && st.dir {
+		if kept, ok := listings.get(st); ok {
+			return kept, nil
+		}
+	}
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
