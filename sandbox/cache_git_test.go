@@ -1,10 +1,14 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestCacheGitWorkTree: a tool that may write a git work tree (git's own tools, a formatter in a
@@ -163,4 +167,112 @@ func compareNestedWithGlob(t *testing.T, root string) {
 	if !slices.Equal(slices.Compact(walked), slices.Compact(globbed)) {
 		t.Errorf("nestedGitDirs found %q, the glob %q", walked, globbed)
 	}
+}
+
+// TestGitSearchGoesPastAFolderItCannotRead: a writable folder holding a folder the search cannot
+// list (here a path longer than PATH_MAX; on a host that is not root, one a tool made mode 000)
+// and repositories besides: every repository is masked, the search reports itself incomplete, and
+// the kept policy answers as a compilation does.
+func TestGitSearchGoesPastAFolderItCannotRead(t *testing.T) {
+	f := newFixture(t)
+	var repos []string
+	for i := range 12 {
+		repo := filepath.Join(f.ws, fmt.Sprintf("r%02d", i))
+		write(t, filepath.Join(repo, ".git", "HEAD"), "0\n", 0o644)
+		repos = append(repos, filepath.Join(repo, ".git", "hooks"))
+	}
+	// The folder too deep to list must come before a repository in the folder's own order.
+	for try := 0; ; try++ {
+		name := fmt.Sprintf("deep%d", try)
+		makeDeep(t, filepath.Join(f.ws, name))
+		if before(t, f.ws, name, "r") {
+			break
+		}
+		if try == 20 {
+			t.Fatal("the deep folder never came before a repository in the listing")
+		}
+	}
+	in := f.input(fsSandbox([]string{"./**"}, []string{"./**"}, nil))
+	c := NewCache()
+	p := cacheCheck(t, c, in, "first call", false)
+	wantIn(t, "Deny", p.Deny, repos...)
+	wantNote(t, p, "search for nested git directories stopped")
+	cacheCheck(t, c, in, "second call", true)
+}
+
+// makeDeep makes dir and, under it, folders of 250-byte names nested past PATH_MAX, one level at
+// a time (no single path names the deepest).
+func makeDeep(t *testing.T, dir string) {
+	t.Helper()
+	mkdir(t, dir)
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.Repeat("d", 250)
+	for range 18 {
+		if err := unix.Mkdirat(fd, name, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd = next
+	}
+	unix.Close(fd)
+	t.Cleanup(func() { removeDeep(dir) })
+}
+
+// removeDeep removes the tree makeDeep made (os.RemoveAll cannot name its deepest folders).
+func removeDeep(dir string) {
+	name := strings.Repeat("d", 250)
+	for {
+		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return
+		}
+		parent := -1
+		for {
+			next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+			if err != nil {
+				break
+			}
+			if parent >= 0 {
+				unix.Close(parent)
+			}
+			parent, fd = fd, next
+		}
+		unix.Close(fd)
+		if parent < 0 {
+			return
+		}
+		unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
+		unix.Close(parent)
+	}
+}
+
+// before reports whether the entry name comes before an entry starting with prefix in dir's own
+// order (as a walk reads it, not sorted).
+func before(t *testing.T, dir, name, prefix string) bool {
+	t.Helper()
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	entries, err := d.ReadDir(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := false
+	for _, e := range entries {
+		if e.Name() == name {
+			seen = true
+		} else if seen && strings.HasPrefix(e.Name(), prefix) {
+			return true
+		}
+	}
+	return false
 }

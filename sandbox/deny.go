@@ -329,13 +329,17 @@ func (c *compiler) writableMasks(w string) error {
 // findGitDirs walks w (without following symlinks, within c.budget×walkFactor entries) for
 // entries named .git and masks the git directories they are or point to. It does not descend into
 // a git directory: gitDirMasks searches the parts of one that hold other git directories.
-// complete is false when the walk stopped at the budget or a directory could not be read. The
+// complete is false when the walk stopped at the budget or a directory could not be read (the
+// walk goes on past it). The
 // journal records each folder's listing and each leaf answer, and what is read to follow a .git
 // found (see gitDirMasks and gitfileMasks).
 func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 	visits, limit := 0, c.budget*walkFactor
 	// found masks what an entry named .git is or points to; hard is set when a mask failed.
 	var hard error
+	// skipped is set when a folder below w could not be read: the search goes on past it (the
+	// folders after it hold repositories too), and reports itself incomplete.
+	skipped := false
 	found := func(p string, typ fs.FileMode) {
 		if typ.IsRegular() {
 			hard = c.gitfileMasks(p)
@@ -370,7 +374,10 @@ func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 					continue
 				}
 				if err := walk(p); err != nil {
-					return err
+					if errors.Is(err, errBudget) || hard != nil {
+						return err
+					}
+					skipped = true
 				}
 			}
 		}
@@ -385,7 +392,7 @@ func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 	if hard != nil {
 		return false, hard
 	}
-	return walkErr == nil, nil
+	return walkErr == nil && !skipped, nil
 }
 
 // gitWalkListing returns the entries of the folder dir as findGitDirs reads them: opened without
@@ -452,8 +459,8 @@ func (c *compiler) gitDirMasks(g string) error {
 // directory, its links resolved) that holds an entry named HEAD: the git directories of its
 // submodules and worktrees. It walks them as findGitDirs walks a writable folder (no link
 // followed below modules/ and worktrees/ themselves, each listing recorded in the journal), reading at most c.budget×walkFactor entries
-// and taking at most c.budget folders; complete is false when it stopped there or at a folder it
-// could not read.
+// and taking at most c.budget folders; complete is false when it stopped there or met a folder it
+// could not read (which it walks past).
 func (c *compiler) nestedGitDirs(root string, fn func(sub string) error) (complete bool, err error) {
 	visits, matches, limit := 0, 0, c.budget*walkFactor
 	var walk func(dir string) error
@@ -481,7 +488,11 @@ func (c *compiler) nestedGitDirs(root string, fn func(sub string) error) (comple
 		for _, e := range entries {
 			if e.typ.IsDir() {
 				if err := walk(filepath.Join(dir, e.name)); err != nil {
-					return err
+					var hard *maskError
+					if errors.Is(err, errBudget) || errors.As(err, &hard) {
+						return err
+					}
+					complete = false // a folder it cannot read: the walk goes on past it
 				}
 			}
 		}
