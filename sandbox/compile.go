@@ -184,6 +184,7 @@ type compiler struct {
 	denies   map[string]bool
 	why      map[string]string // denied path → the reason it is denied (why*), for Explain
 	notes    map[string]bool
+	gitDirs  map[string]bool // the git directories gitDirMasks masked, resolved
 }
 
 // Compile computes the effective sandbox of a call (the bundle's, narrowed by the tool's) and

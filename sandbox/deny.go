@@ -343,8 +343,14 @@ func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 	found := func(p string, typ fs.FileMode) {
 		if typ.IsRegular() {
 			hard = c.gitfileMasks(p)
-		} else if st, err := c.fs.stat(p); err == nil && st.IsDir() {
+			return
+		}
+		switch st, err := c.fs.stat(p); {
+		case err != nil:
+		case st.IsDir():
 			hard = c.gitDirMasks(p)
+		case st.Mode().IsRegular():
+			hard = c.gitfileMasks(p) // a link to a gitfile: git reads it as one
 		}
 	}
 	var walk func(dir string) error
@@ -424,16 +430,27 @@ func gitWalkLeaf(p string) (int, bool) {
 	return keptLeaf(st, func(name string) bool { return name == ".git" })
 }
 
-// gitDirMasks masks a git directory's hooks and config, and those of the submodule and worktree
-// git directories inside it (a directory holding HEAD under modules/ or worktrees/).
+// gitDirMasks masks a git directory's hooks and config, those of the common directory its
+// commondir names (a worktree's: git reads hooks and config there), and those of the submodule
+// and worktree git directories inside it (a directory holding HEAD under modules/ or worktrees/).
 func (c *compiler) gitDirMasks(g string) error {
+	root, err := c.fs.resolve(g)
+	if err != nil {
+		return err
+	}
+	if c.gitDirs[root] {
+		return nil // masked already (a commondir leads back to its worktrees' common directory)
+	}
+	if c.gitDirs == nil {
+		c.gitDirs = map[string]bool{}
+	}
+	c.gitDirs[root] = true
 	for _, name := range []string{"hooks", "config"} {
 		if err := c.denyFor(filepath.Join(g, name), whyWritableMask); err != nil {
 			return err
 		}
 	}
-	root, err := c.fs.resolve(g)
-	if err != nil {
+	if err := c.commonDirMasks(root); err != nil {
 		return err
 	}
 	complete, err := c.nestedGitDirs(root, func(sub string) error {
@@ -526,22 +543,20 @@ type maskError struct{ err error }
 func (e *maskError) Error() string { return e.err.Error() }
 
 // gitfileMasks follows a `.git` file (gitdir: PATH, as submodules and worktrees have) and masks
-// that git directory when it lies in a writable root; outside them it cannot be written.
+// that git directory when it lies in a writable root; outside them it cannot be written. PATH is
+// read as git reads it (only the line end stripped) and resolved as the kernel resolves it (a ".."
+// after a link goes up from the link's target).
 func (c *compiler) gitfileMasks(p string) error {
-	b, ok := c.readGitfile(p)
+	b, ok := c.readPointer(p)
 	if !ok {
 		return nil // unreadable now means unreadable to the CLI too: nothing to follow
 	}
-	dir, ok := strings.CutPrefix(strings.TrimSpace(string(b)), "gitdir:")
+	dir, ok := pointerTarget(".git", b)
 	if !ok {
 		return nil
 	}
-	dir = strings.TrimSpace(dir)
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(filepath.Dir(p), dir)
-	}
-	r, err := c.fs.resolve(dir)
-	if err != nil {
+	r, ok, err := c.pointedDir(filepath.Dir(p), dir)
+	if err != nil || !ok {
 		return err
 	}
 	for w := range c.writable {
@@ -550,6 +565,51 @@ func (c *compiler) gitfileMasks(p string) error {
 		}
 	}
 	return nil
+}
+
+// commonDirMasks masks the git directory the commondir file of the git directory root names,
+// when there is one (a worktree's git directory: git reads hooks and config from there).
+func (c *compiler) commonDirMasks(root string) error {
+	p := filepath.Join(root, "commondir")
+	if _, err := c.fs.lstat(p); err != nil {
+		return nil // none: root is its own common directory
+	}
+	b, ok := c.readPointer(p)
+	if !ok {
+		return nil
+	}
+	target, ok := pointerTarget("commondir", b)
+	if !ok {
+		return nil
+	}
+	common, ok, err := c.pointedDir(root, target)
+	if err != nil || !ok {
+		return err
+	}
+	return c.gitDirMasks(common)
+}
+
+// pointedDir resolves target, a path a gitfile or commondir in the folder base names (relative to
+// base unless absolute), as the kernel does: not cleaned first, so that a ".." after a link goes up
+// from the link's target. A target that does not exist yet resolves as far as it exists (its masks
+// then stand for what a call may create there); one that cannot resolve otherwise (through a file,
+// a loop) names no git directory: false.
+func (c *compiler) pointedDir(base, target string) (string, bool, error) {
+	if !filepath.IsAbs(target) {
+		target = base + "/" + target
+	}
+	r, err := c.fs.evalSymlinks(target)
+	switch {
+	case err == nil:
+		return r, true, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", false, nil
+	}
+	r, err = c.fs.resolve(target)
+	if err != nil {
+		return "", false, nil
+	}
+	return r, true, nil
 }
 
 // homePaths joins each of rels to home.

@@ -111,24 +111,26 @@ func sameReads(p string, reads []fileRead) bool {
 	return true
 }
 
-// maxGitfile is how much of a `.git` file gitfileMasks reads: a "gitdir: PATH" line.
-const maxGitfile = 4096
+// maxPointer is how much of a `.git` file or a commondir file the compiler reads: one line naming
+// a git directory.
+const maxPointer = 4096
 
-// readGitfile returns the first maxGitfile bytes of the `.git` file p, the read recorded in the
-// journal (asked again as an interpreter's header is); false when p cannot be read.
-func (c *compiler) readGitfile(p string) ([]byte, bool) {
+// readPointer returns the first maxPointer bytes of the file p (a `.git` gitfile, a commondir), the
+// read recorded in the journal (asked again as an interpreter's header is); false when p cannot be
+// read.
+func (c *compiler) readPointer(p string) ([]byte, bool) {
 	f, err := openPaged(p)
 	if err != nil {
 		// Asked again, a file that cannot be opened answers no read: the journal keeps none.
-		c.fs.asked.markOpaque("a .git file that cannot be read")
+		c.fs.asked.markOpaque("a git pointer file that cannot be read")
 		return nil, false
 	}
 	defer f.Close()
 	r := &recordingReader{r: f}
-	b := make([]byte, maxGitfile)
+	b := make([]byte, maxPointer)
 	n, _ := r.ReadAt(b, 0)
 	if r.failed {
-		c.fs.asked.markOpaque("a .git file that cannot be read")
+		c.fs.asked.markOpaque("a git pointer file that cannot be read")
 		return nil, false
 	}
 	c.fs.asked.content(p, r.reads)
