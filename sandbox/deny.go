@@ -592,8 +592,9 @@ func (c *compiler) commonDirMasks(root string) error {
 // pointedDir resolves target, a path a gitfile or commondir in the folder base names (relative to
 // base unless absolute), as the kernel does: not cleaned first, so that a ".." after a link goes up
 // from the link's target. A target that does not exist yet resolves as far as it exists (its masks
-// then stand for what a call may create there); one that cannot resolve otherwise (through a file,
-// a loop) names no git directory: false.
+// then stand for what a call may create there), and one behind a dangling link is an error (as a
+// rule through it is: creating the link's target would redirect it); one that cannot resolve
+// otherwise (through a file, a loop) names no git directory: false.
 func (c *compiler) pointedDir(base, target string) (string, bool, error) {
 	if !filepath.IsAbs(target) {
 		target = base + "/" + target
@@ -605,9 +606,8 @@ func (c *compiler) pointedDir(base, target string) (string, bool, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return "", false, nil
 	}
-	r, err = c.fs.resolve(target)
-	if err != nil {
-		return "", false, nil
+	if r, err = c.fs.resolve(target); err != nil {
+		return "", false, err
 	}
 	return r, true, nil
 }
