@@ -276,3 +276,22 @@ func before(t *testing.T, dir, name, prefix string) bool {
 	}
 	return false
 }
+
+// TestGitfileThroughADanglingLinkOrAFile: a .git file whose gitdir runs through a dangling link is
+// refused (creating the link's target later would point git at a folder no mask covers), one whose
+// gitdir runs through a regular file names no git directory (git cannot use it either) and the
+// compile goes on.
+func TestGitfileThroughADanglingLinkOrAFile(t *testing.T) {
+	f := newFixture(t)
+	symlink(t, filepath.Join(f.ws, "nowhere"), filepath.Join(f.ws, "dangling"))
+	write(t, filepath.Join(f.ws, "sub", ".git"), "gitdir: ../dangling/g\n", 0o644)
+	in := f.input(fsSandbox(nil, []string{"./**"}, nil))
+	if _, err := Compile(in); err == nil || !strings.Contains(err.Error(), "dangling") {
+		t.Fatalf("a gitdir through a dangling link: %v, want a refusal naming it", err)
+	}
+	write(t, filepath.Join(f.ws, "file"), "x", 0o644)
+	write(t, filepath.Join(f.ws, "sub", ".git"), "gitdir: ../file/g\n", 0o644)
+	if _, err := Compile(in); err != nil {
+		t.Fatalf("a gitdir through a file: %v, want the compile to go on", err)
+	}
+}
