@@ -295,3 +295,21 @@ func TestGitfileThroughADanglingLinkOrAFile(t *testing.T) {
 		t.Fatalf("a gitdir through a file: %v, want the compile to go on", err)
 	}
 }
+
+// TestCommondirOutsideTheWritableRoots: a worktree's git directory in the workspace whose common
+// directory lies outside every writable root (a repository elsewhere, read-only to the tool) masks
+// its own hooks and config but leaves that repository's as granted: the call cannot write them, and
+// git in the worktree reads its config there.
+func TestCommondirOutsideTheWritableRoots(t *testing.T) {
+	f := newFixture(t)
+	common := filepath.Join(f.home, "src", "proj.git")
+	write(t, filepath.Join(common, "HEAD"), "0\n", 0o644)
+	write(t, filepath.Join(common, "config"), "[core]\n", 0o644)
+	wtgit := filepath.Join(f.ws, "wtgit")
+	write(t, filepath.Join(wtgit, "HEAD"), "0\n", 0o644)
+	write(t, filepath.Join(wtgit, "commondir"), common+"\n", 0o644)
+	write(t, filepath.Join(f.ws, "wt", ".git"), "gitdir: ../wtgit\n", 0o644)
+	p := f.compile(f.input(fsSandbox([]string{"./**", "~/src/**"}, []string{"./**"}, nil)))
+	wantIn(t, "Deny", p.Deny, filepath.Join(wtgit, "hooks"), filepath.Join(wtgit, "config"))
+	wantNotIn(t, "Deny", p.Deny, filepath.Join(common, "config"), filepath.Join(common, "hooks"))
+}

@@ -559,16 +559,12 @@ func (c *compiler) gitfileMasks(p string) error {
 	if err != nil || !ok {
 		return err
 	}
-	for w := range c.writable {
-		if within(r, w) {
-			return c.gitDirMasks(r)
-		}
-	}
-	return nil
+	return c.writableGitDirMasks(r)
 }
 
 // commonDirMasks masks the git directory the commondir file of the git directory root names,
-// when there is one (a worktree's git directory: git reads hooks and config from there).
+// when there is one (a worktree's git directory: git reads hooks and config from there) and it
+// lies in a writable root.
 func (c *compiler) commonDirMasks(root string) error {
 	p := filepath.Join(root, "commondir")
 	if _, err := c.fs.lstat(p); err != nil {
@@ -586,7 +582,18 @@ func (c *compiler) commonDirMasks(root string) error {
 	if err != nil || !ok {
 		return err
 	}
-	return c.gitDirMasks(common)
+	return c.writableGitDirMasks(common)
+}
+
+// writableGitDirMasks masks the git directory r (resolved) when it lies in a writable root; outside
+// them it cannot be written, and its hooks and config stay readable as granted.
+func (c *compiler) writableGitDirMasks(r string) error {
+	for w := range c.writable {
+		if within(r, w) {
+			return c.gitDirMasks(r)
+		}
+	}
+	return nil
 }
 
 // pointedDir resolves target, a path a gitfile or commondir in the folder base names (relative to
