@@ -5,8 +5,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"reflect"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,34 +15,16 @@ import (
 // with the same size), modules/ and worktrees/ as links or folders, HEAD as a file, folder or link,
 // hard links, renames over, chmod, many entries against DenyBudget 1, pauses that let listings be
 // kept. After every change three calls compare Cache.Compile with a fresh Compile and one reading
-// every folder (freshListings). R21_SEEDS seeds (default 4) of 150 steps each.
+// every folder (compareThree). R21_SEEDS seeds (default 4) of 150 steps each.
 //
 // Every change is made through an os.Root on the test's temp folder: the links it plants (to /etc,
 // /usr/bin, outside) are never followed out of it.
 func TestR21GitDifferential(t *testing.T) {
-	seeds := uint64(4)
-	if n, err := strconv.ParseUint(os.Getenv("R21_SEEDS"), 10, 64); err == nil {
-		seeds = n
-	}
 	aged(t)
-	reused, steps := 0, 0
-	for seed := range seeds {
-		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
-			r, s := r21Fuzz(t, seed, 150)
-			reused += r
-			steps += s
-		})
-		if t.Failed() {
-			break
-		}
-	}
-	t.Logf("%d steps; a kept policy was used right after %d changes", steps, reused)
-	if reused == 0 {
-		t.Error("no kept policy was used after a change: the test proves nothing")
-	}
+	fuzzSeeds(t, "R21_SEEDS", 4, func(t *testing.T, seed uint64) int { return r21Fuzz(t, seed, 150) })
 }
 
-func r21Fuzz(t *testing.T, seed uint64, steps int) (int, int) {
+func r21Fuzz(t *testing.T, seed uint64, steps int) int {
 	rng := rand.New(rand.NewPCG(seed, 21))
 	e := newR21(t)
 	root := e.root
@@ -80,9 +60,8 @@ func r21Fuzz(t *testing.T, seed uint64, steps int) (int, int) {
 		return tgt
 	}
 	c := NewCache()
-	reusedAfter, done := 0, 0
+	reusedAfter := 0
 	for step := range steps {
-		done++
 		p := pick(rels)
 		var what string
 		switch op := rng.IntN(16); op {
@@ -199,25 +178,8 @@ func r21Fuzz(t *testing.T, seed uint64, steps int) (int, int) {
 			what = "nothing"
 		}
 		for i := range 3 {
-			before := c.Reused()
-			got, gotErr := c.Compile(in)
-			want, wantErr := Compile(in)
-			var fresh *Policy
-			var freshErr error
-			freshListings(func() { fresh, freshErr = Compile(in) })
-			if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
-				t.Fatalf("seed %d step %d (%s), call %d: the cache says %v, a compilation %v", seed, step, what, i, gotErr, wantErr)
-			}
-			if (freshErr == nil) != (wantErr == nil) || freshErr != nil && freshErr.Error() != wantErr.Error() {
-				t.Fatalf("seed %d step %d (%s), call %d: with kept listings %v, reading every folder %v", seed, step, what, i, wantErr, freshErr)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Fatalf("seed %d step %d (%s), call %d: the cache's policy (reused %v) differs: %s", seed, step, what, i, c.Reused() > before, policyDiff(got, want))
-			}
-			if !reflect.DeepEqual(fresh, want) {
-				t.Fatalf("seed %d step %d (%s), call %d: kept listings vs reading every folder: %s", seed, step, what, i, policyDiff(want, fresh))
-			}
-			if i == 0 && c.Reused() > before && !strings.HasPrefix(what, "nothing") {
+			_, _, reused := compareThree(t, c, in, fmt.Sprintf("seed %d step %d (%s), call %d", seed, step, what, i))
+			if i == 0 && reused && !strings.HasPrefix(what, "nothing") {
 				reusedAfter++
 			}
 		}
@@ -230,5 +192,5 @@ func r21Fuzz(t *testing.T, seed uint64, steps int) (int, int) {
 	for _, r := range rels {
 		root.Chmod(r, 0o755)
 	}
-	return reusedAfter, done
+	return reusedAfter
 }
