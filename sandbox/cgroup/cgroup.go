@@ -502,7 +502,8 @@ func (g *Group) memoryPinned() (int64, error) {
 	if stat == "" {
 		return 0, nil
 	}
-	shmem, unevictable := keyed(stat, "shmem"), keyed(stat, "unevictable")
+	v := keyedValues(stat, "shmem", "unevictable") // one read: memory.stat sums the whole group
+	shmem, unevictable := v[0], v[1]
 	if shmem < 0 || unevictable < 0 {
 		return 0, fmt.Errorf("cgroup: %s: no shmem or unevictable", stat)
 	}
@@ -739,20 +740,27 @@ func ownerPid(name string) (int, bool) {
 
 // keyed reads "key value" lines (memory.events, pids.events, cpu.stat, memory.oom_control) and
 // returns the value of key, or -1.
-func keyed(path, key string) int64 {
+func keyed(path, key string) int64 { return keyedValues(path, key)[0] }
+
+// keyedValues is keyed for each of keys, from one read of the file.
+func keyedValues(path string, keys ...string) []int64 {
+	out := make([]int64, len(keys))
+	for i := range out {
+		out[i] = -1
+	}
 	data, err := kernfile.ReadFile(path)
 	if err != nil {
-		return -1
+		return out
 	}
 	for line := range strings.Lines(string(data)) {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), " ")
-		if ok && k == key {
+		if i := slices.Index(keys, k); ok && i >= 0 && out[i] < 0 {
 			if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
-				return n
+				out[i] = n
 			}
 		}
 	}
-	return -1
+	return out
 }
 
 // readInt reads a file holding one decimal integer.
