@@ -204,8 +204,8 @@ func TestCacheKeysTheEnvironment(t *testing.T) {
 }
 
 // TestCacheKeepsNoOpaqueCompilation: a compilation that listed more of a writable tree than a
-// journal keeps, or listed a folder for a wildcard or a deny glob, is never reused, however often
-// it is asked again.
+// journal keeps, or walked folders for a deny glob of more than one component, is never reused,
+// however often it is asked again.
 func TestCacheKeepsNoOpaqueCompilation(t *testing.T) {
 	f := newFixture(t)
 	write(t, filepath.Join(f.ws, "a.txt"), "a", 0o644)
@@ -216,7 +216,6 @@ func TestCacheKeepsNoOpaqueCompilation(t *testing.T) {
 	}
 	for name, in := range map[string]Input{
 		"a writable tree of too many entries": large.input(fsSandbox(nil, []string{"./**"}, nil)),
-		"a wildcard":                          f.input(fsSandbox([]string{"./*.txt"}, nil, nil)),
 		"a deny glob":                         f.input(fsSandbox([]string{"./**"}, nil, []string{"./**/*.pem"})),
 	} {
 		c := NewCache()
@@ -255,4 +254,30 @@ func TestCacheConcurrentCalls(t *testing.T) {
 	if c.Reused() == 0 {
 		t.Error("no call reused a kept policy")
 	}
+}
+
+// TestCacheWildcards: a grant with a wildcard in its last component (~/.config/git/*) and a deny
+// pattern of one component (~/.ssh/id_*) list one folder each, recorded: the policy is reused while
+// the folders hold the same names, and compiled afresh when a match appears or goes, the new match
+// granted or masked.
+func TestCacheWildcards(t *testing.T) {
+	f := newFixture(t)
+	write(t, filepath.Join(f.home, ".config", "git", "config"), "", 0o644)
+	write(t, filepath.Join(f.home, ".ssh", "id_ed25519"), "k", 0o600)
+	write(t, filepath.Join(f.home, ".ssh", "known_hosts"), "", 0o644)
+	in := f.input(fsSandbox([]string{"~/.config/git/*", "~/.ssh/**"}, nil, []string{"~/.ssh/id_*"}))
+	c := NewCache()
+	cacheCheck(t, c, in, "first call", false)
+	cacheCheck(t, c, in, "second call", true)
+	write(t, filepath.Join(f.home, ".config", "git", "attributes"), "", 0o644)
+	p := cacheCheck(t, c, in, "a file matching the grant made", false)
+	wantRule(t, p, PathRule{Path: filepath.Join(f.home, ".config", "git", "attributes"), Access: Read})
+	cacheCheck(t, c, in, "a file matching the grant made, then again", true)
+	write(t, filepath.Join(f.home, ".ssh", "id_rsa"), "k", 0o600)
+	wantIn(t, "Deny", cacheCheck(t, c, in, "a key matching the deny made", false).Deny, filepath.Join(f.home, ".ssh", "id_rsa"))
+	cacheCheck(t, c, in, "a key matching the deny made, then again", true)
+	if err := os.Remove(filepath.Join(f.home, ".ssh", "id_ed25519")); err != nil {
+		t.Fatal(err)
+	}
+	wantNotIn(t, "Deny", cacheCheck(t, c, in, "a key removed", false).Deny, filepath.Join(f.home, ".ssh", "id_ed25519"))
 }

@@ -232,9 +232,13 @@ func (c *compiler) denyPattern(p string) error {
 	if err != nil {
 		return err
 	}
-	complete, err := c.expand(root, rest, func(rel string) error {
-		return c.denyFor(filepath.Join(root, rel), whyFSDeny)
-	})
+	deny := func(rel string) error { return c.denyFor(filepath.Join(root, rel), whyFSDeny) }
+	var complete bool
+	if strings.Contains(rest, "/") {
+		complete, err = c.expand(root, rest, deny)
+	} else {
+		complete, err = c.denyMatches(root, rest, deny)
+	}
 	if err != nil {
 		return err
 	}
@@ -243,6 +247,22 @@ func (c *compiler) denyPattern(p string) error {
 			"its other matches would not be masked; narrow the fs.read/fs.write grants or the fs.deny pattern", ErrDenyIncomplete, filepath.Join(root, rest), c.budget, c.budget*walkFactor)
 	}
 	return nil
+}
+
+// denyMatches is expand for a pattern of one path component (~/.ssh/id_*): the folder root's
+// matching names, from a listing the journal records (so that the policy can be kept), within the
+// same bounds.
+func (c *compiler) denyMatches(root, pattern string, deny func(name string) error) (complete bool, err error) {
+	names, entries, err := c.matches(root, pattern)
+	if err != nil || entries > c.budget*walkFactor || len(names) > c.budget {
+		return false, err
+	}
+	for _, name := range names {
+		if err := deny(name); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // ErrDenyIncomplete is returned by Compile when an fs.deny glob cannot be fully expanded.
@@ -266,6 +286,27 @@ func (c *compiler) expand(root, pattern string, fn func(rel string) error) (comp
 		return false, fmt.Errorf("expand %s under %s: %w", pattern, root, err)
 	}
 	return !bfs.partial, nil
+}
+
+// matches returns the names of the entries of the folder dir that match pattern (one path
+// component), in name order, and how many entries it holds. It lists dir as folderListing does,
+// the listing recorded in the journal; a folder that is missing, or a file, holds none.
+func (c *compiler) matches(dir, pattern string) (names []string, entries int, err error) {
+	listed, err := folderListing(dir)
+	c.fs.asked.listing(dir, listed, err)
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		return nil, 0, nil
+	case err != nil:
+		return nil, 0, fmt.Errorf("list %s: %w", dir, err)
+	}
+	for _, e := range listed {
+		if ok, _ := doublestar.Match(pattern, e.name); ok {
+			names = append(names, e.name)
+		}
+	}
+	slices.Sort(names)
+	return names, len(listed), nil
 }
 
 // budgetFS counts the directory entries a walk reads and refuses to read more than left; partial
@@ -355,7 +396,7 @@ func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 	}
 	var walk func(dir string) error
 	walk = func(dir string) error {
-		entries, err := gitWalkListing(dir)
+		entries, err := folderListing(dir)
 		c.fs.asked.listing(dir, entries, err)
 		if err != nil {
 			return err
@@ -401,11 +442,12 @@ func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 	return walkErr == nil && !skipped, nil
 }
 
-// gitWalkListing returns the entries of the folder dir as findGitDirs reads them: opened without
-// following a link, through the kept listings (readEntries). A folder whose listing is kept is not
+// folderListing returns the entries of the folder dir as the compiler's listings read them (the git
+// search's walks, a last-component wildcard's folder), and as its journal asks them again: opened
+// without following a link, through the kept listings (readEntries). A folder whose listing is kept is not
 // opened: its stamp, asked by path as the open resolves it, names its entries (one system call
 // instead of four, for every folder a kept policy's journal asks again).
-func gitWalkListing(dir string) ([]dirEntry, error) {
+func folderListing(dir string) ([]dirEntry, error) {
 	if st, ok := statFolder(unix.AT_FDCWD, dir, unix.AT_SYMLINK_NOFOLLOW); ok && st.dir {
 		if kept, ok := listings.get(st); ok {
 			return kept, nil
@@ -482,7 +524,7 @@ func (c *compiler) nestedGitDirs(root string, fn func(sub string) error) (comple
 	visits, matches, limit := 0, 0, c.budget*walkFactor
 	var walk func(dir string) error
 	walk = func(dir string) error {
-		entries, err := gitWalkListing(dir)
+		entries, err := folderListing(dir)
 		c.fs.asked.listing(dir, entries, err)
 		if err != nil {
 			return err

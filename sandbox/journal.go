@@ -97,7 +97,7 @@ func (j *journal) content(p string, reads []fileRead) {
 	}
 }
 
-// listing records findGitDirs's listing of the folder dir (gitWalkListing).
+// listing records findGitDirs's listing of the folder dir (folderListing).
 func (j *journal) listing(dir string, entries []dirEntry, err error) {
 	if j == nil || j.opaque != "" {
 		return
@@ -189,7 +189,7 @@ func (j *journal) sameAnswers(lookup func(string) (string, bool)) bool {
 				return false
 			}
 		case askListing:
-			entries, err := gitWalkListing(q.name)
+			entries, err := folderListing(q.name)
 			if errnoOf(err) != q.errno || err != nil && q.errno == 0 || err == nil && !slices.Equal(entries, q.entries) {
 				return false
 			}

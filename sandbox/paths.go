@@ -3,13 +3,10 @@ package sandbox
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
 
-	"github.com/bmatcuk/doublestar/v4"
 	"github.com/clihost/clihost/manifest"
 )
 
@@ -102,25 +99,18 @@ func (c *compiler) allowLastWild(p string, a Access) error {
 		return err
 	}
 	c.declared = append(c.declared, dir)
-	c.fs.asked.markOpaque("a wildcard expanded against the file system")
-	entries, err := os.ReadDir(dir)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	names, _, err := c.matches(dir, last)
+	if err != nil {
 		return fmt.Errorf("expand: %w", err)
 	}
-	matched := false
-	for _, e := range entries {
-		if ok, _ := doublestar.Match(last, e.Name()); !ok {
-			continue
-		}
-		full := filepath.Join(dir, e.Name())
-		r, err := c.pin(full, inside)
+	for _, name := range names {
+		r, err := c.pin(filepath.Join(dir, name), inside)
 		if err != nil {
 			return err
 		}
 		c.add(PathRule{Path: r}, a)
-		matched = true
 	}
-	if !matched {
+	if len(names) == 0 {
 		c.note("fs pattern %q matched nothing in %s: no rule", p, dir)
 	}
 	return nil

@@ -12,7 +12,7 @@ import (
 )
 
 // Review 21: attacks on the policy cache's support for git work trees (findGitDirs following a
-// .git, readGitfile, nestedGitDirs, gitWalkListing's kept listings by path).
+// .git, readGitfile, nestedGitDirs, folderListing's kept listings by path).
 //
 // SAFETY: every file change goes through r21Env.root, an os.Root on the test's own temp folder
 // (links the test plants are never followed out of it); mounts are made only on folders checked
