@@ -16,10 +16,11 @@ import (
 // folder searched for git directories (and of a git directory's modules and worktrees), each
 // variable it read from the caller's environment. The policy is then the one a compilation would
 // return at this call, without its work (resolving and checking some hundred paths); only the
-// kernel is asked again. A compilation that expanded a deny glob of more than one path component
-// against the file system or listed too much of a writable tree is not kept, and neither is a
-// failed one (a wildcard in a grant's last component, ~/.config/git/*, and a deny pattern of one
-// component, ~/.ssh/id_*, list one folder each, and the journal asks that listing again). The state Sweep
+// kernel is asked again. A compilation that expanded a deny glob other than NAME or **/NAME
+// (./*/*.pem) against the file system or listed too much of a writable tree is not kept, and
+// neither is a failed one (a wildcard in a grant's last component, ~/.config/git/*, a deny pattern
+// of one component, ~/.ssh/id_*, and one at any depth, **/.env, list their folders, and the
+// journal asks those listings again). The state Sweep
 // needs from before the call
 // (which deny paths exist, the writable roots' identities) is taken at every call. Safe for
 // concurrent use; the zero value is not ready, see NewCache.

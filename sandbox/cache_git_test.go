@@ -313,3 +313,54 @@ func TestCommondirOutsideTheWritableRoots(t *testing.T) {
 	wantIn(t, "Deny", p.Deny, filepath.Join(wtgit, "hooks"), filepath.Join(wtgit, "config"))
 	wantNotIn(t, "Deny", p.Deny, filepath.Join(common, "config"), filepath.Join(common, "hooks"))
 }
+
+// TestDenyWalkAsTheGlob: denyWalk, the recorded walk that expands a deny pattern **/NAME, masks
+// what the glob walk (expand) masks, on trees with matches at every depth, matching folders and
+// links, links to folders (not followed), dot folders, and a budget too small for the tree.
+func TestDenyWalkAsTheGlob(t *testing.T) {
+	root := realTemp(t)
+	for _, rel := range []string{".env", "a/.env", "a/b/c/.env", ".hidden/.env", ".env.d/.env", "x/key.pem", "x/y/z.pem", "x/y/z.pem.bak", "x/pem"} {
+		write(t, filepath.Join(root, rel), "", 0o644)
+	}
+	mkdir(t, filepath.Join(root, "d", ".env"))
+	symlink(t, filepath.Join(root, "a"), filepath.Join(root, "linked"))
+	symlink(t, "nowhere", filepath.Join(root, "x", "dangling.pem"))
+	for _, budget := range []int{DefaultDenyBudget, 1} {
+		for _, name := range []string{".env", "*.pem", "{.env,*.pem}", "[a-z]*"} {
+			c := &compiler{budget: budget, fs: newView(), notes: map[string]bool{}}
+			var walked, globbed []string
+			walkDone, err := c.denyWalk(root, name, func(rel string) error { walked = append(walked, rel); return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			globDone, err := c.expand(root, "**/"+name, func(rel string) error { globbed = append(globbed, rel); return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if walkDone != globDone {
+				t.Errorf("**/%s, budget %d: the walk complete %v, the glob %v", name, budget, walkDone, globDone)
+				continue
+			}
+			slices.Sort(walked)
+			slices.Sort(globbed)
+			if walkDone && !slices.Equal(walked, globbed) {
+				t.Errorf("**/%s: the walk masks %q, the glob %q", name, walked, globbed)
+			}
+		}
+	}
+}
+
+// TestCacheDenyAtAnyDepth: a deny pattern **/.env (the AI CLIs' bundles') keeps its policy while the
+// workspace's folders hold the same names, and masks a .env made deep in it at the next call.
+func TestCacheDenyAtAnyDepth(t *testing.T) {
+	f := newFixture(t)
+	write(t, filepath.Join(f.ws, "src", "main.go"), "", 0o644)
+	write(t, filepath.Join(f.ws, ".env"), "A=1", 0o600)
+	in := f.input(fsSandbox([]string{"./**"}, nil, []string{"**/.env"}))
+	c := NewCache()
+	wantIn(t, "Deny", cacheCheck(t, c, in, "first call", false).Deny, filepath.Join(f.ws, ".env"))
+	cacheCheck(t, c, in, "second call", true)
+	write(t, filepath.Join(f.ws, "src", "deep", ".env"), "B=2", 0o600)
+	wantIn(t, "Deny", cacheCheck(t, c, in, "a .env made two folders down", false).Deny, filepath.Join(f.ws, "src", "deep", ".env"))
+	cacheCheck(t, c, in, "a .env made two folders down, then again", true)
+}

@@ -234,10 +234,14 @@ func (c *compiler) denyPattern(p string) error {
 	}
 	deny := func(rel string) error { return c.denyFor(filepath.Join(root, rel), whyFSDeny) }
 	var complete bool
-	if strings.Contains(rest, "/") {
-		complete, err = c.expand(root, rest, deny)
-	} else {
+	name, anyDepth := strings.CutPrefix(rest, "**/")
+	switch {
+	case !strings.Contains(rest, "/"):
 		complete, err = c.denyMatches(root, rest, deny)
+	case anyDepth && !strings.Contains(name, "/") && !strings.Contains(name, "**"):
+		complete, err = c.denyWalk(root, name, deny)
+	default:
+		complete, err = c.expand(root, rest, deny)
 	}
 	if err != nil {
 		return err
@@ -263,6 +267,47 @@ func (c *compiler) denyMatches(root, pattern string, deny func(name string) erro
 		}
 	}
 	return true, nil
+}
+
+// denyWalk is expand for a pattern **/NAME, NAME one path component (**/.env, **/*.pem): every
+// entry whose name matches NAME under root, at any depth, the folders walked without following a
+// link and each listing recorded in the journal (so that the policy can be kept), within expand's
+// bounds; complete is false past them or at a folder it could not read.
+func (c *compiler) denyWalk(root, name string, deny func(rel string) error) (complete bool, err error) {
+	visits, found, limit := 0, 0, c.budget*walkFactor
+	var walk func(dir, rel string) (bool, error)
+	walk = func(dir, rel string) (bool, error) {
+		entries, err := folderListing(dir)
+		c.fs.asked.listing(dir, entries, err)
+		switch {
+		case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+			return true, nil // gone, or not a folder: nothing under it to mask
+		case err != nil:
+			return false, nil
+		}
+		if visits += len(entries); visits > limit {
+			return false, nil
+		}
+		for _, e := range entries {
+			if ok, _ := doublestar.Match(name, e.name); ok {
+				if found++; found > c.budget {
+					return false, nil
+				}
+				if err := deny(filepath.Join(rel, e.name)); err != nil {
+					return false, err
+				}
+			}
+		}
+		for _, e := range entries {
+			if e.typ.IsDir() {
+				if ok, err := walk(filepath.Join(dir, e.name), filepath.Join(rel, e.name)); !ok || err != nil {
+					return ok, err
+				}
+			}
+		}
+		return true, nil
+	}
+	return walk(root, "")
 }
 
 // ErrDenyIncomplete is returned by Compile when an fs.deny glob cannot be fully expanded.
