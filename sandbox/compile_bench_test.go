@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"github.com/clihost/clihost/bundles"
 	"os"
 	"path/filepath"
 	"testing"
@@ -55,6 +56,12 @@ func BenchmarkCompileProject(b *testing.B) {
 	}
 	bd, _ := bundle(manifest.Sandbox{FS: &manifest.FS{Read: []string{"./**"}, Write: []string{"./**"}}}, nil)
 	in := Input{Bundle: bd, Binary: bin, Workspace: ws, Home: b.TempDir(), PATH: "/usr/bin:/bin"}
+	benchmarkFreshAndKept(b, in)
+}
+
+// benchmarkFreshAndKept compiles in afresh ("fresh") and through a Cache whose kept policy is used
+// again once its journal's questions are asked again ("kept").
+func benchmarkFreshAndKept(b *testing.B, in Input) {
 	c := NewCache()
 	for range 2 { // the second walk takes the leaves the first one kept
 		if _, err := c.Compile(in); err != nil {
@@ -76,4 +83,26 @@ func BenchmarkCompileProject(b *testing.B) {
 			b.ReportMetric(float64(c.Reused()-before)/float64(b.N), "reused/op")
 		})
 	}
+}
+
+// BenchmarkCompileCatalogGit is BenchmarkCompileProject for the catalog's git bundle's add tool
+// (its grants hold a last-component wildcard, ~/.config/git/*, and its denies a one-component
+// pattern, ~/.ssh/id_*): compiled afresh, and through a Cache.
+func BenchmarkCompileCatalogGit(b *testing.B) {
+	ws, home := fx.Project(b), b.TempDir()
+	for _, f := range []string{".config/git/config", ".ssh/id_ed25519", ".ssh/known_hosts", ".gitconfig"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(home, f)), 0o700); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(home, f), nil, 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	bd := manifest.LoadBundle(bundles.FS(), "git/CLI.md", manifest.LoadOptions{})
+	bin, err := filepath.EvalSymlinks("/usr/bin/git")
+	if err != nil {
+		b.Skip("no git")
+	}
+	in := Input{Bundle: bd, Tool: bd.Tool("add"), Binary: bin, Workspace: ws, Home: home, PATH: "/usr/bin:/bin"}
+	benchmarkFreshAndKept(b, in)
 }
