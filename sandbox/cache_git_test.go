@@ -325,27 +325,39 @@ func TestDenyWalkAsTheGlob(t *testing.T) {
 	mkdir(t, filepath.Join(root, "d", ".env"))
 	symlink(t, filepath.Join(root, "a"), filepath.Join(root, "linked"))
 	symlink(t, "nowhere", filepath.Join(root, "x", "dangling.pem"))
-	for _, budget := range []int{DefaultDenyBudget, 1} {
-		for _, name := range []string{".env", "*.pem", "{.env,*.pem}", "[a-z]*"} {
-			c := &compiler{budget: budget, fs: newView(), notes: map[string]bool{}}
-			var walked, globbed []string
-			walkDone, err := c.denyWalk(root, name, func(rel string) error { walked = append(walked, rel); return nil })
-			if err != nil {
-				t.Fatal(err)
-			}
-			globDone, err := c.expand(root, "**/"+name, func(rel string) error { globbed = append(globbed, rel); return nil })
-			if err != nil {
-				t.Fatal(err)
-			}
-			if walkDone != globDone {
-				t.Errorf("**/%s, budget %d: the walk complete %v, the glob %v", name, budget, walkDone, globDone)
-				continue
-			}
-			slices.Sort(walked)
-			slices.Sort(globbed)
-			if walkDone && !slices.Equal(walked, globbed) {
-				t.Errorf("**/%s: the walk masks %q, the glob %q", name, walked, globbed)
-			}
+	big := realTemp(t) // more entries than budget 1's walk reads (100)
+	for i := range 150 {
+		write(t, filepath.Join(big, "many", fmt.Sprintf("f%03d", i)), "", 0o644)
+	}
+	write(t, filepath.Join(big, ".env"), "", 0o644)
+	compareDenyWalk(t, root, DefaultDenyBudget)
+	compareDenyWalk(t, root, 1)
+	compareDenyWalk(t, big, DefaultDenyBudget)
+	compareDenyWalk(t, big, 1)
+}
+
+// compareDenyWalk fails when denyWalk and expand's glob disagree under root, with budget.
+func compareDenyWalk(t *testing.T, root string, budget int) {
+	t.Helper()
+	for _, name := range []string{".env", "*.pem", "{.env,*.pem}", "[a-z]*"} {
+		c := &compiler{budget: budget, fs: newView(), notes: map[string]bool{}}
+		var walked, globbed []string
+		walkDone, err := c.denyWalk(root, name, func(rel string) error { walked = append(walked, rel); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		globDone, err := c.expand(root, "**/"+name, func(rel string) error { globbed = append(globbed, rel); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if walkDone != globDone {
+			t.Errorf("**/%s, budget %d: the walk complete %v, the glob %v", name, budget, walkDone, globDone)
+			continue
+		}
+		slices.Sort(walked)
+		slices.Sort(globbed)
+		if walkDone && !slices.Equal(walked, globbed) {
+			t.Errorf("**/%s: the walk masks %q, the glob %q", name, walked, globbed)
 		}
 	}
 }
