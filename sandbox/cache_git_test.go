@@ -315,8 +315,9 @@ func TestCommondirOutsideTheWritableRoots(t *testing.T) {
 }
 
 // TestDenyWalkAsTheGlob: denyWalk, the recorded walk that expands a deny pattern **/NAME, masks
-// what the glob walk (expand) masks, on trees with matches at every depth, matching folders and
-// links, links to folders (not followed), dot folders, and a budget too small for the tree.
+// what the glob walk (expand) masks wherever the glob completes, on trees with matches at every
+// depth, matching folders and links, links to folders (not followed), dot folders, and a budget
+// too small for the tree.
 func TestDenyWalkAsTheGlob(t *testing.T) {
 	root := realTemp(t)
 	for _, rel := range []string{".env", "a/.env", "a/b/c/.env", ".hidden/.env", ".env.d/.env", "x/key.pem", "x/y/z.pem", "x/y/z.pem.bak", "x/pem"} {
@@ -350,13 +351,15 @@ func compareDenyWalk(t *testing.T, root string, budget int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if walkDone != globDone {
-			t.Errorf("**/%s, budget %d: the walk complete %v, the glob %v", name, budget, walkDone, globDone)
+		// The glob read each folder twice (for ** and for NAME): its bound comes at half the walk's,
+		// so the walk may complete where the glob stopped (TestR22WalkBoundVsGlob), never less.
+		if globDone && !walkDone {
+			t.Errorf("**/%s, budget %d: the glob completes, the walk does not", name, budget)
 			continue
 		}
 		slices.Sort(walked)
 		slices.Sort(globbed)
-		if walkDone && !slices.Equal(walked, globbed) {
+		if globDone && !slices.Equal(walked, globbed) {
 			t.Errorf("**/%s: the walk masks %q, the glob %q", name, walked, globbed)
 		}
 	}

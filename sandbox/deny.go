@@ -220,14 +220,20 @@ func (c *compiler) denyPattern(p string) error {
 	for trimmed == "**" || strings.HasSuffix(trimmed, "/**") {
 		trimmed = strings.TrimSuffix(strings.TrimSuffix(trimmed, "**"), "/")
 	}
-	abs, _, err := c.anchor(trimmed)
+	// The anchor (the workspace, the home) is a path, not a pattern: a [ or { in its name means
+	// itself. So the pattern is split into its static part and the rest before it is anchored.
+	if !strings.ContainsAny(trimmed, globMeta) {
+		abs, _, err := c.anchor(trimmed)
+		if err != nil {
+			return err
+		}
+		return c.denyFor(abs, whyFSDeny)
+	}
+	static, rest := doublestar.SplitPattern(trimmed)
+	base, _, err := c.anchor(unescapeMeta(static))
 	if err != nil {
 		return err
 	}
-	if !strings.ContainsAny(abs, globMeta) {
-		return c.denyFor(abs, whyFSDeny)
-	}
-	base, rest := doublestar.SplitPattern(abs)
 	root, err := c.fs.resolve(base)
 	if err != nil {
 		return err
@@ -251,6 +257,19 @@ func (c *compiler) denyPattern(p string) error {
 			"its other matches would not be masked; narrow the fs.read/fs.write grants or the fs.deny pattern", ErrDenyIncomplete, filepath.Join(root, rest), c.budget, c.budget*walkFactor)
 	}
 	return nil
+}
+
+// unescapeMeta returns the path a glob's static part names: each character after a backslash as
+// itself.
+func unescapeMeta(static string) string {
+	var b strings.Builder
+	for i := 0; i < len(static); i++ {
+		if static[i] == '\\' && i+1 < len(static) {
+			i++
+		}
+		b.WriteByte(static[i])
+	}
+	return b.String()
 }
 
 // denyMatches is expand for a pattern of one path component (~/.ssh/id_*): the folder root's
