@@ -48,6 +48,9 @@ func ClassifyPattern(p string) (PatternKind, error) {
 			return 0, fmt.Errorf("%q: .. is not allowed; write the path it means", p)
 		}
 	}
+	if dotAlternative(p) {
+		return 0, fmt.Errorf("%q: . or .. as a {…} alternative is not allowed; write the path it means", p)
+	}
 	last := len(parts) - 1
 	for i, c := range parts {
 		if i < last && strings.ContainsAny(c, globMeta) {
@@ -63,6 +66,50 @@ func ClassifyPattern(p string) (PatternKind, error) {
 		return PatternLastWild, nil
 	}
 	return PatternLiteral, nil
+}
+
+// dotAlternative reports whether an alternative of a {…} group of p holds a path element "." or
+// "..": {.,x} names the folder itself, which a pattern matched against folder entries never does.
+func dotAlternative(p string) bool {
+	var alts []*strings.Builder // the alternative being read in each open group
+	dot := func(alt string) bool {
+		for _, e := range strings.Split(alt, "/") {
+			if e == "." || e == ".." {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; i < len(p); i++ {
+		ch := p[i]
+		switch {
+		case ch == '\\' && i+1 < len(p):
+			i++
+			if len(alts) > 0 {
+				alts[len(alts)-1].WriteByte('x') // an escaped character is never a dot element
+			}
+			continue
+		case ch == '{':
+			alts = append(alts, &strings.Builder{})
+			continue
+		case len(alts) > 0 && (ch == ',' || ch == '}'):
+			if dot(alts[len(alts)-1].String()) {
+				return true
+			}
+			alts[len(alts)-1].Reset()
+			if ch == '}' {
+				alts = alts[:len(alts)-1]
+				if len(alts) > 0 {
+					alts[len(alts)-1].WriteByte('x') // a nested group stands for a name, checked itself
+				}
+			}
+			continue
+		}
+		if len(alts) > 0 {
+			alts[len(alts)-1].WriteByte(ch)
+		}
+	}
+	return false
 }
 
 // canonicalPattern puts a pattern in the form the coverage checks compare: cleaned, with ./ dropped.

@@ -112,3 +112,19 @@ func TestEffectiveSandboxNarrows(t *testing.T) {
 		t.Fatal("EffectiveSandbox modified the bundle's sandbox")
 	}
 }
+
+// TestClassifyPatternRefusesDotAlternatives: a {…} alternative that is . or .. (or holds one as a
+// path element) names the folder itself or its parent, which no match of folder entries does:
+// refused, as a .. component is. Dots inside names stay allowed.
+func TestClassifyPatternRefusesDotAlternatives(t *testing.T) {
+	for _, p := range []string{"./**/{.,x}", "~/.ssh/{.,id_*}", "{..,x}", "a/{x,./y}", "a/{b,{.,c}}", "{x,y/..}/z"} {
+		if _, err := ClassifyPattern(p); err == nil {
+			t.Errorf("%q was accepted", p)
+		}
+	}
+	for _, p := range []string{"./**/{.env,}", "{.env,.envrc}", "~/.config/*.json", "out/{a,b}.txt", "./{a,b}/.env", "x.{a,b}"} {
+		if _, err := ClassifyPattern(p); err != nil {
+			t.Errorf("%q was refused: %v", p, err)
+		}
+	}
+}
