@@ -63,7 +63,7 @@ func TestDaemonCallsLeakNothing(t *testing.T) {
 	for _, c := range []struct {
 		pool  string
 		calls int
-	}{{"4", 300}, {"0", 60}, {"8", 60}} {
+	}{{"4", 150}, {"0", 60}, {"8", 60}} {
 		t.Run("pool="+c.pool, func(t *testing.T) { testDaemonCallsLeakNothing(t, c.pool, c.calls) })
 	}
 }
