@@ -435,9 +435,8 @@ func (c *compiler) writableMasks(w string) error {
 // entries named .git and masks the git directories they are or point to. It does not descend into
 // a git directory: gitDirMasks searches the parts of one that hold other git directories.
 // complete is false when the walk stopped at the budget or a directory could not be read (the
-// walk goes on past it). The
-// journal records each folder's listing and each leaf answer, and what is read to follow a .git
-// found (see gitDirMasks and gitfileMasks).
+// walk goes on past it). The journal records each folder's listing and each leaf answer, and what
+// is read to follow a .git found (see gitDirMasks and gitfileMasks).
 func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 	visits, limit := 0, c.budget*walkFactor
 	// found masks what an entry named .git is or points to; hard is set when a mask failed.
