@@ -505,11 +505,11 @@ func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 	return walkErr == nil && !skipped, nil
 }
 
-// folderListing returns the entries of the folder dir as the compiler's listings read them (the git
-// search's walks, a last-component wildcard's folder), and as its journal asks them again: opened
-// without following a link, through the kept listings (readEntries). A folder whose listing is kept is not
-// opened: its stamp, asked by path as the open resolves it, names its entries (one system call
-// instead of four, for every folder a kept policy's journal asks again).
+// folderListing returns the entries of the folder dir as the compiler's listings read them (the
+// git search's walks, a wildcard's folder, a deny walk), and as its journal asks them again:
+// opened without following a link, through the kept listings (readEntries). A folder whose listing
+// is kept is not opened: its stamp, asked by path as the open resolves it, names its entries (one
+// system call instead of four, for every folder a kept policy's journal asks again).
 func folderListing(dir string) ([]dirEntry, error) {
 	if st, ok := statFolder(unix.AT_FDCWD, dir, unix.AT_SYMLINK_NOFOLLOW); ok && st.dir {
 		if kept, ok := listings.get(st); ok {
@@ -580,9 +580,9 @@ func (c *compiler) gitDirMasks(g string) error {
 // nestedGitDirs calls fn for each folder under root's modules/ and worktrees/ (root a git
 // directory, its links resolved) that holds an entry named HEAD: the git directories of its
 // submodules and worktrees. It walks them as findGitDirs walks a writable folder (no link
-// followed below modules/ and worktrees/ themselves, each listing recorded in the journal), reading at most c.budget×walkFactor entries
-// and taking at most c.budget folders; complete is false when it stopped there or met a folder it
-// could not read (which it walks past).
+// followed below modules/ and worktrees/ themselves, each listing recorded in the journal),
+// reading at most c.budget×walkFactor entries and taking at most c.budget folders; complete is
+// false when it stopped there or met a folder it could not read (which it walks past).
 func (c *compiler) nestedGitDirs(root string, fn func(sub string) error) (complete bool, err error) {
 	visits, matches, limit := 0, 0, c.budget*walkFactor
 	var walk func(dir string) error
