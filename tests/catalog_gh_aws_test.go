@@ -232,6 +232,7 @@ type catCase struct {
 // TestCatalogGhAwsRealCLIs runs every tool of the catalog's gh and aws bundles, with the real
 // Debian binaries in the sandbox, through clihostd, against the fakes.
 func TestCatalogGhAwsRealCLIs(t *testing.T) {
+	needLong(t)
 	fixture.Need(t, "gh", "/usr/bin/aws")
 	bs := map[string]*manifest.Bundle{}
 	for _, b := range catalog(t) {

@@ -23,6 +23,7 @@ func shRootfs(t *testing.T) string {
 // ends. A daemon killed with SIGKILL during the call cannot remove it: the next daemon does, at
 // start, and leaves alone the folders of processes that still run (here the test's own).
 func TestDaemonKilledDuringContainerCallLeavesNoFolder(t *testing.T) {
+	needLong(t)
 	fixture.NeedRoot(t) // rootless podman refuses limits on a cgroup v1 host
 	fixture.Need(t, "podman", "dash", "sleep", "ldd", "tar")
 	image := "localhost/clihost-e2e-sh:leftovers"

@@ -59,6 +59,7 @@ func footprint(t *testing.T, pid int) daemonFootprint {
 // inits on), some concurrent, some timing out, some killed by the memory limit, and then the
 // daemon holds as many descriptors, children, zombies and cgroup directories as before.
 func TestDaemonCallsLeakNothing(t *testing.T) {
+	needLong(t)
 	fixture.NeedRoot(t)
 	for _, c := range []struct {
 		pool  string

@@ -99,6 +99,7 @@ func TestOneMemberCannotTakeEveryCall(t *testing.T) {
 // until that sandbox has ended (timed-out calls cannot pile such sandboxes up), while root's
 // calls run; once the server answers, the member's calls run again.
 func TestAStuckSandboxKeepsItsCallersPlace(t *testing.T) {
+	needLong(t)
 	fixture.Slow(t)
 	// Not under /tmp, which a sandbox replaces with its own: a bundle's grant there is the call's.
 	t.Setenv("TMPDIR", "/var/tmp")

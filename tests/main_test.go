@@ -38,6 +38,20 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// longEnv, set to 1, runs the longest end-to-end tests (needLong). Without it `go test ./...`
+// skips them: the go command stops a package's tests after 10 minutes, and on a two-CPU machine,
+// beside the other packages, this package's tests took longer with them. .ci/run runs them after
+// `go test ./...`, alone, in its step "long end-to-end tests", and checks that each passed.
+const longEnv = "CLIHOST_TEST_LONG"
+
+// needLong skips t unless longEnv is 1 (see longEnv).
+func needLong(t *testing.T) {
+	t.Helper()
+	if os.Getenv(longEnv) != "1" {
+		t.Skipf("one of the longest end-to-end tests: runs with %s=1 (CI's step \"long end-to-end tests\")", longEnv)
+	}
+}
+
 // result is a finished process.
 type result struct {
 	code           int

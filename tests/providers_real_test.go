@@ -104,6 +104,7 @@ type egressLine struct {
 // start, create its config folder and make its API request, which the egress proxy then fails on
 // the closed network (a DNS lookup failure in the audit log), never a crash at startup.
 func TestRealProviderCLIs(t *testing.T) {
+	needLong(t)
 	fixture.NeedRoot(t)
 	fixture.Need(t, "setpriv", "useradd")
 	fixture.Slow(t)

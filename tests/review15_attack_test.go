@@ -141,6 +141,7 @@ func mcpPost(t *testing.T, d *daemonProc, token, bundle, proto string, msg map[s
 // its context while the agent waits: during a 3 s nap clihost_calls_abandoned stays 0 and
 // clihost_calls_in_flight is 1; the call answers with its value.
 func TestReview15MCPHTTPLiveCallIsNotAbandoned(t *testing.T) {
+	needLong(t)
 	bundles := t.TempDir()
 	fixture.WriteIn(t, bundles, fixture.Sleep(30_000))
 	d := startDaemon(t, t.TempDir(), "--bundles", bundles)
