@@ -296,8 +296,7 @@ func (c *compiler) denyWalk(root, name string, deny func(rel string) error) (com
 	visits, found, limit := 0, 0, c.budget*walkFactor
 	var walk func(dir, rel string) (bool, error)
 	walk = func(dir, rel string) (bool, error) {
-		entries, err := folderListing(dir)
-		c.fs.asked.listing(dir, entries, err)
+		entries, err := c.listFolder(dir)
 		switch {
 		case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
 			return true, nil // gone, or not a folder: nothing under it to mask
@@ -356,8 +355,7 @@ func (c *compiler) expand(root, pattern string, fn func(rel string) error) (comp
 // component), in name order, and how many entries it holds. It lists dir as folderListing does,
 // the listing recorded in the journal; a folder that is missing, or a file, holds none.
 func (c *compiler) matches(dir, pattern string) (names []string, entries int, err error) {
-	listed, err := folderListing(dir)
-	c.fs.asked.listing(dir, listed, err)
+	listed, err := c.listFolder(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
 		return nil, 0, nil
@@ -459,8 +457,7 @@ func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 	}
 	var walk func(dir string) error
 	walk = func(dir string) error {
-		entries, err := folderListing(dir)
-		c.fs.asked.listing(dir, entries, err)
+		entries, err := c.listFolder(dir)
 		if err != nil {
 			return err
 		}
@@ -503,6 +500,14 @@ func (c *compiler) findGitDirs(w string) (complete bool, err error) {
 		return false, hard
 	}
 	return walkErr == nil && !skipped, nil
+}
+
+// listFolder is folderListing of dir, the answer recorded in the compilation's journal: every
+// listing a compilation decides on goes through it, so that a kept policy asks it again.
+func (c *compiler) listFolder(dir string) ([]dirEntry, error) {
+	entries, err := folderListing(dir)
+	c.fs.asked.listing(dir, entries, err)
+	return entries, err
 }
 
 // folderListing returns the entries of the folder dir as the compiler's listings read them (the
@@ -587,8 +592,7 @@ func (c *compiler) nestedGitDirs(root string, fn func(sub string) error) (comple
 	visits, matches, limit := 0, 0, c.budget*walkFactor
 	var walk func(dir string) error
 	walk = func(dir string) error {
-		entries, err := folderListing(dir)
-		c.fs.asked.listing(dir, entries, err)
+		entries, err := c.listFolder(dir)
 		if err != nil {
 			return err
 		}
