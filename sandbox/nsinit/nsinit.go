@@ -523,6 +523,18 @@ func closeFiles(files []*os.File) {
 	}
 }
 
+// The main goroutine keeps the process's main thread for the process's life: locked here, in the
+// package's initialisation, which the runtime runs on that thread. Without this, once main (or
+// TestMain) had started, the scheduler could move the main goroutine to another thread and run any
+// goroutine on the main thread; one that locks its thread, changes what is per thread (a zygote
+// thread's namespaces, a credential check's identity) and ends locked cannot take the main thread
+// down with it: the runtime keeps the main thread, wedged, in what it was left in. The thread group
+// leader is what /proc/self shows, so the mount table the Pool and the zygote compare to tell a
+// stale copy (mountTable) would then be that wedged thread's, frozen, and a sandbox built on a copy
+// older than the host's last mount or unmount would be used. A zygote checks that it runs on the
+// main thread (runZygote).
+func init() { runtime.LockOSThread() }
+
 // Main must be called first thing in main (and in TestMain) of every binary that may start
 // sandboxed processes, or earlier: a program importing package nsinit/entry calls it from that
 // package's initialisation, before its other large packages are initialised. When this process is a sandbox init (argv[1] is the marker Command uses),

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -34,14 +35,56 @@ func TestMain(m *testing.M) {
 		if mode == zygoteMode {
 			awaitZygote(testPool) // else the first calls, or all of a short run, take inits
 		}
-		code := m.Run()
+		code := leaderUnchanged(m.Run())
 		s := testPool.Stats()
 		testPool.Close()
 		// runSuite checks this line: a zygote that served nothing proves nothing.
 		fmt.Printf("pool: %d calls from inits, %d from the zygote (%s)\n", s.Hits, s.Zygote, s.ZygoteErr)
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	os.Exit(leaderUnchanged(m.Run()))
+}
+
+// leaderUnchanged returns code, or 1 if the process's main thread (the thread group leader, what
+// /proc/self shows) is no longer in this thread's mount namespace or identity: a test goroutine
+// that changed its thread's and ended locked ran on the main thread (see the package's init),
+// and every later comparison of the host's mount table read a frozen one.
+func leaderUnchanged(code int) int {
+	errc := make(chan error)
+	go func() {
+		runtime.LockOSThread() // read from one thread; unlocked, as nothing of it changes
+		defer runtime.UnlockOSThread()
+		for _, f := range []string{"ns/mnt", "ns/net", "status"} {
+			leader, err1 := leaderView(f, "/proc/self/")
+			own, err2 := leaderView(f, "/proc/thread-self/")
+			if err := errors.Join(err1, err2); err != nil || leader != own {
+				errc <- fmt.Errorf("the main thread's %s is %q, this thread's %q (%v)", f, leader, own, err)
+				return
+			}
+		}
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		fmt.Println("FAIL: a test left the process's main thread changed:", err)
+		return 1
+	}
+	return code
+}
+
+// leaderView is what f under dir says of its thread: the namespace a link names, or the
+// identity lines of a status file.
+func leaderView(f, dir string) (string, error) {
+	if f != "status" {
+		return os.Readlink(dir + f)
+	}
+	data, err := os.ReadFile(dir + f)
+	var ids []string
+	for line := range strings.Lines(string(data)) {
+		if strings.HasPrefix(line, "Uid:") || strings.HasPrefix(line, "Gid:") || strings.HasPrefix(line, "Groups:") || strings.HasPrefix(line, "CapEff:") {
+			ids = append(ids, line)
+		}
+	}
+	return strings.Join(ids, ""), err
 }
 
 // nobody is the identity sandboxed programs run as in these tests.

@@ -153,6 +153,11 @@ func runZygote() int {
 	// cannot be). /proc/PID/mountinfo, which the zygote compares to see the host's mount table
 	// change, shows the main thread's.
 	runtime.LockOSThread()
+	if tid, pid := unix.Gettid(), unix.Getpid(); tid != pid {
+		// Another goroutine could end locked on the main thread and freeze /proc/self's mount
+		// table in its namespace (see the package's init).
+		return fail(exitFailure, "zygote", fmt.Errorf("runs on thread %d, not the process's main thread", tid))
+	}
 	// Its clones that take a call's uid share its memory: no ptrace of them, no /proc/PID/mem
 	// (see dumpable.go for the moment after their uid change).
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
