@@ -91,7 +91,8 @@ func TestZygoteReusesANetworkNamespaceWithinItsKeyOnly(t *testing.T) {
 // TIME_WAIT, then one leaves a bound UDP socket alive in a cycle of unix sockets (an SCM_RIGHTS
 // message holding the socket and the socket pair that carries it: it outlives every process of the
 // call until the kernel's garbage collection). The next calls of k must see none of it: no TCP or
-// UDP socket in /proc/net, and the UDP port free to bind.
+// UDP socket in /proc/net, and the UDP port free to bind; and none may run in the namespace of the
+// time-wait socket.
 func TestZygoteDoesNotReuseANamespaceACallLeftSomethingIn(t *testing.T) {
 	pool := zygotePool(t)
 	// Warm the key: a clean call's namespace is in the pool.
@@ -106,7 +107,14 @@ func TestZygoteDoesNotReuseANamespaceACallLeftSomethingIn(t *testing.T) {
 		pause()
 		for range 3 {
 			now := netLook(t, pool, "k", 0, left["port"])
-			if now["ns"] == left["ns"] {
+			switch {
+			case now["ns"] != left["ns"]:
+			case mode == "netleave-cycle":
+				// The kernel's garbage collection of unix sockets, which runs on its own, may free
+				// the cycle before the zygote looks at the namespace: it is then clean, and may be
+				// used again. What the next call sees is checked below.
+				t.Logf("%s: the cycle was freed before the call's end was checked: its namespace was reused", mode)
+			default: // a time-wait socket stays a minute
 				t.Errorf("%s: the next call of the key ran in the namespace the call left %s in", mode, left["left"])
 			}
 			if now["tcp"] != "0" || now["udp"] != "0" || now["bind "+left["port"]] != "ok" {
