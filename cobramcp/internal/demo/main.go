@@ -76,7 +76,7 @@ func spawnCmd() *cobra.Command {
 func backgroundCmd() *cobra.Command {
 	return &cobra.Command{Use: "background", Short: "leave a process running that holds stdout open", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c := exec.Command("sh", "-c", "echo from background; exec sleep 5")
+			c := exec.Command("sh", "-c", "echo from background; exec sleep 120")
 			c.Stdout, c.Stderr = os.Stdout, os.Stderr
 			if err := c.Start(); err != nil {
 				return err
