@@ -28,6 +28,10 @@ type Cache struct {
 	mu      sync.Mutex
 	entries map[cacheKey]*cachedPolicy
 	reused  atomic.Int64
+	// watch spares a kept policy's lstat and readlink questions while nothing they depend on
+	// changed (see watcher); watchedReuse counts the calls it spared them.
+	watch        *watcher
+	watchedReuse atomic.Int64
 }
 
 // maxCachedPolicies bounds the policies a Cache keeps: one per bundle, tool, workspace and
@@ -50,12 +54,13 @@ type cacheKey struct {
 // cachedPolicy is a kept compilation: its policy, without the state of one call, and its
 // questions.
 type cachedPolicy struct {
-	policy *Policy
-	asked  *journal
+	policy  *Policy
+	asked   *journal
+	watched watched // its watches (guarded by the watcher's lock)
 }
 
 // NewCache returns an empty Cache.
-func NewCache() *Cache { return &Cache{entries: map[cacheKey]*cachedPolicy{}} }
+func NewCache() *Cache { return &Cache{entries: map[cacheKey]*cachedPolicy{}, watch: newWatcher()} }
 
 // Compile is Compile(in), using a policy kept from an earlier call of the same Input when every
 // question its compilation asked gets the same answer now, and keeping this one's when it may be.
@@ -64,7 +69,7 @@ func (c *Cache) Compile(in Input) (*Policy, error) {
 	c.mu.Lock()
 	kept := c.entries[key]
 	c.mu.Unlock()
-	if kept != nil && kept.asked.sameAnswers(in.LookupEnv) {
+	if kept != nil && c.stillSame(kept, in.LookupEnv) {
 		c.reused.Add(1)
 		return kept.policy.forCall(), nil
 	}
@@ -78,6 +83,9 @@ func (c *Cache) Compile(in Input) (*Policy, error) {
 	}
 	keep := p.clone() // its own copy: the caller may change the one it gets
 	keep.Absent, keep.present, keep.roots = nil, nil, nil
+	// Watched from now on: the next call checks every answer in full, and only from that check
+	// on may a later call skip some (see stillSame).
+	kept = &cachedPolicy{policy: keep, asked: asked, watched: c.watch.watch(asked)}
 	c.mu.Lock()
 	if _, ok := c.entries[key]; !ok && len(c.entries) >= maxCachedPolicies {
 		for k := range c.entries { // one out, whichever: a full cache holds policies of many inputs
@@ -85,9 +93,26 @@ func (c *Cache) Compile(in Input) (*Policy, error) {
 			break
 		}
 	}
-	c.entries[key] = &cachedPolicy{policy: keep, asked: asked}
+	c.entries[key] = kept
 	c.mu.Unlock()
 	return p, nil
+}
+
+// stillSame reports whether every question k's compilation asked gets the same answer now: its
+// lstat and readlink questions are not asked while the watcher saw nothing they depend on change
+// since a full check, which is made otherwise.
+func (c *Cache) stillSame(k *cachedPolicy, lookup func(string) (string, bool)) bool {
+	unchanged, from, mounts := c.watch.look(&k.watched)
+	if unchanged {
+		if !k.asked.sameAnswers(lookup, true) {
+			return false
+		}
+		c.watchedReuse.Add(1)
+		return true
+	}
+	same := k.asked.sameAnswers(lookup, false)
+	c.watch.validate(&k.watched, same, from, mounts)
+	return same
 }
 
 // forget drops the kept policy of key if it is still old.
@@ -101,6 +126,10 @@ func (c *Cache) forget(key cacheKey, old *cachedPolicy) {
 
 // Reused returns how many calls used a kept policy.
 func (c *Cache) Reused() int64 { return c.reused.Load() }
+
+// Watched returns how many of those were spared the policy's lstat and readlink questions (see
+// watcher).
+func (c *Cache) Watched() int64 { return c.watchedReuse.Load() }
 
 // keyOf returns in's key.
 func keyOf(in Input) cacheKey {

@@ -34,15 +34,7 @@ func BenchmarkCompile(b *testing.B) {
 	}
 	bd, _ := bundle(manifest.Sandbox{FS: &manifest.FS{Read: []string{"./**"}, Deny: []string{"./.env"}}}, nil)
 	in := Input{Bundle: bd, Binary: bin, Workspace: ws, Home: home, PATH: "/usr/bin:/bin"}
-	if _, err := Compile(in); err != nil {
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := Compile(in); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchmarkFreshAndKept(b, in)
 }
 
 // BenchmarkCompileProject is the policy check of a call of a tool that may write its workspace, a

@@ -164,12 +164,16 @@ func errnoOf(err error) syscall.Errno {
 }
 
 // sameAnswers asks every question of j again, in order, and reports whether each gets the answer
-// it got then; lookup is the caller's environment now. It stops at the first difference.
-func (j *journal) sameAnswers(lookup func(string) (string, bool)) bool {
+// it got then; lookup is the caller's environment now. It stops at the first difference. With
+// watched, it asks no lstat nor readlink question: a watcher found none can have a new answer.
+func (j *journal) sameAnswers(lookup func(string) (string, bool), watched bool) bool {
 	var st unix.Stat_t
 	var buf []byte // readlink's, made at the first link
 	for i := range j.questions {
 		q := &j.questions[i]
+		if watched && (q.kind == askLstat || q.kind == askReadlink) {
+			continue
+		}
 		switch q.kind {
 		case askLstat:
 			err := unix.Lstat(q.name, &st)

@@ -1,0 +1,262 @@
+package sandbox
+
+import (
+	"bytes"
+	"errors"
+	"path/filepath"
+	"sync"
+	"unsafe"
+
+	"github.com/clihost/clihost/internal/kernfile"
+	"golang.org/x/sys/unix"
+)
+
+// A watcher lets a Cache skip asking again the lstat and readlink questions of a kept
+// compilation (most of its questions, and most of the time a kept policy costs): it holds inotify
+// watches on every file those questions asked about and on every folder their paths pass
+// through, and the answers cannot have changed while none of them reported an event and the
+// mount table reads as it did when the answers were last checked. The kernel queues an event
+// before the system call that made the change returns, whoever made it and through whichever
+// mount or namespace, so a change made before a call is seen by that call's look.
+//
+// What inotify does not see is not left to it:
+//   - a mount, unmount or remount over a path (no event): the mount table is compared at every
+//     look;
+//   - a change made on a file system whose changes need not pass through this kernel's VFS (NFS,
+//     CIFS, FUSE, 9p, virtiofs, overlayfs's layers, procfs): a compilation that asked about a
+//     path on any file system but the local ones of watchableFS is checked question by question,
+//     as before;
+//   - a file's content (written through a shared mapping, no event), a folder's listing, a git
+//     walk's leaves, an environment variable: their questions are always asked again;
+//   - a full event queue (IN_Q_OVERFLOW), a watch the kernel dropped (IN_IGNORED), a watch that
+//     could not be added (ENOSPC, EACCES): every kept policy, or the one, is checked again.
+//
+// A policy is taken as valid from the event count read just before its last full check that
+// found every answer the same; a change after that read is an event counted after it.
+type watcher struct {
+	mu       sync.Mutex
+	fd       int              // the inotify instance (non-blocking); -1: none (every look is a full check)
+	wds      map[string]int32 // each watched path → its watch
+	count    uint64           // events read so far
+	changed  map[int32]uint64 // a watch → the count at its last event
+	gone     map[int32]bool   // the watches the kernel dropped (IN_IGNORED: the file removed, its file system unmounted)
+	overflow uint64           // the count at the last queue overflow
+	mounts   []byte           // the mount table at the last look
+	buf      []byte           // the events' buffer
+}
+
+// maxWatches bounds a Cache's watches (a policy whose questions would need more is checked in
+// full at every call); the kernel's own bound is fs.inotify.max_user_watches, per user.
+const maxWatches = 4096
+
+// watchMask is what each watch reports: a folder's entries made, removed, renamed or changed
+// (owner, mode: IN_ATTRIB reaches a folder's watch for its entries too), and the watched file's
+// or folder's own change (link count: IN_ATTRIB reaches only the file's own watch), removal or
+// rename.
+const watchMask = unix.IN_ATTRIB | unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
+	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_DONT_FOLLOW | unix.IN_EXCL_UNLINK
+
+// watchableFS are the file systems whose every change goes through this kernel's VFS, and so
+// reaches inotify: local disks and memory.
+var watchableFS = map[int64]bool{
+	unix.EXT4_SUPER_MAGIC:  true, // ext2, ext3, ext4
+	unix.XFS_SUPER_MAGIC:   true,
+	unix.BTRFS_SUPER_MAGIC: true,
+	unix.TMPFS_MAGIC:       true,
+	unix.F2FS_SUPER_MAGIC:  true,
+	unix.RAMFS_MAGIC:       true,
+}
+
+// newWatcher returns a watcher; without inotify it has none, and every look is a full check.
+func newWatcher() *watcher {
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		fd = -1
+	}
+	return &watcher{fd: fd, wds: map[string]int32{}, changed: map[int32]uint64{}, gone: map[int32]bool{}}
+}
+
+// watched is what a kept policy's watches are: the watches its lstat and readlink answers depend
+// on, and, once a full check found every answer the same, the event count and mount table it was
+// valid from.
+type watched struct {
+	ok     bool // every file and folder its answers depend on is watched
+	wds    []int32
+	valid  bool // a full check found every answer the same at count from, under mounts
+	from   uint64
+	mounts []byte
+}
+
+// watch adds the watches j's lstat and readlink answers depend on: every path asked about that
+// exists, and every folder above it (its parent's entries bind its name; the folders above are
+// passed through). It reports ok false when one cannot be watched (a relative path, a folder
+// above that is a symbolic link, whose target's folders would need watches too, another file
+// system than a local one, a watch refused, too many); the policy is then always checked in full.
+func (w *watcher) watch(j *journal) watched {
+	if w.fd < 0 {
+		return watched{}
+	}
+	var paths []string
+	above := map[string]bool{} // every folder an asked path passes through
+	seen := map[string]bool{}
+	add := func(p string) {
+		if !seen[p] {
+			seen[p] = true
+			paths = append(paths, p)
+		}
+	}
+	for i := range j.questions {
+		q := &j.questions[i]
+		if q.kind != askLstat && q.kind != askReadlink {
+			continue
+		}
+		if !filepath.IsAbs(q.name) || filepath.Clean(q.name) != q.name {
+			return watched{}
+		}
+		for d := q.name; d != "/"; {
+			d = filepath.Dir(d)
+			above[d] = true
+			add(d)
+		}
+		add(q.name)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := watched{ok: true}
+	for _, p := range paths {
+		wd, err := w.add(p, above[p])
+		switch {
+		case errors.Is(err, unix.ENOENT):
+			// Not there (now): the watch of the folder above sees it made. A question whose
+			// answer was that it exists will not be the same: the full check finds it.
+			continue
+		case err != nil:
+			return watched{}
+		}
+		out.wds = append(out.wds, wd)
+	}
+	return out
+}
+
+// errLinkAbove is add's answer for a folder above an asked path that is a symbolic link.
+var errLinkAbove = errors.New("a folder above an asked path is a symbolic link")
+
+// add watches path p, once, if it is on a file system of watchableFS; above says p is only a
+// folder an asked path passes through, which must then be a folder (not a link). Called with w.mu
+// held.
+func (w *watcher) add(p string, above bool) (int32, error) {
+	if above {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return 0, err
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			return 0, errLinkAbove
+		}
+	}
+	if wd, ok := w.wds[p]; ok {
+		return wd, nil
+	}
+	if len(w.wds) >= maxWatches {
+		return 0, unix.ENOSPC
+	}
+	var fs unix.Statfs_t
+	if err := unix.Statfs(p, &fs); err != nil {
+		return 0, err
+	}
+	if !watchableFS[int64(fs.Type)] {
+		return 0, errors.New("not a local file system")
+	}
+	wd, err := unix.InotifyAddWatch(w.fd, p, watchMask)
+	if err != nil {
+		return 0, err
+	}
+	// The statfs above and the watch are not one step: a mount over p in between shows in the
+	// mount table, which every look compares.
+	w.wds[p] = int32(wd)
+	return int32(wd), nil
+}
+
+// look reads the events queued since the last look and the mount table, and reports whether k's
+// lstat and readlink answers are still those of its last full check (unchanged: they need not be
+// asked again), and the count a full check starting now would be valid from.
+func (w *watcher) look(k *watched) (unchanged bool, now uint64, mounts []byte) {
+	if w.fd < 0 || !k.ok {
+		return false, 0, nil
+	}
+	table, err := kernfile.ReadFile("/proc/self/mountinfo")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		return false, 0, nil
+	}
+	if !w.drain() {
+		w.overflow = w.count
+	}
+	if !bytes.Equal(table, w.mounts) {
+		w.mounts = table
+	}
+	now, mounts = w.count, w.mounts
+	if !k.valid || w.overflow > k.from || !bytes.Equal(k.mounts, mounts) {
+		return false, now, mounts
+	}
+	for _, wd := range k.wds {
+		if w.changed[wd] > k.from || w.gone[wd] {
+			return false, now, mounts
+		}
+	}
+	return true, now, mounts
+}
+
+// validate records that a full check that started at count from, under mounts, found k's answers
+// the same (or, with same false, that they were not).
+func (w *watcher) validate(k *watched, same bool, from uint64, mounts []byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k.valid, k.from, k.mounts = same && mounts != nil, from, mounts
+}
+
+// forget drops the watches the kernel dropped (IN_IGNORED) from w.wds, so that a later policy
+// watches their paths anew; a kept policy holding one is checked in full until it is compiled
+// again. Called with w.mu held.
+func (w *watcher) forget(wd int32) {
+	w.gone[wd] = true
+	for p, d := range w.wds {
+		if d == wd {
+			delete(w.wds, p)
+		}
+	}
+}
+
+// drain reads every event queued, counting each against its watch (an overflow against every
+// watch). It reports false when the queue could not be read to its end. Called with w.mu held.
+func (w *watcher) drain() bool {
+	if w.buf == nil {
+		w.buf = make([]byte, 64<<10)
+	}
+	for {
+		n, err := unix.Read(w.fd, w.buf)
+		switch {
+		case errors.Is(err, unix.EAGAIN):
+			return true
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil || n <= 0:
+			return false
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&w.buf[off]))
+			w.count++
+			switch {
+			case ev.Mask&unix.IN_Q_OVERFLOW != 0:
+				w.overflow = w.count
+			case ev.Mask&unix.IN_IGNORED != 0:
+				w.changed[ev.Wd] = w.count
+				w.forget(ev.Wd)
+			default:
+				w.changed[ev.Wd] = w.count
+			}
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+		}
+	}
+}

@@ -1,0 +1,112 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	fx "github.com/clihost/clihost/internal/fixture"
+	"github.com/clihost/clihost/manifest"
+	"golang.org/x/sys/unix"
+)
+
+// watchedCheck is cacheCheck that also fails when c's watcher did (watched true) or did not
+// spare the call its lstat and readlink questions.
+func watchedCheck(t *testing.T, c *Cache, in Input, step string, reuse, watched bool) {
+	t.Helper()
+	before := c.Watched()
+	cacheCheck(t, c, in, step, reuse)
+	if got := c.Watched() > before; got != watched {
+		t.Errorf("%s: spared the policy's lstat and readlink questions: %v, want %v", step, got, watched)
+	}
+}
+
+// TestCacheWatchedSparesOnlyWhileNothingChanged: once a kept policy's answers were checked in
+// full, later calls skip its lstat and readlink questions; each change below alters only such
+// answers (a mode, an owner, a link count, a link's target, a folder above replaced, a mount over
+// a granted file), and the next call must then compile afresh, and check the new policy in full
+// once before it skips again.
+func TestCacheWatchedSparesOnlyWhileNothingChanged(t *testing.T) {
+	f := newFixture(t)
+	var fs unix.Statfs_t
+	if err := unix.Statfs(f.ws, &fs); err != nil || !watchableFS[int64(fs.Type)] {
+		fx.Missing(t, "the test's folders are on a file system the watcher does not trust (%#x)", fs.Type)
+	}
+	tools, elsewhere := realTemp(t), realTemp(t) // made before any policy: /tmp is watched
+	script := filepath.Join(tools, "tool")
+	write(t, script, "#!/usr/bin/sh\n", 0o755)
+	write(t, filepath.Join(tools, "helper"), "#!/usr/bin/sh\n", 0o755)
+	write(t, filepath.Join(f.ws, "keys.pem"), "key", 0o600)
+	write(t, filepath.Join(f.ws, "conf", "app.toml"), "a", 0o644)
+	write(t, filepath.Join(f.ws, "other.toml"), "b", 0o644)
+	symlink(t, "conf/app.toml", filepath.Join(f.ws, "current.toml"))
+	allow := true
+	sb := manifest.Sandbox{
+		FS: &manifest.FS{Read: []string{"./conf/app.toml", "./current.toml"}, Write: []string{"./out"},
+			Deny: []string{"./keys.pem"}},
+		Exec: &manifest.Exec{Allow: &allow, Spawn: []string{"helper"}},
+	}
+	in := f.input(sb)
+	in.Binary, in.PATH = script, tools
+	c := NewCache()
+	settle := func(step string) {
+		t.Helper()
+		watchedCheck(t, c, in, step+": compiled", false, false)
+		watchedCheck(t, c, in, step+": checked in full", true, false)
+		watchedCheck(t, c, in, step+": spared", true, true)
+	}
+	settle("first")
+	changes := []struct {
+		name   string
+		change func()
+		root   bool
+	}{
+		{"the helper loses its exec bits", func() { must(t, os.Chmod(filepath.Join(tools, "helper"), 0o644)) }, false},
+		{"a hard link to the denied keys.pem, from a folder of no answer's", func() {
+			must(t, os.Link(filepath.Join(f.ws, "keys.pem"), filepath.Join(elsewhere, "k")))
+		}, false},
+		{"current.toml points elsewhere", func() {
+			must(t, os.Remove(filepath.Join(f.ws, "current.toml")))
+			symlink(t, "other.toml", filepath.Join(f.ws, "current.toml"))
+		}, false},
+		{"conf replaced by a copy", func() {
+			must(t, os.Rename(filepath.Join(f.ws, "conf"), filepath.Join(f.ws, "conf.old")))
+			write(t, filepath.Join(f.ws, "conf", "app.toml"), "a", 0o644)
+		}, false},
+		{"the denied keys.pem given to nobody", func() { must(t, os.Chown(filepath.Join(f.ws, "keys.pem"), 65534, 65534)) }, true},
+		{"a file mounted over the granted app.toml", func() {
+			t.Cleanup(bindMount(t, filepath.Join(f.ws, "other.toml"), filepath.Join(f.ws, "conf", "app.toml")))
+		}, true},
+	}
+	for _, ch := range changes {
+		if ch.root && os.Geteuid() != 0 {
+			continue
+		}
+		ch.change()
+		settle(ch.name)
+	}
+	// What none of its answers depends on: a file made in the workspace (its folder is watched).
+	write(t, filepath.Join(f.ws, "new.txt"), "new", 0o644)
+	watchedCheck(t, c, in, "a new file in the workspace", true, false)
+	watchedCheck(t, c, in, "then again", true, true)
+}
+
+// TestWatcherTrustsLocalFileSystemsOnly: a journal that asked about a path on procfs (which
+// inotify does not follow) or about a relative path is not watched: its policy is always checked
+// in full.
+func TestWatcherTrustsLocalFileSystemsOnly(t *testing.T) {
+	w := newWatcher()
+	if w.fd < 0 {
+		fx.Missing(t, "no inotify")
+	}
+	for _, name := range []string{"/proc/self/status", "relative/path", "/usr/../etc"} {
+		j := &journal{questions: []question{{kind: askLstat, name: name}}}
+		if got := w.watch(j); got.ok {
+			t.Errorf("a journal that asked about %q is watched", name)
+		}
+	}
+	j := &journal{questions: []question{{kind: askLstat, name: realTemp(t)}}}
+	if got := w.watch(j); !got.ok {
+		t.Skip("the temporary folder is not on a file system the watcher trusts")
+	}
+}
