@@ -83,6 +83,7 @@ func (m *metrics) write(w io.Writer) {
 // writePolicyMetrics writes how often a call used a kept sandbox policy.
 func writePolicyMetrics(w io.Writer, policies *sandbox.Cache) {
 	fmt.Fprintf(w, "# HELP clihost_sandbox_policies_reused_total Calls that used the sandbox policy of an earlier call with the same inputs, every path and variable it read answering the same, instead of compiling one.\n# TYPE clihost_sandbox_policies_reused_total counter\nclihost_sandbox_policies_reused_total %d\n", policies.Reused())
+	fmt.Fprintf(w, "# HELP clihost_sandbox_policies_watched_total Of those, the calls whose policy's path questions were not asked again, inotify having seen nothing they depend on change.\n# TYPE clihost_sandbox_policies_watched_total counter\nclihost_sandbox_policies_watched_total %d\n", policies.Watched())
 }
 
 // writePoolMetrics writes what the pool of sandbox inits did (nothing without a pool).

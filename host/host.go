@@ -102,6 +102,11 @@ type binary struct {
 // sandbox.Cache) instead of compiling one.
 func (h *Host) PoliciesReused() int64 { return h.opts.Policies.Reused() }
 
+// PoliciesWatched returns how many of those calls were spared asking again the lstat and
+// readlink questions of the policy's compilation, inotify having seen nothing they depend on
+// change (see sandbox.Cache).
+func (h *Host) PoliciesWatched() int64 { return h.opts.Policies.Watched() }
+
 // New makes a Host over reg.
 func New(reg *registry.Registry, opts Options) *Host {
 	if opts.LookupEnv == nil {

@@ -60,7 +60,7 @@ type cachedPolicy struct {
 }
 
 // NewCache returns an empty Cache.
-func NewCache() *Cache { return &Cache{entries: map[cacheKey]*cachedPolicy{}, watch: newWatcher()} }
+func NewCache() *Cache { return &Cache{entries: map[cacheKey]*cachedPolicy{}, watch: processWatcher()} }
 
 // Compile is Compile(in), using a policy kept from an earlier call of the same Input when every
 // question its compilation asked gets the same answer now, and keeping this one's when it may be.
@@ -83,9 +83,9 @@ func (c *Cache) Compile(in Input) (*Policy, error) {
 	}
 	keep := p.clone() // its own copy: the caller may change the one it gets
 	keep.Absent, keep.present, keep.roots = nil, nil, nil
-	// Watched from now on: the next call checks every answer in full, and only from that check
-	// on may a later call skip some (see stillSame).
-	kept = &cachedPolicy{policy: keep, asked: asked, watched: c.watch.watch(asked)}
+	// The next call checks every answer in full, taking the watches; only from that check on
+	// may a later call skip some (see stillSame).
+	kept = &cachedPolicy{policy: keep, asked: asked, watched: c.watch.paths(asked)}
 	c.mu.Lock()
 	if _, ok := c.entries[key]; !ok && len(c.entries) >= maxCachedPolicies {
 		for k := range c.entries { // one out, whichever: a full cache holds policies of many inputs
@@ -110,8 +110,15 @@ func (c *Cache) stillSame(k *cachedPolicy, lookup func(string) (string, bool)) b
 		c.watchedReuse.Add(1)
 		return true
 	}
+	if takeHook != nil {
+		takeHook(false)
+	}
+	taken := c.watch.take(&k.watched) // after from was read, before the questions are asked
+	if takeHook != nil {
+		takeHook(true)
+	}
 	same := k.asked.sameAnswers(lookup, false)
-	c.watch.validate(&k.watched, same, from, mounts)
+	c.watch.validate(&k.watched, same, taken, from, mounts)
 	return same
 }
 
@@ -123,6 +130,9 @@ func (c *Cache) forget(key cacheKey, old *cachedPolicy) {
 	}
 	c.mu.Unlock()
 }
+
+// takeHook, set by tests only, runs just before and just after a full check takes its watches.
+var takeHook func(after bool)
 
 // Reused returns how many calls used a kept policy.
 func (c *Cache) Reused() int64 { return c.reused.Load() }

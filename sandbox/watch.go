@@ -3,7 +3,10 @@ package sandbox
 import (
 	"bytes"
 	"errors"
+	"math"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -36,17 +39,16 @@ import (
 type watcher struct {
 	mu       sync.Mutex
 	fd       int              // the inotify instance (non-blocking); -1: none (every look is a full check)
-	wds      map[string]int32 // each watched path → its watch
+	watches  map[int32]bool   // the watches held
 	count    uint64           // events read so far
-	changed  map[int32]uint64 // a watch → the count at its last event
-	gone     map[int32]bool   // the watches the kernel dropped (IN_IGNORED: the file removed, its file system unmounted)
+	changed  map[int32]uint64 // a watch → the count at its last event (all ones: the kernel dropped it)
 	overflow uint64           // the count at the last queue overflow
 	mounts   []byte           // the mount table at the last look
 	buf      []byte           // the events' buffer
 }
 
-// maxWatches bounds a Cache's watches (a policy whose questions would need more is checked in
-// full at every call); the kernel's own bound is fs.inotify.max_user_watches, per user.
+// maxWatches bounds the process's watches (a policy whose questions would need more is checked
+// in full at every call); the kernel's own bound is fs.inotify.max_user_watches, per user.
 const maxWatches = 4096
 
 // watchMask is what each watch reports: a folder's entries made, removed, renamed or changed
@@ -67,32 +69,38 @@ var watchableFS = map[int64]bool{
 	unix.RAMFS_MAGIC:       true,
 }
 
+// processWatcher is the watcher every Cache of this process shares: one inotify instance (the
+// kernel bounds them per user, fs.inotify.max_user_instances, 128 by default), its watches
+// dropped by the kernel as the files they watch are removed.
+var processWatcher = sync.OnceValue(newWatcher)
+
 // newWatcher returns a watcher; without inotify it has none, and every look is a full check.
 func newWatcher() *watcher {
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		fd = -1
 	}
-	return &watcher{fd: fd, wds: map[string]int32{}, changed: map[int32]uint64{}, gone: map[int32]bool{}}
+	return &watcher{fd: fd, watches: map[int32]bool{}, changed: map[int32]uint64{}}
 }
 
-// watched is what a kept policy's watches are: the watches its lstat and readlink answers depend
-// on, and, once a full check found every answer the same, the event count and mount table it was
-// valid from.
+// watched is what a kept policy's watches are: the paths its lstat and readlink answers depend
+// on, folders first, and, once a full check found every answer the same, the watches it took on
+// them, and the event count and mount table it is valid from.
 type watched struct {
-	ok     bool // every file and folder its answers depend on is watched
+	ok     bool     // its paths can be watched (see paths); a watch refused clears it
+	paths  []string // every path asked about, and every folder above one, folders first
+	above  []bool   // paths[i] is only a folder an asked path passes through
 	wds    []int32
 	valid  bool // a full check found every answer the same at count from, under mounts
 	from   uint64
 	mounts []byte
 }
 
-// watch adds the watches j's lstat and readlink answers depend on: every path asked about that
-// exists, and every folder above it (its parent's entries bind its name; the folders above are
-// passed through). It reports ok false when one cannot be watched (a relative path, a folder
-// above that is a symbolic link, whose target's folders would need watches too, another file
-// system than a local one, a watch refused, too many); the policy is then always checked in full.
-func (w *watcher) watch(j *journal) watched {
+// paths returns what j's lstat and readlink answers depend on: every path asked about, and every
+// folder above it (its parent's entries bind its name; the folders above are passed through),
+// folders before what is in them. It reports ok false for a journal whose paths cannot be
+// watched (a relative or unclean path); its policy is then always checked in full.
+func (w *watcher) paths(j *journal) watched {
 	if w.fd < 0 {
 		return watched{}
 	}
@@ -120,30 +128,58 @@ func (w *watcher) watch(j *journal) watched {
 		}
 		add(q.name)
 	}
+	slices.SortStableFunc(paths, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
+	out := watched{ok: true, paths: paths, above: make([]bool, len(paths))}
+	for i, p := range paths {
+		out.above[i] = above[p]
+	}
+	return out
+}
+
+// take adds k's watches, for a full check about to ask every question; it reports false when one
+// cannot be added (a folder above that is a symbolic link, whose target's folders would need
+// watches too; another file system than a local one; a watch refused, too many): k is then
+// always checked in full.
+//
+// A watch is on an inode, not a name. It is taken at every full check, after the count the check
+// will be valid from was read, and folders before what is in them: a name bound to another inode
+// when its watch was taken than when its question is asked was bound anew in between, an event of
+// the folder above (on the right inode by the same argument, up to /) counted after that count,
+// and the next call checks in full and takes the watches again. So while no watch saw an event,
+// each is on the inode its answer names. (The kernel gives a watch an inode already has.)
+func (w *watcher) take(k *watched) bool {
+	if w.fd < 0 {
+		return false
+	}
+	wds := make([]int32, 0, len(k.paths))
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	out := watched{ok: true}
-	for _, p := range paths {
-		wd, err := w.add(p, above[p])
+	if !k.ok {
+		return false
+	}
+	for i, p := range k.paths {
+		wd, err := w.add(p, k.above[i])
 		switch {
 		case errors.Is(err, unix.ENOENT):
 			// Not there (now): the watch of the folder above sees it made. A question whose
 			// answer was that it exists will not be the same: the full check finds it.
 			continue
 		case err != nil:
-			return watched{}
+			k.ok, k.wds = false, nil
+			return false
 		}
-		out.wds = append(out.wds, wd)
+		wds = append(wds, wd)
 	}
-	return out
+	k.wds = wds
+	return true
 }
 
 // errLinkAbove is add's answer for a folder above an asked path that is a symbolic link.
 var errLinkAbove = errors.New("a folder above an asked path is a symbolic link")
 
-// add watches path p, once, if it is on a file system of watchableFS; above says p is only a
-// folder an asked path passes through, which must then be a folder (not a link). Called with w.mu
-// held.
+// add watches path p if it is on a file system of watchableFS (the kernel gives the watch an inode
+// already has); above says p is only a folder an asked path passes through, which must then be a
+// folder (not a link). Called with w.mu held.
 func (w *watcher) add(p string, above bool) (int32, error) {
 	if above {
 		var st unix.Stat_t
@@ -154,10 +190,7 @@ func (w *watcher) add(p string, above bool) (int32, error) {
 			return 0, errLinkAbove
 		}
 	}
-	if wd, ok := w.wds[p]; ok {
-		return wd, nil
-	}
-	if len(w.wds) >= maxWatches {
+	if len(w.watches) >= maxWatches {
 		return 0, unix.ENOSPC
 	}
 	var fs unix.Statfs_t
@@ -173,7 +206,7 @@ func (w *watcher) add(p string, above bool) (int32, error) {
 	}
 	// The statfs above and the watch are not one step: a mount over p in between shows in the
 	// mount table, which every look compares.
-	w.wds[p] = int32(wd)
+	w.watches[int32(wd)] = true
 	return int32(wd), nil
 }
 
@@ -181,13 +214,13 @@ func (w *watcher) add(p string, above bool) (int32, error) {
 // lstat and readlink answers are still those of its last full check (unchanged: they need not be
 // asked again), and the count a full check starting now would be valid from.
 func (w *watcher) look(k *watched) (unchanged bool, now uint64, mounts []byte) {
-	if w.fd < 0 || !k.ok {
+	if w.fd < 0 {
 		return false, 0, nil
 	}
 	table, err := kernfile.ReadFile("/proc/self/mountinfo")
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if err != nil {
+	if err != nil || !k.ok {
 		return false, 0, nil
 	}
 	if !w.drain() {
@@ -201,31 +234,20 @@ func (w *watcher) look(k *watched) (unchanged bool, now uint64, mounts []byte) {
 		return false, now, mounts
 	}
 	for _, wd := range k.wds {
-		if w.changed[wd] > k.from || w.gone[wd] {
+		if w.changed[wd] > k.from {
 			return false, now, mounts
 		}
 	}
 	return true, now, mounts
 }
 
-// validate records that a full check that started at count from, under mounts, found k's answers
-// the same (or, with same false, that they were not).
-func (w *watcher) validate(k *watched, same bool, from uint64, mounts []byte) {
+// validate records that a full check that started at count from, under mounts, after its
+// watches were taken (taken), found k's answers the same (or, with same false, that they were
+// not).
+func (w *watcher) validate(k *watched, same, taken bool, from uint64, mounts []byte) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	k.valid, k.from, k.mounts = same && mounts != nil, from, mounts
-}
-
-// forget drops the watches the kernel dropped (IN_IGNORED) from w.wds, so that a later policy
-// watches their paths anew; a kept policy holding one is checked in full until it is compiled
-// again. Called with w.mu held.
-func (w *watcher) forget(wd int32) {
-	w.gone[wd] = true
-	for p, d := range w.wds {
-		if d == wd {
-			delete(w.wds, p)
-		}
-	}
+	k.valid, k.from, k.mounts = same && taken && k.ok && mounts != nil, from, mounts
 }
 
 // drain reads every event queued, counting each against its watch (an overflow against every
@@ -251,8 +273,11 @@ func (w *watcher) drain() bool {
 			case ev.Mask&unix.IN_Q_OVERFLOW != 0:
 				w.overflow = w.count
 			case ev.Mask&unix.IN_IGNORED != 0:
-				w.changed[ev.Wd] = w.count
-				w.forget(ev.Wd)
+				// The file was removed, or its file system unmounted: a kept policy holding this
+				// watch is checked in full until it is compiled again (a number the kernel may
+				// give anew after it wrapped around is never trusted).
+				w.changed[ev.Wd] = math.MaxUint64
+				delete(w.watches, ev.Wd)
 			default:
 				w.changed[ev.Wd] = w.count
 			}

@@ -175,7 +175,8 @@ func benchmarkCallIn(b *testing.B, files map[string]string, ws string, sb host.S
 	}
 	call() // the version check, once
 	defer reportCPU(b)()
-	reused := h.PoliciesReused()
+	reused, watched := h.PoliciesReused(), h.PoliciesWatched()
 	loop(b, pause, call)
 	b.ReportMetric(float64(h.PoliciesReused()-reused)/float64(max(b.N, 1)), "policies-reused/call")
+	b.ReportMetric(float64(h.PoliciesWatched()-watched)/float64(max(b.N, 1)), "policies-watched/call")
 }
