@@ -132,81 +132,50 @@ func TestR23StaleWatchAfterFileRenamedAway(t *testing.T) {
 	}
 }
 
-// TestR23StaleWatchAfterFolderRenamedAway: the same for a folder above: ws/conf is renamed out of
-// the workspace and made anew; the new policy's watches of ws/conf and ws/conf/* are the old
-// ones (on keep/conf.old). Any change inside the new ws/conf is then unseen: the denied
-// conf/secret.pem is replaced by a link into the workspace, and the granted conf/app.toml by a
-// link to another file.
-func TestR23StaleWatchAfterFolderRenamedAway(t *testing.T) {
-	e := newR23(t)
-	e.write("ws/public.txt", "public")
-	e.write("ws/other.toml", "other")
-	e.write("ws/real/secret.pem", "the real secret")
-	e.write("ws/conf/app.toml", "a")
-	e.write("ws/conf/secret.pem", "s")
-	in := e.f.input(fsSandbox([]string{"./public.txt", "./conf/app.toml"}, nil, []string{"./conf/secret.pem"}))
-	c := NewCache()
-	r23Settle(t, c, in, "first")
+// TestR23StaleWatchAfterFolderReplaced: the same for a folder above: ws/conf is renamed out of
+// the workspace and made anew; the new policy's watches of ws/conf and ws/conf/* were the old
+// ones (on keep/conf.old), so any change inside the new ws/conf was unseen: the denied
+// conf/secret.pem replaced by a link into the workspace, the granted conf/app.toml by a link to
+// another file, or to a file outside the workspace (which a fresh compilation refuses).
+func TestR23StaleWatchAfterFolderReplaced(t *testing.T) {
+	for _, tc := range []struct {
+		name, step     string
+		files          []string // besides conf/app.toml
+		deny           []string
+		linkTo, linkAt string // what the link made in the new conf points to, and where
+	}{
+		{"denied file made a link", "the denied conf/secret.pem made a link to real/secret.pem",
+			[]string{"ws/real/secret.pem", "ws/conf/secret.pem"}, []string{"./conf/secret.pem"}, "../real/secret.pem", "ws/conf/secret.pem"},
+		{"grant made a link", "the granted conf/app.toml made a link to other.toml",
+			[]string{"ws/other.toml"}, nil, "../other.toml", "ws/conf/app.toml"},
+		{"grant made a link outside", "the granted conf/app.toml made a link to ../../elsewhere/private.txt",
+			[]string{"elsewhere/private.txt"}, nil, "../../elsewhere/private.txt", "ws/conf/app.toml"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newR23(t)
+			e.write("ws/public.txt", "public")
+			e.write("ws/conf/app.toml", "a")
+			for _, f := range tc.files {
+				e.write(f, f)
+			}
+			in := e.f.input(fsSandbox([]string{"./public.txt", "./conf/app.toml"}, nil, tc.deny))
+			c := NewCache()
+			r23Settle(t, c, in, "first")
 
-	must(t, e.root.Rename("ws/conf", "keep/conf.old"))
-	e.write("ws/conf/app.toml", "a")
-	e.write("ws/conf/secret.pem", "s")
-	r23Settle(t, c, in, "after conf was replaced")
+			must(t, e.root.Rename("ws/conf", "keep/conf.old"))
+			for _, f := range append([]string{"ws/conf/app.toml"}, tc.files...) {
+				if strings.HasPrefix(f, "ws/conf/") {
+					e.write(f, f)
+				}
+			}
+			r23Settle(t, c, in, "after conf was replaced")
 
-	// Inside the new conf (its inode has no watch): the denied file becomes a link to another one.
-	must(t, e.root.Remove("ws/conf/secret.pem"))
-	must(t, e.root.Symlink("../real/secret.pem", "ws/conf/secret.pem"))
-	spared, differs := r23Call(t, c, in, "the denied conf/secret.pem made a link to real/secret.pem")
-	if differs && !spared {
-		t.Errorf("the difference was not reached through the spared path")
-	}
-}
-
-// TestR23StaleWatchAfterFolderRenamedAwayGrant: as above, the granted conf/app.toml (a plain
-// file) replaced, inside the new conf, by a link to another file.
-func TestR23StaleWatchAfterFolderRenamedAwayGrant(t *testing.T) {
-	e := newR23(t)
-	e.write("ws/public.txt", "public")
-	e.write("ws/other.toml", "other")
-	e.write("ws/conf/app.toml", "a")
-	in := e.f.input(fsSandbox([]string{"./public.txt", "./conf/app.toml"}, nil, nil))
-	c := NewCache()
-	r23Settle(t, c, in, "first")
-
-	must(t, e.root.Rename("ws/conf", "keep/conf.old"))
-	e.write("ws/conf/app.toml", "a")
-	r23Settle(t, c, in, "after conf was replaced")
-
-	must(t, e.root.Remove("ws/conf/app.toml"))
-	must(t, e.root.Symlink("../other.toml", "ws/conf/app.toml"))
-	spared, differs := r23Call(t, c, in, "the granted conf/app.toml made a link to other.toml")
-	if differs && !spared {
-		t.Errorf("the difference was not reached through the spared path")
-	}
-}
-
-// TestR23StaleWatchGrantOutsideWorkspace: as above, the granted conf/app.toml made a link to a
-// file outside the workspace: a fresh compilation refuses the grant (it resolves outside the
-// workspace); the cache returns the kept policy, whose read rule on ws/conf/app.toml now names
-// the outside file.
-func TestR23StaleWatchGrantOutsideWorkspace(t *testing.T) {
-	e := newR23(t)
-	e.write("ws/public.txt", "public")
-	e.write("ws/conf/app.toml", "a")
-	e.write("elsewhere/private.txt", "private, outside the workspace")
-	in := e.f.input(fsSandbox([]string{"./public.txt", "./conf/app.toml"}, nil, nil))
-	c := NewCache()
-	r23Settle(t, c, in, "first")
-
-	must(t, e.root.Rename("ws/conf", "keep/conf.old"))
-	e.write("ws/conf/app.toml", "a")
-	r23Settle(t, c, in, "after conf was replaced")
-
-	must(t, e.root.Remove("ws/conf/app.toml"))
-	must(t, e.root.Symlink("../../elsewhere/private.txt", "ws/conf/app.toml"))
-	spared, differs := r23Call(t, c, in, "the granted conf/app.toml made a link to ../../elsewhere/private.txt")
-	if differs && !spared {
-		t.Errorf("the difference was not reached through the spared path")
+			must(t, e.root.Remove(tc.linkAt))
+			must(t, e.root.Symlink(tc.linkTo, tc.linkAt))
+			if spared, differs := r23Call(t, c, in, tc.step); differs && !spared {
+				t.Errorf("the difference was not reached through the spared path")
+			}
+		})
 	}
 }
 
