@@ -274,14 +274,20 @@ func (w *watcher) drain() bool {
 				w.overflow = w.count
 			case ev.Mask&unix.IN_IGNORED != 0:
 				// The file was removed, or its file system unmounted: a kept policy holding this
-				// watch is checked in full until it is compiled again (a number the kernel may
-				// give anew after it wrapped around is never trusted).
+				// watch is checked in full, and takes its watches anew (a number the kernel may
+				// give again after it wrapped around is never trusted).
 				w.changed[ev.Wd] = math.MaxUint64
 				delete(w.watches, ev.Wd)
 			default:
 				w.changed[ev.Wd] = w.count
 			}
 			off += unix.SizeofInotifyEvent + int(ev.Len)
+		}
+		if len(w.changed) > 4*maxWatches {
+			// The watches of removed files pile up over a long life: forget them all, as after an
+			// overflow (every kept policy is checked in full once, and takes its watches anew).
+			clear(w.changed)
+			w.overflow = w.count
 		}
 	}
 }
