@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -168,4 +169,48 @@ func TestCacheWatchesTakenAtEveryFullCheck(t *testing.T) {
 	awaitSpared(t, c, in, "spared once checked in full again")
 	must(t, os.Link(keys, filepath.Join(elsewhere, "k")))
 	watchedCheck(t, c, in, "a hard link to keys.pem", false)
+}
+
+// TestCacheWatchedAfterAQueueOverflow: the watcher's queue fills with events of another policy's
+// folder (more than fs.inotify.max_queued_events, so the kernel drops the rest and queues an
+// overflow), then a granted file of this policy loses its exec bits, an event the kernel drops:
+// only the overflow says that anything changed, and the next call must check in full and compile
+// afresh.
+func TestCacheWatchedAfterAQueueOverflow(t *testing.T) {
+	max, err := os.ReadFile("/proc/sys/fs/inotify/max_queued_events")
+	if err != nil {
+		fx.Missing(t, "no inotify limits: %v", err)
+	}
+	var limit int
+	if _, err := fmt.Sscan(string(max), &limit); err != nil || limit > 1<<20 {
+		t.Skipf("fs.inotify.max_queued_events %q: too many events to fill", max)
+	}
+	f, other := newFixture(t), newFixture(t)
+	var fs unix.Statfs_t
+	if err := unix.Statfs(f.ws, &fs); err != nil || !watchableFS[int64(fs.Type)] {
+		fx.Missing(t, "the test's folders are on a file system the watcher does not trust (%#x)", fs.Type)
+	}
+	tools := realTemp(t)
+	script := filepath.Join(tools, "tool")
+	write(t, script, "#!/usr/bin/sh\n", 0o755)
+	write(t, filepath.Join(tools, "helper"), "#!/usr/bin/sh\n", 0o755)
+	allow := true
+	in := f.input(manifest.Sandbox{Exec: &manifest.Exec{Allow: &allow, Spawn: []string{"helper"}}})
+	in.Binary, in.PATH = script, tools
+	noise := other.input(manifest.Sandbox{FS: &manifest.FS{Read: []string{"./**"}}})
+	c := NewCache()
+	for _, x := range []Input{in, noise} {
+		watchedCheck(t, c, x, "compiled", false)
+		watchedCheck(t, c, x, "checked in full", true)
+	}
+	awaitSpared(t, c, in, "spared")
+	for i := range limit + 64 { // the other policy's workspace, watched: each file an event
+		fd, err := unix.Open(filepath.Join(other.ws, fmt.Sprint(i)), unix.O_CREAT|unix.O_WRONLY|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(fd)
+	}
+	must(t, os.Chmod(filepath.Join(tools, "helper"), 0o644))
+	watchedCheck(t, c, in, "the helper lost its exec bits after the queue overflowed", false)
 }
