@@ -113,7 +113,7 @@ func (c *Cache) stillSame(k *cachedPolicy, lookup func(string) (string, bool)) b
 	if takeHook != nil {
 		takeHook(false)
 	}
-	taken := c.watch.take(&k.watched) // after from was read, before the questions are asked
+	taken := c.watch.take(&k.watched, from, mounts) // after from was read, before the questions are asked
 	if takeHook != nil {
 		takeHook(true)
 	}

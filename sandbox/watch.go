@@ -90,8 +90,11 @@ type watched struct {
 	ok     bool     // its paths can be watched (see paths); a watch refused clears it
 	paths  []string // every path asked about, and every folder above one, folders first
 	above  []bool   // paths[i] is only a folder an asked path passes through
-	wds    []int32
-	valid  bool // a full check found every answer the same at count from, under mounts
+	parent []int    // the index of paths[i]'s folder in paths (-1 for /)
+	wds    []int32  // paths[i]'s watch, -1 when it was not there; nil until the first take
+	taken  uint64   // the count the last take was made after
+	tables []byte   // the mount table then (a mount makes no event: after one, all are taken again)
+	valid  bool     // a full check found every answer the same at count from, under mounts
 	from   uint64
 	mounts []byte
 }
@@ -129,48 +132,68 @@ func (w *watcher) paths(j *journal) watched {
 		add(q.name)
 	}
 	slices.SortStableFunc(paths, func(a, b string) int { return strings.Count(a, "/") - strings.Count(b, "/") })
-	out := watched{ok: true, paths: paths, above: make([]bool, len(paths))}
+	out := watched{ok: true, paths: paths, above: make([]bool, len(paths)), parent: make([]int, len(paths))}
+	index := make(map[string]int, len(paths))
 	for i, p := range paths {
 		out.above[i] = above[p]
+		index[p] = i
+		out.parent[i] = -1
+		if p != "/" {
+			out.parent[i] = index[filepath.Dir(p)] // folders come first: it is there
+		}
 	}
 	return out
 }
 
-// take adds k's watches, for a full check about to ask every question; it reports false when one
-// cannot be added (a folder above that is a symbolic link, whose target's folders would need
-// watches too; another file system than a local one; a watch refused, too many): k is then
-// always checked in full.
+// take adds k's watches, for a full check about to ask every question, from was read before it;
+// it reports false when one cannot be added (a folder above that is a symbolic link, whose
+// target's folders would need watches too; another file system than a local one; a watch
+// refused, too many): k is then always checked in full.
 //
-// A watch is on an inode, not a name. It is taken at every full check, after the count the check
+// A watch is on an inode, not a name. Watches are taken at full checks, after the count the check
 // will be valid from was read, and folders before what is in them: a name bound to another inode
 // when its watch was taken than when its question is asked was bound anew in between, an event of
 // the folder above (on the right inode by the same argument, up to /) counted after that count,
-// and the next call checks in full and takes the watches again. So while no watch saw an event,
-// each is on the inode its answer names. (The kernel gives a watch an inode already has.)
-func (w *watcher) take(k *watched) bool {
+// and the next full check takes its watch again. So while no watch saw an event, each is on the
+// inode its answer names. Only what may have been bound anew since the last take is taken again
+// (most of the cost of a full check otherwise): a path whose folder's watch saw an event since,
+// or whose folder was taken again on another inode, a path not there then, a watch the kernel
+// dropped; everything after an overflow or a change of the mount table, which was read before
+// from (mounts). (The kernel gives a watch an inode already has.)
+func (w *watcher) take(k *watched, from uint64, mounts []byte) bool {
 	if w.fd < 0 {
 		return false
 	}
-	wds := make([]int32, 0, len(k.paths))
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !k.ok {
 		return false
 	}
+	all := k.wds == nil || w.overflow > k.taken || mounts == nil || !bytes.Equal(mounts, k.tables)
+	if all {
+		k.wds = make([]int32, len(k.paths))
+	}
+	moved := make([]bool, len(k.paths)) // taken again on another inode, or not there
+	stirred := func(wd int32) bool { return wd < 0 || w.changed[wd] > k.taken }
 	for i, p := range k.paths {
+		par := k.parent[i]
+		if !all && !stirred(k.wds[i]) && (par < 0 || !moved[par] && !stirred(k.wds[par])) {
+			continue
+		}
+		old := k.wds[i]
 		wd, err := w.add(p, k.above[i])
 		switch {
 		case errors.Is(err, unix.ENOENT):
 			// Not there (now): the watch of the folder above sees it made. A question whose
 			// answer was that it exists will not be the same: the full check finds it.
-			continue
+			wd = -1
 		case err != nil:
 			k.ok, k.wds = false, nil
 			return false
 		}
-		wds = append(wds, wd)
+		k.wds[i], moved[i] = wd, all || wd != old || wd < 0
 	}
-	k.wds = wds
+	k.taken, k.tables = from, mounts
 	return true
 }
 
@@ -217,6 +240,12 @@ func (w *watcher) look(k *watched) (unchanged bool, now uint64, mounts []byte) {
 	if w.fd < 0 {
 		return false, 0, nil
 	}
+	w.mu.Lock()
+	ok := k.ok
+	w.mu.Unlock()
+	if !ok { // checked in full, without the mount table's read
+		return false, 0, nil
+	}
 	table, err := kernfile.ReadFile("/proc/self/mountinfo")
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -234,7 +263,7 @@ func (w *watcher) look(k *watched) (unchanged bool, now uint64, mounts []byte) {
 		return false, now, mounts
 	}
 	for _, wd := range k.wds {
-		if w.changed[wd] > k.from {
+		if wd >= 0 && w.changed[wd] > k.from {
 			return false, now, mounts
 		}
 	}

@@ -119,12 +119,12 @@ func TestWatcherTrustsLocalFileSystemsOnly(t *testing.T) {
 	t.Cleanup(func() { unix.Close(w.fd) })
 	for _, name := range []string{"/proc/self/status", "relative/path", "/usr/../etc"} {
 		j := &journal{questions: []question{{kind: askLstat, name: name}}}
-		if k := w.paths(j); k.ok && w.take(&k) {
+		if k := w.paths(j); k.ok && w.take(&k, 0, nil) {
 			t.Errorf("a journal that asked about %q is watched", name)
 		}
 	}
 	j := &journal{questions: []question{{kind: askLstat, name: realTemp(t)}}}
-	if k := w.paths(j); !k.ok || !w.take(&k) {
+	if k := w.paths(j); !k.ok || !w.take(&k, 0, nil) {
 		t.Skip("the temporary folder is not on a file system the watcher trusts")
 	}
 }
